@@ -1,0 +1,197 @@
+//! What goes into the state machine (entries carrying a command and the leader's time) and what
+//! comes out of it (outcomes). Inputs keep numbers signed and fields optional so that the engine,
+//! not the transport, decides and reports every rule.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::error::EngineError;
+use crate::model::{Millis, MessageState, QueueRef, QueueView};
+
+/// One Raft log entry's payload: the leader's clock reading and the command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub now: Millis,
+    pub command: Command,
+}
+
+/// Every state change the queue service knows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    CreateQueue {
+        account: String,
+        /// Stamped by the proposer; becomes the queue's UUID.
+        queue_id: Uuid,
+        name: String,
+        attributes: QueueAttributes,
+    },
+    PatchQueue {
+        account: String,
+        queue: String,
+        attributes: QueueAttributes,
+    },
+    DeleteQueue {
+        account: String,
+        queue: String,
+    },
+    Send {
+        account: String,
+        queue: String,
+        message: NewMessage,
+    },
+    SendBatch {
+        account: String,
+        queue: String,
+        entries: Vec<BatchEntry>,
+    },
+    Receive {
+        account: String,
+        queue: String,
+        max_messages: Option<i64>,
+        lease_seconds: Option<i64>,
+    },
+    Ack {
+        account: String,
+        queue: String,
+        receipts: Vec<String>,
+    },
+    ChangeLease {
+        account: String,
+        queue: String,
+        receipt: String,
+        lease_seconds: i64,
+    },
+    Purge {
+        account: String,
+        queue: String,
+    },
+    /// Advances time only: expires leases and messages, moves messages to dead-letter queues and
+    /// prunes deduplication records that are due.
+    Tick,
+}
+
+/// Optional queue settings, for create and patch.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct QueueAttributes {
+    pub content_based_deduplication: Option<bool>,
+    pub lease_seconds: Option<i64>,
+    pub delay_seconds: Option<i64>,
+    pub retention_seconds: Option<i64>,
+    pub max_message_bytes: Option<i64>,
+    /// `Some(None)` clears the policy (PATCH with `null`).
+    pub redrive_policy: Option<Option<RedrivePolicyInput>>,
+    pub redrive_allow_policy: Option<AllowPolicyInput>,
+}
+
+/// A redrive policy as a client writes it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RedrivePolicyInput {
+    pub dead_letter_target: Option<String>,
+    pub max_receive_count: Option<i64>,
+}
+
+/// A redrive allow policy as a client writes it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct AllowPolicyInput {
+    pub permission: Option<String>,
+    pub source_queues: Option<Vec<String>>,
+}
+
+/// A message to send; `message_id` is stamped by the proposer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewMessage {
+    pub message_id: Uuid,
+    pub body: String,
+    pub attributes: BTreeMap<String, String>,
+    pub delay_seconds: Option<i64>,
+    pub message_group_id: Option<String>,
+    pub message_deduplication_id: Option<String>,
+}
+
+/// One entry of a batch send.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchEntry {
+    pub id: String,
+    pub message: NewMessage,
+}
+
+/// The immutable part of a message, kept out of the engine's memory: the store persists it under
+/// the message's storage key and joins it to deliveries and peeks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Payload {
+    pub message_id: Uuid,
+    pub body: String,
+    pub attributes: BTreeMap<String, String>,
+    pub message_group_id: Option<String>,
+    pub message_deduplication_id: Option<String>,
+    pub sent_at: Millis,
+}
+
+/// What a successful command returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    Queue(Box<QueueView>),
+    Deleted,
+    Sent(SendResult),
+    SentBatch(Vec<BatchResult>),
+    Received(Vec<Delivery>),
+    Acked(Vec<AckResult>),
+    LeaseChanged {
+        receipt: String,
+        lease_expires_at: Millis,
+    },
+    Purged,
+    Ticked,
+}
+
+/// The answer to one send.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendResult {
+    pub message_id: Uuid,
+    pub duplicate: bool,
+    /// FIFO queues only.
+    pub sequence_number: Option<u64>,
+}
+
+/// The answer to one batch entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchResult {
+    pub id: String,
+    pub result: Result<SendResult, EngineError>,
+}
+
+/// The answer to one receipt of an ack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AckResult {
+    pub receipt: String,
+    pub result: Result<(), EngineError>,
+}
+
+/// A message's mutable metadata as the engine reports it; the store adds the [`Payload`] found
+/// under `storage_key`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageMeta {
+    pub storage_key: u64,
+    /// Position in the queue; the API shows it as `sequence_number` on FIFO queues.
+    pub seq: u64,
+    pub fifo: bool,
+    pub receive_count: u32,
+    pub first_received_at: Option<Millis>,
+    /// When the message entered this queue (sent, or moved here).
+    pub enqueued_at: Millis,
+    pub dead_letter_source: Option<QueueRef>,
+    pub moved_at: Option<Millis>,
+    pub state: MessageState,
+    /// End of the delay or the lease, for delayed and leased messages.
+    pub until: Option<Millis>,
+}
+
+/// A leased message handed to a receiver.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivery {
+    pub meta: MessageMeta,
+    pub receipt: String,
+    pub lease_expires_at: Millis,
+}

@@ -1,0 +1,87 @@
+//! Typed errors of the engine. Each carries what the API edge needs to answer with the spec's
+//! error shape: a stable snake_case `code`, a message, and for invalid input the offending field.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::QueueRef;
+
+/// Why a command or query was refused. A refused command changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum EngineError {
+    /// A field of the request breaks a rule; `field` names it (JSON path style) and `rule` says why.
+    #[error("{field}: {rule}")]
+    InvalidArgument { field: String, rule: String },
+    /// The queue reference names no queue of this account.
+    #[error("queue not found: {0}")]
+    QueueNotFound(String),
+    /// A queue with this name already exists in the account.
+    #[error("a queue named {0} already exists")]
+    QueueExists(String),
+    /// The queue is the dead-letter target of other queues and cannot be deleted.
+    #[error("the queue is the dead-letter target of {}", names(.sources))]
+    QueueInUse { sources: Vec<QueueRef> },
+    /// The receipt's lease is no longer active (acknowledged, released, expired or replaced).
+    #[error("the lease of this receipt is no longer active")]
+    LeaseExpired,
+    /// The message is larger than the queue's `max_message_bytes`.
+    #[error("{field}: the message is {size} bytes, more than the queue's max_message_bytes of {max}")]
+    MessageTooLarge { field: String, size: u64, max: u64 },
+}
+
+fn names(sources: &[QueueRef]) -> String {
+    sources
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl EngineError {
+    /// A refusal of an input field.
+    pub fn invalid(field: impl Into<String>, rule: impl Into<String>) -> Self {
+        EngineError::InvalidArgument {
+            field: field.into(),
+            rule: rule.into(),
+        }
+    }
+
+    /// The spec's error code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            EngineError::InvalidArgument { .. } => "invalid_argument",
+            EngineError::QueueNotFound(_) => "queue_not_found",
+            EngineError::QueueExists(_) => "queue_exists",
+            EngineError::QueueInUse { .. } => "queue_in_use",
+            EngineError::LeaseExpired => "lease_expired",
+            EngineError::MessageTooLarge { .. } => "message_too_large",
+        }
+    }
+
+    /// The field the error is about, where there is one.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            EngineError::InvalidArgument { field, .. }
+            | EngineError::MessageTooLarge { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+
+    /// The same error about a field nested under `prefix` (for batch entries and policies).
+    pub fn within(self, prefix: &str) -> Self {
+        match self {
+            EngineError::InvalidArgument { field, rule } => EngineError::InvalidArgument {
+                field: format!("{prefix}.{field}"),
+                rule,
+            },
+            EngineError::MessageTooLarge { field, size, max } => EngineError::MessageTooLarge {
+                field: format!("{prefix}.{field}"),
+                size,
+                max,
+            },
+            other => other,
+        }
+    }
+}
+
+/// Shorthand for engine results.
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;

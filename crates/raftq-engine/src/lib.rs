@@ -1,0 +1,49 @@
+//! # raftq-engine
+//!
+//! The queue service as a deterministic state machine, in the style of quinn-proto: no tokio,
+//! no clock, no randomness, no I/O. [`Engine::apply`] takes an [`Entry`] — a [`Command`] and the
+//! leader's clock reading — and returns the command's [`Outcome`] (or the [`EngineError`] that
+//! refused it) together with the [`Changes`] the store must persist. IDs that must be unique
+//! (queue and message UUIDs) arrive inside the command, stamped by the proposer.
+//!
+//! ## Time
+//! Every entry first advances the engine's clock to `max(clock, entry.now)`, so time never goes
+//! backwards, and fires every timer that is due: lease ends, delay ends, retention expiry and
+//! deduplication pruning. A leader-only timer proposes [`Command::Tick`] at [`Engine::next_due`]
+//! so that these happen without traffic. Applying a tick twice, or late, changes nothing more.
+//!
+//! ## The boundary with the store
+//! Message bodies, attributes, IDs and `sent_at` never change after a send; they form the
+//! [`Payload`], which the engine hands to the store in [`Changes::payloads`] and never keeps in
+//! memory. The engine keeps only per-message metadata and indexes. Deliveries and peeks return
+//! [`MessageMeta`] with the payload's `storage_key`; the store joins the payload to them.
+//! The whole engine state is a set of rows in one sorted key space ([`rows`]); after each apply,
+//! [`Changes::rows`] lists the rows it touched and [`Engine::row_value`] gives their new values
+//! (`None`: delete). A store writes those rows, the payload operations and its last-applied
+//! marker in one atomic batch, and restarts with [`Engine::restore`] over its rows. A snapshot is
+//! all rows in key order ([`Engine::export_rows`] plus the payload rows).
+//!
+//! ## Costs
+//! Per-queue indexes make every operation cost O(log n) in the queue's depth and group count:
+//! messages by sequence number, a ready set (visible messages of a standard queue, heads of
+//! unblocked groups of a FIFO queue), per-group message sets, a global timer set of
+//! `(due, what)`, and deduplication records in window order. Retention needs no per-message
+//! timer: messages enter a queue in time order, so the oldest is always first.
+
+pub mod command;
+mod engine;
+pub mod error;
+pub mod model;
+mod queue;
+pub mod receipt;
+pub mod rows;
+pub mod validate;
+
+pub use command::{
+    AckResult, AllowPolicyInput, BatchEntry, BatchResult, Command, Delivery, Entry, MessageMeta,
+    NewMessage, Outcome, Payload, QueueAttributes, RedrivePolicyInput, SendResult,
+};
+pub use engine::{Applied, Engine};
+pub use error::EngineError;
+pub use model::{Millis, MessageState, QueueRef, QueueStats, QueueType, QueueView};
+pub use rows::{Changes, PayloadOp, RowKey};

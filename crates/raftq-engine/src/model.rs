@@ -1,0 +1,237 @@
+//! The queue model: limits and defaults of SPEC.md, queue configuration, redrive policies,
+//! resource references and CRNs, and the views the engine returns.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// Milliseconds since the Unix epoch, as stamped into each entry by the leader.
+pub type Millis = u64;
+
+/// Limits and defaults of SPEC.md §1–§2.
+pub mod limits {
+    /// Longest queue name, without the `.fifo` suffix.
+    pub const QUEUE_NAME_MAX: usize = 80;
+    pub const FIFO_SUFFIX: &str = ".fifo";
+    pub const LEASE_SECONDS_MAX: i64 = 43_200;
+    pub const LEASE_SECONDS_DEFAULT: u32 = 30;
+    pub const DELAY_SECONDS_MAX: i64 = 900;
+    pub const RETENTION_SECONDS_MIN: i64 = 60;
+    pub const RETENTION_SECONDS_MAX: i64 = 14 * 24 * 3600;
+    pub const RETENTION_SECONDS_DEFAULT: u32 = 4 * 24 * 3600;
+    pub const MAX_MESSAGE_BYTES_MAX: i64 = 1024 * 1024;
+    pub const MAX_MESSAGE_BYTES_DEFAULT: u32 = 256 * 1024;
+    pub const MAX_RECEIVE_COUNT_MAX: i64 = 1000;
+    pub const ATTRIBUTES_MAX: usize = 10;
+    pub const ATTRIBUTE_NAME_MAX: usize = 256;
+    pub const GROUP_ID_MAX: usize = 128;
+    pub const DEDUP_ID_MAX: usize = 128;
+    /// How long an accepted deduplication ID suppresses resends.
+    pub const DEDUP_WINDOW_MS: u64 = 5 * 60 * 1000;
+    pub const BATCH_MAX: usize = 10;
+    pub const BATCH_ENTRY_ID_MAX: usize = 80;
+    pub const RECEIVE_MAX_MESSAGES: i64 = 10;
+    pub const ALLOW_POLICY_SOURCES_MAX: usize = 10;
+    pub const PEEK_LIMIT_MAX: usize = 100;
+    pub const PEEK_LIMIT_DEFAULT: usize = 10;
+}
+
+/// `standard` or `fifo`; a queue is FIFO exactly when its name ends in `.fifo`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueType {
+    Standard,
+    Fifo,
+}
+
+impl QueueType {
+    pub fn of_name(name: &str) -> Self {
+        if name.ends_with(limits::FIFO_SUFFIX) {
+            QueueType::Fifo
+        } else {
+            QueueType::Standard
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueType::Standard => "standard",
+            QueueType::Fifo => "fifo",
+        }
+    }
+}
+
+/// A queue named by its UUID and the name it had when recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueName {
+    pub id: Uuid,
+    pub name: String,
+}
+
+/// Who may use a queue as its dead-letter target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum AllowPolicy {
+    #[default]
+    AllowAll,
+    DenyAll,
+    ByQueue(Vec<QueueName>),
+}
+
+impl AllowPolicy {
+    pub fn allows(&self, source: Uuid) -> bool {
+        match self {
+            AllowPolicy::AllowAll => true,
+            AllowPolicy::DenyAll => false,
+            AllowPolicy::ByQueue(list) => list.iter().any(|q| q.id == source),
+        }
+    }
+}
+
+/// A source queue's binding to its dead-letter target (an internal queue number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RedrivePolicy {
+    pub target: u32,
+    pub max_receive_count: u32,
+}
+
+/// A queue's settings, all validated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueConfig {
+    pub content_based_deduplication: bool,
+    pub lease_seconds: u32,
+    pub delay_seconds: u32,
+    pub retention_seconds: u32,
+    pub max_message_bytes: u32,
+    pub redrive_policy: Option<RedrivePolicy>,
+    pub redrive_allow_policy: AllowPolicy,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        QueueConfig {
+            content_based_deduplication: false,
+            lease_seconds: limits::LEASE_SECONDS_DEFAULT,
+            delay_seconds: 0,
+            retention_seconds: limits::RETENTION_SECONDS_DEFAULT,
+            max_message_bytes: limits::MAX_MESSAGE_BYTES_DEFAULT,
+            redrive_policy: None,
+            redrive_allow_policy: AllowPolicy::AllowAll,
+        }
+    }
+}
+
+/// A resource reference as the API returns it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueRef {
+    pub id: Uuid,
+    pub name: String,
+    pub crn: String,
+}
+
+/// `crn:v1:raftq:public:queues:<region>:a/<account>:<queue-uuid>::`
+pub fn crn(region: &str, account: &str, id: Uuid) -> String {
+    format!("crn:v1:raftq:public:queues:{region}:a/{account}:{id}::")
+}
+
+/// The parts of a well-formed queue CRN.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedCrn<'a> {
+    pub region: &'a str,
+    pub account: &'a str,
+    pub id: Uuid,
+}
+
+/// Parses a queue CRN; `None` when the text is not one.
+pub fn parse_crn(text: &str) -> Option<ParsedCrn<'_>> {
+    let rest = text.strip_prefix("crn:v1:raftq:public:queues:")?;
+    let rest = rest.strip_suffix("::")?;
+    let mut parts = rest.split(':');
+    let region = parts.next()?;
+    let account = parts.next()?.strip_prefix("a/")?;
+    let id = Uuid::parse_str(parts.next()?).ok()?;
+    if parts.next().is_some() || region.is_empty() || account.is_empty() {
+        return None;
+    }
+    Some(ParsedCrn {
+        region,
+        account,
+        id,
+    })
+}
+
+/// A queue's redrive policy as returned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RedrivePolicyView {
+    pub dead_letter_target: QueueRef,
+    pub max_receive_count: u32,
+}
+
+/// A queue's redrive allow policy as returned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllowPolicyView {
+    /// `allow_all`, `deny_all` or `by_queue`.
+    pub permission: String,
+    /// The allowed sources, for `by_queue`.
+    pub source_queues: Option<Vec<QueueRef>>,
+}
+
+/// The full queue object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueView {
+    pub id: Uuid,
+    pub name: String,
+    pub crn: String,
+    pub queue_type: QueueType,
+    pub created_at: Millis,
+    pub content_based_deduplication: bool,
+    pub lease_seconds: u32,
+    pub delay_seconds: u32,
+    pub retention_seconds: u32,
+    pub max_message_bytes: u32,
+    pub redrive_policy: Option<RedrivePolicyView>,
+    pub redrive_allow_policy: AllowPolicyView,
+}
+
+/// Where a message is in its life, as peek shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageState {
+    Visible,
+    Leased,
+    Delayed,
+    PendingRedrive,
+}
+
+/// Queue counters as `GET .../stats` returns them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct QueueStats {
+    pub visible: u64,
+    pub leased: u64,
+    pub delayed: u64,
+    pub pending_redrive: u64,
+    pub oldest_message_age_seconds: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crn_round_trips_and_rejects_malformed_text() {
+        let id = Uuid::from_u128(7);
+        let text = crn("local", "dev", id);
+        assert_eq!(
+            text,
+            "crn:v1:raftq:public:queues:local:a/dev:00000000-0000-0000-0000-000000000007::"
+        );
+        assert_eq!(
+            parse_crn(&text),
+            Some(ParsedCrn {
+                region: "local",
+                account: "dev",
+                id
+            })
+        );
+        assert_eq!(parse_crn("crn:v1:raftq:public:queues:local:dev:x::"), None);
+        assert_eq!(parse_crn(&text.replace("::", ":")), None);
+    }
+}

@@ -1,0 +1,478 @@
+//! One queue's messages and the indexes that keep every operation's cost independent of queue
+//! depth and group count: messages by sequence number, the ready set (visible messages of a
+//! standard queue, or the heads of unblocked groups of a FIFO queue), FIFO groups, pending
+//! redrives, deduplication records in window order, and the queue's entries in the global timer
+//! set.
+//!
+//! Every mutation goes through [`Queue::insert`], [`Queue::remove`] or [`Queue::set_state`], which
+//! keep counters, timers, groups and the ready set consistent and record the rows they dirty.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use rustc_hash::FxHashMap;
+use uuid::Uuid;
+
+use crate::model::{Millis, QueueConfig, QueueName, QueueType};
+use crate::rows::{Changes, RowKey};
+
+/// Group number of messages of standard queues.
+pub(crate) const NO_GROUP: u32 = u32::MAX;
+
+/// A message's state; `until` of [`Msg`] is the delay end or lease end where one applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum State {
+    Visible = 0,
+    Delayed = 1,
+    Leased = 2,
+    Pending = 3,
+}
+
+impl State {
+    pub(crate) fn from_u8(v: u8) -> Option<State> {
+        Some(match v {
+            0 => State::Visible,
+            1 => State::Delayed,
+            2 => State::Leased,
+            3 => State::Pending,
+            _ => return None,
+        })
+    }
+
+    fn timed(self) -> bool {
+        matches!(self, State::Delayed | State::Leased)
+    }
+}
+
+/// A message's mutable metadata; its immutable payload lives in the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Msg {
+    /// Storage key of the payload: the sequence number the message was first sent with.
+    pub mid: u64,
+    /// When it entered this queue; retention counts from here.
+    pub enqueued_at: Millis,
+    /// Delay end or lease end.
+    pub until: Millis,
+    /// 0 until first leased.
+    pub first_received_at: Millis,
+    pub receive_count: u32,
+    pub size: u32,
+    pub group: u32,
+    pub state: State,
+    /// The queue it was moved from by redrive; `enqueued_at` is then the move time.
+    pub moved: Option<Box<QueueName>>,
+}
+
+/// Something due at a time; the engine fires these in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Timer {
+    /// A delay or lease of one message ends.
+    Message { qid: u32, seq: u64 },
+    /// The queue's oldest message may have reached its retention limit.
+    Retention(u32),
+    /// The queue's oldest deduplication record may have left the window.
+    Dedup(u32),
+}
+
+/// The engine's clock, timer set and change log, lent to queue mutations.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Books {
+    pub now: Millis,
+    pub timers: BTreeSet<(Millis, Timer)>,
+    pub changes: Changes,
+}
+
+#[derive(Debug, Clone)]
+struct Group {
+    name: Box<str>,
+    msgs: BTreeSet<u64>,
+    leased: u32,
+    /// The head sequence number while the group sits in the ready set.
+    ready_key: Option<u64>,
+}
+
+/// A deduplication ID accepted within the window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DedupRecord {
+    pub message_id: Uuid,
+    pub seq: u64,
+    pub expires_at: Millis,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Queue {
+    pub qid: u32,
+    pub id: Uuid,
+    pub account: String,
+    pub name: String,
+    pub created_at: Millis,
+    pub queue_type: QueueType,
+    pub config: QueueConfig,
+    pub messages: BTreeMap<u64, Msg>,
+    ready: BTreeSet<u64>,
+    groups: FxHashMap<u32, Group>,
+    group_ids: HashMap<Box<str>, u32>,
+    next_group: u32,
+    pub dedup: HashMap<String, DedupRecord>,
+    dedup_order: VecDeque<(Millis, String)>,
+    pub pending: BTreeSet<u64>,
+    /// Queues whose redrive policy names this queue.
+    pub sources: BTreeSet<u32>,
+    counts: [u64; 4],
+    retention_timer: Option<Millis>,
+    dedup_timer: Option<Millis>,
+}
+
+impl Queue {
+    pub(crate) fn new(
+        qid: u32,
+        id: Uuid,
+        account: String,
+        name: String,
+        created_at: Millis,
+        config: QueueConfig,
+    ) -> Queue {
+        Queue {
+            qid,
+            id,
+            account,
+            queue_type: QueueType::of_name(&name),
+            name,
+            created_at,
+            config,
+            messages: BTreeMap::new(),
+            ready: BTreeSet::new(),
+            groups: FxHashMap::default(),
+            group_ids: HashMap::new(),
+            next_group: 0,
+            dedup: HashMap::new(),
+            dedup_order: VecDeque::new(),
+            pending: BTreeSet::new(),
+            sources: BTreeSet::new(),
+            counts: [0; 4],
+            retention_timer: None,
+            dedup_timer: None,
+        }
+    }
+
+    pub(crate) fn fifo(&self) -> bool {
+        self.queue_type == QueueType::Fifo
+    }
+
+    /// Whether a receive would find something.
+    pub(crate) fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    /// Messages per state: visible, delayed, leased, pending redrive.
+    pub(crate) fn count(&self, state: State) -> u64 {
+        self.counts[state as usize]
+    }
+
+    pub(crate) fn group_name(&self, group: u32) -> Option<&str> {
+        self.groups.get(&group).map(|g| &*g.name)
+    }
+
+    /// Adds a message under `seq`; FIFO messages join the group named `group_name`.
+    pub(crate) fn insert(&mut self, books: &mut Books, seq: u64, mut msg: Msg, group_name: &str) {
+        let (state, until) = (msg.state, msg.until);
+        msg.group = if self.fifo() {
+            self.intern(group_name)
+        } else {
+            NO_GROUP
+        };
+        let group = msg.group;
+        self.counts[state as usize] += 1;
+        if state.timed() {
+            books.timers.insert((until, self.msg_timer(seq)));
+        }
+        if state == State::Pending {
+            self.pending.insert(seq);
+        }
+        self.messages.insert(seq, msg);
+        books.changes.rows.push(RowKey::Message(self.qid, seq));
+        self.schedule_retention(books);
+        if let Some(g) = self.groups.get_mut(&group) {
+            g.msgs.insert(seq);
+            if state == State::Leased {
+                g.leased += 1;
+            }
+            self.refresh_group(books, group);
+        } else if state == State::Visible {
+            self.make_ready(books, seq);
+        }
+    }
+
+    /// Takes a message out of every index (its payload stays: the caller decides).
+    pub(crate) fn remove(&mut self, books: &mut Books, seq: u64) -> Option<Msg> {
+        let msg = self.messages.remove(&seq)?;
+        self.counts[msg.state as usize] -= 1;
+        if msg.state.timed() {
+            books.timers.remove(&(msg.until, self.msg_timer(seq)));
+        }
+        if msg.state == State::Pending {
+            self.pending.remove(&seq);
+        }
+        books.changes.rows.push(RowKey::Message(self.qid, seq));
+        if let Some(g) = self.groups.get_mut(&msg.group) {
+            g.msgs.remove(&seq);
+            if msg.state == State::Leased {
+                g.leased -= 1;
+            }
+            self.refresh_group(books, msg.group);
+        } else {
+            self.ready.remove(&seq);
+        }
+        Some(msg)
+    }
+
+    /// Moves a message to `state`, with `until` its delay or lease end.
+    pub(crate) fn set_state(&mut self, books: &mut Books, seq: u64, state: State, until: Millis) {
+        let timer = self.msg_timer(seq);
+        let Some(msg) = self.messages.get_mut(&seq) else {
+            return;
+        };
+        let old = msg.state;
+        if old.timed() {
+            books.timers.remove(&(msg.until, timer));
+        }
+        msg.state = state;
+        msg.until = if state.timed() { until } else { 0 };
+        if state.timed() {
+            books.timers.insert((until, timer));
+        }
+        let group = msg.group;
+        self.counts[old as usize] -= 1;
+        self.counts[state as usize] += 1;
+        if old == State::Pending {
+            self.pending.remove(&seq);
+        }
+        if state == State::Pending {
+            self.pending.insert(seq);
+        }
+        books.changes.rows.push(RowKey::Message(self.qid, seq));
+        if let Some(g) = self.groups.get_mut(&group) {
+            if old == State::Leased {
+                g.leased -= 1;
+            }
+            if state == State::Leased {
+                g.leased += 1;
+            }
+            self.refresh_group(books, group);
+        } else if state == State::Visible {
+            self.make_ready(books, seq);
+        } else {
+            self.ready.remove(&seq);
+        }
+    }
+
+    /// Leases up to `max` deliverable messages for `lease_ms`, oldest first; in a FIFO queue
+    /// the oldest unblocked group first, and consecutive visible messages of a group together.
+    pub(crate) fn receive(&mut self, books: &mut Books, max: usize, lease_ms: u64) -> Vec<u64> {
+        let mut out = Vec::with_capacity(max);
+        while out.len() < max {
+            let Some(&head) = self.ready.first() else {
+                break;
+            };
+            let run: Vec<u64> = match self.messages.get(&head).map(|m| m.group) {
+                Some(group) if self.fifo() => match self.groups.get(&group) {
+                    Some(g) => g
+                        .msgs
+                        .range(head..)
+                        .take(max - out.len())
+                        .take_while(|s| {
+                            self.messages.get(s).map(|m| m.state) == Some(State::Visible)
+                        })
+                        .copied()
+                        .collect(),
+                    None => break,
+                },
+                Some(_) => vec![head],
+                None => break,
+            };
+            if run.is_empty() {
+                break;
+            }
+            for seq in run {
+                self.lease(books, seq, lease_ms);
+                out.push(seq);
+            }
+        }
+        out
+    }
+
+    fn lease(&mut self, books: &mut Books, seq: u64, lease_ms: u64) {
+        let now = books.now;
+        if let Some(msg) = self.messages.get_mut(&seq) {
+            msg.receive_count = msg.receive_count.saturating_add(1);
+            if msg.first_received_at == 0 {
+                msg.first_received_at = now.max(1);
+            }
+        }
+        self.set_state(books, seq, State::Leased, now.saturating_add(lease_ms));
+    }
+
+    /// The sequence number of the message that `receipt_count` leased, if that lease is active.
+    pub(crate) fn active_lease(&self, seq: u64, receive_count: u32, now: Millis) -> Option<&Msg> {
+        self.messages
+            .get(&seq)
+            .filter(|m| m.state == State::Leased && m.receive_count == receive_count && m.until > now)
+    }
+
+    fn make_ready(&mut self, books: &mut Books, seq: u64) {
+        if self.ready.insert(seq) {
+            books.changes.woken.push(self.id);
+        }
+    }
+
+    /// Puts a FIFO group in or out of the ready set after any change to it, and forgets it once
+    /// it holds no message.
+    fn refresh_group(&mut self, books: &mut Books, group: u32) {
+        let Some(g) = self.groups.get_mut(&group) else {
+            return;
+        };
+        let want = match g.msgs.first() {
+            Some(&head) if g.leased == 0 => {
+                let visible = self.messages.get(&head).map(|m| m.state) == Some(State::Visible);
+                visible.then_some(head)
+            }
+            _ => None,
+        };
+        if g.ready_key != want {
+            if let Some(old) = g.ready_key {
+                self.ready.remove(&old);
+            }
+            g.ready_key = want;
+            if let Some(head) = want {
+                self.ready.insert(head);
+                books.changes.woken.push(self.id);
+            }
+        }
+        if g.msgs.is_empty() {
+            if let Some(g) = self.groups.remove(&group) {
+                self.group_ids.remove(&g.name);
+            }
+        }
+    }
+
+    fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&g) = self.group_ids.get(name) {
+            return g;
+        }
+        let g = self.next_group;
+        self.next_group = self.next_group.wrapping_add(1);
+        self.group_ids.insert(name.into(), g);
+        self.groups.insert(
+            g,
+            Group {
+                name: name.into(),
+                msgs: BTreeSet::new(),
+                leased: 0,
+                ready_key: None,
+            },
+        );
+        g
+    }
+
+    fn msg_timer(&self, seq: u64) -> Timer {
+        Timer::Message { qid: self.qid, seq }
+    }
+
+    fn retention_ms(&self) -> u64 {
+        u64::from(self.config.retention_seconds) * 1000
+    }
+
+    /// Makes sure a retention timer is set no later than the oldest message's expiry.
+    pub(crate) fn schedule_retention(&mut self, books: &mut Books) {
+        if self.retention_timer.is_some() {
+            return;
+        }
+        if let Some(front) = self.messages.values().next() {
+            let due = front.enqueued_at.saturating_add(self.retention_ms());
+            books.timers.insert((due, Timer::Retention(self.qid)));
+            self.retention_timer = Some(due);
+        }
+    }
+
+    /// Drops the retention timer (before a retention change or when it fires).
+    pub(crate) fn clear_retention_timer(&mut self, books: &mut Books) {
+        if let Some(due) = self.retention_timer.take() {
+            books.timers.remove(&(due, Timer::Retention(self.qid)));
+        }
+    }
+
+    /// The messages whose retention has ended by `now`, oldest first.
+    pub(crate) fn expired(&self, now: Millis) -> Vec<u64> {
+        let limit = self.retention_ms();
+        self.messages
+            .iter()
+            .take_while(|(_, m)| m.enqueued_at.saturating_add(limit) <= now)
+            .map(|(&seq, _)| seq)
+            .collect()
+    }
+
+    /// Records an accepted deduplication ID.
+    pub(crate) fn record_dedup(&mut self, books: &mut Books, id: String, record: DedupRecord) {
+        let expires = record.expires_at;
+        books.changes.rows.push(RowKey::Dedup(self.qid, id.clone()));
+        self.dedup_order.push_back((expires, id.clone()));
+        self.dedup.insert(id, record);
+        if self.dedup_timer.is_none() {
+            books.timers.insert((expires, Timer::Dedup(self.qid)));
+            self.dedup_timer = Some(expires);
+        }
+    }
+
+    /// Forgets deduplication records that left the window, and re-arms the timer.
+    pub(crate) fn prune_dedup(&mut self, books: &mut Books) {
+        self.dedup_timer = None;
+        while let Some((expires, _)) = self.dedup_order.front() {
+            if *expires > books.now {
+                let due = *expires;
+                books.timers.insert((due, Timer::Dedup(self.qid)));
+                self.dedup_timer = Some(due);
+                break;
+            }
+            if let Some((expires, id)) = self.dedup_order.pop_front() {
+                if self.dedup.get(&id).is_some_and(|r| r.expires_at == expires) {
+                    self.dedup.remove(&id);
+                    books.changes.rows.push(RowKey::Dedup(self.qid, id));
+                }
+            }
+        }
+    }
+
+    /// Loads a deduplication record during a restore; [`Queue::finish_restore`] orders them.
+    pub(crate) fn restore_dedup(&mut self, id: String, record: DedupRecord) {
+        self.dedup_order.push_back((record.expires_at, id.clone()));
+        self.dedup.insert(id, record);
+    }
+
+    /// Puts restored deduplication records in window order and arms the queue's timers.
+    pub(crate) fn finish_restore(&mut self, books: &mut Books) {
+        self.dedup_order.make_contiguous().sort();
+        if let Some(&(due, _)) = self.dedup_order.front() {
+            books.timers.insert((due, Timer::Dedup(self.qid)));
+            self.dedup_timer = Some(due);
+        }
+        self.schedule_retention(books);
+    }
+
+    /// Drops every timer of this queue's own (for deletion).
+    pub(crate) fn clear_timers(&mut self, books: &mut Books) {
+        self.clear_retention_timer(books);
+        if let Some(due) = self.dedup_timer.take() {
+            books.timers.remove(&(due, Timer::Dedup(self.qid)));
+        }
+        for (&seq, msg) in &self.messages {
+            if msg.state.timed() {
+                books.timers.remove(&(msg.until, self.msg_timer(seq)));
+            }
+        }
+    }
+
+    /// The deduplication IDs held, in window order.
+    pub(crate) fn dedup_ids(&self) -> impl Iterator<Item = &String> {
+        self.dedup_order.iter().map(|(_, id)| id)
+    }
+}

@@ -1,0 +1,257 @@
+//! Pure input rules of SPEC.md: names, ranges, IDs, message sizes. Each failure names the field
+//! and the rule. These checks need no state, so the API edge may run them before proposing.
+
+use sha2::{Digest, Sha256};
+
+use crate::command::{NewMessage, QueueAttributes};
+use crate::error::{EngineError, Result};
+use crate::model::{limits, QueueConfig, QueueType};
+
+/// Checks a queue name and tells its type.
+pub fn queue_name(name: &str) -> Result<QueueType> {
+    let base = name.strip_suffix(limits::FIFO_SUFFIX).unwrap_or(name);
+    if base.is_empty() || base.len() > limits::QUEUE_NAME_MAX {
+        return Err(EngineError::invalid(
+            "name",
+            format!(
+                "must be 1-{} characters (not counting a .fifo suffix)",
+                limits::QUEUE_NAME_MAX
+            ),
+        ));
+    }
+    if !base
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err(EngineError::invalid(
+            "name",
+            "may contain only A-Z a-z 0-9 _ - and end in .fifo for a FIFO queue",
+        ));
+    }
+    Ok(QueueType::of_name(name))
+}
+
+/// Checks that `value` lies in `min..=max`.
+pub fn in_range(field: &str, value: i64, min: i64, max: i64) -> Result<u32> {
+    if value < min || value > max {
+        return Err(EngineError::invalid(
+            field,
+            format!("must be between {min} and {max}"),
+        ));
+    }
+    u32::try_from(value).map_err(|_| EngineError::invalid(field, "is out of range"))
+}
+
+/// Applies the scalar attributes (not the redrive policies, which need state) to `config`.
+pub fn scalar_attributes(
+    attrs: &QueueAttributes,
+    queue_type: QueueType,
+    config: &mut QueueConfig,
+) -> Result<()> {
+    if let Some(cbd) = attrs.content_based_deduplication {
+        if cbd && queue_type == QueueType::Standard {
+            return Err(EngineError::invalid(
+                "content_based_deduplication",
+                "applies only to FIFO queues",
+            ));
+        }
+        config.content_based_deduplication = cbd;
+    }
+    if let Some(v) = attrs.lease_seconds {
+        config.lease_seconds = in_range("lease_seconds", v, 0, limits::LEASE_SECONDS_MAX)?;
+    }
+    if let Some(v) = attrs.delay_seconds {
+        config.delay_seconds = in_range("delay_seconds", v, 0, limits::DELAY_SECONDS_MAX)?;
+    }
+    if let Some(v) = attrs.retention_seconds {
+        config.retention_seconds = in_range(
+            "retention_seconds",
+            v,
+            limits::RETENTION_SECONDS_MIN,
+            limits::RETENTION_SECONDS_MAX,
+        )?;
+    }
+    if let Some(v) = attrs.max_message_bytes {
+        config.max_message_bytes =
+            in_range("max_message_bytes", v, 1, limits::MAX_MESSAGE_BYTES_MAX)?;
+    }
+    Ok(())
+}
+
+/// Message group and deduplication IDs: 1-128 bytes of printable ASCII.
+pub fn message_tag(field: &str, value: &str) -> Result<()> {
+    if value.is_empty() || value.len() > limits::GROUP_ID_MAX {
+        return Err(EngineError::invalid(
+            field,
+            format!("must be 1-{} bytes", limits::GROUP_ID_MAX),
+        ));
+    }
+    if !value.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+        return Err(EngineError::invalid(field, "must be printable ASCII"));
+    }
+    Ok(())
+}
+
+/// A checked message: its size in bytes, its delay and its deduplication ID (derived from the
+/// body for content-based deduplication).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedMessage {
+    pub size: u32,
+    pub delay_seconds: u32,
+    pub dedup_id: Option<String>,
+}
+
+/// Checks a message against the rules of its queue.
+pub fn message(
+    msg: &NewMessage,
+    queue_type: QueueType,
+    config: &QueueConfig,
+) -> Result<CheckedMessage> {
+    if msg.body.is_empty() {
+        return Err(EngineError::invalid("body", "must be at least 1 byte"));
+    }
+    if msg.attributes.len() > limits::ATTRIBUTES_MAX {
+        return Err(EngineError::invalid(
+            "attributes",
+            format!("at most {} attributes", limits::ATTRIBUTES_MAX),
+        ));
+    }
+    let mut size = msg.body.len() as u64;
+    for (name, value) in &msg.attributes {
+        let chars = name.chars().count();
+        if chars == 0 || chars > limits::ATTRIBUTE_NAME_MAX {
+            return Err(EngineError::invalid(
+                "attributes",
+                format!(
+                    "attribute names must be 1-{} characters",
+                    limits::ATTRIBUTE_NAME_MAX
+                ),
+            ));
+        }
+        size += (name.len() + value.len()) as u64;
+    }
+    if size > u64::from(config.max_message_bytes) {
+        return Err(EngineError::MessageTooLarge {
+            field: "body".into(),
+            size,
+            max: config.max_message_bytes.into(),
+        });
+    }
+    let delay_seconds = match msg.delay_seconds {
+        Some(v) => in_range("delay_seconds", v, 0, limits::DELAY_SECONDS_MAX)?,
+        None => config.delay_seconds,
+    };
+    if let Some(group) = &msg.message_group_id {
+        message_tag("message_group_id", group)?;
+    }
+    if let Some(dedup) = &msg.message_deduplication_id {
+        message_tag("message_deduplication_id", dedup)?;
+    }
+    let dedup_id = match queue_type {
+        QueueType::Standard => {
+            if msg.message_deduplication_id.is_some() {
+                return Err(EngineError::invalid(
+                    "message_deduplication_id",
+                    "standard queues take no deduplication ID",
+                ));
+            }
+            None
+        }
+        QueueType::Fifo => {
+            if msg.message_group_id.is_none() {
+                return Err(EngineError::invalid(
+                    "message_group_id",
+                    "is required on a FIFO queue",
+                ));
+            }
+            match &msg.message_deduplication_id {
+                Some(id) => Some(id.clone()),
+                None if config.content_based_deduplication => Some(content_hash(&msg.body)),
+                None => {
+                    return Err(EngineError::invalid(
+                        "message_deduplication_id",
+                        "is required unless the queue has content_based_deduplication",
+                    ))
+                }
+            }
+        }
+    };
+    Ok(CheckedMessage {
+        size: u32::try_from(size).unwrap_or(u32::MAX),
+        delay_seconds,
+        dedup_id,
+    })
+}
+
+/// The content-based deduplication ID: hex SHA-256 of the body, attributes excluded.
+pub fn content_hash(body: &str) -> String {
+    hex::encode(Sha256::digest(body.as_bytes()))
+}
+
+/// A batch entry ID: 1-80 characters of `A-Z a-z 0-9 _ -`.
+pub fn batch_entry_id(field: &str, id: &str) -> Result<()> {
+    if id.is_empty()
+        || id.len() > limits::BATCH_ENTRY_ID_MAX
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err(EngineError::invalid(
+            field,
+            format!(
+                "must be 1-{} characters of A-Z a-z 0-9 _ -",
+                limits::BATCH_ENTRY_ID_MAX
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A list of 1..=max items.
+pub fn count(field: &str, len: usize, max: usize) -> Result<()> {
+    if len == 0 || len > max {
+        return Err(EngineError::invalid(
+            field,
+            format!("must hold 1-{max} items"),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_names_follow_the_charset_and_length_rule() {
+        assert_eq!(queue_name("orders").unwrap(), QueueType::Standard);
+        assert_eq!(queue_name("orders.fifo").unwrap(), QueueType::Fifo);
+        assert_eq!(queue_name(&"a".repeat(80)).unwrap(), QueueType::Standard);
+        assert_eq!(
+            queue_name(&format!("{}.fifo", "a".repeat(80))).unwrap(),
+            QueueType::Fifo
+        );
+        for bad in ["", ".fifo", "a b", "a.b", "é", &"a".repeat(81)] {
+            let err = queue_name(bad).unwrap_err();
+            assert_eq!(err.field(), Some("name"), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn content_hash_is_hex_sha256_of_the_body() {
+        assert_eq!(
+            content_hash("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn message_tags_are_printable_ascii_up_to_128_bytes() {
+        assert!(message_tag("g", "order-1 ~!").is_ok());
+        assert!(message_tag("g", &"x".repeat(128)).is_ok());
+        assert!(message_tag("g", &"x".repeat(129)).is_err());
+        assert!(message_tag("g", "").is_err());
+        assert!(message_tag("g", "tab\there").is_err());
+        assert!(message_tag("g", "ünï").is_err());
+    }
+}

@@ -1,0 +1,3 @@
+//! placeholder
+
+pub mod log_store;

@@ -1,0 +1,323 @@
+//! Raft log storage on RocksDB: openraft's [`RaftLogStorage`] and [`RaftLogReader`]
+//! (storage-v2 API) for any [`RaftTypeConfig`].
+//!
+//! Layout: two column families in a caller-opened [`DB`].
+//! - the *logs* family maps a log index, as a big-endian `u64` key (so that key order is index
+//!   order), to the postcard encoding of the entry;
+//! - the *meta* family holds the vote, the committed log id and the last purged log id, each
+//!   postcard-encoded.
+//!
+//! Durability policy:
+//! - [`save_vote`](RaftLogStorage::save_vote), [`append`](RaftLogStorage::append) and
+//!   [`truncate`](RaftLogStorage::truncate) are written with `sync = true` (the WAL is fsynced)
+//!   before they return, and `append` calls its [`LogFlushed`] callback only after that. An
+//!   `append` call writes all its entries in one [`WriteBatch`], so it costs one fsync however
+//!   many entries openraft grouped into it.
+//! - [`purge`](RaftLogStorage::purge) and [`save_committed`](RaftLogStorage::save_committed) are
+//!   written without their own fsync. Losing them in a crash is harmless (purged entries come
+//!   back, or fewer committed entries are re-applied at startup), and since the WAL is written in
+//!   order, the next synced write makes them durable too. `purge` records the last purged log id
+//!   and deletes the entries in one atomic batch.
+//!
+//! Synced writes run on tokio's blocking pool so that an fsync does not stall a runtime worker.
+
+use std::fmt;
+use std::fmt::Debug;
+use std::io;
+use std::marker::PhantomData;
+use std::ops::Bound;
+use std::ops::RangeBounds;
+use std::sync::Arc;
+
+use openraft::storage::LogFlushed;
+use openraft::storage::LogState;
+use openraft::storage::RaftLogStorage;
+use openraft::AnyError;
+use openraft::LogId;
+use openraft::OptionalSend;
+use openraft::RaftLogId;
+use openraft::RaftLogReader;
+use openraft::RaftTypeConfig;
+use openraft::StorageError;
+use openraft::StorageIOError;
+use openraft::Vote;
+use rocksdb::ColumnFamily;
+use rocksdb::ColumnFamilyDescriptor;
+use rocksdb::Direction;
+use rocksdb::IteratorMode;
+use rocksdb::Options;
+use rocksdb::ReadOptions;
+use rocksdb::WriteBatch;
+use rocksdb::WriteOptions;
+use rocksdb::DB;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// Default name of the column family holding log entries.
+pub const LOGS_CF: &str = "raft_logs";
+/// Default name of the column family holding the vote, committed and last purged log ids.
+pub const META_CF: &str = "raft_meta";
+
+const KEY_VOTE: &[u8] = b"vote";
+const KEY_COMMITTED: &[u8] = b"committed";
+const KEY_LAST_PURGED: &[u8] = b"last_purged_log_id";
+
+/// Descriptors of the column families [`RocksLogStore`] uses under their default names
+/// [`LOGS_CF`] and [`META_CF`]; open the [`DB`] with them (plus any of your own).
+pub fn column_families() -> Vec<ColumnFamilyDescriptor> {
+    vec![
+        ColumnFamilyDescriptor::new(LOGS_CF, Options::default()),
+        ColumnFamilyDescriptor::new(META_CF, Options::default()),
+    ]
+}
+
+/// Raft log store on RocksDB. Cloning is cheap: clones share the same [`DB`].
+pub struct RocksLogStore<C: RaftTypeConfig> {
+    db: Arc<DB>,
+    logs_cf: Arc<str>,
+    meta_cf: Arc<str>,
+    _c: PhantomData<C>,
+}
+
+impl<C: RaftTypeConfig> Clone for RocksLogStore<C> {
+    fn clone(&self) -> Self {
+        Self {
+            db: Arc::clone(&self.db),
+            logs_cf: Arc::clone(&self.logs_cf),
+            meta_cf: Arc::clone(&self.meta_cf),
+            _c: PhantomData,
+        }
+    }
+}
+
+impl<C: RaftTypeConfig> Debug for RocksLogStore<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RocksLogStore")
+            .field("path", &self.db.path())
+            .field("logs_cf", &self.logs_cf)
+            .field("meta_cf", &self.meta_cf)
+            .finish()
+    }
+}
+
+impl<C: RaftTypeConfig> RocksLogStore<C> {
+    /// Creates a log store on `db`, which the caller opened with the column families named
+    /// `logs_cf` and `meta_cf` (see [`column_families`] for the default ones). Fails if either is
+    /// missing.
+    pub fn new(db: Arc<DB>, logs_cf: &str, meta_cf: &str) -> Result<Self, StorageError<C::NodeId>> {
+        let store = Self {
+            db,
+            logs_cf: logs_cf.into(),
+            meta_cf: meta_cf.into(),
+            _c: PhantomData,
+        };
+        store.logs().map_err(StorageIOError::read_logs)?;
+        store.meta().map_err(StorageIOError::read)?;
+        Ok(store)
+    }
+
+    fn cf(&self, name: &str) -> Result<&ColumnFamily, AnyError> {
+        self.db
+            .cf_handle(name)
+            .ok_or_else(|| AnyError::error(format!("RocksDB column family {name:?} not found")))
+    }
+
+    fn logs(&self) -> Result<&ColumnFamily, AnyError> {
+        self.cf(&self.logs_cf)
+    }
+
+    fn meta(&self) -> Result<&ColumnFamily, AnyError> {
+        self.cf(&self.meta_cf)
+    }
+
+    fn get_meta<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>, AnyError> {
+        let Some(bytes) = self.db.get_pinned_cf(self.meta()?, key).map_err(|e| AnyError::new(&e))? else {
+            return Ok(None);
+        };
+        postcard::from_bytes(&bytes).map(Some).map_err(|e| AnyError::new(&e))
+    }
+
+    fn meta_batch<T: Serialize>(&self, key: &[u8], value: &T) -> Result<WriteBatch, AnyError> {
+        let bytes = postcard::to_stdvec(value).map_err(|e| AnyError::new(&e))?;
+        let mut batch = WriteBatch::default();
+        batch.put_cf(self.meta()?, key, bytes);
+        Ok(batch)
+    }
+
+    /// Writes `batch` with `sync = true`, on the blocking pool.
+    async fn write_synced(&self, batch: WriteBatch) -> Result<(), AnyError> {
+        let db = Arc::clone(&self.db);
+        tokio::task::spawn_blocking(move || {
+            let mut opts = WriteOptions::default();
+            opts.set_sync(true);
+            db.write_opt(batch, &opts)
+        })
+        .await
+        .map_err(|e| AnyError::new(&e))?
+        .map_err(|e| AnyError::new(&e))
+    }
+
+    fn decode_entry(key: &[u8], value: &[u8]) -> Result<C::Entry, AnyError> {
+        let entry: C::Entry = postcard::from_bytes(value).map_err(|e| AnyError::new(&e))?;
+        let index = entry.get_log_id().index;
+        if key != index_key(index) {
+            return Err(AnyError::error(format!(
+                "log entry {index} stored under key {key:02x?}"
+            )));
+        }
+        Ok(entry)
+    }
+
+    fn read_entries<RB: RangeBounds<u64>>(&self, range: RB) -> Result<Vec<C::Entry>, AnyError> {
+        let start = match range.start_bound() {
+            Bound::Included(&i) => i,
+            Bound::Excluded(&i) => match i.checked_add(1) {
+                Some(i) => i,
+                None => return Ok(Vec::new()),
+            },
+            Bound::Unbounded => 0,
+        };
+        let mut opts = ReadOptions::default();
+        match range.end_bound() {
+            Bound::Included(&i) => opts.set_iterate_upper_bound(key_after(i)),
+            Bound::Excluded(&i) => opts.set_iterate_upper_bound(index_key(i)),
+            Bound::Unbounded => {}
+        }
+        let start_key = index_key(start);
+        let iter = self.db.iterator_cf_opt(
+            self.logs()?,
+            opts,
+            IteratorMode::From(&start_key, Direction::Forward),
+        );
+        iter.map(|kv| {
+            let (key, value) = kv.map_err(|e| AnyError::new(&e))?;
+            Self::decode_entry(&key, &value)
+        })
+        .collect()
+    }
+
+    fn last_log_id(&self) -> Result<Option<LogId<C::NodeId>>, AnyError> {
+        match self.db.iterator_cf(self.logs()?, IteratorMode::End).next() {
+            None => Ok(None),
+            Some(kv) => {
+                let (key, value) = kv.map_err(|e| AnyError::new(&e))?;
+                Ok(Some(Self::decode_entry(&key, &value)?.get_log_id().clone()))
+            }
+        }
+    }
+}
+
+impl<C: RaftTypeConfig> RaftLogReader<C> for RocksLogStore<C> {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<C::Entry>, StorageError<C::NodeId>> {
+        Ok(self.read_entries(range).map_err(StorageIOError::read_logs)?)
+    }
+}
+
+impl<C: RaftTypeConfig> RaftLogStorage<C> for RocksLogStore<C> {
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> Result<LogState<C>, StorageError<C::NodeId>> {
+        let last_purged_log_id: Option<LogId<C::NodeId>> =
+            self.get_meta(KEY_LAST_PURGED).map_err(StorageIOError::read_logs)?;
+        // With every entry purged, the last log id is the last purged one.
+        let last_log_id = match self.last_log_id().map_err(StorageIOError::read_logs)? {
+            Some(log_id) => Some(log_id),
+            None => last_purged_log_id.clone(),
+        };
+        Ok(LogState {
+            last_purged_log_id,
+            last_log_id,
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
+        let batch = self.meta_batch(KEY_VOTE, vote).map_err(StorageIOError::write_vote)?;
+        self.write_synced(batch).await.map_err(StorageIOError::write_vote)?;
+        Ok(())
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<C::NodeId>>, StorageError<C::NodeId>> {
+        Ok(self.get_meta(KEY_VOTE).map_err(StorageIOError::read_vote)?)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId<C::NodeId>>) -> Result<(), StorageError<C::NodeId>> {
+        let batch = self.meta_batch(KEY_COMMITTED, &committed).map_err(StorageIOError::write)?;
+        self.db.write(batch).map_err(|e| StorageIOError::write(&e))?;
+        Ok(())
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId<C::NodeId>>, StorageError<C::NodeId>> {
+        let committed: Option<Option<LogId<C::NodeId>>> =
+            self.get_meta(KEY_COMMITTED).map_err(StorageIOError::read)?;
+        Ok(committed.flatten())
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<C>) -> Result<(), StorageError<C::NodeId>>
+    where
+        I: IntoIterator<Item = C::Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let logs = self.logs().map_err(StorageIOError::write_logs)?;
+        let mut batch = WriteBatch::default();
+        for entry in entries {
+            let value = postcard::to_stdvec(&entry).map_err(|e| StorageIOError::write_logs(&e))?;
+            batch.put_cf(logs, index_key(entry.get_log_id().index), value);
+        }
+        if batch.is_empty() {
+            // Every earlier append was synced already: nothing to flush.
+            callback.log_io_completed(Ok(()));
+            return Ok(());
+        }
+        match self.write_synced(batch).await {
+            Ok(()) => {
+                callback.log_io_completed(Ok(()));
+                Ok(())
+            }
+            Err(e) => {
+                callback.log_io_completed(Err(io::Error::other(e.to_string())));
+                Err(StorageIOError::write_logs(e).into())
+            }
+        }
+    }
+
+    async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
+        tracing::debug!(%log_id, "truncating raft log from (inclusive)");
+        let logs = self.logs().map_err(StorageIOError::write_logs)?;
+        let mut batch = WriteBatch::default();
+        batch.delete_range_cf(logs, &index_key(log_id.index)[..], &KEY_PAST_ALL[..]);
+        self.write_synced(batch).await.map_err(StorageIOError::write_logs)?;
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
+        tracing::debug!(%log_id, "purging raft log up to (inclusive)");
+        let mut batch = self.meta_batch(KEY_LAST_PURGED, &log_id).map_err(StorageIOError::write_logs)?;
+        let logs = self.logs().map_err(StorageIOError::write_logs)?;
+        batch.delete_range_cf(logs, &index_key(0)[..], &key_after(log_id.index)[..]);
+        self.db.write(batch).map_err(|e| StorageIOError::write_logs(&e))?;
+        Ok(())
+    }
+}
+
+/// Key of the entry at `index`: big-endian, so RocksDB's bytewise order is index order.
+fn index_key(index: u64) -> [u8; 8] {
+    index.to_be_bytes()
+}
+
+/// The smallest key greater than `index_key(index)`: an exclusive bound that includes `index`,
+/// even for `u64::MAX`.
+fn key_after(index: u64) -> [u8; 9] {
+    let mut key = [0; 9];
+    key[..8].copy_from_slice(&index.to_be_bytes());
+    key
+}
+
+/// A key greater than every entry key: the exclusive end of "everything from here on".
+const KEY_PAST_ALL: [u8; 9] = [0xff; 9];

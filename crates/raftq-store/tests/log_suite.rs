@@ -1,0 +1,198 @@
+//! Runs openraft's storage test suite against `RocksLogStore`, paired with a tiny in-memory
+//! state machine defined here (the suite needs one), plus a reopen test for durability.
+
+use std::io::Cursor;
+use std::sync::Arc;
+use std::sync::Mutex;
+
+use openraft::storage::RaftLogStorage;
+use openraft::storage::RaftLogStorageExt;
+use openraft::storage::RaftStateMachine;
+use openraft::storage::Snapshot;
+use openraft::testing::StoreBuilder;
+use openraft::testing::Suite;
+use openraft::BasicNode;
+use openraft::Entry;
+use openraft::EntryPayload;
+use openraft::LogId;
+use openraft::OptionalSend;
+use openraft::RaftLogReader;
+use openraft::RaftSnapshotBuilder;
+use openraft::SnapshotMeta;
+use openraft::StorageError;
+use openraft::StorageIOError;
+use openraft::StoredMembership;
+use openraft::Vote;
+use raftq_store::log_store::column_families;
+use raftq_store::log_store::RocksLogStore;
+use raftq_store::log_store::LOGS_CF;
+use raftq_store::log_store::META_CF;
+use rocksdb::Options;
+use rocksdb::DB;
+use tempfile::TempDir;
+
+openraft::declare_raft_types!(
+    /// Test type config: `String` requests and responses, `u64` node ids.
+    pub TestConfig
+);
+
+type NodeId = u64;
+type Meta = SnapshotMeta<NodeId, BasicNode>;
+
+/// In-memory state machine: the applied payloads, in order.
+#[derive(Debug, Default)]
+struct MemStateMachine {
+    last_applied: Option<LogId<NodeId>>,
+    last_membership: StoredMembership<NodeId, BasicNode>,
+    data: Vec<String>,
+    snapshot_count: u64,
+    current_snapshot: Arc<Mutex<Option<(Meta, Vec<u8>)>>>,
+}
+
+/// A copy of the state machine at the time `get_snapshot_builder` was called.
+struct MemSnapshotBuilder {
+    meta: Meta,
+    data: Vec<String>,
+    current_snapshot: Arc<Mutex<Option<(Meta, Vec<u8>)>>>,
+}
+
+impl RaftSnapshotBuilder<TestConfig> for MemSnapshotBuilder {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TestConfig>, StorageError<NodeId>> {
+        let bytes = serde_json::to_vec(&self.data).map_err(|e| StorageIOError::read_state_machine(&e))?;
+        *self.current_snapshot.lock().unwrap() = Some((self.meta.clone(), bytes.clone()));
+        Ok(Snapshot {
+            meta: self.meta.clone(),
+            snapshot: Box::new(Cursor::new(bytes)),
+        })
+    }
+}
+
+impl RaftStateMachine<TestConfig> for MemStateMachine {
+    type SnapshotBuilder = MemSnapshotBuilder;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>), StorageError<NodeId>> {
+        Ok((self.last_applied, self.last_membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<String>, StorageError<NodeId>>
+    where
+        I: IntoIterator<Item = Entry<TestConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut replies = Vec::new();
+        for entry in entries {
+            self.last_applied = Some(entry.log_id);
+            match entry.payload {
+                EntryPayload::Blank => replies.push(String::new()),
+                EntryPayload::Normal(data) => {
+                    replies.push(data.clone());
+                    self.data.push(data);
+                }
+                EntryPayload::Membership(membership) => {
+                    self.last_membership = StoredMembership::new(Some(entry.log_id), membership);
+                    replies.push(String::new());
+                }
+            }
+        }
+        Ok(replies)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.snapshot_count += 1;
+        let last = self.last_applied.map_or_else(|| "none".to_string(), |id| id.to_string());
+        MemSnapshotBuilder {
+            meta: Meta {
+                last_log_id: self.last_applied,
+                last_membership: self.last_membership.clone(),
+                snapshot_id: format!("{last}-{}", self.snapshot_count),
+            },
+            data: self.data.clone(),
+            current_snapshot: Arc::clone(&self.current_snapshot),
+        }
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
+        Ok(Box::default())
+    }
+
+    async fn install_snapshot(&mut self, meta: &Meta, snapshot: Box<Cursor<Vec<u8>>>) -> Result<(), StorageError<NodeId>> {
+        let bytes = snapshot.into_inner();
+        self.data = serde_json::from_slice(&bytes)
+            .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
+        self.last_applied = meta.last_log_id;
+        self.last_membership = meta.last_membership.clone();
+        *self.current_snapshot.lock().unwrap() = Some((meta.clone(), bytes));
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TestConfig>>, StorageError<NodeId>> {
+        let current = self.current_snapshot.lock().unwrap().clone();
+        Ok(current.map(|(meta, bytes)| Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(bytes)),
+        }))
+    }
+}
+
+fn open_store(dir: &TempDir) -> RocksLogStore<TestConfig> {
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.create_missing_column_families(true);
+    let db = DB::open_cf_descriptors(&opts, dir.path(), column_families()).expect("open RocksDB");
+    RocksLogStore::new(Arc::new(db), LOGS_CF, META_CF).expect("column families present")
+}
+
+struct Builder;
+
+impl StoreBuilder<TestConfig, RocksLogStore<TestConfig>, MemStateMachine, TempDir> for Builder {
+    async fn build(&self) -> Result<(TempDir, RocksLogStore<TestConfig>, MemStateMachine), StorageError<NodeId>> {
+        let dir = TempDir::new().expect("create temp dir");
+        let store = open_store(&dir);
+        Ok((dir, store, MemStateMachine::default()))
+    }
+}
+
+/// `Suite::test_all` starts a fresh tokio runtime per case, so this must not be a `#[tokio::test]`.
+#[test]
+fn openraft_suite() -> Result<(), StorageError<NodeId>> {
+    Suite::test_all(Builder)
+}
+
+fn log_id(term: u64, index: u64) -> LogId<NodeId> {
+    openraft::testing::log_id(term, 0, index)
+}
+
+#[tokio::test]
+async fn state_survives_reopen() -> Result<(), StorageError<NodeId>> {
+    let dir = TempDir::new().expect("create temp dir");
+    {
+        let mut store = open_store(&dir);
+        let entries = (0..6).map(|i| Entry::<TestConfig> {
+            log_id: log_id(1, i),
+            payload: EntryPayload::Normal(format!("e{i}")),
+        });
+        store.blocking_append(entries).await?;
+        store.save_vote(&Vote::new(1, 0)).await?;
+        store.save_committed(Some(log_id(1, 4))).await?;
+        store.purge(log_id(1, 1)).await?;
+        store.truncate(log_id(1, 5)).await?;
+    }
+
+    let mut store = open_store(&dir);
+    assert_eq!(store.read_vote().await?, Some(Vote::new(1, 0)));
+    assert_eq!(store.read_committed().await?, Some(log_id(1, 4)));
+    let state = store.get_log_state().await?;
+    assert_eq!(state.last_purged_log_id, Some(log_id(1, 1)));
+    assert_eq!(state.last_log_id, Some(log_id(1, 4)));
+
+    let mut reader = store.get_log_reader().await;
+    let all: Vec<u64> = reader.try_get_log_entries(..).await?.iter().map(|e| e.log_id.index).collect();
+    assert_eq!(all, [2, 3, 4]);
+    let some = reader.try_get_log_entries(3..=3).await?;
+    assert_eq!(some.len(), 1);
+    assert!(matches!(&some[0].payload, EntryPayload::Normal(s) if s == "e3"));
+    assert!(reader.try_get_log_entries(5..).await?.is_empty());
+    Ok(())
+}
