@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::error::EngineError;
-use crate::model::{Millis, MessageState, QueueRef, QueueView};
+use crate::model::{MessageState, Millis, QueueRef, QueueView};
 
 /// One Raft log entry's payload: the leader's clock reading and the command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

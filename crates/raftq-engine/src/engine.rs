@@ -11,7 +11,7 @@ use crate::command::{
 };
 use crate::error::{EngineError, Result};
 use crate::model::{
-    crn, limits, parse_crn, AllowPolicy, AllowPolicyView, Millis, MessageState, QueueConfig,
+    crn, limits, parse_crn, AllowPolicy, AllowPolicyView, MessageState, Millis, QueueConfig,
     QueueName, QueueRef, QueueStats, QueueType, QueueView, RedrivePolicy, RedrivePolicyView,
 };
 use crate::queue::{Books, DedupRecord, Msg, Queue, State, Timer, NO_GROUP};
@@ -338,7 +338,11 @@ impl Engine {
         let qid = self.lookup(account, reference)?;
         let q = self.queue(qid)?;
         if !q.sources.is_empty() {
-            let sources = q.sources.iter().filter_map(|&s| self.queue_ref(s)).collect();
+            let sources = q
+                .sources
+                .iter()
+                .filter_map(|&s| self.queue_ref(s))
+                .collect();
             return Err(EngineError::QueueInUse { sources });
         }
         let Some(mut q) = self.queues.remove(&qid) else {
@@ -568,7 +572,10 @@ impl Engine {
             let field = format!("entries[{i}].id");
             validate::batch_entry_id(&field, &entry.id)?;
             if entries[..i].iter().any(|e| e.id == entry.id) {
-                return Err(EngineError::invalid(field, "must be unique within the batch"));
+                return Err(EngineError::invalid(
+                    field,
+                    "must be unique within the batch",
+                ));
             }
         }
         let results = entries
@@ -659,7 +666,8 @@ impl Engine {
         lease_seconds: i64,
     ) -> Result<Outcome> {
         let qid = self.lookup(account, reference)?;
-        let secs = validate::in_range("lease_seconds", lease_seconds, 0, limits::LEASE_SECONDS_MAX)?;
+        let secs =
+            validate::in_range("lease_seconds", lease_seconds, 0, limits::LEASE_SECONDS_MAX)?;
         let (seq, count) = receipt::decode(&text)
             .ok_or_else(|| EngineError::invalid("receipt", "is not a receipt issued by raftq"))?;
         let now = self.books.now;
@@ -843,7 +851,10 @@ impl Engine {
     /// The queues whose redrive policy names this queue.
     pub fn dead_letter_sources(&self, account: &str, reference: &str) -> Result<Vec<QueueRef>> {
         let q = self.queue(self.lookup(account, reference)?)?;
-        Ok(q.sources.iter().filter_map(|&s| self.queue_ref(s)).collect())
+        Ok(q.sources
+            .iter()
+            .filter_map(|&s| self.queue_ref(s))
+            .collect())
     }
 
     /// Whether a receive on this queue would return something now.
@@ -1042,7 +1053,14 @@ impl Engine {
                 .or_default()
                 .insert(row.name.clone(), qid);
             engine.by_id.insert(row.id, qid);
-            let q = Queue::new(qid, row.id, row.account, row.name, row.created_at, row.config);
+            let q = Queue::new(
+                qid,
+                row.id,
+                row.account,
+                row.name,
+                row.created_at,
+                row.config,
+            );
             engine.queues.insert(qid, q);
         }
         let targets: Vec<(u32, u32)> = engine

@@ -24,7 +24,9 @@ pub enum EngineError {
     #[error("the lease of this receipt is no longer active")]
     LeaseExpired,
     /// The message is larger than the queue's `max_message_bytes`.
-    #[error("{field}: the message is {size} bytes, more than the queue's max_message_bytes of {max}")]
+    #[error(
+        "{field}: the message is {size} bytes, more than the queue's max_message_bytes of {max}"
+    )]
     MessageTooLarge { field: String, size: u64, max: u64 },
 }
 

@@ -314,9 +314,9 @@ impl Queue {
 
     /// The sequence number of the message that `receipt_count` leased, if that lease is active.
     pub(crate) fn active_lease(&self, seq: u64, receive_count: u32, now: Millis) -> Option<&Msg> {
-        self.messages
-            .get(&seq)
-            .filter(|m| m.state == State::Leased && m.receive_count == receive_count && m.until > now)
+        self.messages.get(&seq).filter(|m| {
+            m.state == State::Leased && m.receive_count == receive_count && m.until > now
+        })
     }
 
     fn make_ready(&mut self, books: &mut Books, seq: u64) {

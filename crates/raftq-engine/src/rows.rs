@@ -81,7 +81,9 @@ pub fn decode_key(key: &[u8]) -> Result<KeyKind, RowError> {
         ))
     };
     let u64_of = |b: &[u8]| -> Result<u64, RowError> {
-        Ok(u64::from_be_bytes(b.try_into().map_err(|_| RowError::BadKey)?))
+        Ok(u64::from_be_bytes(
+            b.try_into().map_err(|_| RowError::BadKey)?,
+        ))
     };
     Ok(match tag {
         TAG_META if rest.is_empty() => KeyKind::Engine(RowKey::Meta),

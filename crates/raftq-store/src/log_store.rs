@@ -131,10 +131,16 @@ impl<C: RaftTypeConfig> RocksLogStore<C> {
     }
 
     fn get_meta<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>, AnyError> {
-        let Some(bytes) = self.db.get_pinned_cf(self.meta()?, key).map_err(|e| AnyError::new(&e))? else {
+        let Some(bytes) = self
+            .db
+            .get_pinned_cf(self.meta()?, key)
+            .map_err(|e| AnyError::new(&e))?
+        else {
             return Ok(None);
         };
-        postcard::from_bytes(&bytes).map(Some).map_err(|e| AnyError::new(&e))
+        postcard::from_bytes(&bytes)
+            .map(Some)
+            .map_err(|e| AnyError::new(&e))
     }
 
     fn meta_batch<T: Serialize>(&self, key: &[u8], value: &T) -> Result<WriteBatch, AnyError> {
@@ -212,7 +218,9 @@ impl<C: RaftTypeConfig> RaftLogReader<C> for RocksLogStore<C> {
         &mut self,
         range: RB,
     ) -> Result<Vec<C::Entry>, StorageError<C::NodeId>> {
-        Ok(self.read_entries(range).map_err(StorageIOError::read_logs)?)
+        Ok(self
+            .read_entries(range)
+            .map_err(StorageIOError::read_logs)?)
     }
 }
 
@@ -220,8 +228,9 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for RocksLogStore<C> {
     type LogReader = Self;
 
     async fn get_log_state(&mut self) -> Result<LogState<C>, StorageError<C::NodeId>> {
-        let last_purged_log_id: Option<LogId<C::NodeId>> =
-            self.get_meta(KEY_LAST_PURGED).map_err(StorageIOError::read_logs)?;
+        let last_purged_log_id: Option<LogId<C::NodeId>> = self
+            .get_meta(KEY_LAST_PURGED)
+            .map_err(StorageIOError::read_logs)?;
         // With every entry purged, the last log id is the last purged one.
         let last_log_id = match self.last_log_id().map_err(StorageIOError::read_logs)? {
             Some(log_id) => Some(log_id),
@@ -238,8 +247,12 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for RocksLogStore<C> {
     }
 
     async fn save_vote(&mut self, vote: &Vote<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
-        let batch = self.meta_batch(KEY_VOTE, vote).map_err(StorageIOError::write_vote)?;
-        self.write_synced(batch).await.map_err(StorageIOError::write_vote)?;
+        let batch = self
+            .meta_batch(KEY_VOTE, vote)
+            .map_err(StorageIOError::write_vote)?;
+        self.write_synced(batch)
+            .await
+            .map_err(StorageIOError::write_vote)?;
         Ok(())
     }
 
@@ -247,19 +260,32 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for RocksLogStore<C> {
         Ok(self.get_meta(KEY_VOTE).map_err(StorageIOError::read_vote)?)
     }
 
-    async fn save_committed(&mut self, committed: Option<LogId<C::NodeId>>) -> Result<(), StorageError<C::NodeId>> {
-        let batch = self.meta_batch(KEY_COMMITTED, &committed).map_err(StorageIOError::write)?;
-        self.db.write(batch).map_err(|e| StorageIOError::write(&e))?;
+    async fn save_committed(
+        &mut self,
+        committed: Option<LogId<C::NodeId>>,
+    ) -> Result<(), StorageError<C::NodeId>> {
+        let batch = self
+            .meta_batch(KEY_COMMITTED, &committed)
+            .map_err(StorageIOError::write)?;
+        self.db
+            .write(batch)
+            .map_err(|e| StorageIOError::write(&e))?;
         Ok(())
     }
 
-    async fn read_committed(&mut self) -> Result<Option<LogId<C::NodeId>>, StorageError<C::NodeId>> {
+    async fn read_committed(
+        &mut self,
+    ) -> Result<Option<LogId<C::NodeId>>, StorageError<C::NodeId>> {
         let committed: Option<Option<LogId<C::NodeId>>> =
             self.get_meta(KEY_COMMITTED).map_err(StorageIOError::read)?;
         Ok(committed.flatten())
     }
 
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<C>) -> Result<(), StorageError<C::NodeId>>
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<C>,
+    ) -> Result<(), StorageError<C::NodeId>>
     where
         I: IntoIterator<Item = C::Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
@@ -292,16 +318,22 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for RocksLogStore<C> {
         let logs = self.logs().map_err(StorageIOError::write_logs)?;
         let mut batch = WriteBatch::default();
         batch.delete_range_cf(logs, &index_key(log_id.index)[..], &KEY_PAST_ALL[..]);
-        self.write_synced(batch).await.map_err(StorageIOError::write_logs)?;
+        self.write_synced(batch)
+            .await
+            .map_err(StorageIOError::write_logs)?;
         Ok(())
     }
 
     async fn purge(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
         tracing::debug!(%log_id, "purging raft log up to (inclusive)");
-        let mut batch = self.meta_batch(KEY_LAST_PURGED, &log_id).map_err(StorageIOError::write_logs)?;
+        let mut batch = self
+            .meta_batch(KEY_LAST_PURGED, &log_id)
+            .map_err(StorageIOError::write_logs)?;
         let logs = self.logs().map_err(StorageIOError::write_logs)?;
         batch.delete_range_cf(logs, &index_key(0)[..], &key_after(log_id.index)[..]);
-        self.db.write(batch).map_err(|e| StorageIOError::write_logs(&e))?;
+        self.db
+            .write(batch)
+            .map_err(|e| StorageIOError::write_logs(&e))?;
         Ok(())
     }
 }

@@ -58,7 +58,8 @@ struct MemSnapshotBuilder {
 
 impl RaftSnapshotBuilder<TestConfig> for MemSnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TestConfig>, StorageError<NodeId>> {
-        let bytes = serde_json::to_vec(&self.data).map_err(|e| StorageIOError::read_state_machine(&e))?;
+        let bytes =
+            serde_json::to_vec(&self.data).map_err(|e| StorageIOError::read_state_machine(&e))?;
         *self.current_snapshot.lock().unwrap() = Some((self.meta.clone(), bytes.clone()));
         Ok(Snapshot {
             meta: self.meta.clone(),
@@ -72,7 +73,8 @@ impl RaftStateMachine<TestConfig> for MemStateMachine {
 
     async fn applied_state(
         &mut self,
-    ) -> Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>), StorageError<NodeId>> {
+    ) -> Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>), StorageError<NodeId>>
+    {
         Ok((self.last_applied, self.last_membership.clone()))
     }
 
@@ -101,7 +103,9 @@ impl RaftStateMachine<TestConfig> for MemStateMachine {
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         self.snapshot_count += 1;
-        let last = self.last_applied.map_or_else(|| "none".to_string(), |id| id.to_string());
+        let last = self
+            .last_applied
+            .map_or_else(|| "none".to_string(), |id| id.to_string());
         MemSnapshotBuilder {
             meta: Meta {
                 last_log_id: self.last_applied,
@@ -113,11 +117,17 @@ impl RaftStateMachine<TestConfig> for MemStateMachine {
         }
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
+    async fn begin_receiving_snapshot(
+        &mut self,
+    ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
         Ok(Box::default())
     }
 
-    async fn install_snapshot(&mut self, meta: &Meta, snapshot: Box<Cursor<Vec<u8>>>) -> Result<(), StorageError<NodeId>> {
+    async fn install_snapshot(
+        &mut self,
+        meta: &Meta,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError<NodeId>> {
         let bytes = snapshot.into_inner();
         self.data = serde_json::from_slice(&bytes)
             .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
@@ -127,7 +137,9 @@ impl RaftStateMachine<TestConfig> for MemStateMachine {
         Ok(())
     }
 
-    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TestConfig>>, StorageError<NodeId>> {
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<Snapshot<TestConfig>>, StorageError<NodeId>> {
         let current = self.current_snapshot.lock().unwrap().clone();
         Ok(current.map(|(meta, bytes)| Snapshot {
             meta,
@@ -147,7 +159,9 @@ fn open_store(dir: &TempDir) -> RocksLogStore<TestConfig> {
 struct Builder;
 
 impl StoreBuilder<TestConfig, RocksLogStore<TestConfig>, MemStateMachine, TempDir> for Builder {
-    async fn build(&self) -> Result<(TempDir, RocksLogStore<TestConfig>, MemStateMachine), StorageError<NodeId>> {
+    async fn build(
+        &self,
+    ) -> Result<(TempDir, RocksLogStore<TestConfig>, MemStateMachine), StorageError<NodeId>> {
         let dir = TempDir::new().expect("create temp dir");
         let store = open_store(&dir);
         Ok((dir, store, MemStateMachine::default()))
@@ -188,7 +202,12 @@ async fn state_survives_reopen() -> Result<(), StorageError<NodeId>> {
     assert_eq!(state.last_log_id, Some(log_id(1, 4)));
 
     let mut reader = store.get_log_reader().await;
-    let all: Vec<u64> = reader.try_get_log_entries(..).await?.iter().map(|e| e.log_id.index).collect();
+    let all: Vec<u64> = reader
+        .try_get_log_entries(..)
+        .await?
+        .iter()
+        .map(|e| e.log_id.index)
+        .collect();
     assert_eq!(all, [2, 3, 4]);
     let some = reader.try_get_log_entries(3..=3).await?;
     assert_eq!(some.len(), 1);

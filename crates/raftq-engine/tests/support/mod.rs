@@ -1,0 +1,274 @@
+//! Test harness shared by the engine's integration tests: an engine, a clock the test moves, and
+//! an in-memory row store that persists each apply's changes the way the real store does.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use raftq_engine::rows::{decode_payload, encode_payload, payload_key};
+use raftq_engine::{
+    Changes, Command, Delivery, Engine, EngineError, Entry, NewMessage, Outcome, Payload,
+    PayloadOp, QueueAttributes, QueueView, SendResult,
+};
+use uuid::Uuid;
+
+pub const ACCOUNT: &str = "dev";
+pub const START: u64 = 1_700_000_000_000;
+
+/// Rows as a store keeps them: engine rows and payload rows in one sorted map.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemStore {
+    pub rows: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+impl MemStore {
+    pub fn persist(&mut self, engine: &Engine, changes: &Changes) {
+        for key in &changes.rows {
+            match engine.row_value(key) {
+                Some(value) => self.rows.insert(key.encode(), value),
+                None => self.rows.remove(&key.encode()),
+            };
+        }
+        for op in &changes.payloads {
+            match op {
+                PayloadOp::Put(k, p) => {
+                    self.rows.insert(payload_key(*k).to_vec(), encode_payload(p));
+                }
+                PayloadOp::Delete(k) => {
+                    self.rows.remove(payload_key(*k).as_slice());
+                }
+            }
+        }
+    }
+
+    pub fn payload(&self, storage_key: u64) -> Option<Payload> {
+        let bytes = self.rows.get(payload_key(storage_key).as_slice())?;
+        decode_payload(bytes).ok()
+    }
+
+    /// The rows the engine owns (everything but payloads).
+    pub fn engine_rows(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.rows
+            .iter()
+            .filter(|(k, _)| k.first() != Some(&4))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Storage keys of the payloads held.
+    pub fn payload_keys(&self) -> BTreeSet<u64> {
+        self.rows
+            .keys()
+            .filter(|k| k.first() == Some(&4) && k.len() == 9)
+            .filter_map(|k| k[1..].try_into().ok().map(u64::from_be_bytes))
+            .collect()
+    }
+}
+
+pub struct Harness {
+    pub engine: Engine,
+    pub now: u64,
+    pub store: MemStore,
+    next_id: u128,
+}
+
+impl Default for Harness {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Harness {
+    pub fn new() -> Self {
+        Harness {
+            engine: Engine::new("local"),
+            now: START,
+            store: MemStore::default(),
+            next_id: 1,
+        }
+    }
+
+    pub fn fresh_id(&mut self) -> Uuid {
+        self.next_id += 1;
+        Uuid::from_u128(self.next_id)
+    }
+
+    /// Applies a command at the harness clock and persists its changes.
+    pub fn apply(&mut self, command: Command) -> Result<Outcome, EngineError> {
+        let applied = self.engine.apply(Entry {
+            now: self.now,
+            command,
+        });
+        self.store.persist(&self.engine, &applied.changes);
+        applied.result
+    }
+
+    pub fn advance_ms(&mut self, ms: u64) {
+        self.now += ms;
+    }
+
+    pub fn advance(&mut self, secs: u64) {
+        self.now += secs * 1000;
+    }
+
+    pub fn tick(&mut self) {
+        self.apply(Command::Tick).expect("tick never fails");
+    }
+
+    pub fn try_create(&mut self, name: &str, attributes: QueueAttributes) -> Result<QueueView, EngineError> {
+        self.try_create_in(ACCOUNT, name, attributes)
+    }
+
+    pub fn try_create_in(
+        &mut self,
+        account: &str,
+        name: &str,
+        attributes: QueueAttributes,
+    ) -> Result<QueueView, EngineError> {
+        let queue_id = self.fresh_id();
+        match self.apply(Command::CreateQueue {
+            account: account.into(),
+            queue_id,
+            name: name.into(),
+            attributes,
+        })? {
+            Outcome::Queue(view) => Ok(*view),
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+
+    pub fn create(&mut self, name: &str) -> QueueView {
+        self.try_create(name, QueueAttributes::default())
+            .expect("create queue")
+    }
+
+    pub fn create_with(&mut self, name: &str, attributes: QueueAttributes) -> QueueView {
+        self.try_create(name, attributes).expect("create queue")
+    }
+
+    pub fn try_patch(&mut self, queue: &str, attributes: QueueAttributes) -> Result<QueueView, EngineError> {
+        match self.apply(Command::PatchQueue {
+            account: ACCOUNT.into(),
+            queue: queue.into(),
+            attributes,
+        })? {
+            Outcome::Queue(view) => Ok(*view),
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+
+    pub fn message(&mut self, body: &str) -> NewMessage {
+        NewMessage {
+            message_id: self.fresh_id(),
+            body: body.into(),
+            attributes: BTreeMap::new(),
+            delay_seconds: None,
+            message_group_id: None,
+            message_deduplication_id: None,
+        }
+    }
+
+    pub fn try_send_msg(&mut self, queue: &str, message: NewMessage) -> Result<SendResult, EngineError> {
+        match self.apply(Command::Send {
+            account: ACCOUNT.into(),
+            queue: queue.into(),
+            message,
+        })? {
+            Outcome::Sent(r) => Ok(r),
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+
+    /// Sends to a standard queue.
+    pub fn send(&mut self, queue: &str, body: &str) -> SendResult {
+        let m = self.message(body);
+        self.try_send_msg(queue, m).expect("send")
+    }
+
+    /// Sends to a FIFO queue with the body as deduplication ID.
+    pub fn send_fifo(&mut self, queue: &str, group: &str, body: &str) -> SendResult {
+        let mut m = self.message(body);
+        m.message_group_id = Some(group.into());
+        m.message_deduplication_id = Some(body.into());
+        self.try_send_msg(queue, m).expect("send fifo")
+    }
+
+    pub fn try_receive(
+        &mut self,
+        queue: &str,
+        max: i64,
+        lease_seconds: Option<i64>,
+    ) -> Result<Vec<Delivery>, EngineError> {
+        match self.apply(Command::Receive {
+            account: ACCOUNT.into(),
+            queue: queue.into(),
+            max_messages: Some(max),
+            lease_seconds,
+        })? {
+            Outcome::Received(d) => Ok(d),
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+
+    pub fn receive(&mut self, queue: &str, max: i64) -> Vec<Delivery> {
+        self.try_receive(queue, max, None).expect("receive")
+    }
+
+    pub fn receive_leased(&mut self, queue: &str, max: i64, lease_seconds: i64) -> Vec<Delivery> {
+        self.try_receive(queue, max, Some(lease_seconds)).expect("receive")
+    }
+
+    /// Bodies of deliveries, joined from the payload store.
+    pub fn bodies(&self, deliveries: &[Delivery]) -> Vec<String> {
+        deliveries
+            .iter()
+            .map(|d| {
+                self.store
+                    .payload(d.meta.storage_key)
+                    .map(|p| p.body)
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+
+    pub fn ack(&mut self, queue: &str, receipt: &str) -> Result<(), EngineError> {
+        match self.apply(Command::Ack {
+            account: ACCOUNT.into(),
+            queue: queue.into(),
+            receipts: vec![receipt.into()],
+        })? {
+            Outcome::Acked(mut results) => results.remove(0).result,
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+
+    pub fn change_lease(&mut self, queue: &str, receipt: &str, secs: i64) -> Result<u64, EngineError> {
+        match self.apply(Command::ChangeLease {
+            account: ACCOUNT.into(),
+            queue: queue.into(),
+            receipt: receipt.into(),
+            lease_seconds: secs,
+        })? {
+            Outcome::LeaseChanged {
+                lease_expires_at, ..
+            } => Ok(lease_expires_at),
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+
+    /// The full persisted state, for "changes nothing" and determinism checks.
+    pub fn snapshot(&self) -> BTreeMap<Vec<u8>, Vec<u8>> {
+        self.store.rows.clone()
+    }
+}
+
+/// Attributes that set a redrive policy.
+pub fn redrive(target: &str, max_receive_count: i64) -> QueueAttributes {
+    QueueAttributes {
+        redrive_policy: Some(Some(raftq_engine::RedrivePolicyInput {
+            dead_letter_target: Some(target.into()),
+            max_receive_count: Some(max_receive_count),
+        })),
+        ..Default::default()
+    }
+}
