@@ -440,6 +440,11 @@ impl Queue {
                 }
             }
         }
+        // Give back the memory of a burst once the window has passed it (amortized O(1)).
+        if self.dedup.capacity() > 4 * self.dedup.len() + 64 {
+            self.dedup.shrink_to_fit();
+            self.dedup_order.shrink_to_fit();
+        }
     }
 
     /// Loads a deduplication record during a restore; [`Queue::finish_restore`] orders them.

@@ -32,7 +32,8 @@ impl MemStore {
         for op in &changes.payloads {
             match op {
                 PayloadOp::Put(k, p) => {
-                    self.rows.insert(payload_key(*k).to_vec(), encode_payload(p));
+                    self.rows
+                        .insert(payload_key(*k).to_vec(), encode_payload(p));
                 }
                 PayloadOp::Delete(k) => {
                     self.rows.remove(payload_key(*k).as_slice());
@@ -115,7 +116,11 @@ impl Harness {
         self.apply(Command::Tick).expect("tick never fails");
     }
 
-    pub fn try_create(&mut self, name: &str, attributes: QueueAttributes) -> Result<QueueView, EngineError> {
+    pub fn try_create(
+        &mut self,
+        name: &str,
+        attributes: QueueAttributes,
+    ) -> Result<QueueView, EngineError> {
         self.try_create_in(ACCOUNT, name, attributes)
     }
 
@@ -146,7 +151,11 @@ impl Harness {
         self.try_create(name, attributes).expect("create queue")
     }
 
-    pub fn try_patch(&mut self, queue: &str, attributes: QueueAttributes) -> Result<QueueView, EngineError> {
+    pub fn try_patch(
+        &mut self,
+        queue: &str,
+        attributes: QueueAttributes,
+    ) -> Result<QueueView, EngineError> {
         match self.apply(Command::PatchQueue {
             account: ACCOUNT.into(),
             queue: queue.into(),
@@ -168,7 +177,11 @@ impl Harness {
         }
     }
 
-    pub fn try_send_msg(&mut self, queue: &str, message: NewMessage) -> Result<SendResult, EngineError> {
+    pub fn try_send_msg(
+        &mut self,
+        queue: &str,
+        message: NewMessage,
+    ) -> Result<SendResult, EngineError> {
         match self.apply(Command::Send {
             account: ACCOUNT.into(),
             queue: queue.into(),
@@ -215,7 +228,8 @@ impl Harness {
     }
 
     pub fn receive_leased(&mut self, queue: &str, max: i64, lease_seconds: i64) -> Vec<Delivery> {
-        self.try_receive(queue, max, Some(lease_seconds)).expect("receive")
+        self.try_receive(queue, max, Some(lease_seconds))
+            .expect("receive")
     }
 
     /// Bodies of deliveries, joined from the payload store.
@@ -242,7 +256,12 @@ impl Harness {
         }
     }
 
-    pub fn change_lease(&mut self, queue: &str, receipt: &str, secs: i64) -> Result<u64, EngineError> {
+    pub fn change_lease(
+        &mut self,
+        queue: &str,
+        receipt: &str,
+        secs: i64,
+    ) -> Result<u64, EngineError> {
         match self.apply(Command::ChangeLease {
             account: ACCOUNT.into(),
             queue: queue.into(),
