@@ -453,8 +453,13 @@ impl Engine {
             .permission
             .as_deref()
             .ok_or_else(|| EngineError::invalid(PERMISSION, "is required"))?;
-        let by_queue = permission == "by_queue";
-        if input.source_queues.is_some() && !by_queue {
+        if !matches!(permission, "allow_all" | "deny_all" | "by_queue") {
+            return Err(EngineError::invalid(
+                PERMISSION,
+                "must be allow_all, deny_all or by_queue",
+            ));
+        }
+        if input.source_queues.is_some() && permission != "by_queue" {
             return Err(EngineError::invalid(
                 SOURCES,
                 "applies only to permission by_queue",
@@ -486,10 +491,7 @@ impl Engine {
                 }
                 Ok(AllowPolicy::ByQueue(list))
             }
-            _ => Err(EngineError::invalid(
-                PERMISSION,
-                "must be allow_all, deny_all or by_queue",
-            )),
+            _ => Ok(AllowPolicy::DenyAll),
         }
     }
 
@@ -612,8 +614,8 @@ impl Engine {
         let seqs = q.receive(&mut self.books, max as usize, u64::from(lease) * 1000);
         let q = self.queue(qid)?;
         let deliveries = seqs
-            .into_iter()
-            .filter_map(|seq| {
+            .iter()
+            .filter_map(|&seq| {
                 let msg = q.messages.get(&seq)?;
                 Some(Delivery {
                     receipt: receipt::encode(seq, msg.receive_count),
@@ -622,6 +624,13 @@ impl Engine {
                 })
             })
             .collect();
+        if lease == 0 {
+            // A zero-length lease ends as it starts: the messages are deliverable again (or due
+            // for redrive) at once, after this receive.
+            for seq in seqs {
+                self.settle(qid, seq);
+            }
+        }
         Ok(Outcome::Received(deliveries))
     }
 

@@ -67,22 +67,6 @@ impl EngineError {
             _ => None,
         }
     }
-
-    /// The same error about a field nested under `prefix` (for batch entries and policies).
-    pub fn within(self, prefix: &str) -> Self {
-        match self {
-            EngineError::InvalidArgument { field, rule } => EngineError::InvalidArgument {
-                field: format!("{prefix}.{field}"),
-                rule,
-            },
-            EngineError::MessageTooLarge { field, size, max } => EngineError::MessageTooLarge {
-                field: format!("{prefix}.{field}"),
-                size,
-                max,
-            },
-            other => other,
-        }
-    }
 }
 
 /// Shorthand for engine results.

@@ -7,8 +7,9 @@
 //! Every mutation goes through [`Queue::insert`], [`Queue::remove`] or [`Queue::set_state`], which
 //! keep counters, timers, groups and the ready set consistent and record the rows they dirty.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use foldhash::HashMap;
 use rustc_hash::FxHashMap;
 use uuid::Uuid;
 
@@ -143,9 +144,9 @@ impl Queue {
             messages: BTreeMap::new(),
             ready: BTreeSet::new(),
             groups: FxHashMap::default(),
-            group_ids: HashMap::new(),
+            group_ids: HashMap::default(),
             next_group: 0,
-            dedup: HashMap::new(),
+            dedup: HashMap::default(),
             dedup_order: VecDeque::new(),
             pending: BTreeSet::new(),
             sources: BTreeSet::new(),
@@ -193,11 +194,16 @@ impl Queue {
         books.changes.rows.push(RowKey::Message(self.qid, seq));
         self.schedule_retention(books);
         if let Some(g) = self.groups.get_mut(&group) {
+            // A message joins at the tail: the group's readiness changes only when it was
+            // empty or gains a lease.
+            let was_empty = g.msgs.is_empty();
             g.msgs.insert(seq);
             if state == State::Leased {
                 g.leased += 1;
             }
-            self.refresh_group(books, group);
+            if was_empty || state == State::Leased {
+                self.refresh_group(books, group);
+            }
         } else if state == State::Visible {
             self.make_ready(books, seq);
         }

@@ -44,7 +44,7 @@ fn bytes_per_message(queue: &str, groups: u64) -> f64 {
     let fifo = queue.ends_with(".fifo");
     let mut engine = Engine::new("local");
     let mut now = 1_700_000_000_000;
-    let mut apply = |engine: &mut Engine, now: u64, command: Command| {
+    let apply = |engine: &mut Engine, now: u64, command: Command| {
         engine
             .apply(Entry { now, command })
             .result

@@ -203,6 +203,14 @@ fn run(ops: &[Op], restore_at: Option<usize>) -> (Vec<String>, BTreeMap<Vec<u8>,
                 }
             }
         }
+        let fifo_before = match op {
+            Op::Receive { queue, .. } if QUEUES[*queue].ends_with(".fifo") => {
+                // Fire what is due first, so the listing is what the receive starts from.
+                h.tick();
+                all_messages(&h.engine, QUEUES[*queue])
+            }
+            _ => Vec::new(),
+        };
         let before_now = h.engine.now();
         let result = h.apply(cmd.clone());
         log.push(format!("{result:?}"));
@@ -210,7 +218,7 @@ fn run(ops: &[Op], restore_at: Option<usize>) -> (Vec<String>, BTreeMap<Vec<u8>,
         assert!(now >= before_now, "time went backwards");
         // Leases the engine has ended by now.
         model.leases.retain(|_, (_, until)| *until > now);
-        check_outcome(&h, &mut model, op, &cmd, result);
+        check_outcome(&h, &mut model, op, &cmd, result, &fifo_before);
         check_state(&h, &mut model);
     }
     (log, h.snapshot())
@@ -222,6 +230,7 @@ fn check_outcome(
     op: &Op,
     cmd: &Command,
     result: Result<Outcome, EngineError>,
+    fifo_before: &[MessageMeta],
 ) {
     let now = h.engine.now();
     match (op, result) {
@@ -250,14 +259,16 @@ fn check_outcome(
                     !model.leases.contains_key(&p.message_id),
                     "two active leases on one message"
                 );
-                model
-                    .leases
-                    .insert(p.message_id, (d.receipt.clone(), d.lease_expires_at));
+                if d.lease_expires_at > now {
+                    model
+                        .leases
+                        .insert(p.message_id, (d.receipt.clone(), d.lease_expires_at));
+                }
                 model.receipts.push((*queue, d.receipt.clone()));
                 model.receipt_ids.insert(d.receipt.clone(), p.message_id);
             }
             if QUEUES[*queue].ends_with(".fifo") {
-                check_fifo_prefix(h, *queue, &ds);
+                check_fifo_prefix(h, fifo_before, &ds);
             }
         }
         (Op::Ack { .. }, Ok(Outcome::Acked(results))) => {
@@ -300,10 +311,9 @@ fn check_outcome(
     }
 }
 
-/// After a FIFO receive, the delivered messages of each group are the oldest messages of that
-/// group still in the queue, in order: nothing earlier is leased, waiting or skipped.
-fn check_fifo_prefix(h: &Harness, queue: usize, deliveries: &[raftq_engine::Delivery]) {
-    let present = all_messages(&h.engine, QUEUES[queue]);
+/// The delivered messages of each group are the oldest messages of that group that were in the
+/// queue when the receive started, in order: nothing earlier was leased, waiting or skipped.
+fn check_fifo_prefix(h: &Harness, present: &[MessageMeta], deliveries: &[raftq_engine::Delivery]) {
     let group_of = |key: u64| h.store.payload(key).and_then(|p| p.message_group_id);
     let mut by_group: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for d in deliveries {

@@ -82,6 +82,26 @@ fn put_delayed(h: &mut Harness, queue: &str, group: &str, body: &str, delay: i64
     h.try_send_msg(queue, m).expect("send delayed")
 }
 
+/// Queue-level commands, for [`queue_cmd`].
+enum Op {
+    Patch(QueueAttributes),
+    Delete,
+    Purge,
+}
+
+fn queue_cmd(queue: &str, op: Op) -> Command {
+    let (account, queue) = (ACCOUNT.to_string(), queue.to_string());
+    match op {
+        Op::Patch(attributes) => Command::PatchQueue {
+            account,
+            queue,
+            attributes,
+        },
+        Op::Delete => Command::DeleteQueue { account, queue },
+        Op::Purge => Command::Purge { account, queue },
+    }
+}
+
 fn send_cmd(queue: &str, message: NewMessage) -> Command {
     Command::Send {
         account: ACCOUNT.into(),
@@ -199,6 +219,22 @@ fn lapse(h: &mut Harness, queue: &str) -> Delivery {
     got.remove(0)
 }
 
+/// Queue attributes with the named scalar fields set (`content_based_deduplication`: 1 is true).
+fn attrs(fields: &[(&str, i64)]) -> QueueAttributes {
+    let mut a = QueueAttributes::default();
+    for &(field, value) in fields {
+        match field {
+            "lease_seconds" => a.lease_seconds = Some(value),
+            "delay_seconds" => a.delay_seconds = Some(value),
+            "retention_seconds" => a.retention_seconds = Some(value),
+            "max_message_bytes" => a.max_message_bytes = Some(value),
+            "content_based_deduplication" => a.content_based_deduplication = Some(value == 1),
+            other => panic!("no scalar attribute {other}"),
+        }
+    }
+    a
+}
+
 fn allow(permission: &str, sources: Option<&[&str]>) -> QueueAttributes {
     QueueAttributes {
         redrive_allow_policy: Some(AllowPolicyInput {
@@ -302,81 +338,29 @@ fn queue_defaults_follow_the_spec() {
 #[test]
 fn out_of_range_queue_attributes_name_the_field() {
     let mut h = Harness::new();
-    let cases: [(&str, QueueAttributes); 8] = [
-        (
-            "lease_seconds",
-            QueueAttributes {
-                lease_seconds: Some(43_201),
-                ..Default::default()
-            },
-        ),
-        (
-            "lease_seconds",
-            QueueAttributes {
-                lease_seconds: Some(-1),
-                ..Default::default()
-            },
-        ),
-        (
-            "delay_seconds",
-            QueueAttributes {
-                delay_seconds: Some(901),
-                ..Default::default()
-            },
-        ),
-        (
-            "retention_seconds",
-            QueueAttributes {
-                retention_seconds: Some(59),
-                ..Default::default()
-            },
-        ),
-        (
-            "retention_seconds",
-            QueueAttributes {
-                retention_seconds: Some(1_209_601),
-                ..Default::default()
-            },
-        ),
-        (
-            "max_message_bytes",
-            QueueAttributes {
-                max_message_bytes: Some(0),
-                ..Default::default()
-            },
-        ),
-        (
-            "max_message_bytes",
-            QueueAttributes {
-                max_message_bytes: Some(1_048_577),
-                ..Default::default()
-            },
-        ),
-        (
-            "content_based_deduplication",
-            QueueAttributes {
-                content_based_deduplication: Some(true),
-                ..Default::default()
-            },
-        ),
+    let cases = [
+        ("lease_seconds", 43_201),
+        ("lease_seconds", -1),
+        ("delay_seconds", 901),
+        ("retention_seconds", 59),
+        ("retention_seconds", 1_209_601),
+        ("max_message_bytes", 0),
+        ("max_message_bytes", 1_048_577),
+        ("content_based_deduplication", 1),
     ];
-    for (field, attrs) in cases {
-        invalid(h.try_create("q", attrs.clone()), field);
+    for (field, value) in cases {
+        let bad = attrs(&[(field, value)]);
+        invalid(h.try_create("q", bad.clone()), field);
         h.create("q");
-        invalid(h.try_patch("q", attrs), field);
-        h.apply(Command::DeleteQueue {
-            account: ACCOUNT.into(),
-            queue: "q".into(),
-        })
-        .expect("delete");
+        invalid(h.try_patch("q", bad), field);
+        h.apply(queue_cmd("q", Op::Delete)).expect("delete");
     }
-    let edges = QueueAttributes {
-        lease_seconds: Some(43_200),
-        delay_seconds: Some(900),
-        retention_seconds: Some(1_209_600),
-        max_message_bytes: Some(1_048_576),
-        ..Default::default()
-    };
+    let edges = attrs(&[
+        ("lease_seconds", 43_200),
+        ("delay_seconds", 900),
+        ("retention_seconds", 1_209_600),
+        ("max_message_bytes", 1_048_576),
+    ]);
     let q = h.create_with("edges", edges);
     assert_eq!(
         (
@@ -387,11 +371,7 @@ fn out_of_range_queue_attributes_name_the_field() {
         ),
         (43_200, 900, 1_209_600, 1_048_576)
     );
-    let low = QueueAttributes {
-        retention_seconds: Some(60),
-        max_message_bytes: Some(1),
-        ..Default::default()
-    };
+    let low = attrs(&[("retention_seconds", 60), ("max_message_bytes", 1)]);
     assert_eq!(h.create_with("low", low).retention_seconds, 60);
 }
 
@@ -458,21 +438,11 @@ fn patch_changes_only_the_given_fields() {
     let mut h = Harness::new();
     let before = h.create_with(
         "orders.fifo",
-        QueueAttributes {
-            delay_seconds: Some(5),
-            content_based_deduplication: Some(true),
-            ..Default::default()
-        },
+        attrs(&[("delay_seconds", 5), ("content_based_deduplication", 1)]),
     );
     h.advance(10);
     let after = h
-        .try_patch(
-            "orders.fifo",
-            QueueAttributes {
-                lease_seconds: Some(99),
-                ..Default::default()
-            },
-        )
+        .try_patch("orders.fifo", attrs(&[("lease_seconds", 99)]))
         .expect("patch");
     assert_eq!(after.lease_seconds, 99);
     let mut expected = before;
@@ -498,19 +468,15 @@ fn refused_commands_change_nothing() {
         attributes: QueueAttributes::default(),
     };
     assert_refused(&mut h, bad_name, "invalid_argument");
-    let bad_patch = Command::PatchQueue {
-        account: ACCOUNT.into(),
-        queue: src.into(),
-        attributes: QueueAttributes {
+    let bad_patch = queue_cmd(
+        src,
+        Op::Patch(QueueAttributes {
             lease_seconds: Some(5),
             ..redrive("nowhere", 2)
-        },
-    };
+        }),
+    );
     assert_refused(&mut h, bad_patch, "invalid_argument");
-    let in_use = Command::DeleteQueue {
-        account: ACCOUNT.into(),
-        queue: dlq.into(),
-    };
+    let in_use = queue_cmd(dlq, Op::Delete);
     assert_refused(&mut h, in_use, "queue_in_use");
     let empty = h.message("");
     assert_refused(&mut h, send_cmd(src, empty), "invalid_argument");
@@ -534,10 +500,7 @@ fn refused_commands_change_nothing() {
         entries: too_many,
     };
     assert_refused(&mut h, batch_cmd, "invalid_argument");
-    let purge = Command::Purge {
-        account: ACCOUNT.into(),
-        queue: "missing".into(),
-    };
+    let purge = queue_cmd("missing", Op::Purge);
     assert_refused(&mut h, purge, "queue_not_found");
 }
 
@@ -556,10 +519,7 @@ fn fifo_send_requires_a_message_group_id() {
 fn fifo_send_requires_a_dedup_id_unless_content_based() {
     let mut h = Harness::new();
     h.create("f.fifo");
-    let cbd = QueueAttributes {
-        content_based_deduplication: Some(true),
-        ..Default::default()
-    };
+    let cbd = attrs(&[("content_based_deduplication", 1)]);
     h.create_with("c.fifo", cbd);
     for queue in ["f.fifo", "c.fifo"] {
         let mut m = h.message("a");
@@ -598,10 +558,7 @@ fn message_group_and_dedup_ids_are_1_to_128_printable_ascii() {
 #[test]
 fn content_based_dedup_id_is_sha256_of_the_body_without_attributes() {
     let mut h = Harness::new();
-    let cbd = QueueAttributes {
-        content_based_deduplication: Some(true),
-        ..Default::default()
-    };
+    let cbd = attrs(&[("content_based_deduplication", 1)]);
     h.create_with("c.fifo", cbd);
     let send = |h: &mut Harness, attr: &str| {
         let mut m = h.message("abc");
@@ -669,13 +626,7 @@ fn dedup_returns_the_original_id_even_after_ack() {
 #[test]
 fn dedup_returns_the_original_id_even_after_retention_expiry() {
     let mut h = Harness::new();
-    let original = dedup_setup(
-        &mut h,
-        QueueAttributes {
-            retention_seconds: Some(60),
-            ..Default::default()
-        },
-    );
+    let original = dedup_setup(&mut h, attrs(&[("retention_seconds", 60)]));
     h.advance(61);
     h.tick();
     assert!(peek(&h, "f.fifo").is_empty());
@@ -741,7 +692,7 @@ fn group_id_on_a_standard_queue_is_stored_but_orders_nothing() {
         assert_eq!(sent.sequence_number, None);
     }
     let first = h.receive("std", 1);
-    let stored = h.store.payload(first[0].meta.storage_key).expect("payload");
+    let stored = payload(&h, &first[0].meta);
     assert_eq!(stored.message_group_id.as_deref(), Some("g"));
     // The same group in a FIFO queue would be blocked while "a" is leased.
     let second = h.receive("std", 1);
@@ -751,13 +702,7 @@ fn group_id_on_a_standard_queue_is_stored_but_orders_nothing() {
 #[test]
 fn delay_hides_a_message_until_it_ends() {
     let mut h = Harness::new();
-    h.create_with(
-        "slow",
-        QueueAttributes {
-            delay_seconds: Some(10),
-            ..Default::default()
-        },
-    );
+    h.create_with("slow", attrs(&[("delay_seconds", 10)]));
     put(&mut h, "slow", "queue-default");
     put_delayed(&mut h, "slow", "g", "own-delay", 20);
     put_delayed(&mut h, "slow", "g", "no-delay", 0);
@@ -799,13 +744,7 @@ fn delay_seconds_of_a_message_is_0_to_900() {
 #[test]
 fn message_size_counts_body_attribute_names_and_values() {
     let mut h = Harness::new();
-    h.create_with(
-        "small",
-        QueueAttributes {
-            max_message_bytes: Some(10),
-            ..Default::default()
-        },
-    );
+    h.create_with("small", attrs(&[("max_message_bytes", 10)]));
     let sized = |h: &mut Harness, body: &str, name: &str, value: &str| {
         let mut m = h.message(body);
         m.attributes.insert(name.into(), value.into());
@@ -1261,6 +1200,9 @@ fn message_expires_after_retention_whatever_its_state() {
     h.now = START + 59_999;
     h.tick();
     assert_eq!(peek(&h, "src").len(), 4);
+    h.now = START + 60_000;
+    h.tick();
+    assert_eq!(peek_bodies(&h, "src"), ["leased", "delayed", "visible"]);
     h.now = START + 65_000;
     h.tick();
     assert!(peek(&h, "src").is_empty());
@@ -1273,13 +1215,7 @@ fn message_expires_after_retention_whatever_its_state() {
 #[test]
 fn retention_is_measured_from_when_each_message_entered() {
     let mut h = Harness::new();
-    h.create_with(
-        "q",
-        QueueAttributes {
-            retention_seconds: Some(60),
-            ..Default::default()
-        },
-    );
+    h.create_with("q", attrs(&[("retention_seconds", 60)]));
     put(&mut h, "q", "old");
     h.advance(30);
     put(&mut h, "q", "new");
@@ -1294,13 +1230,7 @@ fn retention_is_measured_from_when_each_message_entered() {
 #[test]
 fn retention_expiry_of_a_fifo_head_unblocks_the_group() {
     let mut h = Harness::new();
-    h.create_with(
-        "f.fifo",
-        QueueAttributes {
-            retention_seconds: Some(60),
-            ..Default::default()
-        },
-    );
+    h.create_with("f.fifo", attrs(&[("retention_seconds", 60)]));
     h.send_fifo("f.fifo", "a", "leased-head");
     assert_eq!(recv_leased(&mut h, "f.fifo", 1, 600), ["leased-head"]);
     put_delayed(&mut h, "f.fifo", "c", "delayed-head", 600);
@@ -1530,14 +1460,8 @@ fn message_moves_after_max_receive_count_leases_end_unacknowledged() {
 fn moved_message_keeps_its_payload_and_gets_a_new_life_in_the_target() {
     let mut h = Harness::new();
     let (src, dlq) = with_dlq(&mut h, true, 1);
-    h.try_patch(
-        dlq,
-        QueueAttributes {
-            retention_seconds: Some(60),
-            ..Default::default()
-        },
-    )
-    .expect("patch");
+    h.try_patch(dlq, attrs(&[("retention_seconds", 60)]))
+        .expect("patch");
     let mut m = msg_for(&mut h, src, "grp", "body");
     m.attributes = BTreeMap::from([("k".to_string(), "v".to_string())]);
     m.message_deduplication_id = Some("dedup".into());
@@ -1664,12 +1588,7 @@ fn deleting_a_dead_letter_target_is_queue_in_use_until_detached() {
     let mut h = Harness::new();
     let (src, dlq) = with_dlq(&mut h, false, 1);
     h.create_with("src2", redrive(dlq, 5));
-    let delete = |h: &mut Harness| {
-        h.apply(Command::DeleteQueue {
-            account: ACCOUNT.into(),
-            queue: dlq.into(),
-        })
-    };
+    let delete = |h: &mut Harness| h.apply(queue_cmd(dlq, Op::Delete));
     let expected = vec![
         h.engine.resolve(ACCOUNT, src).expect("src"),
         h.engine.resolve(ACCOUNT, "src2").expect("src2"),
@@ -1707,11 +1626,7 @@ fn purge_removes_every_message_in_every_state() {
     let mut h = Harness::new();
     let src = every_state(&mut h);
     assert_eq!(state_counts(&h, src), counts(1, 1, 1, 1));
-    h.apply(Command::Purge {
-        account: ACCOUNT.into(),
-        queue: src.into(),
-    })
-    .expect("purge");
+    h.apply(queue_cmd(src, Op::Purge)).expect("purge");
     assert!(peek(&h, src).is_empty());
     assert_eq!(stats(&h, src), QueueStats::default());
     assert!(h.store.payload_keys().is_empty());
@@ -1870,11 +1785,7 @@ fn restore_then_same_commands_give_identical_rows_and_outcomes() {
     }
     assert!(states(&h, src).contains(&MessageState::PendingRedrive));
     both(&mut h, &mut restored, receive_cmd("std", 10));
-    let fix = Command::PatchQueue {
-        account: ACCOUNT.into(),
-        queue: dlq.into(),
-        attributes: allow("allow_all", None),
-    };
+    let fix = queue_cmd(dlq, Op::Patch(allow("allow_all", None)));
     both(&mut h, &mut restored, fix);
     assert!(!peek(&h, dlq).is_empty());
     h.advance(301);
@@ -1884,10 +1795,7 @@ fn restore_then_same_commands_give_identical_rows_and_outcomes() {
         other => panic!("unexpected outcome {other:?}"),
     }
     both(&mut h, &mut restored, receive_cmd(dlq, 10));
-    let purge = Command::Purge {
-        account: ACCOUNT.into(),
-        queue: "std".into(),
-    };
+    let purge = queue_cmd("std", Op::Purge);
     both(&mut h, &mut restored, purge);
     h.advance(4 * 24 * 3600);
     both(&mut h, &mut restored, Command::Tick);

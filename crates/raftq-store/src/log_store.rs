@@ -71,6 +71,11 @@ pub fn column_families() -> Vec<ColumnFamilyDescriptor> {
     ]
 }
 
+/// [`RocksLogStore::new`] was given a column family name the [`DB`] was not opened with.
+#[derive(Debug, thiserror::Error)]
+#[error("RocksDB column family {0:?} not found")]
+pub struct MissingColumnFamily(pub String);
+
 /// Raft log store on RocksDB. Cloning is cheap: clones share the same [`DB`].
 pub struct RocksLogStore<C: RaftTypeConfig> {
     db: Arc<DB>,
@@ -102,24 +107,25 @@ impl<C: RaftTypeConfig> Debug for RocksLogStore<C> {
 
 impl<C: RaftTypeConfig> RocksLogStore<C> {
     /// Creates a log store on `db`, which the caller opened with the column families named
-    /// `logs_cf` and `meta_cf` (see [`column_families`] for the default ones). Fails if either is
-    /// missing.
-    pub fn new(db: Arc<DB>, logs_cf: &str, meta_cf: &str) -> Result<Self, StorageError<C::NodeId>> {
-        let store = Self {
+    /// `logs_cf` and `meta_cf` (see [`column_families`] for the default ones).
+    pub fn new(db: Arc<DB>, logs_cf: &str, meta_cf: &str) -> Result<Self, MissingColumnFamily> {
+        for name in [logs_cf, meta_cf] {
+            if db.cf_handle(name).is_none() {
+                return Err(MissingColumnFamily(name.to_owned()));
+            }
+        }
+        Ok(Self {
             db,
             logs_cf: logs_cf.into(),
             meta_cf: meta_cf.into(),
             _c: PhantomData,
-        };
-        store.logs().map_err(StorageIOError::read_logs)?;
-        store.meta().map_err(StorageIOError::read)?;
-        Ok(store)
+        })
     }
 
     fn cf(&self, name: &str) -> Result<&ColumnFamily, AnyError> {
         self.db
             .cf_handle(name)
-            .ok_or_else(|| AnyError::error(format!("RocksDB column family {name:?} not found")))
+            .ok_or_else(|| AnyError::new(&MissingColumnFamily(name.to_owned())))
     }
 
     fn logs(&self) -> Result<&ColumnFamily, AnyError> {

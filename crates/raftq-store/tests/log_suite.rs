@@ -38,6 +38,9 @@ openraft::declare_raft_types!(
 
 type NodeId = u64;
 type Meta = SnapshotMeta<NodeId, BasicNode>;
+/// The last snapshot built or installed, shared with snapshot builders.
+type SharedSnapshot = Arc<Mutex<Option<(Meta, Vec<u8>)>>>;
+type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 /// In-memory state machine: the applied payloads, in order.
 #[derive(Debug, Default)]
@@ -46,14 +49,14 @@ struct MemStateMachine {
     last_membership: StoredMembership<NodeId, BasicNode>,
     data: Vec<String>,
     snapshot_count: u64,
-    current_snapshot: Arc<Mutex<Option<(Meta, Vec<u8>)>>>,
+    current_snapshot: SharedSnapshot,
 }
 
 /// A copy of the state machine at the time `get_snapshot_builder` was called.
 struct MemSnapshotBuilder {
     meta: Meta,
     data: Vec<String>,
-    current_snapshot: Arc<Mutex<Option<(Meta, Vec<u8>)>>>,
+    current_snapshot: SharedSnapshot,
 }
 
 impl RaftSnapshotBuilder<TestConfig> for MemSnapshotBuilder {
@@ -170,8 +173,9 @@ impl StoreBuilder<TestConfig, RocksLogStore<TestConfig>, MemStateMachine, TempDi
 
 /// `Suite::test_all` starts a fresh tokio runtime per case, so this must not be a `#[tokio::test]`.
 #[test]
-fn openraft_suite() -> Result<(), StorageError<NodeId>> {
-    Suite::test_all(Builder)
+fn openraft_suite() -> TestResult {
+    Suite::test_all(Builder)?;
+    Ok(())
 }
 
 fn log_id(term: u64, index: u64) -> LogId<NodeId> {
@@ -179,7 +183,7 @@ fn log_id(term: u64, index: u64) -> LogId<NodeId> {
 }
 
 #[tokio::test]
-async fn state_survives_reopen() -> Result<(), StorageError<NodeId>> {
+async fn state_survives_reopen() -> TestResult {
     let dir = TempDir::new().expect("create temp dir");
     {
         let mut store = open_store(&dir);
