@@ -1050,6 +1050,18 @@ fn receive_lease_seconds_is_0_to_43200() {
     assert_eq!(again[0].meta.receive_count, 2);
 }
 
+#[test]
+fn a_zero_second_lease_makes_the_message_deliverable_again_at_once() {
+    let mut h = Harness::new();
+    h.create("std");
+    put(&mut h, "std", "a");
+    let first = h.receive_leased("std", 1, 0);
+    assert_eq!(h.ack("std", &first[0].receipt), Err(EngineError::LeaseExpired));
+    let again = h.receive("std", 1);
+    assert_eq!(h.bodies(&again), ["a"]);
+    assert_eq!(again[0].meta.receive_count, 2);
+}
+
 // ---- leases -----------------------------------------------------------------------------------
 
 #[test]
