@@ -86,7 +86,8 @@ pub(crate) struct Books {
 #[derive(Debug, Clone)]
 struct Group {
     name: Box<str>,
-    msgs: BTreeSet<u64>,
+    /// Sequence numbers in order; messages join at the back and mostly leave near the front.
+    msgs: VecDeque<u64>,
     leased: u32,
     /// The head sequence number while the group sits in the ready set.
     ready_key: Option<u64>,
@@ -197,7 +198,13 @@ impl Queue {
             // A message joins at the tail: the group's readiness changes only when it was
             // empty or gains a lease.
             let was_empty = g.msgs.is_empty();
-            g.msgs.insert(seq);
+            match g.msgs.back() {
+                Some(&last) if last > seq => {
+                    let at = g.msgs.partition_point(|&s| s < seq);
+                    g.msgs.insert(at, seq);
+                }
+                _ => g.msgs.push_back(seq),
+            }
             if state == State::Leased {
                 g.leased += 1;
             }
@@ -221,7 +228,12 @@ impl Queue {
         }
         books.changes.rows.push(RowKey::Message(self.qid, seq));
         if let Some(g) = self.groups.get_mut(&msg.group) {
-            g.msgs.remove(&seq);
+            if let Ok(at) = g.msgs.binary_search(&seq) {
+                g.msgs.remove(at);
+            }
+            if g.msgs.capacity() > 4 * g.msgs.len() + 16 {
+                g.msgs.shrink_to_fit();
+            }
             if msg.state == State::Leased {
                 g.leased -= 1;
             }
@@ -284,7 +296,7 @@ impl Queue {
                 Some(group) if self.fifo() => match self.groups.get(&group) {
                     Some(g) => g
                         .msgs
-                        .range(head..)
+                        .range(g.msgs.partition_point(|&s| s < head)..)
                         .take(max - out.len())
                         .take_while(|s| {
                             self.messages.get(s).map(|m| m.state) == Some(State::Visible)
@@ -337,7 +349,7 @@ impl Queue {
         let Some(g) = self.groups.get_mut(&group) else {
             return;
         };
-        let want = match g.msgs.first() {
+        let want = match g.msgs.front() {
             Some(&head) if g.leased == 0 => {
                 let visible = self.messages.get(&head).map(|m| m.state) == Some(State::Visible);
                 visible.then_some(head)
@@ -372,7 +384,7 @@ impl Queue {
             g,
             Group {
                 name: name.into(),
-                msgs: BTreeSet::new(),
+                msgs: VecDeque::new(),
                 leased: 0,
                 ready_key: None,
             },

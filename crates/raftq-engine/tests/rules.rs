@@ -1056,7 +1056,10 @@ fn a_zero_second_lease_makes_the_message_deliverable_again_at_once() {
     h.create("std");
     put(&mut h, "std", "a");
     let first = h.receive_leased("std", 1, 0);
-    assert_eq!(h.ack("std", &first[0].receipt), Err(EngineError::LeaseExpired));
+    assert_eq!(
+        h.ack("std", &first[0].receipt),
+        Err(EngineError::LeaseExpired)
+    );
     let again = h.receive("std", 1);
     assert_eq!(h.bodies(&again), ["a"]);
     assert_eq!(again[0].meta.receive_count, 2);
