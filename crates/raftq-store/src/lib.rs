@@ -1,9 +1,34 @@
 //! # raftq-store
 //!
-//! raftq's durable Raft storage on RocksDB: the Raft log (entries, vote, committed index, purge
-//! marker) for openraft's storage-v2 traits. Every vote and every append is synced to disk before
-//! openraft is told it is done; one append call (a batch of entries) costs one fsync.
+//! raftq's durable Raft storage on RocksDB, split as openraft's storage-v2 wants it:
+//! - [`log_store`]: the Raft log (entries, vote, committed index, purge marker). Every vote and
+//!   every append is synced to disk before openraft is told it is done; one append call (a batch
+//!   of entries) costs one fsync.
+//! - [`state_machine`]: the engine applied to committed entries, with its rows, the message
+//!   payloads, the last applied log id and the membership written in one atomic batch per apply.
+//! - [`types`]: the Raft type configuration both share.
+//!
+//! Both live in one RocksDB instance (one write-ahead log), opened with [`column_families`].
 
 pub mod log_store;
+pub mod state_machine;
+pub mod types;
 
-pub use log_store::{column_families, MissingColumnFamily, RocksLogStore, LOGS_CF, META_CF};
+pub use log_store::{MissingColumnFamily, RocksLogStore, LOGS_CF, META_CF};
+pub use state_machine::{OpenError, RocksStateMachine, StateReader, SM_META_CF, STATE_CF};
+pub use types::{NodeId, Response, TypeConfig};
+
+/// Every column family of a raftq node's database.
+pub fn column_families() -> Vec<rocksdb::ColumnFamilyDescriptor> {
+    let mut all = log_store::column_families();
+    all.extend(state_machine::state_column_families());
+    all
+}
+
+/// Opens (creating when missing) a raftq node's database at `path`.
+pub fn open_db(path: &std::path::Path) -> Result<std::sync::Arc<rocksdb::DB>, rocksdb::Error> {
+    let mut options = rocksdb::Options::default();
+    options.create_if_missing(true);
+    options.create_missing_column_families(true);
+    rocksdb::DB::open_cf_descriptors(&options, path, column_families()).map(std::sync::Arc::new)
+}

@@ -1,0 +1,407 @@
+//! The durable state machine: the engine applied to committed entries, its rows and message
+//! payloads in RocksDB.
+//!
+//! Layout: the `sm_state` column family holds the engine's rows and the payload rows in one
+//! sorted key space (see `raftq_engine::rows`); `sm_meta` holds the last applied log id, the
+//! membership and the last snapshot.
+//!
+//! Durability policy: one `apply` call writes every row its entries changed, their payload puts
+//! and deletes, the last applied log id and the membership in one atomic `WriteBatch`, without
+//! an fsync of its own: the Raft log (synced) can always replay what a crash loses, and each
+//! later synced write of the log or a snapshot, which share the RocksDB write-ahead log, makes it
+//! durable. A snapshot is written with an fsync before openraft may purge the log it covers.
+//! On start the engine is rebuilt from `sm_state` (no log replay beyond what was not yet applied).
+
+use std::collections::HashMap;
+use std::io::{self, Cursor};
+use std::sync::{Arc, RwLock};
+
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{
+    AnyError, BasicNode, Entry, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder,
+    SnapshotMeta, StorageError, StorageIOError, StoredMembership,
+};
+use raftq_engine::rows::{decode_payload, encode_payload, payload_key};
+use raftq_engine::{Changes, Engine, Outcome, Payload, PayloadOp};
+use rocksdb::{ColumnFamilyDescriptor, IteratorMode, Options, WriteBatch, WriteOptions, DB};
+use serde::{Deserialize, Serialize};
+
+use crate::types::{NodeId, Response, TypeConfig};
+
+/// Column family of engine rows and payloads.
+pub const STATE_CF: &str = "sm_state";
+/// Column family of the applied marker, membership and last snapshot.
+pub const SM_META_CF: &str = "sm_meta";
+
+const KEY_APPLIED: &[u8] = b"applied";
+const KEY_SNAPSHOT: &[u8] = b"snapshot";
+
+type Meta = SnapshotMeta<NodeId, BasicNode>;
+type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+type Membership = StoredMembership<NodeId, BasicNode>;
+
+/// The column families this module needs.
+pub fn state_column_families() -> Vec<ColumnFamilyDescriptor> {
+    [STATE_CF, SM_META_CF]
+        .into_iter()
+        .map(|name| ColumnFamilyDescriptor::new(name, Options::default()))
+        .collect()
+}
+
+/// Why the state machine could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("column family {0} is missing")]
+    MissingColumnFamily(&'static str),
+    #[error("RocksDB: {0}")]
+    Rocks(#[from] rocksdb::Error),
+    #[error("stored state is unreadable: {0}")]
+    Rows(#[from] raftq_engine::rows::RowError),
+    #[error("stored metadata is unreadable: {0}")]
+    Meta(#[from] postcard::Error),
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Applied {
+    last_applied: Option<LogId<NodeId>>,
+    membership: Membership,
+}
+
+/// A snapshot's bytes: every row of `sm_state`.
+#[derive(Debug, Serialize, Deserialize)]
+struct SnapshotRows {
+    rows: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// Read access to the applied state, for queries on any node.
+#[derive(Debug, Clone)]
+pub struct StateReader {
+    db: Arc<DB>,
+    engine: Arc<RwLock<Engine>>,
+}
+
+impl StateReader {
+    /// Runs `f` on the engine.
+    pub fn with_engine<T>(&self, f: impl FnOnce(&Engine) -> T) -> Option<T> {
+        self.engine.read().ok().map(|e| f(&e))
+    }
+
+    /// The payload stored under `storage_key`.
+    pub fn payload(&self, storage_key: u64) -> Result<Option<Payload>, AnyError> {
+        let cf = self
+            .db
+            .cf_handle(STATE_CF)
+            .ok_or_else(|| AnyError::error("state column family is missing"))?;
+        let bytes = self
+            .db
+            .get_pinned_cf(cf, payload_key(storage_key))
+            .map_err(|e| AnyError::new(&e))?;
+        bytes
+            .map(|b| decode_payload(&b).map_err(|e| AnyError::new(&e)))
+            .transpose()
+    }
+}
+
+/// openraft's state machine over the engine and RocksDB.
+#[derive(Debug)]
+pub struct RocksStateMachine {
+    db: Arc<DB>,
+    engine: Arc<RwLock<Engine>>,
+    applied: Applied,
+    snapshot_count: u64,
+}
+
+impl RocksStateMachine {
+    /// Opens the state stored in `db` (opened with [`state_column_families`]); an empty
+    /// database gives an empty engine for `region`.
+    pub fn open(db: Arc<DB>, region: &str) -> Result<Self, OpenError> {
+        let state = db
+            .cf_handle(STATE_CF)
+            .ok_or(OpenError::MissingColumnFamily(STATE_CF))?;
+        let meta = db
+            .cf_handle(SM_META_CF)
+            .ok_or(OpenError::MissingColumnFamily(SM_META_CF))?;
+        let applied = match db.get_cf(meta, KEY_APPLIED)? {
+            Some(bytes) => postcard::from_bytes(&bytes)?,
+            None => Applied::default(),
+        };
+        let rows = db
+            .iterator_cf(state, IteratorMode::Start)
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .map(|(k, v)| (k.into_vec(), v.into_vec()));
+        let engine = Engine::restore(region, rows)?;
+        Ok(RocksStateMachine {
+            db,
+            engine: Arc::new(RwLock::new(engine)),
+            applied,
+            snapshot_count: 0,
+        })
+    }
+
+    /// A handle for queries.
+    pub fn reader(&self) -> StateReader {
+        StateReader {
+            db: Arc::clone(&self.db),
+            engine: Arc::clone(&self.engine),
+        }
+    }
+
+    fn region(&self) -> io::Result<String> {
+        self.engine
+            .read()
+            .map(|e| e.region().to_string())
+            .map_err(|_| io::Error::other("engine lock poisoned"))
+    }
+
+    /// Every row of `sm_state`, in key order.
+    fn all_rows(&self) -> io::Result<Rows> {
+        let cf = cf(&self.db, STATE_CF)?;
+        self.db
+            .iterator_cf(cf, IteratorMode::Start)
+            .map(|r| {
+                r.map(|(k, v)| (k.into_vec(), v.into_vec()))
+                    .map_err(io::Error::other)
+            })
+            .collect()
+    }
+}
+
+/// Writes one apply's changes into `batch`; `fresh` tracks payloads put earlier in the same
+/// batch, which reads of the database cannot see yet.
+fn stage(
+    batch: &mut WriteBatch,
+    cf: &rocksdb::ColumnFamily,
+    engine: &Engine,
+    changes: Changes,
+    fresh: &mut HashMap<u64, Payload>,
+) {
+    for key in &changes.rows {
+        match engine.row_value(key) {
+            Some(value) => batch.put_cf(cf, key.encode(), value),
+            None => batch.delete_cf(cf, key.encode()),
+        }
+    }
+    for op in changes.payloads {
+        match op {
+            PayloadOp::Put(k, payload) => {
+                batch.put_cf(cf, payload_key(k), encode_payload(&payload));
+                fresh.insert(k, payload);
+            }
+            PayloadOp::Delete(k) => {
+                batch.delete_cf(cf, payload_key(k));
+                fresh.remove(&k);
+            }
+        }
+    }
+}
+
+fn cf<'a>(db: &'a DB, name: &'static str) -> io::Result<&'a rocksdb::ColumnFamily> {
+    db.cf_handle(name)
+        .ok_or_else(|| io::Error::other(format!("column family {name} is missing")))
+}
+
+fn io_err(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
+    StorageIOError::write_state_machine(&e).into()
+}
+
+impl RaftStateMachine<TypeConfig> for RocksStateMachine {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId<NodeId>>, Membership), StorageError<NodeId>> {
+        Ok((self.applied.last_applied, self.applied.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Response>, StorageError<NodeId>>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let db = Arc::clone(&self.db);
+        let state = cf(&db, STATE_CF).map_err(io_err)?;
+        let meta = cf(&db, SM_META_CF).map_err(io_err)?;
+        let reader = self.reader();
+        let mut batch = WriteBatch::default();
+        let mut fresh: HashMap<u64, Payload> = HashMap::new();
+        let mut responses = Vec::new();
+        let mut engine = self
+            .engine
+            .write()
+            .map_err(|_| io_err(std::io::Error::other("engine lock poisoned")))?;
+        for entry in entries {
+            self.applied.last_applied = Some(entry.log_id);
+            let response = match entry.payload {
+                EntryPayload::Blank => Response::default(),
+                EntryPayload::Membership(m) => {
+                    self.applied.membership = StoredMembership::new(Some(entry.log_id), m);
+                    Response::default()
+                }
+                EntryPayload::Normal(e) => {
+                    let applied = engine.apply(e);
+                    stage(&mut batch, state, &engine, applied.changes, &mut fresh);
+                    let mut payloads = Vec::new();
+                    if let Ok(Outcome::Received(deliveries)) = &applied.result {
+                        for d in deliveries {
+                            let key = d.meta.storage_key;
+                            let payload = match fresh.get(&key) {
+                                Some(p) => Some(p.clone()),
+                                None => reader.payload(key).map_err(|e| {
+                                    StorageError::from(StorageIOError::read_state_machine(e))
+                                })?,
+                            };
+                            payloads.extend(payload.map(|p| (key, p)));
+                        }
+                    }
+                    Response {
+                        result: Some(applied.result),
+                        payloads,
+                    }
+                }
+            };
+            responses.push(response);
+        }
+        drop(engine);
+        let applied = postcard::to_allocvec(&self.applied).map_err(io_err)?;
+        batch.put_cf(meta, KEY_APPLIED, applied);
+        self.db.write(batch).map_err(io_err)?;
+        Ok(responses)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.snapshot_count += 1;
+        SnapshotBuilder {
+            db: Arc::clone(&self.db),
+            rows: self.all_rows(),
+            applied: self.applied.clone(),
+            count: self.snapshot_count,
+        }
+    }
+
+    async fn begin_receiving_snapshot(
+        &mut self,
+    ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
+        Ok(Box::default())
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &Meta,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError<NodeId>> {
+        let bytes = snapshot.into_inner();
+        let decoded: SnapshotRows = postcard::from_bytes(&bytes).map_err(|e| {
+            StorageError::from(StorageIOError::read_snapshot(Some(meta.signature()), &e))
+        })?;
+        let region = self.region().map_err(io_err)?;
+        let engine = Engine::restore(region, decoded.rows.iter().cloned()).map_err(|e| {
+            StorageError::from(StorageIOError::read_snapshot(Some(meta.signature()), &e))
+        })?;
+        let db = Arc::clone(&self.db);
+        let state = cf(&db, STATE_CF).map_err(io_err)?;
+        let meta_cf = cf(&db, SM_META_CF).map_err(io_err)?;
+        let mut batch = WriteBatch::default();
+        batch.delete_range_cf(state, [0u8].as_slice(), [0xffu8; 16].as_slice());
+        for (k, v) in &decoded.rows {
+            batch.put_cf(state, k, v);
+        }
+        let applied = Applied {
+            last_applied: meta.last_log_id,
+            membership: meta.last_membership.clone(),
+        };
+        batch.put_cf(
+            meta_cf,
+            KEY_APPLIED,
+            postcard::to_allocvec(&applied).map_err(io_err)?,
+        );
+        let stored = StoredSnapshot {
+            meta: meta.clone(),
+            data: bytes,
+        };
+        batch.put_cf(
+            meta_cf,
+            KEY_SNAPSHOT,
+            postcard::to_allocvec(&stored).map_err(io_err)?,
+        );
+        let mut sync = WriteOptions::default();
+        sync.set_sync(true);
+        self.db.write_opt(batch, &sync).map_err(io_err)?;
+        *self
+            .engine
+            .write()
+            .map_err(|_| io_err(std::io::Error::other("engine lock poisoned")))? = engine;
+        self.applied = applied;
+        Ok(())
+    }
+
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
+        load_snapshot(&self.db).map_err(io_err)
+    }
+}
+
+/// The last snapshot built or installed, as kept in `sm_meta`.
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredSnapshot {
+    meta: Meta,
+    data: Vec<u8>,
+}
+
+fn load_snapshot(db: &DB) -> io::Result<Option<Snapshot<TypeConfig>>> {
+    let Some(bytes) = db
+        .get_cf(cf(db, SM_META_CF)?, KEY_SNAPSHOT)
+        .map_err(io::Error::other)?
+    else {
+        return Ok(None);
+    };
+    let stored: StoredSnapshot = postcard::from_bytes(&bytes).map_err(io::Error::other)?;
+    Ok(Some(Snapshot {
+        meta: stored.meta,
+        snapshot: Box::new(Cursor::new(stored.data)),
+    }))
+}
+
+/// Builds a snapshot from the rows read when it was requested.
+pub struct SnapshotBuilder {
+    db: Arc<DB>,
+    rows: io::Result<Rows>,
+    applied: Applied,
+    count: u64,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
+        let rows = std::mem::replace(&mut self.rows, Ok(Vec::new())).map_err(io_err)?;
+        let data = postcard::to_allocvec(&SnapshotRows { rows }).map_err(io_err)?;
+        let last = self
+            .applied
+            .last_applied
+            .map_or_else(|| "none".to_string(), |id| id.to_string());
+        let meta = Meta {
+            last_log_id: self.applied.last_applied,
+            last_membership: self.applied.membership.clone(),
+            snapshot_id: format!("{last}-{}", self.count),
+        };
+        let meta_cf = cf(&self.db, SM_META_CF).map_err(io_err)?;
+        let stored = StoredSnapshot {
+            meta: meta.clone(),
+            data,
+        };
+        let mut sync = WriteOptions::default();
+        sync.set_sync(true);
+        self.db
+            .put_cf_opt(
+                meta_cf,
+                KEY_SNAPSHOT,
+                postcard::to_allocvec(&stored).map_err(io_err)?,
+                &sync,
+            )
+            .map_err(io_err)?;
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(stored.data)),
+        })
+    }
+}

@@ -1,0 +1,162 @@
+//! The RocksDB state machine: openraft's suite over the real log store and state machine, and
+//! raftq's own checks that the engine's state and payloads survive a reopen and travel whole in
+//! a snapshot.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use openraft::storage::RaftStateMachine;
+use openraft::testing::{StoreBuilder, Suite};
+use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftSnapshotBuilder, StorageError};
+use raftq_engine::{Command, NewMessage, Outcome, QueueAttributes};
+use raftq_store::{
+    open_db, NodeId, RocksLogStore, RocksStateMachine, TypeConfig, LOGS_CF, META_CF,
+};
+use tempfile::TempDir;
+use uuid::Uuid;
+
+const REGION: &str = "local";
+
+fn open(dir: &TempDir) -> (RocksLogStore<TypeConfig>, RocksStateMachine) {
+    let db = open_db(dir.path()).expect("open RocksDB");
+    let log = RocksLogStore::new(Arc::clone(&db), LOGS_CF, META_CF).expect("log column families");
+    let sm = RocksStateMachine::open(db, REGION).expect("open state machine");
+    (log, sm)
+}
+
+struct Builder;
+
+impl StoreBuilder<TypeConfig, RocksLogStore<TypeConfig>, RocksStateMachine, TempDir> for Builder {
+    async fn build(
+        &self,
+    ) -> Result<(TempDir, RocksLogStore<TypeConfig>, RocksStateMachine), StorageError<NodeId>> {
+        let dir = TempDir::new().expect("create temp dir");
+        let (log, sm) = open(&dir);
+        Ok((dir, log, sm))
+    }
+}
+
+/// `Suite::test_all` starts a tokio runtime per case, so this is a plain test.
+#[test]
+fn openraft_suite_passes_on_the_real_log_and_state_machine() {
+    Suite::test_all(Builder).expect("openraft storage suite");
+}
+
+fn entry(index: u64, now: u64, command: Command) -> Entry<TypeConfig> {
+    Entry {
+        log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+        payload: EntryPayload::Normal(raftq_engine::Entry { now, command }),
+    }
+}
+
+fn workload() -> Vec<Entry<TypeConfig>> {
+    let start = 1_700_000_000_000;
+    let mut entries = vec![entry(
+        1,
+        start,
+        Command::CreateQueue {
+            account: "dev".into(),
+            queue_id: Uuid::from_u128(1),
+            name: "jobs.fifo".into(),
+            attributes: QueueAttributes::default(),
+        },
+    )];
+    for i in 0..5u64 {
+        entries.push(entry(
+            2 + i,
+            start + i,
+            Command::Send {
+                account: "dev".into(),
+                queue: "jobs.fifo".into(),
+                message: NewMessage {
+                    message_id: Uuid::from_u128(100 + u128::from(i)),
+                    body: format!("job {i}"),
+                    attributes: BTreeMap::from([("k".to_string(), "v".to_string())]),
+                    delay_seconds: None,
+                    message_group_id: Some("g".into()),
+                    message_deduplication_id: Some(format!("d{i}")),
+                },
+            },
+        ));
+    }
+    entries.push(entry(
+        7,
+        start + 10,
+        Command::Receive {
+            account: "dev".into(),
+            queue: "jobs.fifo".into(),
+            max_messages: Some(2),
+            lease_seconds: Some(60),
+        },
+    ));
+    entries
+}
+
+fn export(sm: &RocksStateMachine) -> Vec<(Vec<u8>, Vec<u8>)> {
+    sm.reader()
+        .with_engine(|e| e.export_rows())
+        .expect("engine readable")
+}
+
+#[tokio::test]
+async fn applied_state_and_payloads_survive_a_reopen() {
+    let dir = TempDir::new().expect("temp dir");
+    let (before, responses) = {
+        let (_log, mut sm) = open(&dir);
+        let responses = sm.apply(workload()).await.expect("apply");
+        (export(&sm), responses)
+    };
+    // The receive in the same batch as the sends still gets its payloads.
+    let last = responses.last().expect("responses");
+    match &last.result {
+        Some(Ok(Outcome::Received(d))) => assert_eq!(d.len(), 2),
+        other => panic!("unexpected {other:?}"),
+    }
+    let bodies: Vec<&str> = last.payloads.iter().map(|(_, p)| p.body.as_str()).collect();
+    assert_eq!(bodies, ["job 0", "job 1"]);
+
+    let (_log, mut sm) = open(&dir);
+    let (applied, _) = sm.applied_state().await.expect("applied state");
+    assert_eq!(applied.map(|id| id.index), Some(7));
+    assert_eq!(export(&sm), before);
+    let payload = sm
+        .reader()
+        .payload(1)
+        .expect("read")
+        .expect("payload present");
+    assert_eq!(payload.body, "job 0");
+    assert_eq!(payload.attributes["k"], "v");
+}
+
+#[tokio::test]
+async fn a_snapshot_reproduces_the_state_on_a_fresh_node() {
+    let source_dir = TempDir::new().expect("temp dir");
+    let (_log, mut source) = open(&source_dir);
+    source.apply(workload()).await.expect("apply");
+    let snapshot = source
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .expect("build snapshot");
+
+    let target_dir = TempDir::new().expect("temp dir");
+    let (_log2, mut target) = open(&target_dir);
+    target
+        .install_snapshot(&snapshot.meta, snapshot.snapshot)
+        .await
+        .expect("install");
+    assert_eq!(export(&target), export(&source));
+    let (applied, _) = target.applied_state().await.expect("applied state");
+    assert_eq!(applied.map(|id| id.index), Some(7));
+    let payload = target.reader().payload(3).expect("read").expect("payload");
+    assert_eq!(payload.body, "job 2");
+    let current = target
+        .get_current_snapshot()
+        .await
+        .expect("current snapshot");
+    assert_eq!(
+        current.map(|s| s.meta.snapshot_id),
+        Some(snapshot.meta.snapshot_id)
+    );
+}
