@@ -86,8 +86,9 @@ pub(crate) struct Books {
 #[derive(Debug, Clone)]
 struct Group {
     name: Box<str>,
-    /// Sequence numbers in order; messages join at the back and mostly leave near the front.
-    msgs: VecDeque<u64>,
+    /// Sequence numbers in order, each with its message's state (so the head's readiness needs
+    /// no lookup); messages join at the back and mostly leave near the front.
+    msgs: VecDeque<(u64, State)>,
     leased: u32,
     /// The head sequence number while the group sits in the ready set.
     ready_key: Option<u64>,
@@ -199,11 +200,11 @@ impl Queue {
             // empty or gains a lease.
             let was_empty = g.msgs.is_empty();
             match g.msgs.back() {
-                Some(&last) if last > seq => {
-                    let at = g.msgs.partition_point(|&s| s < seq);
-                    g.msgs.insert(at, seq);
+                Some(&(last, _)) if last > seq => {
+                    let at = g.msgs.partition_point(|&(s, _)| s < seq);
+                    g.msgs.insert(at, (seq, state));
                 }
-                _ => g.msgs.push_back(seq),
+                _ => g.msgs.push_back((seq, state)),
             }
             if state == State::Leased {
                 g.leased += 1;
@@ -228,7 +229,7 @@ impl Queue {
         }
         books.changes.rows.push(RowKey::Message(self.qid, seq));
         if let Some(g) = self.groups.get_mut(&msg.group) {
-            if let Ok(at) = g.msgs.binary_search(&seq) {
+            if let Ok(at) = g.msgs.binary_search_by_key(&seq, |&(s, _)| s) {
                 g.msgs.remove(at);
             }
             if g.msgs.capacity() > 4 * g.msgs.len() + 16 {
@@ -270,6 +271,9 @@ impl Queue {
         }
         books.changes.rows.push(RowKey::Message(self.qid, seq));
         if let Some(g) = self.groups.get_mut(&group) {
+            if let Ok(at) = g.msgs.binary_search_by_key(&seq, |&(s, _)| s) {
+                g.msgs[at].1 = state;
+            }
             if old == State::Leased {
                 g.leased -= 1;
             }
@@ -296,12 +300,10 @@ impl Queue {
                 Some(group) if self.fifo() => match self.groups.get(&group) {
                     Some(g) => g
                         .msgs
-                        .range(g.msgs.partition_point(|&s| s < head)..)
+                        .range(g.msgs.partition_point(|&(s, _)| s < head)..)
                         .take(max - out.len())
-                        .take_while(|s| {
-                            self.messages.get(s).map(|m| m.state) == Some(State::Visible)
-                        })
-                        .copied()
+                        .take_while(|(_, state)| *state == State::Visible)
+                        .map(|&(s, _)| s)
                         .collect(),
                     None => break,
                 },
@@ -350,10 +352,7 @@ impl Queue {
             return;
         };
         let want = match g.msgs.front() {
-            Some(&head) if g.leased == 0 => {
-                let visible = self.messages.get(&head).map(|m| m.state) == Some(State::Visible);
-                visible.then_some(head)
-            }
+            Some(&(head, State::Visible)) if g.leased == 0 => Some(head),
             _ => None,
         };
         if g.ready_key != want {
