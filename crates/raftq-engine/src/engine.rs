@@ -611,23 +611,20 @@ impl Engine {
             Some(v) => validate::in_range("lease_seconds", v, 0, limits::LEASE_SECONDS_MAX)?,
             None => q.config.lease_seconds,
         };
-        let seqs = q.receive(&mut self.books, max as usize, u64::from(lease) * 1000);
+        let leased = q.receive(&mut self.books, max as usize, u64::from(lease) * 1000);
         let q = self.queue(qid)?;
-        let deliveries = seqs
+        let deliveries = leased
             .iter()
-            .filter_map(|&seq| {
-                let msg = q.messages.get(&seq)?;
-                Some(Delivery {
-                    receipt: receipt::encode(seq, msg.receive_count),
-                    lease_expires_at: msg.until,
-                    meta: self.meta(q, seq, msg),
-                })
+            .map(|(seq, msg)| Delivery {
+                receipt: receipt::encode(*seq, msg.receive_count),
+                lease_expires_at: msg.until,
+                meta: self.meta(q, *seq, msg),
             })
             .collect();
         if lease == 0 {
             // A zero-length lease ends as it starts: the messages are deliverable again (or due
             // for redrive) at once, after this receive.
-            for seq in seqs {
+            for (seq, _) in leased {
                 self.settle(qid, seq);
             }
         }
@@ -650,9 +647,10 @@ impl Engine {
                         format!("receipts[{i}]"),
                         "is not a receipt issued by raftq",
                     )),
-                    Some((seq, count)) => match q.active_lease(seq, count, now) {
-                        Some(_) => {
-                            discard(q, &mut self.books, seq);
+                    Some((seq, count)) => match q.take_leased(&mut self.books, seq, count, now) {
+                        Some(msg) => {
+                            let payload = PayloadOp::Delete(msg.mid);
+                            self.books.changes.payloads.push(payload);
                             Ok(())
                         }
                         None => Err(EngineError::LeaseExpired),
@@ -744,7 +742,7 @@ impl Engine {
 
     fn reconsider_pending(&mut self, qid: u32) {
         let pending: Vec<u64> = match self.queues.get(&qid) {
-            Some(q) => q.pending.iter().copied().collect(),
+            Some(q) => q.pending(),
             None => return,
         };
         for seq in pending {

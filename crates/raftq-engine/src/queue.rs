@@ -7,6 +7,7 @@
 //! Every mutation goes through [`Queue::insert`], [`Queue::remove`] or [`Queue::set_state`], which
 //! keep counters, timers, groups and the ready set consistent and record the rows they dirty.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use foldhash::HashMap;
@@ -102,6 +103,181 @@ pub(crate) struct DedupRecord {
     pub expires_at: Millis,
 }
 
+/// Everything a queue derives from its messages' states: the ready set (of `(seq, group)`),
+/// FIFO groups, pending redrives, counters and message timers. Kept apart from the message map
+/// so that a message can be changed and re-indexed with one map lookup.
+#[derive(Debug, Clone)]
+struct Index {
+    qid: u32,
+    id: Uuid,
+    ready: BTreeSet<(u64, u32)>,
+    groups: FxHashMap<u32, Group>,
+    group_ids: HashMap<Box<str>, u32>,
+    next_group: u32,
+    pending: BTreeSet<u64>,
+    counts: [u64; 4],
+}
+
+impl Index {
+    fn timer(&self, seq: u64) -> Timer {
+        Timer::Message { qid: self.qid, seq }
+    }
+
+    fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&g) = self.group_ids.get(name) {
+            return g;
+        }
+        let g = self.next_group;
+        self.next_group = self.next_group.wrapping_add(1);
+        self.group_ids.insert(name.into(), g);
+        self.groups.insert(
+            g,
+            Group {
+                name: name.into(),
+                msgs: VecDeque::new(),
+                leased: 0,
+                ready_key: None,
+            },
+        );
+        g
+    }
+
+    /// A message enters the queue.
+    fn enter(&mut self, books: &mut Books, seq: u64, msg: &Msg) {
+        let state = msg.state;
+        self.counts[state as usize] += 1;
+        if state.timed() {
+            books.timers.insert((msg.until, self.timer(seq)));
+        }
+        if state == State::Pending {
+            self.pending.insert(seq);
+        }
+        if let Some(g) = self.groups.get_mut(&msg.group) {
+            // A message joins at the tail: the group's readiness changes only when it was
+            // empty or gains a lease.
+            let was_empty = g.msgs.is_empty();
+            match g.msgs.back() {
+                Some(&(last, _)) if last > seq => {
+                    let at = g.msgs.partition_point(|&(s, _)| s < seq);
+                    g.msgs.insert(at, (seq, state));
+                }
+                _ => g.msgs.push_back((seq, state)),
+            }
+            if state == State::Leased {
+                g.leased += 1;
+            }
+            if was_empty || state == State::Leased {
+                self.refresh(books, msg.group);
+            }
+        } else if state == State::Visible {
+            self.make_ready(books, seq, NO_GROUP);
+        }
+    }
+
+    /// A message leaves the queue.
+    fn leave(&mut self, books: &mut Books, seq: u64, msg: &Msg) {
+        self.counts[msg.state as usize] -= 1;
+        if msg.state.timed() {
+            books.timers.remove(&(msg.until, self.timer(seq)));
+        }
+        if msg.state == State::Pending {
+            self.pending.remove(&seq);
+        }
+        if let Some(g) = self.groups.get_mut(&msg.group) {
+            if let Ok(at) = g.msgs.binary_search_by_key(&seq, |&(s, _)| s) {
+                g.msgs.remove(at);
+            }
+            if g.msgs.capacity() > 4 * g.msgs.len() + 16 {
+                g.msgs.shrink_to_fit();
+            }
+            if msg.state == State::Leased {
+                g.leased -= 1;
+            }
+            self.refresh(books, msg.group);
+        } else {
+            self.ready.remove(&(seq, NO_GROUP));
+        }
+    }
+
+    /// A message moved from `(old, old_until)` to `(new, new_until)`.
+    #[allow(clippy::too_many_arguments)]
+    fn change(
+        &mut self,
+        books: &mut Books,
+        seq: u64,
+        group: u32,
+        old: State,
+        old_until: Millis,
+        new: State,
+        new_until: Millis,
+    ) {
+        let timer = self.timer(seq);
+        if old.timed() {
+            books.timers.remove(&(old_until, timer));
+        }
+        if new.timed() {
+            books.timers.insert((new_until, timer));
+        }
+        self.counts[old as usize] -= 1;
+        self.counts[new as usize] += 1;
+        if old == State::Pending {
+            self.pending.remove(&seq);
+        }
+        if new == State::Pending {
+            self.pending.insert(seq);
+        }
+        if let Some(g) = self.groups.get_mut(&group) {
+            if let Ok(at) = g.msgs.binary_search_by_key(&seq, |&(s, _)| s) {
+                g.msgs[at].1 = new;
+            }
+            if old == State::Leased {
+                g.leased -= 1;
+            }
+            if new == State::Leased {
+                g.leased += 1;
+            }
+            self.refresh(books, group);
+        } else if new == State::Visible {
+            self.make_ready(books, seq, NO_GROUP);
+        } else {
+            self.ready.remove(&(seq, NO_GROUP));
+        }
+    }
+
+    fn make_ready(&mut self, books: &mut Books, seq: u64, group: u32) {
+        if self.ready.insert((seq, group)) {
+            books.changes.woken.push(self.id);
+        }
+    }
+
+    /// Puts a FIFO group in or out of the ready set after any change to it, and forgets it once
+    /// it holds no message.
+    fn refresh(&mut self, books: &mut Books, group: u32) {
+        let Some(g) = self.groups.get_mut(&group) else {
+            return;
+        };
+        let want = match g.msgs.front() {
+            Some(&(head, State::Visible)) if g.leased == 0 => Some(head),
+            _ => None,
+        };
+        if g.ready_key != want {
+            if let Some(old) = g.ready_key {
+                self.ready.remove(&(old, group));
+            }
+            g.ready_key = want;
+            if let Some(head) = want {
+                self.ready.insert((head, group));
+                books.changes.woken.push(self.id);
+            }
+        }
+        if g.msgs.is_empty() {
+            if let Some(g) = self.groups.remove(&group) {
+                self.group_ids.remove(&g.name);
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Queue {
     pub qid: u32,
@@ -112,16 +288,11 @@ pub(crate) struct Queue {
     pub queue_type: QueueType,
     pub config: QueueConfig,
     pub messages: BTreeMap<u64, Msg>,
-    ready: BTreeSet<u64>,
-    groups: FxHashMap<u32, Group>,
-    group_ids: HashMap<Box<str>, u32>,
-    next_group: u32,
+    index: Index,
     pub dedup: HashMap<String, DedupRecord>,
     dedup_order: VecDeque<(Millis, String)>,
-    pub pending: BTreeSet<u64>,
     /// Queues whose redrive policy names this queue.
     pub sources: BTreeSet<u32>,
-    counts: [u64; 4],
     retention_timer: Option<Millis>,
     dedup_timer: Option<Millis>,
 }
@@ -144,15 +315,19 @@ impl Queue {
             created_at,
             config,
             messages: BTreeMap::new(),
-            ready: BTreeSet::new(),
-            groups: FxHashMap::default(),
-            group_ids: HashMap::default(),
-            next_group: 0,
+            index: Index {
+                qid,
+                id,
+                ready: BTreeSet::new(),
+                groups: FxHashMap::default(),
+                group_ids: HashMap::default(),
+                next_group: 0,
+                pending: BTreeSet::new(),
+                counts: [0; 4],
+            },
             dedup: HashMap::default(),
             dedup_order: VecDeque::new(),
-            pending: BTreeSet::new(),
             sources: BTreeSet::new(),
-            counts: [0; 4],
             retention_timer: None,
             dedup_timer: None,
         }
@@ -164,235 +339,120 @@ impl Queue {
 
     /// Whether a receive would find something.
     pub(crate) fn has_ready(&self) -> bool {
-        !self.ready.is_empty()
+        !self.index.ready.is_empty()
     }
 
     /// Messages per state: visible, delayed, leased, pending redrive.
     pub(crate) fn count(&self, state: State) -> u64 {
-        self.counts[state as usize]
+        self.index.counts[state as usize]
+    }
+
+    /// The messages waiting for redrive.
+    pub(crate) fn pending(&self) -> Vec<u64> {
+        self.index.pending.iter().copied().collect()
     }
 
     pub(crate) fn group_name(&self, group: u32) -> Option<&str> {
-        self.groups.get(&group).map(|g| &*g.name)
+        self.index.groups.get(&group).map(|g| &*g.name)
     }
 
     /// Adds a message under `seq`; FIFO messages join the group named `group_name`.
     pub(crate) fn insert(&mut self, books: &mut Books, seq: u64, mut msg: Msg, group_name: &str) {
-        let (state, until) = (msg.state, msg.until);
         msg.group = if self.fifo() {
-            self.intern(group_name)
+            self.index.intern(group_name)
         } else {
             NO_GROUP
         };
-        let group = msg.group;
-        self.counts[state as usize] += 1;
-        if state.timed() {
-            books.timers.insert((until, self.msg_timer(seq)));
-        }
-        if state == State::Pending {
-            self.pending.insert(seq);
-        }
+        self.index.enter(books, seq, &msg);
         self.messages.insert(seq, msg);
         books.changes.rows.push(RowKey::Message(self.qid, seq));
         self.schedule_retention(books);
-        if let Some(g) = self.groups.get_mut(&group) {
-            // A message joins at the tail: the group's readiness changes only when it was
-            // empty or gains a lease.
-            let was_empty = g.msgs.is_empty();
-            match g.msgs.back() {
-                Some(&(last, _)) if last > seq => {
-                    let at = g.msgs.partition_point(|&(s, _)| s < seq);
-                    g.msgs.insert(at, (seq, state));
-                }
-                _ => g.msgs.push_back((seq, state)),
-            }
-            if state == State::Leased {
-                g.leased += 1;
-            }
-            if was_empty || state == State::Leased {
-                self.refresh_group(books, group);
-            }
-        } else if state == State::Visible {
-            self.make_ready(books, seq);
-        }
     }
 
     /// Takes a message out of every index (its payload stays: the caller decides).
     pub(crate) fn remove(&mut self, books: &mut Books, seq: u64) -> Option<Msg> {
         let msg = self.messages.remove(&seq)?;
-        self.counts[msg.state as usize] -= 1;
-        if msg.state.timed() {
-            books.timers.remove(&(msg.until, self.msg_timer(seq)));
-        }
-        if msg.state == State::Pending {
-            self.pending.remove(&seq);
-        }
+        self.index.leave(books, seq, &msg);
         books.changes.rows.push(RowKey::Message(self.qid, seq));
-        if let Some(g) = self.groups.get_mut(&msg.group) {
-            if let Ok(at) = g.msgs.binary_search_by_key(&seq, |&(s, _)| s) {
-                g.msgs.remove(at);
-            }
-            if g.msgs.capacity() > 4 * g.msgs.len() + 16 {
-                g.msgs.shrink_to_fit();
-            }
-            if msg.state == State::Leased {
-                g.leased -= 1;
-            }
-            self.refresh_group(books, msg.group);
-        } else {
-            self.ready.remove(&seq);
-        }
         Some(msg)
+    }
+
+    /// Takes out the message whose lease `receive_count` made, if that lease is active at `now`.
+    pub(crate) fn take_leased(
+        &mut self,
+        books: &mut Books,
+        seq: u64,
+        receive_count: u32,
+        now: Millis,
+    ) -> Option<Msg> {
+        match self.messages.entry(seq) {
+            Entry::Occupied(e) if is_active(e.get(), receive_count, now) => {
+                let msg = e.remove();
+                self.index.leave(books, seq, &msg);
+                books.changes.rows.push(RowKey::Message(self.qid, seq));
+                Some(msg)
+            }
+            _ => None,
+        }
     }
 
     /// Moves a message to `state`, with `until` its delay or lease end.
     pub(crate) fn set_state(&mut self, books: &mut Books, seq: u64, state: State, until: Millis) {
-        let timer = self.msg_timer(seq);
-        let Some(msg) = self.messages.get_mut(&seq) else {
-            return;
-        };
-        let old = msg.state;
-        if old.timed() {
-            books.timers.remove(&(msg.until, timer));
-        }
-        msg.state = state;
-        msg.until = if state.timed() { until } else { 0 };
-        if state.timed() {
-            books.timers.insert((until, timer));
-        }
-        let group = msg.group;
-        self.counts[old as usize] -= 1;
-        self.counts[state as usize] += 1;
-        if old == State::Pending {
-            self.pending.remove(&seq);
-        }
-        if state == State::Pending {
-            self.pending.insert(seq);
-        }
-        books.changes.rows.push(RowKey::Message(self.qid, seq));
-        if let Some(g) = self.groups.get_mut(&group) {
-            if let Ok(at) = g.msgs.binary_search_by_key(&seq, |&(s, _)| s) {
-                g.msgs[at].1 = state;
-            }
-            if old == State::Leased {
-                g.leased -= 1;
-            }
-            if state == State::Leased {
-                g.leased += 1;
-            }
-            self.refresh_group(books, group);
-        } else if state == State::Visible {
-            self.make_ready(books, seq);
-        } else {
-            self.ready.remove(&seq);
+        if let Some(msg) = self.messages.get_mut(&seq) {
+            transition(&mut self.index, books, seq, msg, state, until);
         }
     }
 
     /// Leases up to `max` deliverable messages for `lease_ms`, oldest first; in a FIFO queue
     /// the oldest unblocked group first, and consecutive visible messages of a group together.
-    pub(crate) fn receive(&mut self, books: &mut Books, max: usize, lease_ms: u64) -> Vec<u64> {
+    /// Returns the leased messages as they are after the lease.
+    pub(crate) fn receive(
+        &mut self,
+        books: &mut Books,
+        max: usize,
+        lease_ms: u64,
+    ) -> Vec<(u64, Msg)> {
+        let until = books.now.saturating_add(lease_ms);
+        let first_received = books.now.max(1);
         let mut out = Vec::with_capacity(max);
         while out.len() < max {
-            let Some(&head) = self.ready.first() else {
+            let Some(&(head, group)) = self.index.ready.first() else {
                 break;
             };
-            let run: Vec<u64> = match self.messages.get(&head).map(|m| m.group) {
-                Some(group) if self.fifo() => match self.groups.get(&group) {
-                    Some(g) => g
-                        .msgs
-                        .range(g.msgs.partition_point(|&(s, _)| s < head)..)
-                        .take(max - out.len())
-                        .take_while(|(_, state)| *state == State::Visible)
-                        .map(|&(s, _)| s)
-                        .collect(),
-                    None => break,
-                },
-                Some(_) => vec![head],
-                None => break,
+            let run: Vec<u64> = match self.index.groups.get(&group) {
+                Some(g) => g
+                    .msgs
+                    .range(g.msgs.partition_point(|&(s, _)| s < head)..)
+                    .take(max - out.len())
+                    .take_while(|(_, state)| *state == State::Visible)
+                    .map(|&(s, _)| s)
+                    .collect(),
+                None => vec![head],
             };
-            if run.is_empty() {
-                break;
-            }
+            let before = out.len();
             for seq in run {
-                self.lease(books, seq, lease_ms);
-                out.push(seq);
+                let Some(msg) = self.messages.get_mut(&seq) else {
+                    continue;
+                };
+                msg.receive_count = msg.receive_count.saturating_add(1);
+                if msg.first_received_at == 0 {
+                    msg.first_received_at = first_received;
+                }
+                transition(&mut self.index, books, seq, msg, State::Leased, until);
+                out.push((seq, msg.clone()));
+            }
+            if out.len() == before {
+                break;
             }
         }
         out
     }
 
-    fn lease(&mut self, books: &mut Books, seq: u64, lease_ms: u64) {
-        let now = books.now;
-        if let Some(msg) = self.messages.get_mut(&seq) {
-            msg.receive_count = msg.receive_count.saturating_add(1);
-            if msg.first_received_at == 0 {
-                msg.first_received_at = now.max(1);
-            }
-        }
-        self.set_state(books, seq, State::Leased, now.saturating_add(lease_ms));
-    }
-
-    /// The sequence number of the message that `receipt_count` leased, if that lease is active.
+    /// The message whose lease `receive_count` made, if that lease is active at `now`.
     pub(crate) fn active_lease(&self, seq: u64, receive_count: u32, now: Millis) -> Option<&Msg> {
-        self.messages.get(&seq).filter(|m| {
-            m.state == State::Leased && m.receive_count == receive_count && m.until > now
-        })
-    }
-
-    fn make_ready(&mut self, books: &mut Books, seq: u64) {
-        if self.ready.insert(seq) {
-            books.changes.woken.push(self.id);
-        }
-    }
-
-    /// Puts a FIFO group in or out of the ready set after any change to it, and forgets it once
-    /// it holds no message.
-    fn refresh_group(&mut self, books: &mut Books, group: u32) {
-        let Some(g) = self.groups.get_mut(&group) else {
-            return;
-        };
-        let want = match g.msgs.front() {
-            Some(&(head, State::Visible)) if g.leased == 0 => Some(head),
-            _ => None,
-        };
-        if g.ready_key != want {
-            if let Some(old) = g.ready_key {
-                self.ready.remove(&old);
-            }
-            g.ready_key = want;
-            if let Some(head) = want {
-                self.ready.insert(head);
-                books.changes.woken.push(self.id);
-            }
-        }
-        if g.msgs.is_empty() {
-            if let Some(g) = self.groups.remove(&group) {
-                self.group_ids.remove(&g.name);
-            }
-        }
-    }
-
-    fn intern(&mut self, name: &str) -> u32 {
-        if let Some(&g) = self.group_ids.get(name) {
-            return g;
-        }
-        let g = self.next_group;
-        self.next_group = self.next_group.wrapping_add(1);
-        self.group_ids.insert(name.into(), g);
-        self.groups.insert(
-            g,
-            Group {
-                name: name.into(),
-                msgs: VecDeque::new(),
-                leased: 0,
-                ready_key: None,
-            },
-        );
-        g
-    }
-
-    fn msg_timer(&self, seq: u64) -> Timer {
-        Timer::Message { qid: self.qid, seq }
+        self.messages
+            .get(&seq)
+            .filter(|m| is_active(m, receive_count, now))
     }
 
     fn retention_ms(&self) -> u64 {
@@ -488,7 +548,7 @@ impl Queue {
         }
         for (&seq, msg) in &self.messages {
             if msg.state.timed() {
-                books.timers.remove(&(msg.until, self.msg_timer(seq)));
+                books.timers.remove(&(msg.until, self.index.timer(seq)));
             }
         }
     }
@@ -497,4 +557,24 @@ impl Queue {
     pub(crate) fn dedup_ids(&self) -> impl Iterator<Item = &String> {
         self.dedup_order.iter().map(|(_, id)| id)
     }
+}
+
+fn is_active(msg: &Msg, receive_count: u32, now: Millis) -> bool {
+    msg.state == State::Leased && msg.receive_count == receive_count && msg.until > now
+}
+
+/// Changes a message's state in place and re-indexes it.
+fn transition(
+    index: &mut Index,
+    books: &mut Books,
+    seq: u64,
+    msg: &mut Msg,
+    state: State,
+    until: Millis,
+) {
+    let (old, old_until) = (msg.state, msg.until);
+    msg.state = state;
+    msg.until = if state.timed() { until } else { 0 };
+    index.change(books, seq, msg.group, old, old_until, state, msg.until);
+    books.changes.rows.push(RowKey::Message(index.qid, seq));
 }
