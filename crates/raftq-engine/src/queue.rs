@@ -11,7 +11,6 @@ use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use foldhash::HashMap;
-use rustc_hash::FxHashMap;
 use uuid::Uuid;
 
 use crate::model::{Millis, QueueConfig, QueueName, QueueType};
@@ -111,9 +110,10 @@ struct Index {
     qid: u32,
     id: Uuid,
     ready: BTreeSet<(u64, u32)>,
-    groups: FxHashMap<u32, Group>,
+    /// FIFO groups by number; numbers of forgotten groups are reused.
+    groups: Vec<Option<Group>>,
+    free_groups: Vec<u32>,
     group_ids: HashMap<Box<str>, u32>,
-    next_group: u32,
     pending: BTreeSet<u64>,
     counts: [u64; 4],
 }
@@ -127,18 +127,23 @@ impl Index {
         if let Some(&g) = self.group_ids.get(name) {
             return g;
         }
-        let g = self.next_group;
-        self.next_group = self.next_group.wrapping_add(1);
+        let group = Group {
+            name: name.into(),
+            msgs: VecDeque::new(),
+            leased: 0,
+            ready_key: None,
+        };
+        let g = match self.free_groups.pop() {
+            Some(g) => {
+                self.groups[g as usize] = Some(group);
+                g
+            }
+            None => {
+                self.groups.push(Some(group));
+                (self.groups.len() - 1) as u32
+            }
+        };
         self.group_ids.insert(name.into(), g);
-        self.groups.insert(
-            g,
-            Group {
-                name: name.into(),
-                msgs: VecDeque::new(),
-                leased: 0,
-                ready_key: None,
-            },
-        );
         g
     }
 
@@ -152,7 +157,11 @@ impl Index {
         if state == State::Pending {
             self.pending.insert(seq);
         }
-        if let Some(g) = self.groups.get_mut(&msg.group) {
+        if let Some(g) = self
+            .groups
+            .get_mut(msg.group as usize)
+            .and_then(Option::as_mut)
+        {
             // A message joins at the tail: the group's readiness changes only when it was
             // empty or gains a lease.
             let was_empty = g.msgs.is_empty();
@@ -183,7 +192,11 @@ impl Index {
         if msg.state == State::Pending {
             self.pending.remove(&seq);
         }
-        if let Some(g) = self.groups.get_mut(&msg.group) {
+        if let Some(g) = self
+            .groups
+            .get_mut(msg.group as usize)
+            .and_then(Option::as_mut)
+        {
             if let Ok(at) = g.msgs.binary_search_by_key(&seq, |&(s, _)| s) {
                 g.msgs.remove(at);
             }
@@ -226,7 +239,7 @@ impl Index {
         if new == State::Pending {
             self.pending.insert(seq);
         }
-        if let Some(g) = self.groups.get_mut(&group) {
+        if let Some(g) = self.groups.get_mut(group as usize).and_then(Option::as_mut) {
             if let Ok(at) = g.msgs.binary_search_by_key(&seq, |&(s, _)| s) {
                 g.msgs[at].1 = new;
             }
@@ -253,7 +266,7 @@ impl Index {
     /// Puts a FIFO group in or out of the ready set after any change to it, and forgets it once
     /// it holds no message.
     fn refresh(&mut self, books: &mut Books, group: u32) {
-        let Some(g) = self.groups.get_mut(&group) else {
+        let Some(g) = self.groups.get_mut(group as usize).and_then(Option::as_mut) else {
             return;
         };
         let want = match g.msgs.front() {
@@ -271,8 +284,9 @@ impl Index {
             }
         }
         if g.msgs.is_empty() {
-            if let Some(g) = self.groups.remove(&group) {
+            if let Some(g) = self.groups.get_mut(group as usize).and_then(Option::take) {
                 self.group_ids.remove(&g.name);
+                self.free_groups.push(group);
             }
         }
     }
@@ -319,9 +333,9 @@ impl Queue {
                 qid,
                 id,
                 ready: BTreeSet::new(),
-                groups: FxHashMap::default(),
+                groups: Vec::new(),
+                free_groups: Vec::new(),
                 group_ids: HashMap::default(),
-                next_group: 0,
                 pending: BTreeSet::new(),
                 counts: [0; 4],
             },
@@ -353,7 +367,11 @@ impl Queue {
     }
 
     pub(crate) fn group_name(&self, group: u32) -> Option<&str> {
-        self.index.groups.get(&group).map(|g| &*g.name)
+        self.index
+            .groups
+            .get(group as usize)
+            .and_then(Option::as_ref)
+            .map(|g| &*g.name)
     }
 
     /// Adds a message under `seq`; FIFO messages join the group named `group_name`.
@@ -419,7 +437,12 @@ impl Queue {
             let Some(&(head, group)) = self.index.ready.first() else {
                 break;
             };
-            let run: Vec<u64> = match self.index.groups.get(&group) {
+            let run: Vec<u64> = match self
+                .index
+                .groups
+                .get(group as usize)
+                .and_then(Option::as_ref)
+            {
                 Some(g) => g
                     .msgs
                     .range(g.msgs.partition_point(|&(s, _)| s < head)..)
