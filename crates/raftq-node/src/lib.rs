@@ -1,0 +1,24 @@
+//! # raftq-node
+//!
+//! A raftq cluster member: openraft over the RocksDB store of `raftq-store`, peer traffic over
+//! gRPC (`proto/raft.proto`), client requests routed to the leader from any node, linearizable
+//! reads, and the leader-only timer that proposes ticks when the state machine has something
+//! due. The public API ([`Node::write`], [`Node::read`]) is what the REST and gRPC front ends
+//! call.
+
+pub mod error;
+pub mod network;
+mod node;
+pub mod query;
+mod service;
+mod timer;
+
+/// Generated gRPC code for `proto/raft.proto`.
+pub mod rpc {
+    #![allow(clippy::all, missing_docs)]
+    tonic::include_proto!("raftq.raft.v1");
+}
+
+pub use error::{NodeError, StartError};
+pub use node::{Node, NodeConfig};
+pub use query::{Query, QueryResult};

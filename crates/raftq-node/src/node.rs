@@ -1,0 +1,355 @@
+//! A raftq node: opens its RocksDB store, runs openraft with the peer gRPC service, forms the
+//! cluster on first start, forwards client requests to the leader and, while it leads, proposes
+//! the ticks that fire due timers.
+//!
+//! Time: the leader stamps each entry with its clock (milliseconds since the Unix epoch) when it
+//! proposes it; the state machine never reads a clock.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, Config, Raft, ServerState, SnapshotPolicy};
+use raftq_engine::{Command, EngineError, Entry};
+use raftq_store::{
+    open_db, NodeId, Response, RocksLogStore, RocksStateMachine, StateReader, TypeConfig, LOGS_CF,
+    META_CF,
+};
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::error::{NodeError, StartError};
+use crate::network::{Network, Partition, PeerClient};
+use crate::query::{self, Query, QueryResult};
+use crate::rpc::raft_server::RaftServer;
+use crate::service::PeerService;
+use crate::timer;
+
+/// How long a client request may wait for a leader before it is answered `unavailable`.
+const LEADER_WAIT: Duration = Duration::from_secs(5);
+/// Pause between attempts while no leader is known.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// What a node needs to know to start.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub id: NodeId,
+    /// Raft addresses of every member, this node included (`host:port`).
+    pub peers: BTreeMap<NodeId, String>,
+    /// Where the database lives.
+    pub data_dir: PathBuf,
+    /// The region this cluster serves.
+    pub region: String,
+    /// Build a snapshot (and purge the log behind it) after this many applied entries.
+    pub snapshot_after_logs: u64,
+    pub heartbeat_ms: u64,
+    pub election_timeout_ms: (u64, u64),
+}
+
+impl NodeConfig {
+    /// Defaults for a member `id` of the cluster `peers`.
+    pub fn new(id: NodeId, peers: BTreeMap<NodeId, String>, data_dir: PathBuf) -> NodeConfig {
+        NodeConfig {
+            id,
+            peers,
+            data_dir,
+            region: "local".into(),
+            snapshot_after_logs: 20_000,
+            heartbeat_ms: 100,
+            election_timeout_ms: (400, 800),
+        }
+    }
+}
+
+/// A client request a follower hands to the leader.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum Forwarded {
+    Write(Command),
+    Read(Query),
+}
+
+/// The leader's answer to a [`Forwarded`] request.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum ForwardReply {
+    Written(Response),
+    Read(Result<QueryResult, EngineError>),
+}
+
+/// The parts of a node the peer service and the timer share.
+pub(crate) struct Core {
+    pub id: NodeId,
+    pub raft: Raft<TypeConfig>,
+    pub reader: StateReader,
+    pub network: Network,
+}
+
+/// A running node.
+pub struct Node {
+    core: Arc<Core>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// Milliseconds since the Unix epoch, by this machine's clock.
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Node {
+    /// Starts a node whose peer service listens on `listener`.
+    pub async fn start(config: NodeConfig, listener: TcpListener) -> Result<Node, StartError> {
+        if !config.peers.contains_key(&config.id) {
+            return Err(StartError::Config(format!(
+                "--peers must include this node ({})",
+                config.id
+            )));
+        }
+        std::fs::create_dir_all(&config.data_dir)?;
+        let db = open_db(&config.data_dir.join("db"))?;
+        let log = RocksLogStore::new(Arc::clone(&db), LOGS_CF, META_CF)?;
+        let sm = RocksStateMachine::open(db, &config.region)?;
+        let reader = sm.reader();
+        let raft_config = Config {
+            cluster_name: "raftq".into(),
+            heartbeat_interval: config.heartbeat_ms,
+            election_timeout_min: config.election_timeout_ms.0,
+            election_timeout_max: config.election_timeout_ms.1,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_after_logs),
+            max_in_snapshot_log_to_keep: 0,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| StartError::Config(e.to_string()))?;
+        let network = Network::default();
+        let raft = Raft::new(config.id, Arc::new(raft_config), network.clone(), log, sm)
+            .await
+            .map_err(|e| StartError::Raft(e.to_string()))?;
+        let core = Arc::new(Core {
+            id: config.id,
+            raft,
+            reader,
+            network,
+        });
+        let (shutdown, signal) = watch::channel(false);
+        let mut tasks = Vec::new();
+        let service = RaftServer::new(PeerService::new(Arc::clone(&core)))
+            .max_decoding_message_size(usize::MAX)
+            .max_encoding_message_size(usize::MAX);
+        let mut server_signal = signal.clone();
+        tasks.push(tokio::spawn(async move {
+            let result = tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+                    let _ = server_signal.wait_for(|stop| *stop).await;
+                })
+                .await;
+            if let Err(e) = result {
+                tracing::error!(error = %e, "peer service stopped");
+            }
+        }));
+        tasks.push(tokio::spawn(timer::run(Arc::clone(&core), signal)));
+        let node = Node {
+            core,
+            shutdown,
+            tasks,
+        };
+        node.form_cluster(&config).await?;
+        Ok(node)
+    }
+
+    /// On a node that has never been part of a cluster, the lowest-numbered member proposes the
+    /// membership; the others learn it from that leader. A restarted node has a vote or log
+    /// and skips this, so `initialize` runs once per cluster.
+    async fn form_cluster(&self, config: &NodeConfig) -> Result<(), StartError> {
+        let raft = &self.core.raft;
+        let initialized = raft
+            .is_initialized()
+            .await
+            .map_err(|e| StartError::Raft(e.to_string()))?;
+        let lowest = config.peers.keys().next().copied();
+        if initialized || lowest != Some(config.id) {
+            return Ok(());
+        }
+        let members: BTreeMap<NodeId, BasicNode> = config
+            .peers
+            .iter()
+            .map(|(id, addr)| (*id, BasicNode::new(addr)))
+            .collect();
+        match raft.initialize(members).await {
+            Ok(()) => {
+                tracing::info!(node = config.id, "formed the cluster");
+                Ok(())
+            }
+            Err(RaftError::APIError(e)) => {
+                tracing::info!(node = config.id, reason = %e, "cluster already formed");
+                Ok(())
+            }
+            Err(e) => Err(StartError::Raft(e.to_string())),
+        }
+    }
+
+    pub fn id(&self) -> NodeId {
+        self.core.id
+    }
+
+    /// The openraft handle (metrics, membership).
+    pub fn raft(&self) -> &Raft<TypeConfig> {
+        &self.core.raft
+    }
+
+    /// Read access to this node's applied state.
+    pub fn reader(&self) -> &StateReader {
+        &self.core.reader
+    }
+
+    /// The switch partition tests use to cut this node's outgoing links.
+    pub fn partition(&self) -> &Partition {
+        &self.core.network.partition
+    }
+
+    /// Commits a command through the leader (forwarding when this node is not it) and returns
+    /// the state machine's response. Success means committed on a majority and applied.
+    pub async fn write(&self, command: Command) -> Result<Response, NodeError> {
+        let reply = self.core.route(Forwarded::Write(command)).await?;
+        match reply {
+            ForwardReply::Written(response) => Ok(response),
+            ForwardReply::Read(_) => Err(NodeError::Storage("mismatched reply".into())),
+        }
+    }
+
+    /// A linearizable read, answered by the leader (forwarding when this node is not it).
+    pub async fn read(&self, query: Query) -> Result<Result<QueryResult, EngineError>, NodeError> {
+        match self.core.route(Forwarded::Read(query)).await? {
+            ForwardReply::Read(result) => Ok(result),
+            ForwardReply::Written(_) => Err(NodeError::Storage("mismatched reply".into())),
+        }
+    }
+
+    /// Stops the node: Raft, the peer service and the timer.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        if let Err(e) = self.core.raft.shutdown().await {
+            tracing::warn!(error = %e, "raft shutdown");
+        }
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Core {
+    /// Runs a request here when this node leads, else at the leader; retries while no leader
+    /// is known, up to [`LEADER_WAIT`].
+    async fn route(&self, request: Forwarded) -> Result<ForwardReply, NodeError> {
+        let deadline = Instant::now() + LEADER_WAIT;
+        loop {
+            let outcome = match self.serve_local(&request).await {
+                Err(NodeError::NotLeader(Some(leader))) if leader != self.id => {
+                    self.forward(leader, &request, deadline).await
+                }
+                other => other,
+            };
+            match outcome {
+                Err(NodeError::NotLeader(_)) | Err(NodeError::Unavailable(_))
+                    if Instant::now() + RETRY_PAUSE < deadline =>
+                {
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                }
+                Err(NodeError::NotLeader(_)) => {
+                    return Err(NodeError::Unavailable("no leader could be reached".into()))
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn forward(
+        &self,
+        leader: NodeId,
+        request: &Forwarded,
+        deadline: Instant,
+    ) -> Result<ForwardReply, NodeError> {
+        let addr = {
+            let metrics = self.raft.metrics();
+            let m = metrics.borrow();
+            m.membership_config
+                .membership()
+                .get_node(&leader)
+                .map(|n| n.addr.clone())
+        };
+        let Some(addr) = addr else {
+            return Err(NodeError::NotLeader(None));
+        };
+        let mut client = PeerClient::new(leader, &addr, self.network.partition.clone());
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        let reply: Result<ForwardReply, NodeError> = client
+            .forward(request, timeout)
+            .await
+            .map_err(|e| NodeError::Unavailable(format!("forwarding to node {leader}: {e}")))?;
+        reply
+    }
+
+    /// Serves a request on this node, which must be the leader.
+    pub(crate) async fn serve_local(&self, request: &Forwarded) -> Result<ForwardReply, NodeError> {
+        match request {
+            Forwarded::Write(command) => self
+                .propose(command.clone())
+                .await
+                .map(ForwardReply::Written),
+            Forwarded::Read(query) => {
+                self.raft.ensure_linearizable().await.map_err(|e| match e {
+                    RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(
+                        f,
+                    )) => NodeError::NotLeader(f.leader_id),
+                    other => NodeError::Unavailable(other.to_string()),
+                })?;
+                let now = now_ms();
+                // Timers that fell due since the last entry fire before the read sees the state.
+                if self
+                    .reader
+                    .with_engine(|e| e.next_due())
+                    .flatten()
+                    .is_some_and(|due| due <= now)
+                {
+                    self.propose(Command::Tick).await?;
+                }
+                query::run(&self.reader, query, now).map(ForwardReply::Read)
+            }
+        }
+    }
+
+    /// Proposes a command stamped with this leader's clock and waits until it is applied.
+    pub(crate) async fn propose(&self, command: Command) -> Result<Response, NodeError> {
+        let entry = Entry {
+            now: now_ms(),
+            command,
+        };
+        let written = tokio::time::timeout(LEADER_WAIT, self.raft.client_write(entry))
+            .await
+            .map_err(|_| {
+                NodeError::Unavailable("not committed in time; it may still commit".into())
+            })?;
+        match written {
+            Ok(reply) => Ok(reply.data),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                Err(NodeError::NotLeader(f.leader_id))
+            }
+            Err(RaftError::APIError(e)) => Err(NodeError::Unavailable(e.to_string())),
+            Err(RaftError::Fatal(e)) => Err(NodeError::Storage(e.to_string())),
+        }
+    }
+
+    /// Whether this node currently leads.
+    pub(crate) fn is_leader(&self) -> bool {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        m.state == ServerState::Leader && m.current_leader == Some(self.id)
+    }
+}

@@ -1,0 +1,49 @@
+//! The leader-only timer: while this node leads, it proposes a tick whenever a lease, delay,
+//! retention or deduplication timer of the state machine is due. It reads the due time from the
+//! local applied state (no Raft traffic) and stops proposing as soon as leadership moves.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use raftq_engine::Command;
+use tokio::sync::watch;
+
+use crate::error::NodeError;
+use crate::node::{now_ms, Core};
+
+/// The longest the timer sleeps before looking at the next due time again (new leases and
+/// delays can bring it forward).
+const MAX_SLEEP: Duration = Duration::from_millis(100);
+
+pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
+    let mut metrics = core.raft.metrics();
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        if !core.is_leader() {
+            tokio::select! {
+                changed = metrics.changed() => if changed.is_err() { return },
+                _ = shutdown.changed() => {}
+            }
+            continue;
+        }
+        let now = now_ms();
+        let due = core.reader.with_engine(|e| e.next_due()).flatten();
+        let pause = match due {
+            Some(due) if due <= now => match core.propose(Command::Tick).await {
+                Ok(_) | Err(NodeError::NotLeader(_)) => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, "tick not committed");
+                    MAX_SLEEP
+                }
+            },
+            Some(due) => Duration::from_millis(due - now).min(MAX_SLEEP),
+            None => MAX_SLEEP,
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+}

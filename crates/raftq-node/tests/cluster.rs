@@ -1,0 +1,484 @@
+//! In-process clusters on loopback: replication through followers, leader loss, full restarts,
+//! catch-up through snapshots, and a partitioned leader. Every test is bounded in time and
+//! removes its data directories.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use raftq_engine::{
+    Command, EngineError, NewMessage, Outcome, QueueAttributes, QueueStats, SendResult,
+};
+use raftq_node::{Node, NodeConfig, NodeError, Query, QueryResult};
+use raftq_store::Response;
+use tempfile::TempDir;
+use tokio::net::TcpListener;
+use tokio::time::{sleep, timeout, Instant};
+use uuid::Uuid;
+
+const ACCOUNT: &str = "dev";
+
+struct Cluster {
+    dir: TempDir,
+    peers: BTreeMap<u64, String>,
+    nodes: BTreeMap<u64, Node>,
+    snapshot_after_logs: u64,
+}
+
+impl Cluster {
+    async fn start(size: u64, snapshot_after_logs: u64) -> Cluster {
+        let mut listeners = BTreeMap::new();
+        for id in 1..=size {
+            let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            listeners.insert(id, l);
+        }
+        let peers = listeners
+            .iter()
+            .map(|(id, l)| (*id, l.local_addr().expect("addr").to_string()))
+            .collect();
+        let mut cluster = Cluster {
+            dir: TempDir::new().expect("temp dir"),
+            peers,
+            nodes: BTreeMap::new(),
+            snapshot_after_logs,
+        };
+        for (id, listener) in listeners {
+            cluster.launch(id, listener).await;
+        }
+        cluster
+    }
+
+    async fn launch(&mut self, id: u64, listener: TcpListener) {
+        let mut config = NodeConfig::new(
+            id,
+            self.peers.clone(),
+            self.dir.path().join(format!("node-{id}")),
+        );
+        config.heartbeat_ms = 50;
+        config.election_timeout_ms = (250, 500);
+        config.snapshot_after_logs = self.snapshot_after_logs;
+        let node = Node::start(config, listener).await.expect("start node");
+        self.nodes.insert(id, node);
+    }
+
+    async fn stop(&mut self, id: u64) {
+        if let Some(node) = self.nodes.remove(&id) {
+            node.shutdown().await;
+        }
+    }
+
+    async fn restart(&mut self, id: u64) {
+        let addr = self.peers[&id].clone();
+        let listener = TcpListener::bind(&addr).await.expect("rebind");
+        self.launch(id, listener).await;
+    }
+
+    fn node(&self, id: u64) -> &Node {
+        &self.nodes[&id]
+    }
+
+    /// The leader all running nodes agree on.
+    async fn leader(&self) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let leaders: Vec<Option<u64>> = self
+                .nodes
+                .values()
+                .map(|n| n.raft().metrics().borrow().current_leader)
+                .collect();
+            if let Some(Some(l)) = leaders.first() {
+                if self.nodes.contains_key(l) && leaders.iter().all(|x| x == &Some(*l)) {
+                    return *l;
+                }
+            }
+            assert!(Instant::now() < deadline, "no leader: {leaders:?}");
+            sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn follower(&self) -> u64 {
+        let leader = self.leader().await;
+        *self
+            .nodes
+            .keys()
+            .find(|id| **id != leader)
+            .expect("a follower")
+    }
+
+    /// Waits until every running node applied the same entries, then checks their states are
+    /// identical row for row.
+    async fn converged(&self) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let applied: Vec<_> = self
+                .nodes
+                .values()
+                .map(|n| n.raft().metrics().borrow().last_applied)
+                .collect();
+            if applied.windows(2).all(|w| w[0] == w[1]) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "not converged: {applied:?}");
+            sleep(Duration::from_millis(50)).await;
+        }
+        let states: Vec<_> = self
+            .nodes
+            .values()
+            .map(|n| n.reader().with_engine(|e| e.export_rows()).expect("rows"))
+            .collect();
+        for s in &states[1..] {
+            assert!(s == &states[0], "node states differ");
+        }
+    }
+}
+
+fn create(name: &str, attributes: QueueAttributes) -> Command {
+    Command::CreateQueue {
+        account: ACCOUNT.into(),
+        queue_id: Uuid::new_v4(),
+        name: name.into(),
+        attributes,
+    }
+}
+
+fn send(queue: &str, group: &str, dedup: &str, body: &str) -> Command {
+    Command::Send {
+        account: ACCOUNT.into(),
+        queue: queue.into(),
+        message: NewMessage {
+            message_id: Uuid::new_v4(),
+            body: body.into(),
+            attributes: BTreeMap::new(),
+            delay_seconds: None,
+            message_group_id: Some(group.into()),
+            message_deduplication_id: Some(dedup.into()),
+        },
+    }
+}
+
+fn receive(queue: &str, max: i64, lease: i64) -> Command {
+    Command::Receive {
+        account: ACCOUNT.into(),
+        queue: queue.into(),
+        max_messages: Some(max),
+        lease_seconds: Some(lease),
+    }
+}
+
+fn outcome(response: Response) -> Outcome {
+    match response.result {
+        Some(Ok(o)) => o,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+fn sent(response: Response) -> SendResult {
+    match outcome(response) {
+        Outcome::Sent(r) => r,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+async fn stats(node: &Node, queue: &str) -> QueueStats {
+    let query = Query::Stats {
+        account: ACCOUNT.into(),
+        queue: queue.into(),
+    };
+    match node.read(query).await {
+        Ok(Ok(QueryResult::Stats(s))) => s,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+/// Bodies in queue order, read through `node`.
+async fn bodies(node: &Node, queue: &str) -> Vec<String> {
+    let query = Query::Peek {
+        account: ACCOUNT.into(),
+        queue: queue.into(),
+        after: None,
+        limit: Some(100),
+    };
+    match node.read(query).await {
+        Ok(Ok(QueryResult::Messages(m))) => m.into_iter().map(|(_, p)| p.body).collect(),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+const BOUND: Duration = Duration::from_secs(90);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_through_a_follower_are_applied_on_every_node() {
+    timeout(BOUND, async {
+        let cluster = Cluster::start(3, 10_000).await;
+        let follower = cluster.node(cluster.follower().await);
+        outcome(
+            follower
+                .write(create("jobs.fifo", QueueAttributes::default()))
+                .await
+                .expect("create"),
+        );
+        for i in 0..40 {
+            let r = sent(
+                follower
+                    .write(send(
+                        "jobs.fifo",
+                        &format!("g{}", i % 4),
+                        &format!("d{i}"),
+                        &format!("m{i}"),
+                    ))
+                    .await
+                    .expect("send"),
+            );
+            assert!(!r.duplicate);
+        }
+        let got = outcome(
+            follower
+                .write(receive("jobs.fifo", 10, 30))
+                .await
+                .expect("receive"),
+        );
+        assert!(matches!(got, Outcome::Received(ref d) if !d.is_empty()));
+        cluster.converged().await;
+        for node in cluster.nodes.values() {
+            assert_eq!(
+                stats(node, "jobs.fifo").await.visible + stats(node, "jobs.fifo").await.leased,
+                40
+            );
+        }
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn losing_the_leader_keeps_acknowledged_sends_dedup_and_timers() {
+    timeout(BOUND, async {
+        let mut cluster = Cluster::start(3, 10_000).await;
+        let leader = cluster.leader().await;
+        let node = cluster.node(leader);
+        outcome(
+            node.write(create("orders.fifo", QueueAttributes::default()))
+                .await
+                .expect("create"),
+        );
+        let mut ids = Vec::new();
+        for i in 0..20 {
+            ids.push(
+                sent(
+                    node.write(send("orders.fifo", "g", &format!("d{i}"), &format!("m{i}")))
+                        .await
+                        .expect("send"),
+                )
+                .message_id,
+            );
+        }
+        // Lease the head for 1 s: the new leader's timer must end it.
+        outcome(
+            node.write(receive("orders.fifo", 1, 1))
+                .await
+                .expect("receive"),
+        );
+        cluster.stop(leader).await;
+        let new_leader = cluster.leader().await;
+        assert_ne!(new_leader, leader);
+        let node = cluster.node(new_leader);
+        let expected: Vec<String> = (0..20).map(|i| format!("m{i}")).collect();
+        assert_eq!(
+            bodies(node, "orders.fifo").await,
+            expected,
+            "FIFO order and every send kept"
+        );
+        let again = sent(
+            node.write(send("orders.fifo", "g", "d3", "other"))
+                .await
+                .expect("resend"),
+        );
+        assert!(again.duplicate);
+        assert_eq!(again.message_id, ids[3]);
+        sleep(Duration::from_millis(1500)).await;
+        let s = stats(node, "orders.fifo").await;
+        assert_eq!(
+            (s.visible, s.leased),
+            (20, 0),
+            "the lease expired under the new leader"
+        );
+        match outcome(
+            node.write(receive("orders.fifo", 1, 30))
+                .await
+                .expect("receive"),
+        ) {
+            Outcome::Received(d) => assert_eq!(d[0].meta.receive_count, 2),
+            other => panic!("unexpected {other:?}"),
+        }
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn restarting_every_node_loses_nothing() {
+    timeout(BOUND, async {
+        let mut cluster = Cluster::start(3, 10_000).await;
+        let node = cluster.node(cluster.leader().await);
+        outcome(
+            node.write(create("q.fifo", QueueAttributes::default()))
+                .await
+                .expect("create"),
+        );
+        let first = sent(
+            node.write(send("q.fifo", "g", "d0", "m0"))
+                .await
+                .expect("send"),
+        );
+        for i in 1..10 {
+            sent(
+                node.write(send("q.fifo", "g", &format!("d{i}"), &format!("m{i}")))
+                    .await
+                    .expect("send"),
+            );
+        }
+        outcome(
+            node.write(receive("q.fifo", 2, 600))
+                .await
+                .expect("receive"),
+        );
+        for id in [1, 2, 3] {
+            cluster.stop(id).await;
+        }
+        for id in [1, 2, 3] {
+            cluster.restart(id).await;
+        }
+        let node = cluster.node(cluster.leader().await);
+        let s = stats(node, "q.fifo").await;
+        assert_eq!((s.visible, s.leased), (8, 2), "messages and leases survive");
+        let again = sent(
+            node.write(send("q.fifo", "g", "d0", "x"))
+                .await
+                .expect("resend"),
+        );
+        assert!(again.duplicate);
+        assert_eq!(again.message_id, first.message_id);
+        cluster.converged().await;
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_down_while_the_log_is_purged_catches_up_through_a_snapshot() {
+    timeout(BOUND, async {
+        let mut cluster = Cluster::start(3, 30).await;
+        let leader = cluster.leader().await;
+        let down = *cluster
+            .nodes
+            .keys()
+            .find(|id| **id != leader)
+            .expect("follower");
+        cluster.stop(down).await;
+        let node = cluster.node(leader);
+        outcome(
+            node.write(create("q", QueueAttributes::default()))
+                .await
+                .expect("create"),
+        );
+        for i in 0..120 {
+            let cmd = Command::Send {
+                account: ACCOUNT.into(),
+                queue: "q".into(),
+                message: NewMessage {
+                    message_id: Uuid::new_v4(),
+                    body: format!("m{i}"),
+                    attributes: BTreeMap::new(),
+                    delay_seconds: None,
+                    message_group_id: None,
+                    message_deduplication_id: None,
+                },
+            };
+            sent(node.write(cmd).await.expect("send"));
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while node.raft().metrics().borrow().purged.is_none() {
+            assert!(Instant::now() < deadline, "the leader never purged its log");
+            sleep(Duration::from_millis(50)).await;
+        }
+        cluster.restart(down).await;
+        cluster.converged().await;
+        assert_eq!(stats(cluster.node(down), "q").await.visible, 120);
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_isolated_leader_acknowledges_nothing_and_the_majority_goes_on() {
+    timeout(BOUND, async {
+        let cluster = Cluster::start(3, 10_000).await;
+        let old = cluster.leader().await;
+        outcome(
+            cluster
+                .node(old)
+                .write(create("q.fifo", QueueAttributes::default()))
+                .await
+                .expect("create"),
+        );
+        let others: Vec<u64> = cluster
+            .nodes
+            .keys()
+            .copied()
+            .filter(|id| *id != old)
+            .collect();
+        for &o in &others {
+            cluster.node(old).partition().set(o, true);
+            cluster.node(o).partition().set(old, true);
+        }
+        let lost = cluster
+            .node(old)
+            .write(send("q.fifo", "g", "lost", "lost"))
+            .await;
+        assert!(
+            matches!(lost, Err(NodeError::Unavailable(_))),
+            "got {lost:?}"
+        );
+        // The majority elects a leader and serves.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let new = loop {
+            let l = cluster
+                .node(others[0])
+                .raft()
+                .metrics()
+                .borrow()
+                .current_leader;
+            if let Some(l) = l.filter(|l| *l != old) {
+                break l;
+            }
+            assert!(Instant::now() < deadline, "majority elected no leader");
+            sleep(Duration::from_millis(50)).await;
+        };
+        let kept = sent(
+            cluster
+                .node(new)
+                .write(send("q.fifo", "g", "kept", "kept"))
+                .await
+                .expect("send"),
+        );
+        assert!(!kept.duplicate);
+        for &o in &others {
+            cluster.node(old).partition().set(o, false);
+            cluster.node(o).partition().set(old, false);
+        }
+        cluster.converged().await;
+        for node in cluster.nodes.values() {
+            let b = node
+                .reader()
+                .with_engine(|e| e.stats(ACCOUNT, "q.fifo", 0))
+                .expect("engine");
+            assert_eq!(
+                b.map(|s| s.visible),
+                Ok::<u64, EngineError>(1),
+                "one history: only the committed send"
+            );
+        }
+        assert_eq!(bodies(cluster.node(old), "q.fifo").await, ["kept"]);
+    })
+    .await
+    .expect("bounded");
+}
