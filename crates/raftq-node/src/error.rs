@@ -11,6 +11,9 @@ pub enum NodeError {
     /// The request may or may not have been committed when it was a write.
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// The request was proposed but not committed in time: it may still commit. Not retried.
+    #[error("timed out: {0}")]
+    Timeout(String),
     /// This node is not the leader (only between nodes: the forwarder retries elsewhere).
     #[error("not the leader")]
     NotLeader(Option<u64>),

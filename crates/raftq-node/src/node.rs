@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::error::{NodeError, StartError};
-use crate::network::{Network, Partition, PeerClient};
+use crate::network::{CallError, Network, Partition, PeerClient};
 use crate::query::{self, Query, QueryResult};
 use crate::rpc::raft_server::RaftServer;
 use crate::service::PeerService;
@@ -232,6 +232,11 @@ impl Node {
         }
     }
 
+    /// Queues that gained a deliverable message on this node (for long polls).
+    pub fn wakeups(&self) -> tokio::sync::broadcast::Receiver<uuid::Uuid> {
+        self.core.reader.subscribe()
+    }
+
     /// Stops the node: Raft, the peer service and the timer.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
@@ -289,10 +294,18 @@ impl Core {
         };
         let mut client = PeerClient::new(leader, &addr, self.network.partition.clone());
         let timeout = deadline.saturating_duration_since(Instant::now());
-        let reply: Result<ForwardReply, NodeError> = client
-            .forward(request, timeout)
-            .await
-            .map_err(|e| NodeError::Unavailable(format!("forwarding to node {leader}: {e}")))?;
+        let reply: Result<ForwardReply, NodeError> =
+            client.forward(request, timeout).await.map_err(|e| {
+                let message = format!("forwarding to node {leader}: {e}");
+                match e {
+                    // The request never reached the leader: safe to try again.
+                    CallError::Cut(_) | CallError::Address(_) => NodeError::Unavailable(message),
+                    CallError::Transport(s) if s.code() == tonic::Code::Unavailable => {
+                        NodeError::Unavailable(message)
+                    }
+                    _ => NodeError::Timeout(message),
+                }
+            })?;
         reply
     }
 
@@ -333,9 +346,7 @@ impl Core {
         };
         let written = tokio::time::timeout(LEADER_WAIT, self.raft.client_write(entry))
             .await
-            .map_err(|_| {
-                NodeError::Unavailable("not committed in time; it may still commit".into())
-            })?;
+            .map_err(|_| NodeError::Timeout("not committed in time; it may still commit".into()))?;
         match written {
             Ok(reply) => Ok(reply.data),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {

@@ -25,6 +25,8 @@ use raftq_engine::rows::{decode_payload, encode_payload, payload_key};
 use raftq_engine::{Changes, Engine, Outcome, Payload, PayloadOp};
 use rocksdb::{ColumnFamilyDescriptor, IteratorMode, Options, WriteBatch, WriteOptions, DB};
 use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+use uuid::Uuid;
 
 use crate::types::{NodeId, Response, TypeConfig};
 
@@ -73,14 +75,24 @@ struct SnapshotRows {
     rows: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
+/// How many wake-ups a slow subscriber may fall behind before it is told it lagged.
+const WAKEUP_BACKLOG: usize = 4096;
+
 /// Read access to the applied state, for queries on any node.
 #[derive(Debug, Clone)]
 pub struct StateReader {
     db: Arc<DB>,
     engine: Arc<RwLock<Engine>>,
+    wakeups: broadcast::Sender<Uuid>,
 }
 
 impl StateReader {
+    /// Queues (by UUID) that gained a deliverable message, as entries apply on this node. A
+    /// receiver that lags has missed some and should re-check what it waits for.
+    pub fn subscribe(&self) -> broadcast::Receiver<Uuid> {
+        self.wakeups.subscribe()
+    }
+
     /// Runs `f` on the engine.
     pub fn with_engine<T>(&self, f: impl FnOnce(&Engine) -> T) -> Option<T> {
         self.engine.read().ok().map(|e| f(&e))
@@ -109,6 +121,7 @@ pub struct RocksStateMachine {
     engine: Arc<RwLock<Engine>>,
     applied: Applied,
     snapshot_count: u64,
+    wakeups: broadcast::Sender<Uuid>,
 }
 
 impl RocksStateMachine {
@@ -136,6 +149,7 @@ impl RocksStateMachine {
             engine: Arc::new(RwLock::new(engine)),
             applied,
             snapshot_count: 0,
+            wakeups: broadcast::channel(WAKEUP_BACKLOG).0,
         })
     }
 
@@ -144,6 +158,7 @@ impl RocksStateMachine {
         StateReader {
             db: Arc::clone(&self.db),
             engine: Arc::clone(&self.engine),
+            wakeups: self.wakeups.clone(),
         }
     }
 
@@ -226,6 +241,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         let mut batch = WriteBatch::default();
         let mut fresh: HashMap<u64, Payload> = HashMap::new();
         let mut responses = Vec::new();
+        let mut woken: Vec<Uuid> = Vec::new();
         let mut engine = self
             .engine
             .write()
@@ -240,6 +256,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
                 }
                 EntryPayload::Normal(e) => {
                     let applied = engine.apply(e);
+                    woken.extend_from_slice(&applied.changes.woken);
                     stage(&mut batch, state, &engine, applied.changes, &mut fresh);
                     let mut payloads = Vec::new();
                     if let Ok(Outcome::Received(deliveries)) = &applied.result {
@@ -266,6 +283,11 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         let applied = postcard::to_allocvec(&self.applied).map_err(io_err)?;
         batch.put_cf(meta, KEY_APPLIED, applied);
         self.db.write(batch).map_err(io_err)?;
+        woken.dedup();
+        for queue in woken {
+            // No subscriber is not an error: nobody is waiting.
+            let _ = self.wakeups.send(queue);
+        }
         Ok(responses)
     }
 
