@@ -353,6 +353,9 @@ impl Core {
                 Err(NodeError::NotLeader(f.leader_id))
             }
             Err(RaftError::APIError(e)) => Err(NodeError::Unavailable(e.to_string())),
+            Err(RaftError::Fatal(openraft::error::Fatal::Stopped)) => {
+                Err(NodeError::Unavailable("the node is shutting down".into()))
+            }
             Err(RaftError::Fatal(e)) => Err(NodeError::Storage(e.to_string())),
         }
     }

@@ -1,0 +1,215 @@
+//! The one place where failures become HTTP answers: engine refusals ([`EngineError`]), node
+//! failures ([`NodeError`]) and the API's own (authentication, body limits, unknown routes) all
+//! turn into an [`ApiError`] with the spec's status, snake_case code, message and field.
+//!
+//! | code | status | from |
+//! |---|---|---|
+//! | `invalid_argument` | 400 | [`EngineError::InvalidArgument`], and every input check of the API |
+//! | `unauthenticated` | 401 | a missing or unknown API key |
+//! | `queue_not_found` | 404 | [`EngineError::QueueNotFound`] (also another account's queue) |
+//! | `not_found`, `method_not_allowed` | 404, 405 | a path or method the API does not have |
+//! | `queue_exists`, `queue_in_use`, `lease_expired` | 409 | the engine's errors of those names |
+//! | `message_too_large` | 413 | [`EngineError::MessageTooLarge`], a request body over the limit |
+//! | `unavailable` | 503 | [`NodeError::Unavailable`], [`NodeError::Timeout`], [`NodeError::NotLeader`] |
+//! | `internal` | 500 | [`NodeError::Storage`] and answers the API cannot read; never bad input |
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use raftq_engine::{EngineError, QueueRef};
+use raftq_node::NodeError;
+use serde::Serialize;
+
+/// A refused or failed request, as the client sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ApiError {
+    #[serde(skip)]
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// For `queue_in_use`: the queues whose redrive policy names the queue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sources: Option<Vec<QueueRef>>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            field: None,
+            sources: None,
+        }
+    }
+
+    /// A `400 invalid_argument` about `field`, saying which `rule` it breaks.
+    pub fn invalid(field: impl Into<String>, rule: impl Into<String>) -> ApiError {
+        EngineError::invalid(field, rule).into()
+    }
+
+    pub fn unauthenticated(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", message)
+    }
+
+    /// A request body over the size limit of its route.
+    pub fn body_too_large(limit: usize) -> ApiError {
+        ApiError {
+            field: Some("request_body".into()),
+            ..ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "message_too_large",
+                format!("the request body is larger than {limit} bytes"),
+            )
+        }
+    }
+
+    pub fn route_not_found() -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+    }
+
+    pub fn method_not_allowed() -> ApiError {
+        ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "this route does not take this method",
+        )
+    }
+
+    /// A failure of the server itself, never of the request.
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+
+    /// The state machine answered with an outcome the route did not ask for.
+    pub fn unexpected_answer() -> ApiError {
+        ApiError::internal("the node gave an unexpected answer")
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> ApiError {
+        let status = match &e {
+            EngineError::InvalidArgument { .. } => StatusCode::BAD_REQUEST,
+            EngineError::QueueNotFound(_) => StatusCode::NOT_FOUND,
+            EngineError::QueueExists(_)
+            | EngineError::QueueInUse { .. }
+            | EngineError::LeaseExpired => StatusCode::CONFLICT,
+            EngineError::MessageTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        };
+        let sources = match &e {
+            EngineError::QueueInUse { sources } => Some(sources.clone()),
+            _ => None,
+        };
+        ApiError {
+            status,
+            code: e.code(),
+            message: e.to_string(),
+            field: e.field().map(str::to_string),
+            sources,
+        }
+    }
+}
+
+impl From<NodeError> for ApiError {
+    fn from(e: NodeError) -> ApiError {
+        match e {
+            NodeError::Unavailable(_) | NodeError::NotLeader(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                format!("{e}; retry"),
+            ),
+            NodeError::Timeout(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                format!("{e}; a retried write may apply twice"),
+            ),
+            NodeError::Storage(_) => ApiError::internal(e.to_string()),
+        }
+    }
+}
+
+/// The JSON body of an error: `{"error": {...}}`.
+#[derive(Serialize)]
+struct Envelope<'a> {
+    error: &'a ApiError,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, Json(Envelope { error: &self })).into_response();
+        let headers = response.headers_mut();
+        match self.status {
+            StatusCode::UNAUTHORIZED => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            StatusCode::SERVICE_UNAVAILABLE => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_errors_map_to_the_spec_statuses() {
+        let cases = [
+            (EngineError::invalid("name", "bad"), 400, "invalid_argument"),
+            (
+                EngineError::QueueNotFound("q".into()),
+                404,
+                "queue_not_found",
+            ),
+            (EngineError::QueueExists("q".into()), 409, "queue_exists"),
+            (
+                EngineError::QueueInUse { sources: vec![] },
+                409,
+                "queue_in_use",
+            ),
+            (EngineError::LeaseExpired, 409, "lease_expired"),
+            (
+                EngineError::MessageTooLarge {
+                    field: "body".into(),
+                    size: 2,
+                    max: 1,
+                },
+                413,
+                "message_too_large",
+            ),
+        ];
+        for (e, status, code) in cases {
+            let api = ApiError::from(e);
+            assert_eq!(api.status.as_u16(), status);
+            assert_eq!(api.code, code);
+        }
+    }
+
+    #[test]
+    fn node_errors_are_unavailable_except_storage() {
+        for e in [
+            NodeError::Unavailable("x".into()),
+            NodeError::Timeout("x".into()),
+            NodeError::NotLeader(None),
+        ] {
+            assert_eq!(ApiError::from(e).status, StatusCode::SERVICE_UNAVAILABLE);
+        }
+        let storage = ApiError::from(NodeError::Storage("disk".into()));
+        assert_eq!(storage.status, StatusCode::INTERNAL_SERVER_ERROR);
+    }
+
+    #[test]
+    fn invalid_arguments_name_their_field() {
+        let e = ApiError::invalid("lease_seconds", "must be an integer");
+        let body = serde_json::to_value(&e).unwrap();
+        assert_eq!(body["field"], "lease_seconds");
+        assert_eq!(body["code"], "invalid_argument");
+        assert!(body.get("sources").is_none());
+    }
+}

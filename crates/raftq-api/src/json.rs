@@ -1,0 +1,322 @@
+//! The JSON shapes of SPEC.md §3: the queue object, delivered and peeked messages, send, batch
+//! and ack results (stats serialize as the engine's `QueueStats`). Times are RFC 3339 UTC strings with milliseconds
+//! (`2024-05-01T12:00:00.123Z`). Optional message fields are left out where they do not apply.
+
+use std::collections::BTreeMap;
+
+use raftq_engine::{
+    AckResult, BatchResult, Delivery, MessageMeta, MessageState, Millis, Payload, QueueRef,
+    QueueView, SendResult,
+};
+use serde::Serialize;
+use time::macros::format_description;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::error::ApiError;
+
+/// Milliseconds since the Unix epoch as an RFC 3339 UTC string.
+pub fn rfc3339(ms: Millis) -> String {
+    let format =
+        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(format).ok())
+        .unwrap_or_else(|| format!("invalid time {ms}"))
+}
+
+/// The full queue object.
+#[derive(Serialize)]
+pub struct Queue<'a> {
+    id: Uuid,
+    name: &'a str,
+    crn: &'a str,
+    #[serde(rename = "type")]
+    queue_type: &'static str,
+    created_at: String,
+    content_based_deduplication: bool,
+    lease_seconds: u32,
+    delay_seconds: u32,
+    retention_seconds: u32,
+    max_message_bytes: u32,
+    redrive_policy: Option<&'a raftq_engine::model::RedrivePolicyView>,
+    redrive_allow_policy: AllowPolicy<'a>,
+}
+
+#[derive(Serialize)]
+struct AllowPolicy<'a> {
+    permission: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source_queues: Option<&'a [QueueRef]>,
+}
+
+impl<'a> Queue<'a> {
+    pub fn new(view: &'a QueueView) -> Queue<'a> {
+        Queue {
+            id: view.id,
+            name: &view.name,
+            crn: &view.crn,
+            queue_type: view.queue_type.as_str(),
+            created_at: rfc3339(view.created_at),
+            content_based_deduplication: view.content_based_deduplication,
+            lease_seconds: view.lease_seconds,
+            delay_seconds: view.delay_seconds,
+            retention_seconds: view.retention_seconds,
+            max_message_bytes: view.max_message_bytes,
+            redrive_policy: view.redrive_policy.as_ref(),
+            redrive_allow_policy: AllowPolicy {
+                permission: &view.redrive_allow_policy.permission,
+                source_queues: view.redrive_allow_policy.source_queues.as_deref(),
+            },
+        }
+    }
+}
+
+/// `{"queues": [...]}` of full queue objects.
+#[derive(Serialize)]
+pub struct QueueList<'a> {
+    queues: Vec<Queue<'a>>,
+}
+
+impl<'a> QueueList<'a> {
+    pub fn new(views: &'a [QueueView]) -> QueueList<'a> {
+        QueueList {
+            queues: views.iter().map(Queue::new).collect(),
+        }
+    }
+}
+
+/// `{"queues": [...]}` of resource references.
+#[derive(Serialize)]
+pub struct RefList {
+    pub queues: Vec<QueueRef>,
+}
+
+/// A delivered (with receipt) or peeked (with state) message.
+#[derive(Serialize)]
+pub struct Message<'a> {
+    message_id: Uuid,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    receipt: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lease_expires_at: Option<String>,
+    body: &'a str,
+    attributes: &'a BTreeMap<String, String>,
+    receive_count: u32,
+    sent_at: String,
+    first_received_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message_group_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message_deduplication_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sequence_number: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dead_letter_source: Option<&'a QueueRef>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    moved_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<MessageState>,
+}
+
+impl<'a> Message<'a> {
+    fn new(meta: &'a MessageMeta, payload: &'a Payload) -> Message<'a> {
+        Message {
+            message_id: payload.message_id,
+            receipt: None,
+            lease_expires_at: None,
+            body: &payload.body,
+            attributes: &payload.attributes,
+            receive_count: meta.receive_count,
+            sent_at: rfc3339(payload.sent_at),
+            first_received_at: meta.first_received_at.map(rfc3339),
+            message_group_id: payload.message_group_id.as_deref(),
+            message_deduplication_id: payload.message_deduplication_id.as_deref(),
+            sequence_number: meta.fifo.then_some(meta.seq),
+            dead_letter_source: meta.dead_letter_source.as_ref(),
+            moved_at: meta.moved_at.map(rfc3339),
+            state: None,
+        }
+    }
+
+    /// A message handed out by a receive.
+    pub fn delivered(delivery: &'a Delivery, payload: &'a Payload) -> Message<'a> {
+        Message {
+            receipt: Some(&delivery.receipt),
+            lease_expires_at: Some(rfc3339(delivery.lease_expires_at)),
+            ..Message::new(&delivery.meta, payload)
+        }
+    }
+
+    /// A message shown by a peek.
+    pub fn peeked(meta: &'a MessageMeta, payload: &'a Payload) -> Message<'a> {
+        Message {
+            state: Some(meta.state),
+            ..Message::new(meta, payload)
+        }
+    }
+}
+
+/// `{"messages": [...]}` of a receive.
+#[derive(Serialize)]
+pub struct Delivered<'a> {
+    messages: Vec<Message<'a>>,
+}
+
+impl<'a> Delivered<'a> {
+    /// Joins each delivery to its payload, found by storage key.
+    pub fn new(
+        deliveries: &'a [Delivery],
+        payloads: &'a [(u64, Payload)],
+    ) -> Result<Delivered<'a>, ApiError> {
+        let messages = deliveries
+            .iter()
+            .map(|d| {
+                payloads
+                    .iter()
+                    .find(|(key, _)| *key == d.meta.storage_key)
+                    .map(|(_, payload)| Message::delivered(d, payload))
+                    .ok_or_else(|| ApiError::internal("a delivered message has no payload"))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Delivered { messages })
+    }
+}
+
+/// `{"messages": [...], "next_after": seq}` of a peek; `next_after` is the `after` that reads on.
+#[derive(Serialize)]
+pub struct Peeked<'a> {
+    messages: Vec<Message<'a>>,
+    next_after: Option<u64>,
+}
+
+impl<'a> Peeked<'a> {
+    pub fn new(messages: &'a [(MessageMeta, Payload)]) -> Peeked<'a> {
+        Peeked {
+            messages: messages
+                .iter()
+                .map(|(m, p)| Message::peeked(m, p))
+                .collect(),
+            next_after: messages.last().map(|(m, _)| m.seq),
+        }
+    }
+}
+
+/// The answer to one send.
+#[derive(Serialize)]
+pub struct Sent {
+    message_id: Uuid,
+    duplicate: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sequence_number: Option<u64>,
+}
+
+impl Sent {
+    pub fn new(result: &SendResult) -> Sent {
+        Sent {
+            message_id: result.message_id,
+            duplicate: result.duplicate,
+            sequence_number: result.sequence_number,
+        }
+    }
+}
+
+/// One entry of a batch send's results: `{id, message_id, duplicate}` or `{id, error}`.
+#[derive(Serialize)]
+pub struct BatchEntryResult {
+    id: String,
+    #[serde(flatten)]
+    outcome: EntryOutcome<Sent>,
+}
+
+/// The success or error of one entry of a batch.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum EntryOutcome<T> {
+    Ok(T),
+    Err { error: ApiError },
+}
+
+impl<T> EntryOutcome<T> {
+    fn new<U>(result: Result<U, raftq_engine::EngineError>, ok: impl FnOnce(U) -> T) -> Self {
+        match result {
+            Ok(value) => EntryOutcome::Ok(ok(value)),
+            Err(e) => EntryOutcome::Err { error: e.into() },
+        }
+    }
+}
+
+impl BatchEntryResult {
+    pub fn new(result: BatchResult) -> BatchEntryResult {
+        BatchEntryResult {
+            id: result.id,
+            outcome: EntryOutcome::new(result.result, |r| Sent::new(&r)),
+        }
+    }
+}
+
+/// `{"results": [...]}` of a batch send or an ack.
+#[derive(Serialize)]
+pub struct Results<T> {
+    pub results: Vec<T>,
+}
+
+#[derive(Serialize)]
+pub struct Acked {
+    ok: bool,
+}
+
+/// One receipt of an ack: `{receipt, ok: true}` or `{receipt, error}`.
+#[derive(Serialize)]
+pub struct AckEntryResult {
+    receipt: String,
+    #[serde(flatten)]
+    outcome: EntryOutcome<Acked>,
+}
+
+impl AckEntryResult {
+    pub fn new(result: AckResult) -> AckEntryResult {
+        AckEntryResult {
+            receipt: result.receipt,
+            outcome: EntryOutcome::new(result.result, |()| Acked { ok: true }),
+        }
+    }
+}
+
+/// The answer to a lease change.
+#[derive(Serialize)]
+pub struct LeaseChanged {
+    pub receipt: String,
+    pub lease_expires_at: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_rfc3339_utc_with_milliseconds() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(1_714_564_800_123), "2024-05-01T12:00:00.123Z");
+    }
+
+    #[test]
+    fn entry_outcomes_flatten_into_their_entry() {
+        let ok = AckEntryResult::new(AckResult {
+            receipt: "r".into(),
+            result: Ok(()),
+        });
+        assert_eq!(
+            serde_json::to_value(ok).unwrap(),
+            serde_json::json!({"receipt": "r", "ok": true})
+        );
+        let err = AckEntryResult::new(AckResult {
+            receipt: "r".into(),
+            result: Err(raftq_engine::EngineError::LeaseExpired),
+        });
+        let v = serde_json::to_value(err).unwrap();
+        assert_eq!(v["receipt"], "r");
+        assert_eq!(v["error"]["code"], "lease_expired");
+        assert!(v.get("ok").is_none());
+    }
+}

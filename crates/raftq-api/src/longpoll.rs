@@ -1,0 +1,107 @@
+//! Long polling. A receive with `wait_seconds` that finds nothing waits for a wake-up of its
+//! queue (the node broadcasts the UUID of every queue that gains a deliverable message as
+//! entries apply) or for the deadline, and only then receives again. The log is never polled:
+//! each further receive follows a wake-up. A lagged subscription may have missed the wake-up it
+//! waits for, so it counts as one. The subscription is taken before the first receive, so a
+//! message that becomes deliverable between the two cannot be missed.
+
+use std::time::Duration;
+
+use raftq_engine::{Command, Delivery, Outcome, Payload};
+use raftq_node::{Query, QueryResult};
+use tokio::sync::broadcast::{error::RecvError, Receiver};
+use tokio::time::{timeout_at, Instant};
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::Shared;
+
+/// A receive request, checked.
+pub struct ReceiveRequest {
+    pub account: String,
+    pub queue: String,
+    pub max_messages: Option<i64>,
+    pub lease_seconds: Option<i64>,
+    pub wait: Duration,
+}
+
+/// What a receive delivered, with the payloads to join.
+pub struct Received {
+    pub deliveries: Vec<Delivery>,
+    pub payloads: Vec<(u64, Payload)>,
+}
+
+/// Why a wait for a wake-up ended.
+enum Wake {
+    /// The queue may have something to deliver.
+    Woken,
+    /// The node stopped broadcasting; nothing will wake this wait.
+    Closed,
+}
+
+/// Receives, waiting up to `request.wait` for something to deliver.
+pub async fn receive(shared: &Shared, request: ReceiveRequest) -> Result<Received, ApiError> {
+    let deadline = Instant::now() + request.wait;
+    let mut wakeups = shared.api.node.wakeups();
+    let first = receive_once(shared, &request).await?;
+    if !first.deliveries.is_empty() || request.wait.is_zero() {
+        return Ok(first);
+    }
+    let queue_id = queue_uuid(shared, &request).await?;
+    loop {
+        match timeout_at(deadline, next_wakeup(&mut wakeups, queue_id)).await {
+            Err(_elapsed) => return Ok(first),
+            Ok(Wake::Closed) => {
+                tokio::time::sleep_until(deadline).await;
+                return Ok(first);
+            }
+            Ok(Wake::Woken) => {
+                let again = receive_once(shared, &request).await?;
+                if !again.deliveries.is_empty() {
+                    return Ok(again);
+                }
+            }
+        }
+    }
+}
+
+async fn receive_once(shared: &Shared, request: &ReceiveRequest) -> Result<Received, ApiError> {
+    let written = shared
+        .write(Command::Receive {
+            account: request.account.clone(),
+            queue: request.queue.clone(),
+            max_messages: request.max_messages,
+            lease_seconds: request.lease_seconds,
+        })
+        .await?;
+    match written.outcome {
+        Outcome::Received(deliveries) => Ok(Received {
+            deliveries,
+            payloads: written.payloads,
+        }),
+        _ => Err(ApiError::unexpected_answer()),
+    }
+}
+
+/// The UUID the wake-ups name the queue by.
+async fn queue_uuid(shared: &Shared, request: &ReceiveRequest) -> Result<Uuid, ApiError> {
+    let query = Query::GetQueue {
+        account: request.account.clone(),
+        queue: request.queue.clone(),
+    };
+    match shared.read(query).await? {
+        QueryResult::Queue(view) => Ok(view.id),
+        _ => Err(ApiError::unexpected_answer()),
+    }
+}
+
+async fn next_wakeup(wakeups: &mut Receiver<Uuid>, queue_id: Uuid) -> Wake {
+    loop {
+        match wakeups.recv().await {
+            Ok(id) if id == queue_id => return Wake::Woken,
+            Ok(_) => {}
+            Err(RecvError::Lagged(_)) => return Wake::Woken,
+            Err(RecvError::Closed) => return Wake::Closed,
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! # raftq-client
+//!
+//! A thin client for raftq's REST API (SPEC.md §3): one method per endpoint, JSON in and out,
+//! errors carrying the API's `code`, `message` and `field`. The `raftq` command-line client,
+//! the chaos checker and the benchmarks use it.
+
+use reqwest::{Method, StatusCode, Url};
+use serde_json::{json, Value};
+
+/// An error answered by the API.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{status} {code}: {message}")]
+pub struct ApiError {
+    pub status: u16,
+    pub code: String,
+    pub message: String,
+    pub field: Option<String>,
+}
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    #[error("cannot reach the server: {0}")]
+    Transport(#[from] reqwest::Error),
+    #[error("invalid endpoint: {0}")]
+    Endpoint(String),
+}
+
+impl ClientError {
+    /// The API error code, when the server answered with one.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ClientError::Api(e) => Some(&e.code),
+            _ => None,
+        }
+    }
+}
+
+pub type Result<T, E = ClientError> = std::result::Result<T, E>;
+
+/// A connection to one raftq node (any node: followers forward to the leader).
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    endpoint: Url,
+    key: Option<String>,
+}
+
+impl Client {
+    /// A client for `endpoint` (e.g. `http://127.0.0.1:8080`), with an API key when keys are on.
+    pub fn new(endpoint: &str, key: Option<String>) -> Result<Client> {
+        let endpoint = Url::parse(endpoint).map_err(|e| ClientError::Endpoint(e.to_string()))?;
+        if endpoint.cannot_be_a_base() {
+            return Err(ClientError::Endpoint(format!(
+                "{endpoint} cannot be a base URL"
+            )));
+        }
+        Ok(Client {
+            http: reqwest::Client::new(),
+            endpoint,
+            key,
+        })
+    }
+
+    /// The URL of `segments` under the endpoint, each segment percent-encoded.
+    fn url(&self, segments: &[&str]) -> Url {
+        let mut url = self.endpoint.clone();
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty();
+            path.extend(segments);
+        }
+        url
+    }
+
+    /// Sends a request; `Value::Null` for an empty answer (204).
+    pub async fn call(
+        &self,
+        method: Method,
+        segments: &[&str],
+        query: &[(&str, String)],
+        body: Option<&Value>,
+    ) -> Result<Value> {
+        let mut request = self.http.request(method, self.url(segments));
+        if !query.is_empty() {
+            request = request.query(query);
+        }
+        if let Some(key) = &self.key {
+            request = request.bearer_auth(key);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await?;
+        let status = response.status();
+        let text = response.text().await?;
+        let value: Value = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        if status.is_success() {
+            return Ok(value);
+        }
+        Err(api_error(status, &value).into())
+    }
+
+    pub async fn create_queue(&self, name: &str, attributes: &Value) -> Result<Value> {
+        let mut body = attributes.clone();
+        if let Some(map) = body.as_object_mut() {
+            map.insert("name".into(), json!(name));
+        } else {
+            body = json!({ "name": name });
+        }
+        self.call(Method::POST, &["v1", "queues"], &[], Some(&body))
+            .await
+    }
+
+    pub async fn list_queues(&self, prefix: Option<&str>) -> Result<Value> {
+        let query: Vec<(&str, String)> = prefix
+            .map(|p| ("prefix", p.to_string()))
+            .into_iter()
+            .collect();
+        self.call(Method::GET, &["v1", "queues"], &query, None)
+            .await
+    }
+
+    pub async fn get_queue(&self, queue: &str) -> Result<Value> {
+        self.call(Method::GET, &["v1", "queues", queue], &[], None)
+            .await
+    }
+
+    pub async fn patch_queue(&self, queue: &str, patch: &Value) -> Result<Value> {
+        self.call(Method::PATCH, &["v1", "queues", queue], &[], Some(patch))
+            .await
+    }
+
+    pub async fn delete_queue(&self, queue: &str) -> Result<Value> {
+        self.call(Method::DELETE, &["v1", "queues", queue], &[], None)
+            .await
+    }
+
+    pub async fn dead_letter_sources(&self, queue: &str) -> Result<Value> {
+        self.call(
+            Method::GET,
+            &["v1", "queues", queue, "dead_letter_sources"],
+            &[],
+            None,
+        )
+        .await
+    }
+
+    /// Sends one message; `message` holds `body` and the optional send fields.
+    pub async fn send(&self, queue: &str, message: &Value) -> Result<Value> {
+        self.call(
+            Method::POST,
+            &["v1", "queues", queue, "messages"],
+            &[],
+            Some(message),
+        )
+        .await
+    }
+
+    pub async fn send_batch(&self, queue: &str, entries: &Value) -> Result<Value> {
+        let body = json!({ "entries": entries });
+        self.call(
+            Method::POST,
+            &["v1", "queues", queue, "messages", "batch"],
+            &[],
+            Some(&body),
+        )
+        .await
+    }
+
+    /// Receives; `options` may hold `max_messages`, `lease_seconds`, `wait_seconds`.
+    pub async fn receive(&self, queue: &str, options: &Value) -> Result<Value> {
+        self.call(
+            Method::POST,
+            &["v1", "queues", queue, "receive"],
+            &[],
+            Some(options),
+        )
+        .await
+    }
+
+    pub async fn ack(&self, queue: &str, receipts: &[String]) -> Result<Value> {
+        let body = json!({ "receipts": receipts });
+        self.call(
+            Method::POST,
+            &["v1", "queues", queue, "ack"],
+            &[],
+            Some(&body),
+        )
+        .await
+    }
+
+    pub async fn change_lease(
+        &self,
+        queue: &str,
+        receipt: &str,
+        lease_seconds: u64,
+    ) -> Result<Value> {
+        let body = json!({ "receipt": receipt, "lease_seconds": lease_seconds });
+        self.call(
+            Method::POST,
+            &["v1", "queues", queue, "lease"],
+            &[],
+            Some(&body),
+        )
+        .await
+    }
+
+    pub async fn peek(&self, queue: &str, limit: Option<u64>, after: Option<u64>) -> Result<Value> {
+        let mut query = Vec::new();
+        if let Some(l) = limit {
+            query.push(("limit", l.to_string()));
+        }
+        if let Some(a) = after {
+            query.push(("after", a.to_string()));
+        }
+        self.call(
+            Method::GET,
+            &["v1", "queues", queue, "messages"],
+            &query,
+            None,
+        )
+        .await
+    }
+
+    pub async fn purge(&self, queue: &str) -> Result<Value> {
+        self.call(Method::POST, &["v1", "queues", queue, "purge"], &[], None)
+            .await
+    }
+
+    pub async fn stats(&self, queue: &str) -> Result<Value> {
+        self.call(Method::GET, &["v1", "queues", queue, "stats"], &[], None)
+            .await
+    }
+
+    pub async fn cluster(&self) -> Result<Value> {
+        self.call(Method::GET, &["v1", "cluster"], &[], None).await
+    }
+
+    pub async fn health(&self) -> Result<Value> {
+        self.call(Method::GET, &["healthz"], &[], None).await
+    }
+}
+
+fn api_error(status: StatusCode, value: &Value) -> ApiError {
+    let error = &value["error"];
+    let text = |k: &str| error[k].as_str().map(str::to_string);
+    ApiError {
+        status: status.as_u16(),
+        code: text("code").unwrap_or_else(|| "unknown".into()),
+        message: text("message").unwrap_or_else(|| value.to_string()),
+        field: text("field"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_references_are_percent_encoded_in_paths() {
+        let c = Client::new("http://127.0.0.1:8080", None).unwrap();
+        let crn = "crn:v1:raftq:public:queues:local:a/dev:x::";
+        let url = c.url(&["v1", "queues", crn, "stats"]);
+        assert_eq!(
+            url.as_str(),
+            "http://127.0.0.1:8080/v1/queues/crn:v1:raftq:public:queues:local:a%2Fdev:x::/stats"
+        );
+    }
+
+    #[test]
+    fn error_bodies_become_api_errors() {
+        let v = json!({"error": {"code": "invalid_argument", "message": "bad", "field": "name"}});
+        let e = api_error(StatusCode::BAD_REQUEST, &v);
+        assert_eq!(e.status, 400);
+        assert_eq!(e.code, "invalid_argument");
+        assert_eq!(e.field.as_deref(), Some("name"));
+    }
+}

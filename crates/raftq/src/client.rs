@@ -1,0 +1,301 @@
+//! The client subcommands: one per API operation, human output by default, JSON with `--json`.
+
+use clap::{Args, Subcommand};
+use raftq_client::{Client, ClientError};
+use serde_json::{json, Map, Value};
+
+/// Where and as whom the client talks.
+#[derive(Debug, Args)]
+pub struct Connection {
+    /// The node to talk to (any node: followers forward to the leader).
+    #[arg(
+        long,
+        global = true,
+        env = "RAFTQ_ENDPOINT",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub endpoint: String,
+    /// API key, when the server runs with --keys.
+    #[arg(long, global = true, env = "RAFTQ_KEY")]
+    pub key: Option<String>,
+    /// Print the API's JSON instead of the human summary.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// Queue settings, for `queue create` and `queue patch`.
+#[derive(Debug, Args, Default)]
+pub struct QueueSettings {
+    #[arg(long)]
+    pub lease_seconds: Option<u64>,
+    #[arg(long)]
+    pub delay_seconds: Option<u64>,
+    #[arg(long)]
+    pub retention_seconds: Option<u64>,
+    #[arg(long)]
+    pub max_message_bytes: Option<u64>,
+    #[arg(long)]
+    pub content_based_deduplication: Option<bool>,
+    /// Dead-letter target (name, UUID or CRN); needs --max-receive-count.
+    #[arg(long, requires = "max_receive_count")]
+    pub dead_letter_target: Option<String>,
+    #[arg(long, requires = "dead_letter_target")]
+    pub max_receive_count: Option<u64>,
+    /// Who may use this queue as a dead-letter target: allow_all, deny_all, or source queues.
+    #[arg(long, value_delimiter = ',')]
+    pub allow_sources: Option<Vec<String>>,
+}
+
+impl QueueSettings {
+    fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        let mut put = |k: &str, v: Option<Value>| {
+            if let Some(v) = v {
+                m.insert(k.into(), v);
+            }
+        };
+        put("lease_seconds", self.lease_seconds.map(Value::from));
+        put("delay_seconds", self.delay_seconds.map(Value::from));
+        put("retention_seconds", self.retention_seconds.map(Value::from));
+        put("max_message_bytes", self.max_message_bytes.map(Value::from));
+        put(
+            "content_based_deduplication",
+            self.content_based_deduplication.map(Value::from),
+        );
+        put(
+            "redrive_policy",
+            self.dead_letter_target.as_ref().map(
+                |t| json!({"dead_letter_target": t, "max_receive_count": self.max_receive_count}),
+            ),
+        );
+        put(
+            "redrive_allow_policy",
+            self.allow_sources.as_ref().map(|s| match s.as_slice() {
+                [one] if one == "allow_all" || one == "deny_all" => json!({"permission": one}),
+                queues => json!({"permission": "by_queue", "source_queues": queues}),
+            }),
+        );
+        Value::Object(m)
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum QueueCmd {
+    /// Create a queue (FIFO when the name ends in .fifo).
+    Create {
+        name: String,
+        #[command(flatten)]
+        settings: QueueSettings,
+    },
+    /// List queues.
+    List {
+        #[arg(long, default_value = "")]
+        prefix: String,
+    },
+    /// Show a queue.
+    Get { queue: String },
+    /// Change a queue's settings.
+    Patch {
+        queue: String,
+        #[command(flatten)]
+        settings: QueueSettings,
+        /// Remove the redrive policy.
+        #[arg(long, conflicts_with = "dead_letter_target")]
+        detach_dead_letter: bool,
+    },
+    /// Delete a queue.
+    Delete { queue: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DlqCmd {
+    /// Queues whose redrive policy targets this queue.
+    Sources { queue: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClusterCmd {
+    /// Leader, members and Raft progress.
+    Status,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClientCmd {
+    #[command(subcommand)]
+    Queue(QueueCmd),
+    /// Send a message.
+    Send {
+        queue: String,
+        body: String,
+        #[arg(long)]
+        group: Option<String>,
+        #[arg(long)]
+        dedup: Option<String>,
+        #[arg(long)]
+        delay: Option<u64>,
+        /// Attribute NAME=VALUE (repeatable).
+        #[arg(long = "attr")]
+        attributes: Vec<String>,
+    },
+    /// Receive (and lease) messages.
+    Receive {
+        queue: String,
+        #[arg(long, default_value_t = 1)]
+        max: u64,
+        #[arg(long)]
+        lease: Option<u64>,
+        #[arg(long, default_value_t = 0)]
+        wait: u64,
+    },
+    /// Acknowledge (delete) received messages.
+    Ack {
+        queue: String,
+        #[arg(required = true)]
+        receipts: Vec<String>,
+    },
+    /// Look at messages without leasing them.
+    Peek {
+        queue: String,
+        #[arg(long)]
+        limit: Option<u64>,
+        #[arg(long)]
+        after: Option<u64>,
+    },
+    /// Queue counters.
+    Stats { queue: String },
+    #[command(subcommand)]
+    Dlq(DlqCmd),
+    #[command(subcommand)]
+    Cluster(ClusterCmd),
+    /// Exit 0 when the node answers its health check (for container health checks).
+    Health,
+}
+
+/// Runs a client subcommand and prints its result.
+pub async fn run(conn: &Connection, cmd: ClientCmd) -> Result<(), ClientError> {
+    let client = Client::new(&conn.endpoint, conn.key.clone())?;
+    let value = match cmd {
+        ClientCmd::Queue(q) => match q {
+            QueueCmd::Create { name, settings } => {
+                client.create_queue(&name, &settings.to_json()).await?
+            }
+            QueueCmd::List { prefix } => client.list_queues(Some(&prefix)).await?,
+            QueueCmd::Get { queue } => client.get_queue(&queue).await?,
+            QueueCmd::Patch {
+                queue,
+                settings,
+                detach_dead_letter,
+            } => {
+                let mut patch = settings.to_json();
+                if detach_dead_letter {
+                    patch["redrive_policy"] = Value::Null;
+                }
+                client.patch_queue(&queue, &patch).await?
+            }
+            QueueCmd::Delete { queue } => client.delete_queue(&queue).await?,
+        },
+        ClientCmd::Send {
+            queue,
+            body,
+            group,
+            dedup,
+            delay,
+            attributes,
+        } => {
+            let attrs: Map<String, Value> = attributes
+                .iter()
+                .map(|a| match a.split_once('=') {
+                    Some((k, v)) => (k.to_string(), Value::from(v)),
+                    None => (a.clone(), Value::from("")),
+                })
+                .collect();
+            let mut m = json!({ "body": body });
+            if !attrs.is_empty() {
+                m["attributes"] = Value::Object(attrs);
+            }
+            if let Some(g) = group {
+                m["message_group_id"] = g.into();
+            }
+            if let Some(d) = dedup {
+                m["message_deduplication_id"] = d.into();
+            }
+            if let Some(d) = delay {
+                m["delay_seconds"] = d.into();
+            }
+            client.send(&queue, &m).await?
+        }
+        ClientCmd::Receive {
+            queue,
+            max,
+            lease,
+            wait,
+        } => {
+            let mut o = json!({ "max_messages": max, "wait_seconds": wait });
+            if let Some(l) = lease {
+                o["lease_seconds"] = l.into();
+            }
+            client.receive(&queue, &o).await?
+        }
+        ClientCmd::Ack { queue, receipts } => client.ack(&queue, &receipts).await?,
+        ClientCmd::Peek {
+            queue,
+            limit,
+            after,
+        } => client.peek(&queue, limit, after).await?,
+        ClientCmd::Stats { queue } => client.stats(&queue).await?,
+        ClientCmd::Dlq(DlqCmd::Sources { queue }) => client.dead_letter_sources(&queue).await?,
+        ClientCmd::Cluster(ClusterCmd::Status) => client.cluster().await?,
+        ClientCmd::Health => client.health().await?,
+    };
+    print(&value, conn.json);
+    Ok(())
+}
+
+/// Prints an answer: lists of queues or messages one line each, anything else as indented JSON.
+fn print(value: &Value, as_json: bool) {
+    if as_json {
+        println!("{value}");
+        return;
+    }
+    if let Some(queues) = value["queues"].as_array() {
+        for q in queues {
+            println!(
+                "{}\t{}\t{}",
+                str_of(&q["name"]),
+                str_of(&q["type"]),
+                str_of(&q["id"])
+            );
+        }
+        return;
+    }
+    if let Some(messages) = value["messages"].as_array() {
+        for m in messages {
+            let handle = m
+                .get("receipt")
+                .or_else(|| m.get("state"))
+                .unwrap_or(&Value::Null);
+            println!(
+                "{}\t{}\t{}",
+                str_of(&m["message_id"]),
+                str_of(handle),
+                str_of(&m["body"])
+            );
+        }
+        return;
+    }
+    match value {
+        Value::Null => {}
+        other => println!(
+            "{}",
+            serde_json::to_string_pretty(other).unwrap_or_default()
+        ),
+    }
+}
+
+fn str_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    }
+}

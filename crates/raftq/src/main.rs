@@ -1,0 +1,59 @@
+//! The `raftq` command: `raftq serve` runs a node; the other subcommands are the client.
+
+mod client;
+mod serve;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "raftq",
+    version,
+    about = "A highly available message queue on Raft"
+)]
+struct Cli {
+    #[command(flatten)]
+    connection: client::Connection,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Run a node (REST and gRPC on --listen).
+    Serve(serve::ServeArgs),
+    #[command(flatten)]
+    Client(client::ClientCmd),
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Serve(args) => {
+            tracing_subscriber::fmt()
+                .with_env_filter(
+                    EnvFilter::try_from_env("RAFTQ_LOG")
+                        .unwrap_or_else(|_| EnvFilter::new("info,openraft=warn")),
+                )
+                .init();
+            match serve::run(args).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!(error = %e, "raftq stopped");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Cmd::Client(cmd) => match client::run(&cli.connection, cmd).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}

@@ -1,0 +1,151 @@
+//! `raftq serve`: one node. With no cluster flags it is the embedded single-node default of
+//! SPEC.md §4; with `--node-id`, `--raft-listen` and `--peers` it is a cluster member that forms
+//! the cluster with its peers on first start and rejoins it on restart.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Args;
+use raftq_node::{Node, NodeConfig};
+use tokio::net::TcpListener;
+
+/// Flags of `raftq serve`; each is also an environment variable `RAFTQ_<FLAG>`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address for the REST and gRPC API.
+    #[arg(long, env = "RAFTQ_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Where the node keeps its data.
+    #[arg(long, env = "RAFTQ_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// The region this cluster serves (part of every CRN).
+    #[arg(long, env = "RAFTQ_REGION", default_value = "local")]
+    pub region: String,
+    /// TOML file of API keys; without it one account `dev` is served without keys.
+    #[arg(long, env = "RAFTQ_KEYS")]
+    pub keys: Option<PathBuf>,
+    /// This node's id in the cluster.
+    #[arg(long, env = "RAFTQ_NODE_ID")]
+    pub node_id: Option<u64>,
+    /// Address for peer (Raft) traffic.
+    #[arg(long, env = "RAFTQ_RAFT_LISTEN")]
+    pub raft_listen: Option<SocketAddr>,
+    /// Every member's Raft address, this node included: `1=HOST:PORT,2=HOST:PORT,...`.
+    #[arg(long, env = "RAFTQ_PEERS", value_parser = parse_peers)]
+    pub peers: Option<BTreeMap<u64, String>>,
+}
+
+/// Why `raftq serve` stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("cannot listen: {0}")]
+    Listen(#[from] std::io::Error),
+    #[error(transparent)]
+    Start(#[from] raftq_node::StartError),
+    #[error(transparent)]
+    Keys(#[from] raftq_api::KeysError),
+}
+
+fn parse_peers(text: &str) -> Result<BTreeMap<u64, String>, String> {
+    let mut peers = BTreeMap::new();
+    for part in text.split(',').filter(|p| !p.trim().is_empty()) {
+        let (id, addr) = part
+            .split_once('=')
+            .ok_or_else(|| format!("`{part}` is not ID=HOST:PORT"))?;
+        let id: u64 = id
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{id}` is not a node id"))?;
+        let addr = addr.trim();
+        if addr.rsplit_once(':').is_none() {
+            return Err(format!("`{addr}` is not HOST:PORT"));
+        }
+        peers.insert(id, addr.to_string());
+    }
+    if peers.is_empty() {
+        return Err("at least one peer is required".into());
+    }
+    Ok(peers)
+}
+
+pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
+    let (id, peers, raft_listener) = match (args.node_id, args.raft_listen, args.peers) {
+        (None, None, None) => {
+            let listener = TcpListener::bind("127.0.0.1:0").await?;
+            let addr = listener.local_addr()?.to_string();
+            (1, BTreeMap::from([(1, addr)]), listener)
+        }
+        (Some(id), Some(raft), Some(peers)) => (id, peers, TcpListener::bind(raft).await?),
+        _ => {
+            return Err(ServeError::Usage(
+                "--node-id, --raft-listen and --peers go together".into(),
+            ))
+        }
+    };
+    let keys = match &args.keys {
+        Some(path) => raftq_api::load_keys(path)?,
+        None => {
+            tracing::warn!(
+                "no --keys file: serving the single account `dev` without authentication"
+            );
+            raftq_api::Keys::open()
+        }
+    };
+    let mut config = NodeConfig::new(id, peers, args.data_dir.clone());
+    config.region = args.region.clone();
+    let node = Arc::new(Node::start(config, raft_listener).await?);
+    let api = raftq_api::Api::new(Arc::clone(&node), args.region.clone(), keys);
+    let listener = TcpListener::bind(args.listen).await?;
+    tracing::info!(listen = %args.listen, node = id, data_dir = %args.data_dir.display(), "raftq serving");
+    axum::serve(listener, raftq_api::router(api))
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    if let Ok(node) = Arc::try_unwrap(node) {
+        node.shutdown().await;
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+    tracing::info!("shutting down");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_parse_ids_and_addresses() {
+        let peers = parse_peers("1=node1:7000,2=node2:7000, 3=10.0.0.3:7000").unwrap();
+        assert_eq!(peers.len(), 3);
+        assert_eq!(peers[&2], "node2:7000");
+        assert!(parse_peers("1:node1").is_err());
+        assert!(parse_peers("x=node1:7000").is_err());
+        assert!(parse_peers("1=node1").is_err());
+        assert!(parse_peers("").is_err());
+    }
+}
