@@ -25,6 +25,7 @@ use raftq_engine::rows::{decode_payload, encode_payload, payload_key};
 use raftq_engine::{Changes, Engine, Outcome, Payload, PayloadOp};
 use rocksdb::{ColumnFamilyDescriptor, IteratorMode, Options, WriteBatch, WriteOptions, DB};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
@@ -96,6 +97,37 @@ impl StateReader {
     /// Runs `f` on the engine.
     pub fn with_engine<T>(&self, f: impl FnOnce(&Engine) -> T) -> Option<T> {
         self.engine.read().ok().map(|e| f(&e))
+    }
+
+    /// A digest of this node's applied state — every state row and payload as persisted, with
+    /// the index of the last applied entry they reflect — read from one consistent snapshot of
+    /// the database. Two nodes that applied the same entries have equal digests.
+    pub fn digest(&self) -> Result<(Option<u64>, String), AnyError> {
+        let snapshot = self.db.snapshot();
+        let cf = |name| {
+            self.db
+                .cf_handle(name)
+                .ok_or_else(|| AnyError::error(format!("column family {name} is missing")))
+        };
+        let applied: Applied = match snapshot
+            .get_cf(cf(SM_META_CF)?, KEY_APPLIED)
+            .map_err(|e| AnyError::new(&e))?
+        {
+            Some(bytes) => postcard::from_bytes(&bytes).map_err(|e| AnyError::new(&e))?,
+            None => Applied::default(),
+        };
+        let mut hasher = Sha256::new();
+        for row in snapshot.iterator_cf(cf(STATE_CF)?, IteratorMode::Start) {
+            let (key, value) = row.map_err(|e| AnyError::new(&e))?;
+            for part in [&key, &value] {
+                hasher.update((part.len() as u64).to_be_bytes());
+                hasher.update(part);
+            }
+        }
+        Ok((
+            applied.last_applied.map(|id| id.index),
+            hex::encode(hasher.finalize()),
+        ))
     }
 
     /// The payload stored under `storage_key`.

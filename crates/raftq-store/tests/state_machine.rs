@@ -147,6 +147,13 @@ async fn a_snapshot_reproduces_the_state_on_a_fresh_node() {
         .await
         .expect("install");
     assert_eq!(export(&target), export(&source));
+    let digest = |sm: &RocksStateMachine| sm.reader().digest().expect("digest");
+    assert_eq!(
+        digest(&target),
+        digest(&source),
+        "rows and payloads identical"
+    );
+    assert_eq!(digest(&target).0, Some(7));
     let (applied, _) = target.applied_state().await.expect("applied state");
     assert_eq!(applied.map(|id| id.index), Some(7));
     let payload = target.reader().payload(3).expect("read").expect("payload");
