@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use openraft::error::{ClientWriteError, RaftError};
@@ -32,6 +32,8 @@ use crate::timer;
 
 /// How long a client request may wait for a leader before it is answered `unavailable`.
 const LEADER_WAIT: Duration = Duration::from_secs(5);
+/// How long shutdown waits for openraft's tasks to release the database.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// Pause between attempts while no leader is known.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
@@ -93,6 +95,8 @@ pub struct Node {
     core: Arc<Core>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
+    /// The database, to know when every holder has let go of it.
+    db: Weak<rocksdb::DB>,
 }
 
 /// Milliseconds since the Unix epoch, by this machine's clock.
@@ -113,6 +117,7 @@ impl Node {
         }
         std::fs::create_dir_all(&config.data_dir)?;
         let db = open_db(&config.data_dir.join("db"))?;
+        let db_handle = Arc::clone(&db);
         let log = RocksLogStore::new(Arc::clone(&db), LOGS_CF, META_CF)?;
         let sm = RocksStateMachine::open(db, &config.region)?;
         let reader = sm.reader();
@@ -159,6 +164,7 @@ impl Node {
             core,
             shutdown,
             tasks,
+            db: Arc::downgrade(&db_handle),
         };
         node.form_cluster(&config).await?;
         Ok(node)
@@ -238,13 +244,28 @@ impl Node {
     }
 
     /// Stops the node: Raft, the peer service and the timer.
+    /// Returns once the database is closed (so the same directory can be opened again).
     pub async fn shutdown(self) {
-        let _ = self.shutdown.send(true);
-        if let Err(e) = self.core.raft.shutdown().await {
+        let Node {
+            core,
+            shutdown,
+            tasks,
+            db,
+        } = self;
+        let _ = shutdown.send(true);
+        if let Err(e) = core.raft.shutdown().await {
             tracing::warn!(error = %e, "raft shutdown");
         }
-        for task in self.tasks {
+        for task in tasks {
             let _ = task.await;
+        }
+        drop(core);
+        let deadline = Instant::now() + CLOSE_WAIT;
+        while db.strong_count() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if db.strong_count() > 0 {
+            tracing::warn!("the database is still open after shutdown");
         }
     }
 }
