@@ -1,0 +1,94 @@
+//! The recorded history of a chaos run: every operation a client attempted, with its outcome
+//! and the client's clock before and after, and every fault injected. Times are milliseconds
+//! since the Unix epoch (the nodes stamp entries with the same machine's clock).
+
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// How an operation ended, from the client's side.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum Outcome {
+    /// Committed: the server said so.
+    Ok,
+    /// Definitely not done: the server refused it (a 4xx answer).
+    Failed(String),
+    /// Unknown: no answer, or 503 after the request may have been proposed.
+    Unknown(String),
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub enum Event {
+    Send {
+        queue: String,
+        body: String,
+        group: Option<String>,
+        dedup: Option<String>,
+        start: u64,
+        end: u64,
+        outcome: Outcome,
+        message_id: Option<String>,
+        duplicate: bool,
+        sequence_number: Option<u64>,
+    },
+    Receive {
+        queue: String,
+        start: u64,
+        end: u64,
+        outcome: Outcome,
+    },
+    Deliver {
+        queue: String,
+        message_id: String,
+        body: String,
+        receipt: String,
+        receive_count: u64,
+        lease_expires_at: u64,
+        sequence_number: Option<u64>,
+        dead_letter_source: Option<String>,
+        moved_at: Option<u64>,
+        /// The receive that delivered it.
+        start: u64,
+        end: u64,
+    },
+    Ack {
+        queue: String,
+        message_id: String,
+        receipt: String,
+        start: u64,
+        end: u64,
+        outcome: Outcome,
+    },
+    Fault {
+        kind: String,
+        target: String,
+        start: u64,
+        end: u64,
+    },
+}
+
+/// The shared log every worker appends to.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    events: Arc<Mutex<Vec<Event>>>,
+}
+
+impl History {
+    pub fn push(&self, event: Event) {
+        if let Ok(mut events) = self.events.lock() {
+            events.push(event);
+        }
+    }
+
+    pub fn events(&self) -> Vec<Event> {
+        self.events.lock().map(|e| e.clone()).unwrap_or_default()
+    }
+}

@@ -1,0 +1,362 @@
+//! `raftq-chaos`: concurrent producers and consumers on FIFO and standard queues with dead-letter
+//! queues, against every node of a compose cluster, while a seeded schedule of faults runs; then
+//! the cluster heals, every queue is drained, every node is read, and the history is checked.
+//! Exits non-zero on any anomaly. The same `--seed` replays the same fault schedule.
+
+mod checker;
+mod docker;
+mod faults;
+mod history;
+mod nodes;
+mod workload;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use clap::Parser;
+use raftq_client::Client;
+use serde_json::{json, Value};
+use tokio::time::{sleep, Instant};
+
+use crate::checker::Final;
+use crate::docker::Compose;
+use crate::history::{now_ms, Event, History, Outcome};
+use crate::nodes::Nodes;
+use crate::workload::Control;
+
+#[derive(Debug, Parser)]
+#[command(name = "raftq-chaos")]
+struct Args {
+    /// Seed of the fault schedule and the workload's choices (printed; random when absent).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Seconds of faults.
+    #[arg(long, default_value_t = 60)]
+    duration: u64,
+    #[arg(long, default_value = "docker-compose.yml")]
+    compose_file: PathBuf,
+    #[arg(long, default_value = "raftq")]
+    project: String,
+    /// The nodes' API endpoints, node 1 first.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "http://127.0.0.1:8081,http://127.0.0.1:8082,http://127.0.0.1:8083"
+    )]
+    endpoints: Vec<String>,
+    /// Write the history here as JSON lines.
+    #[arg(long)]
+    history: Option<PathBuf>,
+}
+
+const MAX_RECEIVE_COUNT: u64 = 3;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let seed = args.seed.unwrap_or_else(now_ms);
+    println!("seed {seed} (replay with --seed {seed})");
+    match run(&args, seed).await {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::from(1),
+        Err(e) => {
+            println!("chaos run failed: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(args: &Args, seed: u64) -> Result<u64, String> {
+    let clients = args
+        .endpoints
+        .iter()
+        .map(|e| Client::new(e, None).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let nodes = Nodes { clients };
+    let compose = Compose {
+        project: args.project.clone(),
+        file: args.compose_file.clone(),
+    };
+    if !nodes.wait_healthy(Duration::from_secs(90)).await {
+        return Err("the cluster is not healthy".into());
+    }
+    let network = compose_network(&compose).await?;
+    let tag = seed % 1_000_000;
+    let dead_letter = create_queues(&nodes, tag).await?;
+    let history = History::default();
+    let control = Control::default();
+    control.ack_per_mille.store(600, Ordering::Relaxed);
+
+    let mut workers = Vec::new();
+    let mut n = 0u64;
+    for (source, dlq) in &dead_letter {
+        for id in 0..2 {
+            n += 1;
+            workers.push(tokio::spawn(workload::produce(
+                nodes.clone(),
+                history.clone(),
+                source.clone(),
+                id,
+                control.clone(),
+                seed ^ n,
+            )));
+        }
+        for queue in [source, dlq] {
+            for _ in 0..2 {
+                n += 1;
+                workers.push(tokio::spawn(workload::consume(
+                    nodes.clone(),
+                    history.clone(),
+                    queue.clone(),
+                    control.clone(),
+                    seed ^ n,
+                )));
+            }
+        }
+    }
+    let fault_start = now_ms();
+    let until = Instant::now() + Duration::from_secs(args.duration);
+    faults::run(compose.clone(), nodes.clone(), seed, until, history.clone()).await;
+    let fault_end = now_ms();
+    faults::heal(&compose, &nodes, &network).await;
+    if !nodes.wait_healthy(Duration::from_secs(90)).await {
+        println!("warning: the cluster did not report one leader within 90 s of healing");
+    }
+    control.stop_producing.store(true, Ordering::Relaxed);
+    control.ack_per_mille.store(1000, Ordering::Relaxed);
+    let drained = drain(&nodes, &dead_letter).await;
+    control.stop_consuming.store(true, Ordering::Relaxed);
+    for w in workers {
+        let _ = w.await;
+    }
+    if !drained {
+        println!("warning: queues were not empty after draining");
+    }
+    let fin = Final {
+        remaining: remaining(&nodes, &dead_letter).await,
+        node_states: node_states(&nodes).await,
+        dead_letter: dead_letter.clone(),
+        max_receive_count: MAX_RECEIVE_COUNT,
+    };
+    let events = history.events();
+    if let Some(path) = &args.history {
+        let lines: Vec<String> = events
+            .iter()
+            .filter_map(|e| serde_json::to_string(e).ok())
+            .collect();
+        std::fs::write(path, lines.join("\n")).map_err(|e| format!("writing the history: {e}"))?;
+    }
+    let report = checker::check(&events, &fin);
+    summarize(&events, &report, fault_start, fault_end);
+    Ok(report.total())
+}
+
+async fn compose_network(compose: &Compose) -> Result<String, String> {
+    let id = compose.container("node1").await?;
+    let out = tokio::process::Command::new("docker")
+        .args([
+            "inspect",
+            "-f",
+            "{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}",
+            &id,
+        ])
+        .output()
+        .await
+        .map_err(|e| e.to_string())?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .map(str::to_string)
+        .ok_or_else(|| "node1 is on no network".into())
+}
+
+/// Creates a standard and a FIFO source queue with their dead-letter queues.
+async fn create_queues(nodes: &Nodes, tag: u64) -> Result<BTreeMap<String, String>, String> {
+    let client = nodes.client(0);
+    let mut pairs = BTreeMap::new();
+    for suffix in ["", ".fifo"] {
+        let source = format!("chaos-{tag}{suffix}");
+        let dlq = format!("chaos-{tag}-dlq{suffix}");
+        create(client, &dlq, json!({})).await?;
+        let policy = json!({"redrive_policy": {"dead_letter_target": dlq, "max_receive_count": MAX_RECEIVE_COUNT}, "lease_seconds": workload::LEASE_SECONDS});
+        create(client, &source, policy).await?;
+        pairs.insert(source, dlq);
+    }
+    Ok(pairs)
+}
+
+async fn create(client: &Client, name: &str, attributes: Value) -> Result<(), String> {
+    for _ in 0..50 {
+        match client.create_queue(name, &attributes).await {
+            Ok(_) => return Ok(()),
+            Err(e) if e.code() == Some("queue_exists") => return Ok(()),
+            Err(_) => sleep(Duration::from_millis(200)).await,
+        }
+    }
+    Err(format!("could not create {name}"))
+}
+
+/// Waits until every queue is empty twice in a row (bounded).
+async fn drain(nodes: &Nodes, dead_letter: &BTreeMap<String, String>) -> bool {
+    let queues: Vec<&String> = dead_letter.iter().flat_map(|(s, d)| [s, d]).collect();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut empty_in_a_row = 0;
+    while Instant::now() < deadline {
+        let mut total = 0;
+        for q in &queues {
+            match nodes.client(0).stats(q).await {
+                Ok(s) => {
+                    total += ["visible", "leased", "delayed", "pending_redrive"]
+                        .iter()
+                        .map(|k| s[*k].as_u64().unwrap_or(0))
+                        .sum::<u64>()
+                }
+                Err(_) => total += 1,
+            }
+        }
+        empty_in_a_row = if total == 0 { empty_in_a_row + 1 } else { 0 };
+        if empty_in_a_row >= 2 {
+            return true;
+        }
+        sleep(Duration::from_secs(1)).await;
+    }
+    false
+}
+
+async fn remaining(
+    nodes: &Nodes,
+    dead_letter: &BTreeMap<String, String>,
+) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out = BTreeMap::new();
+    for q in dead_letter.iter().flat_map(|(s, d)| [s, d]) {
+        let mut ids = BTreeSet::new();
+        let mut after = None;
+        loop {
+            let Ok(page) = nodes.client(0).peek(q, Some(100), after).await else {
+                break;
+            };
+            let messages = page["messages"].as_array().cloned().unwrap_or_default();
+            ids.extend(
+                messages
+                    .iter()
+                    .filter_map(|m| m["message_id"].as_str().map(str::to_string)),
+            );
+            after = page["next_after"].as_u64();
+            if messages.len() < 100 || after.is_none() {
+                break;
+            }
+        }
+        out.insert(q.clone(), ids);
+    }
+    out
+}
+
+/// Every node's applied index and state digest, once they agree or after a bounded wait.
+async fn node_states(nodes: &Nodes) -> Vec<Option<(u64, String)>> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let states: Vec<Option<(u64, String)>> = nodes
+            .cluster_views()
+            .await
+            .iter()
+            .map(|v| {
+                Some((
+                    v["applied_index"].as_u64()?,
+                    v["state_digest"].as_str()?.to_string(),
+                ))
+            })
+            .collect();
+        let agree = states.iter().all(|s| s.is_some()) && states.windows(2).all(|w| w[0] == w[1]);
+        if agree || Instant::now() > deadline {
+            return states;
+        }
+        sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn summarize(events: &[Event], report: &checker::Report, fault_start: u64, fault_end: u64) {
+    let mut faults: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut ops: BTreeMap<&str, [u64; 3]> = BTreeMap::new();
+    let mut successes: Vec<u64> = Vec::new();
+    let (mut sent, mut acked, mut redelivered, mut dead_lettered) = (0, 0, 0, BTreeSet::new());
+    for e in events {
+        let (kind, outcome, end) = match e {
+            Event::Fault { kind, .. } => {
+                *faults.entry(kind).or_default() += 1;
+                continue;
+            }
+            Event::Deliver {
+                receive_count,
+                dead_letter_source,
+                message_id,
+                ..
+            } => {
+                if *receive_count > 1 {
+                    redelivered += 1;
+                }
+                if dead_letter_source.is_some() {
+                    dead_lettered.insert(message_id.clone());
+                }
+                continue;
+            }
+            Event::Send {
+                outcome,
+                end,
+                duplicate,
+                ..
+            } => {
+                if *outcome == Outcome::Ok && !duplicate {
+                    sent += 1;
+                }
+                ("send", outcome, *end)
+            }
+            Event::Receive { outcome, end, .. } => ("receive", outcome, *end),
+            Event::Ack { outcome, end, .. } => {
+                if *outcome == Outcome::Ok {
+                    acked += 1;
+                }
+                ("ack", outcome, *end)
+            }
+        };
+        let slot = match outcome {
+            Outcome::Ok => 0,
+            Outcome::Failed(_) => 1,
+            Outcome::Unknown(_) => 2,
+        };
+        ops.entry(kind).or_default()[slot] += 1;
+        if slot == 0 {
+            successes.push(end);
+        }
+    }
+    successes.push(fault_start);
+    successes.push(fault_end);
+    successes.sort_unstable();
+    let longest = successes
+        .windows(2)
+        .filter(|w| w[0] >= fault_start && w[1] <= fault_end)
+        .map(|w| w[1] - w[0])
+        .max()
+        .unwrap_or(0);
+    println!("faults injected: {faults:?}");
+    for (kind, [ok, failed, unknown]) in &ops {
+        println!("{kind}: ok {ok}, failed {failed}, unknown {unknown}");
+    }
+    println!(
+        "messages: sent {sent}, acked {acked}, redelivered {redelivered}, dead-lettered {}",
+        dead_lettered.len()
+    );
+    println!("longest unavailability window: {longest} ms");
+    for (name, (count, examples)) in &report.anomalies {
+        println!("{name}: {count} anomalies");
+        for e in examples {
+            println!("    {e}");
+        }
+    }
+    for (name, count) in &report.unverifiable {
+        println!("{name}: {count} cases not verifiable (a receive's outcome was unknown)");
+    }
+    println!("total anomalies: {}", report.total());
+}

@@ -1,0 +1,217 @@
+//! Producers and consumers against random nodes, recording every attempt in the history.
+//! FIFO producers retry a send whose outcome is unknown with the same deduplication ID, and now
+//! and then resend a known ID on purpose; consumers lease for a short time and leave some
+//! messages unacknowledged so that leases expire and messages reach the dead-letter queues.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use raftq_client::ClientError;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+use tokio::time::sleep;
+
+use crate::history::{now_ms, Event, History, Outcome};
+use crate::nodes::Nodes;
+
+/// Lease length the consumers ask for.
+pub const LEASE_SECONDS: u64 = 2;
+
+/// Shared switches of the workers.
+#[derive(Debug, Clone, Default)]
+pub struct Control {
+    /// Producers stop when set.
+    pub stop_producing: Arc<AtomicBool>,
+    /// Consumers stop when set.
+    pub stop_consuming: Arc<AtomicBool>,
+    /// Per mille of deliveries the consumers acknowledge.
+    pub ack_per_mille: Arc<AtomicU32>,
+}
+
+fn classify(e: &ClientError) -> Outcome {
+    match e {
+        ClientError::Api(a) if a.status == 503 || a.status >= 500 => {
+            Outcome::Unknown(a.to_string())
+        }
+        ClientError::Api(a) => Outcome::Failed(a.code.clone()),
+        other => Outcome::Unknown(other.to_string()),
+    }
+}
+
+fn millis(v: &Value) -> Option<u64> {
+    let t = OffsetDateTime::parse(v.as_str()?, &Rfc3339).ok()?;
+    u64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
+}
+
+/// Sends messages to `queue` until told to stop.
+pub async fn produce(
+    nodes: Nodes,
+    history: History,
+    queue: String,
+    id: usize,
+    control: Control,
+    seed: u64,
+) {
+    let fifo = queue.ends_with(".fifo");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut n = 0u64;
+    while !control.stop_producing.load(Ordering::Relaxed) {
+        n += 1;
+        let body = format!("{queue}/{id}/{n}");
+        let group = fifo.then(|| format!("p{id}-g{}", n % 3));
+        let mut ok = false;
+        for _attempt in 0..20 {
+            let outcome = send(
+                &nodes,
+                &history,
+                &queue,
+                &body,
+                &body,
+                group.as_deref(),
+                &mut rng,
+            )
+            .await;
+            match outcome {
+                Outcome::Unknown(_) if fifo => sleep(Duration::from_millis(100)).await,
+                Outcome::Ok => {
+                    ok = true;
+                    break;
+                }
+                _ => break,
+            }
+        }
+        if fifo && ok && rng.random_ratio(1, 8) {
+            let resend = format!("resend:{body}");
+            send(
+                &nodes,
+                &history,
+                &queue,
+                &resend,
+                &body,
+                group.as_deref(),
+                &mut rng,
+            )
+            .await;
+        }
+    }
+}
+
+async fn send(
+    nodes: &Nodes,
+    history: &History,
+    queue: &str,
+    body: &str,
+    dedup: &str,
+    group: Option<&str>,
+    rng: &mut StdRng,
+) -> Outcome {
+    let fifo = group.is_some();
+    let mut message = json!({ "body": body });
+    if let Some(g) = group {
+        message["message_group_id"] = g.into();
+        message["message_deduplication_id"] = dedup.into();
+    }
+    let client = nodes.client(rng.random_range(0..nodes.clients.len()));
+    let start = now_ms();
+    let result = client.send(queue, &message).await;
+    let end = now_ms();
+    let (outcome, reply) = match result {
+        Ok(v) => (Outcome::Ok, v),
+        Err(e) => (classify(&e), Value::Null),
+    };
+    history.push(Event::Send {
+        queue: queue.into(),
+        body: body.into(),
+        group: group.map(str::to_string),
+        dedup: fifo.then(|| dedup.to_string()),
+        start,
+        end,
+        outcome: outcome.clone(),
+        message_id: reply["message_id"].as_str().map(str::to_string),
+        duplicate: reply["duplicate"].as_bool().unwrap_or(false),
+        sequence_number: reply["sequence_number"].as_u64(),
+    });
+    outcome
+}
+
+/// Receives from `queue` until told to stop, acknowledging a share of the deliveries.
+pub async fn consume(nodes: Nodes, history: History, queue: String, control: Control, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    while !control.stop_consuming.load(Ordering::Relaxed) {
+        let client = nodes.client(rng.random_range(0..nodes.clients.len()));
+        let options = json!({"max_messages": 5, "lease_seconds": LEASE_SECONDS, "wait_seconds": 1});
+        let start = now_ms();
+        let result = client.receive(&queue, &options).await;
+        let end = now_ms();
+        let reply = match result {
+            Ok(v) => {
+                history.push(Event::Receive {
+                    queue: queue.clone(),
+                    start,
+                    end,
+                    outcome: Outcome::Ok,
+                });
+                v
+            }
+            Err(e) => {
+                history.push(Event::Receive {
+                    queue: queue.clone(),
+                    start,
+                    end,
+                    outcome: classify(&e),
+                });
+                sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let messages = reply["messages"].as_array().cloned().unwrap_or_default();
+        for m in &messages {
+            let delivered = Event::Deliver {
+                queue: queue.clone(),
+                message_id: m["message_id"].as_str().unwrap_or_default().into(),
+                body: m["body"].as_str().unwrap_or_default().into(),
+                receipt: m["receipt"].as_str().unwrap_or_default().into(),
+                receive_count: m["receive_count"].as_u64().unwrap_or(0),
+                lease_expires_at: millis(&m["lease_expires_at"]).unwrap_or(end),
+                sequence_number: m["sequence_number"].as_u64(),
+                dead_letter_source: m["dead_letter_source"]["name"].as_str().map(str::to_string),
+                moved_at: millis(&m["moved_at"]),
+                start,
+                end,
+            };
+            history.push(delivered);
+        }
+        for m in &messages {
+            let per_mille = control.ack_per_mille.load(Ordering::Relaxed);
+            if rng.random_range(0..1000) >= per_mille {
+                continue;
+            }
+            let receipt = m["receipt"].as_str().unwrap_or_default().to_string();
+            let client = nodes.client(rng.random_range(0..nodes.clients.len()));
+            let start = now_ms();
+            let result = client.ack(&queue, std::slice::from_ref(&receipt)).await;
+            let outcome = match result {
+                Ok(v) if v["results"][0]["ok"] == true => Outcome::Ok,
+                Ok(v) => Outcome::Failed(
+                    v["results"][0]["error"]["code"]
+                        .as_str()
+                        .unwrap_or("?")
+                        .into(),
+                ),
+                Err(e) => classify(&e),
+            };
+            history.push(Event::Ack {
+                queue: queue.clone(),
+                message_id: m["message_id"].as_str().unwrap_or_default().into(),
+                receipt,
+                start,
+                end: now_ms(),
+                outcome,
+            });
+        }
+    }
+}
