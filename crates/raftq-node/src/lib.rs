@@ -6,6 +6,7 @@
 //! due. The public API ([`Node::write`], [`Node::read`]) is what the REST and gRPC front ends
 //! call.
 
+mod batcher;
 pub mod error;
 pub mod network;
 mod node;

@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use openraft::error::{ClientWriteError, RaftError};
+use openraft::error::RaftError;
 use openraft::{BasicNode, Config, Raft, ServerState, SnapshotPolicy};
-use raftq_engine::{Command, EngineError, Entry};
+use raftq_engine::{Command, EngineError};
 use raftq_store::{
     open_db, NodeId, Response, RocksLogStore, RocksStateMachine, StateReader, TypeConfig, LOGS_CF,
     META_CF,
@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 
+use crate::batcher::Batcher;
 use crate::error::{NodeError, StartError};
 use crate::network::{CallError, Network, Partition, PeerClient};
 use crate::query::{self, Query, QueryResult};
@@ -86,6 +87,7 @@ pub(crate) enum ForwardReply {
 pub(crate) struct Core {
     pub id: NodeId,
     pub raft: Raft<TypeConfig>,
+    pub batcher: Batcher,
     pub reader: StateReader,
     pub network: Network,
 }
@@ -95,6 +97,8 @@ pub struct Node {
     core: Arc<Core>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
+    /// The group-commit task; it ends when aborted at shutdown.
+    batching: JoinHandle<()>,
     /// The database, to know when every holder has let go of it.
     db: Weak<rocksdb::DB>,
 }
@@ -136,9 +140,11 @@ impl Node {
         let raft = Raft::new(config.id, Arc::new(raft_config), network.clone(), log, sm)
             .await
             .map_err(|e| StartError::Raft(e.to_string()))?;
+        let (batcher, batching) = Batcher::start(raft.clone(), LEADER_WAIT);
         let core = Arc::new(Core {
             id: config.id,
             raft,
+            batcher,
             reader,
             network,
         });
@@ -164,6 +170,7 @@ impl Node {
             core,
             shutdown,
             tasks,
+            batching,
             db: Arc::downgrade(&db_handle),
         };
         node.form_cluster(&config).await?;
@@ -250,6 +257,7 @@ impl Node {
             core,
             shutdown,
             tasks,
+            batching,
             db,
         } = self;
         let _ = shutdown.send(true);
@@ -259,6 +267,8 @@ impl Node {
         for task in tasks {
             let _ = task.await;
         }
+        batching.abort();
+        let _ = batching.await;
         drop(core);
         let deadline = Instant::now() + CLOSE_WAIT;
         while db.strong_count() > 0 && Instant::now() < deadline {
@@ -359,26 +369,10 @@ impl Core {
         }
     }
 
-    /// Proposes a command stamped with this leader's clock and waits until it is applied.
+    /// Proposes a command (stamped with this leader's clock, grouped with concurrent ones) and
+    /// waits until it is applied.
     pub(crate) async fn propose(&self, command: Command) -> Result<Response, NodeError> {
-        let entry = Entry {
-            now: now_ms(),
-            command,
-        };
-        let written = tokio::time::timeout(LEADER_WAIT, self.raft.client_write(entry))
-            .await
-            .map_err(|_| NodeError::Timeout("not committed in time; it may still commit".into()))?;
-        match written {
-            Ok(reply) => Ok(reply.data),
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
-                Err(NodeError::NotLeader(f.leader_id))
-            }
-            Err(RaftError::APIError(e)) => Err(NodeError::Unavailable(e.to_string())),
-            Err(RaftError::Fatal(openraft::error::Fatal::Stopped)) => {
-                Err(NodeError::Unavailable("the node is shutting down".into()))
-            }
-            Err(RaftError::Fatal(e)) => Err(NodeError::Storage(e.to_string())),
-        }
+        self.batcher.propose(command).await
     }
 
     /// Whether this node currently leads.

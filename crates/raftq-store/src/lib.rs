@@ -16,7 +16,7 @@ pub mod types;
 
 pub use log_store::{MissingColumnFamily, RocksLogStore, LOGS_CF, META_CF};
 pub use state_machine::{OpenError, RocksStateMachine, StateReader, SM_META_CF, STATE_CF};
-pub use types::{NodeId, Response, TypeConfig};
+pub use types::{Batch, NodeId, Response, TypeConfig};
 
 /// Every column family of a raftq node's database.
 pub fn column_families() -> Vec<rocksdb::ColumnFamilyDescriptor> {

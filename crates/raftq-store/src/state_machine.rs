@@ -261,7 +261,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         Ok((self.applied.last_applied, self.applied.membership.clone()))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Response>, StorageError<NodeId>>
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Vec<Response>>, StorageError<NodeId>>
     where
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
@@ -280,36 +280,41 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
             .map_err(|_| io_err(std::io::Error::other("engine lock poisoned")))?;
         for entry in entries {
             self.applied.last_applied = Some(entry.log_id);
-            let response = match entry.payload {
-                EntryPayload::Blank => Response::default(),
+            let mut answers = Vec::new();
+            match entry.payload {
+                EntryPayload::Blank => {}
                 EntryPayload::Membership(m) => {
                     self.applied.membership = StoredMembership::new(Some(entry.log_id), m);
-                    Response::default()
                 }
-                EntryPayload::Normal(e) => {
-                    let applied = engine.apply(e);
-                    woken.extend_from_slice(&applied.changes.woken);
-                    stage(&mut batch, state, &engine, applied.changes, &mut fresh);
-                    let mut payloads = Vec::new();
-                    if let Ok(Outcome::Received(deliveries)) = &applied.result {
-                        for d in deliveries {
-                            let key = d.meta.storage_key;
-                            let payload = match fresh.get(&key) {
-                                Some(p) => Some(p.clone()),
-                                None => reader.payload(key).map_err(|e| {
-                                    StorageError::from(StorageIOError::read_state_machine(e))
-                                })?,
-                            };
-                            payloads.extend(payload.map(|p| (key, p)));
+                EntryPayload::Normal(proposed) => {
+                    for command in proposed.commands {
+                        let applied = engine.apply(raftq_engine::Entry {
+                            now: proposed.now,
+                            command,
+                        });
+                        woken.extend_from_slice(&applied.changes.woken);
+                        stage(&mut batch, state, &engine, applied.changes, &mut fresh);
+                        let mut payloads = Vec::new();
+                        if let Ok(Outcome::Received(deliveries)) = &applied.result {
+                            for d in deliveries {
+                                let key = d.meta.storage_key;
+                                let payload = match fresh.get(&key) {
+                                    Some(p) => Some(p.clone()),
+                                    None => reader.payload(key).map_err(|e| {
+                                        StorageError::from(StorageIOError::read_state_machine(e))
+                                    })?,
+                                };
+                                payloads.extend(payload.map(|p| (key, p)));
+                            }
                         }
-                    }
-                    Response {
-                        result: Some(applied.result),
-                        payloads,
+                        answers.push(Response {
+                            result: Some(applied.result),
+                            payloads,
+                        });
                     }
                 }
-            };
-            responses.push(response);
+            }
+            responses.push(answers);
         }
         drop(engine);
         let applied = postcard::to_allocvec(&self.applied).map_err(io_err)?;

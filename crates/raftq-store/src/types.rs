@@ -3,14 +3,15 @@
 
 use std::io::Cursor;
 
-use raftq_engine::{EngineError, Outcome, Payload};
+use raftq_engine::{Command, EngineError, Outcome, Payload};
 use serde::{Deserialize, Serialize};
 
 openraft::declare_raft_types!(
-    /// Log entries carry [`raftq_engine::Entry`]; node ids are `u64`; snapshots are byte buffers.
+    /// Log entries carry a [`Batch`] of commands and answer one [`Response`] per command; node
+    /// ids are `u64`; snapshots are byte buffers.
     pub TypeConfig:
-        D = raftq_engine::Entry,
-        R = Response,
+        D = Batch,
+        R = Vec<Response>,
         NodeId = u64,
         Node = openraft::BasicNode,
         SnapshotData = Cursor<Vec<u8>>,
@@ -19,10 +20,18 @@ openraft::declare_raft_types!(
 /// A node's id in the cluster.
 pub type NodeId = u64;
 
-/// What applying one log entry answers to its proposer.
+/// One Raft log entry: commands proposed together (group commit: one entry, one fsync per
+/// node), applied in order at the leader's time `now`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Batch {
+    pub now: u64,
+    pub commands: Vec<Command>,
+}
+
+/// What applying one command answers to its proposer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Response {
-    /// The command's outcome; `None` for Raft's own entries (blank, membership).
+    /// The command's outcome.
     pub result: Option<Result<Outcome, EngineError>>,
     /// Payloads of the messages the outcome delivers, by storage key.
     pub payloads: Vec<(u64, Payload)>,

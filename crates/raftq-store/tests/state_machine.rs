@@ -10,7 +10,7 @@ use openraft::testing::{StoreBuilder, Suite};
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftSnapshotBuilder, StorageError};
 use raftq_engine::{Command, NewMessage, Outcome, QueueAttributes};
 use raftq_store::{
-    open_db, NodeId, RocksLogStore, RocksStateMachine, TypeConfig, LOGS_CF, META_CF,
+    open_db, Batch, NodeId, RocksLogStore, RocksStateMachine, TypeConfig, LOGS_CF, META_CF,
 };
 use tempfile::TempDir;
 use uuid::Uuid;
@@ -45,7 +45,10 @@ fn openraft_suite_passes_on_the_real_log_and_state_machine() {
 fn entry(index: u64, now: u64, command: Command) -> Entry<TypeConfig> {
     Entry {
         log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
-        payload: EntryPayload::Normal(raftq_engine::Entry { now, command }),
+        payload: EntryPayload::Normal(Batch {
+            now,
+            commands: vec![command],
+        }),
     }
 }
 
@@ -107,7 +110,7 @@ async fn applied_state_and_payloads_survive_a_reopen() {
         (export(&sm), responses)
     };
     // The receive in the same batch as the sends still gets its payloads.
-    let last = responses.last().expect("responses");
+    let last = responses.last().and_then(|r| r.first()).expect("responses");
     match &last.result {
         Some(Ok(Outcome::Received(d))) => assert_eq!(d.len(), 2),
         other => panic!("unexpected {other:?}"),

@@ -1,0 +1,104 @@
+//! Group commit on the leader: commands proposed concurrently share one Raft entry, so one log
+//! append (one fsync on each node) carries many requests. A few entries are in flight at once;
+//! while they are, new commands queue up and leave together as the next entry.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{ClientWriteError, Fatal, RaftError};
+use openraft::Raft;
+use raftq_engine::Command;
+use raftq_store::{Batch, Response, TypeConfig};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::error::NodeError;
+use crate::node::now_ms;
+
+/// Most commands in one entry.
+const MAX_BATCH: usize = 512;
+/// Entries proposed and not yet applied, at most.
+const IN_FLIGHT: usize = 4;
+/// Commands waiting for an entry, at most (senders wait beyond).
+const QUEUE: usize = 8192;
+
+type Reply = oneshot::Sender<Result<Response, NodeError>>;
+
+/// The proposer: hands commands to the batching task.
+#[derive(Debug, Clone)]
+pub(crate) struct Batcher {
+    tx: mpsc::Sender<(Command, Reply)>,
+}
+
+impl Batcher {
+    /// Starts the batching task for `raft`, giving up on an entry not committed in `timeout`.
+    pub(crate) fn start(raft: Raft<TypeConfig>, timeout: Duration) -> (Batcher, JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        (Batcher { tx }, tokio::spawn(run(raft, rx, timeout)))
+    }
+
+    /// Proposes one command and waits until its entry is applied (or fails).
+    pub(crate) async fn propose(&self, command: Command) -> Result<Response, NodeError> {
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send((command, reply))
+            .await
+            .map_err(|_| NodeError::Unavailable("the node is shutting down".into()))?;
+        answer
+            .await
+            .map_err(|_| NodeError::Unavailable("the node is shutting down".into()))?
+    }
+}
+
+async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::Receiver<(Command, Reply)>, timeout: Duration) {
+    let slots = Arc::new(Semaphore::new(IN_FLIGHT));
+    while let Some(first) = rx.recv().await {
+        let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        let raft = raft.clone();
+        tokio::spawn(async move {
+            write(&raft, batch, timeout).await;
+            drop(permit);
+        });
+    }
+}
+
+async fn write(raft: &Raft<TypeConfig>, batch: Vec<(Command, Reply)>, timeout: Duration) {
+    let (commands, replies): (Vec<Command>, Vec<Reply>) = batch.into_iter().unzip();
+    let entry = Batch {
+        now: now_ms(),
+        commands,
+    };
+    let failure = match tokio::time::timeout(timeout, raft.client_write(entry)).await {
+        Ok(Ok(written)) => {
+            let mut answers = written.data.into_iter();
+            for reply in replies {
+                let answer = answers
+                    .next()
+                    .ok_or_else(|| NodeError::Storage("a command got no answer".into()));
+                let _ = reply.send(answer);
+            }
+            return;
+        }
+        Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
+            NodeError::NotLeader(f.leader_id)
+        }
+        Ok(Err(RaftError::APIError(e))) => NodeError::Unavailable(e.to_string()),
+        Ok(Err(RaftError::Fatal(Fatal::Stopped))) => {
+            NodeError::Unavailable("the node is shutting down".into())
+        }
+        Ok(Err(RaftError::Fatal(e))) => NodeError::Storage(e.to_string()),
+        Err(_) => NodeError::Timeout("not committed in time; it may still commit".into()),
+    };
+    for reply in replies {
+        let _ = reply.send(Err(failure.clone()));
+    }
+}
