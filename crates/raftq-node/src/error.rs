@@ -30,7 +30,7 @@ pub enum StartError {
     #[error("cannot open the state machine: {0}")]
     StateMachine(#[from] raftq_store::OpenError),
     #[error("cannot open the log: {0}")]
-    Log(#[from] raftq_store::MissingColumnFamily),
+    Log(#[from] raftq_store::LogStoreError),
     #[error("invalid configuration: {0}")]
     Config(String),
     #[error("raft: {0}")]

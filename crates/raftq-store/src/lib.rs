@@ -14,7 +14,7 @@ pub mod log_store;
 pub mod state_machine;
 pub mod types;
 
-pub use log_store::{MissingColumnFamily, RocksLogStore, LOGS_CF, META_CF};
+pub use log_store::{LogStoreError, MissingColumnFamily, RocksLogStore, LOGS_CF, META_CF};
 pub use state_machine::{OpenError, RocksStateMachine, StateReader, SM_META_CF, STATE_CF};
 pub use types::{Batch, NodeId, Response, TypeConfig};
 

@@ -8,11 +8,13 @@
 //!   postcard-encoded.
 //!
 //! Durability policy:
-//! - [`save_vote`](RaftLogStorage::save_vote), [`append`](RaftLogStorage::append) and
-//!   [`truncate`](RaftLogStorage::truncate) are written with `sync = true` (the WAL is fsynced)
-//!   before they return, and `append` calls its [`LogFlushed`] callback only after that. An
-//!   `append` call writes all its entries in one [`WriteBatch`], so it costs one fsync however
-//!   many entries openraft grouped into it.
+//! - [`save_vote`](RaftLogStorage::save_vote) and [`truncate`](RaftLogStorage::truncate) are
+//!   written with `sync = true` (the WAL is fsynced) before they return.
+//! - [`append`](RaftLogStorage::append) writes its entries in one [`WriteBatch`] (readable at
+//!   once) and hands its [`LogFlushed`] callback to a sync thread, which fsyncs the WAL once for
+//!   every append queued meanwhile and only then calls the callbacks, in order: openraft counts
+//!   an entry durable (votes for it, acknowledges it to the leader) only after its fsync, while
+//!   it goes on replicating instead of waiting for the disk.
 //! - [`purge`](RaftLogStorage::purge) and [`save_committed`](RaftLogStorage::save_committed) are
 //!   written without their own fsync. Losing them in a crash is harmless (purged entries come
 //!   back, or fewer committed entries are re-applied at startup), and since the WAL is written in
@@ -76,12 +78,50 @@ pub fn column_families() -> Vec<ColumnFamilyDescriptor> {
 #[error("RocksDB column family {0:?} not found")]
 pub struct MissingColumnFamily(pub String);
 
+/// Why a log store could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum LogStoreError {
+    #[error(transparent)]
+    MissingColumnFamily(#[from] MissingColumnFamily),
+    #[error("cannot start the WAL sync thread: {0}")]
+    Thread(#[from] io::Error),
+}
+
 /// Raft log store on RocksDB. Cloning is cheap: clones share the same [`DB`].
 pub struct RocksLogStore<C: RaftTypeConfig> {
     db: Arc<DB>,
     logs_cf: Arc<str>,
     meta_cf: Arc<str>,
+    /// Appends waiting for the write-ahead log to reach the disk.
+    syncer: std::sync::mpsc::Sender<LogFlushed<C>>,
     _c: PhantomData<C>,
+}
+
+/// The WAL sync thread: one fsync for every append that queued while the previous one ran,
+/// then each append's callback, in order.
+fn spawn_syncer<C: RaftTypeConfig>(
+    db: Arc<DB>,
+) -> io::Result<std::sync::mpsc::Sender<LogFlushed<C>>> {
+    let (tx, rx) = std::sync::mpsc::channel::<LogFlushed<C>>();
+    // A weak handle: the thread must not keep the database open after the store is gone.
+    let db = Arc::downgrade(&db);
+    std::thread::Builder::new()
+        .name("raftq-wal-sync".into())
+        .spawn(move || {
+            while let Ok(first) = rx.recv() {
+                let mut waiting = vec![first];
+                waiting.extend(rx.try_iter());
+                let synced = match db.upgrade() {
+                    Some(db) => db.flush_wal(true).map_err(|e| e.to_string()),
+                    None => Err("the database is closed".to_string()),
+                };
+                for callback in waiting {
+                    let result = synced.clone().map_err(io::Error::other);
+                    callback.log_io_completed(result);
+                }
+            }
+        })?;
+    Ok(tx)
 }
 
 impl<C: RaftTypeConfig> Clone for RocksLogStore<C> {
@@ -90,6 +130,7 @@ impl<C: RaftTypeConfig> Clone for RocksLogStore<C> {
             db: Arc::clone(&self.db),
             logs_cf: Arc::clone(&self.logs_cf),
             meta_cf: Arc::clone(&self.meta_cf),
+            syncer: self.syncer.clone(),
             _c: PhantomData,
         }
     }
@@ -108,13 +149,14 @@ impl<C: RaftTypeConfig> Debug for RocksLogStore<C> {
 impl<C: RaftTypeConfig> RocksLogStore<C> {
     /// Creates a log store on `db`, which the caller opened with the column families named
     /// `logs_cf` and `meta_cf` (see [`column_families`] for the default ones).
-    pub fn new(db: Arc<DB>, logs_cf: &str, meta_cf: &str) -> Result<Self, MissingColumnFamily> {
+    pub fn new(db: Arc<DB>, logs_cf: &str, meta_cf: &str) -> Result<Self, LogStoreError> {
         for name in [logs_cf, meta_cf] {
             if db.cf_handle(name).is_none() {
-                return Err(MissingColumnFamily(name.to_owned()));
+                return Err(MissingColumnFamily(name.to_owned()).into());
             }
         }
         Ok(Self {
+            syncer: spawn_syncer(Arc::clone(&db))?,
             db,
             logs_cf: logs_cf.into(),
             meta_cf: meta_cf.into(),
@@ -302,21 +344,16 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for RocksLogStore<C> {
             let value = postcard::to_stdvec(&entry).map_err(|e| StorageIOError::write_logs(&e))?;
             batch.put_cf(logs, index_key(entry.get_log_id().index), value);
         }
-        if batch.is_empty() {
-            // Every earlier append was synced already: nothing to flush.
-            callback.log_io_completed(Ok(()));
-            return Ok(());
+        // Readable at once; durable once the sync thread has flushed the write-ahead log, which
+        // is when openraft hears of it through the callback.
+        if let Err(e) = self.db.write(batch) {
+            callback.log_io_completed(Err(io::Error::other(e.to_string())));
+            return Err(StorageIOError::write_logs(&e).into());
         }
-        match self.write_synced(batch).await {
-            Ok(()) => {
-                callback.log_io_completed(Ok(()));
-                Ok(())
-            }
-            Err(e) => {
-                callback.log_io_completed(Err(io::Error::other(e.to_string())));
-                Err(StorageIOError::write_logs(e).into())
-            }
+        if let Err(std::sync::mpsc::SendError(callback)) = self.syncer.send(callback) {
+            callback.log_io_completed(Err(io::Error::other("the WAL sync thread stopped")));
         }
+        Ok(())
     }
 
     async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
