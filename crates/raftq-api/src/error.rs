@@ -1,24 +1,41 @@
-//! The one place where failures become HTTP answers: engine refusals ([`EngineError`]), node
+//! The one place where failures become answers: engine refusals ([`EngineError`]), node
 //! failures ([`NodeError`]) and the API's own (authentication, body limits, unknown routes) all
-//! turn into an [`ApiError`] with the spec's status, snake_case code, message and field.
+//! turn into an [`ApiError`] with the spec's snake_case code, message and field, which REST
+//! answers with an HTTP status and a JSON body and gRPC with a status code and metadata.
 //!
-//! | code | status | from |
-//! |---|---|---|
-//! | `invalid_argument` | 400 | [`EngineError::InvalidArgument`], and every input check of the API |
-//! | `unauthenticated` | 401 | a missing or unknown API key |
-//! | `queue_not_found` | 404 | [`EngineError::QueueNotFound`] (also another account's queue) |
-//! | `not_found`, `method_not_allowed` | 404, 405 | a path or method the API does not have |
-//! | `queue_exists`, `queue_in_use`, `lease_expired` | 409 | the engine's errors of those names |
-//! | `message_too_large` | 413 | [`EngineError::MessageTooLarge`], a request body over the limit |
-//! | `unavailable` | 503 | [`NodeError::Unavailable`], [`NodeError::Timeout`], [`NodeError::NotLeader`] |
-//! | `internal` | 500 | [`NodeError::Storage`] and answers the API cannot read; never bad input |
+//! | code | HTTP | gRPC | from |
+//! |---|---|---|---|
+//! | `invalid_argument` | 400 | `INVALID_ARGUMENT` | [`EngineError::InvalidArgument`], and every input check of the API |
+//! | `unauthenticated` | 401 | `UNAUTHENTICATED` | a missing or unknown API key |
+//! | `queue_not_found` | 404 | `NOT_FOUND` | [`EngineError::QueueNotFound`] (also another account's queue) |
+//! | `not_found`, `method_not_allowed` | 404, 405 | `UNIMPLEMENTED` | a path or method the API does not have |
+//! | `queue_exists` | 409 | `ALREADY_EXISTS` | [`EngineError::QueueExists`] |
+//! | `queue_in_use`, `lease_expired` | 409 | `FAILED_PRECONDITION` | the engine's errors of those names |
+//! | `message_too_large` | 413 | `RESOURCE_EXHAUSTED` | [`EngineError::MessageTooLarge`], a request body over the limit |
+//! | `unavailable` | 503 | `UNAVAILABLE` | [`NodeError::Unavailable`], [`NodeError::Timeout`], [`NodeError::NotLeader`] |
+//! | `internal` | 500 | `INTERNAL` | [`NodeError::Storage`] and answers the API cannot read; never bad input |
+//!
+//! A gRPC status carries the spec's code in the metadata `raftq-error-code`, the field (if any)
+//! in `raftq-error-field`, and the whole error as an encoded `raftq.v1.Error` in `raftq-error-bin`.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use prost::Message as _;
 use raftq_engine::{EngineError, QueueRef};
 use raftq_node::NodeError;
 use serde::Serialize;
+use tonic::metadata::{MetadataMap, MetadataValue};
+use tonic::{Code, Status};
+
+use crate::grpc::pb;
+
+/// gRPC metadata: the spec's snake_case code.
+pub const CODE_METADATA: &str = "raftq-error-code";
+/// gRPC metadata: the field the error is about, percent-encoded where not printable ASCII.
+pub const FIELD_METADATA: &str = "raftq-error-field";
+/// gRPC binary metadata: the error as an encoded `raftq.v1.Error`.
+pub const ERROR_METADATA: &str = "raftq-error-bin";
 
 /// A refused or failed request, as the client sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -131,6 +148,49 @@ impl From<NodeError> for ApiError {
     }
 }
 
+impl ApiError {
+    /// The gRPC status code of this error's spec code.
+    pub fn grpc_code(&self) -> Code {
+        match self.code {
+            "invalid_argument" => Code::InvalidArgument,
+            "unauthenticated" => Code::Unauthenticated,
+            "queue_not_found" => Code::NotFound,
+            "not_found" | "method_not_allowed" => Code::Unimplemented,
+            "queue_exists" => Code::AlreadyExists,
+            "queue_in_use" | "lease_expired" => Code::FailedPrecondition,
+            "message_too_large" => Code::ResourceExhausted,
+            "unavailable" => Code::Unavailable,
+            _ => Code::Internal,
+        }
+    }
+}
+
+/// `text` as a metadata value: printable ASCII as it is, other bytes and `%` as `%XX`.
+fn metadata_text(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'%' => "%25".to_string(),
+            0x20..=0x7e => char::from(b).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+impl From<ApiError> for Status {
+    fn from(e: ApiError) -> Status {
+        let mut metadata = MetadataMap::new();
+        metadata.insert(CODE_METADATA, MetadataValue::from_static(e.code));
+        if let Some(field) = &e.field {
+            if let Ok(value) = metadata_text(field).parse() {
+                metadata.insert(FIELD_METADATA, value);
+            }
+        }
+        let details = pb::Error::from(&e).encode_to_vec();
+        metadata.insert_bin(ERROR_METADATA, MetadataValue::from_bytes(&details));
+        Status::with_metadata(e.grpc_code(), e.message, metadata)
+    }
+}
+
 /// The JSON body of an error: `{"error": {...}}`.
 #[derive(Serialize)]
 struct Envelope<'a> {
@@ -202,6 +262,62 @@ mod tests {
         }
         let storage = ApiError::from(NodeError::Storage("disk".into()));
         assert_eq!(storage.status, StatusCode::INTERNAL_SERVER_ERROR);
+    }
+
+    #[test]
+    fn every_code_has_its_grpc_status_and_metadata() {
+        let cases = [
+            (ApiError::invalid("a.b", "bad"), Code::InvalidArgument),
+            (ApiError::unauthenticated("no"), Code::Unauthenticated),
+            (
+                EngineError::QueueNotFound("q".into()).into(),
+                Code::NotFound,
+            ),
+            (ApiError::route_not_found(), Code::Unimplemented),
+            (ApiError::method_not_allowed(), Code::Unimplemented),
+            (
+                EngineError::QueueExists("q".into()).into(),
+                Code::AlreadyExists,
+            ),
+            (
+                EngineError::QueueInUse { sources: vec![] }.into(),
+                Code::FailedPrecondition,
+            ),
+            (EngineError::LeaseExpired.into(), Code::FailedPrecondition),
+            (ApiError::body_too_large(1), Code::ResourceExhausted),
+            (NodeError::NotLeader(None).into(), Code::Unavailable),
+            (ApiError::internal("disk"), Code::Internal),
+        ];
+        for (e, code) in cases {
+            let status = Status::from(e.clone());
+            assert_eq!(status.code(), code, "{}", e.code);
+            assert_eq!(status.message(), e.message);
+            let meta = status.metadata();
+            assert_eq!(meta.get(CODE_METADATA).unwrap().to_str().unwrap(), e.code);
+            assert_eq!(
+                meta.get(FIELD_METADATA)
+                    .map(|v| v.to_str().unwrap().to_string()),
+                e.field
+            );
+            let bin = meta.get_bin(ERROR_METADATA).unwrap().to_bytes().unwrap();
+            assert_eq!(pb::Error::decode(bin).unwrap().code, e.code);
+        }
+    }
+
+    #[test]
+    fn fields_that_are_not_printable_ascii_are_percent_encoded() {
+        assert_eq!(metadata_text("entries[1].id"), "entries[1].id");
+        assert_eq!(metadata_text("attributes.é%"), "attributes.%C3%A9%25");
+        let status = Status::from(ApiError::invalid("attributes.\n", "bad"));
+        assert_eq!(
+            status
+                .metadata()
+                .get(FIELD_METADATA)
+                .unwrap()
+                .to_str()
+                .unwrap(),
+            "attributes.%0A"
+        );
     }
 
     #[test]

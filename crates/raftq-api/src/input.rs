@@ -137,10 +137,6 @@ impl<'a> Fields<'a> {
             .transpose()
     }
 
-    pub fn required_integer(&self, key: &str) -> Result<i64, ApiError> {
-        self.required(key, self.integer(key)?)
-    }
-
     pub fn boolean(&self, key: &str) -> Result<Option<bool>, ApiError> {
         self.value(key)
             .map(|v| {

@@ -1,6 +1,10 @@
-//! The JSON shapes of SPEC.md §3: the queue object, delivered and peeked messages, send, batch
-//! and ack results (stats serialize as the engine's `QueueStats`). Times are RFC 3339 UTC strings with milliseconds
-//! (`2024-05-01T12:00:00.123Z`). Optional message fields are left out where they do not apply.
+//! The response shapes of SPEC.md §3: the queue object, delivered and peeked messages, send, batch
+//! and ack results (stats serialize as the engine's `QueueStats`). Times are RFC 3339 UTC strings
+//! with milliseconds (`2024-05-01T12:00:00.123Z`). Optional message fields are left out where
+//! they do not apply.
+//!
+//! These shapes decide, once, what a client sees (which optional fields apply, how times read);
+//! REST serializes them as JSON and `grpc` converts them field by field to protobuf.
 
 use std::collections::BTreeMap;
 
@@ -14,6 +18,8 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::error::ApiError;
+use crate::longpoll::Received;
+use crate::ops::LeaseChange;
 
 /// Milliseconds since the Unix epoch as an RFC 3339 UTC string.
 pub fn rfc3339(ms: Millis) -> String {
@@ -28,26 +34,26 @@ pub fn rfc3339(ms: Millis) -> String {
 /// The full queue object.
 #[derive(Serialize)]
 pub struct Queue<'a> {
-    id: Uuid,
-    name: &'a str,
-    crn: &'a str,
+    pub id: Uuid,
+    pub name: &'a str,
+    pub crn: &'a str,
     #[serde(rename = "type")]
-    queue_type: &'static str,
-    created_at: String,
-    content_based_deduplication: bool,
-    lease_seconds: u32,
-    delay_seconds: u32,
-    retention_seconds: u32,
-    max_message_bytes: u32,
-    redrive_policy: Option<&'a raftq_engine::model::RedrivePolicyView>,
-    redrive_allow_policy: AllowPolicy<'a>,
+    pub queue_type: &'static str,
+    pub created_at: String,
+    pub content_based_deduplication: bool,
+    pub lease_seconds: u32,
+    pub delay_seconds: u32,
+    pub retention_seconds: u32,
+    pub max_message_bytes: u32,
+    pub redrive_policy: Option<&'a raftq_engine::model::RedrivePolicyView>,
+    pub redrive_allow_policy: AllowPolicy<'a>,
 }
 
 #[derive(Serialize)]
-struct AllowPolicy<'a> {
-    permission: &'a str,
+pub struct AllowPolicy<'a> {
+    pub permission: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    source_queues: Option<&'a [QueueRef]>,
+    pub source_queues: Option<&'a [QueueRef]>,
 }
 
 impl<'a> Queue<'a> {
@@ -75,7 +81,7 @@ impl<'a> Queue<'a> {
 /// `{"queues": [...]}` of full queue objects.
 #[derive(Serialize)]
 pub struct QueueList<'a> {
-    queues: Vec<Queue<'a>>,
+    pub queues: Vec<Queue<'a>>,
 }
 
 impl<'a> QueueList<'a> {
@@ -95,28 +101,28 @@ pub struct RefList {
 /// A delivered (with receipt) or peeked (with state) message.
 #[derive(Serialize)]
 pub struct Message<'a> {
-    message_id: Uuid,
+    pub message_id: Uuid,
     #[serde(skip_serializing_if = "Option::is_none")]
-    receipt: Option<&'a str>,
+    pub receipt: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    lease_expires_at: Option<String>,
-    body: &'a str,
-    attributes: &'a BTreeMap<String, String>,
-    receive_count: u32,
-    sent_at: String,
-    first_received_at: Option<String>,
+    pub lease_expires_at: Option<String>,
+    pub body: &'a str,
+    pub attributes: &'a BTreeMap<String, String>,
+    pub receive_count: u32,
+    pub sent_at: String,
+    pub first_received_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    message_group_id: Option<&'a str>,
+    pub message_group_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    message_deduplication_id: Option<&'a str>,
+    pub message_deduplication_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    sequence_number: Option<u64>,
+    pub sequence_number: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    dead_letter_source: Option<&'a QueueRef>,
+    pub dead_letter_source: Option<&'a QueueRef>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    moved_at: Option<String>,
+    pub moved_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    state: Option<MessageState>,
+    pub state: Option<MessageState>,
 }
 
 impl<'a> Message<'a> {
@@ -160,25 +166,16 @@ impl<'a> Message<'a> {
 /// `{"messages": [...]}` of a receive.
 #[derive(Serialize)]
 pub struct Delivered<'a> {
-    messages: Vec<Message<'a>>,
+    pub messages: Vec<Message<'a>>,
 }
 
 impl<'a> Delivered<'a> {
-    /// Joins each delivery to its payload, found by storage key.
-    pub fn new(
-        deliveries: &'a [Delivery],
-        payloads: &'a [(u64, Payload)],
-    ) -> Result<Delivered<'a>, ApiError> {
-        let messages = deliveries
-            .iter()
-            .map(|d| {
-                payloads
-                    .iter()
-                    .find(|(key, _)| *key == d.meta.storage_key)
-                    .map(|(_, payload)| Message::delivered(d, payload))
-                    .ok_or_else(|| ApiError::internal("a delivered message has no payload"))
-            })
-            .collect::<Result<_, _>>()?;
+    pub fn new(received: &'a Received) -> Result<Delivered<'a>, ApiError> {
+        let messages = received
+            .messages()?
+            .into_iter()
+            .map(|(delivery, payload)| Message::delivered(delivery, payload))
+            .collect();
         Ok(Delivered { messages })
     }
 }
@@ -186,8 +183,8 @@ impl<'a> Delivered<'a> {
 /// `{"messages": [...], "next_after": seq}` of a peek; `next_after` is the `after` that reads on.
 #[derive(Serialize)]
 pub struct Peeked<'a> {
-    messages: Vec<Message<'a>>,
-    next_after: Option<u64>,
+    pub messages: Vec<Message<'a>>,
+    pub next_after: Option<u64>,
 }
 
 impl<'a> Peeked<'a> {
@@ -205,10 +202,10 @@ impl<'a> Peeked<'a> {
 /// The answer to one send.
 #[derive(Serialize)]
 pub struct Sent {
-    message_id: Uuid,
-    duplicate: bool,
+    pub message_id: Uuid,
+    pub duplicate: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    sequence_number: Option<u64>,
+    pub sequence_number: Option<u64>,
 }
 
 impl Sent {
@@ -224,9 +221,9 @@ impl Sent {
 /// One entry of a batch send's results: `{id, message_id, duplicate}` or `{id, error}`.
 #[derive(Serialize)]
 pub struct BatchEntryResult {
-    id: String,
+    pub id: String,
     #[serde(flatten)]
-    outcome: EntryOutcome<Sent>,
+    pub outcome: EntryOutcome<Sent>,
 }
 
 /// The success or error of one entry of a batch.
@@ -263,15 +260,15 @@ pub struct Results<T> {
 
 #[derive(Serialize)]
 pub struct Acked {
-    ok: bool,
+    pub ok: bool,
 }
 
 /// One receipt of an ack: `{receipt, ok: true}` or `{receipt, error}`.
 #[derive(Serialize)]
 pub struct AckEntryResult {
-    receipt: String,
+    pub receipt: String,
     #[serde(flatten)]
-    outcome: EntryOutcome<Acked>,
+    pub outcome: EntryOutcome<Acked>,
 }
 
 impl AckEntryResult {
@@ -288,6 +285,15 @@ impl AckEntryResult {
 pub struct LeaseChanged {
     pub receipt: String,
     pub lease_expires_at: String,
+}
+
+impl LeaseChanged {
+    pub fn new(change: LeaseChange) -> LeaseChanged {
+        LeaseChanged {
+            receipt: change.receipt,
+            lease_expires_at: rfc3339(change.lease_expires_at),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,28 +1,36 @@
 //! # raftq-api
 //!
-//! The REST/JSON front end of SPEC.md §3 over a [`raftq_node::Node`]. [`router`] builds the
-//! axum [`Router`] that a binary serves; every route turns a request into one
-//! [`raftq_engine::Command`] (a write through Raft) or one [`raftq_node::Query`] (a linearizable
-//! read) and turns the answer back into the JSON shapes of the spec.
+//! The client APIs of SPEC.md §3 over a [`raftq_node::Node`]: REST/JSON and gRPC
+//! (`proto/raftq.proto`), both served by the one axum [`Router`] that [`router`] builds, on one
+//! port. Every call turns into one [`raftq_engine::Command`] (a write through Raft) or one
+//! [`raftq_node::Query`] (a linearizable read), through the same code for both front ends.
 //!
 //! - [`auth`]: API keys (`Authorization: Bearer <key>`) and the open mode of a keyless server.
-//! - `input`: request parsing — bodies as JSON values read field by field, so every type error,
-//!   unknown field or missing field is a `400` that names the field, before anything is proposed.
-//! - `json`: the response shapes (queue object, messages, results) and RFC 3339 times.
-//! - `error`: the one mapping from engine and node errors to HTTP statuses and error codes.
+//! - `ops`: the operations, independent of the wire format: the checks that need no state,
+//!   defaults, the command or query and the reading of its outcome. REST and gRPC both call them.
+//! - `input`: REST request parsing — bodies as JSON values read field by field, so every type
+//!   error, unknown field or missing field is a `400` that names the field, before anything is
+//!   proposed.
+//! - `json`: the response shapes (queue object, messages, results) and RFC 3339 times; gRPC
+//!   converts the same shapes to protobuf.
+//! - `error`: the one mapping from engine and node errors to error codes, HTTP statuses and
+//!   gRPC statuses.
 //! - `longpoll`: receives that wait for a wake-up of their queue instead of polling the log.
 //! - `metrics`: request logs, request counters and the Prometheus text of `GET /metrics`.
-//! - `routes`: the handlers, grouped by resource.
+//! - `routes`: the REST handlers, grouped by resource.
+//! - [`grpc`]: the gRPC service `raftq.v1.Queues` and its generated client ([`grpc::pb`]).
 //!
 //! Choices where the spec is silent are written down in `docs/api.md`.
 
 pub mod auth;
 mod call;
 mod error;
+pub mod grpc;
 mod input;
 mod json;
 mod longpoll;
 mod metrics;
+mod ops;
 mod routes;
 mod status;
 
@@ -32,8 +40,9 @@ use axum::Router;
 use raftq_node::Node;
 
 pub use auth::{load_keys, Keys, KeysError, OPEN_ACCOUNT};
+pub use error::{CODE_METADATA, ERROR_METADATA, FIELD_METADATA};
 
-/// Everything the HTTP front end needs: the node it talks to, the region it serves and the key
+/// Everything the front ends need: the node it talks to, the region it serves and the key
 /// table that maps API keys to accounts.
 #[derive(Clone)]
 pub struct Api {
@@ -60,11 +69,12 @@ pub(crate) struct Shared {
 
 pub(crate) type AppState = Arc<Shared>;
 
-/// The REST API of SPEC.md §3, with request logging and metrics, ready to serve.
+/// The REST API of SPEC.md §3, with request logging and metrics, and the gRPC service
+/// `raftq.v1.Queues` on the same router, ready to serve (HTTP/1.1 and HTTP/2, which gRPC needs).
 pub fn router(api: Api) -> Router {
     let state = Arc::new(Shared {
         api,
         metrics: metrics::Metrics::default(),
     });
-    routes::build(state)
+    grpc::serve_on(routes::build(state.clone()), state)
 }

@@ -31,6 +31,22 @@ pub struct Received {
     pub payloads: Vec<(u64, Payload)>,
 }
 
+impl Received {
+    /// Each delivery joined to its payload, found by storage key.
+    pub fn messages(&self) -> Result<Vec<(&Delivery, &Payload)>, ApiError> {
+        self.deliveries
+            .iter()
+            .map(|d| {
+                self.payloads
+                    .iter()
+                    .find(|(key, _)| *key == d.meta.storage_key)
+                    .map(|(_, payload)| (d, payload))
+                    .ok_or_else(|| ApiError::internal("a delivered message has no payload"))
+            })
+            .collect()
+    }
+}
+
 /// Why a wait for a wake-up ended.
 enum Wake {
     /// The queue may have something to deliver.

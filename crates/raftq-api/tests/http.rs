@@ -1,51 +1,35 @@
 //! The REST API end to end: a real single-node cluster on loopback in a temporary directory, the
-//! router on another loopback port, and a real HTTP client. Every test is bounded in time and
-//! stops its server and node.
+//! router on another loopback port (set up by `common`), and a real HTTP client. Every test is
+//! bounded in time and stops its server and node.
 
-use std::collections::BTreeMap;
-use std::future::Future;
-use std::sync::Arc;
+mod common;
+
+use std::ops::Deref;
 use std::time::Duration;
 
-use raftq_api::{router, Api, Keys};
-use raftq_node::{Node, NodeConfig};
+use common::{bounded, two_accounts, Serving};
+use raftq_api::Keys;
 use reqwest::Method;
 use serde_json::{json, Value};
-use sha2::Digest;
-use tempfile::TempDir;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
-use tokio::time::{sleep, timeout, Instant};
+use tokio::time::{sleep, Instant};
 
-/// Longest any one test may run.
-const TEST_LIMIT: Duration = Duration::from_secs(90);
-
-const KEY_FILE: &str = r#"
-[[keys]]
-account = "acme"
-key = "acme-key"
-
-[[keys]]
-account = "globex"
-# SHA-256 of "globex-key"
-key_sha256 = "GLOBEX_DIGEST"
-"#;
-
-/// Runs a test body within [`TEST_LIMIT`].
-async fn bounded(body: impl Future<Output = ()>) {
-    timeout(TEST_LIMIT, body).await.expect("test took too long");
-}
-
+/// The served node with a REST client.
 struct Server {
+    serving: Serving,
     base: String,
     client: reqwest::Client,
     /// The API key sent with every request, if any.
     key: Option<String>,
-    node: Arc<Node>,
-    stop: oneshot::Sender<()>,
-    serving: JoinHandle<()>,
-    _dir: TempDir,
+}
+
+/// The node and its address.
+impl Deref for Server {
+    type Target = Serving;
+
+    fn deref(&self) -> &Serving {
+        &self.serving
+    }
 }
 
 /// A response: status and JSON body (`Null` when empty, a string when not JSON).
@@ -65,52 +49,21 @@ impl Reply {
     }
 }
 
-/// Starts a node whose cluster is `peers` (node 1 listening on its own address) and waits for a
-/// leader when `wait_for_leader`.
-async fn start_node(extra_peers: &[(u64, String)], dir: &TempDir) -> Node {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind raft");
-    let mut peers = BTreeMap::from([(1, listener.local_addr().expect("addr").to_string())]);
-    peers.extend(extra_peers.iter().cloned());
-    let mut config = NodeConfig::new(1, peers, dir.path().join("node-1"));
-    config.heartbeat_ms = 50;
-    config.election_timeout_ms = (250, 500);
-    Node::start(config, listener).await.expect("start node")
-}
-
 impl Server {
     async fn start(keys: Keys) -> Server {
-        Server::start_with(keys, &[], true).await
+        Server::over(Serving::start(keys).await)
     }
 
     async fn start_with(keys: Keys, extra_peers: &[(u64, String)], leader: bool) -> Server {
-        let dir = TempDir::new().expect("temp dir");
-        let node = Arc::new(start_node(extra_peers, &dir).await);
-        if leader {
-            let deadline = Instant::now() + Duration::from_secs(15);
-            while node.raft().metrics().borrow().current_leader != Some(1) {
-                assert!(Instant::now() < deadline, "no leader");
-                sleep(Duration::from_millis(20)).await;
-            }
-        }
-        let http = TcpListener::bind("127.0.0.1:0").await.expect("bind http");
-        let base = format!("http://{}", http.local_addr().expect("addr"));
-        let app = router(Api::new(Arc::clone(&node), "local", keys));
-        let (stop, stopped) = oneshot::channel::<()>();
-        let serving = tokio::spawn(async move {
-            let _ = axum::serve(http, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stopped.await;
-                })
-                .await;
-        });
+        Server::over(Serving::start_with(keys, extra_peers, leader).await)
+    }
+
+    fn over(serving: Serving) -> Server {
         Server {
-            base,
+            base: format!("http://{}", serving.addr),
+            serving,
             client: reqwest::Client::new(),
             key: None,
-            node,
-            stop,
-            serving,
-            _dir: dir,
         }
     }
 
@@ -120,20 +73,8 @@ impl Server {
     }
 
     async fn shutdown(self) {
-        let Server {
-            client,
-            node,
-            stop,
-            serving,
-            _dir,
-            ..
-        } = self;
-        drop(client);
-        let _ = stop.send(());
-        let _ = timeout(Duration::from_secs(10), serving).await;
-        if let Ok(node) = Arc::try_unwrap(node) {
-            node.shutdown().await;
-        }
+        drop(self.client);
+        self.serving.shutdown().await;
     }
 
     async fn send_raw(
@@ -835,10 +776,7 @@ async fn unknown_queues_are_404_and_oversize_messages_413() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_keys_separate_accounts() {
-    // The digest is computed here rather than trusted from a constant.
-    let globex_digest = hex::encode(sha2::Sha256::digest(b"globex-key"));
-    let keys = Keys::from_toml(&KEY_FILE.replace("GLOBEX_DIGEST", &globex_digest)).expect("keys");
-    let s = Server::start(keys).await.with_key("acme-key");
+    let s = Server::start(two_accounts()).await.with_key("acme-key");
     bounded(async {
         let no_key = s.call_as(None, Method::GET, "/v1/queues", Value::Null).await;
         assert_error(&no_key, 401, "unauthenticated");

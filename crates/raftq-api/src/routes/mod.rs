@@ -1,5 +1,5 @@
 //! The routes of SPEC.md §3 and the layers around them: body size limits, request logging and
-//! metrics, and JSON answers for unknown paths and methods.
+//! metrics, and JSON answers for unknown paths and methods (gRPC statuses for gRPC calls).
 //!
 //! - [`queues`]: create, list, get, patch, delete, dead-letter sources, stats.
 //! - [`messages`]: send, batch send, peek, purge.
@@ -14,13 +14,14 @@ mod queues;
 use std::convert::Infallible;
 
 use axum::extract::DefaultBodyLimit;
+use axum::http::HeaderMap;
 use axum::routing::{get, post, MethodRouter};
 use axum::{middleware, Extension, Router};
 use raftq_engine::model::limits;
 
 use crate::error::ApiError;
 use crate::input::BodyLimit;
-use crate::{metrics, AppState};
+use crate::{grpc, metrics, AppState};
 
 /// The most a byte of message text can grow in JSON: a control character becomes `\u00XX`.
 const JSON_ESCAPE_FACTOR: usize = 6;
@@ -72,8 +73,12 @@ pub fn build(state: AppState) -> Router {
         .route("/v1/cluster", get(cluster::show))
         .route("/healthz", get(cluster::healthz))
         .route("/metrics", get(cluster::metrics))
-        .fallback(|| async { ApiError::route_not_found() })
-        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        .fallback(|headers: HeaderMap| async move {
+            grpc::refuse(&headers, ApiError::route_not_found())
+        })
+        .method_not_allowed_fallback(|headers: HeaderMap| async move {
+            grpc::refuse(&headers, ApiError::method_not_allowed())
+        })
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(middleware::from_fn_with_state(
             state.clone(),

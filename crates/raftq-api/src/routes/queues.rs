@@ -1,26 +1,22 @@
 //! Queue routes: `POST/GET /v1/queues`, `GET/PATCH/DELETE /v1/queues/{q}`,
 //! `GET /v1/queues/{q}/dead_letter_sources` and `GET /v1/queues/{q}/stats`.
 //!
-//! Creates and patches are checked before they are proposed: field types here, names and ranges
-//! with the engine's pure validators. Rules that need state (the redrive target exists, is of
-//! the same type, allows the source...) are the engine's.
+//! Each handler reads its JSON into the plain values of `ops` (field types and unknown fields are
+//! checked here) and renders the answer; names, ranges and required settings are checked by
+//! `ops`, rules that need state (the redrive target exists, is of the same type, allows the
+//! source...) by the engine.
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use raftq_engine::model::QueueConfig;
-use raftq_engine::{
-    validate, AllowPolicyInput, Command, Outcome, QueueAttributes, QueueType, QueueView,
-    RedrivePolicyInput,
-};
-use raftq_node::{Query, QueryResult};
-use uuid::Uuid;
+use raftq_engine::{AllowPolicyInput, QueueAttributes, RedrivePolicyInput};
 
 use crate::auth::Account;
 use crate::error::ApiError;
 use crate::input::{queue_reference, Fields, JsonBody, Params, QueuePath};
 use crate::json;
+use crate::ops::NewQueue;
 use crate::AppState;
 
 /// The optional settings of a queue, for create and patch.
@@ -61,23 +57,18 @@ fn attributes(f: &Fields<'_>) -> Result<QueueAttributes, ApiError> {
 
 fn redrive_policy(f: Fields<'_>) -> Result<RedrivePolicyInput, ApiError> {
     f.only(&["dead_letter_target", "max_receive_count"])?;
-    let target = f.required("dead_letter_target", f.value("dead_letter_target"))?;
-    let max = f.required_integer("max_receive_count")?;
-    validate::in_range(
-        &f.path("max_receive_count"),
-        max,
-        1,
-        raftq_engine::model::limits::MAX_RECEIVE_COUNT_MAX,
-    )?;
+    let dead_letter_target = f
+        .value("dead_letter_target")
+        .map(|v| queue_reference(v, f.path("dead_letter_target")))
+        .transpose()?;
     Ok(RedrivePolicyInput {
-        dead_letter_target: Some(queue_reference(target, f.path("dead_letter_target"))?),
-        max_receive_count: Some(max),
+        dead_letter_target,
+        max_receive_count: f.integer("max_receive_count")?,
     })
 }
 
 fn allow_policy(f: Fields<'_>) -> Result<AllowPolicyInput, ApiError> {
     f.only(&["permission", "source_queues"])?;
-    let permission = f.required_string("permission")?;
     let source_queues = f
         .array("source_queues")?
         .map(|list| {
@@ -88,17 +79,9 @@ fn allow_policy(f: Fields<'_>) -> Result<AllowPolicyInput, ApiError> {
         })
         .transpose()?;
     Ok(AllowPolicyInput {
-        permission: Some(permission.to_string()),
+        permission: f.string("permission")?.map(str::to_string),
         source_queues,
     })
-}
-
-/// The queue object of a create or patch outcome.
-fn queue_outcome(outcome: Outcome) -> Result<Box<QueueView>, ApiError> {
-    match outcome {
-        Outcome::Queue(view) => Ok(view),
-        _ => Err(ApiError::unexpected_answer()),
-    }
 }
 
 pub async fn create(
@@ -113,28 +96,12 @@ pub async fn create(
         .copied()
         .collect();
     f.only(&known)?;
-    let name = f.required_string("name")?;
-    let queue_type = validate::queue_name(name)?;
-    if f.string("type")?.is_some_and(|t| t != queue_type.as_str()) {
-        return Err(ApiError::invalid(
-            "type",
-            format!(
-                "must be {} for this name: a queue is fifo exactly when its name ends in .fifo",
-                queue_type.as_str()
-            ),
-        ));
-    }
-    let attributes = attributes(&f)?;
-    validate::scalar_attributes(&attributes, queue_type, &mut QueueConfig::default())?;
-    let written = state
-        .write(Command::CreateQueue {
-            account,
-            queue_id: Uuid::new_v4(),
-            name: name.to_string(),
-            attributes,
-        })
-        .await?;
-    let view = queue_outcome(written.outcome)?;
+    let new = NewQueue {
+        name: f.required_string("name")?.to_string(),
+        queue_type: f.string("type")?.map(str::to_string),
+        attributes: attributes(&f)?,
+    };
+    let view = state.create_queue(account, new).await?;
     Ok((StatusCode::CREATED, Json(json::Queue::new(&view))).into_response())
 }
 
@@ -145,10 +112,8 @@ pub async fn list(
 ) -> Result<Response, ApiError> {
     params.only(&["prefix"])?;
     let prefix = params.text("prefix").unwrap_or_default().to_string();
-    match state.read(Query::ListQueues { account, prefix }).await? {
-        QueryResult::Queues(views) => Ok(Json(json::QueueList::new(&views)).into_response()),
-        _ => Err(ApiError::unexpected_answer()),
-    }
+    let views = state.list_queues(account, prefix).await?;
+    Ok(Json(json::QueueList::new(&views)).into_response())
 }
 
 pub async fn get(
@@ -156,10 +121,8 @@ pub async fn get(
     Account(account): Account,
     QueuePath(queue): QueuePath,
 ) -> Result<Response, ApiError> {
-    match state.read(Query::GetQueue { account, queue }).await? {
-        QueryResult::Queue(view) => Ok(Json(json::Queue::new(&view)).into_response()),
-        _ => Err(ApiError::unexpected_answer()),
-    }
+    let view = state.get_queue(account, queue).await?;
+    Ok(Json(json::Queue::new(&view)).into_response())
 }
 
 pub async fn patch(
@@ -178,18 +141,7 @@ pub async fn patch(
         }
     }
     f.only(ATTRIBUTE_FIELDS)?;
-    let attributes = attributes(&f)?;
-    // Ranges only: the FIFO-only rule of content_based_deduplication needs the queue's type,
-    // which the engine knows.
-    validate::scalar_attributes(&attributes, QueueType::Fifo, &mut QueueConfig::default())?;
-    let written = state
-        .write(Command::PatchQueue {
-            account,
-            queue,
-            attributes,
-        })
-        .await?;
-    let view = queue_outcome(written.outcome)?;
+    let view = state.patch_queue(account, queue, attributes(&f)?).await?;
     Ok(Json(json::Queue::new(&view)).into_response())
 }
 
@@ -198,14 +150,8 @@ pub async fn delete(
     Account(account): Account,
     QueuePath(queue): QueuePath,
 ) -> Result<StatusCode, ApiError> {
-    match state
-        .write(Command::DeleteQueue { account, queue })
-        .await?
-        .outcome
-    {
-        Outcome::Deleted => Ok(StatusCode::NO_CONTENT),
-        _ => Err(ApiError::unexpected_answer()),
-    }
+    state.delete_queue(account, queue).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 pub async fn dead_letter_sources(
@@ -213,13 +159,8 @@ pub async fn dead_letter_sources(
     Account(account): Account,
     QueuePath(queue): QueuePath,
 ) -> Result<Response, ApiError> {
-    match state
-        .read(Query::DeadLetterSources { account, queue })
-        .await?
-    {
-        QueryResult::Refs(queues) => Ok(Json(json::RefList { queues }).into_response()),
-        _ => Err(ApiError::unexpected_answer()),
-    }
+    let queues = state.dead_letter_sources(account, queue).await?;
+    Ok(Json(json::RefList { queues }).into_response())
 }
 
 pub async fn stats(
@@ -227,8 +168,5 @@ pub async fn stats(
     Account(account): Account,
     QueuePath(queue): QueuePath,
 ) -> Result<Response, ApiError> {
-    match state.read(Query::Stats { account, queue }).await? {
-        QueryResult::Stats(stats) => Ok(Json(stats).into_response()),
-        _ => Err(ApiError::unexpected_answer()),
-    }
+    Ok(Json(state.queue_stats(account, queue).await?).into_response())
 }

@@ -1,0 +1,313 @@
+//! Conversions between protobuf and the rest of the crate: requests into the plain values of
+//! `ops`, and the response shapes of `json` (which already decided which optional fields apply
+//! and how times read) into protobuf messages, field by field.
+//!
+//! Protobuf has no `null`: an absent `optional` field is an absent JSON field, an empty
+//! `source_queues` is no list, and a PATCH detaches its redrive policy with
+//! `clear_redrive_policy: true` where JSON says `"redrive_policy": null`.
+
+use raftq_engine::{
+    AllowPolicyInput, MessageState, QueueAttributes, QueueRef, QueueStats, RedrivePolicyInput,
+};
+
+use super::pb;
+use crate::error::ApiError;
+use crate::json::{self, EntryOutcome};
+use crate::ops::{BatchEntryInput, MessageInput, NewQueue};
+use crate::status::RaftStatus;
+
+/// The queue a request names; unlike a REST path, a protobuf field may be left empty.
+pub fn queue(reference: String) -> Result<String, ApiError> {
+    if reference.is_empty() {
+        return Err(ApiError::invalid(
+            "queue",
+            "is required (a queue name, UUID or CRN)",
+        ));
+    }
+    Ok(reference)
+}
+
+/// The settings of a create or patch request (same field names in both), with the given
+/// redrive policy change.
+macro_rules! queue_attributes {
+    ($request:expr, $redrive_policy:expr) => {
+        QueueAttributes {
+            content_based_deduplication: $request.content_based_deduplication,
+            lease_seconds: $request.lease_seconds,
+            delay_seconds: $request.delay_seconds,
+            retention_seconds: $request.retention_seconds,
+            max_message_bytes: $request.max_message_bytes,
+            redrive_policy: $redrive_policy,
+            redrive_allow_policy: $request.redrive_allow_policy.map(AllowPolicyInput::from),
+        }
+    };
+}
+
+/// The message of a send or batch entry request (same field names in both).
+macro_rules! message_input {
+    ($request:expr) => {
+        MessageInput {
+            body: $request.body,
+            attributes: $request.attributes,
+            delay_seconds: $request.delay_seconds,
+            message_group_id: $request.message_group_id,
+            message_deduplication_id: $request.message_deduplication_id,
+        }
+    };
+}
+
+impl From<pb::RedrivePolicyInput> for RedrivePolicyInput {
+    fn from(p: pb::RedrivePolicyInput) -> Self {
+        RedrivePolicyInput {
+            dead_letter_target: p.dead_letter_target,
+            max_receive_count: p.max_receive_count,
+        }
+    }
+}
+
+impl From<pb::RedriveAllowPolicyInput> for AllowPolicyInput {
+    fn from(p: pb::RedriveAllowPolicyInput) -> Self {
+        AllowPolicyInput {
+            permission: p.permission,
+            source_queues: (!p.source_queues.is_empty()).then_some(p.source_queues),
+        }
+    }
+}
+
+impl From<pb::CreateQueueRequest> for NewQueue {
+    fn from(r: pb::CreateQueueRequest) -> Self {
+        let redrive_policy = r.redrive_policy.map(|p| Some(p.into()));
+        NewQueue {
+            attributes: queue_attributes!(r, redrive_policy),
+            name: r.name,
+            queue_type: r.r#type,
+        }
+    }
+}
+
+/// The queue reference and the settings of a patch.
+pub fn patch(r: pb::PatchQueueRequest) -> Result<(String, QueueAttributes), ApiError> {
+    use pb::patch_queue_request::Redrive;
+    let redrive_policy = match r.redrive {
+        Some(Redrive::RedrivePolicy(p)) => Some(Some(p.into())),
+        Some(Redrive::ClearRedrivePolicy(true)) => Some(None),
+        Some(Redrive::ClearRedrivePolicy(false)) | None => None,
+    };
+    let attributes = queue_attributes!(r, redrive_policy);
+    Ok((queue(r.queue)?, attributes))
+}
+
+/// The queue reference and the message of a send.
+pub fn send(r: pb::SendMessageRequest) -> Result<(String, MessageInput), ApiError> {
+    Ok((queue(r.queue)?, message_input!(r)))
+}
+
+/// The queue reference and the entries of a batch send.
+pub fn send_batch(
+    r: pb::SendMessageBatchRequest,
+) -> Result<(String, Vec<BatchEntryInput>), ApiError> {
+    let entries = r
+        .entries
+        .into_iter()
+        .map(|e| BatchEntryInput {
+            id: e.id,
+            message: message_input!(e),
+        })
+        .collect();
+    Ok((queue(r.queue)?, entries))
+}
+
+impl From<&QueueRef> for pb::QueueRef {
+    fn from(r: &QueueRef) -> Self {
+        pb::QueueRef {
+            id: r.id.to_string(),
+            name: r.name.clone(),
+            crn: r.crn.clone(),
+        }
+    }
+}
+
+fn refs(list: &[QueueRef]) -> Vec<pb::QueueRef> {
+    list.iter().map(pb::QueueRef::from).collect()
+}
+
+impl From<json::Queue<'_>> for pb::Queue {
+    fn from(q: json::Queue<'_>) -> Self {
+        pb::Queue {
+            id: q.id.to_string(),
+            name: q.name.to_string(),
+            crn: q.crn.to_string(),
+            r#type: q.queue_type.to_string(),
+            created_at: q.created_at,
+            content_based_deduplication: q.content_based_deduplication,
+            lease_seconds: q.lease_seconds,
+            delay_seconds: q.delay_seconds,
+            retention_seconds: q.retention_seconds,
+            max_message_bytes: q.max_message_bytes,
+            redrive_policy: q.redrive_policy.map(|p| pb::RedrivePolicy {
+                dead_letter_target: Some((&p.dead_letter_target).into()),
+                max_receive_count: p.max_receive_count,
+            }),
+            redrive_allow_policy: Some(pb::RedriveAllowPolicy {
+                permission: q.redrive_allow_policy.permission.to_string(),
+                source_queues: refs(q.redrive_allow_policy.source_queues.unwrap_or_default()),
+            }),
+        }
+    }
+}
+
+impl From<json::QueueList<'_>> for pb::ListQueuesResponse {
+    fn from(list: json::QueueList<'_>) -> Self {
+        pb::ListQueuesResponse {
+            queues: list.queues.into_iter().map(pb::Queue::from).collect(),
+        }
+    }
+}
+
+impl From<json::RefList> for pb::ListDeadLetterSourcesResponse {
+    fn from(list: json::RefList) -> Self {
+        pb::ListDeadLetterSourcesResponse {
+            queues: refs(&list.queues),
+        }
+    }
+}
+
+fn state(state: MessageState) -> pb::MessageState {
+    match state {
+        MessageState::Visible => pb::MessageState::Visible,
+        MessageState::Leased => pb::MessageState::Leased,
+        MessageState::Delayed => pb::MessageState::Delayed,
+        MessageState::PendingRedrive => pb::MessageState::PendingRedrive,
+    }
+}
+
+impl From<json::Message<'_>> for pb::Message {
+    fn from(m: json::Message<'_>) -> Self {
+        pb::Message {
+            message_id: m.message_id.to_string(),
+            receipt: m.receipt.map(str::to_string),
+            lease_expires_at: m.lease_expires_at,
+            body: m.body.to_string(),
+            attributes: m.attributes.clone(),
+            receive_count: m.receive_count,
+            sent_at: m.sent_at,
+            first_received_at: m.first_received_at,
+            message_group_id: m.message_group_id.map(str::to_string),
+            message_deduplication_id: m.message_deduplication_id.map(str::to_string),
+            sequence_number: m.sequence_number,
+            dead_letter_source: m.dead_letter_source.map(pb::QueueRef::from),
+            moved_at: m.moved_at,
+            state: m.state.map(|s| state(s).into()),
+        }
+    }
+}
+
+fn messages(list: Vec<json::Message<'_>>) -> Vec<pb::Message> {
+    list.into_iter().map(pb::Message::from).collect()
+}
+
+impl From<json::Delivered<'_>> for pb::ReceiveMessagesResponse {
+    fn from(d: json::Delivered<'_>) -> Self {
+        pb::ReceiveMessagesResponse {
+            messages: messages(d.messages),
+        }
+    }
+}
+
+impl From<json::Peeked<'_>> for pb::PeekMessagesResponse {
+    fn from(p: json::Peeked<'_>) -> Self {
+        pb::PeekMessagesResponse {
+            messages: messages(p.messages),
+            next_after: p.next_after,
+        }
+    }
+}
+
+impl From<json::Sent> for pb::SendMessageResponse {
+    fn from(s: json::Sent) -> Self {
+        pb::SendMessageResponse {
+            message_id: s.message_id.to_string(),
+            duplicate: s.duplicate,
+            sequence_number: s.sequence_number,
+        }
+    }
+}
+
+impl From<json::BatchEntryResult> for pb::SendMessageBatchResult {
+    fn from(r: json::BatchEntryResult) -> Self {
+        use pb::send_message_batch_result::Outcome;
+        pb::SendMessageBatchResult {
+            id: r.id,
+            outcome: Some(match r.outcome {
+                EntryOutcome::Ok(sent) => Outcome::Sent(sent.into()),
+                EntryOutcome::Err { error } => Outcome::Error((&error).into()),
+            }),
+        }
+    }
+}
+
+impl From<json::AckEntryResult> for pb::AckResult {
+    fn from(r: json::AckEntryResult) -> Self {
+        use pb::ack_result::Outcome;
+        pb::AckResult {
+            receipt: r.receipt,
+            outcome: Some(match r.outcome {
+                EntryOutcome::Ok(acked) => Outcome::Ok(acked.ok),
+                EntryOutcome::Err { error } => Outcome::Error((&error).into()),
+            }),
+        }
+    }
+}
+
+impl From<json::LeaseChanged> for pb::ChangeLeaseResponse {
+    fn from(c: json::LeaseChanged) -> Self {
+        pb::ChangeLeaseResponse {
+            receipt: c.receipt,
+            lease_expires_at: c.lease_expires_at,
+        }
+    }
+}
+
+impl From<QueueStats> for pb::QueueStats {
+    fn from(s: QueueStats) -> Self {
+        pb::QueueStats {
+            visible: s.visible,
+            leased: s.leased,
+            delayed: s.delayed,
+            pending_redrive: s.pending_redrive,
+            oldest_message_age_seconds: s.oldest_message_age_seconds,
+        }
+    }
+}
+
+impl From<RaftStatus> for pb::Cluster {
+    fn from(s: RaftStatus) -> Self {
+        pb::Cluster {
+            leader: s.leader,
+            nodes: s
+                .nodes
+                .into_iter()
+                .map(|n| pb::ClusterNode {
+                    id: n.id,
+                    raft_addr: n.raft_addr,
+                    role: n.role.to_string(),
+                })
+                .collect(),
+            term: s.term,
+            commit_index: s.commit_index,
+            node_id: s.node_id,
+            region: s.region,
+        }
+    }
+}
+
+impl From<&ApiError> for pb::Error {
+    fn from(e: &ApiError) -> Self {
+        pb::Error {
+            code: e.code.to_string(),
+            message: e.message.clone(),
+            field: e.field.clone(),
+            sources: e.sources.as_deref().map(refs).unwrap_or_default(),
+        }
+    }
+}

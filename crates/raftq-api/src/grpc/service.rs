@@ -1,0 +1,209 @@
+//! The rpc handlers of `raftq.v1.Queues`. Each authenticates the call, decodes its request with
+//! `convert`, runs the operation of `ops` that the REST route of the same name runs, and converts
+//! the same response shape to protobuf. Errors become statuses through `error`.
+
+use tonic::{Request, Response, Status};
+
+use super::convert;
+use super::pb;
+use super::pb::queues_server::Queues;
+use crate::json;
+use crate::ops::ReceiveOptions;
+use crate::{status, AppState};
+
+/// What a handler answers.
+type Reply<T> = Result<Response<T>, Status>;
+
+/// The service, over the state the REST routes share.
+pub struct QueuesService {
+    state: AppState,
+}
+
+impl QueuesService {
+    pub fn new(state: AppState) -> QueuesService {
+        QueuesService { state }
+    }
+
+    /// The account a call is made for (from `authorization: Bearer <key>`) and its request;
+    /// refuses the call with `UNAUTHENTICATED` when its key is missing or unknown.
+    fn open<T>(&self, request: Request<T>) -> Result<(String, T), Status> {
+        let header = request
+            .metadata()
+            .get("authorization")
+            .map(|v| v.as_bytes());
+        let account = self.state.api.keys.authenticate(header)?;
+        Ok((account, request.into_inner()))
+    }
+}
+
+fn reply<T>(message: impl Into<T>) -> Reply<T> {
+    Ok(Response::new(message.into()))
+}
+
+#[tonic::async_trait]
+impl Queues for QueuesService {
+    async fn create_queue(&self, request: Request<pb::CreateQueueRequest>) -> Reply<pb::Queue> {
+        let (account, r) = self.open(request)?;
+        let view = self.state.create_queue(account, r.into()).await?;
+        reply(json::Queue::new(&view))
+    }
+
+    async fn list_queues(
+        &self,
+        request: Request<pb::ListQueuesRequest>,
+    ) -> Reply<pb::ListQueuesResponse> {
+        let (account, r) = self.open(request)?;
+        let views = self.state.list_queues(account, r.prefix).await?;
+        reply(json::QueueList::new(&views))
+    }
+
+    async fn get_queue(&self, request: Request<pb::GetQueueRequest>) -> Reply<pb::Queue> {
+        let (account, r) = self.open(request)?;
+        let view = self
+            .state
+            .get_queue(account, convert::queue(r.queue)?)
+            .await?;
+        reply(json::Queue::new(&view))
+    }
+
+    async fn patch_queue(&self, request: Request<pb::PatchQueueRequest>) -> Reply<pb::Queue> {
+        let (account, r) = self.open(request)?;
+        let (queue, attributes) = convert::patch(r)?;
+        let view = self.state.patch_queue(account, queue, attributes).await?;
+        reply(json::Queue::new(&view))
+    }
+
+    async fn delete_queue(
+        &self,
+        request: Request<pb::DeleteQueueRequest>,
+    ) -> Reply<pb::DeleteQueueResponse> {
+        let (account, r) = self.open(request)?;
+        self.state
+            .delete_queue(account, convert::queue(r.queue)?)
+            .await?;
+        reply(pb::DeleteQueueResponse {})
+    }
+
+    async fn list_dead_letter_sources(
+        &self,
+        request: Request<pb::ListDeadLetterSourcesRequest>,
+    ) -> Reply<pb::ListDeadLetterSourcesResponse> {
+        let (account, r) = self.open(request)?;
+        let queues = self
+            .state
+            .dead_letter_sources(account, convert::queue(r.queue)?)
+            .await?;
+        reply(json::RefList { queues })
+    }
+
+    async fn send_message(
+        &self,
+        request: Request<pb::SendMessageRequest>,
+    ) -> Reply<pb::SendMessageResponse> {
+        let (account, r) = self.open(request)?;
+        let (queue, message) = convert::send(r)?;
+        let sent = self.state.send(account, queue, message).await?;
+        reply(json::Sent::new(&sent))
+    }
+
+    async fn send_message_batch(
+        &self,
+        request: Request<pb::SendMessageBatchRequest>,
+    ) -> Reply<pb::SendMessageBatchResponse> {
+        let (account, r) = self.open(request)?;
+        let (queue, entries) = convert::send_batch(r)?;
+        let results = self.state.send_batch(account, queue, entries).await?;
+        reply(pb::SendMessageBatchResponse {
+            results: results
+                .into_iter()
+                .map(|r| json::BatchEntryResult::new(r).into())
+                .collect(),
+        })
+    }
+
+    async fn receive_messages(
+        &self,
+        request: Request<pb::ReceiveMessagesRequest>,
+    ) -> Reply<pb::ReceiveMessagesResponse> {
+        let (account, r) = self.open(request)?;
+        let options = ReceiveOptions {
+            max_messages: r.max_messages,
+            lease_seconds: r.lease_seconds,
+            wait_seconds: r.wait_seconds,
+        };
+        let received = self
+            .state
+            .receive(account, convert::queue(r.queue)?, options)
+            .await?;
+        reply(json::Delivered::new(&received)?)
+    }
+
+    async fn ack(&self, request: Request<pb::AckRequest>) -> Reply<pb::AckResponse> {
+        let (account, r) = self.open(request)?;
+        let results = self
+            .state
+            .ack(account, convert::queue(r.queue)?, r.receipts)
+            .await?;
+        reply(pb::AckResponse {
+            results: results
+                .into_iter()
+                .map(|r| json::AckEntryResult::new(r).into())
+                .collect(),
+        })
+    }
+
+    async fn change_lease(
+        &self,
+        request: Request<pb::ChangeLeaseRequest>,
+    ) -> Reply<pb::ChangeLeaseResponse> {
+        let (account, r) = self.open(request)?;
+        let changed = self
+            .state
+            .change_lease(
+                account,
+                convert::queue(r.queue)?,
+                r.receipt,
+                r.lease_seconds,
+            )
+            .await?;
+        reply(json::LeaseChanged::new(changed))
+    }
+
+    async fn peek_messages(
+        &self,
+        request: Request<pb::PeekMessagesRequest>,
+    ) -> Reply<pb::PeekMessagesResponse> {
+        let (account, r) = self.open(request)?;
+        let messages = self
+            .state
+            .peek(account, convert::queue(r.queue)?, r.after, r.limit)
+            .await?;
+        reply(json::Peeked::new(&messages))
+    }
+
+    async fn purge_queue(
+        &self,
+        request: Request<pb::PurgeQueueRequest>,
+    ) -> Reply<pb::PurgeQueueResponse> {
+        let (account, r) = self.open(request)?;
+        self.state.purge(account, convert::queue(r.queue)?).await?;
+        reply(pb::PurgeQueueResponse {})
+    }
+
+    async fn get_queue_stats(
+        &self,
+        request: Request<pb::GetQueueStatsRequest>,
+    ) -> Reply<pb::QueueStats> {
+        let (account, r) = self.open(request)?;
+        let stats = self
+            .state
+            .queue_stats(account, convert::queue(r.queue)?)
+            .await?;
+        reply(stats)
+    }
+
+    async fn get_cluster(&self, request: Request<pb::GetClusterRequest>) -> Reply<pb::Cluster> {
+        self.open(request)?;
+        reply(status::of(&self.state.api.node, &self.state.api.region).await)
+    }
+}

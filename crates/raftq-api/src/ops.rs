@@ -1,0 +1,531 @@
+//! The operations of SPEC.md §3, independent of the wire format. Both front ends decode a
+//! request into the plain values taken here (REST from JSON in `routes`, gRPC from protobuf in
+//! `grpc`), and render the answer through the shapes of `json`; everything in between is here,
+//! once: the checks that need no state (run before anything is proposed), defaults, the command
+//! or query, and the reading of its outcome. So REST and gRPC share every rule and every error.
+//!
+//! Field names in errors are the JSON/protobuf field names (they are the same), JSON-path style:
+//! `redrive_policy.max_receive_count`, `entries[1].id`. Checks that need the queue (its own size
+//! limit, FIFO IDs, redrive targets) are the engine's.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use raftq_engine::model::{limits, QueueConfig};
+use raftq_engine::{
+    validate, AckResult, BatchEntry, BatchResult, Command, EngineError, MessageMeta, Millis,
+    NewMessage, Outcome, Payload, QueueAttributes, QueueRef, QueueStats, QueueType, QueueView,
+    SendResult,
+};
+use raftq_node::{Query, QueryResult};
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::longpoll::{self, ReceiveRequest, Received};
+use crate::Shared;
+
+/// Longest long poll, in seconds.
+const WAIT_SECONDS_MAX: i64 = 20;
+
+/// A queue to create, as a client asks for it.
+pub struct NewQueue {
+    pub name: String,
+    /// `standard` or `fifo` when given; it must match the name.
+    pub queue_type: Option<String>,
+    pub attributes: QueueAttributes,
+}
+
+/// A message as a client sends it, before it gets its UUID.
+pub struct MessageInput {
+    pub body: String,
+    pub attributes: BTreeMap<String, String>,
+    pub delay_seconds: Option<i64>,
+    pub message_group_id: Option<String>,
+    pub message_deduplication_id: Option<String>,
+}
+
+/// One entry of a batch send.
+pub struct BatchEntryInput {
+    pub id: String,
+    pub message: MessageInput,
+}
+
+/// The options of a receive; absent ones take their defaults.
+pub struct ReceiveOptions {
+    pub max_messages: Option<i64>,
+    pub lease_seconds: Option<i64>,
+    pub wait_seconds: Option<i64>,
+}
+
+/// The answer to a lease change.
+pub struct LeaseChange {
+    pub receipt: String,
+    pub lease_expires_at: Millis,
+}
+
+impl MessageInput {
+    /// The message with a new UUID, checked against the rules that need no state.
+    fn checked(self) -> Result<NewMessage, EngineError> {
+        let mut message = NewMessage {
+            message_id: Uuid::new_v4(),
+            body: self.body,
+            attributes: self.attributes,
+            delay_seconds: self.delay_seconds,
+            message_group_id: self.message_group_id,
+            message_deduplication_id: self.message_deduplication_id,
+        };
+        precheck(&mut message)?;
+        Ok(message)
+    }
+}
+
+/// The rules of a message that need no state: those of [`validate::message`] for the largest
+/// standard queue (body, attributes, absolute size, delay, group ID), plus the form of the
+/// deduplication ID, which a standard queue would refuse outright.
+fn precheck(msg: &mut NewMessage) -> Result<(), EngineError> {
+    let dedup = msg.message_deduplication_id.take();
+    let largest = QueueConfig {
+        max_message_bytes: limits::MAX_MESSAGE_BYTES_MAX as u32,
+        ..QueueConfig::default()
+    };
+    let checked = validate::message(msg, QueueType::Standard, &largest);
+    msg.message_deduplication_id = dedup;
+    checked?;
+    match &msg.message_deduplication_id {
+        Some(id) => validate::message_tag("message_deduplication_id", id),
+        None => Ok(()),
+    }
+}
+
+/// The rules of queue settings that need no state: required fields and ranges of the redrive
+/// policy, a permission for the allow policy, and the scalar settings for a queue of `queue_type`.
+fn precheck_attributes(attrs: &QueueAttributes, queue_type: QueueType) -> Result<(), ApiError> {
+    if let Some(Some(policy)) = &attrs.redrive_policy {
+        if policy.dead_letter_target.is_none() {
+            return Err(ApiError::invalid(
+                "redrive_policy.dead_letter_target",
+                "is required",
+            ));
+        }
+        const MAX: &str = "redrive_policy.max_receive_count";
+        let max = policy
+            .max_receive_count
+            .ok_or_else(|| ApiError::invalid(MAX, "is required"))?;
+        validate::in_range(MAX, max, 1, limits::MAX_RECEIVE_COUNT_MAX)?;
+    }
+    if let Some(allow) = &attrs.redrive_allow_policy {
+        if allow.permission.is_none() {
+            return Err(ApiError::invalid(
+                "redrive_allow_policy.permission",
+                "is required",
+            ));
+        }
+    }
+    validate::scalar_attributes(attrs, queue_type, &mut QueueConfig::default())?;
+    Ok(())
+}
+
+/// Checks an optional lease length.
+fn check_lease_seconds(lease_seconds: Option<i64>) -> Result<(), ApiError> {
+    if let Some(v) = lease_seconds {
+        validate::in_range("lease_seconds", v, 0, limits::LEASE_SECONDS_MAX)?;
+    }
+    Ok(())
+}
+
+/// The queue object of a create or patch outcome.
+fn queue_outcome(outcome: Outcome) -> Result<Box<QueueView>, ApiError> {
+    match outcome {
+        Outcome::Queue(view) => Ok(view),
+        _ => Err(ApiError::unexpected_answer()),
+    }
+}
+
+impl Shared {
+    pub async fn create_queue(
+        &self,
+        account: String,
+        new: NewQueue,
+    ) -> Result<Box<QueueView>, ApiError> {
+        let queue_type = validate::queue_name(&new.name)?;
+        if new
+            .queue_type
+            .as_deref()
+            .is_some_and(|t| t != queue_type.as_str())
+        {
+            return Err(ApiError::invalid(
+                "type",
+                format!(
+                    "must be {} for this name: a queue is fifo exactly when its name ends in .fifo",
+                    queue_type.as_str()
+                ),
+            ));
+        }
+        precheck_attributes(&new.attributes, queue_type)?;
+        let written = self
+            .write(Command::CreateQueue {
+                account,
+                queue_id: Uuid::new_v4(),
+                name: new.name,
+                attributes: new.attributes,
+            })
+            .await?;
+        queue_outcome(written.outcome)
+    }
+
+    pub async fn list_queues(
+        &self,
+        account: String,
+        prefix: String,
+    ) -> Result<Vec<QueueView>, ApiError> {
+        match self.read(Query::ListQueues { account, prefix }).await? {
+            QueryResult::Queues(views) => Ok(views),
+            _ => Err(ApiError::unexpected_answer()),
+        }
+    }
+
+    pub async fn get_queue(
+        &self,
+        account: String,
+        queue: String,
+    ) -> Result<Box<QueueView>, ApiError> {
+        match self.read(Query::GetQueue { account, queue }).await? {
+            QueryResult::Queue(view) => Ok(view),
+            _ => Err(ApiError::unexpected_answer()),
+        }
+    }
+
+    /// Changes the settings given; `redrive_policy: Some(None)` detaches the policy.
+    pub async fn patch_queue(
+        &self,
+        account: String,
+        queue: String,
+        attributes: QueueAttributes,
+    ) -> Result<Box<QueueView>, ApiError> {
+        // Ranges only: the FIFO-only rule of content_based_deduplication needs the queue's type,
+        // which the engine knows.
+        precheck_attributes(&attributes, QueueType::Fifo)?;
+        let written = self
+            .write(Command::PatchQueue {
+                account,
+                queue,
+                attributes,
+            })
+            .await?;
+        queue_outcome(written.outcome)
+    }
+
+    pub async fn delete_queue(&self, account: String, queue: String) -> Result<(), ApiError> {
+        match self
+            .write(Command::DeleteQueue { account, queue })
+            .await?
+            .outcome
+        {
+            Outcome::Deleted => Ok(()),
+            _ => Err(ApiError::unexpected_answer()),
+        }
+    }
+
+    pub async fn dead_letter_sources(
+        &self,
+        account: String,
+        queue: String,
+    ) -> Result<Vec<QueueRef>, ApiError> {
+        match self
+            .read(Query::DeadLetterSources { account, queue })
+            .await?
+        {
+            QueryResult::Refs(refs) => Ok(refs),
+            _ => Err(ApiError::unexpected_answer()),
+        }
+    }
+
+    pub async fn queue_stats(
+        &self,
+        account: String,
+        queue: String,
+    ) -> Result<QueueStats, ApiError> {
+        match self.read(Query::Stats { account, queue }).await? {
+            QueryResult::Stats(stats) => Ok(stats),
+            _ => Err(ApiError::unexpected_answer()),
+        }
+    }
+
+    pub async fn send(
+        &self,
+        account: String,
+        queue: String,
+        message: MessageInput,
+    ) -> Result<SendResult, ApiError> {
+        let message = message.checked()?;
+        match self
+            .write(Command::Send {
+                account,
+                queue,
+                message,
+            })
+            .await?
+            .outcome
+        {
+            Outcome::Sent(result) => Ok(result),
+            _ => Err(ApiError::unexpected_answer()),
+        }
+    }
+
+    /// Sends a batch. A request that is wrong as a whole (entry count, entry IDs) is refused; a
+    /// message that breaks a rule gets its own error result, and the others are still sent.
+    /// Results come in request order.
+    pub async fn send_batch(
+        &self,
+        account: String,
+        queue: String,
+        entries: Vec<BatchEntryInput>,
+    ) -> Result<Vec<BatchResult>, ApiError> {
+        validate::count("entries", entries.len(), limits::BATCH_MAX)?;
+        for (i, entry) in entries.iter().enumerate() {
+            let field = format!("entries[{i}].id");
+            validate::batch_entry_id(&field, &entry.id)?;
+            if entries[..i].iter().any(|earlier| earlier.id == entry.id) {
+                return Err(ApiError::invalid(field, "must be unique within the batch"));
+            }
+        }
+        // Refusals of the precheck now, the rest from the engine.
+        let mut results: Vec<Option<BatchResult>> = Vec::with_capacity(entries.len());
+        let mut to_send = Vec::with_capacity(entries.len());
+        for BatchEntryInput { id, message } in entries {
+            match message.checked() {
+                Ok(message) => {
+                    results.push(None);
+                    to_send.push(BatchEntry { id, message });
+                }
+                Err(refused) => results.push(Some(BatchResult {
+                    id,
+                    result: Err(refused),
+                })),
+            }
+        }
+        if to_send.is_empty() {
+            // Nothing to propose; the queue must still exist for the batch to be answered.
+            self.get_queue(account, queue).await?;
+        } else {
+            let written = self
+                .write(Command::SendBatch {
+                    account,
+                    queue,
+                    entries: to_send,
+                })
+                .await?;
+            let Outcome::SentBatch(sent) = written.outcome else {
+                return Err(ApiError::unexpected_answer());
+            };
+            let mut sent = sent.into_iter();
+            for slot in results.iter_mut().filter(|r| r.is_none()) {
+                *slot = sent.next();
+            }
+        }
+        results
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(ApiError::unexpected_answer)
+    }
+
+    /// Receives, long polling for up to `wait_seconds` when nothing is deliverable.
+    pub async fn receive(
+        &self,
+        account: String,
+        queue: String,
+        options: ReceiveOptions,
+    ) -> Result<Received, ApiError> {
+        if let Some(v) = options.max_messages {
+            validate::in_range("max_messages", v, 1, limits::RECEIVE_MAX_MESSAGES)?;
+        }
+        check_lease_seconds(options.lease_seconds)?;
+        let wait = match options.wait_seconds {
+            Some(v) => validate::in_range("wait_seconds", v, 0, WAIT_SECONDS_MAX)?,
+            None => 0,
+        };
+        let request = ReceiveRequest {
+            account,
+            queue,
+            max_messages: options.max_messages,
+            lease_seconds: options.lease_seconds,
+            wait: Duration::from_secs(wait.into()),
+        };
+        longpoll::receive(self, request).await
+    }
+
+    /// Acknowledges 1-10 receipts, each with its own result.
+    pub async fn ack(
+        &self,
+        account: String,
+        queue: String,
+        receipts: Vec<String>,
+    ) -> Result<Vec<AckResult>, ApiError> {
+        validate::count("receipts", receipts.len(), limits::BATCH_MAX)?;
+        match self
+            .write(Command::Ack {
+                account,
+                queue,
+                receipts,
+            })
+            .await?
+            .outcome
+        {
+            Outcome::Acked(results) => Ok(results),
+            _ => Err(ApiError::unexpected_answer()),
+        }
+    }
+
+    /// Changes (or with 0 s releases) the lease of `receipt`; `lease_seconds` is required.
+    pub async fn change_lease(
+        &self,
+        account: String,
+        queue: String,
+        receipt: String,
+        lease_seconds: Option<i64>,
+    ) -> Result<LeaseChange, ApiError> {
+        check_lease_seconds(lease_seconds)?;
+        let lease_seconds =
+            lease_seconds.ok_or_else(|| ApiError::invalid("lease_seconds", "is required"))?;
+        match self
+            .write(Command::ChangeLease {
+                account,
+                queue,
+                receipt,
+                lease_seconds,
+            })
+            .await?
+            .outcome
+        {
+            Outcome::LeaseChanged {
+                receipt,
+                lease_expires_at,
+            } => Ok(LeaseChange {
+                receipt,
+                lease_expires_at,
+            }),
+            _ => Err(ApiError::unexpected_answer()),
+        }
+    }
+
+    /// Shows messages after sequence number `after`, without leasing them.
+    pub async fn peek(
+        &self,
+        account: String,
+        queue: String,
+        after: Option<u64>,
+        limit: Option<i64>,
+    ) -> Result<Vec<(MessageMeta, Payload)>, ApiError> {
+        let query = Query::Peek {
+            account,
+            queue,
+            after,
+            limit,
+        };
+        match self.read(query).await? {
+            QueryResult::Messages(messages) => Ok(messages),
+            _ => Err(ApiError::unexpected_answer()),
+        }
+    }
+
+    pub async fn purge(&self, account: String, queue: String) -> Result<(), ApiError> {
+        match self.write(Command::Purge { account, queue }).await?.outcome {
+            Outcome::Purged => Ok(()),
+            _ => Err(ApiError::unexpected_answer()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(body: &str) -> NewMessage {
+        NewMessage {
+            message_id: Uuid::nil(),
+            body: body.into(),
+            attributes: BTreeMap::new(),
+            delay_seconds: None,
+            message_group_id: None,
+            message_deduplication_id: None,
+        }
+    }
+
+    #[test]
+    fn precheck_applies_the_stateless_rules() {
+        assert!(precheck(&mut message("x")).is_ok());
+        let mut with_ids = NewMessage {
+            message_group_id: Some("g".into()),
+            message_deduplication_id: Some("d".into()),
+            ..message("x")
+        };
+        assert!(precheck(&mut with_ids).is_ok());
+        assert_eq!(with_ids.message_deduplication_id.as_deref(), Some("d"));
+        assert_eq!(
+            precheck(&mut message("")).unwrap_err().field(),
+            Some("body")
+        );
+        let big = "x".repeat(limits::MAX_MESSAGE_BYTES_MAX as usize + 1);
+        assert_eq!(
+            precheck(&mut message(&big)).unwrap_err().code(),
+            "message_too_large"
+        );
+        let mut delayed = NewMessage {
+            delay_seconds: Some(-1),
+            ..message("x")
+        };
+        assert_eq!(
+            precheck(&mut delayed).unwrap_err().field(),
+            Some("delay_seconds")
+        );
+        let mut bad_dedup = NewMessage {
+            message_deduplication_id: Some("\u{1}".into()),
+            ..message("x")
+        };
+        assert_eq!(
+            precheck(&mut bad_dedup).unwrap_err().field(),
+            Some("message_deduplication_id")
+        );
+    }
+
+    #[test]
+    fn queue_settings_are_checked_before_proposing() {
+        use raftq_engine::{AllowPolicyInput, RedrivePolicyInput};
+        let field = |attrs: QueueAttributes| {
+            precheck_attributes(&attrs, QueueType::Standard)
+                .unwrap_err()
+                .field
+        };
+        let policy = |target: Option<&str>, max: Option<i64>| QueueAttributes {
+            redrive_policy: Some(Some(RedrivePolicyInput {
+                dead_letter_target: target.map(str::to_string),
+                max_receive_count: max,
+            })),
+            ..QueueAttributes::default()
+        };
+        assert_eq!(
+            field(policy(None, Some(1))).as_deref(),
+            Some("redrive_policy.dead_letter_target")
+        );
+        for max in [None, Some(0), Some(1001)] {
+            assert_eq!(
+                field(policy(Some("d"), max)).as_deref(),
+                Some("redrive_policy.max_receive_count")
+            );
+        }
+        let allow = QueueAttributes {
+            redrive_allow_policy: Some(AllowPolicyInput::default()),
+            ..QueueAttributes::default()
+        };
+        assert_eq!(
+            field(allow).as_deref(),
+            Some("redrive_allow_policy.permission")
+        );
+        let detach = QueueAttributes {
+            redrive_policy: Some(None),
+            lease_seconds: Some(5),
+            ..QueueAttributes::default()
+        };
+        assert!(precheck_attributes(&detach, QueueType::Standard).is_ok());
+    }
+}

@@ -1,0 +1,120 @@
+//! Test setup shared by the REST (`http.rs`) and gRPC (`grpc.rs`) tests: a real single-node
+//! cluster on loopback in a temporary directory, `raftq_api::router` served on another loopback
+//! port, a time bound for every test, and a key file of two accounts. Each test stops its server
+//! and node with [`Serving::shutdown`].
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use raftq_api::{router, Api, Keys};
+use raftq_node::{Node, NodeConfig};
+use sha2::Digest;
+use tempfile::TempDir;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::{sleep, timeout, Instant};
+
+/// Longest any one test may run.
+pub const TEST_LIMIT: Duration = Duration::from_secs(90);
+
+const KEY_FILE: &str = r#"
+[[keys]]
+account = "acme"
+key = "acme-key"
+
+[[keys]]
+account = "globex"
+# SHA-256 of "globex-key"
+key_sha256 = "GLOBEX_DIGEST"
+"#;
+
+/// The keys of two accounts: `acme` (key `acme-key`, given as it is) and `globex` (key
+/// `globex-key`, given by its SHA-256, computed here rather than trusted from a constant).
+pub fn two_accounts() -> Keys {
+    let globex_digest = hex::encode(sha2::Sha256::digest(b"globex-key"));
+    Keys::from_toml(&KEY_FILE.replace("GLOBEX_DIGEST", &globex_digest)).expect("keys")
+}
+
+/// Runs a test body within [`TEST_LIMIT`].
+pub async fn bounded(body: impl Future<Output = ()>) {
+    timeout(TEST_LIMIT, body).await.expect("test took too long");
+}
+
+/// A node and the router serving it.
+pub struct Serving {
+    /// Where the router listens (REST and gRPC).
+    pub addr: SocketAddr,
+    pub node: Arc<Node>,
+    stop: oneshot::Sender<()>,
+    serving: JoinHandle<()>,
+    _dir: TempDir,
+}
+
+/// Starts node 1 of a cluster of itself and `extra_peers`.
+async fn start_node(extra_peers: &[(u64, String)], dir: &TempDir) -> Node {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind raft");
+    let mut peers = BTreeMap::from([(1, listener.local_addr().expect("addr").to_string())]);
+    peers.extend(extra_peers.iter().cloned());
+    let mut config = NodeConfig::new(1, peers, dir.path().join("node-1"));
+    config.heartbeat_ms = 50;
+    config.election_timeout_ms = (250, 500);
+    Node::start(config, listener).await.expect("start node")
+}
+
+impl Serving {
+    /// A single-node cluster, once it leads.
+    pub async fn start(keys: Keys) -> Serving {
+        Serving::start_with(keys, &[], true).await
+    }
+
+    /// Node 1 of a cluster with `extra_peers`; waits until it leads when `leader`.
+    pub async fn start_with(keys: Keys, extra_peers: &[(u64, String)], leader: bool) -> Serving {
+        let dir = TempDir::new().expect("temp dir");
+        let node = Arc::new(start_node(extra_peers, &dir).await);
+        if leader {
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while node.raft().metrics().borrow().current_leader != Some(1) {
+                assert!(Instant::now() < deadline, "no leader");
+                sleep(Duration::from_millis(20)).await;
+            }
+        }
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind api");
+        let addr = listener.local_addr().expect("addr");
+        let app = router(Api::new(Arc::clone(&node), "local", keys));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let serving = tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Serving {
+            addr,
+            node,
+            stop,
+            serving,
+            _dir: dir,
+        }
+    }
+
+    /// Stops the router and the node; drop the clients first, or the stop waits for them.
+    pub async fn shutdown(self) {
+        let Serving {
+            node,
+            stop,
+            serving,
+            _dir,
+            ..
+        } = self;
+        let _ = stop.send(());
+        let _ = timeout(Duration::from_secs(10), serving).await;
+        if let Ok(node) = Arc::try_unwrap(node) {
+            node.shutdown().await;
+        }
+    }
+}
