@@ -959,6 +959,24 @@ async fn cluster_health_and_metrics_report_the_node() {
         assert!(c.body["term"].as_u64().is_some_and(|t| t >= 1));
         assert!(c.body["commit_index"].as_u64().is_some_and(|i| i >= 2));
 
+        let state = s.get("/v1/cluster/state").await;
+        assert_eq!(state.status, 200, "{}", state.body);
+        assert!(state.body["applied_index"].as_u64().is_some_and(|i| i >= 2));
+        let digest = state.body["state_digest"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(digest.len(), 64, "hex SHA-256");
+        let sent = s
+            .call(Method::POST, "/v1/queues/m/messages", json!({"body": "x"}))
+            .await;
+        assert_eq!(sent.status, 200, "{}", sent.body);
+        let after = s.get("/v1/cluster/state").await;
+        assert_ne!(
+            after.body["state_digest"], digest,
+            "a change changes the digest"
+        );
+
         let h = s.get("/healthz").await;
         assert_eq!(h.status, 200);
         assert_eq!(h.body["status"], "ok");

@@ -258,9 +258,11 @@ async fn remaining(
 async fn node_states(nodes: &Nodes) -> Vec<Option<(u64, String)>> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let states: Vec<Option<(u64, String)>> = nodes
-            .cluster_views()
-            .await
+        let mut views = Vec::new();
+        for c in &nodes.clients {
+            views.push(c.cluster_state().await.unwrap_or(Value::Null));
+        }
+        let states: Vec<Option<(u64, String)>> = views
             .iter()
             .map(|v| {
                 Some((

@@ -242,6 +242,12 @@ impl Client {
         self.call(Method::GET, &["v1", "cluster"], &[], None).await
     }
 
+    /// This node's applied index and state digest (answered by the node itself).
+    pub async fn cluster_state(&self) -> Result<Value> {
+        self.call(Method::GET, &["v1", "cluster", "state"], &[], None)
+            .await
+    }
+
     pub async fn health(&self) -> Result<Value> {
         self.call(Method::GET, &["healthz"], &[], None).await
     }

@@ -71,6 +71,7 @@ pub fn build(state: AppState) -> Router {
         .route("/v1/queues/{q}/ack", post(leases::ack))
         .route("/v1/queues/{q}/lease", post(leases::change))
         .route("/v1/cluster", get(cluster::show))
+        .route("/v1/cluster/state", get(cluster::state))
         .route("/healthz", get(cluster::healthz))
         .route("/metrics", get(cluster::metrics))
         .fallback(|headers: HeaderMap| async move {
