@@ -26,6 +26,10 @@ use tonic::transport::{Channel, Endpoint};
 use crate::rpc::raft_client::RaftClient;
 use crate::rpc::Blob;
 
+/// HTTP/2 flow-control window for peer traffic: large enough that a batch of entries is sent
+/// without waiting for window updates.
+pub(crate) const WINDOW: u32 = 16 * 1024 * 1024;
+
 /// How long a connection attempt to a peer may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 
@@ -99,7 +103,14 @@ impl PeerClient {
     pub fn new(target: NodeId, addr: &str, partition: Partition) -> PeerClient {
         let client = Endpoint::from_shared(format!("http://{addr}"))
             .ok()
-            .map(|e| RaftClient::new(e.connect_timeout(CONNECT_TIMEOUT).connect_lazy()));
+            .map(|e| {
+                let e = e
+                    .connect_timeout(CONNECT_TIMEOUT)
+                    .tcp_nodelay(true)
+                    .initial_stream_window_size(Some(WINDOW))
+                    .initial_connection_window_size(Some(WINDOW));
+                RaftClient::new(e.connect_lazy())
+            });
         PeerClient {
             target,
             client,

@@ -25,7 +25,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::batcher::Batcher;
 use crate::error::{NodeError, StartError};
-use crate::network::{CallError, Network, Partition, PeerClient};
+use crate::network::{CallError, Network, Partition, PeerClient, WINDOW};
 use crate::query::{self, Query, QueryResult};
 use crate::rpc::raft_server::RaftServer;
 use crate::service::PeerService;
@@ -156,6 +156,9 @@ impl Node {
         let mut server_signal = signal.clone();
         tasks.push(tokio::spawn(async move {
             let result = tonic::transport::Server::builder()
+                .tcp_nodelay(true)
+                .initial_stream_window_size(Some(WINDOW))
+                .initial_connection_window_size(Some(WINDOW))
                 .add_service(service)
                 .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
                     let _ = server_signal.wait_for(|stop| *stop).await;
