@@ -154,9 +154,12 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
             Event::Fault { .. } => {}
         }
     }
-    let acked_ok = |id: &str| {
-        acks.get(id)
-            .is_some_and(|a| a.iter().any(|(_, _, o)| **o == Outcome::Ok))
+    // An ack whose answer was lost may have been applied: it accounts for a message too.
+    let maybe_acked = |id: &str| {
+        acks.get(id).is_some_and(|a| {
+            a.iter()
+                .any(|(_, _, o)| matches!(o, Outcome::Ok | Outcome::Unknown(_)))
+        })
     };
     let remaining: BTreeSet<&str> = fin
         .remaining
@@ -165,7 +168,8 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
         .map(String::as_str)
         .collect();
 
-    // 1. Every acknowledged send is delivered-and-acked or still queued (source or DLQ).
+    // 1. Every acknowledged send is delivered-and-acked (or its ack's answer was lost) or still
+    // queued (source or DLQ).
     for e in events {
         if let Event::Send {
             outcome: Outcome::Ok,
@@ -175,7 +179,7 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
             ..
         } = e
         {
-            if !acked_ok(id) && !remaining.contains(id.as_str()) {
+            if !maybe_acked(id) && !remaining.contains(id.as_str()) {
                 report.flag(
                     INVARIANTS[0],
                     format!("{id} ({body}) was acknowledged as sent and is gone"),

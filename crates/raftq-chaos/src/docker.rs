@@ -10,9 +10,27 @@ use tokio::process::Command;
 pub struct Compose {
     pub project: String,
     pub file: PathBuf,
+    /// `docker compose` (the plugin) or `docker-compose` (the standalone tool).
+    program: Vec<String>,
 }
 
 impl Compose {
+    /// The project, driven by whichever compose tool this machine has.
+    pub async fn detect(project: String, file: PathBuf) -> Result<Compose, String> {
+        let program = if Self::run("docker", &["compose", "version"]).await.is_ok() {
+            vec!["docker".to_string(), "compose".to_string()]
+        } else if Self::run("docker-compose", &["version"]).await.is_ok() {
+            vec!["docker-compose".to_string()]
+        } else {
+            return Err("neither `docker compose` nor `docker-compose` is available".into());
+        };
+        Ok(Compose {
+            project,
+            file,
+            program,
+        })
+    }
+
     async fn run(program: &str, args: &[&str]) -> Result<String, String> {
         let out = Command::new(program)
             .args(args)
@@ -31,9 +49,10 @@ impl Compose {
 
     async fn compose(&self, args: &[&str]) -> Result<String, String> {
         let file = self.file.to_string_lossy().to_string();
-        let mut all = vec!["compose", "-p", &self.project, "-f", &file];
+        let mut all: Vec<&str> = self.program[1..].iter().map(String::as_str).collect();
+        all.extend_from_slice(&["-p", &self.project, "-f", &file]);
         all.extend_from_slice(args);
-        Self::run("docker", &all).await
+        Self::run(&self.program[0], &all).await
     }
 
     /// The container of a compose service.

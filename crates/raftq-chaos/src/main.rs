@@ -76,10 +76,7 @@ async fn run(args: &Args, seed: u64) -> Result<u64, String> {
         .map(|e| Client::new(e, None).map_err(|e| e.to_string()))
         .collect::<Result<Vec<_>, _>>()?;
     let nodes = Nodes { clients };
-    let compose = Compose {
-        project: args.project.clone(),
-        file: args.compose_file.clone(),
-    };
+    let compose = Compose::detect(args.project.clone(), args.compose_file.clone()).await?;
     if !nodes.wait_healthy(Duration::from_secs(90)).await {
         return Err("the cluster is not healthy".into());
     }

@@ -77,6 +77,11 @@ pub async fn produce(
             .await;
             match outcome {
                 Outcome::Unknown(_) if fifo => sleep(Duration::from_millis(100)).await,
+                Outcome::Unknown(_) => {
+                    // Not retried (a standard queue would get a second copy), but not hammered.
+                    sleep(Duration::from_millis(100)).await;
+                    break;
+                }
                 Outcome::Ok => {
                     ok = true;
                     break;
