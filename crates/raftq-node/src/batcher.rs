@@ -18,7 +18,7 @@ use crate::node::now_ms;
 /// Most commands in one entry.
 const MAX_BATCH: usize = 512;
 /// Entries proposed and not yet applied, at most.
-const IN_FLIGHT: usize = 4;
+const IN_FLIGHT: usize = 16;
 /// Commands waiting for an entry, at most (senders wait beyond).
 const QUEUE: usize = 8192;
 

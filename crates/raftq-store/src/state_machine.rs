@@ -103,21 +103,11 @@ impl StateReader {
     /// the index of the last applied entry they reflect — read from one consistent snapshot of
     /// the database. Two nodes that applied the same entries have equal digests.
     pub fn digest(&self) -> Result<(Option<u64>, String), AnyError> {
-        let snapshot = self.db.snapshot();
-        let cf = |name| {
-            self.db
-                .cf_handle(name)
-                .ok_or_else(|| AnyError::error(format!("column family {name} is missing")))
-        };
-        let applied: Applied = match snapshot
-            .get_cf(cf(SM_META_CF)?, KEY_APPLIED)
-            .map_err(|e| AnyError::new(&e))?
-        {
-            Some(bytes) => postcard::from_bytes(&bytes).map_err(|e| AnyError::new(&e))?,
-            None => Applied::default(),
-        };
+        let view = self.db.snapshot();
+        let applied = applied_in(&self.db, &view).map_err(|e| AnyError::new(&e))?;
+        let state = cf(&self.db, STATE_CF).map_err(|e| AnyError::new(&e))?;
         let mut hasher = Sha256::new();
-        for row in snapshot.iterator_cf(cf(STATE_CF)?, IteratorMode::Start) {
+        for row in view.iterator_cf(state, IteratorMode::Start) {
             let (key, value) = row.map_err(|e| AnyError::new(&e))?;
             for part in [&key, &value] {
                 hasher.update((part.len() as u64).to_be_bytes());
@@ -199,18 +189,6 @@ impl RocksStateMachine {
             .read()
             .map(|e| e.region().to_string())
             .map_err(|_| io::Error::other("engine lock poisoned"))
-    }
-
-    /// Every row of `sm_state`, in key order.
-    fn all_rows(&self) -> io::Result<Rows> {
-        let cf = cf(&self.db, STATE_CF)?;
-        self.db
-            .iterator_cf(cf, IteratorMode::Start)
-            .map(|r| {
-                r.map(|(k, v)| (k.into_vec(), v.into_vec()))
-                    .map_err(io::Error::other)
-            })
-            .collect()
     }
 }
 
@@ -332,8 +310,6 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         self.snapshot_count += 1;
         SnapshotBuilder {
             db: Arc::clone(&self.db),
-            rows: self.all_rows(),
-            applied: self.applied.clone(),
             count: self.snapshot_count,
         }
     }
@@ -422,45 +398,71 @@ fn load_snapshot(db: &DB) -> io::Result<Option<Snapshot<TypeConfig>>> {
     }))
 }
 
-/// Builds a snapshot from the rows read when it was requested.
+/// Builds a snapshot off the state machine's task, from one consistent view of the database:
+/// the rows and the applied marker written with them, so the snapshot's last log id is exactly
+/// the state its rows hold (at or after the moment it was requested).
 pub struct SnapshotBuilder {
     db: Arc<DB>,
-    rows: io::Result<Rows>,
-    applied: Applied,
     count: u64,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
-        let rows = std::mem::replace(&mut self.rows, Ok(Vec::new())).map_err(io_err)?;
-        let data = postcard::to_allocvec(&SnapshotRows { rows }).map_err(io_err)?;
-        let last = self
-            .applied
-            .last_applied
-            .map_or_else(|| "none".to_string(), |id| id.to_string());
-        let meta = Meta {
-            last_log_id: self.applied.last_applied,
-            last_membership: self.applied.membership.clone(),
-            snapshot_id: format!("{last}-{}", self.count),
-        };
-        let meta_cf = cf(&self.db, SM_META_CF).map_err(io_err)?;
-        let stored = StoredSnapshot {
-            meta: meta.clone(),
-            data,
-        };
-        let mut sync = WriteOptions::default();
-        sync.set_sync(true);
-        self.db
-            .put_cf_opt(
-                meta_cf,
-                KEY_SNAPSHOT,
-                postcard::to_allocvec(&stored).map_err(io_err)?,
-                &sync,
-            )
+        let db = Arc::clone(&self.db);
+        let count = self.count;
+        let stored = tokio::task::spawn_blocking(move || build(&db, count))
+            .await
+            .map_err(io_err)?
             .map_err(io_err)?;
         Ok(Snapshot {
-            meta,
+            meta: stored.meta,
             snapshot: Box::new(Cursor::new(stored.data)),
         })
+    }
+}
+
+/// Reads, encodes and durably keeps a snapshot.
+fn build(db: &DB, count: u64) -> io::Result<StoredSnapshot> {
+    let view = db.snapshot();
+    let applied = applied_in(db, &view)?;
+    let rows = view
+        .iterator_cf(cf(db, STATE_CF)?, IteratorMode::Start)
+        .map(|r| {
+            r.map(|(k, v)| (k.into_vec(), v.into_vec()))
+                .map_err(io::Error::other)
+        })
+        .collect::<io::Result<Rows>>()?;
+    let data = postcard::to_allocvec(&SnapshotRows { rows }).map_err(io::Error::other)?;
+    let last = applied
+        .last_applied
+        .map_or_else(|| "none".to_string(), |id| id.to_string());
+    let stored = StoredSnapshot {
+        meta: Meta {
+            last_log_id: applied.last_applied,
+            last_membership: applied.membership,
+            snapshot_id: format!("{last}-{count}"),
+        },
+        data,
+    };
+    let mut sync = WriteOptions::default();
+    sync.set_sync(true);
+    db.put_cf_opt(
+        cf(db, SM_META_CF)?,
+        KEY_SNAPSHOT,
+        postcard::to_allocvec(&stored).map_err(io::Error::other)?,
+        &sync,
+    )
+    .map_err(io::Error::other)?;
+    Ok(stored)
+}
+
+/// The applied marker as a view of the database holds it.
+fn applied_in(db: &DB, view: &rocksdb::SnapshotWithThreadMode<'_, DB>) -> io::Result<Applied> {
+    match view
+        .get_cf(cf(db, SM_META_CF)?, KEY_APPLIED)
+        .map_err(io::Error::other)?
+    {
+        Some(bytes) => postcard::from_bytes(&bytes).map_err(io::Error::other),
+        None => Ok(Applied::default()),
     }
 }
