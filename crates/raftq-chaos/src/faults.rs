@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use tokio::time::{sleep, Instant};
 
@@ -11,7 +12,7 @@ use crate::docker::Compose;
 use crate::history::{now_ms, Event, History};
 use crate::nodes::Nodes;
 
-/// The kinds of fault, in the order of the schedule's choice.
+/// The kinds of fault.
 pub const KINDS: [&str; 7] = [
     "kill_leader",
     "kill_follower",
@@ -25,12 +26,20 @@ pub const KINDS: [&str; 7] = [
 /// Injects faults from `seed` until `until`, one at a time, healing each.
 pub async fn run(compose: Compose, nodes: Nodes, seed: u64, until: Instant, history: History) {
     let mut rng = StdRng::seed_from_u64(seed);
+    // Every kind once per round, in a seeded order, so a short run still sees each kind.
+    let mut round: Vec<&str> = Vec::new();
     while Instant::now() < until {
         sleep(Duration::from_millis(rng.random_range(2_000..5_000))).await;
         if Instant::now() >= until {
             break;
         }
-        let kind = KINDS[rng.random_range(0..KINDS.len())];
+        if round.is_empty() {
+            round = KINDS.to_vec();
+            round.shuffle(&mut rng);
+        }
+        let Some(kind) = round.pop() else {
+            break;
+        };
         let leader = nodes.leader_service().await;
         let follower = nodes.follower_service(leader.as_deref(), &mut rng);
         let target = match kind {
