@@ -53,6 +53,9 @@ struct Args {
 }
 
 const MAX_RECEIVE_COUNT: u64 = 3;
+/// A request to a paused or cut-off node hangs; the client gives up after this (its outcome is
+/// then unknown).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -73,7 +76,7 @@ async fn run(args: &Args, seed: u64) -> Result<u64, String> {
     let clients = args
         .endpoints
         .iter()
-        .map(|e| Client::new(e, None).map_err(|e| e.to_string()))
+        .map(|e| Client::with_timeout(e, None, REQUEST_TIMEOUT).map_err(|e| e.to_string()))
         .collect::<Result<Vec<_>, _>>()?;
     let nodes = Nodes { clients };
     let compose = Compose::detect(args.project.clone(), args.compose_file.clone()).await?;
@@ -127,7 +130,8 @@ async fn run(args: &Args, seed: u64) -> Result<u64, String> {
     let drained = drain(&nodes, &dead_letter).await;
     control.stop_consuming.store(true, Ordering::Relaxed);
     for w in workers {
-        let _ = w.await;
+        // Every request is bounded by REQUEST_TIMEOUT, so workers stop soon after being told.
+        let _ = tokio::time::timeout(Duration::from_secs(30), w).await;
     }
     if !drained {
         println!("warning: queues were not empty after draining");

@@ -4,8 +4,14 @@
 //! errors carrying the API's `code`, `message` and `field`. The `raftq` command-line client,
 //! the chaos checker and the benchmarks use it.
 
+use std::time::Duration;
+
 use reqwest::{Method, StatusCode, Url};
 use serde_json::{json, Value};
+
+/// How long a request may take by default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// An error answered by the API.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,15 +56,25 @@ pub struct Client {
 
 impl Client {
     /// A client for `endpoint` (e.g. `http://127.0.0.1:8080`), with an API key when keys are on.
+    /// A request gives up after 30 s (longer than the longest long poll, 20 s).
     pub fn new(endpoint: &str, key: Option<String>) -> Result<Client> {
+        Self::with_timeout(endpoint, key, DEFAULT_TIMEOUT)
+    }
+
+    /// The same, giving up on any request after `timeout` (and on connecting after 2 s).
+    pub fn with_timeout(endpoint: &str, key: Option<String>, timeout: Duration) -> Result<Client> {
         let endpoint = Url::parse(endpoint).map_err(|e| ClientError::Endpoint(e.to_string()))?;
         if endpoint.cannot_be_a_base() {
             return Err(ClientError::Endpoint(format!(
                 "{endpoint} cannot be a base URL"
             )));
         }
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(timeout)
+            .build()?;
         Ok(Client {
-            http: reqwest::Client::new(),
+            http,
             endpoint,
             key,
         })
