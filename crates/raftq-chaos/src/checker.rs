@@ -1,7 +1,7 @@
 //! The history checker: the invariants of a replicated queue, each counted over the recorded
 //! history and the final state read after the cluster healed and every queue was drained.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::history::{Event, Outcome};
 
@@ -213,6 +213,12 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
         .iter()
         .filter_map(|d| Some((d.id, d.moved_at?)))
         .collect();
+    // Indexes, so that the check stays near-linear in the history's length.
+    let received_in: HashSet<(&str, &str, u64, u64)> = deliveries
+        .iter()
+        .map(|o| (o.queue, o.id, o.start, o.end))
+        .collect();
+    let delivered_ids: HashSet<&str> = deliveries.iter().map(|o| o.id).collect();
     for d in deliveries.iter().filter(|d| d.queue.ends_with(".fifo")) {
         let (Some(seq), Some(group)) = (d.seq, group_of.get(d.id)) else {
             continue;
@@ -221,9 +227,7 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
             continue;
         };
         for (_, earlier) in list.iter().take_while(|(s, _)| *s < seq) {
-            let same_receive = deliveries.iter().any(|o| {
-                o.id == *earlier && o.queue == d.queue && o.start == d.start && o.end == d.end
-            });
+            let same_receive = received_in.contains(&(d.queue, *earlier, d.start, d.end));
             let acked_before = acks.get(earlier).is_some_and(|a| {
                 a.iter()
                     .any(|(start, _, o)| *start < d.end && !matches!(o, Outcome::Failed(_)))
@@ -232,7 +236,7 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
             let moved_later_unseen = remaining.contains(earlier)
                 && d.source.is_none()
                 && fin.dead_letter.contains_key(d.queue)
-                && !deliveries.iter().any(|o| o.id == *earlier);
+                && !delivered_ids.contains(earlier);
             if !(same_receive || acked_before || moved_before || moved_later_unseen) {
                 report.flag(INVARIANTS[2], format!("{} (seq {seq}) of group {group} in {} delivered while earlier {earlier} was unresolved", d.id, d.queue));
             }
