@@ -8,12 +8,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{bounded, two_accounts, Serving};
+use common::{absent_peer, bounded, two_accounts, Serving};
 use prost::Message as _;
 use raftq_api::grpc::pb;
 use raftq_api::grpc::pb::queues_client::QueuesClient;
 use raftq_api::{Keys, CODE_METADATA, ERROR_METADATA, FIELD_METADATA};
-use tokio::net::TcpListener;
 use tokio::time::{sleep, Instant};
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
@@ -1200,9 +1199,7 @@ async fn rest_and_grpc_share_the_port() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_without_quorum_is_unavailable() {
     // Node 2 never starts: node 1 alone cannot elect a leader.
-    let absent = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let absent_addr = absent.local_addr().expect("addr").to_string();
-    drop(absent);
+    let absent_addr = absent_peer().await;
     let s = Grpc::over(Serving::start_with(Keys::open(), &[(2, absent_addr)], false).await).await;
     bounded(async {
         let mut c = s.client();

@@ -7,11 +7,10 @@ mod common;
 use std::ops::Deref;
 use std::time::Duration;
 
-use common::{bounded, two_accounts, Serving};
+use common::{absent_peer, bounded, two_accounts, Serving};
 use raftq_api::Keys;
 use reqwest::Method;
 use serde_json::{json, Value};
-use tokio::net::TcpListener;
 use tokio::time::{sleep, Instant};
 
 /// The served node with a REST client.
@@ -1012,9 +1011,7 @@ async fn cluster_health_and_metrics_report_the_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_without_quorum_is_unavailable() {
     // Node 2 never starts: node 1 alone cannot elect a leader.
-    let absent = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let absent_addr = absent.local_addr().expect("addr").to_string();
-    drop(absent);
+    let absent_addr = absent_peer().await;
     let s = Server::start_with(Keys::open(), &[(2, absent_addr)], false).await;
     bounded(async {
         let started = Instant::now();

@@ -118,3 +118,11 @@ impl Serving {
         }
     }
 }
+
+/// The address of a peer that never starts (a port that was free a moment ago).
+pub async fn absent_peer() -> String {
+    let absent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    absent.local_addr().expect("addr").to_string()
+}
