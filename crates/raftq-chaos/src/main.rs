@@ -127,7 +127,9 @@ async fn run(args: &Args, seed: u64) -> Result<u64, String> {
     }
     control.stop_producing.store(true, Ordering::Relaxed);
     control.ack_per_mille.store(1000, Ordering::Relaxed);
-    let drained = drain(&nodes, &dead_letter).await;
+    // The backlog grows with the length of the faults; so does the time to drain it.
+    let drain_limit = Duration::from_secs(120 + args.duration);
+    let drained = drain(&nodes, &dead_letter, drain_limit).await;
     control.stop_consuming.store(true, Ordering::Relaxed);
     for w in workers {
         // Every request is bounded by REQUEST_TIMEOUT, so workers stop soon after being told.
@@ -200,10 +202,10 @@ async fn create(client: &Client, name: &str, attributes: Value) -> Result<(), St
     Err(format!("could not create {name}"))
 }
 
-/// Waits until every queue is empty twice in a row (bounded).
-async fn drain(nodes: &Nodes, dead_letter: &BTreeMap<String, String>) -> bool {
+/// Waits until every queue is empty twice in a row, up to `limit`.
+async fn drain(nodes: &Nodes, dead_letter: &BTreeMap<String, String>, limit: Duration) -> bool {
     let queues: Vec<&String> = dead_letter.iter().flat_map(|(s, d)| [s, d]).collect();
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + limit;
     let mut empty_in_a_row = 0;
     while Instant::now() < deadline {
         let mut total = 0;

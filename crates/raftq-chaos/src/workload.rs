@@ -190,31 +190,40 @@ pub async fn consume(nodes: Nodes, history: History, queue: String, control: Con
             };
             history.push(delivered);
         }
-        for m in &messages {
-            let per_mille = control.ack_per_mille.load(Ordering::Relaxed);
-            if rng.random_range(0..1000) >= per_mille {
-                continue;
-            }
-            let receipt = m["receipt"].as_str().unwrap_or_default().to_string();
-            let client = nodes.client(rng.random_range(0..nodes.clients.len()));
-            let start = now_ms();
-            let result = client.ack(&queue, std::slice::from_ref(&receipt)).await;
-            let outcome = match result {
-                Ok(v) if v["results"][0]["ok"] == true => Outcome::Ok,
+        // One batch ack for the deliveries this consumer decided to acknowledge.
+        let per_mille = control.ack_per_mille.load(Ordering::Relaxed);
+        let chosen: Vec<&Value> = messages
+            .iter()
+            .filter(|_| rng.random_range(0..1000) < per_mille)
+            .collect();
+        if chosen.is_empty() {
+            continue;
+        }
+        let receipts: Vec<String> = chosen
+            .iter()
+            .map(|m| m["receipt"].as_str().unwrap_or_default().to_string())
+            .collect();
+        let client = nodes.client(rng.random_range(0..nodes.clients.len()));
+        let start = now_ms();
+        let result = client.ack(&queue, &receipts).await;
+        let end = now_ms();
+        for (i, (m, receipt)) in chosen.iter().zip(receipts).enumerate() {
+            let outcome = match &result {
+                Ok(v) if v["results"][i]["ok"] == true => Outcome::Ok,
                 Ok(v) => Outcome::Failed(
-                    v["results"][0]["error"]["code"]
+                    v["results"][i]["error"]["code"]
                         .as_str()
                         .unwrap_or("?")
                         .into(),
                 ),
-                Err(e) => classify(&e),
+                Err(e) => classify(e),
             };
             history.push(Event::Ack {
                 queue: queue.clone(),
                 message_id: m["message_id"].as_str().unwrap_or_default().into(),
                 receipt,
                 start,
-                end: now_ms(),
+                end,
                 outcome,
             });
         }
