@@ -90,6 +90,9 @@ pub(crate) struct Core {
     pub batcher: Batcher,
     pub reader: StateReader,
     pub network: Network,
+    /// Connections to the leaders this node forwarded to, by node id and address (reused: a
+    /// forwarded request must not pay for a new connection).
+    pub forwarders: std::sync::Mutex<BTreeMap<(NodeId, String), PeerClient>>,
 }
 
 /// A running node.
@@ -147,6 +150,7 @@ impl Node {
             batcher,
             reader,
             network,
+            forwarders: std::sync::Mutex::new(BTreeMap::new()),
         });
         let (shutdown, signal) = watch::channel(false);
         let mut tasks = Vec::new();
@@ -326,7 +330,7 @@ impl Core {
         let Some(addr) = addr else {
             return Err(NodeError::NotLeader(None));
         };
-        let mut client = PeerClient::new(leader, &addr, self.network.partition.clone());
+        let mut client = self.forwarder(leader, addr);
         let timeout = deadline.saturating_duration_since(Instant::now());
         let reply: Result<ForwardReply, NodeError> =
             client.forward(request, timeout).await.map_err(|e| {
@@ -341,6 +345,20 @@ impl Core {
                 }
             })?;
         reply
+    }
+
+    /// The connection to `leader` at `addr`, made on first use.
+    fn forwarder(&self, leader: NodeId, addr: String) -> PeerClient {
+        let mut clients = self
+            .forwarders
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        clients
+            .entry((leader, addr))
+            .or_insert_with_key(|(id, addr)| {
+                PeerClient::new(*id, addr, self.network.partition.clone())
+            })
+            .clone()
     }
 
     /// Serves a request on this node, which must be the leader.
