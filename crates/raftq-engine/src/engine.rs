@@ -12,7 +12,7 @@ use crate::command::{
 use crate::error::{EngineError, Result};
 use crate::model::{
     crn, limits, parse_crn, AllowPolicy, AllowPolicyView, MessageState, Millis, QueueConfig,
-    QueueName, QueueRef, QueueStats, QueueType, QueueView, RedrivePolicy, RedrivePolicyView,
+    QueueGauges, QueueName, QueueRef, QueueStats, QueueType, QueueView, RedrivePolicy, RedrivePolicyView,
 };
 use crate::queue::{Books, DedupRecord, Msg, Queue, State, Timer, NO_GROUP};
 use crate::rows::{
@@ -773,6 +773,8 @@ impl Engine {
         let Some(msg) = sq.remove(&mut self.books, seq) else {
             return;
         };
+        sq.dead_lettered += 1;
+        self.books.changes.rows.push(RowKey::Queue(source));
         let new_seq = self.alloc_seq();
         if let Some(tq) = self.queues.get_mut(&target) {
             let moved = Msg {
@@ -840,19 +842,41 @@ impl Engine {
     /// Counters of a queue; the age is measured at `now`.
     pub fn stats(&self, account: &str, reference: &str, now: Millis) -> Result<QueueStats> {
         let q = self.queue(self.lookup(account, reference)?)?;
+        Ok(self.stats_of(q, now))
+    }
+
+    fn stats_of(&self, q: &Queue, now: Millis) -> QueueStats {
         let now = now.max(self.books.now);
         let oldest = q
             .messages
             .values()
             .next()
             .map_or(0, |m| now.saturating_sub(m.enqueued_at) / 1000);
-        Ok(QueueStats {
+        QueueStats {
             visible: q.count(State::Visible),
             leased: q.count(State::Leased),
             delayed: q.count(State::Delayed),
             pending_redrive: q.count(State::Pending),
             oldest_message_age_seconds: oldest,
-        })
+        }
+    }
+
+    /// Every queue of every account with its counters at `now` and its dead-letter moves, for
+    /// monitoring; in account and name order.
+    pub fn queue_gauges(&self, now: Millis) -> Vec<QueueGauges> {
+        self.by_name
+            .iter()
+            .flat_map(|(account, names)| names.iter().map(move |(name, qid)| (account, name, qid)))
+            .filter_map(|(account, name, qid)| {
+                let q = self.queues.get(qid)?;
+                Some(QueueGauges {
+                    account: account.clone(),
+                    name: name.clone(),
+                    stats: self.stats_of(q, now),
+                    dead_lettered: q.dead_lettered,
+                })
+            })
+            .collect()
     }
 
     /// The queues whose redrive policy names this queue.
@@ -971,6 +995,7 @@ impl Engine {
                     name: q.name.clone(),
                     created_at: q.created_at,
                     config: q.config.clone(),
+                    dead_lettered: q.dead_lettered,
                 })
             }),
             RowKey::Message(qid, seq) => {
@@ -1060,7 +1085,7 @@ impl Engine {
                 .or_default()
                 .insert(row.name.clone(), qid);
             engine.by_id.insert(row.id, qid);
-            let q = Queue::new(
+            let mut q = Queue::new(
                 qid,
                 row.id,
                 row.account,
@@ -1068,6 +1093,7 @@ impl Engine {
                 row.created_at,
                 row.config,
             );
+            q.dead_lettered = row.dead_lettered;
             engine.queues.insert(qid, q);
         }
         let targets: Vec<(u32, u32)> = engine

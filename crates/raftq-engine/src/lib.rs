@@ -45,5 +45,5 @@ pub use command::{
 };
 pub use engine::{Applied, Engine};
 pub use error::EngineError;
-pub use model::{MessageState, Millis, QueueRef, QueueStats, QueueType, QueueView};
+pub use model::{MessageState, Millis, QueueGauges, QueueRef, QueueStats, QueueType, QueueView};
 pub use rows::{Changes, PayloadOp, RowKey};

@@ -211,6 +211,16 @@ pub struct QueueStats {
     pub oldest_message_age_seconds: u64,
 }
 
+/// One queue's monitoring figures: its counters and how many messages redrive has moved out of
+/// it to its dead-letter queue since it was created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueGauges {
+    pub account: String,
+    pub name: String,
+    pub stats: QueueStats,
+    pub dead_lettered: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

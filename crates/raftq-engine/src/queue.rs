@@ -307,6 +307,8 @@ pub(crate) struct Queue {
     dedup_order: VecDeque<(Millis, String)>,
     /// Queues whose redrive policy names this queue.
     pub sources: BTreeSet<u32>,
+    /// Messages redrive has moved out of this queue to its dead-letter queue, ever.
+    pub dead_lettered: u64,
     retention_timer: Option<Millis>,
     dedup_timer: Option<Millis>,
 }
@@ -342,6 +344,7 @@ impl Queue {
             dedup: HashMap::default(),
             dedup_order: VecDeque::new(),
             sources: BTreeSet::new(),
+            dead_lettered: 0,
             retention_timer: None,
             dedup_timer: None,
         }

@@ -14,7 +14,7 @@ use crate::command::Payload;
 use crate::model::{Millis, QueueConfig, QueueName};
 
 /// Version of the row format, kept in the meta row.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 const TAG_META: u8 = 0;
 const TAG_QUEUE: u8 = 1;
@@ -146,6 +146,7 @@ pub(crate) struct QueueRow {
     pub name: String,
     pub created_at: Millis,
     pub config: QueueConfig,
+    pub dead_lettered: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

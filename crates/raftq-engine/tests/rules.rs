@@ -1536,6 +1536,26 @@ fn moved_message_is_never_in_both_queues() {
 }
 
 #[test]
+fn queue_gauges_count_dead_letter_moves_per_source_and_survive_restore() {
+    let mut h = Harness::new();
+    let (src, dlq) = with_dlq(&mut h, false, 1);
+    put(&mut h, src, "m");
+    put(&mut h, src, "n");
+    lapse(&mut h, src);
+    lapse(&mut h, src);
+    let gauges = |e: &Engine| {
+        e.queue_gauges(h.now)
+            .into_iter()
+            .map(|g| (g.name, g.dead_lettered, g.stats.visible))
+            .collect::<Vec<_>>()
+    };
+    let expected = vec![(dlq.to_string(), 0, 2), (src.to_string(), 2, 0)];
+    assert_eq!(gauges(&h.engine), expected);
+    let restored = Engine::restore("local", h.store.rows.clone()).expect("restore");
+    assert_eq!(gauges(&restored), expected);
+}
+
+#[test]
 fn moves_skip_the_targets_deduplication() {
     let mut h = Harness::new();
     let (src, dlq) = with_dlq(&mut h, true, 1);
