@@ -63,8 +63,10 @@ impl NodeConfig {
             data_dir,
             region: "local".into(),
             snapshot_after_logs: 20_000,
-            heartbeat_ms: 100,
-            election_timeout_ms: (400, 800),
+            // A follower that knew a leader waits its lease (the maximum timeout) plus a random
+            // timeout before it stands: 0.75 to 1 s after the last heartbeat.
+            heartbeat_ms: 50,
+            election_timeout_ms: (250, 500),
         }
     }
 }
@@ -126,7 +128,7 @@ impl Node {
         let db = open_db(&config.data_dir.join("db"))?;
         let db_handle = Arc::clone(&db);
         let log = RocksLogStore::new(Arc::clone(&db), LOGS_CF, META_CF)?;
-        let sm = RocksStateMachine::open(db, &config.region)?;
+        let sm = RocksStateMachine::open(db, &config.region, config.data_dir.join("snapshots"))?;
         let reader = sm.reader();
         let raft_config = Config {
             cluster_name: "raftq".into(),

@@ -2,7 +2,7 @@
 //! payloads joined from the store.
 
 use raftq_engine::{EngineError, MessageMeta, Payload, QueueRef, QueueStats, QueueView};
-use raftq_store::StateReader;
+use raftq_store::{PayloadView, StateReader};
 use serde::{Deserialize, Serialize};
 
 use crate::error::NodeError;
@@ -50,52 +50,60 @@ pub enum QueryResult {
     Deliverable(bool),
 }
 
-/// Runs a query on this node's applied state, at time `now`.
+/// What the engine answers under its lock: a final result, or messages whose payloads are read
+/// after the lock is released.
+enum Answer {
+    Done(QueryResult),
+    Messages(Vec<MessageMeta>),
+}
+
+/// Runs a query on this node's applied state, at time `now`. The engine is held only while it
+/// answers; payloads are read afterwards from a view of the same state.
 pub fn run(
     reader: &StateReader,
     query: &Query,
     now: u64,
 ) -> Result<Result<QueryResult, EngineError>, NodeError> {
-    reader
-        .with_engine(|e| {
-            Ok(match query {
-                Query::GetQueue { account, queue } => e
-                    .get_queue(account, queue)
-                    .map(|v| QueryResult::Queue(Box::new(v))),
-                Query::ListQueues { account, prefix } => {
-                    Ok(QueryResult::Queues(e.list_queues(account, prefix)))
-                }
-                Query::Peek {
-                    account,
-                    queue,
-                    after,
-                    limit,
-                } => match e.peek(account, queue, *after, *limit) {
-                    Ok(metas) => Ok(QueryResult::Messages(join_payloads(reader, metas)?)),
-                    Err(refused) => Err(refused),
-                },
-                Query::Stats { account, queue } => {
-                    e.stats(account, queue, now).map(QueryResult::Stats)
-                }
-                Query::DeadLetterSources { account, queue } => {
-                    e.dead_letter_sources(account, queue).map(QueryResult::Refs)
-                }
-                Query::Deliverable { account, queue } => {
-                    Ok(QueryResult::Deliverable(e.has_deliverable(account, queue)))
-                }
-            })
+    let (answer, view) = reader
+        .with_engine_and_view(|e| match query {
+            Query::GetQueue { account, queue } => e
+                .get_queue(account, queue)
+                .map(|v| Answer::Done(QueryResult::Queue(Box::new(v)))),
+            Query::ListQueues { account, prefix } => Ok(Answer::Done(QueryResult::Queues(
+                e.list_queues(account, prefix),
+            ))),
+            Query::Peek {
+                account,
+                queue,
+                after,
+                limit,
+            } => e.peek(account, queue, *after, *limit).map(Answer::Messages),
+            Query::Stats { account, queue } => e
+                .stats(account, queue, now)
+                .map(|s| Answer::Done(QueryResult::Stats(s))),
+            Query::DeadLetterSources { account, queue } => e
+                .dead_letter_sources(account, queue)
+                .map(|r| Answer::Done(QueryResult::Refs(r))),
+            Query::Deliverable { account, queue } => Ok(Answer::Done(QueryResult::Deliverable(
+                e.has_deliverable(account, queue),
+            ))),
         })
-        .ok_or_else(|| NodeError::Storage("engine lock poisoned".into()))?
+        .ok_or_else(|| NodeError::Storage("engine lock poisoned".into()))?;
+    Ok(match answer {
+        Ok(Answer::Done(result)) => Ok(result),
+        Ok(Answer::Messages(metas)) => Ok(QueryResult::Messages(join_payloads(&view, metas)?)),
+        Err(refused) => Err(refused),
+    })
 }
 
 fn join_payloads(
-    reader: &StateReader,
+    view: &PayloadView<'_>,
     metas: Vec<MessageMeta>,
 ) -> Result<Vec<(MessageMeta, Payload)>, NodeError> {
     metas
         .into_iter()
         .map(|meta| {
-            let payload = reader
+            let payload = view
                 .payload(meta.storage_key)
                 .map_err(|e| NodeError::Storage(e.to_string()))?
                 .ok_or_else(|| {

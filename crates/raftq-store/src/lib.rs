@@ -6,16 +6,20 @@
 //!   of entries) costs one fsync.
 //! - [`state_machine`]: the engine applied to committed entries, with its rows, the message
 //!   payloads, the last applied log id and the membership written in one atomic batch per apply.
+//! - [`snapshot`]: snapshot files, streamed from one view of the state to disk and back.
 //! - [`types`]: the Raft type configuration both share.
 //!
 //! Both live in one RocksDB instance (one write-ahead log), opened with [`column_families`].
 
 pub mod log_store;
+pub mod snapshot;
 pub mod state_machine;
 pub mod types;
 
 pub use log_store::{LogStoreError, MissingColumnFamily, RocksLogStore, LOGS_CF, META_CF};
-pub use state_machine::{OpenError, RocksStateMachine, StateReader, SM_META_CF, STATE_CF};
+pub use state_machine::{
+    OpenError, PayloadView, RocksStateMachine, StateReader, SM_META_CF, STATE_CF,
+};
 pub use types::{Batch, NodeId, Response, TypeConfig};
 
 /// Every column family of a raftq node's database.

@@ -3,18 +3,21 @@
 //!
 //! Layout: the `sm_state` column family holds the engine's rows and the payload rows in one
 //! sorted key space (see `raftq_engine::rows`); `sm_meta` holds the last applied log id, the
-//! membership and the last snapshot.
+//! membership and the current snapshot's metadata and file name. Snapshot files (see
+//! [`crate::snapshot`]) live in a directory of their own.
 //!
 //! Durability policy: one `apply` call writes every row its entries changed, their payload puts
 //! and deletes, the last applied log id and the membership in one atomic `WriteBatch`, without
 //! an fsync of its own: the Raft log (synced) can always replay what a crash loses, and each
 //! later synced write of the log or a snapshot, which share the RocksDB write-ahead log, makes it
-//! durable. A snapshot is written with an fsync before openraft may purge the log it covers.
+//! durable. A snapshot's file and then its metadata are written with an fsync before openraft
+//! may purge the log it covers.
 //! On start the engine is rebuilt from `sm_state` (no log replay beyond what was not yet applied).
 
 use std::collections::HashMap;
-use std::io::{self, Cursor};
-use std::sync::{Arc, RwLock};
+use std::io::{self, Seek, SeekFrom};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
 
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
@@ -26,9 +29,12 @@ use raftq_engine::{Changes, Engine, Outcome, Payload, PayloadOp};
 use rocksdb::{ColumnFamilyDescriptor, IteratorMode, Options, WriteBatch, WriteOptions, DB};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use tokio::fs::File;
+use tokio::io::AsyncWriteExt;
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
+use crate::snapshot::{self, Rows, SnapshotDir};
 use crate::types::{NodeId, Response, TypeConfig};
 
 /// Column family of engine rows and payloads.
@@ -40,7 +46,6 @@ const KEY_APPLIED: &[u8] = b"applied";
 const KEY_SNAPSHOT: &[u8] = b"snapshot";
 
 type Meta = SnapshotMeta<NodeId, BasicNode>;
-type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 type Membership = StoredMembership<NodeId, BasicNode>;
 
 /// The column families this module needs.
@@ -62,18 +67,14 @@ pub enum OpenError {
     Rows(#[from] raftq_engine::rows::RowError),
     #[error("stored metadata is unreadable: {0}")]
     Meta(#[from] postcard::Error),
+    #[error("snapshot directory: {0}")]
+    Snapshots(#[from] io::Error),
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Applied {
     last_applied: Option<LogId<NodeId>>,
     membership: Membership,
-}
-
-/// A snapshot's bytes: every row of `sm_state`.
-#[derive(Debug, Serialize, Deserialize)]
-struct SnapshotRows {
-    rows: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 /// How many wake-ups a slow subscriber may fall behind before it is told it lagged.
@@ -97,6 +98,20 @@ impl StateReader {
     /// Runs `f` on the engine.
     pub fn with_engine<T>(&self, f: impl FnOnce(&Engine) -> T) -> Option<T> {
         self.engine.read().ok().map(|e| f(&e))
+    }
+
+    /// Runs `f` on the engine and keeps a view of the database as of the same applied state,
+    /// so that payloads of what `f` saw can be read after the engine is released: applies can
+    /// go on meanwhile and may delete them from the database, not from the view.
+    pub fn with_engine_and_view<T>(
+        &self,
+        f: impl FnOnce(&Engine) -> T,
+    ) -> Option<(T, PayloadView<'_>)> {
+        let engine = self.engine.read().ok()?;
+        // An apply writes its batch before it releases the engine, so under the read lock the
+        // database holds exactly what the engine shows.
+        let view = self.db.snapshot();
+        Some((f(&engine), PayloadView { db: &self.db, view }))
     }
 
     /// A digest of this node's applied state — every state row and payload as persisted, with
@@ -126,13 +141,38 @@ impl StateReader {
             .db
             .cf_handle(STATE_CF)
             .ok_or_else(|| AnyError::error("state column family is missing"))?;
-        let bytes = self
+        decoded(
+            self.db
+                .get_pinned_cf(cf, payload_key(storage_key))
+                .map_err(|e| AnyError::new(&e))?,
+        )
+    }
+}
+
+fn decoded(bytes: Option<impl AsRef<[u8]>>) -> Result<Option<Payload>, AnyError> {
+    bytes
+        .map(|b| decode_payload(b.as_ref()).map_err(|e| AnyError::new(&e)))
+        .transpose()
+}
+
+/// Payloads as of one applied state (see [`StateReader::with_engine_and_view`]).
+pub struct PayloadView<'a> {
+    db: &'a DB,
+    view: rocksdb::SnapshotWithThreadMode<'a, DB>,
+}
+
+impl PayloadView<'_> {
+    /// The payload stored under `storage_key` in this view.
+    pub fn payload(&self, storage_key: u64) -> Result<Option<Payload>, AnyError> {
+        let cf = self
             .db
-            .get_pinned_cf(cf, payload_key(storage_key))
-            .map_err(|e| AnyError::new(&e))?;
-        bytes
-            .map(|b| decode_payload(&b).map_err(|e| AnyError::new(&e)))
-            .transpose()
+            .cf_handle(STATE_CF)
+            .ok_or_else(|| AnyError::error("state column family is missing"))?;
+        decoded(
+            self.view
+                .get_cf(cf, payload_key(storage_key))
+                .map_err(|e| AnyError::new(&e))?,
+        )
     }
 }
 
@@ -143,13 +183,22 @@ pub struct RocksStateMachine {
     engine: Arc<RwLock<Engine>>,
     applied: Applied,
     snapshot_count: u64,
+    snapshots: Snapshots,
     wakeups: broadcast::Sender<Uuid>,
 }
 
+/// The snapshot directory, and the lock that orders updates of the current snapshot between
+/// builders (off the state machine's task) and installs.
+#[derive(Debug, Clone)]
+struct Snapshots {
+    dir: SnapshotDir,
+    current: Arc<Mutex<()>>,
+}
+
 impl RocksStateMachine {
-    /// Opens the state stored in `db` (opened with [`state_column_families`]); an empty
-    /// database gives an empty engine for `region`.
-    pub fn open(db: Arc<DB>, region: &str) -> Result<Self, OpenError> {
+    /// Opens the state stored in `db` (opened with [`state_column_families`]), with snapshot
+    /// files in `snapshot_dir`; an empty database gives an empty engine for `region`.
+    pub fn open(db: Arc<DB>, region: &str, snapshot_dir: PathBuf) -> Result<Self, OpenError> {
         let state = db
             .cf_handle(STATE_CF)
             .ok_or(OpenError::MissingColumnFamily(STATE_CF))?;
@@ -166,11 +215,17 @@ impl RocksStateMachine {
             .into_iter()
             .map(|(k, v)| (k.into_vec(), v.into_vec()));
         let engine = Engine::restore(region, rows)?;
+        let current = stored_snapshot(&db)?;
+        let dir = SnapshotDir::open(snapshot_dir, current.as_ref().map(|s| s.file.as_str()))?;
         Ok(RocksStateMachine {
             db,
             engine: Arc::new(RwLock::new(engine)),
             applied,
             snapshot_count: 0,
+            snapshots: Snapshots {
+                dir,
+                current: Arc::default(),
+            },
             wakeups: broadcast::channel(WAKEUP_BACKLOG).0,
         })
     }
@@ -294,10 +349,12 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
             }
             responses.push(answers);
         }
-        drop(engine);
         let applied = postcard::to_allocvec(&self.applied).map_err(io_err)?;
         batch.put_cf(meta, KEY_APPLIED, applied);
+        // Written before the engine is released: readers then never see a message whose rows
+        // are not in the database yet.
         self.db.write(batch).map_err(io_err)?;
+        drop(engine);
         woken.dedup();
         for queue in woken {
             // No subscriber is not an error: nobody is waiting.
@@ -310,27 +367,46 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         self.snapshot_count += 1;
         SnapshotBuilder {
             db: Arc::clone(&self.db),
+            snapshots: self.snapshots.clone(),
             count: self.snapshot_count,
         }
     }
 
-    async fn begin_receiving_snapshot(
-        &mut self,
-    ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
-        Ok(Box::default())
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<File>, StorageError<NodeId>> {
+        let path = self.snapshots.dir.file(&SnapshotDir::receiving_name());
+        let file = tokio::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .await
+            .map_err(|e| StorageError::from(StorageIOError::write_snapshot(None, &e)))?;
+        Ok(Box::new(file))
     }
 
     async fn install_snapshot(
         &mut self,
         meta: &Meta,
-        snapshot: Box<Cursor<Vec<u8>>>,
+        snapshot: Box<File>,
     ) -> Result<(), StorageError<NodeId>> {
-        let bytes = snapshot.into_inner();
-        let decoded: SnapshotRows = postcard::from_bytes(&bytes).map_err(|e| {
+        let read_err = |e: io::Error| {
             StorageError::from(StorageIOError::read_snapshot(Some(meta.signature()), &e))
-        })?;
+        };
+        let mut received = *snapshot;
+        received.flush().await.map_err(read_err)?;
+        let mut received = received.into_std().await;
+        let dir = self.snapshots.dir.clone();
+        let (name, rows) = tokio::task::spawn_blocking(move || -> io::Result<(String, Rows)> {
+            received.seek(SeekFrom::Start(0))?;
+            let name = dir.copy_from(&mut received)?;
+            let rows = snapshot::read_rows(&dir.file(&name))?;
+            Ok((name, rows))
+        })
+        .await
+        .map_err(io_err)?
+        .map_err(read_err)?;
         let region = self.region().map_err(io_err)?;
-        let engine = Engine::restore(region, decoded.rows.iter().cloned()).map_err(|e| {
+        let engine = Engine::restore(region, rows.iter().cloned()).map_err(|e| {
             StorageError::from(StorageIOError::read_snapshot(Some(meta.signature()), &e))
         })?;
         let db = Arc::clone(&self.db);
@@ -338,7 +414,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         let meta_cf = cf(&db, SM_META_CF).map_err(io_err)?;
         let mut batch = WriteBatch::default();
         batch.delete_range_cf(state, [0u8].as_slice(), [0xffu8; 16].as_slice());
-        for (k, v) in &decoded.rows {
+        for (k, v) in &rows {
             batch.put_cf(state, k, v);
         }
         let applied = Applied {
@@ -352,7 +428,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         );
         let stored = StoredSnapshot {
             meta: meta.clone(),
-            data: bytes,
+            file: name,
         };
         batch.put_cf(
             meta_cf,
@@ -361,41 +437,61 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         );
         let mut sync = WriteOptions::default();
         sync.set_sync(true);
-        self.db.write_opt(batch, &sync).map_err(io_err)?;
-        *self
+        let _current = self
+            .snapshots
+            .current
+            .lock()
+            .map_err(|_| io_err(io::Error::other("snapshot lock poisoned")))?;
+        // The engine is held across the write, as in `apply`, so readers see the old state or
+        // the new one whole.
+        let mut engine_now = self
             .engine
             .write()
-            .map_err(|_| io_err(std::io::Error::other("engine lock poisoned")))? = engine;
+            .map_err(|_| io_err(io::Error::other("engine lock poisoned")))?;
+        self.db.write_opt(batch, &sync).map_err(io_err)?;
+        *engine_now = engine;
+        drop(engine_now);
         self.applied = applied;
+        self.snapshots
+            .dir
+            .remove_all_but(Some(&stored.file))
+            .map_err(io_err)?;
         Ok(())
     }
 
     async fn get_current_snapshot(
         &mut self,
     ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
-        load_snapshot(&self.db).map_err(io_err)
+        let Some(stored) = stored_snapshot(&self.db).map_err(io_err)? else {
+            return Ok(None);
+        };
+        let file = File::open(self.snapshots.dir.file(&stored.file))
+            .await
+            .map_err(|e| {
+                StorageError::from(StorageIOError::read_snapshot(
+                    Some(stored.meta.signature()),
+                    &e,
+                ))
+            })?;
+        Ok(Some(Snapshot {
+            meta: stored.meta,
+            snapshot: Box::new(file),
+        }))
     }
 }
 
-/// The last snapshot built or installed, as kept in `sm_meta`.
+/// The current snapshot, as kept in `sm_meta`: its metadata and the name of its file.
 #[derive(Debug, Serialize, Deserialize)]
 struct StoredSnapshot {
     meta: Meta,
-    data: Vec<u8>,
+    file: String,
 }
 
-fn load_snapshot(db: &DB) -> io::Result<Option<Snapshot<TypeConfig>>> {
-    let Some(bytes) = db
-        .get_cf(cf(db, SM_META_CF)?, KEY_SNAPSHOT)
+fn stored_snapshot(db: &DB) -> io::Result<Option<StoredSnapshot>> {
+    db.get_cf(cf(db, SM_META_CF)?, KEY_SNAPSHOT)
         .map_err(io::Error::other)?
-    else {
-        return Ok(None);
-    };
-    let stored: StoredSnapshot = postcard::from_bytes(&bytes).map_err(io::Error::other)?;
-    Ok(Some(Snapshot {
-        meta: stored.meta,
-        snapshot: Box::new(Cursor::new(stored.data)),
-    }))
+        .map(|bytes| postcard::from_bytes(&bytes).map_err(io::Error::other))
+        .transpose()
 }
 
 /// Builds a snapshot off the state machine's task, from one consistent view of the database:
@@ -403,57 +499,70 @@ fn load_snapshot(db: &DB) -> io::Result<Option<Snapshot<TypeConfig>>> {
 /// the state its rows hold (at or after the moment it was requested).
 pub struct SnapshotBuilder {
     db: Arc<DB>,
+    snapshots: Snapshots,
     count: u64,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
         let db = Arc::clone(&self.db);
+        let snapshots = self.snapshots.clone();
         let count = self.count;
-        let stored = tokio::task::spawn_blocking(move || build(&db, count))
+        let (stored, path) = tokio::task::spawn_blocking(move || build(&db, &snapshots, count))
             .await
             .map_err(io_err)?
             .map_err(io_err)?;
+        let file = File::open(path).await.map_err(io_err)?;
         Ok(Snapshot {
             meta: stored.meta,
-            snapshot: Box::new(Cursor::new(stored.data)),
+            snapshot: Box::new(file),
         })
     }
 }
 
-/// Reads, encodes and durably keeps a snapshot.
-fn build(db: &DB, count: u64) -> io::Result<StoredSnapshot> {
+/// Streams the rows of one view to a new snapshot file and makes it the current snapshot,
+/// unless a newer one was installed meanwhile (which then stays current and is returned).
+fn build(db: &DB, snapshots: &Snapshots, count: u64) -> io::Result<(StoredSnapshot, PathBuf)> {
     let view = db.snapshot();
     let applied = applied_in(db, &view)?;
     let rows = view
         .iterator_cf(cf(db, STATE_CF)?, IteratorMode::Start)
-        .map(|r| {
-            r.map(|(k, v)| (k.into_vec(), v.into_vec()))
-                .map_err(io::Error::other)
-        })
-        .collect::<io::Result<Rows>>()?;
-    let data = postcard::to_allocvec(&SnapshotRows { rows }).map_err(io::Error::other)?;
+        .map(|r| r.map_err(io::Error::other));
+    let name = snapshots.dir.write_rows(rows)?;
+    drop(view);
     let last = applied
         .last_applied
         .map_or_else(|| "none".to_string(), |id| id.to_string());
-    let stored = StoredSnapshot {
+    let built = StoredSnapshot {
         meta: Meta {
             last_log_id: applied.last_applied,
             last_membership: applied.membership,
             snapshot_id: format!("{last}-{count}"),
         },
-        data,
+        file: name,
     };
-    let mut sync = WriteOptions::default();
-    sync.set_sync(true);
-    db.put_cf_opt(
-        cf(db, SM_META_CF)?,
-        KEY_SNAPSHOT,
-        postcard::to_allocvec(&stored).map_err(io::Error::other)?,
-        &sync,
-    )
-    .map_err(io::Error::other)?;
-    Ok(stored)
+    let _current = snapshots
+        .current
+        .lock()
+        .map_err(|_| io::Error::other("snapshot lock poisoned"))?;
+    let current = match stored_snapshot(db)? {
+        Some(newer) if newer.meta.last_log_id > built.meta.last_log_id => newer,
+        _ => {
+            let mut sync = WriteOptions::default();
+            sync.set_sync(true);
+            db.put_cf_opt(
+                cf(db, SM_META_CF)?,
+                KEY_SNAPSHOT,
+                postcard::to_allocvec(&built).map_err(io::Error::other)?,
+                &sync,
+            )
+            .map_err(io::Error::other)?;
+            built
+        }
+    };
+    snapshots.dir.remove_all_but(Some(&current.file))?;
+    let path = snapshots.dir.file(&current.file);
+    Ok((current, path))
 }
 
 /// The applied marker as a view of the database holds it.

@@ -1,20 +1,18 @@
 //! raftq's Raft type configuration: engine entries go into the log, [`Response`]s come out of the
 //! state machine.
 
-use std::io::Cursor;
-
 use raftq_engine::{Command, EngineError, Outcome, Payload};
 use serde::{Deserialize, Serialize};
 
 openraft::declare_raft_types!(
     /// Log entries carry a [`Batch`] of commands and answer one [`Response`] per command; node
-    /// ids are `u64`; snapshots are byte buffers.
+    /// ids are `u64`; snapshots are files (see `crate::snapshot`).
     pub TypeConfig:
         D = Batch,
         R = Vec<Response>,
         NodeId = u64,
         Node = openraft::BasicNode,
-        SnapshotData = Cursor<Vec<u8>>,
+        SnapshotData = tokio::fs::File,
 );
 
 /// A node's id in the cluster.

@@ -18,9 +18,10 @@ use uuid::Uuid;
 const REGION: &str = "local";
 
 fn open(dir: &TempDir) -> (RocksLogStore<TypeConfig>, RocksStateMachine) {
-    let db = open_db(dir.path()).expect("open RocksDB");
+    let db = open_db(&dir.path().join("db")).expect("open RocksDB");
     let log = RocksLogStore::new(Arc::clone(&db), LOGS_CF, META_CF).expect("log column families");
-    let sm = RocksStateMachine::open(db, REGION).expect("open state machine");
+    let sm = RocksStateMachine::open(db, REGION, dir.path().join("snapshots"))
+        .expect("open state machine");
     (log, sm)
 }
 

@@ -1,0 +1,209 @@
+//! Snapshot files: the rows of the state column family streamed to a file, so that neither
+//! building, sending nor keeping a snapshot holds the state in memory or writes it through the
+//! database's write path.
+//!
+//! Format: a magic header, then one record per row (`u32` key length, key, `u32` value length,
+//! value, lengths little-endian), then an end marker and the row count, which a reader checks
+//! so that a truncated file is refused rather than installed short.
+//!
+//! The directory holds the current snapshot file, named in `sm_meta`; files being written or
+//! received have other names and are removed when the state machine opens.
+
+use std::fs::{self, File};
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use uuid::Uuid;
+
+const MAGIC: &[u8; 8] = b"RAFTQSN1";
+const ROW: u8 = 1;
+const END: u8 = 0;
+
+/// Rows as read back from a snapshot file.
+pub type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// The directory of snapshot files.
+#[derive(Debug, Clone)]
+pub struct SnapshotDir {
+    path: PathBuf,
+}
+
+impl SnapshotDir {
+    /// Opens (creating it if needed) the directory and removes every file but `keep`.
+    pub fn open(path: PathBuf, keep: Option<&str>) -> io::Result<SnapshotDir> {
+        fs::create_dir_all(&path)?;
+        let dir = SnapshotDir { path };
+        dir.remove_all_but(keep)?;
+        Ok(dir)
+    }
+
+    /// The path of the file named `name`.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// A fresh name for a file being received.
+    pub fn receiving_name() -> String {
+        format!("receiving-{}", Uuid::new_v4())
+    }
+
+    /// Writes `rows` to a new snapshot file, synced and in place before this returns; returns
+    /// its name.
+    pub fn write_rows(
+        &self,
+        rows: impl Iterator<Item = io::Result<(Box<[u8]>, Box<[u8]>)>>,
+    ) -> io::Result<String> {
+        self.write_with(|out| {
+            out.write_all(MAGIC)?;
+            let mut count = 0u64;
+            for row in rows {
+                let (key, value) = row?;
+                out.write_all(&[ROW])?;
+                for part in [&key, &value] {
+                    let len = u32::try_from(part.len()).map_err(io::Error::other)?;
+                    out.write_all(&len.to_le_bytes())?;
+                    out.write_all(part)?;
+                }
+                count += 1;
+            }
+            out.write_all(&[END])?;
+            out.write_all(&count.to_le_bytes())
+        })
+    }
+
+    /// Copies a snapshot file read from `source` into a new file, synced and in place before
+    /// this returns; returns its name.
+    pub fn copy_from(&self, source: &mut impl Read) -> io::Result<String> {
+        self.write_with(|out| io::copy(source, out).map(drop))
+    }
+
+    fn write_with(
+        &self,
+        fill: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+    ) -> io::Result<String> {
+        let name = format!("snapshot-{}", Uuid::new_v4());
+        let partial = self.file(&format!("{name}.partial"));
+        let mut out = BufWriter::new(File::create(&partial)?);
+        fill(&mut out)?;
+        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        fs::rename(&partial, self.file(&name))?;
+        File::open(&self.path)?.sync_all()?;
+        Ok(name)
+    }
+
+    /// Removes every file of the directory but `keep`.
+    pub fn remove_all_but(&self, keep: Option<&str>) -> io::Result<()> {
+        for entry in fs::read_dir(&self.path)? {
+            let entry = entry?;
+            if keep != entry.file_name().to_str() {
+                fs::remove_file(entry.path())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads every row of the snapshot file at `path`; a file that is not one, or that ends before
+/// its end marker or with a different row count, is an error.
+pub fn read_rows(path: &Path) -> io::Result<Rows> {
+    let mut input = BufReader::new(File::open(path)?);
+    let mut magic = [0u8; 8];
+    input.read_exact(&mut magic)?;
+    if &magic != MAGIC {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not a raftq snapshot file",
+        ));
+    }
+    let mut rows = Vec::new();
+    loop {
+        let mut tag = [0u8; 1];
+        input.read_exact(&mut tag)?;
+        match tag[0] {
+            ROW => {
+                let key = read_part(&mut input)?;
+                let value = read_part(&mut input)?;
+                rows.push((key, value));
+            }
+            END => {
+                let mut count = [0u8; 8];
+                input.read_exact(&mut count)?;
+                if u64::from_le_bytes(count) != rows.len() as u64 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "snapshot row count does not match its rows",
+                    ));
+                }
+                return Ok(rows);
+            }
+            other => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("unknown snapshot record tag {other}"),
+                ))
+            }
+        }
+    }
+}
+
+fn read_part(input: &mut impl Read) -> io::Result<Vec<u8>> {
+    let mut len = [0u8; 4];
+    input.read_exact(&mut len)?;
+    let mut part = vec![0u8; u32::from_le_bytes(len) as usize];
+    input.read_exact(&mut part)?;
+    Ok(part)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Row = (Box<[u8]>, Box<[u8]>);
+
+    fn rows() -> Vec<io::Result<Row>> {
+        vec![
+            Ok((b"a".to_vec().into(), b"1".to_vec().into())),
+            Ok((b"bb".to_vec().into(), Vec::new().into())),
+        ]
+    }
+
+    #[test]
+    fn rows_round_trip_and_only_the_kept_file_survives_open() {
+        let tmp = tempfile::TempDir::new().expect("temp dir");
+        let dir = SnapshotDir::open(tmp.path().join("s"), None).expect("open");
+        let first = dir.write_rows(rows().into_iter()).expect("write");
+        let second = dir
+            .copy_from(&mut File::open(dir.file(&first)).expect("open first"))
+            .expect("copy");
+        for name in [&first, &second] {
+            assert_eq!(
+                read_rows(&dir.file(name)).expect("read"),
+                vec![(b"a".to_vec(), b"1".to_vec()), (b"bb".to_vec(), Vec::new())]
+            );
+        }
+        fs::write(dir.file(&SnapshotDir::receiving_name()), b"partial").expect("write");
+        let dir = SnapshotDir::open(tmp.path().join("s"), Some(&second)).expect("reopen");
+        let left: Vec<_> = fs::read_dir(&dir.path)
+            .expect("list")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(left, [second.as_str()]);
+    }
+
+    #[test]
+    fn a_truncated_file_is_refused() {
+        let tmp = tempfile::TempDir::new().expect("temp dir");
+        let dir = SnapshotDir::open(tmp.path().to_path_buf(), None).expect("open");
+        let name = dir.write_rows(rows().into_iter()).expect("write");
+        let bytes = fs::read(dir.file(&name)).expect("read");
+        for cut in [4, 12, bytes.len() - 1] {
+            fs::write(dir.file(&name), &bytes[..cut]).expect("truncate");
+            assert!(read_rows(&dir.file(&name)).is_err(), "cut at {cut}");
+        }
+        let mut wrong_count = bytes.clone();
+        let last = wrong_count.len() - 8;
+        wrong_count[last] = 9;
+        fs::write(dir.file(&name), &wrong_count).expect("write");
+        assert!(read_rows(&dir.file(&name)).is_err());
+    }
+}
