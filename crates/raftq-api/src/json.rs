@@ -15,10 +15,12 @@ use raftq_engine::{
 use serde::Serialize;
 use time::macros::format_description;
 use time::OffsetDateTime;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::error::ApiError;
 use crate::longpoll::Received;
+use crate::openapi;
 use crate::ops::LeaseChange;
 
 /// Milliseconds since the Unix epoch as an RFC 3339 UTC string.
@@ -32,27 +34,32 @@ pub fn rfc3339(ms: Millis) -> String {
 }
 
 /// The full queue object.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct Queue<'a> {
     pub id: Uuid,
     pub name: &'a str,
     pub crn: &'a str,
     #[serde(rename = "type")]
+    #[schema(schema_with = openapi::queue_type)]
     pub queue_type: &'static str,
+    #[schema(format = DateTime)]
     pub created_at: String,
     pub content_based_deduplication: bool,
     pub lease_seconds: u32,
     pub delay_seconds: u32,
     pub retention_seconds: u32,
     pub max_message_bytes: u32,
+    #[schema(value_type = Option<openapi::RedrivePolicy>, required = true)]
     pub redrive_policy: Option<&'a raftq_engine::model::RedrivePolicyView>,
     pub redrive_allow_policy: AllowPolicy<'a>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct AllowPolicy<'a> {
+    #[schema(schema_with = openapi::permission)]
     pub permission: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<openapi::QueueRef>>)]
     pub source_queues: Option<&'a [QueueRef]>,
 }
 
@@ -79,7 +86,7 @@ impl<'a> Queue<'a> {
 }
 
 /// `{"queues": [...]}` of full queue objects.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct QueueList<'a> {
     pub queues: Vec<Queue<'a>>,
 }
@@ -93,23 +100,27 @@ impl<'a> QueueList<'a> {
 }
 
 /// `{"queues": [...]}` of resource references.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct RefList {
+    #[schema(value_type = Vec<openapi::QueueRef>)]
     pub queues: Vec<QueueRef>,
 }
 
 /// A delivered (with receipt) or peeked (with state) message.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct Message<'a> {
     pub message_id: Uuid,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub receipt: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
     pub lease_expires_at: Option<String>,
     pub body: &'a str,
     pub attributes: &'a BTreeMap<String, String>,
     pub receive_count: u32,
+    #[schema(format = DateTime)]
     pub sent_at: String,
+    #[schema(format = DateTime, required = true)]
     pub first_received_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message_group_id: Option<&'a str>,
@@ -118,10 +129,13 @@ pub struct Message<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sequence_number: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<openapi::QueueRef>)]
     pub dead_letter_source: Option<&'a QueueRef>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
     pub moved_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = openapi::message_state)]
     pub state: Option<MessageState>,
 }
 
@@ -164,7 +178,7 @@ impl<'a> Message<'a> {
 }
 
 /// `{"messages": [...]}` of a receive.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct Delivered<'a> {
     pub messages: Vec<Message<'a>>,
 }
@@ -181,9 +195,10 @@ impl<'a> Delivered<'a> {
 }
 
 /// `{"messages": [...], "next_after": seq}` of a peek; `next_after` is the `after` that reads on.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct Peeked<'a> {
     pub messages: Vec<Message<'a>>,
+    #[schema(required = true)]
     pub next_after: Option<u64>,
 }
 
@@ -200,7 +215,7 @@ impl<'a> Peeked<'a> {
 }
 
 /// The answer to one send.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct Sent {
     pub message_id: Uuid,
     pub duplicate: bool,
@@ -219,7 +234,7 @@ impl Sent {
 }
 
 /// One entry of a batch send's results: `{id, message_id, duplicate}` or `{id, error}`.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct BatchEntryResult {
     pub id: String,
     #[serde(flatten)]
@@ -227,11 +242,14 @@ pub struct BatchEntryResult {
 }
 
 /// The success or error of one entry of a batch.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum EntryOutcome<T> {
     Ok(T),
-    Err { error: ApiError },
+    Err {
+        #[schema(value_type = openapi::Error)]
+        error: ApiError,
+    },
 }
 
 impl<T> EntryOutcome<T> {
@@ -253,18 +271,18 @@ impl BatchEntryResult {
 }
 
 /// `{"results": [...]}` of a batch send or an ack.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct Results<T> {
     pub results: Vec<T>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct Acked {
     pub ok: bool,
 }
 
 /// One receipt of an ack: `{receipt, ok: true}` or `{receipt, error}`.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct AckEntryResult {
     pub receipt: String,
     #[serde(flatten)]
@@ -281,9 +299,10 @@ impl AckEntryResult {
 }
 
 /// The answer to a lease change.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct LeaseChanged {
     pub receipt: String,
+    #[schema(format = DateTime)]
     pub lease_expires_at: String,
 }
 

@@ -16,8 +16,11 @@
 //! - `error`: the one mapping from engine and node errors to error codes, HTTP statuses and
 //!   gRPC statuses.
 //! - `longpoll`: receives that wait for a wake-up of their queue instead of polling the log.
-//! - `metrics`: request logs, request counters and the Prometheus text of `GET /metrics`.
-//! - `routes`: the REST handlers, grouped by resource.
+//! - `metrics`: request logs (REST and gRPC), request counters and latency histograms, and the
+//!   Prometheus text of `GET /metrics` with Raft and per-queue gauges.
+//! - `routes`: the REST handlers, grouped by resource, each with its OpenAPI operation.
+//! - `openapi`: the OpenAPI document of the REST API, built from the annotated handlers, served at
+//!   `GET /v1/openapi.json` and checked in as `docs/openapi.json`.
 //! - [`grpc`]: the gRPC service `raftq.v1.Queues` and its generated client ([`grpc::pb`]).
 //!
 //! Choices where the spec is silent are written down in `docs/api.md`.
@@ -30,6 +33,7 @@ mod input;
 mod json;
 mod longpoll;
 mod metrics;
+mod openapi;
 mod ops;
 mod routes;
 mod status;
@@ -76,5 +80,7 @@ pub fn router(api: Api) -> Router {
         api,
         metrics: metrics::Metrics::default(),
     });
-    grpc::serve_on(routes::build(state.clone()), state)
+    grpc::serve_on(routes::build(state.clone()), state.clone()).layer(
+        axum::middleware::from_fn_with_state(state, metrics::observe),
+    )
 }

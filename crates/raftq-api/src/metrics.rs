@@ -1,162 +1,270 @@
-//! Observability of the HTTP front end: every request is logged through `tracing` (method,
-//! path, route, status, latency) and counted by method, route and status; `GET /metrics` renders
-//! those counters and the node's Raft gauges as Prometheus text (format 0.0.4). Per-queue gauges
-//! are not exported yet.
+//! Observability of both front ends: every request, REST or gRPC, is logged through `tracing`
+//! (protocol, method, path, route, status, latency) and counted and timed by protocol, method,
+//! route and status; `GET /metrics` renders those with the node's Raft gauges and per-queue
+//! gauges in the Prometheus text format, through the `prometheus-client` encoder.
+//!
+//! Request counters and latency histograms live for the life of the process. Raft and queue
+//! gauges are read at each scrape from this node's own applied state (no Raft round trip), so a
+//! follower's figures may trail the leader's by its apply lag, which is exported too.
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
+use prometheus_client::encoding::{text, EncodeLabelSet};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use raftq_engine::QueueGauges;
 
 use crate::status::RaftStatus;
-use crate::AppState;
+use crate::{grpc, AppState};
 
-/// The label of requests that matched no route.
+/// The route label of requests that matched no route.
 const UNMATCHED: &str = "unmatched";
 
-/// Request counters, by (method, route, status).
-#[derive(Default)]
-pub struct Metrics {
-    requests: Mutex<BTreeMap<(String, String, u16), Counter>>,
+/// The gRPC status code `UNIMPLEMENTED`: an rpc that does not exist.
+const GRPC_UNIMPLEMENTED: &str = "12";
+
+/// Routes whose requests are logged at `debug`, not `info`: probes and scrapes that come every
+/// few seconds.
+const QUIET_ROUTES: &[&str] = &["/healthz", "/metrics"];
+
+/// What a request is counted by.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    /// `http` or `grpc`.
+    protocol: &'static str,
+    /// The HTTP method (`POST` for every gRPC call).
+    method: String,
+    /// The route pattern, or the gRPC method path (`/raftq.v1.Queues/SendMessage`).
+    route: String,
+    /// The HTTP status, or the gRPC status code.
+    status: String,
 }
 
-#[derive(Default, Clone, Copy)]
-struct Counter {
-    count: u64,
-    seconds: f64,
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    account: String,
+    queue: String,
+}
+
+fn latency_histogram() -> Histogram {
+    // 0.1 ms to ~6.5 s.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 17))
+}
+
+/// Request counters and latency histograms.
+pub struct Metrics {
+    requests: Family<RequestLabels, Counter>,
+    latency: Family<RequestLabels, Histogram, fn() -> Histogram>,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics {
+            requests: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram),
+        }
+    }
 }
 
 impl Metrics {
-    fn record(&self, method: &str, route: &str, status: u16, seconds: f64) {
-        if let Ok(mut requests) = self.requests.lock() {
-            let c = requests
-                .entry((method.to_string(), route.to_string(), status))
-                .or_default();
-            c.count += 1;
-            c.seconds += seconds;
-        }
+    fn record(&self, labels: RequestLabels, seconds: f64) {
+        self.latency.get_or_create(&labels).observe(seconds);
+        self.requests.get_or_create(&labels).inc();
     }
 
-    /// The Prometheus text of the request counters and the Raft gauges.
-    pub fn render(&self, raft: &RaftStatus) -> String {
+    /// The Prometheus text of the request metrics, the Raft gauges of `raft` and the gauges of
+    /// `queues`.
+    pub fn render(&self, raft: &RaftStatus, queues: &[QueueGauges]) -> String {
+        let mut registry = Registry::with_prefix("raftq");
+        registry.register(
+            "requests",
+            "Requests answered, by protocol, method, route and status",
+            self.requests.clone(),
+        );
+        registry.register(
+            "request_duration_seconds",
+            "Time to answer a request, by protocol, method, route and status",
+            self.latency.clone(),
+        );
+        register_raft(&mut registry, raft);
+        register_queues(&mut registry, queues);
         let mut out = String::new();
-        let requests = self.requests.lock().map(|r| r.clone()).unwrap_or_default();
-        header(
-            &mut out,
-            "raftq_http_requests_total",
-            "counter",
-            "HTTP requests answered, by method, route and status.",
-        );
-        for ((method, route, status), c) in &requests {
-            let _ = writeln!(
-                out,
-                "raftq_http_requests_total{{method=\"{method}\",route=\"{}\",status=\"{status}\"}} {}",
-                escape(route),
-                c.count
-            );
-        }
-        header(
-            &mut out,
-            "raftq_http_request_duration_seconds_total",
-            "counter",
-            "Time spent answering HTTP requests, by method, route and status.",
-        );
-        for ((method, route, status), c) in &requests {
-            let _ = writeln!(
-                out,
-                "raftq_http_request_duration_seconds_total{{method=\"{method}\",route=\"{}\",status=\"{status}\"}} {}",
-                escape(route),
-                c.seconds
-            );
-        }
-        let gauges: [(&str, &str, i128); 7] = [
-            ("raftq_raft_node_id", "This node's id.", raft.node_id.into()),
-            (
-                "raftq_raft_term",
-                "The current Raft term.",
-                raft.term.into(),
-            ),
-            (
-                "raftq_raft_leader_id",
-                "The leader's node id, -1 when no leader is known.",
-                raft.leader.map_or(-1, i128::from),
-            ),
-            (
-                "raftq_raft_is_leader",
-                "1 when this node is the leader.",
-                (raft.leader == Some(raft.node_id)).into(),
-            ),
-            (
-                "raftq_raft_commit_index",
-                "The highest log index known committed.",
-                raft.commit_index.into(),
-            ),
-            (
-                "raftq_raft_last_applied_index",
-                "The highest log index applied to the state machine.",
-                raft.last_applied.into(),
-            ),
-            (
-                "raftq_raft_last_log_index",
-                "The highest log index appended to this node's log.",
-                raft.last_log_index.into(),
-            ),
-        ];
-        for (name, help, value) in gauges {
-            header(&mut out, name, "gauge", help);
-            let _ = writeln!(out, "{name} {value}");
-        }
-        header(
-            &mut out,
-            "raftq_raft_members",
-            "gauge",
-            "Members of the cluster (voters and learners).",
-        );
-        let _ = writeln!(out, "raftq_raft_members {}", raft.nodes.len());
+        // Writing to a String cannot fail.
+        let _ = text::encode(&mut out, &registry);
         out
     }
 }
 
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
+fn gauge(registry: &mut Registry, name: &str, help: &str, value: i64) {
+    let g: Gauge = Gauge::default();
+    g.set(value);
+    registry.register(name, help, g);
 }
 
-/// A label value with `\`, `"` and newlines escaped.
-fn escape(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+fn register_raft(registry: &mut Registry, raft: &RaftStatus) {
+    let raft_registry = registry.sub_registry_with_prefix("raft");
+    let index = |i: u64| i64::try_from(i).unwrap_or(i64::MAX);
+    let gauges = [
+        ("node_id", "This node's id", index(raft.node_id)),
+        ("term", "The current Raft term", index(raft.term)),
+        (
+            "leader_id",
+            "The leader's node id, -1 when no leader is known",
+            raft.leader.map_or(-1, index),
+        ),
+        (
+            "is_leader",
+            "1 when this node is the leader",
+            (raft.leader == Some(raft.node_id)).into(),
+        ),
+        (
+            "commit_index",
+            "The highest log index known committed",
+            index(raft.commit_index),
+        ),
+        (
+            "last_applied_index",
+            "The highest log index applied to the state machine",
+            index(raft.last_applied),
+        ),
+        (
+            "last_log_index",
+            "The highest log index appended to this node's log",
+            index(raft.last_log_index),
+        ),
+        (
+            "apply_lag",
+            "Committed log entries this node has not applied yet",
+            index(raft.commit_index.saturating_sub(raft.last_applied)),
+        ),
+        (
+            "members",
+            "Members of the cluster (voters and learners)",
+            index(raft.nodes.len() as u64),
+        ),
+    ];
+    for (name, help, value) in gauges {
+        gauge(raft_registry, name, help, value);
+    }
 }
 
-/// Middleware: logs and counts every request.
+fn register_queues(registry: &mut Registry, queues: &[QueueGauges]) {
+    let queue_registry = registry.sub_registry_with_prefix("queue");
+    type Figure = fn(&QueueGauges) -> u64;
+    let figures: [(&str, &str, Figure); 5] = [
+        ("visible_messages", "Messages ready to be received", |g| {
+            g.stats.visible
+        }),
+        ("leased_messages", "Messages under a lease", |g| {
+            g.stats.leased
+        }),
+        (
+            "delayed_messages",
+            "Messages whose delay has not ended",
+            |g| g.stats.delayed,
+        ),
+        (
+            "pending_redrive_messages",
+            "Messages waiting to move to a dead-letter queue that refuses them",
+            |g| g.stats.pending_redrive,
+        ),
+        (
+            "oldest_message_age_seconds",
+            "Age of the queue's oldest message",
+            |g| g.stats.oldest_message_age_seconds,
+        ),
+    ];
+    for (name, help, figure) in figures {
+        let family = Family::<QueueLabels, Gauge>::default();
+        for g in queues {
+            family
+                .get_or_create(&labels(g))
+                .set(i64::try_from(figure(g)).unwrap_or(i64::MAX));
+        }
+        queue_registry.register(name, help, family);
+    }
+    let moves = Family::<QueueLabels, Counter>::default();
+    for g in queues {
+        moves.get_or_create(&labels(g)).inc_by(g.dead_lettered);
+    }
+    queue_registry.register(
+        "dead_lettered_messages",
+        "Messages moved from this queue to its dead-letter queue",
+        moves,
+    );
+}
+
+fn labels(g: &QueueGauges) -> QueueLabels {
+    QueueLabels {
+        account: g.account.clone(),
+        queue: g.name.clone(),
+    }
+}
+
+/// Milliseconds since the Unix epoch by this node's clock, for queue ages at scrape time.
+pub fn wall_clock_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The gRPC status of a response: in its headers when the call failed before any message
+/// (trailers-only), otherwise in trailers the middleware does not wait for, where a unary call
+/// that sent a message carries `OK`.
+fn grpc_status(response: &Response) -> String {
+    response
+        .headers()
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("0")
+        .to_string()
+}
+
+/// Middleware: logs, counts and times every request, REST and gRPC.
 pub async fn observe(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let method = request.method().clone();
+    let method = request.method().to_string();
     let path = request.uri().path().to_string();
-    let route = request
+    let is_grpc = grpc::is_grpc(request.headers());
+    let matched = request
         .extensions()
         .get::<MatchedPath>()
-        .map_or(UNMATCHED, MatchedPath::as_str)
-        .to_string();
+        .map(|m| m.as_str().to_string());
     let response = next.run(request).await;
     let elapsed = started.elapsed();
-    let status = response.status().as_u16();
-    state
-        .metrics
-        .record(method.as_str(), &route, status, elapsed.as_secs_f64());
-    tracing::info!(
-        method = %method,
-        path = %path,
-        route = %route,
-        status,
-        latency_ms = elapsed.as_secs_f64() * 1000.0,
-        "http request"
+    let (protocol, status, route) = if is_grpc {
+        let status = grpc_status(&response);
+        // Paths of rpcs that do not exist are not labels: they would grow without bound.
+        let route = if status == GRPC_UNIMPLEMENTED {
+            UNMATCHED.to_string()
+        } else {
+            path.clone()
+        };
+        ("grpc", status, route)
+    } else {
+        let route = matched.unwrap_or_else(|| UNMATCHED.to_string());
+        ("http", response.status().as_u16().to_string(), route)
+    };
+    let latency_ms = elapsed.as_secs_f64() * 1000.0;
+    if QUIET_ROUTES.contains(&route.as_str()) {
+        tracing::debug!(protocol, method, path, route, status, latency_ms, "request");
+    } else {
+        tracing::info!(protocol, method, path, route, status, latency_ms, "request");
+    }
+    state.metrics.record(
+        RequestLabels {
+            protocol,
+            method,
+            route,
+            status,
+        },
+        elapsed.as_secs_f64(),
     );
     response
 }
@@ -164,28 +272,60 @@ pub async fn observe(State(state): State<AppState>, request: Request, next: Next
 #[cfg(test)]
 mod tests {
     use super::*;
+    use raftq_engine::QueueStats;
 
-    #[test]
-    fn render_shows_counters_and_gauges() {
-        let m = Metrics::default();
-        m.record("GET", "/v1/queues/{q}", 404, 0.5);
-        m.record("GET", "/v1/queues/{q}", 404, 0.25);
-        let status = RaftStatus {
+    fn status() -> RaftStatus {
+        RaftStatus {
             leader: None,
             nodes: vec![],
             term: 3,
             commit_index: 9,
             node_id: 1,
             region: "local".into(),
-            last_applied: 9,
+            last_applied: 7,
             last_log_index: 10,
+        }
+    }
+
+    #[test]
+    fn render_shows_counters_histograms_and_gauges() {
+        let m = Metrics::default();
+        let labels = RequestLabels {
+            protocol: "http",
+            method: "GET".into(),
+            route: "/v1/queues/{q}".into(),
+            status: "404".into(),
         };
-        let text = m.render(&status);
-        assert!(text.contains(
-            "raftq_http_requests_total{method=\"GET\",route=\"/v1/queues/{q}\",status=\"404\"} 2"
-        ));
-        assert!(text.contains("raftq_raft_term 3\n"));
-        assert!(text.contains("raftq_raft_leader_id -1\n"));
-        assert!(text.contains("raftq_raft_commit_index 9\n"));
+        m.record(labels.clone(), 0.5);
+        m.record(labels, 0.00025);
+        let queues = [QueueGauges {
+            account: "dev".into(),
+            name: "orders".into(),
+            stats: QueueStats {
+                visible: 4,
+                leased: 2,
+                delayed: 1,
+                pending_redrive: 0,
+                oldest_message_age_seconds: 30,
+            },
+            dead_lettered: 5,
+        }];
+        let text = m.render(&status(), &queues);
+        let labels = r#"protocol="http",method="GET",route="/v1/queues/{q}",status="404""#;
+        for line in [
+            format!("raftq_requests_total{{{labels}}} 2\n"),
+            format!("raftq_request_duration_seconds_count{{{labels}}} 2\n"),
+            format!("raftq_request_duration_seconds_bucket{{le=\"0.0004\",{labels}}} 1\n"),
+            format!("raftq_request_duration_seconds_bucket{{le=\"+Inf\",{labels}}} 2\n"),
+            "raftq_raft_term 3\n".into(),
+            "raftq_raft_leader_id -1\n".into(),
+            "raftq_raft_apply_lag 2\n".into(),
+            "raftq_queue_visible_messages{account=\"dev\",queue=\"orders\"} 4\n".into(),
+            "raftq_queue_leased_messages{account=\"dev\",queue=\"orders\"} 2\n".into(),
+            "raftq_queue_oldest_message_age_seconds{account=\"dev\",queue=\"orders\"} 30\n".into(),
+            "raftq_queue_dead_lettered_messages_total{account=\"dev\",queue=\"orders\"} 5\n".into(),
+        ] {
+            assert!(text.contains(&line), "{line}: {text}");
+        }
     }
 }

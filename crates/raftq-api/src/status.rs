@@ -8,18 +8,23 @@
 use openraft::ServerState;
 use raftq_node::Node;
 use serde::Serialize;
+use utoipa::ToSchema;
 
 /// One member of the cluster.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Member {
     pub id: u64,
     pub raft_addr: String,
+    /// `leader`, `candidate`, `follower`, `learner` or `shutdown`.
     pub role: &'static str,
 }
 
 /// What `GET /v1/cluster` answers (plus a few fields for metrics, not serialized).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(description = "The cluster as the answering node sees it.")]
 pub struct RaftStatus {
+    /// The leader's node ID; `null` when there is none.
+    #[schema(required = true)]
     pub leader: Option<u64>,
     pub nodes: Vec<Member>,
     pub term: u64,

@@ -1191,6 +1191,26 @@ async fn rest_and_grpc_share_the_port() {
                 r.headers()
             );
         }
+
+        // gRPC calls are counted like REST requests; rpcs that do not exist are not labels.
+        let missing = c.get_queue(named("missing")).await;
+        assert_status(missing, Code::NotFound, "queue_not_found", None);
+        let metrics = http
+            .get(format!("{base}/metrics"))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics text");
+        for line in [
+            r#"raftq_requests_total{protocol="grpc",method="POST",route="/raftq.v1.Queues/CreateQueue",status="0"} 1"#,
+            r#"raftq_requests_total{protocol="grpc",method="POST",route="/raftq.v1.Queues/GetQueue",status="5"} 1"#,
+            r#"raftq_requests_total{protocol="grpc",method="POST",route="unmatched",status="12"} 4"#,
+            r#"raftq_requests_total{protocol="http",method="GET",route="/v1/queues/{q}",status="200"} 1"#,
+        ] {
+            assert!(metrics.contains(line), "{line}: {metrics}");
+        }
     })
     .await;
     s.shutdown().await;

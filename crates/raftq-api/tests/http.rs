@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Deref;
 use std::time::Duration;
 
@@ -985,13 +986,13 @@ async fn cluster_health_and_metrics_report_the_node() {
         let text = m.body.as_str().expect("text");
         assert!(
             text.contains(
-                "raftq_http_requests_total{method=\"POST\",route=\"/v1/queues\",status=\"201\"} 1"
+                "raftq_requests_total{protocol=\"http\",method=\"POST\",route=\"/v1/queues\",status=\"201\"} 1"
             ),
             "{text}"
         );
         assert!(
             text.contains(
-                "raftq_http_requests_total{method=\"GET\",route=\"/v1/cluster\",status=\"200\"} 1"
+                "raftq_requests_total{protocol=\"http\",method=\"GET\",route=\"/v1/cluster\",status=\"200\"} 1"
             ),
             "{text}"
         );
@@ -1000,6 +1001,9 @@ async fn cluster_health_and_metrics_report_the_node() {
             "raftq_raft_leader_id 1",
             "raftq_raft_commit_index ",
             "raftq_raft_last_applied_index ",
+            "raftq_raft_apply_lag ",
+            "raftq_queue_visible_messages{account=\"dev\",queue=\"m\"} 1",
+            "raftq_queue_dead_lettered_messages_total{account=\"dev\",queue=\"m\"} 0",
         ] {
             assert!(text.contains(gauge), "{gauge}: {text}");
         }
@@ -1028,6 +1032,221 @@ async fn a_cluster_without_quorum_is_unavailable() {
         assert_eq!(c.status, 200);
         assert_eq!(c.body["leader"], Value::Null);
         assert_eq!(c.body["nodes"].as_array().map(Vec::len), Some(2));
+    })
+    .await;
+    s.shutdown().await;
+}
+
+/// What a `$ref` of the OpenAPI document `doc` points to, or the schema itself.
+fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
+    match schema["$ref"].as_str() {
+        Some(target) => doc
+            .pointer(target.trim_start_matches('#'))
+            .unwrap_or_else(|| panic!("{target} resolves")),
+        None => schema,
+    }
+}
+
+/// The properties (name and schema) and the required names of an object schema, through
+/// `$ref`, `allOf` and `oneOf` (whose object member a nullable field names).
+fn object_schema<'a>(
+    doc: &'a Value,
+    schema: &'a Value,
+) -> (BTreeMap<&'a str, &'a Value>, BTreeSet<&'a str>) {
+    let schema = resolve(doc, schema);
+    let mut props: BTreeMap<&str, &Value> = schema["properties"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, s)| (name.as_str(), s))
+        .collect();
+    let mut required: BTreeSet<&str> = schema["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let parts = ["allOf", "oneOf"].map(|k| schema[k].as_array());
+    for part in parts.into_iter().flatten().flatten() {
+        let (more, more_required) = object_schema(doc, part);
+        props.extend(more);
+        required.extend(more_required);
+    }
+    (props, required)
+}
+
+/// A field of a request example: its JSON pointer, its name in errors, whether it is required.
+struct ExampleField {
+    pointer: String,
+    name: String,
+    required: bool,
+}
+
+/// The fields of `example` under `schema`, nested objects and the first object of an array
+/// included; the example must give every required field.
+fn example_fields(
+    doc: &Value,
+    schema: &Value,
+    example: &Value,
+    at: (&str, &str),
+    found: &mut Vec<ExampleField>,
+) {
+    let (props, required) = object_schema(doc, schema);
+    let Some(object) = example.as_object().filter(|_| !props.is_empty()) else {
+        return;
+    };
+    let (pointer, name) = at;
+    for field in &required {
+        assert!(
+            object.contains_key(*field),
+            "the example gives {name}.{field}"
+        );
+    }
+    for (key, value) in object {
+        let field_schema = props
+            .get(key.as_str())
+            .unwrap_or_else(|| panic!("{name}.{key}: the example names a field the schema lacks"));
+        let field = ExampleField {
+            pointer: format!("{pointer}/{key}"),
+            name: if name.is_empty() {
+                key.clone()
+            } else {
+                format!("{name}.{key}")
+            },
+            required: required.contains(key.as_str()),
+        };
+        match value {
+            Value::Object(_) => example_fields(
+                doc,
+                field_schema,
+                value,
+                (&field.pointer, &field.name),
+                found,
+            ),
+            Value::Array(items) if items.first().is_some_and(Value::is_object) => {
+                let item_schema = &resolve(doc, field_schema)["items"];
+                let (pointer, name) =
+                    (format!("{}/0", field.pointer), format!("{}[0]", field.name));
+                example_fields(doc, item_schema, &items[0], (&pointer, &name), found);
+            }
+            _ => {}
+        }
+        found.push(field);
+    }
+}
+
+/// `body` without the field at `pointer`.
+fn without(body: &Value, pointer: &str) -> Value {
+    let mut body = body.clone();
+    let (parent, key) = pointer.rsplit_once('/').expect("a field pointer");
+    body.pointer_mut(parent)
+        .and_then(Value::as_object_mut)
+        .expect("an object")
+        .remove(key);
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_document_is_served_without_a_key() {
+    let s = Server::start(two_accounts()).await;
+    bounded(async {
+        let r = s.get("/v1/openapi.json").await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(
+            r.headers.get("content-type").map(|v| v.as_bytes()),
+            Some(&b"application/json"[..])
+        );
+        let doc = &r.body;
+        assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")));
+        assert!(doc["paths"]["/v1/queues/{q}/receive"]["post"].is_object());
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi.json");
+        let checked_in: Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("JSON");
+        assert_eq!(
+            doc, &checked_in,
+            "the served document is the checked-in one"
+        );
+        let keyed = s.get("/v1/queues").await;
+        assert_error(&keyed, 401, "unauthenticated");
+    })
+    .await;
+    s.shutdown().await;
+}
+
+/// Every documented path answers exactly its documented methods, and 405 to the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_paths_and_methods_are_the_served_routes() {
+    let s = Server::start(Keys::open()).await;
+    bounded(async {
+        let doc = s.get("/v1/openapi.json").await.body;
+        let paths = doc["paths"].as_object().expect("paths");
+        assert!(paths.len() >= 15, "{} paths", paths.len());
+        for (path, item) in paths {
+            let url = path.replace("{q}", "openapi-absent");
+            for method in [
+                Method::GET,
+                Method::POST,
+                Method::PUT,
+                Method::PATCH,
+                Method::DELETE,
+            ] {
+                let documented = item.get(method.as_str().to_lowercase()).is_some();
+                let r = s.call(method.clone(), &url, Value::Null).await;
+                if documented {
+                    assert!(
+                        r.status != 405 && r.error_code() != "not_found",
+                        "{method} {path}: {} {}",
+                        r.status,
+                        r.body
+                    );
+                } else {
+                    assert_error(&r, 405, "method_not_allowed");
+                }
+            }
+        }
+    })
+    .await;
+    s.shutdown().await;
+}
+
+/// A request example without one of its required fields is refused naming that field, and
+/// without an optional one is not: the document's `required` is what the server requires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_required_fields_are_the_ones_the_server_requires() {
+    let s = Server::start(Keys::open()).await;
+    bounded(async {
+        let doc = s.get("/v1/openapi.json").await.body;
+        let mut checked = 0;
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            for (method, op) in item.as_object().expect("operations") {
+                let schema = &op["requestBody"]["content"]["application/json"]["schema"];
+                if schema.is_null() {
+                    continue;
+                }
+                let example = &resolve(&doc, schema)["example"];
+                assert!(example.is_object(), "{method} {path}: an example");
+                let mut fields = Vec::new();
+                example_fields(&doc, schema, example, ("", ""), &mut fields);
+                let method = Method::from_bytes(method.to_uppercase().as_bytes()).expect("method");
+                // An absent queue: the fields are read before the queue is looked up.
+                let url = path.replace("{q}", "openapi-absent");
+                for field in fields {
+                    let r = s
+                        .call(method.clone(), &url, without(example, &field.pointer))
+                        .await;
+                    let refused = r.status == 400
+                        && r.error_field() == Some(field.name.as_str())
+                        && r.body["error"]["message"] == format!("{}: is required", field.name);
+                    assert_eq!(
+                        refused, field.required,
+                        "{method} {path} without {}: {} {}",
+                        field.name, r.status, r.body
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 30, "{checked} fields");
     })
     .await;
     s.shutdown().await;

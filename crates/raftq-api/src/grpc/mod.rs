@@ -34,7 +34,7 @@ pub mod pb {
 use pb::queues_server::QueuesServer;
 
 /// Adds the `raftq.v1.Queues` service to `router`, under `/raftq.v1.Queues/<Method>`, outside
-/// the REST layers (body limits, request metrics), which do not apply to gRPC.
+/// the REST body limits, which do not apply to gRPC.
 pub(crate) fn serve_on(router: Router, state: AppState) -> Router {
     type Server = QueuesServer<service::QueuesService>;
     let server = Server::new(service::QueuesService::new(state))

@@ -1,18 +1,85 @@
 //! Lease routes: `POST /v1/queues/{q}/receive` (with long polling), `POST .../ack` (a batch of
 //! receipts, each with its own result) and `POST .../lease` (change or release a lease). Ranges
-//! and defaults are those of `ops`.
+//! and defaults are those of `ops`. The request schemas of the OpenAPI document stand next to
+//! the handlers that read them.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::auth::Account;
 use crate::error::ApiError;
 use crate::input::{string_at, Fields, JsonBody, QueuePath};
-use crate::json;
+use crate::openapi::{self, Replicated};
 use crate::ops::ReceiveOptions;
-use crate::AppState;
+use crate::{json, AppState};
 
+/// The fields of a receive.
+pub const RECEIVE_FIELDS: &[&str] = &["max_messages", "lease_seconds", "wait_seconds"];
+
+/// The fields of an ack.
+pub const ACK_FIELDS: &[&str] = &["receipts"];
+
+/// The fields of a lease change.
+pub const CHANGE_FIELDS: &[&str] = &["receipt", "lease_seconds"];
+
+/// The body of `POST /v1/queues/{q}/receive`; an empty body takes every default.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"max_messages": 10, "lease_seconds": 60, "wait_seconds": 20}))]
+pub struct Receive {
+    /// At most this many messages, 1–10. Default 1.
+    #[schema(minimum = 1, maximum = 10)]
+    max_messages: Option<i64>,
+    /// The lease of each message, 0–43200 seconds. Default: the queue's.
+    #[schema(minimum = 0, maximum = 43200)]
+    lease_seconds: Option<i64>,
+    /// With nothing to deliver, wait up to this long for a message, 0–20 seconds (long
+    /// polling). Default 0.
+    #[schema(minimum = 0, maximum = 20)]
+    wait_seconds: Option<i64>,
+}
+
+/// The body of `POST /v1/queues/{q}/ack`.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"receipts": ["AAEC...", "AAED..."]}))]
+pub struct Ack {
+    /// The receipts of the messages to acknowledge (delete), 1–10.
+    #[schema(min_items = 1, max_items = 10)]
+    receipts: Vec<String>,
+}
+
+/// The body of `POST /v1/queues/{q}/lease`.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"receipt": "AAEC...", "lease_seconds": 0}))]
+pub struct ChangeLease {
+    /// The receipt of the lease to change.
+    receipt: String,
+    /// The new lease, from now, 0–43200 seconds; 0 releases the message.
+    #[schema(minimum = 0, maximum = 43200)]
+    lease_seconds: i64,
+}
+
+/// Receive messages
+///
+/// Each message is leased for `lease_seconds` and comes with a `receipt`. With `wait_seconds`
+/// and nothing to deliver, the request waits until a message can be delivered or the wait ends.
+#[utoipa::path(
+    post,
+    path = "/v1/queues/{q}/receive",
+    operation_id = "ReceiveMessages",
+    tag = "leases",
+    params(QueuePath),
+    request_body = Receive,
+    responses(
+        (status = 200, description = "The messages leased, possibly none", body = json::Delivered),
+        Account,
+        QueuePath,
+        JsonBody,
+        Replicated,
+    )
+)]
 pub async fn receive(
     State(state): State<AppState>,
     Account(account): Account,
@@ -20,7 +87,7 @@ pub async fn receive(
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     let f = Fields::root(&body)?;
-    f.only(&["max_messages", "lease_seconds", "wait_seconds"])?;
+    f.only(RECEIVE_FIELDS)?;
     let options = ReceiveOptions {
         max_messages: f.integer("max_messages")?,
         lease_seconds: f.integer("lease_seconds")?,
@@ -30,6 +97,25 @@ pub async fn receive(
     Ok(Json(json::Delivered::new(&received)?).into_response())
 }
 
+/// Acknowledge (delete) messages
+///
+/// Each receipt gets its own result: a lease that is no longer active is that receipt's
+/// `lease_expired`, a receipt raftq never issued its `invalid_argument`.
+#[utoipa::path(
+    post,
+    path = "/v1/queues/{q}/ack",
+    operation_id = "Ack",
+    tag = "leases",
+    params(QueuePath),
+    request_body = Ack,
+    responses(
+        (status = 200, description = "One result per receipt, in request order", body = json::Results<json::AckEntryResult>),
+        Account,
+        QueuePath,
+        JsonBody,
+        Replicated,
+    )
+)]
 pub async fn ack(
     State(state): State<AppState>,
     Account(account): Account,
@@ -37,7 +123,7 @@ pub async fn ack(
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     let f = Fields::root(&body)?;
-    f.only(&["receipts"])?;
+    f.only(ACK_FIELDS)?;
     let list = f.required("receipts", f.array("receipts")?)?;
     let receipts = list
         .iter()
@@ -49,6 +135,23 @@ pub async fn ack(
     Ok(Json(json::Results { results }).into_response())
 }
 
+/// Change or release a lease
+#[utoipa::path(
+    post,
+    path = "/v1/queues/{q}/lease",
+    operation_id = "ChangeLease",
+    tag = "leases",
+    params(QueuePath),
+    request_body = ChangeLease,
+    responses(
+        (status = 200, description = "The lease as changed", body = json::LeaseChanged),
+        (status = 409, description = "`lease_expired`: the lease is no longer active; nothing changed", body = openapi::ErrorBody),
+        Account,
+        QueuePath,
+        JsonBody,
+        Replicated,
+    )
+)]
 pub async fn change(
     State(state): State<AppState>,
     Account(account): Account,
@@ -56,7 +159,7 @@ pub async fn change(
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     let f = Fields::root(&body)?;
-    f.only(&["receipt", "lease_seconds"])?;
+    f.only(CHANGE_FIELDS)?;
     let receipt = f.required_string("receipt")?.to_string();
     let lease_seconds = f.integer("lease_seconds")?;
     let changed = state

@@ -5,6 +5,8 @@
 //! against the rules that need no state before it is proposed; in a batch, an entry that fails
 //! them gets its own error result and the other entries are still sent. Rules of the queue (its
 //! size limit, FIFO IDs, deduplication) are the engine's, which answers per entry too.
+//!
+//! The request schemas of the OpenAPI document stand next to the handlers that read them.
 
 use std::collections::BTreeMap;
 
@@ -12,22 +14,84 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::auth::Account;
 use crate::error::ApiError;
 use crate::input::{Fields, JsonBody, Params, QueuePath};
-use crate::json;
+use crate::openapi::Replicated;
 use crate::ops::{BatchEntryInput, MessageInput};
-use crate::AppState;
+use crate::{json, AppState};
 
 /// The fields of one message, in a send or a batch entry.
-const MESSAGE_FIELDS: &[&str] = &[
+pub const MESSAGE_FIELDS: &[&str] = &[
     "body",
     "attributes",
     "delay_seconds",
     "message_group_id",
     "message_deduplication_id",
 ];
+
+/// The fields of a batch send.
+pub const BATCH_FIELDS: &[&str] = &["entries"];
+
+/// The query parameters of a peek.
+pub const PEEK_PARAMS: &[&str] = &["limit", "after"];
+
+/// The fields of a batch entry: its ID, then those of a message.
+pub fn entry_fields() -> Vec<&'static str> {
+    ["id"].iter().chain(MESSAGE_FIELDS).copied().collect()
+}
+
+/// A message to send: the body of `POST /v1/queues/{q}/messages`.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({
+    "body": "order 42 paid",
+    "attributes": {"kind": "payment"},
+    "delay_seconds": 0,
+    "message_group_id": "customer-7",
+    "message_deduplication_id": "order-42-paid"
+}))]
+pub struct SendMessage {
+    /// UTF-8 text, at least 1 byte; with the attributes at most the queue's
+    /// `max_message_bytes`.
+    body: String,
+    /// Up to 10 string attributes, names 1–256 characters; counted in the size.
+    attributes: Option<BTreeMap<String, String>>,
+    /// Seconds before the message can be received, 0–900. Default: the queue's.
+    #[schema(minimum = 0, maximum = 900)]
+    delay_seconds: Option<i64>,
+    /// FIFO queues (required there): the group, 1–128 bytes of printable ASCII. Stored and
+    /// returned on a standard queue, where it orders nothing.
+    message_group_id: Option<String>,
+    /// FIFO queues: the deduplication ID, 1–128 bytes of printable ASCII; required unless the
+    /// queue has `content_based_deduplication`. A standard queue refuses it.
+    message_deduplication_id: Option<String>,
+}
+
+/// The body of `POST /v1/queues/{q}/messages/batch`.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"entries": [
+    {"id": "a", "body": "first", "attributes": {"kind": "test"}, "delay_seconds": 5,
+     "message_group_id": "g", "message_deduplication_id": "d-1"},
+    {"id": "b", "body": "second", "message_group_id": "g", "message_deduplication_id": "d-2"}
+]}))]
+pub struct SendBatch {
+    /// 1–10 messages, each with an ID of its own.
+    #[schema(min_items = 1, max_items = 10)]
+    entries: Vec<BatchEntry>,
+}
+
+/// One message of a batch send.
+#[derive(Serialize, ToSchema)]
+pub struct BatchEntry {
+    /// Names the entry in the results: 1–80 characters of `A-Z a-z 0-9 _ -`, unique in the
+    /// batch.
+    id: String,
+    #[serde(flatten)]
+    message: SendMessage,
+}
 
 /// Reads a message.
 fn message(f: &Fields<'_>) -> Result<MessageInput, ApiError> {
@@ -57,6 +121,22 @@ fn message(f: &Fields<'_>) -> Result<MessageInput, ApiError> {
     })
 }
 
+/// Send a message
+#[utoipa::path(
+    post,
+    path = "/v1/queues/{q}/messages",
+    operation_id = "SendMessage",
+    tag = "messages",
+    params(QueuePath),
+    request_body = SendMessage,
+    responses(
+        (status = 200, description = "Sent, or a duplicate of a message sent in the last 5 minutes", body = json::Sent),
+        Account,
+        QueuePath,
+        JsonBody,
+        Replicated,
+    )
+)]
 pub async fn send(
     State(state): State<AppState>,
     Account(account): Account,
@@ -69,6 +149,26 @@ pub async fn send(
     Ok(Json(json::Sent::new(&sent)).into_response())
 }
 
+/// Send up to 10 messages
+///
+/// A message that breaks a rule gets its own error result and the others are still sent; a
+/// request that is itself wrong (no entries, more than 10, a bad or repeated entry ID, a field
+/// of the wrong type) is refused whole. The body limit of this route is 16 MiB.
+#[utoipa::path(
+    post,
+    path = "/v1/queues/{q}/messages/batch",
+    operation_id = "SendMessageBatch",
+    tag = "messages",
+    params(QueuePath),
+    request_body = SendBatch,
+    responses(
+        (status = 200, description = "One result per entry, in request order", body = json::Results<json::BatchEntryResult>),
+        Account,
+        QueuePath,
+        JsonBody,
+        Replicated,
+    )
+)]
 pub async fn send_batch(
     State(state): State<AppState>,
     Account(account): Account,
@@ -76,9 +176,9 @@ pub async fn send_batch(
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     let f = Fields::root(&body)?;
-    f.only(&["entries"])?;
+    f.only(BATCH_FIELDS)?;
     let list = f.required("entries", f.array("entries")?)?;
-    let entry_fields: Vec<&str> = ["id"].iter().chain(MESSAGE_FIELDS).copied().collect();
+    let entry_fields = entry_fields();
     let entries = list
         .iter()
         .enumerate()
@@ -99,19 +199,54 @@ pub async fn send_batch(
     Ok(Json(json::Results { results }).into_response())
 }
 
+/// Peek at messages
+///
+/// No lease, no change to `receive_count`: messages in queue order with their `state`, one page
+/// at a time.
+#[utoipa::path(
+    get,
+    path = "/v1/queues/{q}/messages",
+    operation_id = "PeekMessages",
+    tag = "messages",
+    params(
+        QueuePath,
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 100, description = "Messages per page, 1–100; default 10"),
+        ("after" = Option<u64>, Query, description = "Show messages after this sequence number: the `next_after` of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of messages", body = json::Peeked),
+        Account,
+        QueuePath,
+        Replicated,
+    )
+)]
 pub async fn peek(
     State(state): State<AppState>,
     Account(account): Account,
     QueuePath(queue): QueuePath,
     params: Params,
 ) -> Result<Response, ApiError> {
-    params.only(&["limit", "after"])?;
+    params.only(PEEK_PARAMS)?;
     let limit = params.number::<i64>("limit", "an integer")?;
     let after = params.number::<u64>("after", "a sequence number (an integer of at least 0)")?;
     let messages = state.peek(account, queue, after, limit).await?;
     Ok(Json(json::Peeked::new(&messages)).into_response())
 }
 
+/// Delete every message of a queue
+#[utoipa::path(
+    post,
+    path = "/v1/queues/{q}/purge",
+    operation_id = "PurgeQueue",
+    tag = "messages",
+    params(QueuePath),
+    responses(
+        (status = 204, description = "Purged"),
+        Account,
+        QueuePath,
+        Replicated,
+    )
+)]
 pub async fn purge(
     State(state): State<AppState>,
     Account(account): Account,

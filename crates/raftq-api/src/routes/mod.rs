@@ -1,10 +1,12 @@
-//! The routes of SPEC.md §3 and the layers around them: body size limits, request logging and
-//! metrics, and JSON answers for unknown paths and methods (gRPC statuses for gRPC calls).
+//! The routes of SPEC.md §3 and the layers around them: body size limits and JSON answers for
+//! unknown paths and methods (gRPC statuses for gRPC calls). Each handler carries its OpenAPI
+//! operation (`#[utoipa::path]`), and the router is built from those (see `openapi`).
 //!
 //! - [`queues`]: create, list, get, patch, delete, dead-letter sources, stats.
 //! - [`messages`]: send, batch send, peek, purge.
 //! - [`leases`]: receive (with long polling), ack, lease change.
-//! - [`cluster`]: cluster status, liveness, Prometheus metrics.
+//! - [`cluster`]: cluster status, liveness, Prometheus metrics (the OpenAPI document is
+//!   `openapi::serve`).
 
 mod cluster;
 mod leases;
@@ -15,13 +17,16 @@ use std::convert::Infallible;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::HeaderMap;
-use axum::routing::{get, post, MethodRouter};
-use axum::{middleware, Extension, Router};
+use axum::routing::MethodRouter;
+use axum::{Extension, Router};
 use raftq_engine::model::limits;
+use utoipa::OpenApi;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
+use utoipa_axum::routes;
 
 use crate::error::ApiError;
 use crate::input::BodyLimit;
-use crate::{grpc, metrics, AppState};
+use crate::{grpc, openapi, AppState};
 
 /// The most a byte of message text can grow in JSON: a control character becomes `\u00XX`.
 const JSON_ESCAPE_FACTOR: usize = 6;
@@ -45,35 +50,33 @@ fn with_body_limit(route: MethodRouter<AppState>, limit: usize) -> MethodRouter<
         .layer::<_, Infallible>(Extension(BodyLimit(limit)))
 }
 
+/// The routes, each registered from its annotated handler, so that the router and the OpenAPI
+/// document (`openapi`) list the same paths and methods. Only handlers of one path may share a
+/// `routes!`.
+pub fn api() -> OpenApiRouter<AppState> {
+    let batch = routes!(messages::send_batch).map(|route| with_body_limit(route, BATCH_BODY_LIMIT));
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(queues::create, queues::list))
+        .routes(routes!(queues::get, queues::patch, queues::delete))
+        .routes(routes!(queues::dead_letter_sources))
+        .routes(routes!(queues::stats))
+        .routes(routes!(messages::send, messages::peek))
+        .routes(batch)
+        .routes(routes!(messages::purge))
+        .routes(routes!(leases::receive))
+        .routes(routes!(leases::ack))
+        .routes(routes!(leases::change))
+        .routes(routes!(cluster::show))
+        .routes(routes!(cluster::state))
+        .routes(routes!(cluster::healthz))
+        .routes(routes!(cluster::metrics))
+        .routes(routes!(openapi::serve))
+}
+
 /// The whole API with its layers.
 pub fn build(state: AppState) -> Router {
-    Router::new()
-        .route("/v1/queues", post(queues::create).get(queues::list))
-        .route(
-            "/v1/queues/{q}",
-            get(queues::get).patch(queues::patch).delete(queues::delete),
-        )
-        .route(
-            "/v1/queues/{q}/dead_letter_sources",
-            get(queues::dead_letter_sources),
-        )
-        .route("/v1/queues/{q}/stats", get(queues::stats))
-        .route(
-            "/v1/queues/{q}/messages",
-            post(messages::send).get(messages::peek),
-        )
-        .route(
-            "/v1/queues/{q}/messages/batch",
-            with_body_limit(post(messages::send_batch), BATCH_BODY_LIMIT),
-        )
-        .route("/v1/queues/{q}/purge", post(messages::purge))
-        .route("/v1/queues/{q}/receive", post(leases::receive))
-        .route("/v1/queues/{q}/ack", post(leases::ack))
-        .route("/v1/queues/{q}/lease", post(leases::change))
-        .route("/v1/cluster", get(cluster::show))
-        .route("/v1/cluster/state", get(cluster::state))
-        .route("/healthz", get(cluster::healthz))
-        .route("/metrics", get(cluster::metrics))
+    let (router, _) = api().split_for_parts();
+    router
         .fallback(|headers: HeaderMap| async move {
             grpc::refuse(&headers, ApiError::route_not_found())
         })
@@ -81,9 +84,61 @@ pub fn build(state: AppState) -> Router {
             grpc::refuse(&headers, ApiError::method_not_allowed())
         })
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            metrics::observe,
-        ))
         .with_state(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use serde_json::Value;
+
+    use super::*;
+    use crate::openapi::tests::{component, document_value, properties};
+
+    fn names(fields: &[&str]) -> BTreeSet<String> {
+        fields.iter().map(|f| f.to_string()).collect()
+    }
+
+    /// The query parameters of an operation.
+    fn query_params(doc: &Value, method: &str, path: &str) -> BTreeSet<String> {
+        doc["paths"][path][method]["parameters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["in"] == "query")
+            .filter_map(|p| p["name"].as_str().map(str::to_string))
+            .collect()
+    }
+
+    /// Each request schema has exactly the fields its handler accepts (which refuses any other).
+    #[test]
+    fn openapi_request_schemas_name_the_fields_the_handlers_accept() {
+        let doc = document_value();
+        let cases: [(&str, Vec<&str>); 10] = [
+            ("CreateQueue", queues::create_fields()),
+            ("QueueSettings", queues::ATTRIBUTE_FIELDS.to_vec()),
+            ("RedrivePolicyBody", queues::REDRIVE_POLICY_FIELDS.to_vec()),
+            ("AllowPolicyBody", queues::ALLOW_POLICY_FIELDS.to_vec()),
+            ("SendMessage", messages::MESSAGE_FIELDS.to_vec()),
+            ("SendBatch", messages::BATCH_FIELDS.to_vec()),
+            ("BatchEntry", messages::entry_fields()),
+            ("Receive", leases::RECEIVE_FIELDS.to_vec()),
+            ("Ack", leases::ACK_FIELDS.to_vec()),
+            ("ChangeLease", leases::CHANGE_FIELDS.to_vec()),
+        ];
+        for (schema, fields) in cases {
+            let (props, required) = properties(&doc, component(&doc, schema));
+            assert_eq!(props, names(&fields), "{schema}");
+            assert!(required.is_subset(&props), "{schema}");
+        }
+        assert_eq!(
+            query_params(&doc, "get", "/v1/queues"),
+            names(queues::LIST_PARAMS)
+        );
+        assert_eq!(
+            query_params(&doc, "get", "/v1/queues/{q}/messages"),
+            names(messages::PEEK_PARAMS)
+        );
+    }
 }

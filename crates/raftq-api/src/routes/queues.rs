@@ -5,22 +5,31 @@
 //! checked here) and renders the answer; names, ranges and required settings are checked by
 //! `ops`, rules that need state (the redrive target exists, is of the same type, allows the
 //! source...) by the engine.
+//!
+//! The request schemas of the OpenAPI document stand here too, next to the code that reads the
+//! bodies they describe; `routes` tests hold them to the fields the handlers accept.
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use raftq_engine::{AllowPolicyInput, QueueAttributes, RedrivePolicyInput};
+use serde::Serialize;
+use utoipa::openapi::schema::{ArrayBuilder, OneOfBuilder};
+use utoipa::ToSchema;
 
 use crate::auth::Account;
 use crate::error::ApiError;
 use crate::input::{queue_reference, Fields, JsonBody, Params, QueuePath};
-use crate::json;
+use crate::openapi::{self, Replicated};
 use crate::ops::NewQueue;
-use crate::AppState;
+use crate::{json, AppState};
+
+/// The fields of a create that a patch refuses.
+pub const FIXED_FIELDS: &[&str] = &["name", "type"];
 
 /// The optional settings of a queue, for create and patch.
-const ATTRIBUTE_FIELDS: &[&str] = &[
+pub const ATTRIBUTE_FIELDS: &[&str] = &[
     "content_based_deduplication",
     "lease_seconds",
     "delay_seconds",
@@ -29,6 +38,112 @@ const ATTRIBUTE_FIELDS: &[&str] = &[
     "redrive_policy",
     "redrive_allow_policy",
 ];
+
+/// The fields of a redrive policy.
+pub const REDRIVE_POLICY_FIELDS: &[&str] = &["dead_letter_target", "max_receive_count"];
+
+/// The fields of a redrive allow policy.
+pub const ALLOW_POLICY_FIELDS: &[&str] = &["permission", "source_queues"];
+
+/// The query parameters of a list.
+pub const LIST_PARAMS: &[&str] = &["prefix"];
+
+/// The fields of a create: the fixed ones, then the settings.
+pub fn create_fields() -> Vec<&'static str> {
+    FIXED_FIELDS
+        .iter()
+        .chain(ATTRIBUTE_FIELDS)
+        .copied()
+        .collect()
+}
+
+/// The body of `POST /v1/queues`: a name, an optional `type` (`standard` or `fifo`, which must
+/// match the name) and the settings.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({
+    "name": "orders.fifo",
+    "type": "fifo",
+    "content_based_deduplication": true,
+    "lease_seconds": 60,
+    "delay_seconds": 0,
+    "retention_seconds": 86400,
+    "max_message_bytes": 65536,
+    "redrive_policy": {"dead_letter_target": "orders-dlq.fifo", "max_receive_count": 5},
+    "redrive_allow_policy": {"permission": "deny_all"}
+}))]
+pub struct CreateQueue {
+    /// 1–80 characters of `A-Z a-z 0-9 _ -`, unique in the account; a name ending in `.fifo`
+    /// (counted in the 80) makes a FIFO queue.
+    name: String,
+    #[serde(rename = "type")]
+    #[schema(schema_with = openapi::queue_type)]
+    queue_type: Option<String>,
+    #[serde(flatten)]
+    settings: QueueSettings,
+}
+
+/// The settings of a queue: the body of `PATCH /v1/queues/{q}`, and of a create with its name.
+/// An absent (or `null`) setting keeps its default on a create, its value on a patch.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"lease_seconds": 120, "redrive_policy": null}))]
+pub struct QueueSettings {
+    /// FIFO queues: a send without `message_deduplication_id` is deduplicated by the hex
+    /// SHA-256 of its body. Default `false`.
+    content_based_deduplication: Option<bool>,
+    /// The lease of a receive that asks for none, 0–43200 seconds. Default 30.
+    #[schema(minimum = 0, maximum = 43200)]
+    lease_seconds: Option<i64>,
+    /// The delay of a send that asks for none, 0–900 seconds. Default 0.
+    #[schema(minimum = 0, maximum = 900)]
+    delay_seconds: Option<i64>,
+    /// How long a message is kept, 60–1209600 seconds. Default 345600 (4 days).
+    #[schema(minimum = 60, maximum = 1209600)]
+    retention_seconds: Option<i64>,
+    /// The largest message (body and attributes), 1–1048576 bytes. Default 262144.
+    #[schema(minimum = 1, maximum = 1048576)]
+    max_message_bytes: Option<i64>,
+    /// Where messages go after `max_receive_count` receives without an ack. `null` detaches
+    /// the policy; absent leaves it as it is.
+    redrive_policy: Option<RedrivePolicyBody>,
+    /// Which queues may use this queue as their dead-letter queue. Default `allow_all`.
+    redrive_allow_policy: Option<AllowPolicyBody>,
+}
+
+/// A redrive policy in a request.
+#[derive(Serialize, ToSchema)]
+pub struct RedrivePolicyBody {
+    #[schema(schema_with = dead_letter_target)]
+    dead_letter_target: String,
+    /// Receives after which an unacknowledged message moves, 1–1000.
+    #[schema(minimum = 1, maximum = 1000)]
+    max_receive_count: i64,
+}
+
+/// A redrive allow policy in a request.
+#[derive(Serialize, ToSchema)]
+pub struct AllowPolicyBody {
+    #[schema(schema_with = openapi::permission)]
+    permission: String,
+    #[schema(schema_with = source_queues)]
+    source_queues: Option<Vec<String>>,
+}
+
+/// Schema of a redrive policy's target.
+fn dead_letter_target() -> OneOfBuilder {
+    openapi::queue_reference().description(Some(
+        "The dead-letter queue: in the same account and region, of the same type, not the queue \
+         itself, and allowing the queue by its `redrive_allow_policy`",
+    ))
+}
+
+/// Schema of the sources a `by_queue` allow policy names.
+fn source_queues() -> ArrayBuilder {
+    ArrayBuilder::new()
+        .items(openapi::queue_reference())
+        .min_items(Some(1))
+        .max_items(Some(10))
+        .description(Some("With `by_queue` only: the queues allowed, 1–10"))
+}
 
 /// Reads the optional settings; `"redrive_policy": null` clears the policy.
 fn attributes(f: &Fields<'_>) -> Result<QueueAttributes, ApiError> {
@@ -56,7 +171,7 @@ fn attributes(f: &Fields<'_>) -> Result<QueueAttributes, ApiError> {
 }
 
 fn redrive_policy(f: Fields<'_>) -> Result<RedrivePolicyInput, ApiError> {
-    f.only(&["dead_letter_target", "max_receive_count"])?;
+    f.only(REDRIVE_POLICY_FIELDS)?;
     let dead_letter_target = f
         .value("dead_letter_target")
         .map(|v| queue_reference(v, f.path("dead_letter_target")))
@@ -68,7 +183,7 @@ fn redrive_policy(f: Fields<'_>) -> Result<RedrivePolicyInput, ApiError> {
 }
 
 fn allow_policy(f: Fields<'_>) -> Result<AllowPolicyInput, ApiError> {
-    f.only(&["permission", "source_queues"])?;
+    f.only(ALLOW_POLICY_FIELDS)?;
     let source_queues = f
         .array("source_queues")?
         .map(|list| {
@@ -84,18 +199,28 @@ fn allow_policy(f: Fields<'_>) -> Result<AllowPolicyInput, ApiError> {
     })
 }
 
+/// Create a queue
+#[utoipa::path(
+    post,
+    path = "/v1/queues",
+    operation_id = "CreateQueue",
+    tag = "queues",
+    request_body = CreateQueue,
+    responses(
+        (status = 201, description = "The queue", body = json::Queue),
+        (status = 409, description = "`queue_exists`: the account has a queue of this name", body = openapi::ErrorBody),
+        Account,
+        JsonBody,
+        Replicated,
+    )
+)]
 pub async fn create(
     State(state): State<AppState>,
     Account(account): Account,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     let f = Fields::root(&body)?;
-    let known: Vec<&str> = ["name", "type"]
-        .iter()
-        .chain(ATTRIBUTE_FIELDS)
-        .copied()
-        .collect();
-    f.only(&known)?;
+    f.only(&create_fields())?;
     let new = NewQueue {
         name: f.required_string("name")?.to_string(),
         queue_type: f.string("type")?.map(str::to_string),
@@ -105,17 +230,45 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(json::Queue::new(&view))).into_response())
 }
 
+/// List the account's queues
+#[utoipa::path(
+    get,
+    path = "/v1/queues",
+    operation_id = "ListQueues",
+    tag = "queues",
+    params(("prefix" = Option<String>, Query, description = "Only queues whose name starts with this")),
+    responses(
+        (status = 200, description = "The queues, by name", body = json::QueueList),
+        (status = 400, description = "`invalid_argument`: an unknown or repeated query parameter", body = openapi::ErrorBody),
+        Account,
+        Replicated,
+    )
+)]
 pub async fn list(
     State(state): State<AppState>,
     Account(account): Account,
     params: Params,
 ) -> Result<Response, ApiError> {
-    params.only(&["prefix"])?;
+    params.only(LIST_PARAMS)?;
     let prefix = params.text("prefix").unwrap_or_default().to_string();
     let views = state.list_queues(account, prefix).await?;
     Ok(Json(json::QueueList::new(&views)).into_response())
 }
 
+/// Get a queue
+#[utoipa::path(
+    get,
+    path = "/v1/queues/{q}",
+    operation_id = "GetQueue",
+    tag = "queues",
+    params(QueuePath),
+    responses(
+        (status = 200, description = "The queue", body = json::Queue),
+        Account,
+        QueuePath,
+        Replicated,
+    )
+)]
 pub async fn get(
     State(state): State<AppState>,
     Account(account): Account,
@@ -125,6 +278,24 @@ pub async fn get(
     Ok(Json(json::Queue::new(&view)).into_response())
 }
 
+/// Change a queue's settings
+///
+/// `name` and `type` cannot be changed.
+#[utoipa::path(
+    patch,
+    path = "/v1/queues/{q}",
+    operation_id = "PatchQueue",
+    tag = "queues",
+    params(QueuePath),
+    request_body = QueueSettings,
+    responses(
+        (status = 200, description = "The queue as changed", body = json::Queue),
+        Account,
+        QueuePath,
+        JsonBody,
+        Replicated,
+    )
+)]
 pub async fn patch(
     State(state): State<AppState>,
     Account(account): Account,
@@ -132,7 +303,7 @@ pub async fn patch(
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     let f = Fields::root(&body)?;
-    for fixed in ["name", "type"] {
+    for &fixed in FIXED_FIELDS {
         if f.raw(fixed).is_some() {
             return Err(ApiError::invalid(
                 fixed,
@@ -145,6 +316,21 @@ pub async fn patch(
     Ok(Json(json::Queue::new(&view)).into_response())
 }
 
+/// Delete a queue and its messages
+#[utoipa::path(
+    delete,
+    path = "/v1/queues/{q}",
+    operation_id = "DeleteQueue",
+    tag = "queues",
+    params(QueuePath),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 409, description = "`queue_in_use`: the queue is the dead-letter queue of the queues in `sources`", body = openapi::ErrorBody),
+        Account,
+        QueuePath,
+        Replicated,
+    )
+)]
 pub async fn delete(
     State(state): State<AppState>,
     Account(account): Account,
@@ -154,6 +340,20 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// List the queues whose redrive policy names this queue
+#[utoipa::path(
+    get,
+    path = "/v1/queues/{q}/dead_letter_sources",
+    operation_id = "ListDeadLetterSources",
+    tag = "queues",
+    params(QueuePath),
+    responses(
+        (status = 200, description = "The source queues", body = json::RefList),
+        Account,
+        QueuePath,
+        Replicated,
+    )
+)]
 pub async fn dead_letter_sources(
     State(state): State<AppState>,
     Account(account): Account,
@@ -163,6 +363,20 @@ pub async fn dead_letter_sources(
     Ok(Json(json::RefList { queues }).into_response())
 }
 
+/// Count a queue's messages
+#[utoipa::path(
+    get,
+    path = "/v1/queues/{q}/stats",
+    operation_id = "GetQueueStats",
+    tag = "queues",
+    params(QueuePath),
+    responses(
+        (status = 200, description = "The counters", body = openapi::QueueStats),
+        Account,
+        QueuePath,
+        Replicated,
+    )
+)]
 pub async fn stats(
     State(state): State<AppState>,
     Account(account): Account,

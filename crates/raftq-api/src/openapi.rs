@@ -1,0 +1,539 @@
+//! The OpenAPI 3.1 document of the REST API, served at `GET /v1/openapi.json` and checked in as
+//! `docs/openapi.json`. It is generated from the code, so it cannot drift from it:
+//!
+//! - the router is built from the annotated handlers (`routes::api`), so a route exists only with
+//!   its operation (`tests/http.rs` checks that each documented path answers its documented
+//!   methods and only those);
+//! - response schemas are derived from the serialized shapes of `json` and `status`; engine types
+//!   that the API returns as they are have schema mirrors here (the engine does not depend on
+//!   utoipa), held to the engine's JSON by a test;
+//! - request schemas stand next to their handlers; a test holds their properties to the fields
+//!   each handler accepts, and `tests/http.rs` holds their required fields to those the server
+//!   requires;
+//! - a test holds `docs/openapi.json` to the generated document:
+//!   `RAFTQ_UPDATE_OPENAPI=1 cargo test -p raftq-api openapi` rewrites it.
+//!
+//! Schema-only types (mirrors, request bodies) derive `Serialize` too: serde's attributes
+//! (`rename`, `flatten`, `skip_serializing_if`) shape their schemas as they shape the response
+//! types', and the mirror test compares their JSON.
+//!
+//! Error answers are listed by the inputs that cause them: a route's responses include those of
+//! its [`Account`] (401), [`QueuePath`] (400, 404) and [`JsonBody`] (400, 413) extractors, and
+//! [`Replicated`] (500, 503) for a route that reads or writes through Raft.
+
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
+
+use axum::Json;
+use raftq_engine::QueueType;
+use serde::Serialize;
+use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
+use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{
+    Content, HeaderBuilder, OpenApi, Ref, RefOr, Required, Response, ResponseBuilder,
+};
+use utoipa::{IntoParams, IntoResponses, Modify, ToSchema};
+use uuid::Uuid;
+
+use crate::auth::Account;
+use crate::input::{JsonBody, QueuePath};
+use crate::routes;
+
+/// The document's frame: title, security scheme and tags; `routes::api` adds the operations.
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "raftq",
+        description = "The REST API of raftq, a Raft-replicated message queue (SPEC.md §3). \
+            Choices where the spec is silent are in docs/api.md."
+    ),
+    modifiers(&BearerAuth),
+    security(("bearer" = [])),
+    components(schemas(ErrorBody)),
+    tags(
+        (name = "queues", description = "Create, read, change and delete queues"),
+        (name = "messages", description = "Send, peek and purge messages"),
+        (name = "leases", description = "Receive messages, acknowledge them, change their leases"),
+        (name = "cluster", description = "Cluster status, liveness, metrics and this document"),
+    )
+)]
+pub struct ApiDoc;
+
+/// The `bearer` security scheme: `Authorization: Bearer <key>`.
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut OpenApi) {
+        let scheme = HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .description(Some(
+                "An API key of the server's key file (`--keys`); it names the account. Without \
+                 a key file every request is account `dev` and the header is ignored.",
+            ))
+            .build();
+        openapi
+            .components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme("bearer", SecurityScheme::Http(scheme));
+    }
+}
+
+/// The document, generated once.
+static DOCUMENT: LazyLock<OpenApi> = LazyLock::new(document);
+
+/// The document of the routes that `routes::build` serves.
+pub fn document() -> OpenApi {
+    routes::api().into_openapi()
+}
+
+/// The OpenAPI 3.1 document of this API
+///
+/// No key needed.
+#[utoipa::path(
+    get,
+    path = "/v1/openapi.json",
+    operation_id = "GetOpenApi",
+    tag = "cluster",
+    security(),
+    responses((status = 200, description = "This document", body = Object))
+)]
+pub async fn serve() -> Json<&'static OpenApi> {
+    Json(&DOCUMENT)
+}
+
+/// The body of every error: `{"error": {...}}`.
+#[derive(Serialize, ToSchema)]
+pub struct ErrorBody {
+    error: Error,
+}
+
+/// A refused or failed request (the API's `ApiError`). Batch and ack results carry the same
+/// object per entry.
+#[derive(Serialize, ToSchema)]
+pub struct Error {
+    /// `invalid_argument`, `unauthenticated`, `queue_not_found`, `not_found`,
+    /// `method_not_allowed`, `queue_exists`, `queue_in_use`, `lease_expired`,
+    /// `message_too_large`, `unavailable` or `internal`.
+    code: String,
+    /// What went wrong; for `invalid_argument`, `<field>: <rule>`.
+    message: String,
+    /// The field the error is about, JSON-path style (`entries[1].id`,
+    /// `redrive_policy.max_receive_count`), when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<String>,
+    /// For `queue_in_use`: the queues whose redrive policy names the queue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sources: Option<Vec<QueueRef>>,
+}
+
+/// A resource reference to a queue (the engine's `QueueRef`).
+#[derive(Serialize, ToSchema)]
+pub struct QueueRef {
+    id: Uuid,
+    name: String,
+    crn: String,
+}
+
+/// A redrive policy as returned (the engine's `RedrivePolicyView`).
+#[derive(Serialize, ToSchema)]
+pub struct RedrivePolicy {
+    dead_letter_target: QueueRef,
+    max_receive_count: u32,
+}
+
+/// A queue's counters (the engine's `QueueStats`).
+#[derive(Serialize, ToSchema)]
+pub struct QueueStats {
+    visible: u64,
+    leased: u64,
+    delayed: u64,
+    /// Messages that wait to be moved to the dead-letter queue.
+    pending_redrive: u64,
+    oldest_message_age_seconds: u64,
+}
+
+/// The states a peeked message can be in, as the engine's `MessageState` serializes them.
+const MESSAGE_STATES: &[&str] = &["visible", "leased", "delayed", "pending_redrive"];
+
+/// The permissions of a redrive allow policy.
+const PERMISSIONS: &[&str] = &["allow_all", "deny_all", "by_queue"];
+
+/// A string that is one of `values`.
+fn one_of_strings(values: &[&str]) -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(values.iter().copied()))
+}
+
+/// Schema of a queue type.
+pub fn queue_type() -> ObjectBuilder {
+    one_of_strings(&[QueueType::Standard.as_str(), QueueType::Fifo.as_str()])
+}
+
+/// Schema of a peeked message's state.
+pub fn message_state() -> ObjectBuilder {
+    one_of_strings(MESSAGE_STATES)
+}
+
+/// Schema of a redrive allow policy's permission.
+pub fn permission() -> ObjectBuilder {
+    one_of_strings(PERMISSIONS)
+}
+
+/// Schema of a queue named in a request body: a name, UUID or CRN, or a resource reference as
+/// the API returns them (its `crn` is used, else `id`, else `name`).
+pub fn queue_reference() -> OneOfBuilder {
+    OneOfBuilder::new()
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .description(Some("The queue's name, UUID or CRN")),
+        )
+        .item(Ref::from_schema_name(QueueRef::name()))
+}
+
+/// An error answer: its status, when the API gives it, and a header it sets.
+struct ErrorAnswer {
+    status: u16,
+    when: &'static str,
+    header: Option<(&'static str, &'static str)>,
+}
+
+const INVALID_ARGUMENT: ErrorAnswer = ErrorAnswer {
+    status: 400,
+    when: "`invalid_argument`: a path parameter, query parameter or body field breaks a rule; \
+           `field` names it and `message` says why",
+    header: None,
+};
+
+const UNAUTHENTICATED: ErrorAnswer = ErrorAnswer {
+    status: 401,
+    when: "`unauthenticated`: no API key, or an unknown one",
+    header: Some(("WWW-Authenticate", "`Bearer`")),
+};
+
+const QUEUE_NOT_FOUND: ErrorAnswer = ErrorAnswer {
+    status: 404,
+    when: "`queue_not_found`: the account has no such queue (another account's queue is not \
+           found either)",
+    header: None,
+};
+
+const TOO_LARGE: ErrorAnswer = ErrorAnswer {
+    status: 413,
+    when: "`message_too_large`: the request body is over the route's limit (field \
+           `request_body`), or a message over its queue's `max_message_bytes` (field `body`)",
+    header: None,
+};
+
+const INTERNAL: ErrorAnswer = ErrorAnswer {
+    status: 500,
+    when: "`internal`: a storage failure of the node; never bad input",
+    header: None,
+};
+
+const UNAVAILABLE: ErrorAnswer = ErrorAnswer {
+    status: 503,
+    when: "`unavailable`: no leader in time, forwarding failed, or a write was not committed in \
+           time (it may still commit); retry",
+    header: Some(("Retry-After", "Seconds to wait before a retry: `1`")),
+};
+
+/// The responses of `answers`, each with the error envelope as its body.
+fn error_responses(answers: &[ErrorAnswer]) -> BTreeMap<String, RefOr<Response>> {
+    answers
+        .iter()
+        .map(|answer| {
+            let mut response = ResponseBuilder::new().description(answer.when).content(
+                "application/json",
+                Content::new(Some(Ref::from_schema_name(ErrorBody::name()))),
+            );
+            if let Some((name, description)) = answer.header {
+                let header = HeaderBuilder::new()
+                    .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+                    .description(Some(description))
+                    .build();
+                response = response.header(name, header);
+            }
+            (answer.status.to_string(), response.build().into())
+        })
+        .collect()
+}
+
+/// A route that needs an API key.
+impl IntoResponses for Account {
+    fn responses() -> BTreeMap<String, RefOr<Response>> {
+        error_responses(&[UNAUTHENTICATED])
+    }
+}
+
+/// A route on one queue.
+impl IntoResponses for QueuePath {
+    fn responses() -> BTreeMap<String, RefOr<Response>> {
+        error_responses(&[INVALID_ARGUMENT, QUEUE_NOT_FOUND])
+    }
+}
+
+/// The path parameter `q`.
+impl IntoParams for QueuePath {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        let q = ParameterBuilder::new()
+            .name("q")
+            .parameter_in(ParameterIn::Path)
+            .required(Required::True)
+            .description(Some(
+                "The queue: its name, its UUID or its CRN, URL-encoded \
+                 (`crn%3Av1%3Araftq%3A...`)",
+            ))
+            .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+            .build();
+        vec![q]
+    }
+}
+
+/// A route that reads a JSON body.
+impl IntoResponses for JsonBody {
+    fn responses() -> BTreeMap<String, RefOr<Response>> {
+        error_responses(&[INVALID_ARGUMENT, TOO_LARGE])
+    }
+}
+
+/// A route that reads or writes through Raft.
+pub struct Replicated;
+
+impl IntoResponses for Replicated {
+    fn responses() -> BTreeMap<String, RefOr<Response>> {
+        error_responses(&[INTERNAL, UNAVAILABLE])
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::collections::BTreeSet;
+    use std::path::PathBuf;
+
+    use serde_json::{json, Value};
+
+    use super::*;
+    use crate::error::ApiError;
+
+    /// The generated document as JSON.
+    pub fn document_value() -> Value {
+        serde_json::to_value(document()).expect("the document serializes")
+    }
+
+    /// What `$ref` points to in `doc`, or the schema itself.
+    pub fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
+        match schema["$ref"].as_str() {
+            Some(target) => {
+                let pointer = target.trim_start_matches('#');
+                doc.pointer(pointer)
+                    .unwrap_or_else(|| panic!("{target} resolves"))
+            }
+            None => schema,
+        }
+    }
+
+    /// The property names and the required ones of an object schema, through `$ref` and `allOf`.
+    pub fn properties(doc: &Value, schema: &Value) -> (BTreeSet<String>, BTreeSet<String>) {
+        let schema = resolve(doc, schema);
+        let mut names: BTreeSet<String> = schema["properties"]
+            .as_object()
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default();
+        let mut required: BTreeSet<String> = schema["required"]
+            .as_array()
+            .map(|r| {
+                r.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for part in schema["allOf"].as_array().into_iter().flatten() {
+            let (more, more_required) = properties(doc, part);
+            names.extend(more);
+            required.extend(more_required);
+        }
+        (names, required)
+    }
+
+    /// The component schema `name`.
+    pub fn component<'a>(doc: &'a Value, name: &str) -> &'a Value {
+        let schema = &doc["components"]["schemas"][name];
+        assert!(!schema.is_null(), "no schema {name}");
+        schema
+    }
+
+    fn checked_in_path() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.json")
+    }
+
+    fn json(value: impl Serialize) -> Value {
+        serde_json::to_value(value).expect("serializes")
+    }
+
+    /// Every `$ref` below `value`.
+    fn references(value: &Value, found: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                if let Some(target) = map.get("$ref").and_then(Value::as_str) {
+                    found.push(target.to_string());
+                }
+                map.values().for_each(|v| references(v, found));
+            }
+            Value::Array(items) => items.iter().for_each(|v| references(v, found)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn openapi_references_resolve() {
+        let doc = document_value();
+        let mut found = Vec::new();
+        references(&doc, &mut found);
+        assert!(found.len() > 20);
+        for target in found {
+            assert!(
+                target.starts_with("#/components/schemas/")
+                    && doc.pointer(target.trim_start_matches('#')).is_some(),
+                "{target}"
+            );
+        }
+    }
+
+    /// Each operation answers the errors of its inputs: a key (unless it needs none), a queue
+    /// path, a JSON body; and has an ID, a tag and a summary.
+    #[test]
+    fn openapi_operations_list_the_errors_of_their_inputs() {
+        let doc = document_value();
+        let tags: BTreeSet<&str> = doc["tags"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        let mut ids = BTreeSet::new();
+        let paths = doc["paths"].as_object().expect("paths");
+        for (path, item) in paths {
+            for (method, op) in item.as_object().expect("path item") {
+                let at = format!("{method} {path}");
+                let responses = op["responses"].as_object().expect("responses");
+                let has = |status: &str| responses.contains_key(status);
+                assert!(has("200") || has("201") || has("204"), "{at}: a success");
+                assert!(ids.insert(op["operationId"].as_str().expect("id")), "{at}");
+                assert!(op["summary"].is_string(), "{at}: a summary");
+                let tag = op["tags"][0].as_str().unwrap_or_default();
+                assert!(tags.contains(tag), "{at}: tag {tag}");
+                let open = op["security"] == json!([]);
+                assert_eq!(has("401"), !open, "{at}: 401 exactly when a key is needed");
+                if path.contains("{q}") {
+                    assert!(has("400") && has("404"), "{at}: the queue path's errors");
+                    assert_eq!(op["parameters"][0]["name"], "q", "{at}");
+                }
+                if !op["requestBody"].is_null() {
+                    assert!(has("400") && has("413"), "{at}: the body's errors");
+                }
+            }
+        }
+        assert_eq!(doc["security"], json!([{"bearer": []}]));
+        assert_eq!(
+            doc["components"]["securitySchemes"]["bearer"]["scheme"],
+            "bearer"
+        );
+    }
+
+    /// The schema mirrors serialize exactly as the engine and API types they stand for.
+    #[test]
+    fn openapi_mirrors_serialize_as_the_engine_types() {
+        use raftq_engine::model::RedrivePolicyView;
+        use raftq_engine::{EngineError, MessageState};
+
+        let id = Uuid::from_u128(7);
+        let crn = raftq_engine::model::crn("local", "dev", id);
+        let engine_ref = raftq_engine::QueueRef {
+            id,
+            name: "dlq".into(),
+            crn: crn.clone(),
+        };
+        let mirror_ref = || QueueRef {
+            id,
+            name: "dlq".into(),
+            crn: crn.clone(),
+        };
+        assert_eq!(json(&engine_ref), json(mirror_ref()));
+        assert_eq!(
+            json(RedrivePolicyView {
+                dead_letter_target: engine_ref.clone(),
+                max_receive_count: 5,
+            }),
+            json(RedrivePolicy {
+                dead_letter_target: mirror_ref(),
+                max_receive_count: 5,
+            }),
+        );
+        assert_eq!(
+            json(raftq_engine::QueueStats {
+                visible: 1,
+                leased: 2,
+                delayed: 3,
+                pending_redrive: 4,
+                oldest_message_age_seconds: 5,
+            }),
+            json(QueueStats {
+                visible: 1,
+                leased: 2,
+                delayed: 3,
+                pending_redrive: 4,
+                oldest_message_age_seconds: 5,
+            }),
+        );
+        for api in [
+            ApiError::from(EngineError::QueueInUse {
+                sources: vec![engine_ref.clone()],
+            }),
+            ApiError::invalid("entries[0].id", "is required"),
+        ] {
+            let mirror = Error {
+                code: api.code.to_string(),
+                message: api.message.clone(),
+                field: api.field.clone(),
+                sources: api.sources.as_ref().map(|_| vec![mirror_ref()]),
+            };
+            assert_eq!(json(&api), json(mirror));
+        }
+        // Naming every state here makes a new one fail to compile until it is listed.
+        let listed = |state: MessageState| match state {
+            MessageState::Visible
+            | MessageState::Leased
+            | MessageState::Delayed
+            | MessageState::PendingRedrive => state,
+        };
+        let states = [
+            MessageState::Visible,
+            MessageState::Leased,
+            MessageState::Delayed,
+            MessageState::PendingRedrive,
+        ]
+        .map(|state| json(listed(state)));
+        assert_eq!(states.as_slice(), MESSAGE_STATES);
+    }
+
+    /// `docs/openapi.json` is the generated document; `RAFTQ_UPDATE_OPENAPI=1` rewrites it.
+    #[test]
+    fn openapi_checked_in_document_is_current() {
+        let generated = serde_json::to_string_pretty(&document()).expect("serializes") + "\n";
+        let path = checked_in_path();
+        if std::env::var_os("RAFTQ_UPDATE_OPENAPI").is_some() {
+            std::fs::write(&path, &generated).expect("write docs/openapi.json");
+            return;
+        }
+        let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            checked_in == generated,
+            "docs/openapi.json is not the generated document; regenerate it with \
+             `RAFTQ_UPDATE_OPENAPI=1 cargo test -p raftq-api openapi` and review the diff"
+        );
+    }
+}
