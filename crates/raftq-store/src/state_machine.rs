@@ -8,10 +8,11 @@
 //!
 //! Durability policy: one `apply` call writes every row its entries changed, their payload puts
 //! and deletes, the last applied log id and the membership in one atomic `WriteBatch`, without
-//! an fsync of its own: the Raft log (synced) can always replay what a crash loses, and each
-//! later synced write of the log or a snapshot, which share the RocksDB write-ahead log, makes it
-//! durable. A snapshot's file and then its metadata are written with an fsync before openraft
-//! may purge the log it covers.
+//! the write-ahead log and without an fsync: the Raft log (synced) replays whatever a crash
+//! loses. The database flushes its column families together (`atomic_flush`), so what reaches
+//! disk is always the state of one applied log id with that id. Building a snapshot flushes the
+//! state before its metadata is recorded (with an fsync) and openraft purges the log it covers,
+//! so the log always holds every entry after the state on disk.
 //! On start the engine is rebuilt from `sm_state` (no log replay beyond what was not yet applied).
 
 use std::collections::HashMap;
@@ -26,7 +27,9 @@ use openraft::{
 };
 use raftq_engine::rows::{decode_payload, encode_payload, payload_key};
 use raftq_engine::{Changes, Engine, Outcome, Payload, PayloadOp};
-use rocksdb::{ColumnFamilyDescriptor, IteratorMode, Options, WriteBatch, WriteOptions, DB};
+use rocksdb::{
+    ColumnFamilyDescriptor, FlushOptions, IteratorMode, Options, WriteBatch, WriteOptions, DB,
+};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::fs::File;
@@ -352,8 +355,11 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         let applied = postcard::to_allocvec(&self.applied).map_err(io_err)?;
         batch.put_cf(meta, KEY_APPLIED, applied);
         // Written before the engine is released: readers then never see a message whose rows
-        // are not in the database yet.
-        self.db.write(batch).map_err(io_err)?;
+        // are not in the database yet. No write-ahead log: the Raft log replays what a crash
+        // loses from the memtables (see the module documentation).
+        let mut unlogged = WriteOptions::default();
+        unlogged.disable_wal(true);
+        self.db.write_opt(batch, &unlogged).map_err(io_err)?;
         drop(engine);
         woken.dedup();
         for queue in woken {
@@ -530,6 +536,12 @@ fn build(db: &DB, snapshots: &Snapshots, count: u64) -> io::Result<(StoredSnapsh
         .map(|r| r.map_err(io::Error::other));
     let name = snapshots.dir.write_rows(rows)?;
     drop(view);
+    // Applies skip the write-ahead log: flush the state (at or past this view) to disk before
+    // the snapshot is recorded and openraft purges the log that could replay it.
+    let mut wait = FlushOptions::default();
+    wait.set_wait(true);
+    db.flush_cfs_opt(&[cf(db, STATE_CF)?, cf(db, SM_META_CF)?], &wait)
+        .map_err(io::Error::other)?;
     let last = applied
         .last_applied
         .map_or_else(|| "none".to_string(), |id| id.to_string());
