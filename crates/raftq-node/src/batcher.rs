@@ -44,9 +44,10 @@ impl Batcher {
             .send((command, reply))
             .await
             .map_err(|_| NodeError::Unavailable("the node is shutting down".into()))?;
-        answer
-            .await
-            .map_err(|_| NodeError::Unavailable("the node is shutting down".into()))?
+        // Once handed over the command may be in an entry: without an answer it may still commit.
+        answer.await.map_err(|_| {
+            NodeError::Timeout("the node stopped before the write was answered".into())
+        })?
     }
 }
 
@@ -92,8 +93,9 @@ async fn write(raft: &Raft<TypeConfig>, batch: Vec<(Command, Reply)>, timeout: D
             NodeError::NotLeader(f.leader_id)
         }
         Ok(Err(RaftError::APIError(e))) => NodeError::Unavailable(e.to_string()),
+        // Raft stopped with the entry possibly proposed and replicated: it may still commit.
         Ok(Err(RaftError::Fatal(Fatal::Stopped))) => {
-            NodeError::Unavailable("the node is shutting down".into())
+            NodeError::Timeout("the node stopped before the write was answered".into())
         }
         Ok(Err(RaftError::Fatal(e))) => NodeError::Storage(e.to_string()),
         Err(_) => NodeError::Timeout("not committed in time; it may still commit".into()),

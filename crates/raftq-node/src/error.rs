@@ -7,11 +7,13 @@ use serde::{Deserialize, Serialize};
 /// forwarded requests with it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum NodeError {
-    /// No leader could take the request in time (election, partition, shutdown); retryable.
-    /// The request may or may not have been committed when it was a write.
+    /// No leader took the request (election, partition, shutdown): a write was not proposed,
+    /// so trying again cannot apply it twice.
     #[error("unavailable: {0}")]
     Unavailable(String),
-    /// The request was proposed but not committed in time: it may still commit. Not retried.
+    /// A write may have been proposed but its outcome is unknown (not committed in time, or the
+    /// leader or the connection to it went away before it answered): it may still commit, so
+    /// the node does not try it again.
     #[error("timed out: {0}")]
     Timeout(String),
     /// This node is not the leader (only between nodes: the forwarder retries elsewhere).

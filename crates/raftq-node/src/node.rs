@@ -289,6 +289,31 @@ impl Node {
     }
 }
 
+/// Whether a failed call never got a connection to the peer, so that nothing was sent: the
+/// connection was refused, or could not be made in time.
+fn never_connected(status: &tonic::Status) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(status);
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionRefused
+                    | std::io::ErrorKind::AddrNotAvailable
+                    | std::io::ErrorKind::HostUnreachable
+                    | std::io::ErrorKind::NetworkUnreachable
+            ) {
+                return true;
+            }
+        }
+        let text = e.to_string();
+        if text.contains("tcp connect error") || text.contains("error trying to connect") {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
 impl Core {
     /// Runs a request here when this node leads, else at the leader; retries while no leader
     /// is known, up to [`LEADER_WAIT`].
@@ -337,13 +362,18 @@ impl Core {
         let reply: Result<ForwardReply, NodeError> =
             client.forward(request, timeout).await.map_err(|e| {
                 let message = format!("forwarding to node {leader}: {e}");
-                match e {
-                    // The request never reached the leader: safe to try again.
-                    CallError::Cut(_) | CallError::Address(_) => NodeError::Unavailable(message),
-                    CallError::Transport(s) if s.code() == tonic::Code::Unavailable => {
-                        NodeError::Unavailable(message)
-                    }
-                    _ => NodeError::Timeout(message),
+                // A write may have reached the leader and committed unless the call provably
+                // never left this node; a read can always be asked again.
+                let retryable = matches!(request, Forwarded::Read(_))
+                    || match &e {
+                        CallError::Cut(_) | CallError::Address(_) => true,
+                        CallError::Transport(status) => never_connected(status),
+                        CallError::Decode(_) => false,
+                    };
+                if retryable {
+                    NodeError::Unavailable(message)
+                } else {
+                    NodeError::Timeout(message)
                 }
             })?;
         reply
@@ -403,5 +433,50 @@ impl Core {
         let metrics = self.raft.metrics();
         let m = metrics.borrow();
         m.state == ServerState::Leader && m.current_leader == Some(self.id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A forward to `addr` that fails in transport, with its status.
+    async fn failed_forward(addr: &str) -> tonic::Status {
+        let mut client = PeerClient::new(2, addr, Partition::default());
+        let request = Forwarded::Read(Query::ListQueues {
+            account: "dev".into(),
+            prefix: String::new(),
+        });
+        match client
+            .forward::<_, Result<ForwardReply, NodeError>>(&request, Duration::from_secs(5))
+            .await
+        {
+            Err(CallError::Transport(status)) => status,
+            other => panic!("expected a transport error, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_known_to_have_sent_nothing() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = closed.local_addr().expect("addr").to_string();
+        drop(closed);
+        let status = failed_forward(&addr).await;
+        assert!(never_connected(&status), "{status:?}");
+    }
+
+    #[tokio::test]
+    async fn a_connection_lost_after_sending_may_have_delivered() {
+        // A peer that accepts the connection and drops it: the request may have arrived.
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let server = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                drop(stream);
+            }
+        });
+        let status = failed_forward(&addr).await;
+        assert!(!never_connected(&status), "{status:?}");
+        server.abort();
     }
 }
