@@ -12,7 +12,8 @@ use crate::command::{
 use crate::error::{EngineError, Result};
 use crate::model::{
     crn, limits, parse_crn, AllowPolicy, AllowPolicyView, MessageState, Millis, QueueConfig,
-    QueueGauges, QueueName, QueueRef, QueueStats, QueueType, QueueView, RedrivePolicy, RedrivePolicyView,
+    QueueGauges, QueueName, QueueRef, QueueStats, QueueType, QueueView, RedrivePolicy,
+    RedrivePolicyView,
 };
 use crate::queue::{Books, DedupRecord, Msg, Queue, State, Timer, NO_GROUP};
 use crate::rows::{

@@ -94,6 +94,17 @@ struct Group {
     ready_key: Option<u64>,
 }
 
+impl Group {
+    /// Where `seq` is (`Ok`) or would go (`Err`) among the group's messages. Receives and acks
+    /// mostly concern the head, which needs no search (and no visit to the rest of the buffer).
+    fn position(&self, seq: u64) -> Result<usize, usize> {
+        match self.msgs.front() {
+            Some(&(head, _)) if head == seq => Ok(0),
+            _ => self.msgs.binary_search_by_key(&seq, |&(s, _)| s),
+        }
+    }
+}
+
 /// A deduplication ID accepted within the window.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DedupRecord {
@@ -197,7 +208,7 @@ impl Index {
             .get_mut(msg.group as usize)
             .and_then(Option::as_mut)
         {
-            if let Ok(at) = g.msgs.binary_search_by_key(&seq, |&(s, _)| s) {
+            if let Ok(at) = g.position(seq) {
                 g.msgs.remove(at);
             }
             if g.msgs.capacity() > 4 * g.msgs.len() + 16 {
@@ -240,7 +251,7 @@ impl Index {
             self.pending.insert(seq);
         }
         if let Some(g) = self.groups.get_mut(group as usize).and_then(Option::as_mut) {
-            if let Ok(at) = g.msgs.binary_search_by_key(&seq, |&(s, _)| s) {
+            if let Ok(at) = g.position(seq) {
                 g.msgs[at].1 = new;
             }
             if old == State::Leased {
@@ -448,7 +459,7 @@ impl Queue {
             {
                 Some(g) => g
                     .msgs
-                    .range(g.msgs.partition_point(|&(s, _)| s < head)..)
+                    .range(g.position(head).unwrap_or_else(|at| at)..)
                     .take(max - out.len())
                     .take_while(|(_, state)| *state == State::Visible)
                     .map(|&(s, _)| s)
