@@ -17,8 +17,9 @@ use crate::node::now_ms;
 
 /// Most commands in one entry.
 const MAX_BATCH: usize = 512;
-/// Entries proposed and not yet applied, at most.
-const IN_FLIGHT: usize = 16;
+/// Entries proposed and not yet applied, at most: fewer, larger entries cost less per command
+/// (3 nodes, 256 senders: about 29k sends/s with 16, 34k with 8; docs/benchmarks-node.md).
+const IN_FLIGHT: usize = 8;
 /// Commands waiting for an entry, at most (senders wait beyond).
 const QUEUE: usize = 8192;
 

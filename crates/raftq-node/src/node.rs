@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 
 use crate::batcher::Batcher;
 use crate::error::{NodeError, StartError};
@@ -161,12 +161,14 @@ impl Node {
             .max_encoding_message_size(usize::MAX);
         let mut server_signal = signal.clone();
         tasks.push(tokio::spawn(async move {
+            // The builder's `tcp_nodelay` only reaches sockets it accepts itself: the incoming
+            // stream sets it here, or small replies would wait on Nagle's algorithm.
+            let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
             let result = tonic::transport::Server::builder()
-                .tcp_nodelay(true)
                 .initial_stream_window_size(Some(WINDOW))
                 .initial_connection_window_size(Some(WINDOW))
                 .add_service(service)
-                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+                .serve_with_incoming_shutdown(incoming, async move {
                     let _ = server_signal.wait_for(|stop| *stop).await;
                 })
                 .await;

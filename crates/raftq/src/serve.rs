@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use axum::serve::ListenerExt;
 use clap::Args;
 use raftq_node::{Node, NodeConfig};
 use tokio::net::TcpListener;
@@ -101,6 +102,12 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     let api = raftq_api::Api::new(Arc::clone(&node), args.region.clone(), keys);
     let listener = TcpListener::bind(args.listen).await?;
     tracing::info!(listen = %args.listen, node = id, data_dir = %args.data_dir.display(), "raftq serving");
+    // No Nagle delays on small answers (gRPC writes headers, message and trailers apart).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::warn!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
     axum::serve(listener, raftq_api::router(api))
         .with_graceful_shutdown(shutdown_signal())
         .await?;

@@ -1,0 +1,184 @@
+//! The one interface every system under test implements, and the message shapes the workloads
+//! hand to it. A workload only speaks this trait, so every system runs the same code path: the
+//! same task structure, the same body, the same clock.
+
+use std::future::Future;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+/// A queue as a workload wants it; each driver maps it onto its system's nearest equivalent
+/// (documented in its [`SystemNotes`]).
+#[derive(Debug, Clone)]
+pub struct QueueSpec {
+    /// Unique in the run; ASCII letters, digits and `_` only, so that it is a valid queue, stream
+    /// and subject token name in every system.
+    pub name: String,
+    /// Ordered per message group (a raftq FIFO queue).
+    pub fifo: bool,
+    /// How long a received, unacknowledged message stays invisible.
+    pub lease: Duration,
+    /// A queue (already created) that a message moves to once a delivery of it is abandoned.
+    pub dead_letter: Option<String>,
+}
+
+impl QueueSpec {
+    /// A standard queue with a 30 s lease and no dead-letter queue.
+    pub fn standard(name: String) -> QueueSpec {
+        QueueSpec {
+            name,
+            fifo: false,
+            lease: Duration::from_secs(30),
+            dead_letter: None,
+        }
+    }
+}
+
+/// One message to send.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    /// Starts with the send time (see [`stamp_body`]), padded to the message size.
+    pub body: String,
+    /// FIFO: the message group.
+    pub group: Option<String>,
+    /// FIFO: the deduplication ID (unique per message in these workloads).
+    pub dedup_id: Option<String>,
+}
+
+/// One delivered message.
+#[derive(Debug)]
+pub struct Received<R> {
+    /// When it was sent, in nanoseconds since [`epoch`], read back from its body.
+    pub sent_nanos: Option<u64>,
+    /// Whether this is a second or later delivery.
+    pub redelivered: bool,
+    /// What [`Driver::ack`] and [`Driver::abandon`] take.
+    pub receipt: R,
+}
+
+/// What a system promises and how the workloads are mapped onto it, printed next to its numbers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SystemNotes {
+    pub durability: String,
+    pub fifo: String,
+    pub redelivery: String,
+    pub dead_letter: String,
+}
+
+/// A system under test. Sessions are per task: a task creates one, then sends or receives
+/// through it sequentially; the driver itself is shared by all tasks.
+pub trait Driver: Send + Sync + 'static {
+    /// Per-task state (a channel, a client handle, a consumer).
+    type Session: Send + 'static;
+    /// What acknowledges or abandons one delivery.
+    type Receipt: Send + 'static;
+
+    /// How the system is run and how each workload maps onto it.
+    fn notes(&self) -> SystemNotes;
+
+    /// Whether abandoned deliveries can move to a dead-letter queue.
+    fn supports_dead_letter(&self) -> bool;
+
+    /// How many of `wanted` consumers may take from `spec` at once (fewer where keeping order
+    /// needs a single consumer).
+    fn consumers(&self, spec: &QueueSpec, wanted: usize) -> usize;
+
+    fn create_queue(&self, spec: &QueueSpec) -> impl Future<Output = Result<()>> + Send;
+
+    fn delete_queue(&self, spec: &QueueSpec) -> impl Future<Output = Result<()>> + Send;
+
+    /// The index (in endpoint order) of the node leading `spec`'s queue, when the system tells.
+    fn leader(&self, spec: &QueueSpec) -> impl Future<Output = Result<Option<usize>>> + Send;
+
+    /// A session on `spec` through the node with index `node`.
+    fn session(
+        &self,
+        spec: &QueueSpec,
+        node: usize,
+    ) -> impl Future<Output = Result<Self::Session>> + Send;
+
+    /// Sends `messages` (1 or a batch) and returns once the system confirmed all of them.
+    fn send(
+        &self,
+        session: &mut Self::Session,
+        messages: Vec<Outgoing>,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Up to `max` messages, waiting up to about a second for the first one.
+    fn receive(
+        &self,
+        session: &mut Self::Session,
+        max: usize,
+    ) -> impl Future<Output = Result<Vec<Received<Self::Receipt>>>> + Send;
+
+    fn ack(
+        &self,
+        session: &mut Self::Session,
+        receipts: Vec<Self::Receipt>,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Gives deliveries up without acknowledging them: they come back after the lease, or move
+    /// to the dead-letter queue when the queue has one.
+    fn abandon(
+        &self,
+        session: &mut Self::Session,
+        receipts: Vec<Self::Receipt>,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Messages waiting for delivery in `spec`'s queue.
+    fn depth(&self, spec: &QueueSpec) -> impl Future<Output = Result<u64>> + Send;
+}
+
+/// Digits of the send stamp at the start of every body.
+const STAMP_DIGITS: usize = 20;
+
+/// The clock every stamp counts from (the first call in this process).
+pub fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Nanoseconds since [`epoch`].
+pub fn now_nanos() -> u64 {
+    u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A body of `size` bytes (at least the stamp) that starts with the current time.
+pub fn stamp_body(size: usize) -> String {
+    let mut body = format!("{:0width$}", now_nanos(), width = STAMP_DIGITS);
+    body.extend(std::iter::repeat_n('x', size.saturating_sub(STAMP_DIGITS)));
+    body
+}
+
+/// The send time written by [`stamp_body`], if `body` has one.
+pub fn read_stamp(body: &[u8]) -> Option<u64> {
+    let digits = std::str::from_utf8(body.get(..STAMP_DIGITS)?).ok()?;
+    digits.parse().ok()
+}
+
+/// How long ago a stamp was taken.
+pub fn since_stamp(sent_nanos: u64) -> Duration {
+    Duration::from_nanos(now_nanos().saturating_sub(sent_nanos))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_carry_their_send_time_and_size() {
+        let before = now_nanos();
+        let body = stamp_body(1024);
+        assert_eq!(body.len(), 1024);
+        let stamp = read_stamp(body.as_bytes()).expect("stamp");
+        assert!(stamp >= before && stamp <= now_nanos());
+    }
+
+    #[test]
+    fn bodies_without_a_stamp_have_none() {
+        assert_eq!(read_stamp(b"hello"), None);
+        assert_eq!(read_stamp(&[b'y'; 64]), None);
+    }
+}

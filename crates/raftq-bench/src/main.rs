@@ -1,0 +1,292 @@
+//! `raftq-bench`: the load generator of issue 6. It drives raftq (gRPC or REST), a RabbitMQ
+//! quorum queue or a NATS JetStream stream through one [`driver::Driver`] trait with the same
+//! workloads, and writes what it measured as JSON lines; `report` turns those into
+//! `docs/benchmarks.md`. `scripts/bench` starts the servers and runs everything.
+//!
+//! - `run`: the workloads against one system; appends one JSON line per measurement.
+//! - `machine`: the report header (cores, kernel, fsync latency, versions given as facts).
+//! - `report`: markdown and JSON from the machine header and the results.
+
+mod driver;
+mod jetstream;
+mod machine;
+mod measure;
+mod rabbitmq;
+mod raftq;
+mod report;
+mod workloads;
+
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+
+use driver::Driver;
+use machine::Machine;
+use report::{Line, Results, SystemLine};
+use workloads::{Bench, Settings};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "raftq-bench",
+    about = "Comparative benchmarks of raftq (issue 6)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Runs the workloads against one system (a flag given twice: the last one counts).
+    #[command(args_override_self = true)]
+    Run(Box<RunArgs>),
+    /// Describes the machine and measures fsync latency.
+    Machine(MachineArgs),
+    /// Writes the markdown report (and the combined JSON) from the results.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum System {
+    RaftqGrpc,
+    RaftqRest,
+    Rabbitmq,
+    Jetstream,
+}
+
+impl System {
+    fn name(self) -> &'static str {
+        match self {
+            System::RaftqGrpc => "raftq-grpc",
+            System::RaftqRest => "raftq-rest",
+            System::Rabbitmq => "rabbitmq",
+            System::Jetstream => "jetstream",
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    #[arg(long, value_enum)]
+    system: System,
+    /// Name of this system and topology in the report (`raftq-3`, `jetstream-r1`, ...).
+    #[arg(long)]
+    label: String,
+    /// The nodes' client endpoints, comma-separated (http://, amqp:// or nats:// URLs).
+    #[arg(long, value_delimiter = ',', required = true)]
+    endpoints: Vec<String>,
+    /// The server processes, in endpoint order: CPU is read from them, the failover kills one.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pids: Vec<u32>,
+    /// Copies of each message (JetStream: the stream's replicas; else the number of nodes).
+    #[arg(long)]
+    replicas: Option<usize>,
+    /// Results file; each measurement is appended as one JSON line.
+    #[arg(long)]
+    out: PathBuf,
+    /// Warm-up before each measured window, in seconds.
+    #[arg(long, default_value_t = 2.0)]
+    warmup: f64,
+    /// Length of each measured window, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Message body size in bytes.
+    #[arg(long, default_value_t = 1024)]
+    size: usize,
+    /// In-flight counts of the closed-loop single sends (comma list; empty: none).
+    #[arg(long, default_value = "1,16,256")]
+    send_in_flight: String,
+    /// In-flight counts of the closed-loop sends in batches of 10.
+    #[arg(long, default_value = "16,256")]
+    batch_in_flight: String,
+    /// Messages/s of the fixed-rate send run (0: none).
+    #[arg(long, default_value_t = 1000.0)]
+    rate: f64,
+    /// Tasks that carry out the fixed-rate sends.
+    #[arg(long, default_value_t = 256)]
+    rate_workers: usize,
+    /// Sender counts of the send+receive+ack runs.
+    #[arg(long, default_value = "16,256")]
+    e2e_in_flight: String,
+    /// Group counts of the FIFO send+receive+ack runs.
+    #[arg(long, default_value = "1,100,10000")]
+    fifo_groups: String,
+    /// Senders of the FIFO runs.
+    #[arg(long, default_value_t = 256)]
+    fifo_in_flight: usize,
+    /// Messages of the backlog filled then drained (0: no backlog run).
+    #[arg(long, default_value_t = 1_000_000)]
+    backlog: u64,
+    /// Messages of the near-empty queue whose drain the backlog's is compared with.
+    #[arg(long, default_value_t = 20_000)]
+    backlog_baseline: u64,
+    /// Messages of the redelivery run (0: none).
+    #[arg(long, default_value_t = 10_000)]
+    redeliver: u64,
+    /// Messages of the redrive run (0: none).
+    #[arg(long, default_value_t = 10_000)]
+    redrive: u64,
+    /// Seconds the failover run goes on after killing the leader (0: no failover run).
+    #[arg(long, default_value_t = 0.0)]
+    failover_seconds: f64,
+}
+
+#[derive(Debug, clap::Args)]
+struct MachineArgs {
+    /// A directory on the disk the servers write to, for the fsync loop.
+    #[arg(long)]
+    dir: PathBuf,
+    /// A fact for the header, `name=value` (versions, configurations, the command, the date).
+    #[arg(long = "fact")]
+    facts: Vec<String>,
+    #[arg(long)]
+    out: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct ReportArgs {
+    /// The output of `machine`.
+    #[arg(long)]
+    machine: PathBuf,
+    /// The results file of the `run`s.
+    #[arg(long)]
+    results: PathBuf,
+    #[arg(long)]
+    markdown: PathBuf,
+    /// Machine, systems and results in one JSON document.
+    #[arg(long)]
+    json: PathBuf,
+}
+
+fn list<T: FromStr>(text: &str) -> Result<Vec<T>>
+where
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().with_context(|| format!("`{s}` in `{text}`")))
+        .collect()
+}
+
+fn positive(n: u64) -> Option<u64> {
+    (n > 0).then_some(n)
+}
+
+impl RunArgs {
+    fn settings(&self) -> Result<Settings> {
+        if self.seconds <= 0.0 || self.warmup < 0.0 {
+            bail!("--seconds must be positive and --warmup not negative");
+        }
+        Ok(Settings {
+            warmup: Duration::from_secs_f64(self.warmup),
+            seconds: Duration::from_secs_f64(self.seconds),
+            size: self.size,
+            send_in_flight: list(&self.send_in_flight)?,
+            batch_in_flight: list(&self.batch_in_flight)?,
+            rate: (self.rate > 0.0).then_some(self.rate),
+            rate_workers: self.rate_workers,
+            e2e_in_flight: list(&self.e2e_in_flight)?,
+            fifo_groups: list(&self.fifo_groups)?,
+            fifo_in_flight: self.fifo_in_flight,
+            backlog: positive(self.backlog),
+            backlog_baseline: self.backlog_baseline,
+            redeliver: positive(self.redeliver),
+            redrive: positive(self.redrive),
+            failover: (self.failover_seconds > 0.0)
+                .then(|| Duration::from_secs_f64(self.failover_seconds)),
+        })
+    }
+}
+
+/// Appends `line` to the results file and prints it.
+fn append(path: &PathBuf, line: &Line) -> Result<()> {
+    let text = serde_json::to_string(line)?;
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    writeln!(file, "{text}").with_context(|| format!("writing {}", path.display()))?;
+    println!("{text}");
+    Ok(())
+}
+
+async fn run_system<D: Driver>(driver: D, args: &RunArgs) -> Result<()> {
+    let settings = args.settings()?;
+    let replicas = args.replicas.unwrap_or(args.endpoints.len());
+    let bench = Bench::new(driver, args.label.clone(), args.pids.clone(), settings)?;
+    let system = SystemLine {
+        label: args.label.clone(),
+        system: args.system.name().into(),
+        replicas,
+        notes: bench.driver().notes(),
+    };
+    append(&args.out, &Line::System(system))?;
+    bench
+        .run(&mut |m| append(&args.out, &Line::Result(m)))
+        .await
+}
+
+async fn run(args: RunArgs) -> Result<()> {
+    if args.pids.len() != args.endpoints.len() {
+        bail!("one pid per endpoint");
+    }
+    let endpoints = &args.endpoints;
+    match args.system {
+        System::RaftqGrpc => run_system(raftq::RaftqGrpc::connect(endpoints).await?, &args).await,
+        System::RaftqRest => run_system(raftq::RaftqRest::connect(endpoints).await?, &args).await,
+        System::Rabbitmq => run_system(rabbitmq::RabbitMq::connect(endpoints).await?, &args).await,
+        System::Jetstream => {
+            let replicas = args.replicas.unwrap_or(1);
+            let driver = jetstream::JetStream::connect(endpoints, replicas).await?;
+            run_system(driver, &args).await
+        }
+    }
+}
+
+fn machine(args: MachineArgs) -> Result<()> {
+    let mut facts = BTreeMap::new();
+    for fact in &args.facts {
+        let (k, v) = fact
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--fact `{fact}` is not name=value"))?;
+        facts.insert(k.trim().to_string(), v.trim().to_string());
+    }
+    let machine = Machine::describe(&args.dir, facts)?;
+    let text = serde_json::to_string_pretty(&machine)?;
+    std::fs::write(&args.out, &text).with_context(|| format!("writing {}", args.out.display()))?;
+    println!("{text}");
+    Ok(())
+}
+
+fn report(args: ReportArgs) -> Result<()> {
+    let machine: Machine = serde_json::from_str(
+        &std::fs::read_to_string(&args.machine)
+            .with_context(|| format!("reading {}", args.machine.display()))?,
+    )?;
+    let lines = std::fs::read_to_string(&args.results)
+        .with_context(|| format!("reading {}", args.results.display()))?;
+    let results = Results::parse(machine, &lines)?;
+    std::fs::write(&args.markdown, results.markdown())
+        .with_context(|| format!("writing {}", args.markdown.display()))?;
+    std::fs::write(&args.json, serde_json::to_string_pretty(&results)? + "\n")
+        .with_context(|| format!("writing {}", args.json.display()))?;
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    driver::epoch();
+    match Cli::parse().command {
+        Command::Run(args) => run(*args).await,
+        Command::Machine(args) => machine(args),
+        Command::Report(args) => report(args),
+    }
+}

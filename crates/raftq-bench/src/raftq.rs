@@ -1,0 +1,472 @@
+//! raftq through its two front ends: gRPC (`raftq.v1.Queues`, a tonic client) and REST (the
+//! `raftq-client` crate). Both map the workloads the same way; only the transport differs.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{json, Value};
+use tonic::transport::{Channel, Endpoint};
+
+use crate::driver::{read_stamp, Driver, Outgoing, QueueSpec, Received, SystemNotes};
+
+/// Generated client of `proto/raftq.proto` (package `raftq.v1`).
+#[allow(clippy::all, missing_docs)]
+pub mod pb {
+    tonic::include_proto!("raftq.v1");
+}
+
+use pb::queues_client::QueuesClient;
+
+/// Long-poll wait of a receive, in seconds.
+const RECEIVE_WAIT_SECONDS: i64 = 1;
+/// gRPC connections per node: HTTP/2 caps the streams of one connection, and the bench runs up
+/// to a few hundred calls at once.
+const GRPC_CONNECTIONS_PER_NODE: usize = 8;
+/// How long to wait for a leader before giving up.
+const LEADER_WAIT: Duration = Duration::from_secs(15);
+
+fn notes() -> SystemNotes {
+    SystemNotes {
+        durability: "every Raft log append fsynced (group commit), success after a majority \
+                     committed and the leader applied it; receive and ack are Raft writes too"
+            .into(),
+        fifo: "FIFO queue (`.fifo`), one message group per group, deduplication ID per message"
+            .into(),
+        redelivery: "lease (visibility timeout) of 1 s expires; the leader's timer proposes the \
+                     expiry"
+            .into(),
+        dead_letter: "redrive policy with max_receive_count 1: the expired message moves to the \
+                      dead-letter queue (exactly once, a Raft entry)"
+            .into(),
+    }
+}
+
+fn queue_name(spec: &QueueSpec) -> String {
+    if spec.fifo {
+        format!("{}.fifo", spec.name)
+    } else {
+        spec.name.clone()
+    }
+}
+
+fn lease_seconds(spec: &QueueSpec) -> i64 {
+    i64::try_from(spec.lease.as_secs()).unwrap_or(i64::MAX)
+}
+
+/// Which index in `ids` is `leader`, waiting while the cluster has none.
+async fn leader_index<F, Fut>(ids: &[u64], mut leader: F) -> Result<Option<usize>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<u64>>>,
+{
+    let deadline = tokio::time::Instant::now() + LEADER_WAIT;
+    loop {
+        if let Some(id) = leader().await? {
+            return Ok(ids.iter().position(|n| *n == id));
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("no leader after {LEADER_WAIT:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// raftq over gRPC.
+pub struct RaftqGrpc {
+    /// Per node (endpoint order): its id and its connections.
+    nodes: Vec<(u64, Vec<QueuesClient<Channel>>)>,
+    next: AtomicUsize,
+}
+
+/// One task's handle: a client on one of the node's connections.
+pub struct GrpcSession {
+    client: QueuesClient<Channel>,
+    queue: String,
+    lease_seconds: i64,
+}
+
+impl RaftqGrpc {
+    pub async fn connect(endpoints: &[String]) -> Result<RaftqGrpc> {
+        let mut nodes = Vec::new();
+        for endpoint in endpoints {
+            let mut clients = Vec::new();
+            for _ in 0..GRPC_CONNECTIONS_PER_NODE {
+                let channel = Endpoint::from_shared(endpoint.clone())?
+                    .tcp_nodelay(true)
+                    .connect()
+                    .await
+                    .with_context(|| format!("connecting to {endpoint}"))?;
+                clients.push(QueuesClient::new(channel));
+            }
+            let cluster = clients[0]
+                .clone()
+                .get_cluster(pb::GetClusterRequest {})
+                .await?
+                .into_inner();
+            nodes.push((cluster.node_id, clients));
+        }
+        Ok(RaftqGrpc {
+            nodes,
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    fn client(&self, node: usize) -> Result<QueuesClient<Channel>> {
+        let (_, clients) = self
+            .nodes
+            .get(node)
+            .ok_or_else(|| anyhow!("no node {node}"))?;
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % clients.len();
+        Ok(clients[i].clone())
+    }
+}
+
+impl Driver for RaftqGrpc {
+    type Session = GrpcSession;
+    type Receipt = String;
+
+    fn notes(&self) -> SystemNotes {
+        notes()
+    }
+
+    fn supports_dead_letter(&self) -> bool {
+        true
+    }
+
+    fn consumers(&self, _spec: &QueueSpec, wanted: usize) -> usize {
+        wanted
+    }
+
+    async fn create_queue(&self, spec: &QueueSpec) -> Result<()> {
+        let redrive_policy = spec.dead_letter.as_ref().map(|dlq| pb::RedrivePolicyInput {
+            dead_letter_target: Some(dlq.clone()),
+            max_receive_count: Some(1),
+        });
+        self.client(0)?
+            .create_queue(pb::CreateQueueRequest {
+                name: queue_name(spec),
+                lease_seconds: Some(lease_seconds(spec)),
+                redrive_policy,
+                ..Default::default()
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn delete_queue(&self, spec: &QueueSpec) -> Result<()> {
+        self.client(0)?
+            .delete_queue(pb::DeleteQueueRequest {
+                queue: queue_name(spec),
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn leader(&self, _spec: &QueueSpec) -> Result<Option<usize>> {
+        let ids: Vec<u64> = self.nodes.iter().map(|(id, _)| *id).collect();
+        leader_index(&ids, || async {
+            let cluster = self
+                .client(0)?
+                .get_cluster(pb::GetClusterRequest {})
+                .await?;
+            Ok(cluster.into_inner().leader)
+        })
+        .await
+    }
+
+    async fn session(&self, spec: &QueueSpec, node: usize) -> Result<GrpcSession> {
+        Ok(GrpcSession {
+            client: self.client(node)?,
+            queue: queue_name(spec),
+            lease_seconds: lease_seconds(spec),
+        })
+    }
+
+    async fn send(&self, session: &mut GrpcSession, messages: Vec<Outgoing>) -> Result<()> {
+        if let [message] = messages.as_slice() {
+            session
+                .client
+                .send_message(pb::SendMessageRequest {
+                    queue: session.queue.clone(),
+                    body: message.body.clone(),
+                    message_group_id: message.group.clone(),
+                    message_deduplication_id: message.dedup_id.clone(),
+                    ..Default::default()
+                })
+                .await?;
+            return Ok(());
+        }
+        let entries = messages
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| pb::SendMessageBatchEntry {
+                id: i.to_string(),
+                body: m.body,
+                message_group_id: m.group,
+                message_deduplication_id: m.dedup_id,
+                ..Default::default()
+            })
+            .collect();
+        let response = session
+            .client
+            .send_message_batch(pb::SendMessageBatchRequest {
+                queue: session.queue.clone(),
+                entries,
+            })
+            .await?
+            .into_inner();
+        for result in response.results {
+            if let Some(pb::send_message_batch_result::Outcome::Error(e)) = result.outcome {
+                bail!("batch entry {}: {} {}", result.id, e.code, e.message);
+            }
+        }
+        Ok(())
+    }
+
+    async fn receive(
+        &self,
+        session: &mut GrpcSession,
+        max: usize,
+    ) -> Result<Vec<Received<String>>> {
+        let response = session
+            .client
+            .receive_messages(pb::ReceiveMessagesRequest {
+                queue: session.queue.clone(),
+                max_messages: Some(i64::try_from(max)?),
+                lease_seconds: Some(session.lease_seconds),
+                wait_seconds: Some(RECEIVE_WAIT_SECONDS),
+            })
+            .await?
+            .into_inner();
+        response
+            .messages
+            .into_iter()
+            .map(|m| {
+                Ok(Received {
+                    sent_nanos: read_stamp(m.body.as_bytes()),
+                    redelivered: m.receive_count > 1,
+                    receipt: m
+                        .receipt
+                        .ok_or_else(|| anyhow!("a delivery without receipt"))?,
+                })
+            })
+            .collect()
+    }
+
+    async fn ack(&self, session: &mut GrpcSession, receipts: Vec<String>) -> Result<()> {
+        if receipts.is_empty() {
+            return Ok(());
+        }
+        let response = session
+            .client
+            .ack(pb::AckRequest {
+                queue: session.queue.clone(),
+                receipts,
+            })
+            .await?
+            .into_inner();
+        for result in response.results {
+            if let Some(pb::ack_result::Outcome::Error(e)) = result.outcome {
+                bail!("ack: {} {}", e.code, e.message);
+            }
+        }
+        Ok(())
+    }
+
+    async fn abandon(&self, _session: &mut GrpcSession, _receipts: Vec<String>) -> Result<()> {
+        Ok(())
+    }
+
+    async fn depth(&self, spec: &QueueSpec) -> Result<u64> {
+        let stats = self
+            .client(0)?
+            .get_queue_stats(pb::GetQueueStatsRequest {
+                queue: queue_name(spec),
+            })
+            .await?
+            .into_inner();
+        Ok(stats.visible)
+    }
+}
+
+/// raftq over REST/JSON.
+pub struct RaftqRest {
+    /// Per node (endpoint order): its id and a client (a pool of HTTP/1.1 connections).
+    nodes: Vec<(u64, raftq_client::Client)>,
+}
+
+/// One task's handle: a clone of the node's client (sharing its connection pool).
+pub struct RestSession {
+    client: raftq_client::Client,
+    queue: String,
+    lease_seconds: i64,
+}
+
+impl RaftqRest {
+    pub async fn connect(endpoints: &[String]) -> Result<RaftqRest> {
+        let mut nodes = Vec::new();
+        for endpoint in endpoints {
+            let client = raftq_client::Client::new(endpoint, None)?;
+            let cluster = client.cluster().await?;
+            let id = cluster["node_id"]
+                .as_u64()
+                .ok_or_else(|| anyhow!("{endpoint}: /v1/cluster has no node_id"))?;
+            nodes.push((id, client));
+        }
+        Ok(RaftqRest { nodes })
+    }
+
+    fn client(&self, node: usize) -> Result<&raftq_client::Client> {
+        self.nodes
+            .get(node)
+            .map(|(_, c)| c)
+            .ok_or_else(|| anyhow!("no node {node}"))
+    }
+}
+
+/// The first per-entry error of a batch or ack answer.
+fn entry_error(answer: &Value) -> Option<String> {
+    answer["results"]
+        .as_array()?
+        .iter()
+        .find_map(|r| r.get("error").map(Value::to_string))
+}
+
+impl Driver for RaftqRest {
+    type Session = RestSession;
+    type Receipt = String;
+
+    fn notes(&self) -> SystemNotes {
+        notes()
+    }
+
+    fn supports_dead_letter(&self) -> bool {
+        true
+    }
+
+    fn consumers(&self, _spec: &QueueSpec, wanted: usize) -> usize {
+        wanted
+    }
+
+    async fn create_queue(&self, spec: &QueueSpec) -> Result<()> {
+        let mut attributes = json!({ "lease_seconds": lease_seconds(spec) });
+        if let Some(dlq) = &spec.dead_letter {
+            attributes["redrive_policy"] =
+                json!({ "dead_letter_target": dlq, "max_receive_count": 1 });
+        }
+        self.client(0)?
+            .create_queue(&queue_name(spec), &attributes)
+            .await?;
+        Ok(())
+    }
+
+    async fn delete_queue(&self, spec: &QueueSpec) -> Result<()> {
+        self.client(0)?.delete_queue(&queue_name(spec)).await?;
+        Ok(())
+    }
+
+    async fn leader(&self, _spec: &QueueSpec) -> Result<Option<usize>> {
+        let ids: Vec<u64> = self.nodes.iter().map(|(id, _)| *id).collect();
+        leader_index(&ids, || async {
+            let cluster = self.client(0)?.cluster().await?;
+            Ok(cluster["leader"].as_u64())
+        })
+        .await
+    }
+
+    async fn session(&self, spec: &QueueSpec, node: usize) -> Result<RestSession> {
+        Ok(RestSession {
+            client: self.client(node)?.clone(),
+            queue: queue_name(spec),
+            lease_seconds: lease_seconds(spec),
+        })
+    }
+
+    async fn send(&self, session: &mut RestSession, messages: Vec<Outgoing>) -> Result<()> {
+        let fields = |m: Outgoing| {
+            let mut v = json!({ "body": m.body });
+            if let Some(g) = m.group {
+                v["message_group_id"] = json!(g);
+            }
+            if let Some(d) = m.dedup_id {
+                v["message_deduplication_id"] = json!(d);
+            }
+            v
+        };
+        if messages.len() == 1 {
+            let message = messages.into_iter().map(fields).next();
+            let message = message.ok_or_else(|| anyhow!("nothing to send"))?;
+            session.client.send(&session.queue, &message).await?;
+            return Ok(());
+        }
+        let entries: Vec<Value> = messages
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let mut v = fields(m);
+                v["id"] = json!(i.to_string());
+                v
+            })
+            .collect();
+        let answer = session
+            .client
+            .send_batch(&session.queue, &json!(entries))
+            .await?;
+        match entry_error(&answer) {
+            Some(e) => bail!("batch entry: {e}"),
+            None => Ok(()),
+        }
+    }
+
+    async fn receive(
+        &self,
+        session: &mut RestSession,
+        max: usize,
+    ) -> Result<Vec<Received<String>>> {
+        let options = json!({
+            "max_messages": max,
+            "lease_seconds": session.lease_seconds,
+            "wait_seconds": RECEIVE_WAIT_SECONDS,
+        });
+        let answer = session.client.receive(&session.queue, &options).await?;
+        let messages = answer["messages"]
+            .as_array()
+            .ok_or_else(|| anyhow!("receive answered without messages"))?;
+        messages
+            .iter()
+            .map(|m| {
+                Ok(Received {
+                    sent_nanos: m["body"].as_str().and_then(|b| read_stamp(b.as_bytes())),
+                    redelivered: m["receive_count"].as_u64().unwrap_or(1) > 1,
+                    receipt: m["receipt"]
+                        .as_str()
+                        .ok_or_else(|| anyhow!("a delivery without receipt"))?
+                        .to_string(),
+                })
+            })
+            .collect()
+    }
+
+    async fn ack(&self, session: &mut RestSession, receipts: Vec<String>) -> Result<()> {
+        if receipts.is_empty() {
+            return Ok(());
+        }
+        let answer = session.client.ack(&session.queue, &receipts).await?;
+        match entry_error(&answer) {
+            Some(e) => bail!("ack: {e}"),
+            None => Ok(()),
+        }
+    }
+
+    async fn abandon(&self, _session: &mut RestSession, _receipts: Vec<String>) -> Result<()> {
+        Ok(())
+    }
+
+    async fn depth(&self, spec: &QueueSpec) -> Result<u64> {
+        let stats = self.client(0)?.stats(&queue_name(spec)).await?;
+        stats["visible"]
+            .as_u64()
+            .ok_or_else(|| anyhow!("stats without visible"))
+    }
+}

@@ -1,0 +1,503 @@
+//! The results file (one JSON object a line) and the markdown report made from it: the machine,
+//! each system's durability and mappings, the targets of issue 6, the headline ratios of raftq
+//! to each peer, and every measurement.
+
+use std::fmt::Write as _;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::driver::SystemNotes;
+use crate::machine::Machine;
+use crate::measure::Measurement;
+
+/// One line of the results file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Line {
+    System(SystemLine),
+    Result(Measurement),
+}
+
+/// A system and topology under test.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SystemLine {
+    pub label: String,
+    /// `raftq-grpc`, `raftq-rest`, `rabbitmq` or `jetstream`.
+    pub system: String,
+    /// Copies of each message (nodes of the cluster, or stream replicas).
+    pub replicas: usize,
+    pub notes: SystemNotes,
+}
+
+/// Everything a report is made of.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Results {
+    pub machine: Machine,
+    pub systems: Vec<SystemLine>,
+    pub results: Vec<Measurement>,
+}
+
+impl Results {
+    pub fn parse(machine: Machine, lines: &str) -> Result<Results> {
+        let mut systems = Vec::new();
+        let mut results = Vec::new();
+        for (i, line) in lines.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let parsed: Line =
+                serde_json::from_str(line).with_context(|| format!("results line {}", i + 1))?;
+            match parsed {
+                Line::System(s) => systems.push(s),
+                Line::Result(m) => results.push(m),
+            }
+        }
+        Ok(Results {
+            machine,
+            systems,
+            results,
+        })
+    }
+
+    fn system(&self, label: &str) -> Option<&SystemLine> {
+        self.systems.iter().find(|s| s.label == label)
+    }
+
+    fn get(&self, label: &str, key: &str) -> Option<&Measurement> {
+        self.results
+            .iter()
+            .find(|m| m.label == label && m.key == key && m.messages > 0)
+    }
+
+    /// The label of the first system of `kind` with `replicas` copies.
+    fn find(&self, kind: &str, replicas: usize) -> Option<&str> {
+        self.systems
+            .iter()
+            .find(|s| s.system == kind && s.replicas == replicas)
+            .map(|s| s.label.as_str())
+    }
+
+    /// Workload keys in the order they were first measured.
+    fn keys(&self) -> Vec<(&str, &str)> {
+        let mut keys: Vec<(&str, &str)> = Vec::new();
+        for m in &self.results {
+            if !keys.iter().any(|(k, _)| *k == m.key) {
+                keys.push((&m.key, &m.workload));
+            }
+        }
+        keys
+    }
+
+    fn per_sec(&self, label: &str, key: &str) -> Option<f64> {
+        self.get(label, key).map(|m| m.per_sec)
+    }
+
+    /// raftq (gRPC) against each peer with as many copies, as (raftq label, peer label).
+    fn pairs(&self) -> Vec<(&str, &str)> {
+        let mut pairs = Vec::new();
+        for raftq in self.systems.iter().filter(|s| s.system == "raftq-grpc") {
+            for peer in self
+                .systems
+                .iter()
+                .filter(|s| s.replicas == raftq.replicas && !s.system.starts_with("raftq"))
+            {
+                pairs.push((raftq.label.as_str(), peer.label.as_str()));
+            }
+        }
+        pairs
+    }
+
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        self.header(&mut out);
+        self.systems_table(&mut out);
+        self.targets(&mut out);
+        self.headline(&mut out);
+        self.details(&mut out);
+        out.push_str(METHOD);
+        out
+    }
+
+    fn header(&self, out: &mut String) {
+        let m = &self.machine;
+        let fact = |k: &str| m.facts.get(k).map_or("?", String::as_str);
+        let _ = writeln!(
+            out,
+            "# Benchmarks: raftq, RabbitMQ quorum queues, NATS JetStream\n"
+        );
+        let _ = writeln!(
+            out,
+            "Written by `scripts/bench` (issue 6); the raw rows are in `docs/benchmarks.json`. \
+             Every system ran on this one machine, on loopback, one after the other, driven by \
+             the same load generator (`crates/raftq-bench`, one `Driver` trait per system) in \
+             the same run.\n"
+        );
+        let _ = writeln!(out, "Command: `{}`\n", fact("command"));
+        let _ = writeln!(out, "Run: {}\n", fact("date"));
+        let _ = writeln!(out, "## Machine\n");
+        let _ = writeln!(out, "| what | value |\n|---|---|");
+        let _ = writeln!(out, "| CPU | {} × {} |", m.cores, m.cpu_model);
+        let _ = writeln!(out, "| kernel | {} |", m.kernel);
+        let _ = writeln!(out, "| memory | {:.1} GiB |", m.memory_gib);
+        let _ = writeln!(out, "| /proc/loadavg before the run | {} |", m.load);
+        let _ = writeln!(
+            out,
+            "| disk fsync (4 KiB append + fdatasync, {} syncs in `{}`) | p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms |",
+            m.fsync.syncs, m.fsync.dir, m.fsync.p50_ms, m.fsync.p99_ms, m.fsync.max_ms
+        );
+        for (k, v) in m
+            .facts
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "command" | "date"))
+        {
+            let _ = writeln!(out, "| {k} | {v} |");
+        }
+        let _ = writeln!(
+            out,
+            "\nThe load generator shares the {} cores with the servers, so every number includes \
+             the client's own CPU; the `client CPU` column shows how much.\n",
+            m.cores
+        );
+    }
+
+    fn systems_table(&self, out: &mut String) {
+        let _ = writeln!(out, "## Systems and their durability\n");
+        let _ = writeln!(
+            out,
+            "| label | system | copies | durability | FIFO workloads | redelivery | dead letters |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+        for s in &self.systems {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                s.label,
+                s.system,
+                s.replicas,
+                s.notes.durability,
+                s.notes.fifo,
+                s.notes.redelivery,
+                s.notes.dead_letter
+            );
+        }
+        let _ = writeln!(out);
+    }
+
+    fn targets(&self, out: &mut String) {
+        let _ = writeln!(out, "## Targets (issue 6)\n");
+        let _ = writeln!(out, "| target | measured | met |\n|---|---|---|");
+        let raftq = self.find("raftq-grpc", 3);
+        let rabbit = self.find("rabbitmq", 3);
+        let js = self.find("jetstream", 3);
+        let send = "send/b1/c256";
+        let ratio = |peer: Option<&str>, key: &str| -> Option<(f64, f64, f64)> {
+            let r = self.per_sec(raftq?, key)?;
+            let p = self.per_sec(peer?, key)?;
+            Some((r, p, r / p))
+        };
+        let mut row = |what: &str, measured: Option<(String, bool)>| {
+            let (text, met) = measured.unwrap_or_else(|| ("not measured".into(), false));
+            let verdict = if met { "yes" } else { "**no**" };
+            let _ = writeln!(out, "| {what} | {text} | {verdict} |");
+        };
+        for (peer, goal, name) in [(rabbit, 1.5, "RabbitMQ quorum"), (js, 2.0, "JetStream R3")] {
+            row(
+                &format!("3-node raftq, 256 in flight, 1 KiB sends ≥ {goal}× {name}"),
+                ratio(peer, send)
+                    .map(|(r, p, x)| (format!("{r:.0} vs {p:.0} msg/s = {x:.2}×"), x >= goal)),
+            );
+        }
+        let e2e = "e2e/c256";
+        let best_peer = [rabbit, js]
+            .into_iter()
+            .flatten()
+            .filter_map(|p| Some((p, self.per_sec(p, e2e)?)))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        row(
+            "send+receive+ack, 256 in flight, ≥ 1.5× the better peer",
+            raftq
+                .and_then(|r| self.per_sec(r, e2e))
+                .zip(best_peer)
+                .map(|(r, (p, pv))| {
+                    let x = r / pv;
+                    (format!("{r:.0} vs {pv:.0} msg/s ({p}) = {x:.2}×"), x >= 1.5)
+                }),
+        );
+        let drained = raftq.and_then(|r| {
+            let baseline = self.get(r, "drain/baseline")?;
+            let backlog = self.get(r, "drain/backlog")?;
+            Some((baseline, backlog))
+        });
+        row(
+            "raftq backlog drain within 1.5× of a near-empty queue's",
+            drained.map(|(b, d)| {
+                let x = b.per_sec / d.per_sec;
+                (
+                    format!(
+                        "{} messages: {:.0} msg/s; {} messages: {:.0} msg/s; {x:.2}× slower",
+                        d.messages, d.per_sec, b.messages, b.per_sec
+                    ),
+                    x <= 1.5,
+                )
+            }),
+        );
+        let missing: Vec<&str> = self
+            .systems
+            .iter()
+            .filter(|s| {
+                !self
+                    .results
+                    .iter()
+                    .any(|m| m.label == s.label && m.cpu_per_1k.is_some())
+            })
+            .map(|s| s.label.as_str())
+            .collect();
+        row(
+            "CPU seconds per 1,000 messages printed for every system",
+            Some(if missing.is_empty() {
+                ("in every table below".into(), !self.systems.is_empty())
+            } else {
+                (format!("missing for {}", missing.join(", ")), false)
+            }),
+        );
+        let _ = writeln!(out);
+    }
+
+    fn headline(&self, out: &mut String) {
+        let _ = writeln!(out, "## Headline: raftq ÷ peer, same run\n");
+        let _ = writeln!(
+            out,
+            "Throughput ratio above 1 and p99 ratio below 1 favour raftq. Each pair has as many \
+             copies of each message (3 nodes against quorum queues of 3 and streams of 3 \
+             replicas; 1 node against 1 replica).\n"
+        );
+        for (raftq, peer) in self.pairs() {
+            let _ = writeln!(out, "### {raftq} ÷ {peer}\n");
+            let _ = writeln!(
+                out,
+                "| workload | {raftq} msg/s | {peer} msg/s | throughput × | {raftq} p99 ms | {peer} p99 ms | p99 × |"
+            );
+            let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+            for (key, what) in self.keys() {
+                let (Some(r), Some(p)) = (self.get(raftq, key), self.get(peer, key)) else {
+                    continue;
+                };
+                let p99 = |m: &Measurement| m.latency.map(|l| l.p99_ms);
+                let p99_ratio = match (p99(r), p99(p)) {
+                    (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
+                    _ => "–".into(),
+                };
+                let _ = writeln!(
+                    out,
+                    "| {what} | {:.0} | {:.0} | {:.2} | {} | {} | {p99_ratio} |",
+                    r.per_sec,
+                    p.per_sec,
+                    r.per_sec / p.per_sec,
+                    fmt_opt(p99(r)),
+                    fmt_opt(p99(p)),
+                );
+            }
+            let _ = writeln!(out);
+        }
+    }
+
+    fn details(&self, out: &mut String) {
+        let _ = writeln!(out, "## Every measurement\n");
+        let _ = writeln!(
+            out,
+            "msg/s counts messages confirmed (sends) or acknowledged (receive workloads) in the \
+             measured window after the warm-up. Latency: per request for sends (a batch is one \
+             request), from the send to the ack's return for send+receive+ack, per receive+ack \
+             round trip for drains. Server CPU is user + system time of the server processes \
+             over the window; `CPU s/1k` divides it by the messages.\n"
+        );
+        for (key, what) in self.keys() {
+            let _ = writeln!(out, "### {what}\n");
+            let _ = writeln!(
+                out,
+                "| system | msg/s | p50 ms | p99 ms | p99.9 ms | max ms | errors | server CPU s/1k | client CPU s | notes |"
+            );
+            let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
+            for m in self.results.iter().filter(|m| m.key == key) {
+                let l = m.latency;
+                let mut notes: Vec<String> = m
+                    .extra
+                    .iter()
+                    .map(|(k, v)| format!("{k} {}", fmt_num(*v)))
+                    .collect();
+                if let Some(n) = &m.note {
+                    // The first error in full is in the JSON; its start says enough here.
+                    let short: String = n.chars().take(NOTE_CHARS).collect();
+                    let cut = if short.len() < n.len() { "…" } else { "" };
+                    notes.push(format!(
+                        "{}{cut}",
+                        short.replace('|', "/").replace('\n', " ")
+                    ));
+                }
+                let copies = self
+                    .system(&m.label)
+                    .map_or(String::new(), |s| format!(" ({}×)", s.replicas));
+                let _ = writeln!(
+                    out,
+                    "| {}{copies} | {:.0} | {} | {} | {} | {} | {} | {} | {:.1} | {} |",
+                    m.label,
+                    m.per_sec,
+                    fmt_opt(l.map(|l| l.p50_ms)),
+                    fmt_opt(l.map(|l| l.p99_ms)),
+                    fmt_opt(l.map(|l| l.p999_ms)),
+                    fmt_opt(l.map(|l| l.max_ms)),
+                    m.errors,
+                    m.cpu_per_1k.map_or("–".into(), |c| format!("{c:.3}")),
+                    m.client_cpu_seconds,
+                    notes.join("; "),
+                );
+            }
+            let _ = writeln!(out);
+        }
+    }
+}
+
+/// Characters of a row's note shown in the tables.
+const NOTE_CHARS: usize = 160;
+
+/// How the numbers were made and what they do not show; the end of every report.
+const METHOD: &str = "## How the numbers are made
+
+- **Closed loop** (`send, N in flight`): N tasks, each sending its next request as soon as the
+  previous one is confirmed. **Fixed rate**: a dispatcher hands out intended send times at the
+  rate to 256 workers; latency counts from the intended time, so a stall shows as latency of the
+  requests queued behind it (no coordinated omission).
+- **Warm-up**: each row runs for the warm-up, then the measured window; only requests that
+  complete inside the window count. Every row uses a fresh queue (stream), deleted afterwards.
+- **send+receive+ack, N in flight**: at most N messages are between the start of their send and
+  the return of their ack (a send takes a permit, an ack gives it back); N senders and N/8 (at
+  most 32) consumers, each receiving up to 10 and acknowledging them. raftq acknowledges the ten
+  in one `Ack` call; RabbitMQ with one basic.ack each; JetStream with one ack each.
+- **FIFO**: the same with a group per message, round robin over G groups, and a deduplication
+  ID per message. RabbitMQ and JetStream have no message groups: their rows use one ordered
+  consumer for all groups (see the systems table), so they show one ordered stream at any G.
+- **Drains**: a queue filled with batches of 10 from 32 senders, then 32 consumers receive and
+  ack until it is empty; the rate counts from the first ack to the last. The backlog row is
+  compared with the same drain of a small queue (the target's near-empty run).
+- **Redelivery**: every message is received once and abandoned (raftq: its 1 s lease runs out;
+  JetStream: its 1 s ack wait runs out; RabbitMQ: basic.nack with requeue, at once), then
+  received again and acked; the rate is the messages over the time from the first abandonment
+  to the last ack of a second delivery, so raftq and JetStream include their 1 s wait.
+- **Redrive**: the same, but the abandoned messages go to a dead-letter queue after one delivery;
+  the time runs from the first abandonment until the dead-letter queue holds all of them.
+- **Leader killed**: 16 senders through the nodes that do not lead the queue; after 3 s the
+  leader's process gets SIGKILL and the senders go on for 10 s. `unavailable_ms` is the longest
+  time without a successful send after the kill; `first_ok_after_kill_ms` is when the first send
+  started after the kill succeeded. A client whose request died with the leader waits for its
+  own timeout (JetStream's publish ack: 5 s by default), which counts.
+- **CPU**: user + system time of the server processes (`/proc/<pid>/stat`), per 1,000 messages;
+  the load generator's own CPU is shown apart. A killed process counts for nothing after its
+  death.
+- **Same machine**: the servers and the load generator share the cores, other work on the
+  machine (see the load average) takes its share too, and loopback hides network latency. The
+  numbers compare systems under the same conditions; they are not what any of them does on
+  dedicated hardware.
+- **Durability differs**: raftq fsyncs every Raft append before it answers, and its receives and
+  acks are fsynced Raft writes too; RabbitMQ's quorum queues fsync their Raft log before a
+  publisher confirm, and record acks in the log without telling the client when; JetStream 2.9
+  answers a publish after a majority stored it in memory/OS buffers and syncs the files
+  periodically (every 2 minutes by default), so a power loss of a majority can lose
+  acknowledged messages there and not in the other two.
+";
+
+fn fmt_opt(v: Option<f64>) -> String {
+    v.map_or("–".into(), |v| format!("{v:.2}"))
+}
+
+fn fmt_num(v: f64) -> String {
+    if v.fract() == 0.0 || v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::Fsync;
+    use crate::measure::{CpuSpent, Recorder};
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    fn machine() -> Machine {
+        Machine {
+            cpu_model: "test".into(),
+            cores: 2,
+            kernel: "k".into(),
+            memory_gib: 1.0,
+            load: "0.00".into(),
+            fsync: Fsync {
+                dir: "/tmp".into(),
+                syncs: 1,
+                p50_ms: 1.0,
+                p99_ms: 1.0,
+                max_ms: 1.0,
+            },
+            facts: BTreeMap::new(),
+        }
+    }
+
+    fn system(label: &str, system: &str, replicas: usize) -> Line {
+        Line::System(SystemLine {
+            label: label.into(),
+            system: system.into(),
+            replicas,
+            notes: SystemNotes {
+                durability: "d".into(),
+                fifo: "f".into(),
+                redelivery: "r".into(),
+                dead_letter: "x".into(),
+            },
+        })
+    }
+
+    fn result(label: &str, key: &str, messages: u64) -> Line {
+        let mut rec = Recorder::new();
+        rec.record(messages, Duration::from_millis(3));
+        let cpu = CpuSpent {
+            server: 1.0,
+            client: 0.5,
+        };
+        Line::Result(Measurement::new(
+            label,
+            key.into(),
+            key.into(),
+            (256, 1),
+            1.0,
+            &rec,
+            cpu,
+        ))
+    }
+
+    #[test]
+    fn ratios_and_targets_come_from_the_same_run() {
+        let lines = [
+            system("raftq-3", "raftq-grpc", 3),
+            system("rabbitmq-3", "rabbitmq", 3),
+            system("jetstream-r3", "jetstream", 3),
+            result("raftq-3", "send/b1/c256", 30_000),
+            result("rabbitmq-3", "send/b1/c256", 10_000),
+            result("jetstream-r3", "send/b1/c256", 20_000),
+        ];
+        let text: String = lines
+            .iter()
+            .map(|l| serde_json::to_string(l).expect("json") + "\n")
+            .collect();
+        let results = Results::parse(machine(), &text).expect("parse");
+        let md = results.markdown();
+        assert!(md.contains("30000 vs 10000 msg/s = 3.00× | yes"), "{md}");
+        assert!(md.contains("30000 vs 20000 msg/s = 1.50× | **no**"), "{md}");
+        assert!(md.contains("### raftq-3 ÷ jetstream-r3"), "{md}");
+        assert!(
+            md.contains("| send/b1/c256 | 30000 | 10000 | 3.00 |"),
+            "{md}"
+        );
+    }
+}

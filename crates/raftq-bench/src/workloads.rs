@@ -1,0 +1,878 @@
+//! The workloads, written once against [`Driver`]: closed-loop and fixed-rate sends, send +
+//! receive + ack end to end (standard and FIFO), a backlog filled then drained, redelivery after
+//! abandoned deliveries, redrive to a dead-letter queue, and the leader killed under load.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::driver::{since_stamp, stamp_body, Driver, Outgoing, QueueSpec};
+use crate::measure::{CpuProbe, CpuSpent, Measurement, Recorder, Window};
+
+/// Most messages a receive asks for (the largest raftq allows).
+const RECEIVE_MAX: usize = 10;
+/// Senders that fill a backlog, each sending batches of `FILL_BATCH`.
+const FILL_TASKS: usize = 32;
+const FILL_BATCH: usize = 10;
+/// Consumers of a drain, a redelivery or a redrive run (the driver may allow fewer).
+const DRAIN_CONSUMERS: usize = 32;
+/// A phase that makes no progress for this long fails.
+const STALL: Duration = Duration::from_secs(20);
+/// Pause after an error before a task tries again, so that an outage is not a busy loop.
+const ERROR_PAUSE: Duration = Duration::from_millis(20);
+/// Senders of the failover run, and how long they run before the leader is killed.
+const FAILOVER_SENDERS: usize = 16;
+const FAILOVER_LEAD_IN: Duration = Duration::from_secs(3);
+/// How a lease is set for the redelivery and redrive runs.
+const SHORT_LEASE: Duration = Duration::from_secs(1);
+
+/// What to run and for how long.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub warmup: Duration,
+    pub seconds: Duration,
+    pub size: usize,
+    pub send_in_flight: Vec<usize>,
+    pub batch_in_flight: Vec<usize>,
+    pub rate: Option<f64>,
+    pub rate_workers: usize,
+    pub e2e_in_flight: Vec<usize>,
+    pub fifo_groups: Vec<u64>,
+    pub fifo_in_flight: usize,
+    pub backlog: Option<u64>,
+    pub backlog_baseline: u64,
+    pub redeliver: Option<u64>,
+    pub redrive: Option<u64>,
+    pub failover: Option<Duration>,
+}
+
+/// Runs workloads against one system and hands each row to `emit` as soon as it is measured.
+pub struct Bench<D: Driver> {
+    driver: Arc<D>,
+    label: String,
+    pids: Vec<u32>,
+    probe: CpuProbe,
+    settings: Settings,
+    run_id: String,
+    queues: AtomicU64,
+}
+
+/// Makes the messages of a run: 1 KiB (by default) stamped bodies, and for FIFO queues a group
+/// (round robin over `groups`) and a unique deduplication ID.
+#[derive(Clone)]
+struct Messages {
+    size: usize,
+    groups: Option<u64>,
+    next: Arc<AtomicU64>,
+}
+
+impl Messages {
+    fn new(size: usize, groups: Option<u64>) -> Messages {
+        Messages {
+            size,
+            groups,
+            next: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    fn batch(&self, n: usize) -> Vec<Outgoing> {
+        (0..n)
+            .map(|_| {
+                let i = self.next.fetch_add(1, Ordering::Relaxed);
+                Outgoing {
+                    body: stamp_body(self.size),
+                    group: self.groups.map(|g| format!("g{}", i % g)),
+                    dedup_id: self.groups.map(|_| format!("m{i}")),
+                }
+            })
+            .collect()
+    }
+}
+
+/// How sends are paced: back to back, or at intended times handed out by a dispatcher.
+enum Pace {
+    Closed,
+    Rate(Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Instant>>>),
+}
+
+/// A shared record of the last successful send, to find the longest stretch without one.
+struct Gaps {
+    last_ok: Instant,
+    killed_at: Option<Instant>,
+    longest: Duration,
+    first_ok_after_kill: Option<Duration>,
+}
+
+impl Gaps {
+    /// A send that started at `started` succeeded at `at`.
+    fn ok(&mut self, started: Instant, at: Instant) {
+        if let Some(killed) = self.killed_at {
+            if at > killed {
+                self.longest = self.longest.max(at.saturating_duration_since(self.last_ok));
+            }
+            if started > killed {
+                self.first_ok_after_kill.get_or_insert(at - killed);
+            }
+        }
+        self.last_ok = self.last_ok.max(at);
+    }
+}
+
+/// When a phase's events began and ended, and how many came after the first.
+#[derive(Debug, Default)]
+struct Span {
+    first: Option<Instant>,
+    last: Option<Instant>,
+    after_first: u64,
+}
+
+impl Span {
+    /// Opens the span at `at` unless it is open already.
+    fn begin(&mut self, at: Instant) {
+        self.first.get_or_insert(at);
+    }
+
+    /// Counts `n` events at `at`; the first events open the span and are not counted.
+    fn count(&mut self, n: u64, at: Instant) {
+        if self.first.is_some() {
+            self.after_first += n;
+        } else {
+            self.first = Some(at);
+        }
+        self.last = Some(at);
+    }
+
+    /// Seconds from the first event to the last, and the events counted in between.
+    fn measured(&self) -> Result<(f64, u64)> {
+        match (self.first, self.last) {
+            (Some(first), Some(last)) => {
+                Ok(((last - first).as_secs_f64().max(0.001), self.after_first))
+            }
+            _ => bail!("nothing happened"),
+        }
+    }
+}
+
+fn lock_span(span: &Mutex<Span>) -> Result<std::sync::MutexGuard<'_, Span>> {
+    span.lock()
+        .map_err(|_| anyhow!("a worker panicked holding the span"))
+}
+
+async fn join_all(mut tasks: JoinSet<Result<Recorder>>) -> Result<Recorder> {
+    let mut total = Recorder::new();
+    while let Some(joined) = tasks.join_next().await {
+        total.merge(&joined.context("a worker panicked")??);
+    }
+    Ok(total)
+}
+
+/// Waits until `done` reaches `target`, failing when it stops moving for [`STALL`].
+async fn wait_for(done: &AtomicU64, target: u64, what: &str) -> Result<()> {
+    let mut seen = done.load(Ordering::Relaxed);
+    let mut moved = Instant::now();
+    while seen < target {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = done.load(Ordering::Relaxed);
+        if now != seen {
+            seen = now;
+            moved = Instant::now();
+        } else if moved.elapsed() > STALL {
+            bail!("{what} stalled at {seen} of {target}");
+        }
+    }
+    Ok(())
+}
+
+impl<D: Driver> Bench<D> {
+    pub fn new(driver: D, label: String, pids: Vec<u32>, settings: Settings) -> Result<Bench<D>> {
+        let probe = CpuProbe::new(pids.clone())?;
+        let run_id = format!("b{}", std::process::id());
+        Ok(Bench {
+            driver: Arc::new(driver),
+            label,
+            pids,
+            probe,
+            settings,
+            run_id,
+            queues: AtomicU64::new(0),
+        })
+    }
+
+    pub fn driver(&self) -> &D {
+        &self.driver
+    }
+
+    /// Runs every configured workload; a workload that fails becomes a row with its error.
+    pub async fn run(&self, emit: &mut impl FnMut(Measurement) -> Result<()>) -> Result<()> {
+        let s = self.settings.clone();
+        for &n in &s.send_in_flight {
+            let (key, what) = (format!("send/b1/c{n}"), format!("send, {n} in flight"));
+            let row = self.send(n, 1, None).await;
+            emit(self.row(key, what, row))?;
+        }
+        for &n in &s.batch_in_flight {
+            let key = format!("send/b10/c{n}");
+            let what = format!("send batches of 10, {n} in flight");
+            let row = self.send(n, 10, None).await;
+            emit(self.row(key, what, row))?;
+        }
+        if let Some(rate) = s.rate {
+            let key = format!("rate/b1/r{rate}");
+            let what = format!("send at a fixed {rate}/s (latency from intended time)");
+            let row = self.send(s.rate_workers, 1, Some(rate)).await;
+            emit(self.row(key, what, row))?;
+        }
+        for &n in &s.e2e_in_flight {
+            let key = format!("e2e/c{n}");
+            let what = format!("send+receive+ack, {n} in flight");
+            let row = self.end_to_end(n, None).await;
+            emit(self.row(key, what, row))?;
+        }
+        for &g in &s.fifo_groups {
+            let n = s.fifo_in_flight;
+            let key = format!("fifo/g{g}/c{n}");
+            let what = format!("FIFO send+receive+ack, {g} groups, {n} in flight");
+            let row = self.end_to_end(n, Some(g)).await;
+            emit(self.row(key, what, row))?;
+        }
+        if let Some(n) = s.redeliver {
+            let what = format!("redelivery of {n} abandoned deliveries");
+            let row = self.redeliver(n).await;
+            emit(self.row("redeliver".into(), what, row))?;
+        }
+        if let Some(n) = s.redrive {
+            let what = format!("redrive of {n} messages to a dead-letter queue");
+            let row = if self.driver.supports_dead_letter() {
+                self.redrive(n).await
+            } else {
+                Ok(self.not_applicable("redrive", &what, "no dead-letter queues"))
+            };
+            emit(self.row("redrive".into(), what, row))?;
+        }
+        if let Some(n) = s.backlog {
+            for row in self.backlog(n).await {
+                emit(row)?;
+            }
+        }
+        if let Some(after) = s.failover {
+            let what = format!("leader killed under load ({FAILOVER_SENDERS} senders)");
+            let row = self.failover(after).await;
+            emit(self.row("failover".into(), what, row))?;
+        }
+        Ok(())
+    }
+
+    fn row(&self, key: String, workload: String, row: Result<Measurement>) -> Measurement {
+        match row {
+            Ok(mut m) => {
+                m.key = key;
+                m.workload = workload;
+                m
+            }
+            Err(e) => {
+                let mut m = self.not_applicable(&key, &workload, "");
+                m.note = Some(format!("failed: {e:#}"));
+                m
+            }
+        }
+    }
+
+    fn not_applicable(&self, key: &str, workload: &str, why: &str) -> Measurement {
+        Measurement::not_applicable(&self.label, key.into(), workload.into(), why)
+    }
+
+    fn measurement(
+        &self,
+        shape: (usize, usize),
+        seconds: f64,
+        recorder: &Recorder,
+        cpu: CpuSpent,
+    ) -> Measurement {
+        Measurement::new(
+            &self.label,
+            String::new(),
+            String::new(),
+            shape,
+            seconds,
+            recorder,
+            cpu,
+        )
+    }
+
+    /// Creates a fresh queue for one workload.
+    async fn queue(&self, what: &str, fifo: bool, lease: Duration) -> Result<QueueSpec> {
+        let n = self.queues.fetch_add(1, Ordering::Relaxed);
+        let spec = QueueSpec {
+            name: format!("{}_{what}_{n}", self.run_id),
+            fifo,
+            lease,
+            dead_letter: None,
+        };
+        self.driver.create_queue(&spec).await?;
+        Ok(spec)
+    }
+
+    /// The node clients talk to: the queue's leader when the system says which it is.
+    async fn home(&self, spec: &QueueSpec) -> Result<usize> {
+        Ok(self.driver.leader(spec).await?.unwrap_or(0))
+    }
+
+    /// Deletes a workload's queue; a failure only leaves the queue behind.
+    async fn drop_queue(&self, spec: &QueueSpec) {
+        if let Err(e) = self.driver.delete_queue(spec).await {
+            eprintln!("{}: could not delete {}: {e:#}", self.label, spec.name);
+        }
+    }
+
+    /// Senders against a fresh standard queue: `workers` closed-loop tasks, or a dispatcher at
+    /// `rate` messages/s whose latencies count from each message's intended send time.
+    async fn send(&self, workers: usize, batch: usize, rate: Option<f64>) -> Result<Measurement> {
+        let spec = self.queue("send", false, SHORT_LEASE * 30).await?;
+        let node = self.home(&spec).await?;
+        let window = Window::after(self.settings.warmup, self.settings.seconds);
+        let messages = Messages::new(self.settings.size, None);
+        let (pace, dispatcher) = match rate {
+            Some(rate) => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                let pace = Pace::Rate(Arc::new(tokio::sync::Mutex::new(rx)));
+                (Some(pace), Some(tokio::spawn(dispatch(tx, rate, window))))
+            }
+            None => (None, None),
+        };
+        let pace = Arc::new(pace.unwrap_or(Pace::Closed));
+        let cpu = tokio::spawn(self.probe.clone().during(window));
+        let mut tasks = JoinSet::new();
+        for _ in 0..workers {
+            let mut session = self.driver.session(&spec, node).await?;
+            let (driver, messages, pace) = (
+                Arc::clone(&self.driver),
+                messages.clone(),
+                Arc::clone(&pace),
+            );
+            tasks.spawn(async move {
+                let mut rec = Recorder::new();
+                loop {
+                    let intended = match pace.as_ref() {
+                        Pace::Closed if window.open() => Instant::now(),
+                        Pace::Closed => break,
+                        Pace::Rate(rx) => match rx.lock().await.recv().await {
+                            Some(t) => t,
+                            None => break,
+                        },
+                    };
+                    let result = driver.send(&mut session, messages.batch(batch)).await;
+                    let done = Instant::now();
+                    let counted = window.contains(intended) && window.contains(done);
+                    match result {
+                        Ok(()) if counted => rec.record(batch as u64, done - intended),
+                        Ok(()) => {}
+                        Err(e) => {
+                            if counted {
+                                rec.error(&e);
+                            }
+                            tokio::time::sleep(ERROR_PAUSE).await;
+                        }
+                    }
+                }
+                Ok(rec)
+            });
+        }
+        let total = join_all(tasks).await?;
+        if let Some(d) = dispatcher {
+            d.await?;
+        }
+        let cpu = cpu.await?;
+        self.drop_queue(&spec).await;
+        let mut m = self.measurement((workers, batch), window.seconds(), &total, cpu);
+        if let Some(rate) = rate {
+            m.extra.insert("intended_per_sec".into(), rate);
+        }
+        Ok(m)
+    }
+
+    /// Senders and consumers on one queue at once, closed over the whole path: at most
+    /// `senders` messages are between the start of their send and the return of their ack. A
+    /// message counts when its ack returns, with the latency from its send.
+    async fn end_to_end(&self, senders: usize, groups: Option<u64>) -> Result<Measurement> {
+        let spec = self
+            .queue("e2e", groups.is_some(), SHORT_LEASE * 30)
+            .await?;
+        let node = self.home(&spec).await?;
+        let consumers = self
+            .driver
+            .consumers(&spec, (senders / 8).clamp(1, DRAIN_CONSUMERS));
+        let window = Window::after(self.settings.warmup, self.settings.seconds);
+        let messages = Messages::new(self.settings.size, groups);
+        let cpu = tokio::spawn(self.probe.clone().during(window));
+        let sent = Arc::new(AtomicU64::new(0));
+        // One permit per message in flight: taken by its send, given back by its ack.
+        let in_flight = Arc::new(Semaphore::new(senders));
+        let mut send_tasks = JoinSet::new();
+        for _ in 0..senders {
+            let mut session = self.driver.session(&spec, node).await?;
+            let (driver, messages, sent, in_flight) = (
+                Arc::clone(&self.driver),
+                messages.clone(),
+                Arc::clone(&sent),
+                Arc::clone(&in_flight),
+            );
+            send_tasks.spawn(async move {
+                let mut rec = Recorder::new();
+                while window.open() {
+                    tokio::select! {
+                        permit = in_flight.acquire() => permit?.forget(),
+                        () = tokio::time::sleep_until(window.end.into()) => break,
+                    }
+                    match driver.send(&mut session, messages.batch(1)).await {
+                        Ok(()) if window.contains(Instant::now()) => {
+                            sent.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(()) => {}
+                        Err(e) => {
+                            in_flight.add_permits(1);
+                            rec.error(&e);
+                            tokio::time::sleep(ERROR_PAUSE).await;
+                        }
+                    }
+                }
+                Ok(rec)
+            });
+        }
+        let mut receive_tasks = JoinSet::new();
+        for _ in 0..consumers {
+            let mut session = self.driver.session(&spec, node).await?;
+            let (driver, in_flight) = (Arc::clone(&self.driver), Arc::clone(&in_flight));
+            receive_tasks.spawn(async move {
+                let mut rec = Recorder::new();
+                while window.open() {
+                    let outcome = async {
+                        let delivered = driver.receive(&mut session, RECEIVE_MAX).await?;
+                        let stamps: Vec<Option<u64>> =
+                            delivered.iter().map(|d| d.sent_nanos).collect();
+                        let receipts = delivered.into_iter().map(|d| d.receipt).collect();
+                        driver.ack(&mut session, receipts).await?;
+                        in_flight.add_permits(stamps.len());
+                        anyhow::Ok(stamps)
+                    }
+                    .await;
+                    match outcome {
+                        Ok(stamps) if window.contains(Instant::now()) => {
+                            for stamp in stamps.into_iter().flatten() {
+                                rec.record(1, since_stamp(stamp));
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            rec.error(&e);
+                            tokio::time::sleep(ERROR_PAUSE).await;
+                        }
+                    }
+                }
+                Ok(rec)
+            });
+        }
+        let mut total = join_all(receive_tasks).await?;
+        total.merge(&join_all(send_tasks).await?);
+        let cpu = cpu.await?;
+        self.drop_queue(&spec).await;
+        let seconds = window.seconds();
+        let mut m = self.measurement((senders, 1), seconds, &total, cpu);
+        m.extra.insert(
+            "sends_per_sec".into(),
+            sent.load(Ordering::Relaxed) as f64 / seconds,
+        );
+        m.extra.insert("consumers".into(), consumers as f64);
+        Ok(m)
+    }
+
+    /// Sends `n` messages in batches of [`FILL_BATCH`] from [`FILL_TASKS`] senders; returns the
+    /// seconds it took.
+    async fn fill(&self, spec: &QueueSpec, node: usize, n: u64) -> Result<f64> {
+        let start = Instant::now();
+        let claimed = Arc::new(AtomicU64::new(0));
+        let messages = Messages::new(self.settings.size, None);
+        let mut tasks = JoinSet::new();
+        for _ in 0..FILL_TASKS {
+            let mut session = self.driver.session(spec, node).await?;
+            let (driver, messages, claimed) = (
+                Arc::clone(&self.driver),
+                messages.clone(),
+                Arc::clone(&claimed),
+            );
+            tasks.spawn(async move {
+                let mut rec = Recorder::new();
+                loop {
+                    let first = claimed.fetch_add(FILL_BATCH as u64, Ordering::Relaxed);
+                    if first >= n {
+                        break;
+                    }
+                    let count = (n - first).min(FILL_BATCH as u64);
+                    let batch = messages.batch(usize::try_from(count)?);
+                    // A fill must be complete: retry a failed batch until it goes through.
+                    let mut failures = 0;
+                    while let Err(e) = driver.send(&mut session, batch.clone()).await {
+                        failures += 1;
+                        if failures > 50 {
+                            return Err(e.context("filling the queue"));
+                        }
+                        tokio::time::sleep(ERROR_PAUSE).await;
+                    }
+                    rec.messages += count;
+                }
+                Ok(rec)
+            });
+        }
+        join_all(tasks).await?;
+        Ok(start.elapsed().as_secs_f64())
+    }
+
+    /// Consumers that receive and ack until `n` messages were acked; each receive + ack round
+    /// trip is one latency sample. The rate counts from the first ack (after the consumers
+    /// set up) to the last.
+    async fn drain(&self, spec: &QueueSpec, node: usize, n: u64) -> Result<(Recorder, Span)> {
+        let done = Arc::new(AtomicU64::new(0));
+        let span = Arc::new(Mutex::new(Span::default()));
+        let mut tasks = JoinSet::new();
+        for _ in 0..self.driver.consumers(spec, DRAIN_CONSUMERS) {
+            let mut session = self.driver.session(spec, node).await?;
+            let (driver, done, span) = (
+                Arc::clone(&self.driver),
+                Arc::clone(&done),
+                Arc::clone(&span),
+            );
+            tasks.spawn(async move {
+                let mut rec = Recorder::new();
+                while done.load(Ordering::Relaxed) < n {
+                    let t0 = Instant::now();
+                    let outcome = async {
+                        let delivered = driver.receive(&mut session, RECEIVE_MAX).await?;
+                        let count = delivered.len() as u64;
+                        let receipts = delivered.into_iter().map(|d| d.receipt).collect();
+                        driver.ack(&mut session, receipts).await?;
+                        anyhow::Ok(count)
+                    }
+                    .await;
+                    match outcome {
+                        Ok(0) => {}
+                        Ok(count) => {
+                            lock_span(&span)?.count(count, Instant::now());
+                            done.fetch_add(count, Ordering::Relaxed);
+                            rec.record(count, t0.elapsed());
+                        }
+                        Err(e) => {
+                            rec.error(&e);
+                            tokio::time::sleep(ERROR_PAUSE).await;
+                        }
+                    }
+                }
+                Ok(rec)
+            });
+        }
+        let waited = wait_for(&done, n, "draining").await;
+        if waited.is_err() {
+            tasks.abort_all();
+        }
+        let total = join_all(tasks).await;
+        waited?;
+        let span = std::mem::take(&mut *lock_span(&span)?);
+        Ok((total?, span))
+    }
+
+    /// A queue of `n` messages drained, against the same with the baseline size: how much
+    /// a deep queue slows receiving down.
+    async fn backlog(&self, n: u64) -> Vec<Measurement> {
+        let mut rows = Vec::new();
+        for (key, size) in [
+            ("drain/baseline", self.settings.backlog_baseline),
+            ("drain/backlog", n),
+        ] {
+            let what = format!("drain a backlog of {size} (receive+ack, 32 consumers)");
+            let row = self.drain_row(size).await;
+            rows.push(self.row(key.into(), what, row));
+        }
+        rows
+    }
+
+    async fn drain_row(&self, n: u64) -> Result<Measurement> {
+        let spec = self.queue("drain", false, SHORT_LEASE * 30).await?;
+        let node = self.home(&spec).await?;
+        let fill_seconds = self.fill(&spec, node, n).await?;
+        let before = self.probe.sample();
+        let (rec, span) = self.drain(&spec, node, n).await?;
+        let cpu = self.probe.since(&before);
+        self.drop_queue(&spec).await;
+        let (seconds, counted) = span.measured()?;
+        let mut m = self.measurement((DRAIN_CONSUMERS, RECEIVE_MAX), seconds, &rec, cpu);
+        // The acks of the first batch opened the span: the rate is that of the ones after.
+        m.per_sec = counted as f64 / seconds;
+        m.extra
+            .insert("fill_per_sec".into(), n as f64 / fill_seconds);
+        Ok(m)
+    }
+
+    /// `n` messages each received once and abandoned (their lease runs out, or they are handed
+    /// back), then received again and acked. The time runs from the first abandonment to the
+    /// last ack of a second delivery, so it includes the 1 s lease where there is one.
+    async fn redeliver(&self, n: u64) -> Result<Measurement> {
+        let spec = self.queue("redeliver", false, SHORT_LEASE).await?;
+        let node = self.home(&spec).await?;
+        self.fill(&spec, node, n).await?;
+        let before = self.probe.sample();
+        let redelivered = Arc::new(AtomicU64::new(0));
+        let span = Arc::new(Mutex::new(Span::default()));
+        let mut tasks = JoinSet::new();
+        for _ in 0..self.driver.consumers(&spec, DRAIN_CONSUMERS) {
+            let mut session = self.driver.session(&spec, node).await?;
+            let (driver, redelivered, span) = (
+                Arc::clone(&self.driver),
+                Arc::clone(&redelivered),
+                Arc::clone(&span),
+            );
+            tasks.spawn(async move {
+                let mut rec = Recorder::new();
+                while redelivered.load(Ordering::Relaxed) < n {
+                    let outcome = async {
+                        let delivered = driver.receive(&mut session, RECEIVE_MAX).await?;
+                        let (again, first): (Vec<_>, Vec<_>) =
+                            delivered.into_iter().partition(|d| d.redelivered);
+                        if !first.is_empty() {
+                            lock_span(&span)?.begin(Instant::now());
+                            let receipts = first.into_iter().map(|d| d.receipt).collect();
+                            driver.abandon(&mut session, receipts).await?;
+                        }
+                        let count = again.len() as u64;
+                        let receipts = again.into_iter().map(|d| d.receipt).collect();
+                        driver.ack(&mut session, receipts).await?;
+                        anyhow::Ok(count)
+                    }
+                    .await;
+                    match outcome {
+                        Ok(0) => {}
+                        Ok(count) => {
+                            lock_span(&span)?.count(count, Instant::now());
+                            redelivered.fetch_add(count, Ordering::Relaxed);
+                            rec.messages += count;
+                        }
+                        Err(e) => {
+                            rec.error(&e);
+                            tokio::time::sleep(ERROR_PAUSE).await;
+                        }
+                    }
+                }
+                Ok(rec)
+            });
+        }
+        let waited = wait_for(&redelivered, n, "redelivery").await;
+        if waited.is_err() {
+            tasks.abort_all();
+        }
+        let rec = join_all(tasks).await;
+        waited?;
+        let rec = rec?;
+        let cpu = self.probe.since(&before);
+        self.drop_queue(&spec).await;
+        let (seconds, _) = lock_span(&span)?.measured()?;
+        Ok(self.measurement((DRAIN_CONSUMERS, RECEIVE_MAX), seconds, &rec, cpu))
+    }
+
+    /// `n` messages each received once and abandoned on a queue whose dead-letter queue takes
+    /// them after that one delivery. The time runs from the first abandonment until all `n`
+    /// are in the dead-letter queue, so it includes the 1 s lease where there is one.
+    async fn redrive(&self, n: u64) -> Result<Measurement> {
+        let dlq = self.queue("dlq", false, SHORT_LEASE * 30).await?;
+        let mut spec = QueueSpec::standard(format!(
+            "{}_redrive_{}",
+            self.run_id,
+            self.queues.fetch_add(1, Ordering::Relaxed)
+        ));
+        spec.lease = SHORT_LEASE;
+        spec.dead_letter = Some(dlq.name.clone());
+        self.driver.create_queue(&spec).await?;
+        let node = self.home(&spec).await?;
+        self.fill(&spec, node, n).await?;
+        let before = self.probe.sample();
+        let abandoned = Arc::new(AtomicU64::new(0));
+        let span = Arc::new(Mutex::new(Span::default()));
+        let mut tasks = JoinSet::new();
+        for _ in 0..self.driver.consumers(&spec, DRAIN_CONSUMERS) {
+            let mut session = self.driver.session(&spec, node).await?;
+            let (driver, abandoned, span) = (
+                Arc::clone(&self.driver),
+                Arc::clone(&abandoned),
+                Arc::clone(&span),
+            );
+            tasks.spawn(async move {
+                let mut rec = Recorder::new();
+                while abandoned.load(Ordering::Relaxed) < n {
+                    let outcome = async {
+                        let delivered = driver.receive(&mut session, RECEIVE_MAX).await?;
+                        let count = delivered.len() as u64;
+                        if count > 0 {
+                            lock_span(&span)?.begin(Instant::now());
+                        }
+                        let receipts = delivered.into_iter().map(|d| d.receipt).collect();
+                        driver.abandon(&mut session, receipts).await?;
+                        anyhow::Ok(count)
+                    }
+                    .await;
+                    match outcome {
+                        Ok(count) => {
+                            abandoned.fetch_add(count, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            rec.error(&e);
+                            tokio::time::sleep(ERROR_PAUSE).await;
+                        }
+                    }
+                }
+                Ok(rec)
+            });
+        }
+        let mut last = (0, Instant::now());
+        let outcome = loop {
+            let depth = self.driver.depth(&dlq).await?;
+            let now = Instant::now();
+            if depth >= n {
+                lock_span(&span)?.count(n, now);
+                break Ok(());
+            }
+            if depth != last.0 {
+                last = (depth, now);
+            } else if now - last.1 > STALL {
+                break Err(anyhow!("redrive stalled at {depth} of {n}"));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        if outcome.is_err() {
+            tasks.abort_all();
+        }
+        let rec = join_all(tasks).await;
+        outcome?;
+        let mut rec = rec?;
+        let cpu = self.probe.since(&before);
+        self.drop_queue(&spec).await;
+        self.drop_queue(&dlq).await;
+        let (seconds, _) = lock_span(&span)?.measured()?;
+        rec.messages = n;
+        Ok(self.measurement((DRAIN_CONSUMERS, RECEIVE_MAX), seconds, &rec, cpu))
+    }
+
+    /// Senders through the nodes that are not the queue's leader; the leader's process is
+    /// killed after [`FAILOVER_LEAD_IN`], and the longest stretch without a successful send is
+    /// the unavailability window. Leaves the system with one node down: run it last.
+    async fn failover(&self, after: Duration) -> Result<Measurement> {
+        let spec = self.queue("failover", false, SHORT_LEASE * 30).await?;
+        let Some(leader) = self.driver.leader(&spec).await? else {
+            return Ok(self.not_applicable("", "", "the system does not tell the leader"));
+        };
+        let pid = *self
+            .pids
+            .get(leader)
+            .ok_or_else(|| anyhow!("no pid for node {leader}"))?;
+        let survivors: Vec<usize> = (0..self.pids.len()).filter(|i| *i != leader).collect();
+        if survivors.is_empty() {
+            bail!("a single node has no failover");
+        }
+        let start = Instant::now();
+        let window = Window {
+            start,
+            end: start + FAILOVER_LEAD_IN + after,
+        };
+        let gaps = Arc::new(Mutex::new(Gaps {
+            last_ok: start,
+            killed_at: None,
+            longest: Duration::ZERO,
+            first_ok_after_kill: None,
+        }));
+        let messages = Messages::new(self.settings.size, None);
+        let mut tasks = JoinSet::new();
+        for i in 0..FAILOVER_SENDERS {
+            let mut session = self
+                .driver
+                .session(&spec, survivors[i % survivors.len()])
+                .await?;
+            let (driver, messages, gaps) = (
+                Arc::clone(&self.driver),
+                messages.clone(),
+                Arc::clone(&gaps),
+            );
+            tasks.spawn(async move {
+                let mut rec = Recorder::new();
+                while window.open() {
+                    let t0 = Instant::now();
+                    match driver.send(&mut session, messages.batch(1)).await {
+                        Ok(()) => {
+                            let done = Instant::now();
+                            rec.record(1, done - t0);
+                            if let Ok(mut g) = gaps.lock() {
+                                g.ok(t0, done);
+                            }
+                        }
+                        Err(e) => {
+                            rec.error(&e);
+                            tokio::time::sleep(ERROR_PAUSE).await;
+                        }
+                    }
+                }
+                Ok(rec)
+            });
+        }
+        tokio::time::sleep(FAILOVER_LEAD_IN).await;
+        let before = self.probe.sample();
+        let killed_at = Instant::now();
+        if let Ok(mut g) = gaps.lock() {
+            g.killed_at = Some(killed_at);
+        }
+        let status = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .context("running kill")?;
+        if !status.success() {
+            bail!("kill -KILL {pid} failed");
+        }
+        let rec = join_all(tasks).await?;
+        let cpu = self.probe.since(&before);
+        let g = gaps.lock().map_err(|_| anyhow!("poisoned"))?;
+        // A send that never succeeded again leaves the window open until the end.
+        let longest = g
+            .longest
+            .max(window.end.saturating_duration_since(g.last_ok));
+        let mut m = self.measurement((FAILOVER_SENDERS, 1), window.seconds(), &rec, cpu);
+        m.extra
+            .insert("unavailable_ms".into(), longest.as_secs_f64() * 1000.0);
+        if let Some(first) = g.first_ok_after_kill {
+            m.extra.insert(
+                "first_ok_after_kill_ms".into(),
+                first.as_secs_f64() * 1000.0,
+            );
+        }
+        m.extra.insert("killed_node".into(), leader as f64);
+        Ok(m)
+    }
+}
+
+/// Hands out the intended send times of a fixed rate over the window (warm-up included), then
+/// closes the channel.
+async fn dispatch(tx: mpsc::UnboundedSender<Instant>, rate: f64, window: Window) {
+    let start = Instant::now();
+    let mut issued: u64 = 0;
+    loop {
+        let now = Instant::now();
+        if now >= window.end {
+            return;
+        }
+        let due = ((now - start).as_secs_f64() * rate) as u64;
+        while issued < due {
+            let at = start + Duration::from_secs_f64(issued as f64 / rate);
+            if tx.send(at).is_err() {
+                return;
+            }
+            issued += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
