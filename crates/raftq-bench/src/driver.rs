@@ -79,11 +79,15 @@ pub trait Driver: Send + Sync + 'static {
     fn notes(&self) -> SystemNotes;
 
     /// Whether abandoned deliveries can move to a dead-letter queue.
-    fn supports_dead_letter(&self) -> bool;
+    fn supports_dead_letter(&self) -> bool {
+        true
+    }
 
     /// How many of `wanted` consumers may take from `spec` at once (fewer where keeping order
     /// needs a single consumer).
-    fn consumers(&self, spec: &QueueSpec, wanted: usize) -> usize;
+    fn consumers(&self, _spec: &QueueSpec, wanted: usize) -> usize {
+        wanted
+    }
 
     fn create_queue(&self, spec: &QueueSpec) -> impl Future<Output = Result<()>> + Send;
 

@@ -60,6 +60,20 @@ impl JetStream {
         Ok(JetStream { contexts, replicas })
     }
 
+    /// The stream's current info.
+    async fn info(&self, spec: &QueueSpec) -> Result<async_nats::jetstream::stream::Info> {
+        let mut stream = self
+            .context(0)?
+            .get_stream(&spec.name)
+            .await
+            .map_err(|e| anyhow!("stream {}: {e}", spec.name))?;
+        Ok(stream
+            .info()
+            .await
+            .map_err(|e| anyhow!("stream info: {e}"))?
+            .clone())
+    }
+
     fn context(&self, node: usize) -> Result<&Context> {
         self.contexts
             .get(node)
@@ -153,15 +167,7 @@ impl Driver for JetStream {
 
     /// The stream's leader, from the stream info, as a server name `n<k>`.
     async fn leader(&self, spec: &QueueSpec) -> Result<Option<usize>> {
-        let mut stream = self
-            .context(0)?
-            .get_stream(&spec.name)
-            .await
-            .map_err(|e| anyhow!("stream {}: {e}", spec.name))?;
-        let info = stream
-            .info()
-            .await
-            .map_err(|e| anyhow!("stream info: {e}"))?;
+        let info = self.info(spec).await?;
         let leader = info.cluster.as_ref().and_then(|c| c.leader.as_deref());
         Ok(leader
             .and_then(|name| name.strip_prefix('n'))
@@ -272,15 +278,6 @@ impl Driver for JetStream {
     }
 
     async fn depth(&self, spec: &QueueSpec) -> Result<u64> {
-        let mut stream = self
-            .context(0)?
-            .get_stream(&spec.name)
-            .await
-            .map_err(|e| anyhow!("stream {}: {e}", spec.name))?;
-        let info = stream
-            .info()
-            .await
-            .map_err(|e| anyhow!("stream info: {e}"))?;
-        Ok(info.state.messages)
+        Ok(self.info(spec).await?.state.messages)
     }
 }

@@ -83,14 +83,6 @@ impl Driver for RabbitMq {
         }
     }
 
-    fn supports_dead_letter(&self) -> bool {
-        true
-    }
-
-    fn consumers(&self, _spec: &QueueSpec, wanted: usize) -> usize {
-        wanted
-    }
-
     async fn create_queue(&self, spec: &QueueSpec) -> Result<()> {
         let mut args = FieldTable::default();
         args.insert("x-queue-type".into(), text("quorum"));

@@ -130,14 +130,6 @@ impl Driver for RaftqGrpc {
         notes()
     }
 
-    fn supports_dead_letter(&self) -> bool {
-        true
-    }
-
-    fn consumers(&self, _spec: &QueueSpec, wanted: usize) -> usize {
-        wanted
-    }
-
     async fn create_queue(&self, spec: &QueueSpec) -> Result<()> {
         let redrive_policy = spec.dead_letter.as_ref().map(|dlq| pb::RedrivePolicyInput {
             dead_letter_target: Some(dlq.clone()),
@@ -339,14 +331,6 @@ impl Driver for RaftqRest {
 
     fn notes(&self) -> SystemNotes {
         notes()
-    }
-
-    fn supports_dead_letter(&self) -> bool {
-        true
-    }
-
-    fn consumers(&self, _spec: &QueueSpec, wanted: usize) -> usize {
-        wanted
     }
 
     async fn create_queue(&self, spec: &QueueSpec) -> Result<()> {

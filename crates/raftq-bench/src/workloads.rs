@@ -2,6 +2,8 @@
 //! receive + ack end to end (standard and FIFO), a backlog filled then drained, redelivery after
 //! abandoned deliveries, redrive to a dead-letter queue, and the leader killed under load.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -155,6 +157,49 @@ impl Span {
             _ => bail!("nothing happened"),
         }
     }
+}
+
+/// One consumer round: it owns the session while it runs and hands it back with how many
+/// messages it finished.
+type Round<S> = Pin<Box<dyn Future<Output = (S, Result<u64>)> + Send>>;
+
+/// Whether a consumer's rounds are latency samples, or only counted.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Timing {
+    Sampled,
+    Counted,
+}
+
+/// Acknowledges `receipts` and counts them into `span`; returns how many there were.
+async fn ack_counted<D: Driver>(
+    driver: &D,
+    session: &mut D::Session,
+    receipts: Vec<D::Receipt>,
+    span: &Mutex<Span>,
+) -> Result<u64> {
+    let count = receipts.len() as u64;
+    driver.ack(session, receipts).await?;
+    if count > 0 {
+        lock_span(span)?.count(count, Instant::now());
+    }
+    Ok(count)
+}
+
+/// Waits until `done` reaches `target` (stopping the consumers if it stalls) and merges what
+/// they recorded.
+async fn settle(
+    mut tasks: JoinSet<Result<Recorder>>,
+    done: &AtomicU64,
+    target: u64,
+    what: &str,
+) -> Result<Recorder> {
+    let waited = wait_for(done, target, what).await;
+    if waited.is_err() {
+        tasks.abort_all();
+    }
+    let rec = join_all(tasks).await;
+    waited?;
+    rec
 }
 
 fn lock_span(span: &Mutex<Span>) -> Result<std::sync::MutexGuard<'_, Span>> {
@@ -530,38 +575,35 @@ impl<D: Driver> Bench<D> {
         Ok(start.elapsed().as_secs_f64())
     }
 
-    /// Consumers that receive and ack until `n` messages were acked; each receive + ack round
-    /// trip is one latency sample. The rate counts from the first ack (after the consumers
-    /// set up) to the last.
-    async fn drain(&self, spec: &QueueSpec, node: usize, n: u64) -> Result<(Recorder, Span)> {
-        let done = Arc::new(AtomicU64::new(0));
-        let span = Arc::new(Mutex::new(Span::default()));
+    /// Starts as many consumers on `spec` as the driver allows (up to [`DRAIN_CONSUMERS`]),
+    /// each repeating `round` until `done` reaches `n`; what a round finished is added to
+    /// `done`, and an error is recorded and followed by a short pause.
+    async fn consumers(
+        &self,
+        spec: &QueueSpec,
+        node: usize,
+        (done, n): (&Arc<AtomicU64>, u64),
+        timing: Timing,
+        round: impl Fn(Arc<D>, D::Session) -> Round<D::Session> + Clone + Send + 'static,
+    ) -> Result<JoinSet<Result<Recorder>>> {
         let mut tasks = JoinSet::new();
         for _ in 0..self.driver.consumers(spec, DRAIN_CONSUMERS) {
             let mut session = self.driver.session(spec, node).await?;
-            let (driver, done, span) = (
-                Arc::clone(&self.driver),
-                Arc::clone(&done),
-                Arc::clone(&span),
-            );
+            let (driver, done, round) = (Arc::clone(&self.driver), Arc::clone(done), round.clone());
             tasks.spawn(async move {
                 let mut rec = Recorder::new();
                 while done.load(Ordering::Relaxed) < n {
                     let t0 = Instant::now();
-                    let outcome = async {
-                        let delivered = driver.receive(&mut session, RECEIVE_MAX).await?;
-                        let count = delivered.len() as u64;
-                        let receipts = delivered.into_iter().map(|d| d.receipt).collect();
-                        driver.ack(&mut session, receipts).await?;
-                        anyhow::Ok(count)
-                    }
-                    .await;
+                    let (back, outcome) = round(Arc::clone(&driver), session).await;
+                    session = back;
                     match outcome {
                         Ok(0) => {}
                         Ok(count) => {
-                            lock_span(&span)?.count(count, Instant::now());
                             done.fetch_add(count, Ordering::Relaxed);
-                            rec.record(count, t0.elapsed());
+                            match timing {
+                                Timing::Sampled => rec.record(count, t0.elapsed()),
+                                Timing::Counted => rec.messages += count,
+                            }
                         }
                         Err(e) => {
                             rec.error(&e);
@@ -572,12 +614,37 @@ impl<D: Driver> Bench<D> {
                 Ok(rec)
             });
         }
-        let waited = wait_for(&done, n, "draining").await;
-        if waited.is_err() {
-            tasks.abort_all();
-        }
-        let total = join_all(tasks).await;
-        waited?;
+        Ok(tasks)
+    }
+
+    /// Consumers that receive and ack until `n` messages were acked; each receive + ack round
+    /// trip is one latency sample. The rate counts from the first ack (after the consumers
+    /// set up) to the last.
+    async fn drain(&self, spec: &QueueSpec, node: usize, n: u64) -> Result<(Recorder, Span)> {
+        let done = Arc::new(AtomicU64::new(0));
+        let span = Arc::new(Mutex::new(Span::default()));
+        let counted = Arc::clone(&span);
+        let tasks = self
+            .consumers(
+                spec,
+                node,
+                (&done, n),
+                Timing::Sampled,
+                move |driver, mut session| {
+                    let span = Arc::clone(&counted);
+                    Box::pin(async move {
+                        let outcome = async {
+                            let delivered = driver.receive(&mut session, RECEIVE_MAX).await?;
+                            let receipts = delivered.into_iter().map(|d| d.receipt).collect();
+                            ack_counted(&*driver, &mut session, receipts, &span).await
+                        }
+                        .await;
+                        (session, outcome)
+                    })
+                },
+            )
+            .await?;
+        let total = settle(tasks, &done, n, "draining").await;
         let span = std::mem::take(&mut *lock_span(&span)?);
         Ok((total?, span))
     }
@@ -624,55 +691,35 @@ impl<D: Driver> Bench<D> {
         let before = self.probe.sample();
         let redelivered = Arc::new(AtomicU64::new(0));
         let span = Arc::new(Mutex::new(Span::default()));
-        let mut tasks = JoinSet::new();
-        for _ in 0..self.driver.consumers(&spec, DRAIN_CONSUMERS) {
-            let mut session = self.driver.session(&spec, node).await?;
-            let (driver, redelivered, span) = (
-                Arc::clone(&self.driver),
-                Arc::clone(&redelivered),
-                Arc::clone(&span),
-            );
-            tasks.spawn(async move {
-                let mut rec = Recorder::new();
-                while redelivered.load(Ordering::Relaxed) < n {
-                    let outcome = async {
-                        let delivered = driver.receive(&mut session, RECEIVE_MAX).await?;
-                        let (again, first): (Vec<_>, Vec<_>) =
-                            delivered.into_iter().partition(|d| d.redelivered);
-                        if !first.is_empty() {
-                            lock_span(&span)?.begin(Instant::now());
-                            let receipts = first.into_iter().map(|d| d.receipt).collect();
-                            driver.abandon(&mut session, receipts).await?;
+        let counted = Arc::clone(&span);
+        let tasks = self
+            .consumers(
+                &spec,
+                node,
+                (&redelivered, n),
+                Timing::Counted,
+                move |driver, mut session| {
+                    let span = Arc::clone(&counted);
+                    Box::pin(async move {
+                        let outcome = async {
+                            let delivered = driver.receive(&mut session, RECEIVE_MAX).await?;
+                            let (again, first): (Vec<_>, Vec<_>) =
+                                delivered.into_iter().partition(|d| d.redelivered);
+                            if !first.is_empty() {
+                                lock_span(&span)?.begin(Instant::now());
+                                let receipts = first.into_iter().map(|d| d.receipt).collect();
+                                driver.abandon(&mut session, receipts).await?;
+                            }
+                            let receipts = again.into_iter().map(|d| d.receipt).collect();
+                            ack_counted(&*driver, &mut session, receipts, &span).await
                         }
-                        let count = again.len() as u64;
-                        let receipts = again.into_iter().map(|d| d.receipt).collect();
-                        driver.ack(&mut session, receipts).await?;
-                        anyhow::Ok(count)
-                    }
-                    .await;
-                    match outcome {
-                        Ok(0) => {}
-                        Ok(count) => {
-                            lock_span(&span)?.count(count, Instant::now());
-                            redelivered.fetch_add(count, Ordering::Relaxed);
-                            rec.messages += count;
-                        }
-                        Err(e) => {
-                            rec.error(&e);
-                            tokio::time::sleep(ERROR_PAUSE).await;
-                        }
-                    }
-                }
-                Ok(rec)
-            });
-        }
-        let waited = wait_for(&redelivered, n, "redelivery").await;
-        if waited.is_err() {
-            tasks.abort_all();
-        }
-        let rec = join_all(tasks).await;
-        waited?;
-        let rec = rec?;
+                        .await;
+                        (session, outcome)
+                    })
+                },
+            )
+            .await?;
+        let rec = settle(tasks, &redelivered, n, "redelivery").await?;
         let cpu = self.probe.since(&before);
         self.drop_queue(&spec).await;
         let (seconds, _) = lock_span(&span)?.measured()?;
@@ -697,41 +744,32 @@ impl<D: Driver> Bench<D> {
         let before = self.probe.sample();
         let abandoned = Arc::new(AtomicU64::new(0));
         let span = Arc::new(Mutex::new(Span::default()));
-        let mut tasks = JoinSet::new();
-        for _ in 0..self.driver.consumers(&spec, DRAIN_CONSUMERS) {
-            let mut session = self.driver.session(&spec, node).await?;
-            let (driver, abandoned, span) = (
-                Arc::clone(&self.driver),
-                Arc::clone(&abandoned),
-                Arc::clone(&span),
-            );
-            tasks.spawn(async move {
-                let mut rec = Recorder::new();
-                while abandoned.load(Ordering::Relaxed) < n {
-                    let outcome = async {
-                        let delivered = driver.receive(&mut session, RECEIVE_MAX).await?;
-                        let count = delivered.len() as u64;
-                        if count > 0 {
-                            lock_span(&span)?.begin(Instant::now());
+        let counted = Arc::clone(&span);
+        let mut tasks = self
+            .consumers(
+                &spec,
+                node,
+                (&abandoned, n),
+                Timing::Counted,
+                move |driver, mut session| {
+                    let span = Arc::clone(&counted);
+                    Box::pin(async move {
+                        let outcome = async {
+                            let delivered = driver.receive(&mut session, RECEIVE_MAX).await?;
+                            let count = delivered.len() as u64;
+                            if count > 0 {
+                                lock_span(&span)?.begin(Instant::now());
+                            }
+                            let receipts = delivered.into_iter().map(|d| d.receipt).collect();
+                            driver.abandon(&mut session, receipts).await?;
+                            anyhow::Ok(count)
                         }
-                        let receipts = delivered.into_iter().map(|d| d.receipt).collect();
-                        driver.abandon(&mut session, receipts).await?;
-                        anyhow::Ok(count)
-                    }
-                    .await;
-                    match outcome {
-                        Ok(count) => {
-                            abandoned.fetch_add(count, Ordering::Relaxed);
-                        }
-                        Err(e) => {
-                            rec.error(&e);
-                            tokio::time::sleep(ERROR_PAUSE).await;
-                        }
-                    }
-                }
-                Ok(rec)
-            });
-        }
+                        .await;
+                        (session, outcome)
+                    })
+                },
+            )
+            .await?;
         let mut last = (0, Instant::now());
         let outcome = loop {
             let depth = self.driver.depth(&dlq).await?;
