@@ -5,12 +5,12 @@
 //! query parameters get the same treatment through [`QueuePath`] and [`Params`].
 
 use std::collections::BTreeMap;
+use std::future::poll_fn;
+use std::pin::Pin;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::request::Parts;
-use axum::http::StatusCode;
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
@@ -24,20 +24,12 @@ pub struct JsonBody(pub Value);
 impl<S: Send + Sync> FromRequest<S> for JsonBody {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+    async fn from_request(req: Request, _state: &S) -> Result<Self, ApiError> {
         let limit = req
             .extensions()
             .get::<BodyLimit>()
             .map_or(crate::routes::BODY_LIMIT, |l| l.0);
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(|r: BytesRejection| {
-                if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::body_too_large(limit)
-                } else {
-                    ApiError::invalid(REQUEST_BODY, format!("cannot be read: {}", r.body_text()))
-                }
-            })?;
+        let bytes = read_body(req.into_body(), limit).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(JsonBody(Value::Object(Map::new())));
         }
@@ -45,6 +37,33 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
             .map(JsonBody)
             .map_err(|e| ApiError::invalid(REQUEST_BODY, format!("is not valid JSON: {e}")))
     }
+}
+
+/// How much of a body over its limit is still read (and dropped) before the `413` goes out: a
+/// client that is still sending then reads the answer, where closing at once could reset its
+/// connection before it does.
+const DRAIN_LIMIT: usize = 64 * 1024 * 1024;
+
+/// Reads a body of at most `limit` bytes.
+async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    let mut kept = Vec::new();
+    let mut total = 0usize;
+    while let Some(frame) = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+        let frame =
+            frame.map_err(|e| ApiError::invalid(REQUEST_BODY, format!("cannot be read: {e}")))?;
+        if let Ok(data) = frame.into_data() {
+            total = total.saturating_add(data.len());
+            if total <= limit {
+                kept.extend_from_slice(&data);
+            } else if total > DRAIN_LIMIT {
+                break;
+            }
+        }
+    }
+    if total > limit {
+        return Err(ApiError::body_too_large(limit));
+    }
+    Ok(Bytes::from(kept))
 }
 
 /// The body limit of a route, recorded for the error message of a body over it.
