@@ -7,7 +7,7 @@
 //! gauges are read at each scrape from this node's own applied state (no Raft round trip), so a
 //! follower's figures may trail the leader's by its apply lag, which is exported too.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
@@ -205,13 +205,6 @@ fn labels(g: &QueueGauges) -> QueueLabels {
         account: g.account.clone(),
         queue: g.name.clone(),
     }
-}
-
-/// Milliseconds since the Unix epoch by this node's clock, for queue ages at scrape time.
-pub fn wall_clock_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The gRPC status of a response: in its headers when the call failed before any message

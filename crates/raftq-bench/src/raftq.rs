@@ -5,18 +5,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
+use pb::queues_client::QueuesClient;
+use raftq_proto::v1 as pb;
 use serde_json::{json, Value};
 use tonic::transport::{Channel, Endpoint};
 
 use crate::driver::{read_stamp, Driver, Outgoing, QueueSpec, Received, SystemNotes};
-
-/// Generated client of `proto/raftq.proto` (package `raftq.v1`).
-#[allow(clippy::all, missing_docs)]
-pub mod pb {
-    tonic::include_proto!("raftq.v1");
-}
-
-use pb::queues_client::QueuesClient;
 
 /// Long-poll wait of a receive, in seconds.
 const RECEIVE_WAIT_SECONDS: i64 = 1;

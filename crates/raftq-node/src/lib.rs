@@ -21,5 +21,5 @@ pub mod rpc {
 }
 
 pub use error::{NodeError, StartError};
-pub use node::{Node, NodeConfig};
+pub use node::{now_ms, Node, NodeConfig};
 pub use query::{Query, QueryResult};

@@ -109,7 +109,7 @@ pub struct Node {
 }
 
 /// Milliseconds since the Unix epoch, by this machine's clock.
-pub(crate) fn now_ms() -> u64 {
+pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)

@@ -1,7 +1,7 @@
 //! Linearizable reads: the queries a client can ask, run against the applied state with the
 //! payloads joined from the store.
 
-use raftq_engine::{EngineError, MessageMeta, Payload, QueueRef, QueueStats, QueueView};
+use raftq_engine::{Engine, EngineError, MessageMeta, Payload, QueueRef, QueueStats, QueueView};
 use raftq_store::{PayloadView, StateReader};
 use serde::{Deserialize, Serialize};
 
@@ -58,42 +58,57 @@ enum Answer {
 }
 
 /// Runs a query on this node's applied state, at time `now`. The engine is held only while it
-/// answers; payloads are read afterwards from a view of the same state.
+/// answers; a peek's payloads are read afterwards from a view of the same state (taken for
+/// peeks only).
 pub fn run(
     reader: &StateReader,
     query: &Query,
     now: u64,
 ) -> Result<Result<QueryResult, EngineError>, NodeError> {
-    let (answer, view) = reader
-        .with_engine_and_view(|e| match query {
-            Query::GetQueue { account, queue } => e
-                .get_queue(account, queue)
-                .map(|v| Answer::Done(QueryResult::Queue(Box::new(v)))),
-            Query::ListQueues { account, prefix } => Ok(Answer::Done(QueryResult::Queues(
-                e.list_queues(account, prefix),
-            ))),
-            Query::Peek {
-                account,
-                queue,
-                after,
-                limit,
-            } => e.peek(account, queue, *after, *limit).map(Answer::Messages),
-            Query::Stats { account, queue } => e
-                .stats(account, queue, now)
-                .map(|s| Answer::Done(QueryResult::Stats(s))),
-            Query::DeadLetterSources { account, queue } => e
-                .dead_letter_sources(account, queue)
-                .map(|r| Answer::Done(QueryResult::Refs(r))),
-            Query::Deliverable { account, queue } => Ok(Answer::Done(QueryResult::Deliverable(
-                e.has_deliverable(account, queue),
-            ))),
-        })
-        .ok_or_else(|| NodeError::Storage("engine lock poisoned".into()))?;
+    let poisoned = || NodeError::Storage("engine lock poisoned".into());
+    let answer_of = |e: &Engine| answer(e, query, now);
+    let (answer, view) = if matches!(query, Query::Peek { .. }) {
+        let (answer, view) = reader
+            .with_engine_and_view(answer_of)
+            .ok_or_else(poisoned)?;
+        (answer, Some(view))
+    } else {
+        (reader.with_engine(answer_of).ok_or_else(poisoned)?, None)
+    };
     Ok(match answer {
         Ok(Answer::Done(result)) => Ok(result),
-        Ok(Answer::Messages(metas)) => Ok(QueryResult::Messages(join_payloads(&view, metas)?)),
+        Ok(Answer::Messages(metas)) => {
+            let view = view.ok_or_else(|| NodeError::Storage("peek without a view".into()))?;
+            Ok(QueryResult::Messages(join_payloads(&view, metas)?))
+        }
         Err(refused) => Err(refused),
     })
+}
+
+fn answer(e: &Engine, query: &Query, now: u64) -> Result<Answer, EngineError> {
+    match query {
+        Query::GetQueue { account, queue } => e
+            .get_queue(account, queue)
+            .map(|v| Answer::Done(QueryResult::Queue(Box::new(v)))),
+        Query::ListQueues { account, prefix } => Ok(Answer::Done(QueryResult::Queues(
+            e.list_queues(account, prefix),
+        ))),
+        Query::Peek {
+            account,
+            queue,
+            after,
+            limit,
+        } => e.peek(account, queue, *after, *limit).map(Answer::Messages),
+        Query::Stats { account, queue } => e
+            .stats(account, queue, now)
+            .map(|s| Answer::Done(QueryResult::Stats(s))),
+        Query::DeadLetterSources { account, queue } => e
+            .dead_letter_sources(account, queue)
+            .map(|r| Answer::Done(QueryResult::Refs(r))),
+        Query::Deliverable { account, queue } => Ok(Answer::Done(QueryResult::Deliverable(
+            e.has_deliverable(account, queue),
+        ))),
+    }
 }
 
 fn join_payloads(

@@ -38,7 +38,7 @@ macro_rules! queue_attributes {
             retention_seconds: $request.retention_seconds,
             max_message_bytes: $request.max_message_bytes,
             redrive_policy: $redrive_policy,
-            redrive_allow_policy: $request.redrive_allow_policy.map(AllowPolicyInput::from),
+            redrive_allow_policy: $request.redrive_allow_policy.map(allow_policy),
         }
     };
 }
@@ -56,27 +56,23 @@ macro_rules! message_input {
     };
 }
 
-impl From<pb::RedrivePolicyInput> for RedrivePolicyInput {
-    fn from(p: pb::RedrivePolicyInput) -> Self {
-        RedrivePolicyInput {
-            dead_letter_target: p.dead_letter_target,
-            max_receive_count: p.max_receive_count,
-        }
+fn redrive_policy(p: pb::RedrivePolicyInput) -> RedrivePolicyInput {
+    RedrivePolicyInput {
+        dead_letter_target: p.dead_letter_target,
+        max_receive_count: p.max_receive_count,
     }
 }
 
-impl From<pb::RedriveAllowPolicyInput> for AllowPolicyInput {
-    fn from(p: pb::RedriveAllowPolicyInput) -> Self {
-        AllowPolicyInput {
-            permission: p.permission,
-            source_queues: (!p.source_queues.is_empty()).then_some(p.source_queues),
-        }
+fn allow_policy(p: pb::RedriveAllowPolicyInput) -> AllowPolicyInput {
+    AllowPolicyInput {
+        permission: p.permission,
+        source_queues: (!p.source_queues.is_empty()).then_some(p.source_queues),
     }
 }
 
 impl From<pb::CreateQueueRequest> for NewQueue {
     fn from(r: pb::CreateQueueRequest) -> Self {
-        let redrive_policy = r.redrive_policy.map(|p| Some(p.into()));
+        let redrive_policy = r.redrive_policy.map(|p| Some(redrive_policy(p)));
         NewQueue {
             attributes: queue_attributes!(r, redrive_policy),
             name: r.name,
@@ -89,7 +85,7 @@ impl From<pb::CreateQueueRequest> for NewQueue {
 pub fn patch(r: pb::PatchQueueRequest) -> Result<(String, QueueAttributes), ApiError> {
     use pb::patch_queue_request::Redrive;
     let redrive_policy = match r.redrive {
-        Some(Redrive::RedrivePolicy(p)) => Some(Some(p.into())),
+        Some(Redrive::RedrivePolicy(p)) => Some(Some(redrive_policy(p))),
         Some(Redrive::ClearRedrivePolicy(true)) => Some(None),
         Some(Redrive::ClearRedrivePolicy(false)) | None => None,
     };
@@ -117,18 +113,16 @@ pub fn send_batch(
     Ok((queue(r.queue)?, entries))
 }
 
-impl From<&QueueRef> for pb::QueueRef {
-    fn from(r: &QueueRef) -> Self {
-        pb::QueueRef {
-            id: r.id.to_string(),
-            name: r.name.clone(),
-            crn: r.crn.clone(),
-        }
+fn queue_ref(r: &QueueRef) -> pb::QueueRef {
+    pb::QueueRef {
+        id: r.id.to_string(),
+        name: r.name.clone(),
+        crn: r.crn.clone(),
     }
 }
 
 fn refs(list: &[QueueRef]) -> Vec<pb::QueueRef> {
-    list.iter().map(pb::QueueRef::from).collect()
+    list.iter().map(queue_ref).collect()
 }
 
 impl From<json::Queue<'_>> for pb::Queue {
@@ -145,7 +139,7 @@ impl From<json::Queue<'_>> for pb::Queue {
             retention_seconds: q.retention_seconds,
             max_message_bytes: q.max_message_bytes,
             redrive_policy: q.redrive_policy.map(|p| pb::RedrivePolicy {
-                dead_letter_target: Some((&p.dead_letter_target).into()),
+                dead_letter_target: Some(queue_ref(&p.dead_letter_target)),
                 max_receive_count: p.max_receive_count,
             }),
             redrive_allow_policy: Some(pb::RedriveAllowPolicy {
@@ -195,7 +189,7 @@ impl From<json::Message<'_>> for pb::Message {
             message_group_id: m.message_group_id.map(str::to_string),
             message_deduplication_id: m.message_deduplication_id.map(str::to_string),
             sequence_number: m.sequence_number,
-            dead_letter_source: m.dead_letter_source.map(pb::QueueRef::from),
+            dead_letter_source: m.dead_letter_source.map(queue_ref),
             moved_at: m.moved_at,
             state: m.state.map(|s| state(s).into()),
         }
@@ -268,15 +262,13 @@ impl From<json::LeaseChanged> for pb::ChangeLeaseResponse {
     }
 }
 
-impl From<QueueStats> for pb::QueueStats {
-    fn from(s: QueueStats) -> Self {
-        pb::QueueStats {
-            visible: s.visible,
-            leased: s.leased,
-            delayed: s.delayed,
-            pending_redrive: s.pending_redrive,
-            oldest_message_age_seconds: s.oldest_message_age_seconds,
-        }
+pub(super) fn stats(s: QueueStats) -> pb::QueueStats {
+    pb::QueueStats {
+        visible: s.visible,
+        leased: s.leased,
+        delayed: s.delayed,
+        pending_redrive: s.pending_redrive,
+        oldest_message_age_seconds: s.oldest_message_age_seconds,
     }
 }
 

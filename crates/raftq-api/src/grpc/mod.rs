@@ -26,10 +26,7 @@ use crate::routes::BATCH_BODY_LIMIT;
 use crate::AppState;
 
 /// Generated protobuf messages, server and client of `proto/raftq.proto` (package `raftq.v1`).
-pub mod pb {
-    #![allow(clippy::all, missing_docs)]
-    tonic::include_proto!("raftq.v1");
-}
+pub use raftq_proto::v1 as pb;
 
 use pb::queues_server::QueuesServer;
 

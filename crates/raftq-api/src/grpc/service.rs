@@ -199,7 +199,7 @@ impl Queues for QueuesService {
             .state
             .queue_stats(account, convert::queue(r.queue)?)
             .await?;
-        reply(stats)
+        reply(convert::stats(stats))
     }
 
     async fn get_cluster(&self, request: Request<pb::GetClusterRequest>) -> Reply<pb::Cluster> {

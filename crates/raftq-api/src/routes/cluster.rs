@@ -15,7 +15,7 @@ use raftq_node::NodeError;
 use crate::auth::Account;
 use crate::error::ApiError;
 use crate::openapi;
-use crate::{metrics, status, AppState};
+use crate::{status, AppState};
 
 /// What `GET /v1/cluster/state` answers.
 #[derive(Serialize, ToSchema)]
@@ -116,7 +116,7 @@ pub async fn healthz(State(state): State<AppState>) -> Response {
 )]
 pub async fn metrics(State(state): State<AppState>) -> Response {
     let status = status::of(&state.api.node, &state.api.region).await;
-    let now = metrics::wall_clock_ms();
+    let now = raftq_node::now_ms();
     let queues = state
         .api
         .node

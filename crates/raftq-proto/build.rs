@@ -1,6 +1,6 @@
 //! Compiles `proto/raftq.proto` (the client gRPC API) with the vendored protoc (no system protoc
-//! needed), server and client both: the server is served by `router`, the client is used by the
-//! tests and by any Rust client.
+//! needed), server and client both: `raftq-api` serves the server, the tests and the benchmark
+//! use the client.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::env::set_var("PROTOC", protoc_bin_vendored::protoc_bin_path()?);
