@@ -78,9 +78,9 @@ impl Metrics {
         self.requests.get_or_create(&labels).inc();
     }
 
-    /// The Prometheus text of the request metrics, the Raft gauges of `raft` and the gauges of
-    /// `queues`.
-    pub fn render(&self, raft: &RaftStatus, queues: &[QueueGauges]) -> String {
+    /// The Prometheus text of the request metrics, the Raft gauges of `raft`, the gauges of
+    /// `queues`, and how many purged or deleted messages are still to be deleted.
+    pub fn render(&self, raft: &RaftStatus, queues: &[QueueGauges], reclaiming: u64) -> String {
         let mut registry = Registry::with_prefix("raftq");
         registry.register(
             "requests",
@@ -94,6 +94,12 @@ impl Metrics {
         );
         register_raft(&mut registry, raft);
         register_queues(&mut registry, queues);
+        gauge(
+            &mut registry,
+            "reclaim_backlog_messages",
+            "Purged or deleted messages whose rows and payloads are not deleted yet",
+            i64::try_from(reclaiming).unwrap_or(i64::MAX),
+        );
         let mut out = String::new();
         // Writing to a String cannot fail.
         let _ = text::encode(&mut out, &registry);
@@ -303,7 +309,7 @@ mod tests {
             },
             dead_lettered: 5,
         }];
-        let text = m.render(&status(), &queues);
+        let text = m.render(&status(), &queues, 7);
         let labels = r#"protocol="http",method="GET",route="/v1/queues/{q}",status="404""#;
         for line in [
             format!("raftq_requests_total{{{labels}}} 2\n"),
@@ -313,6 +319,7 @@ mod tests {
             "raftq_raft_term 3\n".into(),
             "raftq_raft_leader_id -1\n".into(),
             "raftq_raft_apply_lag 2\n".into(),
+            "raftq_reclaim_backlog_messages 7\n".into(),
             "raftq_queue_visible_messages{account=\"dev\",queue=\"orders\"} 4\n".into(),
             "raftq_queue_leased_messages{account=\"dev\",queue=\"orders\"} 2\n".into(),
             "raftq_queue_oldest_message_age_seconds{account=\"dev\",queue=\"orders\"} 30\n".into(),

@@ -1,7 +1,7 @@
 //! The engine: applies entries to the state of every queue of every account, answers queries,
 //! and materializes its rows for the store.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use uuid::Uuid;
 
@@ -15,10 +15,10 @@ use crate::model::{
     QueueGauges, QueueName, QueueRef, QueueStats, QueueType, QueueView, RedrivePolicy,
     RedrivePolicyView,
 };
-use crate::queue::{Books, DedupRecord, Msg, Queue, State, Timer, NO_GROUP};
+use crate::queue::{Books, DedupRecord, Detached, Msg, Queue, State, Timer, NO_GROUP};
 use crate::rows::{
     self, decode_key, Changes, DedupRow, KeyKind, MessageRow, MetaRow, PayloadOp, QueueRow,
-    RowError, RowKey, FORMAT_VERSION,
+    ReclaimRow, RowError, RowKey, FORMAT_VERSION, OLDEST_READABLE_VERSION,
 };
 use crate::{receipt, validate};
 
@@ -30,6 +30,11 @@ pub struct Applied {
     pub changes: Changes,
 }
 
+/// How many purged or deleted messages one tick deletes for good. Purging or deleting a queue
+/// is then constant work in its own entry however deep the queue, and no later entry carries
+/// more than this much cleanup.
+pub const RECLAIM_PER_TICK: usize = 1024;
+
 /// The queue service's state machine. Deterministic: the same entries give the same state.
 #[derive(Debug, Clone)]
 pub struct Engine {
@@ -39,7 +44,18 @@ pub struct Engine {
     queues: BTreeMap<u32, Queue>,
     by_name: BTreeMap<String, BTreeMap<String, u32>>,
     by_id: HashMap<Uuid, u32>,
+    /// Purged or deleted messages still to delete, by queue; ticks delete them in key order.
+    reclaim: BTreeMap<u32, Reclaim>,
     books: Books,
+}
+
+/// Messages of one queue that purges or the queue's deletion took away, oldest set first.
+#[derive(Debug, Clone)]
+struct Reclaim {
+    /// Every message below this sequence number is being reclaimed (all of them once the queue
+    /// is deleted: `u64::MAX`).
+    below: u64,
+    sets: VecDeque<Detached>,
 }
 
 /// The queue a redrive policy is being set on.
@@ -59,6 +75,7 @@ impl Engine {
             queues: BTreeMap::new(),
             by_name: BTreeMap::new(),
             by_id: HashMap::new(),
+            reclaim: BTreeMap::new(),
             books: Books::default(),
         }
     }
@@ -72,10 +89,23 @@ impl Engine {
         self.books.now
     }
 
-    /// When the next lease, delay, retention or deduplication timer falls due; the leader
-    /// proposes a [`Command::Tick`] then.
+    /// When the next lease, delay, retention or deduplication timer falls due, or now while
+    /// purged or deleted messages remain to be deleted; the leader proposes a
+    /// [`Command::Tick`] then.
     pub fn next_due(&self) -> Option<Millis> {
+        if !self.reclaim.is_empty() {
+            return Some(self.books.now);
+        }
         self.books.timers.first().map(|(due, _)| *due)
+    }
+
+    /// Purged or deleted messages whose rows and payloads are not deleted yet.
+    pub fn reclaim_backlog(&self) -> u64 {
+        self.reclaim
+            .values()
+            .flat_map(|r| &r.sets)
+            .map(|set| set.len() as u64)
+            .sum()
     }
 
     /// Applies one entry: first advances the clock (time never goes backwards) and fires what
@@ -178,14 +208,16 @@ impl Engine {
             Command::Purge { account, queue } => {
                 let qid = self.lookup(&account, &queue)?;
                 if let Some(q) = self.queues.get_mut(&qid) {
-                    let seqs: Vec<u64> = q.messages.keys().copied().collect();
-                    for seq in seqs {
-                        discard(q, &mut self.books, seq);
-                    }
+                    let detached = q.detach(&mut self.books);
+                    let below = self.next_seq;
+                    self.doom(qid, below, detached);
                 }
                 Ok(Outcome::Purged)
             }
-            Command::Tick => Ok(Outcome::Ticked),
+            Command::Tick => {
+                self.reclaim_some(RECLAIM_PER_TICK);
+                Ok(Outcome::Ticked)
+            }
         }
     }
 
@@ -349,15 +381,11 @@ impl Engine {
         let Some(mut q) = self.queues.remove(&qid) else {
             return Err(EngineError::QueueNotFound(reference.to_string()));
         };
-        q.clear_timers(&mut self.books);
+        let detached = q.detach(&mut self.books);
+        q.clear_dedup_timer(&mut self.books);
+        self.doom(qid, u64::MAX, detached);
         let changes = &mut self.books.changes;
-        for (&seq, msg) in &q.messages {
-            changes.rows.push(RowKey::Message(qid, seq));
-            changes.payloads.push(PayloadOp::Delete(msg.mid));
-        }
-        for id in q.dedup_ids() {
-            changes.rows.push(RowKey::Dedup(qid, id.clone()));
-        }
+        changes.ranges.push(rows::dedup_range(qid));
         changes.rows.push(RowKey::Queue(qid));
         if let Some(t) = q
             .config
@@ -374,6 +402,54 @@ impl Engine {
         }
         self.by_id.remove(&q.id);
         Ok(Outcome::Deleted)
+    }
+
+    /// Hands messages taken out of queue `qid` to reclamation, which ticks carry out.
+    fn doom(&mut self, qid: u32, below: u64, detached: Detached) {
+        let reclaim = self.reclaim.entry(qid).or_insert_with(|| Reclaim {
+            below,
+            sets: VecDeque::new(),
+        });
+        reclaim.below = reclaim.below.max(below);
+        if !detached.is_empty() {
+            reclaim.sets.push_back(detached);
+        }
+        if reclaim.sets.is_empty() {
+            self.reclaim.remove(&qid);
+        } else {
+            self.books.changes.rows.push(RowKey::Reclaim(qid));
+        }
+    }
+
+    /// Deletes up to `budget` purged or deleted messages for good, lowest queue and sequence
+    /// number first (so every replica, restored or not, deletes the same rows in each tick).
+    fn reclaim_some(&mut self, mut budget: usize) {
+        while budget > 0 {
+            let Some(mut entry) = self.reclaim.first_entry() else {
+                return;
+            };
+            let qid = *entry.key();
+            let reclaim = entry.get_mut();
+            while budget > 0 {
+                let Some(set) = reclaim.sets.front_mut() else {
+                    break;
+                };
+                match set.pop(&mut self.books) {
+                    Some((_, msg)) => {
+                        self.books.changes.payloads.push(PayloadOp::Delete(msg.mid));
+                        budget -= 1;
+                    }
+                    None => {
+                        reclaim.sets.pop_front();
+                    }
+                }
+            }
+            reclaim.sets.retain(|set| !set.is_empty());
+            if reclaim.sets.is_empty() {
+                entry.remove();
+                self.books.changes.rows.push(RowKey::Reclaim(qid));
+            }
+        }
     }
 
     /// Checks a redrive policy against every rule of SPEC.md §2, each with its own error.
@@ -1000,8 +1076,18 @@ impl Engine {
                 })
             }),
             RowKey::Message(qid, seq) => {
-                let q = self.queues.get(qid)?;
-                let m = q.messages.get(seq)?;
+                let (m, group) = match self.queues.get(qid) {
+                    Some(q) if !self.doomed(*qid, *seq) => {
+                        let m = q.messages.get(seq)?;
+                        (m, q.group_name(m.group))
+                    }
+                    _ => self
+                        .reclaim
+                        .get(qid)?
+                        .sets
+                        .iter()
+                        .find_map(|s| s.get(*seq))?,
+                };
                 Some(rows::encode(&MessageRow {
                     mid: m.mid,
                     enqueued_at: m.enqueued_at,
@@ -1010,7 +1096,7 @@ impl Engine {
                     first_received_at: m.first_received_at,
                     receive_count: m.receive_count,
                     size: m.size,
-                    group: q.group_name(m.group).map(str::to_string),
+                    group: group.map(str::to_string),
                     moved: m.moved.as_deref().cloned(),
                 }))
             }
@@ -1022,7 +1108,16 @@ impl Engine {
                     expires_at: r.expires_at,
                 }))
             }
+            RowKey::Reclaim(qid) => self
+                .reclaim
+                .get(qid)
+                .map(|r| rows::encode(&ReclaimRow { below: r.below })),
         }
+    }
+
+    /// Whether message `seq` of queue `qid` is one a purge or the queue's deletion took away.
+    fn doomed(&self, qid: u32, seq: u64) -> bool {
+        self.reclaim.get(&qid).is_some_and(|r| seq < r.below)
     }
 
     /// Every engine row (payloads excluded), in key order: the engine's part of a snapshot.
@@ -1032,6 +1127,12 @@ impl Engine {
             keys.push(RowKey::Queue(qid));
             keys.extend(q.messages.keys().map(|&seq| RowKey::Message(qid, seq)));
             keys.extend(q.dedup.keys().map(|id| RowKey::Dedup(qid, id.clone())));
+        }
+        for (&qid, r) in &self.reclaim {
+            keys.push(RowKey::Reclaim(qid));
+            for set in &r.sets {
+                keys.extend(set.seqs().map(|seq| RowKey::Message(qid, seq)));
+            }
         }
         let mut out: Vec<(Vec<u8>, Vec<u8>)> = keys
             .iter()
@@ -1052,6 +1153,7 @@ impl Engine {
         let mut queues: Vec<(u32, QueueRow)> = Vec::new();
         let mut messages: Vec<(u32, u64, MessageRow)> = Vec::new();
         let mut dedups: Vec<(u32, String, DedupRow)> = Vec::new();
+        let mut reclaims: Vec<(u32, ReclaimRow)> = Vec::new();
         for (key, value) in rows {
             match decode_key(&key)? {
                 KeyKind::Payload(_) => {}
@@ -1065,6 +1167,9 @@ impl Engine {
                 KeyKind::Engine(RowKey::Dedup(qid, id)) => {
                     dedups.push((qid, id, postcard::from_bytes(&value)?))
                 }
+                KeyKind::Engine(RowKey::Reclaim(qid)) => {
+                    reclaims.push((qid, postcard::from_bytes(&value)?))
+                }
             }
         }
         let Some(meta) = meta else {
@@ -1073,7 +1178,7 @@ impl Engine {
                 None => Ok(engine),
             };
         };
-        if meta.version != FORMAT_VERSION {
+        if !(OLDEST_READABLE_VERSION..=FORMAT_VERSION).contains(&meta.version) {
             return Err(RowError::UnsupportedVersion(meta.version));
         }
         engine.books.now = meta.now;
@@ -1110,12 +1215,17 @@ impl Engine {
                 .sources
                 .insert(source);
         }
+        for (qid, row) in reclaims {
+            engine.reclaim.insert(
+                qid,
+                Reclaim {
+                    below: row.below,
+                    sets: VecDeque::from([Detached::new(qid)]),
+                },
+            );
+        }
         messages.sort_unstable_by_key(|&(qid, seq, _)| (qid, seq));
         for (qid, seq, row) in messages {
-            let q = engine
-                .queues
-                .get_mut(&qid)
-                .ok_or(RowError::MissingQueue(qid))?;
             let state = State::from_u8(row.state).ok_or(RowError::BadKey)?;
             let msg = Msg {
                 mid: row.mid,
@@ -1128,12 +1238,21 @@ impl Engine {
                 state,
                 moved: row.moved.map(Box::new),
             };
-            q.insert(
-                &mut engine.books,
-                seq,
-                msg,
-                row.group.as_deref().unwrap_or_default(),
-            );
+            let doomed = engine.doomed(qid, seq);
+            match engine.queues.get_mut(&qid) {
+                Some(q) if !doomed => q.insert(
+                    &mut engine.books,
+                    seq,
+                    msg,
+                    row.group.as_deref().unwrap_or_default(),
+                ),
+                _ => engine
+                    .reclaim
+                    .get_mut(&qid)
+                    .and_then(|r| r.sets.front_mut())
+                    .ok_or(RowError::MissingQueue(qid))?
+                    .restore(seq, msg, row.group.as_deref()),
+            }
         }
         for (qid, id, row) in dedups {
             let q = engine

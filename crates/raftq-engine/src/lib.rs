@@ -43,7 +43,7 @@ pub use command::{
     AckResult, AllowPolicyInput, BatchEntry, BatchResult, Command, Delivery, Entry, MessageMeta,
     NewMessage, Outcome, Payload, QueueAttributes, RedrivePolicyInput, SendResult,
 };
-pub use engine::{Applied, Engine};
+pub use engine::{Applied, Engine, RECLAIM_PER_TICK};
 pub use error::EngineError;
 pub use model::{MessageState, Millis, QueueGauges, QueueRef, QueueStats, QueueType, QueueView};
 pub use rows::{Changes, PayloadOp, RowKey};

@@ -130,6 +130,19 @@ struct Index {
 }
 
 impl Index {
+    fn new(qid: u32, id: Uuid) -> Index {
+        Index {
+            qid,
+            id,
+            ready: BTreeSet::new(),
+            groups: Vec::new(),
+            free_groups: Vec::new(),
+            group_ids: HashMap::default(),
+            pending: BTreeSet::new(),
+            counts: [0; 4],
+        }
+    }
+
     fn timer(&self, seq: u64) -> Timer {
         Timer::Message { qid: self.qid, seq }
     }
@@ -342,16 +355,7 @@ impl Queue {
             created_at,
             config,
             messages: BTreeMap::new(),
-            index: Index {
-                qid,
-                id,
-                ready: BTreeSet::new(),
-                groups: Vec::new(),
-                free_groups: Vec::new(),
-                group_ids: HashMap::default(),
-                pending: BTreeSet::new(),
-                counts: [0; 4],
-            },
+            index: Index::new(qid, id),
             dedup: HashMap::default(),
             dedup_order: VecDeque::new(),
             sources: BTreeSet::new(),
@@ -577,22 +581,83 @@ impl Queue {
         self.schedule_retention(books);
     }
 
-    /// Drops every timer of this queue's own (for deletion).
-    pub(crate) fn clear_timers(&mut self, books: &mut Books) {
+    /// Takes every message out at once (purge, deletion), in constant time: the queue is left
+    /// empty. The messages' own timers stay in the timer set until [`Detached::pop`] removes
+    /// them; one that fires first finds no message and does nothing.
+    pub(crate) fn detach(&mut self, books: &mut Books) -> Detached {
         self.clear_retention_timer(books);
-        if let Some(due) = self.dedup_timer.take() {
-            books.timers.remove(&(due, Timer::Dedup(self.qid)));
-        }
-        for (&seq, msg) in &self.messages {
-            if msg.state.timed() {
-                books.timers.remove(&(msg.until, self.index.timer(seq)));
-            }
+        Detached {
+            messages: std::mem::take(&mut self.messages),
+            index: std::mem::replace(&mut self.index, Index::new(self.qid, self.id)),
         }
     }
 
-    /// The deduplication IDs held, in window order.
-    pub(crate) fn dedup_ids(&self) -> impl Iterator<Item = &String> {
-        self.dedup_order.iter().map(|(_, id)| id)
+    /// Drops the queue's deduplication timer (for deletion).
+    pub(crate) fn clear_dedup_timer(&mut self, books: &mut Books) {
+        if let Some(due) = self.dedup_timer.take() {
+            books.timers.remove(&(due, Timer::Dedup(self.qid)));
+        }
+    }
+}
+
+/// Messages taken out of a queue at once by a purge or the queue's deletion: gone for clients,
+/// while their rows and payloads are deleted a bounded number at a time, oldest first. The
+/// index they were taken with names their FIFO groups, for their rows until then.
+#[derive(Debug, Clone)]
+pub(crate) struct Detached {
+    messages: BTreeMap<u64, Msg>,
+    index: Index,
+}
+
+impl Detached {
+    /// An empty set of `qid`'s messages, for a restore to fill.
+    pub(crate) fn new(qid: u32) -> Detached {
+        Detached {
+            messages: BTreeMap::new(),
+            index: Index::new(qid, Uuid::nil()),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    /// Adds a message read back from its row (with no timer: it is never delivered again).
+    pub(crate) fn restore(&mut self, seq: u64, mut msg: Msg, group_name: Option<&str>) {
+        msg.group = group_name.map_or(NO_GROUP, |name| self.index.intern(name));
+        self.messages.insert(seq, msg);
+    }
+
+    /// The message under `seq` and its group's name.
+    pub(crate) fn get(&self, seq: u64) -> Option<(&Msg, Option<&str>)> {
+        let msg = self.messages.get(&seq)?;
+        let group = self
+            .index
+            .groups
+            .get(msg.group as usize)
+            .and_then(Option::as_ref);
+        Some((msg, group.map(|g| &*g.name)))
+    }
+
+    pub(crate) fn seqs(&self) -> impl Iterator<Item = u64> + '_ {
+        self.messages.keys().copied()
+    }
+
+    /// Takes the oldest message out for good, with its timer, recording its row's deletion.
+    pub(crate) fn pop(&mut self, books: &mut Books) -> Option<(u64, Msg)> {
+        let (seq, msg) = self.messages.pop_first()?;
+        if msg.state.timed() {
+            books.timers.remove(&(msg.until, self.index.timer(seq)));
+        }
+        books
+            .changes
+            .rows
+            .push(RowKey::Message(self.index.qid, seq));
+        Some((seq, msg))
     }
 }
 

@@ -5,7 +5,9 @@
 //! the same entries produce byte-identical snapshots.
 //!
 //! Keys are a tag byte followed by big-endian numbers, so rows sort by queue and sequence number:
-//! `0` meta, `1` queue(qid), `2` message(qid, seq), `3` dedup(qid, id), `4` payload(storage key).
+//! `0` meta, `1` queue(qid), `2` message(qid, seq), `3` dedup(qid, id), `4` payload(storage key),
+//! `5` reclaim(qid): the messages of `qid` below a sequence number that a purge or the queue's
+//! deletion took away and whose rows are still being deleted.
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -14,13 +16,17 @@ use crate::command::Payload;
 use crate::model::{Millis, QueueConfig, QueueName};
 
 /// Version of the row format, kept in the meta row.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
+
+/// The oldest row format this build reads: version 3 only added reclaim rows.
+pub const OLDEST_READABLE_VERSION: u32 = 2;
 
 const TAG_META: u8 = 0;
 const TAG_QUEUE: u8 = 1;
 const TAG_MESSAGE: u8 = 2;
 const TAG_DEDUP: u8 = 3;
 const TAG_PAYLOAD: u8 = 4;
+const TAG_RECLAIM: u8 = 5;
 
 /// The key of an engine-owned row.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -29,6 +35,7 @@ pub enum RowKey {
     Queue(u32),
     Message(u32, u64),
     Dedup(u32, String),
+    Reclaim(u32),
 }
 
 impl RowKey {
@@ -50,8 +57,35 @@ impl RowKey {
                 out.extend_from_slice(&qid.to_be_bytes());
                 out.extend_from_slice(id.as_bytes());
             }
+            RowKey::Reclaim(qid) => {
+                out.push(TAG_RECLAIM);
+                out.extend_from_slice(&qid.to_be_bytes());
+            }
         }
         out
+    }
+}
+
+/// The keys of every deduplication row of queue `qid`: from `start` (inclusive) to `end`
+/// (exclusive). No ID contains the byte 0xFF (IDs are UTF-8), so `end` follows all of them.
+pub fn dedup_range(qid: u32) -> KeyRange {
+    let mut start = vec![TAG_DEDUP];
+    start.extend_from_slice(&qid.to_be_bytes());
+    let mut end = start.clone();
+    end.push(0xFF);
+    KeyRange { start, end }
+}
+
+/// Keys from `start` (inclusive) to `end` (exclusive), deleted together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRange {
+    pub start: Vec<u8>,
+    pub end: Vec<u8>,
+}
+
+impl KeyRange {
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.start.as_slice() <= key && key < self.end.as_slice()
     }
 }
 
@@ -96,6 +130,7 @@ pub fn decode_key(key: &[u8]) -> Result<KeyKind, RowError> {
             KeyKind::Engine(RowKey::Dedup(u32_at(rest)?, id))
         }
         TAG_PAYLOAD if rest.len() == 8 => KeyKind::Payload(u64_of(rest)?),
+        TAG_RECLAIM if rest.len() == 4 => KeyKind::Engine(RowKey::Reclaim(u32_at(rest)?)),
         _ => return Err(RowError::BadKey),
     })
 }
@@ -107,12 +142,14 @@ pub enum PayloadOp {
     Delete(u64),
 }
 
-/// What one apply changed: rows to rewrite (or delete, where [`Engine::row_value`] has none),
-/// payload writes, and queues that gained a deliverable message (for long polls).
+/// What one apply changed: key ranges to delete (first), rows to rewrite (or delete, where
+/// [`Engine::row_value`] has none), payload writes, and queues that gained a deliverable message
+/// (for long polls).
 ///
 /// [`Engine::row_value`]: crate::Engine::row_value
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Changes {
+    pub ranges: Vec<KeyRange>,
     pub rows: Vec<RowKey>,
     pub payloads: Vec<PayloadOp>,
     pub woken: Vec<Uuid>,
@@ -125,7 +162,9 @@ pub enum RowError {
     BadKey,
     #[error("malformed row value: {0}")]
     BadValue(#[from] postcard::Error),
-    #[error("row format version {0} is not supported (this build reads {FORMAT_VERSION})")]
+    #[error(
+        "row format version {0} is not supported (this build reads {OLDEST_READABLE_VERSION} to {FORMAT_VERSION})"
+    )]
     UnsupportedVersion(u32),
     #[error("row refers to queue {0}, which has no queue row")]
     MissingQueue(u32),
@@ -160,6 +199,13 @@ pub(crate) struct MessageRow {
     pub size: u32,
     pub group: Option<String>,
     pub moved: Option<QueueName>,
+}
+
+/// Messages of a queue whose rows and payloads are still being deleted: those below sequence
+/// number `below` (every one, when the queue itself was deleted).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ReclaimRow {
+    pub below: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -199,6 +245,7 @@ mod tests {
             RowKey::Message(1, 300),
             RowKey::Message(2, 1),
             RowKey::Dedup(1, "a".into()),
+            RowKey::Reclaim(1),
         ];
         let encoded: Vec<Vec<u8>> = keys.iter().map(RowKey::encode).collect();
         let mut sorted = encoded.clone();
@@ -209,6 +256,12 @@ mod tests {
         }
         assert_eq!(decode_key(&payload_key(9)).unwrap(), KeyKind::Payload(9));
         assert!(decode_key(&[9, 1]).is_err());
+        let range = dedup_range(1);
+        assert!(range.contains(&RowKey::Dedup(1, "a".into()).encode()));
+        assert!(range.contains(&RowKey::Dedup(1, "\u{10FFFF}".repeat(128)).encode()));
+        assert!(!range.contains(&RowKey::Dedup(2, String::new()).encode()));
+        assert!(!range.contains(&RowKey::Dedup(0, "z".into()).encode()));
+        assert!(!range.contains(&RowKey::Message(1, 5).encode()));
         assert!(decode_key(&[]).is_err());
     }
 }

@@ -12,7 +12,7 @@ use raftq_engine::validate::content_hash;
 use raftq_engine::{
     AllowPolicyInput, BatchEntry, Command, Delivery, Engine, EngineError, Entry, MessageMeta,
     MessageState, NewMessage, Outcome, Payload, QueueAttributes, QueueStats, QueueType,
-    RedrivePolicyInput, SendResult,
+    RedrivePolicyInput, SendResult, RECLAIM_PER_TICK,
 };
 use support::*;
 
@@ -1664,10 +1664,145 @@ fn purge_removes_every_message_in_every_state() {
     h.apply(queue_cmd(src, Op::Purge)).expect("purge");
     assert!(peek(&h, src).is_empty());
     assert_eq!(stats(&h, src), QueueStats::default());
+    assert_eq!(h.engine.reclaim_backlog(), 4);
+    h.tick();
     assert!(h.store.payload_keys().is_empty());
+    assert_eq!(h.engine.reclaim_backlog(), 0);
     h.advance(120);
     assert!(h.receive(src, 10).is_empty());
     assert!(peek(&h, "dlq").is_empty());
+}
+
+/// Sends `n` messages to `queue` (of groups `g0`..`g9`, each with a deduplication ID, when FIFO),
+/// then leases 5 and delays one, so purged messages carry timers.
+fn fill(h: &mut Harness, queue: &str, n: usize) {
+    for i in 0..n {
+        let mut m = msg_for(h, queue, &format!("g{}", i % 10), &format!("m{i}"));
+        if queue.ends_with(".fifo") {
+            m.message_deduplication_id = Some(format!("d{i}"));
+        }
+        h.try_send_msg(queue, m).expect("send");
+    }
+    h.receive(queue, 5);
+    put_delayed(h, queue, "g0", "delayed", 60);
+}
+
+/// Ticks until nothing is left to reclaim, checking that each tick deletes at most
+/// [`RECLAIM_PER_TICK`] payloads; returns the number of ticks.
+fn reclaim_all(h: &mut Harness) -> usize {
+    let mut ticks = 0;
+    while h.engine.reclaim_backlog() > 0 {
+        assert_eq!(
+            h.engine.next_due(),
+            Some(h.engine.now()),
+            "reclaiming is due"
+        );
+        let before = h.store.payload_keys().len();
+        h.tick();
+        let deleted = before - h.store.payload_keys().len();
+        assert!(
+            deleted > 0 && deleted <= RECLAIM_PER_TICK,
+            "{deleted} in one tick"
+        );
+        assert_eq!(h.store.engine_rows(), h.engine.export_rows());
+        ticks += 1;
+    }
+    ticks
+}
+
+#[test]
+fn purge_is_constant_work_and_ticks_delete_the_messages_in_bounded_steps() {
+    let mut h = Harness::new();
+    h.create("big");
+    let n = 2 * RECLAIM_PER_TICK + 10;
+    fill(&mut h, "big", n);
+    let applied = h.apply_changes(queue_cmd("big", Op::Purge));
+    assert_eq!(applied.result, Ok(Outcome::Purged));
+    assert!(applied.changes.payloads.is_empty());
+    assert!(
+        applied.changes.rows.len() <= 3,
+        "{:?}",
+        applied.changes.rows
+    );
+    assert_eq!(stats(&h, "big"), QueueStats::default());
+    assert!(peek(&h, "big").is_empty());
+    assert!(h.receive("big", 10).is_empty());
+    assert_eq!(h.engine.reclaim_backlog(), n as u64 + 1);
+
+    put(&mut h, "big", "after the purge");
+    assert_eq!(reclaim_all(&mut h), 3);
+    assert_eq!(
+        h.store.payload_keys().len(),
+        1,
+        "only the later message is left"
+    );
+    h.advance(120);
+    let got = h.receive("big", 10);
+    assert_eq!(h.bodies(&got), ["after the purge"]);
+    assert_eq!(h.store.engine_rows(), h.engine.export_rows());
+}
+
+#[test]
+fn deleting_a_deep_queue_frees_its_name_at_once_and_ticks_delete_its_messages() {
+    let mut h = Harness::new();
+    h.create("big.fifo");
+    h.create("other");
+    put(&mut h, "other", "stays");
+    fill(&mut h, "big.fifo", RECLAIM_PER_TICK + 1);
+    let dedup_rows = |h: &Harness| h.store.rows.keys().filter(|k| k[0] == 3).count();
+    assert!(dedup_rows(&h) > RECLAIM_PER_TICK);
+
+    let applied = h.apply_changes(queue_cmd("big.fifo", Op::Delete));
+    assert_eq!(applied.result, Ok(Outcome::Deleted));
+    assert!(applied.changes.payloads.is_empty());
+    assert!(
+        applied.changes.rows.len() <= 3,
+        "{:?}",
+        applied.changes.rows
+    );
+    assert_eq!(dedup_rows(&h), 0, "deduplication rows go by range");
+    assert_eq!(h.store.engine_rows(), h.engine.export_rows());
+
+    h.create("big.fifo");
+    assert_eq!(stats(&h, "big.fifo"), QueueStats::default());
+    h.send_fifo("big.fifo", "g0", "new");
+    assert_eq!(reclaim_all(&mut h), 2);
+    assert_eq!(
+        h.store.payload_keys().len(),
+        2,
+        "the new queue's and the other's"
+    );
+    let got = h.receive("big.fifo", 10);
+    assert_eq!(h.bodies(&got), ["new"]);
+    assert_eq!(
+        h.engine.next_due(),
+        Some(h.now + 30_000),
+        "the new lease is next"
+    );
+}
+
+#[test]
+fn a_restore_during_reclamation_deletes_the_same_rows_tick_by_tick() {
+    let mut h = Harness::new();
+    h.create("a.fifo");
+    h.create("b");
+    fill(&mut h, "a.fifo", RECLAIM_PER_TICK + 3);
+    fill(&mut h, "b", 20);
+    h.apply(queue_cmd("b", Op::Purge)).expect("purge b");
+    put(&mut h, "b", "kept");
+    h.apply(queue_cmd("a.fifo", Op::Delete)).expect("delete a");
+    h.tick();
+    fill(&mut h, "b", 7);
+    h.apply(queue_cmd("b", Op::Purge)).expect("purge b again");
+
+    let mut restored = Engine::restore("local", h.store.rows.clone()).expect("restore");
+    assert_eq!(restored.export_rows(), h.engine.export_rows());
+    assert_eq!(restored.reclaim_backlog(), h.engine.reclaim_backlog());
+    while h.engine.reclaim_backlog() > 0 {
+        both(&mut h, &mut restored, Command::Tick);
+    }
+    assert_eq!(restored.reclaim_backlog(), 0);
+    assert!(h.store.payload_keys().is_empty());
 }
 
 #[test]

@@ -259,6 +259,9 @@ fn stage(
     changes: Changes,
     fresh: &mut HashMap<u64, Payload>,
 ) {
+    for range in &changes.ranges {
+        batch.delete_range_cf(cf, &range.start, &range.end);
+    }
     for key in &changes.rows {
         match engine.row_value(key) {
             Some(value) => batch.put_cf(cf, key.encode(), value),

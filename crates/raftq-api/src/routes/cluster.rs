@@ -117,15 +117,15 @@ pub async fn healthz(State(state): State<AppState>) -> Response {
 pub async fn metrics(State(state): State<AppState>) -> Response {
     let status = status::of(&state.api.node, &state.api.region).await;
     let now = raftq_node::now_ms();
-    let queues = state
+    let (queues, reclaiming) = state
         .api
         .node
         .reader()
-        .with_engine(|engine| engine.queue_gauges(now))
+        .with_engine(|engine| (engine.queue_gauges(now), engine.reclaim_backlog()))
         .unwrap_or_default();
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-        state.metrics.render(&status, &queues),
+        state.metrics.render(&status, &queues, reclaiming),
     )
         .into_response()
 }

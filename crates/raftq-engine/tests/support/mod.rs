@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use raftq_engine::rows::{decode_payload, encode_payload, payload_key};
 use raftq_engine::{
-    Changes, Command, Delivery, Engine, EngineError, Entry, NewMessage, Outcome, Payload,
+    Applied, Changes, Command, Delivery, Engine, EngineError, Entry, NewMessage, Outcome, Payload,
     PayloadOp, QueueAttributes, QueueView, SendResult,
 };
 use uuid::Uuid;
@@ -23,6 +23,10 @@ pub struct MemStore {
 
 impl MemStore {
     pub fn persist(&mut self, engine: &Engine, changes: &Changes) {
+        if !changes.ranges.is_empty() {
+            self.rows
+                .retain(|k, _| !changes.ranges.iter().any(|r| r.contains(k)));
+        }
         for key in &changes.rows {
             match engine.row_value(key) {
                 Some(value) => self.rows.insert(key.encode(), value),
@@ -96,12 +100,17 @@ impl Harness {
 
     /// Applies a command at the harness clock and persists its changes.
     pub fn apply(&mut self, command: Command) -> Result<Outcome, EngineError> {
+        self.apply_changes(command).result
+    }
+
+    /// Like [`Harness::apply`], also returning what the store was told to write.
+    pub fn apply_changes(&mut self, command: Command) -> Applied {
         let applied = self.engine.apply(Entry {
             now: self.now,
             command,
         });
         self.store.persist(&self.engine, &applied.changes);
-        applied.result
+        applied
     }
 
     pub fn advance_ms(&mut self, ms: u64) {
