@@ -17,9 +17,11 @@ use crate::node::now_ms;
 
 /// Most commands in one entry.
 const MAX_BATCH: usize = 512;
-/// Entries proposed and not yet applied, at most: fewer, larger entries cost less per command
-/// (3 nodes, 256 senders: about 29k sends/s with 16, 34k with 8; docs/benchmarks-node.md).
-const IN_FLIGHT: usize = 8;
+/// Entries proposed and not yet applied, at most: fewer, larger entries cost less per command.
+/// Three `raftq serve` processes on 2 cores, 1 KiB gRPC sends, two alternating runs each:
+/// 16 senders 4.4k/4.3k/3.3k sends/s and 256 senders 15k/15k/13k with 1/2/8 in flight
+/// (three nodes in one process had favoured 8 over 16: 34k against 29k).
+const IN_FLIGHT: usize = 2;
 /// Commands waiting for an entry, at most (senders wait beyond).
 const QUEUE: usize = 8192;
 
