@@ -25,7 +25,7 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::batcher::Batcher;
 use crate::error::{NodeError, StartError};
-use crate::network::{CallError, Network, Partition, PeerClient, WINDOW};
+use crate::network::{Network, Partition, PeerClient, WINDOW};
 use crate::query::{self, Query, QueryResult};
 use crate::rpc::raft_server::RaftServer;
 use crate::service::PeerService;
@@ -64,9 +64,11 @@ impl NodeConfig {
             region: "local".into(),
             snapshot_after_logs: 20_000,
             // A follower that knew a leader waits its lease (the maximum timeout) plus a random
-            // timeout before it stands: 0.75 to 1 s after the last heartbeat.
-            heartbeat_ms: 50,
-            election_timeout_ms: (250, 500),
+            // timeout before it stands: 0.9 to 1.2 s after the last heartbeat. openraft gives
+            // an append (and so a heartbeat) the heartbeat interval to be answered: 50 ms timed
+            // out under load, and every timeout resends the entries.
+            heartbeat_ms: 100,
+            election_timeout_ms: (300, 600),
         }
     }
 }
@@ -291,31 +293,6 @@ impl Node {
     }
 }
 
-/// Whether a failed call never got a connection to the peer, so that nothing was sent: the
-/// connection was refused, or could not be made in time.
-fn never_connected(status: &tonic::Status) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(status);
-    while let Some(e) = cause {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if matches!(
-                io.kind(),
-                std::io::ErrorKind::ConnectionRefused
-                    | std::io::ErrorKind::AddrNotAvailable
-                    | std::io::ErrorKind::HostUnreachable
-                    | std::io::ErrorKind::NetworkUnreachable
-            ) {
-                return true;
-            }
-        }
-        let text = e.to_string();
-        if text.contains("tcp connect error") || text.contains("error trying to connect") {
-            return true;
-        }
-        cause = e.source();
-    }
-    false
-}
-
 impl Core {
     /// Runs a request here when this node leads, else at the leader; retries while no leader
     /// is known, up to [`LEADER_WAIT`].
@@ -366,12 +343,7 @@ impl Core {
                 let message = format!("forwarding to node {leader}: {e}");
                 // A write may have reached the leader and committed unless the call provably
                 // never left this node; a read can always be asked again.
-                let retryable = matches!(request, Forwarded::Read(_))
-                    || match &e {
-                        CallError::Cut(_) | CallError::Address(_) => true,
-                        CallError::Transport(status) => never_connected(status),
-                        CallError::Decode(_) => false,
-                    };
+                let retryable = matches!(request, Forwarded::Read(_)) || e.unreachable();
                 if retryable {
                     NodeError::Unavailable(message)
                 } else {
@@ -441,16 +413,17 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::network::CallError;
 
     /// A forward to `addr` that fails in transport, with its status.
-    async fn failed_forward(addr: &str) -> tonic::Status {
+    async fn failed_forward(addr: &str, timeout: Duration) -> tonic::Status {
         let mut client = PeerClient::new(2, addr, Partition::default());
         let request = Forwarded::Read(Query::ListQueues {
             account: "dev".into(),
             prefix: String::new(),
         });
         match client
-            .forward::<_, Result<ForwardReply, NodeError>>(&request, Duration::from_secs(5))
+            .forward::<_, Result<ForwardReply, NodeError>>(&request, timeout)
             .await
         {
             Err(CallError::Transport(status)) => status,
@@ -463,8 +436,8 @@ mod tests {
         let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = closed.local_addr().expect("addr").to_string();
         drop(closed);
-        let status = failed_forward(&addr).await;
-        assert!(never_connected(&status), "{status:?}");
+        let status = failed_forward(&addr, Duration::from_secs(5)).await;
+        assert!(CallError::Transport(status).unreachable());
     }
 
     #[tokio::test]
@@ -477,8 +450,25 @@ mod tests {
                 drop(stream);
             }
         });
-        let status = failed_forward(&addr).await;
-        assert!(!never_connected(&status), "{status:?}");
+        let status = failed_forward(&addr, Duration::from_secs(5)).await;
+        assert!(!CallError::Transport(status).unreachable());
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_answers_late_is_not_unreachable() {
+        // Connected, but no answer within the call's timeout: a slow peer, which openraft must
+        // keep sending heartbeats to.
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let server = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                held.push(stream);
+            }
+        });
+        let status = failed_forward(&addr, Duration::from_millis(200)).await;
+        assert!(!CallError::Transport(status).unreachable());
         server.abort();
     }
 }
