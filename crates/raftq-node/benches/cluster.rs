@@ -130,8 +130,21 @@ fn report(name: &str, in_flight: usize, ops: u64, hist: &Histogram<u64>, failure
 
 /// Stops the leader while 16 senders write through the surviving nodes; the window is the
 /// longest time no write succeeded.
+/// The member that is leader by its own account (another member's view may be stale).
+async fn self_declared_leader(nodes: &BTreeMap<u64, Arc<Node>>) -> u64 {
+    loop {
+        let leading = nodes
+            .iter()
+            .find(|(_, n)| n.raft().metrics().borrow().state == openraft::ServerState::Leader);
+        if let Some((&id, _)) = leading {
+            return id;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 async fn failover(nodes: &mut BTreeMap<u64, Arc<Node>>) {
-    let old = leader(nodes).await;
+    let old = self_declared_leader(nodes).await;
     let survivors: Vec<Arc<Node>> = nodes
         .iter()
         .filter(|(id, _)| **id != old)
@@ -163,17 +176,27 @@ async fn failover(nodes: &mut BTreeMap<u64, Arc<Node>>) {
         }));
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
-    if let Some(node) = nodes.remove(&old) {
-        if let Ok(node) = Arc::try_unwrap(node) {
-            node.shutdown().await;
-        }
-    }
+    // Stopping a follower, or a leader that cannot be stopped, would measure no failover at
+    // all: fail loudly instead.
+    assert_eq!(
+        self_declared_leader(nodes).await,
+        old,
+        "leadership moved during the lead-in"
+    );
+    let node = nodes.remove(&old).expect("the leader is a member");
+    let node = Arc::try_unwrap(node)
+        .unwrap_or_else(|_| panic!("the leader is still shared, so it cannot be stopped"));
+    node.shutdown().await;
     tokio::time::sleep(Duration::from_secs(5)).await;
+    let new = self_declared_leader(nodes).await;
+    assert_ne!(new, old, "a new leader took over");
+    // Writes that did not come back after the stop count up to the end of the window.
+    let tail = last_ok.lock().map(|l| l.elapsed()).unwrap_or_default();
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
         let _ = t.await;
     }
-    let window = longest.lock().map(|l| *l).unwrap_or_default();
+    let window = longest.lock().map(|l| *l).unwrap_or_default().max(tail);
     println!(
         "{}",
         serde_json::json!({"bench": "leader_failover", "unavailable_ms": window.as_millis() as u64})

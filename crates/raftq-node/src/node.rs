@@ -64,11 +64,11 @@ impl NodeConfig {
             region: "local".into(),
             snapshot_after_logs: 20_000,
             // A follower that knew a leader waits its lease (the maximum timeout) plus a random
-            // timeout before it stands: 0.9 to 1.2 s after the last heartbeat. openraft gives
-            // an append (and so a heartbeat) the heartbeat interval to be answered: 50 ms timed
-            // out under load, and every timeout resends the entries.
-            heartbeat_ms: 100,
-            election_timeout_ms: (300, 600),
+            // timeout before it stands: 0.75 to 1 s after the last heartbeat. openraft gives an
+            // append one heartbeat interval to be answered, so under load appends time out and
+            // are sent again; 100 ms and 300-600 ms made failover 2.4 s (scripts/bench-node).
+            heartbeat_ms: 50,
+            election_timeout_ms: (250, 500),
         }
     }
 }
