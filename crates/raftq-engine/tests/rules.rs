@@ -1687,6 +1687,20 @@ fn fill(h: &mut Harness, queue: &str, n: usize) {
     put_delayed(h, queue, "g0", "delayed", 60);
 }
 
+/// Applies a purge or delete and checks it wrote a few rows and no payload, however deep the
+/// queue.
+#[track_caller]
+fn constant_work(h: &mut Harness, command: Command, outcome: Outcome) {
+    let applied = h.apply_changes(command);
+    assert_eq!(applied.result, Ok(outcome));
+    assert!(applied.changes.payloads.is_empty());
+    assert!(
+        applied.changes.rows.len() <= 3,
+        "{:?}",
+        applied.changes.rows
+    );
+}
+
 /// Ticks until nothing is left to reclaim, checking that each tick deletes at most
 /// [`RECLAIM_PER_TICK`] payloads; returns the number of ticks.
 fn reclaim_all(h: &mut Harness) -> usize {
@@ -1716,14 +1730,7 @@ fn purge_is_constant_work_and_ticks_delete_the_messages_in_bounded_steps() {
     h.create("big");
     let n = 2 * RECLAIM_PER_TICK + 10;
     fill(&mut h, "big", n);
-    let applied = h.apply_changes(queue_cmd("big", Op::Purge));
-    assert_eq!(applied.result, Ok(Outcome::Purged));
-    assert!(applied.changes.payloads.is_empty());
-    assert!(
-        applied.changes.rows.len() <= 3,
-        "{:?}",
-        applied.changes.rows
-    );
+    constant_work(&mut h, queue_cmd("big", Op::Purge), Outcome::Purged);
     assert_eq!(stats(&h, "big"), QueueStats::default());
     assert!(peek(&h, "big").is_empty());
     assert!(h.receive("big", 10).is_empty());
@@ -1752,14 +1759,7 @@ fn deleting_a_deep_queue_frees_its_name_at_once_and_ticks_delete_its_messages() 
     let dedup_rows = |h: &Harness| h.store.rows.keys().filter(|k| k[0] == 3).count();
     assert!(dedup_rows(&h) > RECLAIM_PER_TICK);
 
-    let applied = h.apply_changes(queue_cmd("big.fifo", Op::Delete));
-    assert_eq!(applied.result, Ok(Outcome::Deleted));
-    assert!(applied.changes.payloads.is_empty());
-    assert!(
-        applied.changes.rows.len() <= 3,
-        "{:?}",
-        applied.changes.rows
-    );
+    constant_work(&mut h, queue_cmd("big.fifo", Op::Delete), Outcome::Deleted);
     assert_eq!(dedup_rows(&h), 0, "deduplication rows go by range");
     assert_eq!(h.store.engine_rows(), h.engine.export_rows());
 
