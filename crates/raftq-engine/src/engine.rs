@@ -444,7 +444,10 @@ impl Engine {
                     }
                 }
             }
-            reclaim.sets.retain(|set| !set.is_empty());
+            // Only the front set can have been emptied without being dropped.
+            if reclaim.sets.front().is_some_and(Detached::is_empty) {
+                reclaim.sets.pop_front();
+            }
             if reclaim.sets.is_empty() {
                 entry.remove();
                 self.books.changes.rows.push(RowKey::Reclaim(qid));

@@ -38,19 +38,6 @@ async fn start_cluster(dir: &TempDir) -> BTreeMap<u64, Arc<Node>> {
     nodes
 }
 
-async fn leader(nodes: &BTreeMap<u64, Arc<Node>>) -> u64 {
-    loop {
-        if let Some(node) = nodes.values().next() {
-            if let Some(l) = node.raft().metrics().borrow().current_leader {
-                if nodes.contains_key(&l) {
-                    return l;
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 fn send(body: &str) -> Command {
     Command::Send {
         account: "dev".into(),
@@ -128,10 +115,8 @@ fn report(name: &str, in_flight: usize, ops: u64, hist: &Histogram<u64>, failure
     );
 }
 
-/// Stops the leader while 16 senders write through the surviving nodes; the window is the
-/// longest time no write succeeded.
 /// The member that is leader by its own account (another member's view may be stale).
-async fn self_declared_leader(nodes: &BTreeMap<u64, Arc<Node>>) -> u64 {
+async fn leader(nodes: &BTreeMap<u64, Arc<Node>>) -> u64 {
     loop {
         let leading = nodes
             .iter()
@@ -143,8 +128,10 @@ async fn self_declared_leader(nodes: &BTreeMap<u64, Arc<Node>>) -> u64 {
     }
 }
 
+/// Stops the leader while 16 senders write through the surviving nodes; the window is the
+/// longest time no write succeeded.
 async fn failover(nodes: &mut BTreeMap<u64, Arc<Node>>) {
-    let old = self_declared_leader(nodes).await;
+    let old = leader(nodes).await;
     let survivors: Vec<Arc<Node>> = nodes
         .iter()
         .filter(|(id, _)| **id != old)
@@ -179,7 +166,7 @@ async fn failover(nodes: &mut BTreeMap<u64, Arc<Node>>) {
     // Stopping a follower, or a leader that cannot be stopped, would measure no failover at
     // all: fail loudly instead.
     assert_eq!(
-        self_declared_leader(nodes).await,
+        leader(nodes).await,
         old,
         "leadership moved during the lead-in"
     );
@@ -188,7 +175,7 @@ async fn failover(nodes: &mut BTreeMap<u64, Arc<Node>>) {
         .unwrap_or_else(|_| panic!("the leader is still shared, so it cannot be stopped"));
     node.shutdown().await;
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let new = self_declared_leader(nodes).await;
+    let new = leader(nodes).await;
     assert_ne!(new, old, "a new leader took over");
     // Writes that did not come back after the stop count up to the end of the window.
     let tail = last_ok.lock().map(|l| l.elapsed()).unwrap_or_default();
