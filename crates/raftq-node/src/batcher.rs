@@ -18,10 +18,9 @@ use crate::node::now_ms;
 /// Most commands in one entry.
 const MAX_BATCH: usize = 512;
 /// Entries proposed and not yet applied, at most: fewer, larger entries cost less per command.
-/// Three `raftq serve` processes on 2 cores favoured 1 or 2 (at 256 senders about 15k sends/s
-/// against 13k with 8), but with 2 the in-process failover run of `scripts/bench-node` saw no
-/// write through the survivors succeed for 5 s after the leader stopped (1.2 s with 8), which
-/// is not explained yet; so 8 stays.
+/// Ad hoc runs with three `raftq serve` processes favoured 1 or 2, but with 2 the in-process
+/// failover run of `scripts/bench-node` saw no write through the survivors succeed for 5 s after
+/// the leader stopped (about 1 s with 8), which is not explained yet; so 8 stays.
 const IN_FLIGHT: usize = 8;
 /// Commands waiting for an entry, at most (senders wait beyond).
 const QUEUE: usize = 8192;

@@ -9,8 +9,8 @@ use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 /// mimalloc instead of glibc's allocator: a request allocates and frees many small buffers
-/// (HTTP/2 frames, protobuf messages, log entries), and glibc's malloc took about 16% of a
-/// node's CPU under load (`perf record` of `raftq serve`, 256 sends in flight).
+/// (HTTP/2 frames, protobuf messages, log entries), and glibc's malloc was a large share of a
+/// loaded node's CPU in `perf record` profiles of `raftq serve`.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
