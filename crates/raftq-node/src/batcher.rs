@@ -22,6 +22,10 @@ const MAX_BATCH: usize = 512;
 /// failover run of `scripts/bench-node` saw no write through the survivors succeed for 5 s after
 /// the leader stopped (about 1 s with 8), which is not explained yet; so 8 stays.
 const IN_FLIGHT: usize = 8;
+/// Encoded bytes of commands after which an entry takes no more: an entry must fit one
+/// AppendEntries ([`APPEND_BYTES`](crate::network::APPEND_BYTES)) with room for the command
+/// that crossed this line.
+const ENTRY_BYTES: usize = crate::network::APPEND_BYTES / 2;
 /// Commands waiting for an entry, at most (senders wait beyond).
 const QUEUE: usize = 8192;
 
@@ -60,10 +64,14 @@ async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::Receiver<(Command, Reply)>, t
         let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
             return;
         };
+        let mut bytes = encoded_size(&first.0);
         let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
+        while batch.len() < MAX_BATCH && bytes < ENTRY_BYTES {
             match rx.try_recv() {
-                Ok(next) => batch.push(next),
+                Ok(next) => {
+                    bytes = bytes.saturating_add(encoded_size(&next.0));
+                    batch.push(next);
+                }
                 Err(_) => break,
             }
         }
@@ -73,6 +81,11 @@ async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::Receiver<(Command, Reply)>, t
             drop(permit);
         });
     }
+}
+
+/// The bytes `command` takes in a log entry.
+fn encoded_size(command: &Command) -> usize {
+    postcard::experimental::serialized_size(command).unwrap_or(usize::MAX)
 }
 
 async fn write(raft: &Raft<TypeConfig>, batch: Vec<(Command, Reply)>, timeout: Duration) {

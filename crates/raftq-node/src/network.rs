@@ -38,6 +38,26 @@ const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 /// before it stands for election.
 const UNREACHABLE_BACKOFF: Duration = Duration::from_millis(100);
 
+/// Encoded bytes of log entries one AppendEntries carries, at most; a single larger entry goes
+/// alone. openraft 0.9 gives an append one heartbeat interval to be answered and sends up to
+/// `max_payload_entries` entries in it, also when a new leader probes where a follower's log
+/// matches its own; entries of many commands made such a request too large to ever be answered
+/// in time, and a new leader could not bring its followers up to date (see [`prefix_within`]).
+pub(crate) const APPEND_BYTES: usize = 1024 * 1024;
+
+/// How many of `entries`, from the first, fit in `budget` encoded bytes: at least one.
+fn prefix_within<T: Serialize>(entries: &[T], budget: usize) -> usize {
+    let mut used = 0usize;
+    for (i, entry) in entries.iter().enumerate() {
+        let size = postcard::experimental::serialized_size(entry).unwrap_or(usize::MAX);
+        used = used.saturating_add(size);
+        if used > budget && i > 0 {
+            return i;
+        }
+    }
+    entries.len()
+}
+
 /// Peers this node refuses to talk to: a switch for partition tests, empty in production.
 #[derive(Debug, Clone, Default)]
 pub struct Partition {
@@ -229,12 +249,23 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         Backoff::new(std::iter::repeat(UNREACHABLE_BACKOFF))
     }
 
+    /// Sends the entries that fit in [`APPEND_BYTES`]; when that is not all of them, a success
+    /// is reported as a partial one up to the last entry sent, and openraft sends the rest next.
     async fn append_entries(
         &mut self,
-        rpc: AppendEntriesRequest<TypeConfig>,
+        mut rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        self.raft_call(Method::Append, &rpc, &option).await
+        let fit = prefix_within(&rpc.entries, APPEND_BYTES);
+        let cut = (fit < rpc.entries.len()).then(|| rpc.entries[fit - 1].log_id);
+        rpc.entries.truncate(fit);
+        let reply = self.raft_call(Method::Append, &rpc, &option).await?;
+        Ok(match (reply, cut) {
+            (AppendEntriesResponse::Success, Some(last)) => {
+                AppendEntriesResponse::PartialSuccess(Some(last))
+            }
+            (reply, _) => reply,
+        })
     }
 
     async fn install_snapshot(
@@ -254,5 +285,31 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
         self.raft_call(Method::Vote, &rpc, &option).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(sizes: &[usize]) -> Vec<Vec<u8>> {
+        sizes.iter().map(|n| vec![7u8; *n]).collect()
+    }
+
+    #[test]
+    fn entries_are_sent_while_they_fit_the_budget() {
+        // Each 100-byte vector encodes in 101 bytes (a one-byte length first).
+        let all = entries(&[100, 100, 100, 100]);
+        assert_eq!(prefix_within(&all, 202), 2);
+        assert_eq!(prefix_within(&all, 201), 1);
+        assert_eq!(prefix_within(&all, 404), 4);
+        assert_eq!(prefix_within(&all, 10_000), 4);
+    }
+
+    #[test]
+    fn an_entry_larger_than_the_budget_still_goes_alone() {
+        let all = entries(&[5_000, 10]);
+        assert_eq!(prefix_within(&all, 1_000), 1);
+        assert_eq!(prefix_within::<Vec<u8>>(&[], 1_000), 0);
     }
 }

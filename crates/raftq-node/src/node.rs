@@ -38,6 +38,12 @@ const CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// Pause between attempts while no leader is known.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
+/// Log entries one replication request may cover (openraft's default is 300). The network sends
+/// them in requests of at most [`APPEND_BYTES`](crate::network::APPEND_BYTES); a new leader
+/// probes where a follower's log matches its own with this many entries at a time, which fewer
+/// keeps cheap, while more let a follower that fell behind catch up in fewer round trips.
+const MAX_PAYLOAD_ENTRIES: u64 = 32;
+
 /// What a node needs to know to start.
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
@@ -139,6 +145,7 @@ impl Node {
             election_timeout_max: config.election_timeout_ms.1,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_after_logs),
             max_in_snapshot_log_to_keep: 0,
+            max_payload_entries: MAX_PAYLOAD_ENTRIES,
             ..Default::default()
         }
         .validate()

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use raftq_engine::{
     Command, EngineError, NewMessage, Outcome, QueueAttributes, QueueStats, SendResult,
 };
@@ -301,6 +302,51 @@ async fn losing_the_leader_keeps_acknowledged_sends_dedup_and_timers() {
             Outcome::Received(d) => assert_eq!(d[0].meta.receive_count, 2),
             other => panic!("unexpected {other:?}"),
         }
+    })
+    .await
+    .expect("bounded");
+}
+
+/// A new leader does not know how much of its log a follower holds, and openraft 0.9 finds out
+/// by sending entries, each request given one heartbeat interval to be answered. Requests of
+/// many large entries once timed out again and again: followers fell behind under load, and a
+/// new leader could not commit at all. Requests are now bounded in bytes and in entries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_leader_brings_followers_with_long_logs_of_large_entries_up_to_date() {
+    timeout(BOUND, async {
+        let mut cluster = Cluster::start(3, 10_000).await;
+        let leader = cluster.leader().await;
+        let node = cluster.node(leader);
+        let attributes = QueueAttributes {
+            max_message_bytes: Some(256 * 1024),
+            ..QueueAttributes::default()
+        };
+        outcome(
+            node.write(create("big.fifo", attributes))
+                .await
+                .expect("create"),
+        );
+        // Concurrent sends share entries: 8 rounds of 48 sends of 128 KiB.
+        let body = "x".repeat(128 * 1024);
+        for round in 0..8 {
+            let writes = (0..48).map(|i| {
+                let n = round * 48 + i;
+                node.write(send("big.fifo", &format!("g{n}"), &format!("d{n}"), &body))
+            });
+            for response in join_all(writes).await {
+                sent(response.expect("send"));
+            }
+        }
+        cluster.converged().await;
+        cluster.stop(leader).await;
+        let new_leader = cluster.leader().await;
+        let node = cluster.node(new_leader);
+        sent(
+            node.write(send("big.fifo", "after", "after", "x"))
+                .await
+                .expect("a write once the leader stopped"),
+        );
+        assert_eq!(stats(node, "big.fifo").await.visible, 8 * 48 + 1);
     })
     .await
     .expect("bounded");
