@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::error::NodeError;
+use crate::network::{encoded_len, APPEND_BYTES};
 use crate::node::now_ms;
 
 /// Most commands in one entry.
@@ -22,9 +23,8 @@ const MAX_BATCH: usize = 512;
 /// with 4 or 8; 2 keeps one entry replicating while the next one fills.
 const IN_FLIGHT: usize = 2;
 /// Encoded bytes of commands after which an entry takes no more: an entry must fit one
-/// AppendEntries ([`APPEND_BYTES`](crate::network::APPEND_BYTES)) with room for the command
-/// that crossed this line.
-const ENTRY_BYTES: usize = crate::network::APPEND_BYTES / 2;
+/// AppendEntries ([`APPEND_BYTES`]) with room for the command that crossed this line.
+const ENTRY_BYTES: usize = APPEND_BYTES / 2;
 /// Commands waiting for an entry, at most (senders wait beyond).
 const QUEUE: usize = 8192;
 
@@ -63,12 +63,12 @@ async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::Receiver<(Command, Reply)>, t
         let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
             return;
         };
-        let mut bytes = encoded_size(&first.0);
+        let mut bytes = encoded_len(&first.0);
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH && bytes < ENTRY_BYTES {
             match rx.try_recv() {
                 Ok(next) => {
-                    bytes = bytes.saturating_add(encoded_size(&next.0));
+                    bytes = bytes.saturating_add(encoded_len(&next.0));
                     batch.push(next);
                 }
                 Err(_) => break,
@@ -80,11 +80,6 @@ async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::Receiver<(Command, Reply)>, t
             drop(permit);
         });
     }
-}
-
-/// The bytes `command` takes in a log entry.
-fn encoded_size(command: &Command) -> usize {
-    postcard::experimental::serialized_size(command).unwrap_or(usize::MAX)
 }
 
 async fn write(raft: &Raft<TypeConfig>, batch: Vec<(Command, Reply)>, timeout: Duration) {

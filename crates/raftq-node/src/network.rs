@@ -42,15 +42,19 @@ const UNREACHABLE_BACKOFF: Duration = Duration::from_millis(100);
 /// alone. openraft 0.9 gives an append one heartbeat interval to be answered and sends up to
 /// `max_payload_entries` entries in it, also when a new leader probes where a follower's log
 /// matches its own; entries of many commands made such a request too large to ever be answered
-/// in time, and a new leader could not bring its followers up to date (see [`prefix_within`]).
+/// in time, and a new leader could not bring its followers up to date.
 pub(crate) const APPEND_BYTES: usize = 1024 * 1024;
+
+/// The bytes `value` takes postcard-encoded, as in a log entry or a peer request.
+pub(crate) fn encoded_len<T: Serialize + ?Sized>(value: &T) -> usize {
+    postcard::experimental::serialized_size(value).unwrap_or(usize::MAX)
+}
 
 /// How many of `entries`, from the first, fit in `budget` encoded bytes: at least one.
 fn prefix_within<T: Serialize>(entries: &[T], budget: usize) -> usize {
     let mut used = 0usize;
     for (i, entry) in entries.iter().enumerate() {
-        let size = postcard::experimental::serialized_size(entry).unwrap_or(usize::MAX);
-        used = used.saturating_add(size);
+        used = used.saturating_add(encoded_len(entry));
         if used > budget && i > 0 {
             return i;
         }
