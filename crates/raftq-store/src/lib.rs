@@ -12,6 +12,7 @@
 //! Both live in one RocksDB instance (one write-ahead log), opened with [`column_families`].
 
 pub mod log_store;
+mod recent;
 pub mod snapshot;
 pub mod state_machine;
 pub mod types;

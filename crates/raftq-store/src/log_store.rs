@@ -22,6 +22,9 @@
 //!   and deletes the entries in one atomic batch.
 //!
 //! Synced writes run on tokio's blocking pool so that an fsync does not stall a runtime worker.
+//!
+//! The entries appended last are also kept decoded in memory (see `recent`), up to
+//! [`RECENT_BYTES`] of encoded entries: replication and apply read them from there.
 
 use std::fmt;
 use std::fmt::Debug;
@@ -29,7 +32,7 @@ use std::io;
 use std::marker::PhantomData;
 use std::ops::Bound;
 use std::ops::RangeBounds;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use openraft::storage::LogFlushed;
 use openraft::storage::LogState;
@@ -45,6 +48,7 @@ use openraft::StorageIOError;
 use openraft::Vote;
 use rocksdb::ColumnFamily;
 use rocksdb::ColumnFamilyDescriptor;
+use rocksdb::DBCompressionType;
 use rocksdb::Direction;
 use rocksdb::IteratorMode;
 use rocksdb::Options;
@@ -55,10 +59,16 @@ use rocksdb::DB;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::recent::Recent;
+
 /// Default name of the column family holding log entries.
 pub const LOGS_CF: &str = "raft_logs";
 /// Default name of the column family holding the vote, committed and last purged log ids.
 pub const META_CF: &str = "raft_meta";
+
+/// Encoded bytes of the entries appended last that are kept decoded in memory: several entries
+/// in flight at the batcher's largest entries.
+pub const RECENT_BYTES: usize = 16 * 1024 * 1024;
 
 const KEY_VOTE: &[u8] = b"vote";
 const KEY_COMMITTED: &[u8] = b"committed";
@@ -66,9 +76,14 @@ const KEY_LAST_PURGED: &[u8] = b"last_purged_log_id";
 
 /// Descriptors of the column families [`RocksLogStore`] uses under their default names
 /// [`LOGS_CF`] and [`META_CF`]; open the [`DB`] with them (plus any of your own).
+///
+/// Log entries are not compressed: they live only until the next snapshot purges them, and
+/// compressing what is flushed meanwhile costs CPU for disk space that is soon given back.
 pub fn column_families() -> Vec<ColumnFamilyDescriptor> {
+    let mut logs = Options::default();
+    logs.set_compression_type(DBCompressionType::None);
     vec![
-        ColumnFamilyDescriptor::new(LOGS_CF, Options::default()),
+        ColumnFamilyDescriptor::new(LOGS_CF, logs),
         ColumnFamilyDescriptor::new(META_CF, Options::default()),
     ]
 }
@@ -94,6 +109,8 @@ pub struct RocksLogStore<C: RaftTypeConfig> {
     meta_cf: Arc<str>,
     /// Appends waiting for the write-ahead log to reach the disk.
     syncer: std::sync::mpsc::Sender<LogFlushed<C>>,
+    /// The entries appended last, shared by every clone.
+    recent: Arc<Mutex<Recent<C::Entry>>>,
     _c: PhantomData<C>,
 }
 
@@ -131,6 +148,7 @@ impl<C: RaftTypeConfig> Clone for RocksLogStore<C> {
             logs_cf: Arc::clone(&self.logs_cf),
             meta_cf: Arc::clone(&self.meta_cf),
             syncer: self.syncer.clone(),
+            recent: Arc::clone(&self.recent),
             _c: PhantomData,
         }
     }
@@ -146,7 +164,10 @@ impl<C: RaftTypeConfig> Debug for RocksLogStore<C> {
     }
 }
 
-impl<C: RaftTypeConfig> RocksLogStore<C> {
+impl<C: RaftTypeConfig> RocksLogStore<C>
+where
+    C::Entry: Clone,
+{
     /// Creates a log store on `db`, which the caller opened with the column families named
     /// `logs_cf` and `meta_cf` (see [`column_families`] for the default ones).
     pub fn new(db: Arc<DB>, logs_cf: &str, meta_cf: &str) -> Result<Self, LogStoreError> {
@@ -157,6 +178,7 @@ impl<C: RaftTypeConfig> RocksLogStore<C> {
         }
         Ok(Self {
             syncer: spawn_syncer(Arc::clone(&db))?,
+            recent: Arc::new(Mutex::new(Recent::new(RECENT_BYTES))),
             db,
             logs_cf: logs_cf.into(),
             meta_cf: meta_cf.into(),
@@ -222,6 +244,16 @@ impl<C: RaftTypeConfig> RocksLogStore<C> {
         Ok(entry)
     }
 
+    /// The cache of the entries appended last. A panic while it was held may have left it
+    /// half-updated: it is emptied then, and reads go to RocksDB until appends refill it.
+    fn recent(&self) -> MutexGuard<'_, Recent<C::Entry>> {
+        self.recent.lock().unwrap_or_else(|poisoned| {
+            let mut recent = poisoned.into_inner();
+            recent.truncate(0);
+            recent
+        })
+    }
+
     fn read_entries<RB: RangeBounds<u64>>(&self, range: RB) -> Result<Vec<C::Entry>, AnyError> {
         let start = match range.start_bound() {
             Bound::Included(&i) => i,
@@ -231,6 +263,16 @@ impl<C: RaftTypeConfig> RocksLogStore<C> {
             },
             Bound::Unbounded => 0,
         };
+        let end = match range.end_bound() {
+            Bound::Included(&i) => i.checked_add(1),
+            Bound::Excluded(&i) => Some(i),
+            Bound::Unbounded => None,
+        };
+        // Cloned out of the lock: appends wait only for the handles to be copied.
+        let cached = end.and_then(|end| self.recent().get(start, end));
+        if let Some(entries) = cached {
+            return Ok(entries.iter().map(|e| C::Entry::clone(e)).collect());
+        }
         let mut opts = ReadOptions::default();
         match range.end_bound() {
             Bound::Included(&i) => opts.set_iterate_upper_bound(key_after(i)),
@@ -261,7 +303,10 @@ impl<C: RaftTypeConfig> RocksLogStore<C> {
     }
 }
 
-impl<C: RaftTypeConfig> RaftLogReader<C> for RocksLogStore<C> {
+impl<C: RaftTypeConfig> RaftLogReader<C> for RocksLogStore<C>
+where
+    C::Entry: Clone,
+{
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,
         range: RB,
@@ -272,7 +317,10 @@ impl<C: RaftTypeConfig> RaftLogReader<C> for RocksLogStore<C> {
     }
 }
 
-impl<C: RaftTypeConfig> RaftLogStorage<C> for RocksLogStore<C> {
+impl<C: RaftTypeConfig> RaftLogStorage<C> for RocksLogStore<C>
+where
+    C::Entry: Clone,
+{
     type LogReader = Self;
 
     async fn get_log_state(&mut self) -> Result<LogState<C>, StorageError<C::NodeId>> {
@@ -340,9 +388,12 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for RocksLogStore<C> {
     {
         let logs = self.logs().map_err(StorageIOError::write_logs)?;
         let mut batch = WriteBatch::default();
+        let mut written = Vec::new();
         for entry in entries {
             let value = postcard::to_stdvec(&entry).map_err(|e| StorageIOError::write_logs(&e))?;
-            batch.put_cf(logs, index_key(entry.get_log_id().index), value);
+            let index = entry.get_log_id().index;
+            batch.put_cf(logs, index_key(index), &value);
+            written.push((index, entry, value.len()));
         }
         // Readable at once; durable once the sync thread has flushed the write-ahead log, which
         // is when openraft hears of it through the callback.
@@ -350,6 +401,11 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for RocksLogStore<C> {
             callback.log_io_completed(Err(io::Error::other(e.to_string())));
             return Err(StorageIOError::write_logs(&e).into());
         }
+        let mut recent = self.recent();
+        for (index, entry, size) in written {
+            recent.push(index, entry, size);
+        }
+        drop(recent);
         if let Err(std::sync::mpsc::SendError(callback)) = self.syncer.send(callback) {
             callback.log_io_completed(Err(io::Error::other("the WAL sync thread stopped")));
         }
@@ -359,6 +415,7 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for RocksLogStore<C> {
     async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
         tracing::debug!(%log_id, "truncating raft log from (inclusive)");
         let logs = self.logs().map_err(StorageIOError::write_logs)?;
+        self.recent().truncate(log_id.index);
         let mut batch = WriteBatch::default();
         batch.delete_range_cf(logs, &index_key(log_id.index)[..], &KEY_PAST_ALL[..]);
         self.write_synced(batch)
@@ -373,6 +430,7 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for RocksLogStore<C> {
             .meta_batch(KEY_LAST_PURGED, &log_id)
             .map_err(StorageIOError::write_logs)?;
         let logs = self.logs().map_err(StorageIOError::write_logs)?;
+        self.recent().purge(log_id.index);
         batch.delete_range_cf(logs, &index_key(0)[..], &key_after(log_id.index)[..]);
         self.db
             .write(batch)
