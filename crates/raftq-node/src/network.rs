@@ -5,8 +5,8 @@
 //! reported to openraft as `Unreachable`, so it backs off; an error the peer's Raft returned
 //! comes back as `RemoteError`.
 
-use std::collections::BTreeSet;
-use std::sync::{Arc, RwLock};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use openraft::error::{
@@ -85,17 +85,46 @@ impl Partition {
     }
 }
 
-/// Makes a client per peer.
+/// Clients of peers, one per peer and address, made on first use and shared after: clones of a
+/// [`PeerClient`] share its connection.
+#[derive(Debug, Clone, Default)]
+pub struct PeerClients {
+    pub partition: Partition,
+    clients: Arc<Mutex<HashMap<(NodeId, String), PeerClient>>>,
+}
+
+impl PeerClients {
+    /// Clients that honour `partition`.
+    pub fn new(partition: Partition) -> PeerClients {
+        PeerClients {
+            partition,
+            clients: Arc::default(),
+        }
+    }
+
+    /// The client of `target` at `addr`.
+    pub fn get(&self, target: NodeId, addr: &str) -> PeerClient {
+        let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
+        clients
+            .entry((target, addr.to_string()))
+            .or_insert_with(|| PeerClient::new(target, addr, self.partition.clone()))
+            .clone()
+    }
+}
+
+/// openraft's network: Raft calls to a peer share one connection. openraft asks for a client for
+/// every leadership check of a linearizable read and every election; a new client each time
+/// opened a new connection each time.
 #[derive(Debug, Clone, Default)]
 pub struct Network {
-    pub partition: Partition,
+    pub peers: PeerClients,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
-        PeerClient::new(target, &node.addr, self.partition.clone())
+        self.peers.get(target, &node.addr)
     }
 }
 

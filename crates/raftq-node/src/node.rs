@@ -25,7 +25,7 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::batcher::Batcher;
 use crate::error::{NodeError, StartError};
-use crate::network::{Network, Partition, PeerClient, WINDOW};
+use crate::network::{Network, Partition, PeerClients, WINDOW};
 use crate::query::{self, Query, QueryResult};
 use crate::rpc::raft_server::RaftServer;
 use crate::service::PeerService;
@@ -102,8 +102,8 @@ pub(crate) struct Core {
     pub reader: StateReader,
     pub network: Network,
     /// Connections to the leaders this node forwarded to, by node id and address (reused: a
-    /// forwarded request must not pay for a new connection).
-    pub forwarders: std::sync::Mutex<BTreeMap<(NodeId, String), PeerClient>>,
+    /// forwarded request must not pay for a new connection), apart from Raft's own.
+    pub forwarders: PeerClients,
 }
 
 /// A running node.
@@ -161,8 +161,8 @@ impl Node {
             raft,
             batcher,
             reader,
+            forwarders: PeerClients::new(network.peers.partition.clone()),
             network,
-            forwarders: std::sync::Mutex::new(BTreeMap::new()),
         });
         let (shutdown, signal) = watch::channel(false);
         let mut tasks = Vec::new();
@@ -245,7 +245,7 @@ impl Node {
 
     /// The switch partition tests use to cut this node's outgoing links.
     pub fn partition(&self) -> &Partition {
-        &self.core.network.partition
+        &self.core.network.peers.partition
     }
 
     /// Commits a command through the leader (forwarding when this node is not it) and returns
@@ -344,7 +344,7 @@ impl Core {
         let Some(addr) = addr else {
             return Err(NodeError::NotLeader(None));
         };
-        let mut client = self.forwarder(leader, addr);
+        let mut client = self.forwarders.get(leader, &addr);
         let timeout = deadline.saturating_duration_since(Instant::now());
         let reply: Result<ForwardReply, NodeError> =
             client.forward(request, timeout).await.map_err(|e| {
@@ -362,19 +362,6 @@ impl Core {
     }
 
     /// The connection to `leader` at `addr`, made on first use.
-    fn forwarder(&self, leader: NodeId, addr: String) -> PeerClient {
-        let mut clients = self
-            .forwarders
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        clients
-            .entry((leader, addr))
-            .or_insert_with_key(|(id, addr)| {
-                PeerClient::new(*id, addr, self.network.partition.clone())
-            })
-            .clone()
-    }
-
     /// Serves a request on this node, which must be the leader.
     pub(crate) async fn serve_local(&self, request: &Forwarded) -> Result<ForwardReply, NodeError> {
         match request {
@@ -421,7 +408,7 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::network::CallError;
+    use crate::network::{CallError, PeerClient};
 
     /// A forward to `addr` that fails in transport, with its status.
     async fn failed_forward(addr: &str, timeout: Duration) -> tonic::Status {

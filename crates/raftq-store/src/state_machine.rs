@@ -15,7 +15,7 @@
 //! so the log always holds every entry after the state on disk.
 //! On start the engine is rebuilt from `sm_state` (no log replay beyond what was not yet applied).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io::{self, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
@@ -25,7 +25,7 @@ use openraft::{
     AnyError, BasicNode, Entry, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder,
     SnapshotMeta, StorageError, StorageIOError, StoredMembership,
 };
-use raftq_engine::rows::{decode_payload, encode_payload, payload_key};
+use raftq_engine::rows::{decode_payload, encode_payload, payload_key, RowKey};
 use raftq_engine::{Changes, Engine, Outcome, Payload, PayloadOp};
 use rocksdb::{
     ColumnFamilyDescriptor, FlushOptions, IteratorMode, Options, WriteBatch, WriteOptions, DB,
@@ -250,24 +250,20 @@ impl RocksStateMachine {
     }
 }
 
-/// Writes one apply's changes into `batch`; `fresh` tracks payloads put earlier in the same
-/// batch, which reads of the database cannot see yet.
+/// Writes one command's range deletes and payload changes into `batch`, in order, and adds the
+/// rows it changed to `rows`; `fresh` tracks payloads put earlier in the same batch, which reads
+/// of the database cannot see yet.
 fn stage(
     batch: &mut WriteBatch,
     cf: &rocksdb::ColumnFamily,
-    engine: &Engine,
     changes: Changes,
+    rows: &mut BTreeSet<RowKey>,
     fresh: &mut HashMap<u64, Payload>,
 ) {
     for range in &changes.ranges {
         batch.delete_range_cf(cf, &range.start, &range.end);
     }
-    for key in &changes.rows {
-        match engine.row_value(key) {
-            Some(value) => batch.put_cf(cf, key.encode(), value),
-            None => batch.delete_cf(cf, key.encode()),
-        }
-    }
+    rows.extend(changes.rows);
     for op in changes.payloads {
         match op {
             PayloadOp::Put(k, payload) => {
@@ -278,6 +274,24 @@ fn stage(
                 batch.delete_cf(cf, payload_key(k));
                 fresh.remove(&k);
             }
+        }
+    }
+}
+
+/// Writes `rows` as the engine holds them after every command of the batch, so that a row many
+/// commands change (the engine's metadata row: every command does) is written once. Each row is
+/// written as it ends up, present or absent, so it may follow every range delete of the batch
+/// whatever the order of the commands was.
+fn stage_rows(
+    batch: &mut WriteBatch,
+    cf: &rocksdb::ColumnFamily,
+    engine: &Engine,
+    rows: BTreeSet<RowKey>,
+) {
+    for key in rows {
+        match engine.row_value(&key) {
+            Some(value) => batch.put_cf(cf, key.encode(), value),
+            None => batch.delete_cf(cf, key.encode()),
         }
     }
 }
@@ -311,6 +325,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         let reader = self.reader();
         let mut batch = WriteBatch::default();
         let mut fresh: HashMap<u64, Payload> = HashMap::new();
+        let mut rows = BTreeSet::new();
         let mut responses = Vec::new();
         let mut woken: Vec<Uuid> = Vec::new();
         let mut engine = self
@@ -332,7 +347,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
                             command,
                         });
                         woken.extend_from_slice(&applied.changes.woken);
-                        stage(&mut batch, state, &engine, applied.changes, &mut fresh);
+                        stage(&mut batch, state, applied.changes, &mut rows, &mut fresh);
                         let mut payloads = Vec::new();
                         if let Ok(Outcome::Received(deliveries)) = &applied.result {
                             for d in deliveries {
@@ -355,6 +370,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
             }
             responses.push(answers);
         }
+        stage_rows(&mut batch, state, &engine, rows);
         let applied = postcard::to_allocvec(&self.applied).map_err(io_err)?;
         batch.put_cf(meta, KEY_APPLIED, applied);
         // Written before the engine is released: readers then never see a message whose rows
