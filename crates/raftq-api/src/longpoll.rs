@@ -99,8 +99,19 @@ async fn receive_once(shared: &Shared, request: &ReceiveRequest) -> Result<Recei
     }
 }
 
-/// The UUID the wake-ups name the queue by.
+/// The UUID the wake-ups name the queue by. The wake-ups come from this node's own applies, so
+/// its own applied state is the one to ask, without a quorum round; only a node that has not
+/// applied the queue's creation yet asks the leader.
 async fn queue_uuid(shared: &Shared, request: &ReceiveRequest) -> Result<Uuid, ApiError> {
+    let local = shared
+        .api
+        .node
+        .reader()
+        .with_engine(|e| e.resolve(&request.account, &request.queue).ok())
+        .flatten();
+    if let Some(queue) = local {
+        return Ok(queue.id);
+    }
     let query = Query::GetQueue {
         account: request.account.clone(),
         queue: request.queue.clone(),
