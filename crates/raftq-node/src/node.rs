@@ -361,7 +361,6 @@ impl Core {
         reply
     }
 
-    /// The connection to `leader` at `addr`, made on first use.
     /// Serves a request on this node, which must be the leader.
     pub(crate) async fn serve_local(&self, request: &Forwarded) -> Result<ForwardReply, NodeError> {
         match request {
