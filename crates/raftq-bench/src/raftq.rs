@@ -14,10 +14,9 @@ use crate::driver::{read_stamp, Driver, Outgoing, QueueSpec, Received, SystemNot
 
 /// Long-poll wait of a receive, in seconds.
 const RECEIVE_WAIT_SECONDS: i64 = 1;
-/// gRPC connections per node. Few connections carry many calls per read and write system call:
-/// with 8, three local nodes answered about a sixth fewer sends per second at 256 in flight than
-/// with 1 or 2. Two keep each connection under the server's cap of 200 concurrent streams (hyper's
-/// default) at 256 calls in flight.
+/// gRPC connections per node. Few connections carry many calls per read and write system call,
+/// as the peers' clients do with their one connection each; two keep each connection under the
+/// server's cap of 200 concurrent streams (hyper's default) at 256 calls in flight.
 const GRPC_CONNECTIONS_PER_NODE: usize = 2;
 /// How long to wait for a leader before giving up.
 const LEADER_WAIT: Duration = Duration::from_secs(15);

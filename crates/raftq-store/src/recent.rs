@@ -47,15 +47,17 @@ impl<E> Recent<E> {
         }
         self.entries.push_back((Arc::new(entry), size));
         self.bytes += size;
-        while self.bytes > self.budget {
-            match self.entries.pop_front() {
-                Some((_, size)) => {
-                    self.bytes -= size;
-                    self.first += 1;
-                }
-                None => break,
-            }
-        }
+        while self.bytes > self.budget && self.drop_oldest() {}
+    }
+
+    /// Forgets the oldest entry held; false when none is.
+    fn drop_oldest(&mut self) -> bool {
+        let Some((_, size)) = self.entries.pop_front() else {
+            return false;
+        };
+        self.bytes -= size;
+        self.first += 1;
+        true
     }
 
     /// Forgets the entries from `index` on (the log was truncated there).
@@ -69,12 +71,7 @@ impl<E> Recent<E> {
 
     /// Forgets the entries up to and including `index` (the log was purged there).
     pub(crate) fn purge(&mut self, index: u64) {
-        while !self.entries.is_empty() && self.first <= index {
-            if let Some((_, size)) = self.entries.pop_front() {
-                self.bytes -= size;
-                self.first += 1;
-            }
-        }
+        while self.first <= index && self.drop_oldest() {}
     }
 
     /// The entries from `start` to `end` (exclusive), if every one of them is held.
