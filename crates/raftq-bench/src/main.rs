@@ -8,6 +8,7 @@
 //! - `report`: markdown and JSON from the machine header and the results.
 
 mod driver;
+mod h2_channel;
 mod jetstream;
 mod machine;
 mod measure;

@@ -8,9 +8,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use pb::queues_client::QueuesClient;
 use raftq_proto::v1 as pb;
 use serde_json::{json, Value};
-use tonic::transport::{Channel, Endpoint};
 
 use crate::driver::{read_stamp, Driver, Outgoing, QueueSpec, Received, SystemNotes};
+use crate::h2_channel::H2Channel;
 
 /// Long-poll wait of a receive, in seconds.
 const RECEIVE_WAIT_SECONDS: i64 = 1;
@@ -70,13 +70,13 @@ where
 /// raftq over gRPC.
 pub struct RaftqGrpc {
     /// Per node (endpoint order): its id and its connections.
-    nodes: Vec<(u64, Vec<QueuesClient<Channel>>)>,
+    nodes: Vec<(u64, Vec<QueuesClient<H2Channel>>)>,
     next: AtomicUsize,
 }
 
 /// One task's handle: a client on one of the node's connections.
 pub struct GrpcSession {
-    client: QueuesClient<Channel>,
+    client: QueuesClient<H2Channel>,
     queue: String,
     lease_seconds: i64,
 }
@@ -86,13 +86,16 @@ impl RaftqGrpc {
         let mut nodes = Vec::new();
         for endpoint in endpoints {
             let mut clients = Vec::new();
+            let origin: http::Uri = endpoint
+                .parse()
+                .with_context(|| format!("endpoint {endpoint}"))?;
+            let authority = origin
+                .authority()
+                .ok_or_else(|| anyhow!("endpoint {endpoint} has no host:port"))?
+                .to_string();
             for _ in 0..GRPC_CONNECTIONS_PER_NODE {
-                let channel = Endpoint::from_shared(endpoint.clone())?
-                    .tcp_nodelay(true)
-                    .connect()
-                    .await
-                    .with_context(|| format!("connecting to {endpoint}"))?;
-                clients.push(QueuesClient::new(channel));
+                let channel = H2Channel::connect(&authority).await?;
+                clients.push(QueuesClient::with_origin(channel, origin.clone()));
             }
             let cluster = clients[0]
                 .clone()
@@ -107,7 +110,7 @@ impl RaftqGrpc {
         })
     }
 
-    fn client(&self, node: usize) -> Result<QueuesClient<Channel>> {
+    fn client(&self, node: usize) -> Result<QueuesClient<H2Channel>> {
         let (_, clients) = self
             .nodes
             .get(node)
@@ -447,5 +450,97 @@ impl Driver for RaftqRest {
         stats["visible"]
             .as_u64()
             .ok_or_else(|| anyhow!("stats without visible"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use raftq_node::{Node, NodeConfig};
+    use tokio::net::TcpListener;
+
+    use super::*;
+    use crate::driver::stamp_body;
+
+    /// A single-node raftq serving its API on loopback; stops with the returned sender.
+    async fn serve(dir: &std::path::Path) -> (String, tokio::sync::oneshot::Sender<()>) {
+        let raft = TcpListener::bind("127.0.0.1:0").await.expect("bind raft");
+        let peers = BTreeMap::from([(1, raft.local_addr().expect("addr").to_string())]);
+        let node = Node::start(NodeConfig::new(1, peers, dir.to_path_buf()), raft)
+            .await
+            .expect("start node");
+        let api = TcpListener::bind("127.0.0.1:0").await.expect("bind api");
+        let endpoint = format!("http://{}", api.local_addr().expect("addr"));
+        let app = raftq_api::router(raftq_api::Api::new(
+            Arc::new(node),
+            "local",
+            raftq_api::Keys::open(),
+        ));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _ = axum::serve(api, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        (endpoint, stop)
+    }
+
+    /// Sends one message and a batch, receives them all and acks them, through `driver`.
+    async fn round_trip<D: Driver>(driver: D) {
+        let spec = QueueSpec::standard("round_trip".into());
+        driver.create_queue(&spec).await.expect("create");
+        assert_eq!(driver.leader(&spec).await.expect("leader"), Some(0));
+        let mut session = driver.session(&spec, 0).await.expect("session");
+        let outgoing = |n: usize| {
+            (0..n)
+                .map(|_| Outgoing {
+                    body: stamp_body(64),
+                    group: None,
+                    dedup_id: None,
+                })
+                .collect::<Vec<_>>()
+        };
+        driver.send(&mut session, outgoing(1)).await.expect("send");
+        driver
+            .send(&mut session, outgoing(10))
+            .await
+            .expect("batch");
+        assert_eq!(driver.depth(&spec).await.expect("depth"), 11);
+        let mut acked = 0;
+        while acked < 11 {
+            let delivered = driver.receive(&mut session, 10).await.expect("receive");
+            assert!(!delivered.is_empty(), "{} messages are waiting", 11 - acked);
+            assert!(delivered
+                .iter()
+                .all(|d| d.sent_nanos.is_some() && !d.redelivered));
+            acked += delivered.len();
+            let receipts = delivered.into_iter().map(|d| d.receipt).collect();
+            driver.ack(&mut session, receipts).await.expect("ack");
+        }
+        assert_eq!(acked, 11);
+        assert!(driver
+            .receive(&mut session, 10)
+            .await
+            .expect("receive")
+            .is_empty());
+        driver.delete_queue(&spec).await.expect("delete");
+    }
+
+    #[tokio::test]
+    async fn both_front_ends_carry_a_send_receive_ack_round_trip() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (endpoint, stop) = serve(dir.path()).await;
+        let run = async {
+            round_trip(RaftqGrpc::connect(&[endpoint.clone()]).await.expect("gRPC")).await;
+            round_trip(RaftqRest::connect(&[endpoint.clone()]).await.expect("REST")).await;
+        };
+        tokio::time::timeout(Duration::from_secs(60), run)
+            .await
+            .expect("bounded");
+        let _ = stop.send(());
     }
 }
