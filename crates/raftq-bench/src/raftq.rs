@@ -535,8 +535,18 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let (endpoint, stop) = serve(dir.path()).await;
         let run = async {
-            round_trip(RaftqGrpc::connect(&[endpoint.clone()]).await.expect("gRPC")).await;
-            round_trip(RaftqRest::connect(&[endpoint.clone()]).await.expect("REST")).await;
+            round_trip(
+                RaftqGrpc::connect(std::slice::from_ref(&endpoint))
+                    .await
+                    .expect("gRPC"),
+            )
+            .await;
+            round_trip(
+                RaftqRest::connect(std::slice::from_ref(&endpoint))
+                    .await
+                    .expect("REST"),
+            )
+            .await;
         };
         tokio::time::timeout(Duration::from_secs(60), run)
             .await
