@@ -1,8 +1,8 @@
 //! # raftq-api
 //!
 //! The client APIs of SPEC.md §3 over a [`raftq_node::Node`]: REST/JSON and gRPC
-//! (`proto/raftq.proto`), both served by the one axum [`Router`] that [`router`] builds, on one
-//! port. Every call turns into one [`raftq_engine::Command`] (a write through Raft) or one
+//! (`proto/raftq.proto`), both served by the one service ([`Front`]) that [`router`] builds, on
+//! one port. Every call turns into one [`raftq_engine::Command`] (a write through Raft) or one
 //! [`raftq_node::Query`] (a linearizable read), through the same code for both front ends.
 //!
 //! - [`auth`]: API keys (`Authorization: Bearer <key>`) and the open mode of a keyless server.
@@ -21,6 +21,8 @@
 //! - `routes`: the REST handlers, grouped by resource, each with its OpenAPI operation.
 //! - `openapi`: the OpenAPI document of the REST API, built from the annotated handlers, served at
 //!   `GET /v1/openapi.json` and checked in as `docs/openapi.json`.
+//! - `front`: the service each connection gets: gRPC calls to the tonic server, the rest to the
+//!   REST router.
 //! - [`grpc`]: the gRPC service `raftq.v1.Queues` and its generated client ([`grpc::pb`]).
 //!
 //! Choices where the spec is silent are written down in `docs/api.md`.
@@ -28,6 +30,7 @@
 pub mod auth;
 mod call;
 mod error;
+mod front;
 pub mod grpc;
 mod input;
 mod json;
@@ -40,11 +43,11 @@ mod status;
 
 use std::sync::Arc;
 
-use axum::Router;
 use raftq_node::Node;
 
 pub use auth::{load_keys, Keys, KeysError, OPEN_ACCOUNT};
 pub use error::{CODE_METADATA, ERROR_METADATA, FIELD_METADATA};
+pub use front::Front;
 
 /// Everything the front ends need: the node it talks to, the region it serves and the key
 /// table that maps API keys to accounts.
@@ -73,14 +76,16 @@ pub(crate) struct Shared {
 
 pub(crate) type AppState = Arc<Shared>;
 
-/// The REST API of SPEC.md §3, with request logging and metrics, and the gRPC service
-/// `raftq.v1.Queues` on the same router, ready to serve (HTTP/1.1 and HTTP/2, which gRPC needs).
-pub fn router(api: Api) -> Router {
+/// The REST API of SPEC.md §3 and the gRPC service `raftq.v1.Queues` on one port, with request
+/// logging and metrics, ready for `axum::serve` (HTTP/1.1 and HTTP/2, which gRPC needs).
+pub fn router(api: Api) -> Front {
     let state = Arc::new(Shared {
         api,
         metrics: metrics::Metrics::default(),
     });
-    grpc::serve_on(routes::build(state.clone()), state.clone()).layer(
-        axum::middleware::from_fn_with_state(state, metrics::observe),
-    )
+    let rest = routes::build(state.clone()).layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        metrics::observe,
+    ));
+    Front::new(rest, state)
 }

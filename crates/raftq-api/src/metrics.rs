@@ -10,6 +10,7 @@
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
+use axum::http;
 use axum::middleware::Next;
 use axum::response::Response;
 use prometheus_client::encoding::{text, EncodeLabelSet};
@@ -216,7 +217,7 @@ fn labels(g: &QueueGauges) -> QueueLabels {
 /// The gRPC status of a response: in its headers when the call failed before any message
 /// (trailers-only), otherwise in trailers the middleware does not wait for, where a unary call
 /// that sent a message carries `OK`.
-fn grpc_status(response: &Response) -> String {
+fn grpc_status<B>(response: &http::Response<B>) -> String {
     response
         .headers()
         .get("grpc-status")
@@ -225,53 +226,83 @@ fn grpc_status(response: &Response) -> String {
         .to_string()
 }
 
-/// Middleware: logs, counts and times every request, REST and gRPC.
-pub async fn observe(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let method = request.method().to_string();
-    let path = request.uri().path().to_string();
-    let is_grpc = grpc::is_grpc(request.headers());
-    let matched = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|m| m.as_str().to_string());
-    let response = next.run(request).await;
-    let elapsed = started.elapsed();
-    let (protocol, status, route) = if is_grpc {
-        let status = grpc_status(&response);
-        // Paths of rpcs that do not exist are not labels: they would grow without bound.
-        let route = if status == GRPC_UNIMPLEMENTED {
-            UNMATCHED.to_string()
-        } else {
-            path.clone()
-        };
-        ("grpc", status, route)
-    } else {
-        let route = matched.unwrap_or_else(|| UNMATCHED.to_string());
-        ("http", response.status().as_u16().to_string(), route)
-    };
-    let latency_ms = elapsed.as_secs_f64() * 1000.0;
-    let server_failed = if is_grpc {
-        GRPC_SERVER_FAILURES.contains(&status.as_str())
-    } else {
-        response.status().is_server_error()
-    };
-    // A line per request at thousands per second is a visible share of a loaded node's CPU:
-    // requests log at `debug`, failures of the server at `warn`.
-    if server_failed {
-        tracing::warn!(protocol, method, path, route, status, latency_ms, "request");
-    } else {
-        tracing::debug!(protocol, method, path, route, status, latency_ms, "request");
+/// One request being answered: what it is counted and logged by, and since when.
+pub(crate) struct Observation {
+    started: Instant,
+    method: String,
+    path: String,
+    is_grpc: bool,
+    matched: Option<String>,
+}
+
+impl Observation {
+    /// Starts timing `request`.
+    pub(crate) fn start<B>(request: &http::Request<B>) -> Observation {
+        Observation {
+            started: Instant::now(),
+            method: request.method().to_string(),
+            path: request.uri().path().to_string(),
+            is_grpc: grpc::is_grpc(request.headers()),
+            matched: request
+                .extensions()
+                .get::<MatchedPath>()
+                .map(|m| m.as_str().to_string()),
+        }
     }
-    state.metrics.record(
-        RequestLabels {
-            protocol,
+
+    /// Logs, counts and times the request, answered with `response`.
+    pub(crate) fn finish<B>(self, metrics: &Metrics, response: &http::Response<B>) {
+        let Observation {
+            started,
             method,
-            route,
-            status,
-        },
-        elapsed.as_secs_f64(),
-    );
+            path,
+            is_grpc,
+            matched,
+        } = self;
+        let elapsed = started.elapsed();
+        let (protocol, status, route) = if is_grpc {
+            let status = grpc_status(response);
+            // Paths of rpcs that do not exist are not labels: they would grow without bound.
+            let route = if status == GRPC_UNIMPLEMENTED {
+                UNMATCHED.to_string()
+            } else {
+                path.clone()
+            };
+            ("grpc", status, route)
+        } else {
+            let route = matched.unwrap_or_else(|| UNMATCHED.to_string());
+            ("http", response.status().as_u16().to_string(), route)
+        };
+        let latency_ms = elapsed.as_secs_f64() * 1000.0;
+        let server_failed = if is_grpc {
+            GRPC_SERVER_FAILURES.contains(&status.as_str())
+        } else {
+            response.status().is_server_error()
+        };
+        // A line per request at thousands per second is a visible share of a loaded node's CPU:
+        // requests log at `debug`, failures of the server at `warn`.
+        if server_failed {
+            tracing::warn!(protocol, method, path, route, status, latency_ms, "request");
+        } else {
+            tracing::debug!(protocol, method, path, route, status, latency_ms, "request");
+        }
+        metrics.record(
+            RequestLabels {
+                protocol,
+                method,
+                route,
+                status,
+            },
+            elapsed.as_secs_f64(),
+        );
+    }
+}
+
+/// Middleware of the REST routes: logs, counts and times every request.
+pub async fn observe(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let observation = Observation::start(&request);
+    let response = next.run(request).await;
+    observation.finish(&state.metrics, &response);
     response
 }
 

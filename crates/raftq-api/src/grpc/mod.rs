@@ -18,7 +18,6 @@ mod service;
 use axum::http::header::CONTENT_TYPE;
 use axum::http::HeaderMap;
 use axum::response::Response;
-use axum::Router;
 use tonic::server::NamedService;
 
 use crate::error::ApiError;
@@ -30,14 +29,22 @@ pub use raftq_proto::v1 as pb;
 
 use pb::queues_server::QueuesServer;
 
-/// Adds the `raftq.v1.Queues` service to `router`, under `/raftq.v1.Queues/<Method>`, outside
-/// the REST body limits, which do not apply to gRPC.
-pub(crate) fn serve_on(router: Router, state: AppState) -> Router {
-    type Server = QueuesServer<service::QueuesService>;
-    let server = Server::new(service::QueuesService::new(state))
+/// The tonic server of `raftq.v1.Queues`.
+pub(crate) type Server = QueuesServer<service::QueuesService>;
+
+/// The `raftq.v1.Queues` server, outside the REST body limits, which do not apply to gRPC.
+pub(crate) fn server(state: AppState) -> Server {
+    Server::new(service::QueuesService::new(state))
         // A batch of the largest messages fits, as over REST.
-        .max_decoding_message_size(BATCH_BODY_LIMIT);
-    router.route_service(&format!("/{}/{{*method}}", Server::NAME), server)
+        .max_decoding_message_size(BATCH_BODY_LIMIT)
+}
+
+/// Whether `path` is under `/raftq.v1.Queues/`, the service's (its rpcs and the names that are
+/// none, which it answers `UNIMPLEMENTED`).
+pub(crate) fn is_service_path(path: &str) -> bool {
+    path.strip_prefix('/')
+        .and_then(|rest| rest.strip_prefix(Server::NAME))
+        .is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// Whether a request is a gRPC call (`content-type: application/grpc[+proto|...]`).
@@ -55,5 +62,20 @@ pub(crate) fn refuse(headers: &HeaderMap, error: ApiError) -> Response {
         tonic::Status::from(error).into_http()
     } else {
         axum::response::IntoResponse::into_response(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_service_path;
+
+    #[test]
+    fn only_paths_under_the_service_go_to_it() {
+        assert!(is_service_path("/raftq.v1.Queues/SendMessage"));
+        assert!(is_service_path("/raftq.v1.Queues/NoSuchRpc"));
+        assert!(!is_service_path("/raftq.v1.Queues"));
+        assert!(!is_service_path("/raftq.v1.QueuesX/SendMessage"));
+        assert!(!is_service_path("/v1/queues"));
+        assert!(!is_service_path("/other.Service/Call"));
     }
 }
