@@ -391,6 +391,11 @@ const METHOD: &str = "## How the numbers are made
   time without a successful send after the kill; `first_ok_after_kill_ms` is when the first send
   started after the kill succeeded. A client whose request died with the leader waits for its
   own timeout (JetStream's publish ack: 5 s by default), which counts.
+- **Clients**: one load-generator process for every system. raftq over gRPC: tonic's generated
+  client and codec on two HTTP/2 connections per node, each call made by its own task straight
+  on its connection (the `h2` crate; tonic's `Channel` handed every call through three more
+  tasks); raftq over REST: `raftq-client` (reqwest, a pool of HTTP/1.1 connections); RabbitMQ:
+  lapin, one connection per node; JetStream: async-nats, one connection per node.
 - **CPU**: user + system time of the server processes (`/proc/<pid>/stat`), per 1,000 messages;
   the load generator's own CPU is shown apart. A killed process counts for nothing after its
   death.
