@@ -215,7 +215,7 @@ fn labels(g: &QueueGauges) -> QueueLabels {
 }
 
 /// The gRPC status of a response: in its headers when the call failed before any message
-/// (trailers-only), otherwise in trailers the middleware does not wait for, where a unary call
+/// (trailers-only), otherwise in trailers that are not waited for, where a unary call
 /// that sent a message carries `OK`.
 fn grpc_status<B>(response: &http::Response<B>) -> String {
     response
