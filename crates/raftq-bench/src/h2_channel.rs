@@ -41,7 +41,7 @@ impl H2Channel {
         let (send, connection) = h2::client::handshake(tcp)
             .await
             .with_context(|| format!("HTTP/2 handshake with {authority}"))?;
-        // A broken connection fails the calls made on it, which the workloads count as errors.
+        // Its end is seen by the calls on it (see the module doc: no reconnection).
         tokio::spawn(async move {
             let _ = connection.await;
         });
