@@ -8,7 +8,7 @@ use std::time::Duration;
 use openraft::error::{ClientWriteError, Fatal, RaftError};
 use openraft::Raft;
 use raftq_engine::Command;
-use raftq_store::{Batch, Response, TypeConfig};
+use raftq_store::{Awaited, Batch, Response, TypeConfig};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::JoinHandle;
 
@@ -37,10 +37,18 @@ pub(crate) struct Batcher {
 }
 
 impl Batcher {
-    /// Starts the batching task for `raft`, giving up on an entry not committed in `timeout`.
-    pub(crate) fn start(raft: Raft<TypeConfig>, timeout: Duration) -> (Batcher, JoinHandle<()>) {
+    /// Starts the batching task for `raft`, giving up on an entry not committed in `timeout`;
+    /// every entry it proposes is counted in `awaited` until its answer is in.
+    pub(crate) fn start(
+        raft: Raft<TypeConfig>,
+        timeout: Duration,
+        awaited: Awaited,
+    ) -> (Batcher, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(QUEUE);
-        (Batcher { tx }, tokio::spawn(run(raft, rx, timeout)))
+        (
+            Batcher { tx },
+            tokio::spawn(run(raft, rx, timeout, awaited)),
+        )
     }
 
     /// Proposes one command and waits until its entry is applied (or fails).
@@ -57,7 +65,12 @@ impl Batcher {
     }
 }
 
-async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::Receiver<(Command, Reply)>, timeout: Duration) {
+async fn run(
+    raft: Raft<TypeConfig>,
+    mut rx: mpsc::Receiver<(Command, Reply)>,
+    timeout: Duration,
+    awaited: Awaited,
+) {
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     while let Some(first) = rx.recv().await {
         let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
@@ -75,9 +88,10 @@ async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::Receiver<(Command, Reply)>, t
             }
         }
         let raft = raft.clone();
+        let waiting = awaited.wait();
         tokio::spawn(async move {
             write(&raft, batch, timeout).await;
-            drop(permit);
+            drop((waiting, permit));
         });
     }
 }

@@ -139,6 +139,7 @@ impl Node {
         let log = RocksLogStore::new(Arc::clone(&db), LOGS_CF, META_CF)?;
         let sm = RocksStateMachine::open(db, &config.region, config.data_dir.join("snapshots"))?;
         let reader = sm.reader();
+        let awaited = sm.awaited();
         let raft_config = Config {
             cluster_name: "raftq".into(),
             heartbeat_interval: config.heartbeat_ms,
@@ -155,7 +156,7 @@ impl Node {
         let raft = Raft::new(config.id, Arc::new(raft_config), network.clone(), log, sm)
             .await
             .map_err(|e| StartError::Raft(e.to_string()))?;
-        let (batcher, batching) = Batcher::start(raft.clone(), LEADER_WAIT);
+        let (batcher, batching) = Batcher::start(raft.clone(), LEADER_WAIT, awaited);
         let core = Arc::new(Core {
             id: config.id,
             raft,

@@ -19,7 +19,8 @@ pub mod types;
 
 pub use log_store::{LogStoreError, MissingColumnFamily, RocksLogStore, LOGS_CF, META_CF};
 pub use state_machine::{
-    OpenError, PayloadView, RocksStateMachine, StateReader, SM_META_CF, STATE_CF,
+    Awaited, AwaitedWrite, OpenError, PayloadView, RocksStateMachine, StateReader, SM_META_CF,
+    STATE_CF,
 };
 pub use types::{Batch, NodeId, Response, TypeConfig};
 

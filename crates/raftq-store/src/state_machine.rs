@@ -14,10 +14,15 @@
 //! state before its metadata is recorded (with an fsync) and openraft purges the log it covers,
 //! so the log always holds every entry after the state on disk.
 //! On start the engine is rebuilt from `sm_state` (no log replay beyond what was not yet applied).
+//!
+//! Answers: applying a command answers its outcome, and for a receive the payloads it delivers,
+//! read from the database. Only the node that proposed a write reads its answer, so the payloads
+//! are read only while this node awaits writes of its own ([`Awaited`]): never on a follower.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::{self, Seek, SeekFrom};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use openraft::storage::{RaftStateMachine, Snapshot};
@@ -179,12 +184,42 @@ impl PayloadView<'_> {
     }
 }
 
+/// How many writes this node proposed and still waits for. Only a write's proposer reads what
+/// applying it answers, so while there are none (on a follower, always) applying leaves out what
+/// only answers need: the payloads a receive delivers, read from the database.
+#[derive(Debug, Clone, Default)]
+pub struct Awaited(Arc<AtomicUsize>);
+
+impl Awaited {
+    /// Counts one write from now until the guard is dropped: take it before proposing, drop it
+    /// once the answer is in.
+    pub fn wait(&self) -> AwaitedWrite {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        AwaitedWrite(Arc::clone(&self.0))
+    }
+
+    fn any(&self) -> bool {
+        self.0.load(Ordering::SeqCst) > 0
+    }
+}
+
+/// One write counted by [`Awaited::wait`].
+#[derive(Debug)]
+pub struct AwaitedWrite(Arc<AtomicUsize>);
+
+impl Drop for AwaitedWrite {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// openraft's state machine over the engine and RocksDB.
 #[derive(Debug)]
 pub struct RocksStateMachine {
     db: Arc<DB>,
     engine: Arc<RwLock<Engine>>,
     applied: Applied,
+    awaited: Awaited,
     snapshot_count: u64,
     snapshots: Snapshots,
     wakeups: broadcast::Sender<Uuid>,
@@ -224,6 +259,7 @@ impl RocksStateMachine {
             db,
             engine: Arc::new(RwLock::new(engine)),
             applied,
+            awaited: Awaited::default(),
             snapshot_count: 0,
             snapshots: Snapshots {
                 dir,
@@ -231,6 +267,11 @@ impl RocksStateMachine {
             },
             wakeups: broadcast::channel(WAKEUP_BACKLOG).0,
         })
+    }
+
+    /// The count of writes this node waits for; its proposer must count each one.
+    pub fn awaited(&self) -> Awaited {
+        self.awaited.clone()
     }
 
     /// A handle for queries.
@@ -328,6 +369,8 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         let mut rows = BTreeSet::new();
         let mut responses = Vec::new();
         let mut woken: Vec<Uuid> = Vec::new();
+        // A write proposed after this check is in a later apply.
+        let answered = self.awaited.any();
         let mut engine = self
             .engine
             .write()
@@ -349,7 +392,9 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
                         woken.extend_from_slice(&applied.changes.woken);
                         stage(&mut batch, state, applied.changes, &mut rows, &mut fresh);
                         let mut payloads = Vec::new();
-                        if let Ok(Outcome::Received(deliveries)) = &applied.result {
+                        if let (true, Ok(Outcome::Received(deliveries))) =
+                            (answered, &applied.result)
+                        {
                             for d in deliveries {
                                 let key = d.meta.storage_key;
                                 let payload = match fresh.get(&key) {

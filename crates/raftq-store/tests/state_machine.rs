@@ -107,6 +107,7 @@ async fn applied_state_and_payloads_survive_a_reopen() {
     let dir = TempDir::new().expect("temp dir");
     let (before, responses) = {
         let (_log, mut sm) = open(&dir);
+        let _waiting = sm.awaited().wait();
         let responses = sm.apply(workload()).await.expect("apply");
         (export(&sm), responses)
     };
@@ -130,6 +131,32 @@ async fn applied_state_and_payloads_survive_a_reopen() {
         .expect("payload present");
     assert_eq!(payload.body, "job 0");
     assert_eq!(payload.attributes["k"], "v");
+}
+
+#[tokio::test]
+async fn without_an_awaited_write_a_receive_applies_alike_but_reads_no_payloads() {
+    let (awaited_dir, unawaited_dir) = (
+        TempDir::new().expect("temp dir"),
+        TempDir::new().expect("temp dir"),
+    );
+    let (_log, mut awaited) = open(&awaited_dir);
+    let _waiting = awaited.awaited().wait();
+    let answered = awaited.apply(workload()).await.expect("apply");
+    let (_log, mut unawaited) = open(&unawaited_dir);
+    let unanswered = unawaited.apply(workload()).await.expect("apply");
+
+    assert_eq!(export(&awaited), export(&unawaited));
+    let last = |responses: &[Vec<raftq_store::Response>]| {
+        responses
+            .last()
+            .and_then(|r| r.first())
+            .cloned()
+            .expect("responses")
+    };
+    let (answered, unanswered) = (last(&answered), last(&unanswered));
+    assert_eq!(answered.result, unanswered.result);
+    assert_eq!(answered.payloads.len(), 2);
+    assert!(unanswered.payloads.is_empty());
 }
 
 #[tokio::test]
