@@ -694,6 +694,70 @@ async fn fifo_sends_deduplicate_and_batches_answer_each_entry() {
     s.shutdown().await;
 }
 
+/// Sends a stream of `requests` on `client` and collects its results.
+async fn stream_sends(
+    client: &mut Client,
+    requests: Vec<pb::SendMessageRequest>,
+) -> Result<Vec<pb::send_message_stream_result::Outcome>, Status> {
+    let mut results = client
+        .send_message_stream(futures_util::stream::iter(requests))
+        .await?
+        .into_inner();
+    let mut outcomes = Vec::new();
+    while let Some(result) = results.message().await? {
+        outcomes.push(result.outcome.expect("an outcome"));
+    }
+    Ok(outcomes)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_stream_answers_each_send_in_order_and_goes_on_after_a_refusal() {
+    use pb::send_message_stream_result::Outcome;
+    let s = Grpc::start(Keys::open()).await;
+    bounded(async {
+        let mut c = s.client();
+        c.create_queue(new_queue("stream")).await.expect("create");
+        let mut requests: Vec<_> = (0..300)
+            .map(|i| message("stream", &format!("m{i}")))
+            .collect();
+        requests[10].body.clear();
+        requests[20].queue = "missing".into();
+        let outcomes = stream_sends(&mut c, requests).await.expect("stream");
+        assert_eq!(outcomes.len(), 300);
+        let mut ids = std::collections::BTreeSet::new();
+        for (i, outcome) in outcomes.iter().enumerate() {
+            match (i, outcome) {
+                (10, Outcome::Error(e)) => {
+                    assert_eq!(
+                        (e.code.as_str(), e.field.as_deref()),
+                        ("invalid_argument", Some("body"))
+                    );
+                }
+                (20, Outcome::Error(e)) => assert_eq!(e.code, "queue_not_found"),
+                (10 | 20, other) => panic!("send {i}: {other:?}"),
+                (_, Outcome::Sent(sent)) => assert!(ids.insert(sent.message_id.clone())),
+                (_, Outcome::Error(e)) => panic!("send {i}: {e:?}"),
+            }
+        }
+        let mut bodies = std::collections::BTreeSet::new();
+        while bodies.len() < 298 {
+            let got = c
+                .receive_messages(receive("stream", 10))
+                .await
+                .expect("receive")
+                .into_inner();
+            assert!(!got.messages.is_empty(), "only {} came back", bodies.len());
+            for m in got.messages {
+                assert!(ids.contains(&m.message_id));
+                assert!(bodies.insert(m.body));
+            }
+        }
+        assert!(!bodies.contains("m10") && !bodies.contains("m20"));
+    })
+    .await;
+    s.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_are_statuses_with_the_spec_code_and_field() {
     let s = Grpc::start(Keys::open()).await;
@@ -957,6 +1021,7 @@ async fn api_keys_in_metadata_separate_accounts() {
         );
         let mut wrong = s.client_with(Some("nope"));
         unauthenticated(wrong.create_queue(new_queue("x")).await.map(drop));
+        unauthenticated(stream_sends(&mut wrong, vec![message("x", "y")]).await.map(drop));
 
         let mut acme = s.client_with(Some("acme-key"));
         let mut globex = s.client_with(Some("globex-key"));
@@ -978,6 +1043,11 @@ async fn api_keys_in_metadata_separate_accounts() {
                 Code::NotFound,
                 "queue_not_found",
                 None,
+            );
+            let streamed = stream_sends(&mut globex, vec![message(reference, "x")]).await;
+            assert!(
+                matches!(streamed.as_deref(), Ok([pb::send_message_stream_result::Outcome::Error(e)]) if e.code == "queue_not_found"),
+                "{streamed:?}"
             );
         }
         let theirs = globex

@@ -5,7 +5,7 @@
 //! task, which spawns a task per call to pipe its body and another to await its answer: four
 //! task hops per call on the machine the servers share. Here the calling task opens the stream,
 //! writes the encoded request and reads the answer itself; only the connection's reads and
-//! writes run in another task. tonic still encodes, decodes and maps the `grpc-status`.
+//! writes run in another task (and, for a streaming call, the writing of its requests). tonic still encodes, decodes and maps the `grpc-status`.
 //!
 //! It does not reconnect: a call on a broken connection fails, and the workloads count it as an
 //! error. Only the failover run breaks a connection, by killing a node that its senders do not
@@ -17,6 +17,7 @@ use std::task::{ready, Context, Poll};
 
 use anyhow::{Context as _, Result};
 use bytes::Bytes;
+use futures_util::FutureExt;
 use http_body::Frame;
 use http_body_util::BodyExt;
 use tokio::net::TcpStream;
@@ -62,16 +63,48 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for H2Channel {
     fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
         let send = self.send.clone();
         Box::pin(async move {
-            let (parts, body) = request.into_parts();
-            // A unary call's body is one encoded message, ready at once.
-            let data = body.collect().await?.to_bytes();
+            let (parts, mut body) = request.into_parts();
+            // A unary call's body is one encoded message, ready at once: it goes out with the
+            // headers. A streaming call's body goes on in a task of its own.
+            let mut ready = Vec::new();
+            let ended = loop {
+                match body.frame().now_or_never() {
+                    Some(Some(frame)) => ready.extend(frame?.into_data().ok()),
+                    Some(None) => break true,
+                    None => break false,
+                }
+            };
             let mut send = send.ready().await?;
             let (response, mut stream) =
                 send.send_request(http::Request::from_parts(parts, ()), false)?;
-            stream.send_data(data, true)?;
+            if ended {
+                let data = match ready.len() {
+                    1 => ready.swap_remove(0),
+                    _ => ready.concat().into(),
+                };
+                stream.send_data(data, true)?;
+            } else {
+                for data in ready {
+                    stream.send_data(data, false)?;
+                }
+                tokio::spawn(pump(body, stream));
+            }
             Ok(response.await?.map(H2Body))
         })
     }
+}
+
+/// Writes a streaming call's request body as it comes, then ends the stream. Data is buffered
+/// by `h2` beyond the flow-control window: the workloads bound what a stream has in flight.
+async fn pump(mut body: tonic::body::Body, mut stream: h2::SendStream<Bytes>) {
+    while let Some(Ok(frame)) = body.frame().await {
+        if let Ok(data) = frame.into_data() {
+            if stream.send_data(data, false).is_err() {
+                return;
+            }
+        }
+    }
+    let _ = stream.send_data(Bytes::new(), true);
 }
 
 /// An answer's body: its data frames, then its trailers (where gRPC puts the status).

@@ -12,6 +12,7 @@ mod h2_channel;
 mod jetstream;
 mod machine;
 mod measure;
+mod producer;
 mod rabbitmq;
 mod raftq;
 mod report;

@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use crate::driver::{read_stamp, Driver, Outgoing, QueueSpec, Received, SystemNotes};
 use crate::h2_channel::H2Channel;
+use crate::producer::Producer;
 
 /// Long-poll wait of a receive, in seconds.
 const RECEIVE_WAIT_SECONDS: i64 = 1;
@@ -69,14 +70,21 @@ where
 
 /// raftq over gRPC.
 pub struct RaftqGrpc {
-    /// Per node (endpoint order): its id and its connections.
-    nodes: Vec<(u64, Vec<QueuesClient<H2Channel>>)>,
+    /// Per node (endpoint order): its id and its connections, each with its send stream.
+    nodes: Vec<(u64, Vec<Connection>)>,
     next: AtomicUsize,
 }
 
-/// One task's handle: a client on one of the node's connections.
-pub struct GrpcSession {
+/// A client on one connection, and the stream its single sends share.
+#[derive(Clone)]
+struct Connection {
     client: QueuesClient<H2Channel>,
+    producer: Producer,
+}
+
+/// One task's handle: one of the node's connections.
+pub struct GrpcSession {
+    connection: Connection,
     queue: String,
     lease_seconds: i64,
 }
@@ -95,9 +103,12 @@ impl RaftqGrpc {
                 .to_string();
             for _ in 0..GRPC_CONNECTIONS_PER_NODE {
                 let channel = H2Channel::connect(&authority).await?;
-                clients.push(QueuesClient::with_origin(channel, origin.clone()));
+                let client = QueuesClient::with_origin(channel, origin.clone());
+                let producer = Producer::open(client.clone()).await?;
+                clients.push(Connection { client, producer });
             }
             let cluster = clients[0]
+                .client
                 .clone()
                 .get_cluster(pb::GetClusterRequest {})
                 .await?
@@ -110,13 +121,17 @@ impl RaftqGrpc {
         })
     }
 
-    fn client(&self, node: usize) -> Result<QueuesClient<H2Channel>> {
-        let (_, clients) = self
+    fn connection(&self, node: usize) -> Result<Connection> {
+        let (_, connections) = self
             .nodes
             .get(node)
             .ok_or_else(|| anyhow!("no node {node}"))?;
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % clients.len();
-        Ok(clients[i].clone())
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % connections.len();
+        Ok(connections[i].clone())
+    }
+
+    fn client(&self, node: usize) -> Result<QueuesClient<H2Channel>> {
+        Ok(self.connection(node)?.client)
     }
 }
 
@@ -167,7 +182,7 @@ impl Driver for RaftqGrpc {
 
     async fn session(&self, spec: &QueueSpec, node: usize) -> Result<GrpcSession> {
         Ok(GrpcSession {
-            client: self.client(node)?,
+            connection: self.connection(node)?,
             queue: queue_name(spec),
             lease_seconds: lease_seconds(spec),
         })
@@ -175,17 +190,17 @@ impl Driver for RaftqGrpc {
 
     async fn send(&self, session: &mut GrpcSession, messages: Vec<Outgoing>) -> Result<()> {
         if let [message] = messages.as_slice() {
-            session
-                .client
-                .send_message(pb::SendMessageRequest {
+            return session
+                .connection
+                .producer
+                .send(pb::SendMessageRequest {
                     queue: session.queue.clone(),
                     body: message.body.clone(),
                     message_group_id: message.group.clone(),
                     message_deduplication_id: message.dedup_id.clone(),
                     ..Default::default()
                 })
-                .await?;
-            return Ok(());
+                .await;
         }
         let entries = messages
             .into_iter()
@@ -199,6 +214,7 @@ impl Driver for RaftqGrpc {
             })
             .collect();
         let response = session
+            .connection
             .client
             .send_message_batch(pb::SendMessageBatchRequest {
                 queue: session.queue.clone(),
@@ -220,6 +236,7 @@ impl Driver for RaftqGrpc {
         max: usize,
     ) -> Result<Vec<Received<String>>> {
         let response = session
+            .connection
             .client
             .receive_messages(pb::ReceiveMessagesRequest {
                 queue: session.queue.clone(),
@@ -249,6 +266,7 @@ impl Driver for RaftqGrpc {
             return Ok(());
         }
         let response = session
+            .connection
             .client
             .ack(pb::AckRequest {
                 queue: session.queue.clone(),

@@ -394,7 +394,9 @@ const METHOD: &str = "## How the numbers are made
 - **Clients**: one load-generator process for every system. raftq over gRPC: tonic's generated
   client and codec on two HTTP/2 connections per node, each call made by its own task straight
   on its connection (the `h2` crate; tonic's `Channel` handed every call through three more
-  tasks); raftq over REST: `raftq-client` (reqwest, a pool of HTTP/1.1 connections); RabbitMQ:
+  tasks); single sends go over one `SendMessageStream` per connection (pipelined, each answered
+  on its own, as the peers' clients pipeline publishes), batches, receives and acks are unary
+  calls; raftq over REST: `raftq-client` (reqwest, a pool of HTTP/1.1 connections); RabbitMQ:
   lapin, one connection per node; JetStream: async-nats, one connection per node.
 - **CPU**: user + system time of the server processes (`/proc/<pid>/stat`), per 1,000 messages;
   the load generator's own CPU is shown apart. A killed process counts for nothing after its

@@ -8,6 +8,7 @@
 
 use raftq_engine::{
     AllowPolicyInput, MessageState, QueueAttributes, QueueRef, QueueStats, RedrivePolicyInput,
+    SendResult,
 };
 
 use super::pb;
@@ -224,6 +225,17 @@ impl From<json::Sent> for pb::SendMessageResponse {
             duplicate: s.duplicate,
             sequence_number: s.sequence_number,
         }
+    }
+}
+
+/// The result of one send of a `SendMessageStream`.
+pub fn stream_result(outcome: Result<SendResult, ApiError>) -> pb::SendMessageStreamResult {
+    use pb::send_message_stream_result::Outcome;
+    pb::SendMessageStreamResult {
+        outcome: Some(match outcome {
+            Ok(sent) => Outcome::Sent(json::Sent::new(&sent).into()),
+            Err(error) => Outcome::Error((&error).into()),
+        }),
     }
 }
 

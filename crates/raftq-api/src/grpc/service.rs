@@ -2,7 +2,10 @@
 //! `convert`, runs the operation of `ops` that the REST route of the same name runs, and converts
 //! the same response shape to protobuf. Errors become statuses through `error`.
 
-use tonic::{Request, Response, Status};
+use std::pin::Pin;
+
+use futures_util::{Stream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
 
 use super::convert;
 use super::pb;
@@ -13,6 +16,13 @@ use crate::{status, AppState};
 
 /// What a handler answers.
 type Reply<T> = Result<Response<T>, Status>;
+
+/// The results of a `SendMessageStream`, in request order.
+type SendResults = Pin<Box<dyn Stream<Item = Result<pb::SendMessageStreamResult, Status>> + Send>>;
+
+/// Sends of one `SendMessageStream` in flight at once, at most: the stream reads no further
+/// request until the oldest of them is answered.
+const STREAM_IN_FLIGHT: usize = 1024;
 
 /// The service, over the state the REST routes share.
 pub struct QueuesService {
@@ -104,6 +114,31 @@ impl Queues for QueuesService {
         let (queue, message) = convert::send(r)?;
         let sent = self.state.send(account, queue, message).await?;
         reply(json::Sent::new(&sent))
+    }
+
+    type SendMessageStreamStream = SendResults;
+
+    async fn send_message_stream(
+        &self,
+        request: Request<Streaming<pb::SendMessageRequest>>,
+    ) -> Reply<SendResults> {
+        let (account, requests) = self.open(request)?;
+        let state = self.state.clone();
+        let results = requests
+            .map(move |request| {
+                let (state, account) = (state.clone(), account.clone());
+                async move {
+                    // A request that cannot be read ends the stream; a send that fails does not.
+                    let request = request?;
+                    let outcome = async {
+                        let (queue, message) = convert::send(request)?;
+                        state.send(account, queue, message).await
+                    };
+                    Ok(convert::stream_result(outcome.await))
+                }
+            })
+            .buffered(STREAM_IN_FLIGHT);
+        Ok(Response::new(Box::pin(results)))
     }
 
     async fn send_message_batch(
