@@ -5,7 +5,8 @@
 //! task, which spawns a task per call to pipe its body and another to await its answer: four
 //! task hops per call on the machine the servers share. Here the calling task opens the stream,
 //! writes the encoded request and reads the answer itself; only the connection's reads and
-//! writes run in another task (and, for a streaming call, the writing of its requests). tonic still encodes, decodes and maps the `grpc-status`.
+//! writes run in another task (and, for a streaming call, the writing of its requests). tonic
+//! still encodes, decodes and maps the `grpc-status`.
 //!
 //! It does not reconnect: a call on a broken connection fails, and the workloads count it as an
 //! error. Only the failover run breaks a connection, by killing a node that its senders do not
