@@ -22,13 +22,21 @@ const FILL_TASKS: usize = 32;
 const FILL_BATCH: usize = 10;
 /// Consumers of a drain, a redelivery or a redrive run (the driver may allow fewer).
 const DRAIN_CONSUMERS: usize = 32;
-/// A phase that makes no progress for this long fails.
-const STALL: Duration = Duration::from_secs(20);
+/// The lease of every queue but those of the redelivery and redrive runs.
+const QUEUE_LEASE: Duration = Duration::from_secs(30);
+/// A phase that makes no progress for this long fails: longer than [`QUEUE_LEASE`], so that
+/// messages whose delivery was lost in a failover (leased, never acked) come back first.
+const STALL: Duration = Duration::from_secs(45);
 /// Pause after an error before a task tries again, so that an outage is not a busy loop.
 const ERROR_PAUSE: Duration = Duration::from_millis(20);
 /// Senders of the failover run, and how long they run before the leader is killed.
 const FAILOVER_SENDERS: usize = 16;
 const FAILOVER_LEAD_IN: Duration = Duration::from_secs(3);
+/// A failover send not answered within this counts as failed, so that a client that never hears
+/// back from a killed node does not hold the run.
+const FAILOVER_SEND_DEADLINE: Duration = Duration::from_secs(5);
+/// How long a failover run may take beyond its window before it fails.
+const FAILOVER_GRACE: Duration = Duration::from_secs(60);
 /// How a lease is set for the redelivery and redrive runs.
 const SHORT_LEASE: Duration = Duration::from_secs(1);
 
@@ -305,7 +313,10 @@ impl<D: Driver> Bench<D> {
         }
         if let Some(after) = s.failover {
             let what = format!("leader killed under load ({FAILOVER_SENDERS} senders)");
-            let row = self.failover(after).await;
+            let limit = FAILOVER_LEAD_IN + after + FAILOVER_GRACE;
+            let row = tokio::time::timeout(limit, self.failover(after))
+                .await
+                .unwrap_or_else(|_| Err(anyhow!("the run did not end within {limit:?}")));
             emit(self.row("failover".into(), what, row))?;
         }
         Ok(())
@@ -376,7 +387,7 @@ impl<D: Driver> Bench<D> {
     /// Senders against a fresh standard queue: `workers` closed-loop tasks, or a dispatcher at
     /// `rate` messages/s whose latencies count from each message's intended send time.
     async fn send(&self, workers: usize, batch: usize, rate: Option<f64>) -> Result<Measurement> {
-        let spec = self.queue("send", false, SHORT_LEASE * 30).await?;
+        let spec = self.queue("send", false, QUEUE_LEASE).await?;
         let node = self.home(&spec).await?;
         let window = Window::after(self.settings.warmup, self.settings.seconds);
         let messages = Messages::new(self.settings.size, None);
@@ -443,9 +454,7 @@ impl<D: Driver> Bench<D> {
     /// `senders` messages are between the start of their send and the return of their ack. A
     /// message counts when its ack returns, with the latency from its send.
     async fn end_to_end(&self, senders: usize, groups: Option<u64>) -> Result<Measurement> {
-        let spec = self
-            .queue("e2e", groups.is_some(), SHORT_LEASE * 30)
-            .await?;
+        let spec = self.queue("e2e", groups.is_some(), QUEUE_LEASE).await?;
         let node = self.home(&spec).await?;
         let consumers = self
             .driver
@@ -665,7 +674,7 @@ impl<D: Driver> Bench<D> {
     }
 
     async fn drain_row(&self, n: u64) -> Result<Measurement> {
-        let spec = self.queue("drain", false, SHORT_LEASE * 30).await?;
+        let spec = self.queue("drain", false, QUEUE_LEASE).await?;
         let node = self.home(&spec).await?;
         let fill_seconds = self.fill(&spec, node, n).await?;
         let before = self.probe.sample();
@@ -730,7 +739,7 @@ impl<D: Driver> Bench<D> {
     /// them after that one delivery. The time runs from the first abandonment until all `n`
     /// are in the dead-letter queue, so it includes the 1 s lease where there is one.
     async fn redrive(&self, n: u64) -> Result<Measurement> {
-        let dlq = self.queue("dlq", false, SHORT_LEASE * 30).await?;
+        let dlq = self.queue("dlq", false, QUEUE_LEASE).await?;
         let mut spec = QueueSpec::standard(format!(
             "{}_redrive_{}",
             self.run_id,
@@ -803,7 +812,7 @@ impl<D: Driver> Bench<D> {
     /// killed after [`FAILOVER_LEAD_IN`], and the longest stretch without a successful send is
     /// the unavailability window. Leaves the system with one node down: run it last.
     async fn failover(&self, after: Duration) -> Result<Measurement> {
-        let spec = self.queue("failover", false, SHORT_LEASE * 30).await?;
+        let spec = self.queue("failover", false, QUEUE_LEASE).await?;
         let Some(leader) = self.driver.leader(&spec).await? else {
             return Ok(self.not_applicable("", "", "the system does not tell the leader"));
         };
@@ -842,7 +851,13 @@ impl<D: Driver> Bench<D> {
                 let mut rec = Recorder::new();
                 while window.open() {
                     let t0 = Instant::now();
-                    match driver.send(&mut session, messages.batch(1)).await {
+                    let sent = driver.send(&mut session, messages.batch(1));
+                    let sent = tokio::time::timeout(FAILOVER_SEND_DEADLINE, sent)
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(anyhow!("no answer within {FAILOVER_SEND_DEADLINE:?}"))
+                        });
+                    match sent {
                         Ok(()) => {
                             let done = Instant::now();
                             rec.record(1, done - t0);

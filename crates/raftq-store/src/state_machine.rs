@@ -292,14 +292,14 @@ impl RocksStateMachine {
 }
 
 /// Writes one command's range deletes and payload changes into `batch`, in order, and adds the
-/// rows it changed to `rows`; `fresh` tracks payloads put earlier in the same batch, which reads
-/// of the database cannot see yet.
+/// rows it changed to `rows`; `fresh`, when the batch answers a waiting client, tracks payloads put
+/// earlier in the same batch, which reads of the database cannot see yet.
 fn stage(
     batch: &mut WriteBatch,
     cf: &rocksdb::ColumnFamily,
     changes: Changes,
     rows: &mut BTreeSet<RowKey>,
-    fresh: &mut HashMap<u64, Payload>,
+    mut fresh: Option<&mut HashMap<u64, Payload>>,
 ) {
     for range in &changes.ranges {
         batch.delete_range_cf(cf, &range.start, &range.end);
@@ -309,11 +309,15 @@ fn stage(
         match op {
             PayloadOp::Put(k, payload) => {
                 batch.put_cf(cf, payload_key(k), encode_payload(&payload));
-                fresh.insert(k, payload);
+                if let Some(fresh) = fresh.as_deref_mut() {
+                    fresh.insert(k, payload);
+                }
             }
             PayloadOp::Delete(k) => {
                 batch.delete_cf(cf, payload_key(k));
-                fresh.remove(&k);
+                if let Some(fresh) = fresh.as_deref_mut() {
+                    fresh.remove(&k);
+                }
             }
         }
     }
@@ -390,7 +394,13 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
                             command,
                         });
                         woken.extend_from_slice(&applied.changes.woken);
-                        stage(&mut batch, state, applied.changes, &mut rows, &mut fresh);
+                        stage(
+                            &mut batch,
+                            state,
+                            applied.changes,
+                            &mut rows,
+                            answered.then_some(&mut fresh),
+                        );
                         let mut payloads = Vec::new();
                         if let (true, Ok(Outcome::Received(deliveries))) =
                             (answered, &applied.result)
