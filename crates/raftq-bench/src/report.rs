@@ -379,7 +379,8 @@ const METHOD: &str = "## How the numbers are made
   consumer for all groups (see the systems table), so they show one ordered stream at any G.
 - **Drains**: a queue filled with batches of 10 from 32 senders, then 32 consumers receive and
   ack until it is empty; the rate counts from the first ack to the last. The backlog row is
-  compared with the same drain of a small queue (the target's near-empty run).
+  compared with the same drain of a small queue (the target's near-empty run), drained three
+  times on fresh queues: its row is the run of the median rate, and its notes give every run's.
 - **Redelivery**: every message is received once and abandoned (raftq: its 1 s lease runs out;
   JetStream: its 1 s ack wait runs out; RabbitMQ: basic.nack with requeue, at once), then
   received again and acked; the rate is the messages over the time from the first abandonment

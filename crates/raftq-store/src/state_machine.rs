@@ -24,6 +24,7 @@ use std::io::{self, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
 
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
@@ -42,7 +43,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
-use crate::snapshot::{self, Rows, SnapshotDir};
+use crate::snapshot::{self, SnapshotDir};
 use crate::types::{NodeId, Response, TypeConfig};
 
 /// Column family of engine rows and payloads.
@@ -154,6 +155,21 @@ impl StateReader {
                 .get_pinned_cf(cf, payload_key(storage_key))
                 .map_err(|e| AnyError::new(&e))?,
         )
+    }
+
+    /// The payloads stored under `storage_keys`, in their order, read in one batch: the keys a
+    /// receive delivers are mostly neighbours, which then share index searches and blocks.
+    pub fn payloads(&self, storage_keys: &[u64]) -> Result<Vec<Option<Payload>>, AnyError> {
+        let cf = self
+            .db
+            .cf_handle(STATE_CF)
+            .ok_or_else(|| AnyError::error("state column family is missing"))?;
+        let keys: Vec<_> = storage_keys.iter().map(|k| payload_key(*k)).collect();
+        self.db
+            .batched_multi_get_cf(cf, &keys, false)
+            .into_iter()
+            .map(|read| decoded(read.map_err(|e| AnyError::new(&e))?))
+            .collect()
     }
 }
 
@@ -405,16 +421,22 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
                         if let (true, Ok(Outcome::Received(deliveries))) =
                             (answered, &applied.result)
                         {
-                            for d in deliveries {
-                                let key = d.meta.storage_key;
-                                let payload = match fresh.get(&key) {
-                                    Some(p) => Some(p.clone()),
-                                    None => reader.payload(key).map_err(|e| {
-                                        StorageError::from(StorageIOError::read_state_machine(e))
-                                    })?,
-                                };
-                                payloads.extend(payload.map(|p| (key, p)));
-                            }
+                            let keys = deliveries.iter().map(|d| d.meta.storage_key);
+                            let (put, stored): (Vec<u64>, Vec<u64>) =
+                                keys.partition(|k| fresh.contains_key(k));
+                            payloads.extend(
+                                put.into_iter()
+                                    .filter_map(|k| fresh.get(&k).map(|p| (k, p.clone()))),
+                            );
+                            let read = reader.payloads(&stored).map_err(|e| {
+                                StorageError::from(StorageIOError::read_state_machine(e))
+                            })?;
+                            payloads.extend(
+                                stored
+                                    .into_iter()
+                                    .zip(read)
+                                    .filter_map(|(k, p)| p.map(|p| (k, p))),
+                            );
                         }
                         answers.push(Response {
                             result: Some(applied.result),
@@ -469,73 +491,33 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         meta: &Meta,
         snapshot: Box<File>,
     ) -> Result<(), StorageError<NodeId>> {
-        let read_err = |e: io::Error| {
-            StorageError::from(StorageIOError::read_snapshot(Some(meta.signature()), &e))
-        };
         let mut received = *snapshot;
-        received.flush().await.map_err(read_err)?;
-        let mut received = received.into_std().await;
-        let dir = self.snapshots.dir.clone();
-        let (name, rows) = tokio::task::spawn_blocking(move || -> io::Result<(String, Rows)> {
-            received.seek(SeekFrom::Start(0))?;
-            let name = dir.copy_from(&mut received)?;
-            let rows = snapshot::read_rows(&dir.file(&name))?;
-            Ok((name, rows))
-        })
-        .await
-        .map_err(io_err)?
-        .map_err(read_err)?;
-        let region = self.region().map_err(io_err)?;
-        let engine = Engine::restore(region, rows.iter().cloned()).map_err(|e| {
+        received.flush().await.map_err(|e| {
             StorageError::from(StorageIOError::read_snapshot(Some(meta.signature()), &e))
         })?;
-        let db = Arc::clone(&self.db);
-        let state = cf(&db, STATE_CF).map_err(io_err)?;
-        let meta_cf = cf(&db, SM_META_CF).map_err(io_err)?;
-        let mut batch = WriteBatch::default();
-        batch.delete_range_cf(state, [0u8].as_slice(), [0xffu8; 16].as_slice());
-        for (k, v) in &rows {
-            batch.put_cf(state, k, v);
-        }
-        let applied = Applied {
-            last_applied: meta.last_log_id,
-            membership: meta.last_membership.clone(),
-        };
-        batch.put_cf(
-            meta_cf,
-            KEY_APPLIED,
-            postcard::to_allocvec(&applied).map_err(io_err)?,
+        let received = received.into_std().await;
+        let region = self.region().map_err(io_err)?;
+        let (db, engine, snapshots) = (
+            Arc::clone(&self.db),
+            Arc::clone(&self.engine),
+            self.snapshots.clone(),
         );
-        let stored = StoredSnapshot {
-            meta: meta.clone(),
-            file: name,
-        };
-        batch.put_cf(
-            meta_cf,
-            KEY_SNAPSHOT,
-            postcard::to_allocvec(&stored).map_err(io_err)?,
-        );
-        let mut sync = WriteOptions::default();
-        sync.set_sync(true);
-        let _current = self
-            .snapshots
-            .current
-            .lock()
-            .map_err(|_| io_err(io::Error::other("snapshot lock poisoned")))?;
-        // The engine is held across the write, as in `apply`, so readers see the old state or
-        // the new one whole.
-        let mut engine_now = self
-            .engine
-            .write()
-            .map_err(|_| io_err(io::Error::other("engine lock poisoned")))?;
-        self.db.write_opt(batch, &sync).map_err(io_err)?;
-        *engine_now = engine;
-        drop(engine_now);
+        let owned = meta.clone();
+        let started = Instant::now();
+        // Reading, restoring and writing a large state takes seconds: off the runtime's workers,
+        // which carry the Raft core and the network meanwhile.
+        let (applied, rows) = tokio::task::spawn_blocking(move || {
+            install(&db, &engine, &snapshots, region, &owned, received)
+        })
+        .await
+        .map_err(io_err)??;
         self.applied = applied;
-        self.snapshots
-            .dir
-            .remove_all_but(Some(&stored.file))
-            .map_err(io_err)?;
+        tracing::info!(
+            snapshot = %meta.snapshot_id,
+            rows,
+            seconds = started.elapsed().as_secs_f64(),
+            "installed a snapshot"
+        );
         Ok(())
     }
 
@@ -558,6 +540,72 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
             snapshot: Box::new(file),
         }))
     }
+}
+
+/// Replaces the state with the snapshot `received` describes by `meta`: keeps its file, rebuilds
+/// the engine from its rows and writes them, the applied marker and the snapshot record in one
+/// synced batch. Returns the applied marker and the number of rows.
+fn install(
+    db: &DB,
+    engine: &RwLock<Engine>,
+    snapshots: &Snapshots,
+    region: String,
+    meta: &Meta,
+    mut received: std::fs::File,
+) -> Result<(Applied, usize), StorageError<NodeId>> {
+    let read_err = |e: io::Error| {
+        StorageError::from(StorageIOError::read_snapshot(Some(meta.signature()), &e))
+    };
+    received.seek(SeekFrom::Start(0)).map_err(read_err)?;
+    let name = snapshots.dir.copy_from(&mut received).map_err(read_err)?;
+    let rows = snapshot::read_rows(&snapshots.dir.file(&name)).map_err(read_err)?;
+    let restored = Engine::restore(region, rows.iter().cloned()).map_err(|e| {
+        StorageError::from(StorageIOError::read_snapshot(Some(meta.signature()), &e))
+    })?;
+    let state = cf(db, STATE_CF).map_err(io_err)?;
+    let meta_cf = cf(db, SM_META_CF).map_err(io_err)?;
+    let mut batch = WriteBatch::default();
+    batch.delete_range_cf(state, [0u8].as_slice(), [0xffu8; 16].as_slice());
+    for (k, v) in &rows {
+        batch.put_cf(state, k, v);
+    }
+    let applied = Applied {
+        last_applied: meta.last_log_id,
+        membership: meta.last_membership.clone(),
+    };
+    batch.put_cf(
+        meta_cf,
+        KEY_APPLIED,
+        postcard::to_allocvec(&applied).map_err(io_err)?,
+    );
+    let stored = StoredSnapshot {
+        meta: meta.clone(),
+        file: name,
+    };
+    batch.put_cf(
+        meta_cf,
+        KEY_SNAPSHOT,
+        postcard::to_allocvec(&stored).map_err(io_err)?,
+    );
+    let mut sync = WriteOptions::default();
+    sync.set_sync(true);
+    let _current = snapshots
+        .current
+        .lock()
+        .map_err(|_| io_err(io::Error::other("snapshot lock poisoned")))?;
+    // The engine is held across the write, as in `apply`, so readers see the old state or the
+    // new one whole.
+    let mut engine_now = engine
+        .write()
+        .map_err(|_| io_err(io::Error::other("engine lock poisoned")))?;
+    db.write_opt(batch, &sync).map_err(io_err)?;
+    *engine_now = restored;
+    drop(engine_now);
+    snapshots
+        .dir
+        .remove_all_but(Some(&stored.file))
+        .map_err(io_err)?;
+    Ok((applied, rows.len()))
 }
 
 /// The current snapshot, as kept in `sm_meta`: its metadata and the name of its file.
@@ -588,10 +636,16 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         let db = Arc::clone(&self.db);
         let snapshots = self.snapshots.clone();
         let count = self.count;
+        let started = Instant::now();
         let (stored, path) = tokio::task::spawn_blocking(move || build(&db, &snapshots, count))
             .await
             .map_err(io_err)?
             .map_err(io_err)?;
+        tracing::info!(
+            snapshot = %stored.meta.snapshot_id,
+            seconds = started.elapsed().as_secs_f64(),
+            "built a snapshot"
+        );
         let file = File::open(path).await.map_err(io_err)?;
         Ok(Snapshot {
             meta: stored.meta,

@@ -134,6 +134,32 @@ async fn applied_state_and_payloads_survive_a_reopen() {
 }
 
 #[tokio::test]
+async fn a_receive_applied_after_its_sends_reads_their_payloads_from_the_database() {
+    let dir = TempDir::new().expect("temp dir");
+    let (_log, mut sm) = open(&dir);
+    let mut entries = workload();
+    let receive = entries.pop().expect("the receive is last");
+    sm.apply(entries).await.expect("apply the sends");
+    let _waiting = sm.awaited().wait();
+    let responses = sm.apply([receive]).await.expect("apply the receive");
+    let answer = responses.first().and_then(|r| r.first()).expect("answer");
+    let mut bodies: Vec<(u64, &str)> = answer
+        .payloads
+        .iter()
+        .map(|(k, p)| (*k, p.body.as_str()))
+        .collect();
+    bodies.sort();
+    assert_eq!(bodies, [(1, "job 0"), (2, "job 1")]);
+
+    let read = sm.reader().payloads(&[2, 99, 1]).expect("read");
+    let read: Vec<Option<&str>> = read
+        .iter()
+        .map(|p| p.as_ref().map(|p| p.body.as_str()))
+        .collect();
+    assert_eq!(read, [Some("job 1"), None, Some("job 0")]);
+}
+
+#[tokio::test]
 async fn without_an_awaited_write_a_receive_applies_alike_but_reads_no_payloads() {
     let (awaited_dir, unawaited_dir) = (
         TempDir::new().expect("temp dir"),
