@@ -366,6 +366,11 @@ fn io_err(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
     StorageIOError::write_state_machine(&e).into()
 }
 
+/// [`io_err`], boxed, for a function whose error would otherwise be larger than its result.
+fn boxed_io_err(e: impl std::error::Error + 'static) -> Box<StorageError<NodeId>> {
+    Box::new(io_err(e))
+}
+
 impl RaftStateMachine<TypeConfig> for RocksStateMachine {
     type SnapshotBuilder = SnapshotBuilder;
 
@@ -510,7 +515,8 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
             install(&db, &engine, &snapshots, region, &owned, received)
         })
         .await
-        .map_err(io_err)??;
+        .map_err(io_err)?
+        .map_err(|e| *e)?;
         self.applied = applied;
         tracing::info!(
             snapshot = %meta.snapshot_id,
@@ -552,7 +558,7 @@ fn install(
     region: String,
     meta: &Meta,
     mut received: std::fs::File,
-) -> Result<(Applied, usize), StorageError<NodeId>> {
+) -> Result<(Applied, usize), Box<StorageError<NodeId>>> {
     let read_err = |e: io::Error| {
         StorageError::from(StorageIOError::read_snapshot(Some(meta.signature()), &e))
     };
@@ -560,10 +566,13 @@ fn install(
     let name = snapshots.dir.copy_from(&mut received).map_err(read_err)?;
     let rows = snapshot::read_rows(&snapshots.dir.file(&name)).map_err(read_err)?;
     let restored = Engine::restore(region, rows.iter().cloned()).map_err(|e| {
-        StorageError::from(StorageIOError::read_snapshot(Some(meta.signature()), &e))
+        Box::new(StorageError::from(StorageIOError::read_snapshot(
+            Some(meta.signature()),
+            &e,
+        )))
     })?;
-    let state = cf(db, STATE_CF).map_err(io_err)?;
-    let meta_cf = cf(db, SM_META_CF).map_err(io_err)?;
+    let state = cf(db, STATE_CF).map_err(boxed_io_err)?;
+    let meta_cf = cf(db, SM_META_CF).map_err(boxed_io_err)?;
     let mut batch = WriteBatch::default();
     batch.delete_range_cf(state, [0u8].as_slice(), [0xffu8; 16].as_slice());
     for (k, v) in &rows {
@@ -576,7 +585,7 @@ fn install(
     batch.put_cf(
         meta_cf,
         KEY_APPLIED,
-        postcard::to_allocvec(&applied).map_err(io_err)?,
+        postcard::to_allocvec(&applied).map_err(boxed_io_err)?,
     );
     let stored = StoredSnapshot {
         meta: meta.clone(),
@@ -585,26 +594,26 @@ fn install(
     batch.put_cf(
         meta_cf,
         KEY_SNAPSHOT,
-        postcard::to_allocvec(&stored).map_err(io_err)?,
+        postcard::to_allocvec(&stored).map_err(boxed_io_err)?,
     );
     let mut sync = WriteOptions::default();
     sync.set_sync(true);
     let _current = snapshots
         .current
         .lock()
-        .map_err(|_| io_err(io::Error::other("snapshot lock poisoned")))?;
+        .map_err(|_| boxed_io_err(io::Error::other("snapshot lock poisoned")))?;
     // The engine is held across the write, as in `apply`, so readers see the old state or the
     // new one whole.
     let mut engine_now = engine
         .write()
-        .map_err(|_| io_err(io::Error::other("engine lock poisoned")))?;
-    db.write_opt(batch, &sync).map_err(io_err)?;
+        .map_err(|_| boxed_io_err(io::Error::other("engine lock poisoned")))?;
+    db.write_opt(batch, &sync).map_err(boxed_io_err)?;
     *engine_now = restored;
     drop(engine_now);
     snapshots
         .dir
         .remove_all_but(Some(&stored.file))
-        .map_err(io_err)?;
+        .map_err(boxed_io_err)?;
     Ok((applied, rows.len()))
 }
 
