@@ -366,11 +366,6 @@ fn io_err(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
     StorageIOError::write_state_machine(&e).into()
 }
 
-/// [`io_err`], boxed, for a function whose error would otherwise be larger than its result.
-fn boxed_io_err(e: impl std::error::Error + 'static) -> Box<StorageError<NodeId>> {
-    Box::new(io_err(e))
-}
-
 impl RaftStateMachine<TypeConfig> for RocksStateMachine {
     type SnapshotBuilder = SnapshotBuilder;
 
@@ -566,13 +561,10 @@ fn install(
     let name = snapshots.dir.copy_from(&mut received).map_err(read_err)?;
     let rows = snapshot::read_rows(&snapshots.dir.file(&name)).map_err(read_err)?;
     let restored = Engine::restore(region, rows.iter().cloned()).map_err(|e| {
-        Box::new(StorageError::from(StorageIOError::read_snapshot(
-            Some(meta.signature()),
-            &e,
-        )))
+        StorageError::from(StorageIOError::read_snapshot(Some(meta.signature()), &e))
     })?;
-    let state = cf(db, STATE_CF).map_err(boxed_io_err)?;
-    let meta_cf = cf(db, SM_META_CF).map_err(boxed_io_err)?;
+    let state = cf(db, STATE_CF).map_err(io_err)?;
+    let meta_cf = cf(db, SM_META_CF).map_err(io_err)?;
     let mut batch = WriteBatch::default();
     batch.delete_range_cf(state, [0u8].as_slice(), [0xffu8; 16].as_slice());
     for (k, v) in &rows {
@@ -585,7 +577,7 @@ fn install(
     batch.put_cf(
         meta_cf,
         KEY_APPLIED,
-        postcard::to_allocvec(&applied).map_err(boxed_io_err)?,
+        postcard::to_allocvec(&applied).map_err(io_err)?,
     );
     let stored = StoredSnapshot {
         meta: meta.clone(),
@@ -594,26 +586,26 @@ fn install(
     batch.put_cf(
         meta_cf,
         KEY_SNAPSHOT,
-        postcard::to_allocvec(&stored).map_err(boxed_io_err)?,
+        postcard::to_allocvec(&stored).map_err(io_err)?,
     );
     let mut sync = WriteOptions::default();
     sync.set_sync(true);
     let _current = snapshots
         .current
         .lock()
-        .map_err(|_| boxed_io_err(io::Error::other("snapshot lock poisoned")))?;
+        .map_err(|_| io_err(io::Error::other("snapshot lock poisoned")))?;
     // The engine is held across the write, as in `apply`, so readers see the old state or the
     // new one whole.
     let mut engine_now = engine
         .write()
-        .map_err(|_| boxed_io_err(io::Error::other("engine lock poisoned")))?;
-    db.write_opt(batch, &sync).map_err(boxed_io_err)?;
+        .map_err(|_| io_err(io::Error::other("engine lock poisoned")))?;
+    db.write_opt(batch, &sync).map_err(io_err)?;
     *engine_now = restored;
     drop(engine_now);
     snapshots
         .dir
         .remove_all_but(Some(&stored.file))
-        .map_err(boxed_io_err)?;
+        .map_err(io_err)?;
     Ok((applied, rows.len()))
 }
 
