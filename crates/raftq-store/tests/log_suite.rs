@@ -219,3 +219,48 @@ async fn state_survives_reopen() -> TestResult {
     assert!(reader.try_get_log_entries(5..).await?.is_empty());
     Ok(())
 }
+
+/// Entries live in blob files, apart from their keys, and a purge followed by compaction gives
+/// the blob files' space back.
+#[tokio::test]
+async fn entries_live_in_blob_files_that_a_purge_frees() -> TestResult {
+    let dir = TempDir::new().expect("create temp dir");
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.create_missing_column_families(true);
+    let db = Arc::new(DB::open_cf_descriptors(
+        &opts,
+        dir.path(),
+        column_families(),
+    )?);
+    let mut store = RocksLogStore::<TestConfig>::new(Arc::clone(&db), LOGS_CF, META_CF)?;
+    let logs = db.cf_handle(LOGS_CF).expect("logs column family");
+    let property = |name: &str| -> Result<u64, Box<dyn std::error::Error>> {
+        Ok(db.property_int_value_cf(logs, name)?.unwrap_or(0))
+    };
+    let body = "x".repeat(1024);
+    for round in 0..4u64 {
+        let entries = (0..100).map(|i| Entry::<TestConfig> {
+            log_id: log_id(1, round * 100 + i),
+            payload: EntryPayload::Normal(body.clone()),
+        });
+        store.blocking_append(entries).await?;
+        db.flush_cf(logs)?;
+    }
+    let blobs = property("rocksdb.live-blob-file-size")?;
+    let tables = property("rocksdb.live-sst-files-size")?;
+    assert!(
+        blobs > 400 * 1024,
+        "entries are in blob files ({blobs} bytes)"
+    );
+    assert!(
+        tables * 10 < blobs,
+        "tables hold keys only ({tables} bytes)"
+    );
+
+    store.purge(log_id(1, 399)).await?;
+    db.flush_cf(logs)?;
+    db.compact_range_cf(logs, None::<&[u8]>, None::<&[u8]>);
+    assert_eq!(property("rocksdb.live-blob-file-size")?, 0);
+    Ok(())
+}
