@@ -146,13 +146,10 @@ impl StateReader {
 
     /// The payload stored under `storage_key`.
     pub fn payload(&self, storage_key: u64) -> Result<Option<Payload>, AnyError> {
-        let cf = self
-            .db
-            .cf_handle(STATE_CF)
-            .ok_or_else(|| AnyError::error("state column family is missing"))?;
+        let state = cf(&self.db, STATE_CF).map_err(|e| AnyError::new(&e))?;
         decoded(
             self.db
-                .get_pinned_cf(cf, payload_key(storage_key))
+                .get_pinned_cf(state, payload_key(storage_key))
                 .map_err(|e| AnyError::new(&e))?,
         )
     }
@@ -160,13 +157,10 @@ impl StateReader {
     /// The payloads stored under `storage_keys`, in their order, read in one batch: the keys a
     /// receive delivers are mostly neighbours, which then share index searches and blocks.
     pub fn payloads(&self, storage_keys: &[u64]) -> Result<Vec<Option<Payload>>, AnyError> {
-        let cf = self
-            .db
-            .cf_handle(STATE_CF)
-            .ok_or_else(|| AnyError::error("state column family is missing"))?;
+        let state = cf(&self.db, STATE_CF).map_err(|e| AnyError::new(&e))?;
         let keys: Vec<_> = storage_keys.iter().map(|k| payload_key(*k)).collect();
         self.db
-            .batched_multi_get_cf(cf, &keys, false)
+            .batched_multi_get_cf(state, &keys, false)
             .into_iter()
             .map(|read| decoded(read.map_err(|e| AnyError::new(&e))?))
             .collect()
@@ -188,13 +182,10 @@ pub struct PayloadView<'a> {
 impl PayloadView<'_> {
     /// The payload stored under `storage_key` in this view.
     pub fn payload(&self, storage_key: u64) -> Result<Option<Payload>, AnyError> {
-        let cf = self
-            .db
-            .cf_handle(STATE_CF)
-            .ok_or_else(|| AnyError::error("state column family is missing"))?;
+        let state = cf(self.db, STATE_CF).map_err(|e| AnyError::new(&e))?;
         decoded(
             self.view
-                .get_cf(cf, payload_key(storage_key))
+                .get_cf(state, payload_key(storage_key))
                 .map_err(|e| AnyError::new(&e))?,
         )
     }
@@ -421,13 +412,13 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
                         if let (true, Ok(Outcome::Received(deliveries))) =
                             (answered, &applied.result)
                         {
-                            let keys = deliveries.iter().map(|d| d.meta.storage_key);
-                            let (put, stored): (Vec<u64>, Vec<u64>) =
-                                keys.partition(|k| fresh.contains_key(k));
-                            payloads.extend(
-                                put.into_iter()
-                                    .filter_map(|k| fresh.get(&k).map(|p| (k, p.clone()))),
-                            );
+                            let mut stored = Vec::new();
+                            for key in deliveries.iter().map(|d| d.meta.storage_key) {
+                                match fresh.get(&key) {
+                                    Some(p) => payloads.push((key, p.clone())),
+                                    None => stored.push(key),
+                                }
+                            }
                             let read = reader.payloads(&stored).map_err(|e| {
                                 StorageError::from(StorageIOError::read_state_machine(e))
                             })?;

@@ -151,12 +151,16 @@ impl RaftStateMachine<TestConfig> for MemStateMachine {
     }
 }
 
-fn open_store(dir: &TempDir) -> RocksLogStore<TestConfig> {
+fn open_db(dir: &TempDir) -> Arc<DB> {
     let mut opts = Options::default();
     opts.create_if_missing(true);
     opts.create_missing_column_families(true);
     let db = DB::open_cf_descriptors(&opts, dir.path(), column_families()).expect("open RocksDB");
-    RocksLogStore::new(Arc::new(db), LOGS_CF, META_CF).expect("column families present")
+    Arc::new(db)
+}
+
+fn open_store(dir: &TempDir) -> RocksLogStore<TestConfig> {
+    RocksLogStore::new(open_db(dir), LOGS_CF, META_CF).expect("column families present")
 }
 
 struct Builder;
@@ -225,14 +229,7 @@ async fn state_survives_reopen() -> TestResult {
 #[tokio::test]
 async fn entries_live_in_blob_files_that_a_purge_frees() -> TestResult {
     let dir = TempDir::new().expect("create temp dir");
-    let mut opts = Options::default();
-    opts.create_if_missing(true);
-    opts.create_missing_column_families(true);
-    let db = Arc::new(DB::open_cf_descriptors(
-        &opts,
-        dir.path(),
-        column_families(),
-    )?);
+    let db = open_db(&dir);
     let mut store = RocksLogStore::<TestConfig>::new(Arc::clone(&db), LOGS_CF, META_CF)?;
     let logs = db.cf_handle(LOGS_CF).expect("logs column family");
     let property = |name: &str| -> Result<u64, Box<dyn std::error::Error>> {
