@@ -119,9 +119,11 @@ impl Serving {
     }
 }
 
-/// The address of a peer that never starts (a port that was free a moment ago).
+/// The address of a peer that never starts: a port that was free a moment ago, on a loopback
+/// address no test listens on. (On 127.0.0.1 another test's node could be given the same port
+/// and answer as this peer: two clusters' nodes 1 then met, and openraft's engine panicked.)
 pub async fn absent_peer() -> String {
-    let absent = tokio::net::TcpListener::bind("127.0.0.1:0")
+    let absent = tokio::net::TcpListener::bind("127.0.0.2:0")
         .await
         .expect("bind");
     absent.local_addr().expect("addr").to_string()
