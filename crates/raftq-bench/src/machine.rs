@@ -1,5 +1,12 @@
 //! The header of a report: the machine's cores, kernel and memory, the fsync latency of the disk
 //! the systems write to, and facts handed in by the caller (versions, configurations, date).
+//!
+//! It can also write once to the machine's free memory before the run ([`touch_free_memory`]).
+//! On a virtual machine the hypervisor backs a guest page only on the first write to it, at a
+//! cost the guest pays in system time; a server that has run for a while never sees it, but in
+//! one run on a fresh machine every system writing files lands on new pages, and the systems run
+//! first pay for the most. Touching the free memory once takes this cost out of every system's
+//! numbers and reports what it was.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -17,6 +24,10 @@ const FSYNC_WRITE: usize = 4096;
 /// The fsync loop stops after this many syncs or this long, whichever comes first.
 const FSYNC_SYNCS: usize = 1000;
 const FSYNC_TIME: Duration = Duration::from_secs(3);
+/// The unit of memory the first-touch pass writes to once.
+const PAGE: usize = 4096;
+/// The first-touch pass allocates in pieces of this size.
+const TOUCH_PIECE: usize = 256 << 20;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Machine {
@@ -28,6 +39,9 @@ pub struct Machine {
     /// machine skews the results.
     pub load: String,
     pub fsync: Fsync,
+    /// The first-touch pass over free memory, when it was made.
+    #[serde(default)]
+    pub first_touch: Option<FirstTouch>,
     /// Versions, configurations and the like, as `name = value`.
     pub facts: BTreeMap<String, String>,
 }
@@ -40,6 +54,56 @@ pub struct Fsync {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
+}
+
+/// One write to each page of a stretch of free memory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FirstTouch {
+    pub gib: f64,
+    pub seconds: f64,
+    /// Time per [`PAGE`] bytes, user and system together.
+    pub us_per_page: f64,
+}
+
+/// A `/proc/meminfo` field (`MemTotal:`, ...) in bytes; 0 when it cannot be read.
+fn meminfo(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .map_or(0, |kib| kib.saturating_mul(1024))
+}
+
+/// Free memory (`MemFree`: neither in use nor holding cached files), in bytes.
+pub fn free_memory() -> u64 {
+    meminfo("MemFree:")
+}
+
+/// Writes one byte to every page of `bytes` of newly allocated memory, holding all of it until
+/// the end (freed memory would be handed out again for the next piece), then frees it.
+pub fn touch_free_memory(bytes: u64) -> FirstTouch {
+    let start = Instant::now();
+    let mut pieces: Vec<Vec<u8>> = Vec::new();
+    let mut left = bytes;
+    while left > 0 {
+        let len = usize::try_from(left).map_or(TOUCH_PIECE, |l| l.min(TOUCH_PIECE));
+        let mut piece = vec![0u8; len];
+        for byte in piece.iter_mut().step_by(PAGE) {
+            *byte = 1;
+        }
+        pieces.push(std::hint::black_box(piece));
+        left -= len as u64;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    drop(pieces);
+    let pages = bytes.div_ceil(PAGE as u64).max(1);
+    FirstTouch {
+        gib: bytes as f64 / f64::from(1u32 << 30),
+        seconds,
+        us_per_page: seconds * 1e6 / pages as f64,
+    }
 }
 
 impl Machine {
@@ -55,22 +119,16 @@ impl Machine {
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|k| k.trim().to_string())
             .unwrap_or_else(|_| "unknown".into());
-        let memory_kib: f64 = std::fs::read_to_string("/proc/meminfo")
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix("MemTotal:"))
-            .and_then(|l| l.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0.0);
         Ok(Machine {
             cpu_model,
             cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
             kernel,
-            memory_gib: memory_kib / (1024.0 * 1024.0),
+            memory_gib: meminfo("MemTotal:") as f64 / f64::from(1u32 << 30),
             load: std::fs::read_to_string("/proc/loadavg")
                 .map(|l| l.trim().to_string())
                 .unwrap_or_default(),
             fsync: measure_fsync(dir)?,
+            first_touch: None,
             facts,
         })
     }
@@ -124,5 +182,15 @@ mod tests {
         assert!(m.cores >= 1);
         assert!(m.fsync.syncs >= 1);
         assert_eq!(m.facts["raftq"], "test");
+        assert!(m.first_touch.is_none());
+    }
+
+    #[test]
+    fn the_first_touch_pass_covers_what_it_was_asked_for() {
+        let touch = touch_free_memory(TOUCH_PIECE as u64 + 3 * PAGE as u64);
+        assert!((touch.gib - (TOUCH_PIECE + 3 * PAGE) as f64 / f64::from(1u32 << 30)).abs() < 1e-9);
+        assert!(touch.seconds > 0.0);
+        assert!(touch.us_per_page > 0.0);
+        assert!(free_memory() > 0);
     }
 }

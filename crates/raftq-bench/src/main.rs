@@ -147,6 +147,9 @@ struct MachineArgs {
     /// A fact for the header, `name=value` (versions, configurations, the command, the date).
     #[arg(long = "fact")]
     facts: Vec<String>,
+    /// First write once to the machine's free memory but this many GiB (see `machine.rs`).
+    #[arg(long)]
+    touch_memory_but: Option<f64>,
     #[arg(long)]
     out: PathBuf,
 }
@@ -261,7 +264,14 @@ fn machine(args: MachineArgs) -> Result<()> {
             .ok_or_else(|| anyhow!("--fact `{fact}` is not name=value"))?;
         facts.insert(k.trim().to_string(), v.trim().to_string());
     }
-    let machine = Machine::describe(&args.dir, facts)?;
+    let first_touch = args.touch_memory_but.map(|spare_gib| {
+        let spare = (spare_gib.max(0.0) * f64::from(1u32 << 30)) as u64;
+        machine::touch_free_memory(machine::free_memory().saturating_sub(spare))
+    });
+    let machine = Machine {
+        first_touch,
+        ..Machine::describe(&args.dir, facts)?
+    };
     let text = serde_json::to_string_pretty(&machine)?;
     std::fs::write(&args.out, &text).with_context(|| format!("writing {}", args.out.display()))?;
     println!("{text}");
