@@ -147,9 +147,9 @@ struct MachineArgs {
     /// A fact for the header, `name=value` (versions, configurations, the command, the date).
     #[arg(long = "fact")]
     facts: Vec<String>,
-    /// First write once to the machine's free memory but this many GiB (see `machine.rs`).
+    /// Measure the cost of a first write to memory over this many GiB (see `machine.rs`).
     #[arg(long)]
-    touch_memory_but: Option<f64>,
+    first_touch_gib: Option<f64>,
     #[arg(long)]
     out: PathBuf,
 }
@@ -264,10 +264,9 @@ fn machine(args: MachineArgs) -> Result<()> {
             .ok_or_else(|| anyhow!("--fact `{fact}` is not name=value"))?;
         facts.insert(k.trim().to_string(), v.trim().to_string());
     }
-    let first_touch = args.touch_memory_but.map(|spare_gib| {
-        let spare = (spare_gib.max(0.0) * f64::from(1u32 << 30)) as u64;
-        machine::touch_free_memory(machine::free_memory().saturating_sub(spare))
-    });
+    let first_touch = args
+        .first_touch_gib
+        .map(|gib| machine::first_touch((gib.max(0.0) * f64::from(1u32 << 30)) as u64));
     let machine = Machine {
         first_touch,
         ..Machine::describe(&args.dir, facts)?

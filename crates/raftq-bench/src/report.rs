@@ -149,8 +149,8 @@ impl Results {
         if let Some(t) = &m.first_touch {
             let _ = writeln!(
                 out,
-                "| first write to free memory, before the run | {:.1} GiB in {:.1} s, {:.2} µs per 4 KiB page |",
-                t.gib, t.seconds, t.us_per_page
+                "| first write to memory ({:.1} GiB, one byte per 4 KiB page) | {:.2} µs per page |",
+                t.gib, t.us_per_page
             );
         }
         for (k, v) in m
@@ -413,11 +413,12 @@ const METHOD: &str = "## How the numbers are made
   machine (see the load average) takes its share too, and loopback hides network latency. The
   numbers compare systems under the same conditions; they are not what any of them does on
   dedicated hardware.
-- **Same memory**: on a virtual machine the first write to a page of memory costs system time
-  (the hypervisor backs the page then; the machine table gives the cost per page), which a
-  server that has run for a while never pays. Before the run the load generator writes once to
-  the machine's free memory, so the systems run first do not pay for the pages their files
-  land on; between systems the page cache is dropped, so each starts from the same state.
+- **Memory**: on a virtual machine the first write to a page of memory costs system time (the
+  hypervisor backs the page then; the machine table gives the cost per page), and a guest that
+  reports its free pages hands freed memory back, so every new page of the files a system
+  writes costs this again: a system that writes more bytes pays more for it here than on
+  dedicated hardware. Between systems the page cache is dropped, so each starts from the same
+  state.
 - **Durability differs**: raftq fsyncs every Raft append before it answers, and its receives and
   acks are fsynced Raft writes too; RabbitMQ's quorum queues fsync their Raft log before a
   publisher confirm, and record acks in the log without telling the client when; JetStream 2.9
