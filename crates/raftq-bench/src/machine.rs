@@ -176,7 +176,6 @@ mod tests {
         assert!(m.cores >= 1);
         assert!(m.fsync.syncs >= 1);
         assert_eq!(m.facts["raftq"], "test");
-        assert!(m.first_touch.is_none());
     }
 
     #[test]

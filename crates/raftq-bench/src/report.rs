@@ -417,8 +417,8 @@ const METHOD: &str = "## How the numbers are made
   hypervisor backs the page then; the machine table gives the cost per page), and a guest that
   reports its free pages hands freed memory back, so every new page of the files a system
   writes costs this again: a system that writes more bytes pays more for it here than on
-  dedicated hardware. Between systems the page cache is dropped, so each starts from the same
-  state.
+  dedicated hardware. Between systems `scripts/bench` drops the page cache (when it runs as
+  root), so each starts from the same state.
 - **Durability differs**: raftq fsyncs every Raft append before it answers, and its receives and
   acks are fsynced Raft writes too; RabbitMQ's quorum queues fsync their Raft log before a
   publisher confirm, and record acks in the log without telling the client when; JetStream 2.9
