@@ -146,12 +146,7 @@ impl StateReader {
 
     /// The payload stored under `storage_key`.
     pub fn payload(&self, storage_key: u64) -> Result<Option<Payload>, AnyError> {
-        let state = cf(&self.db, STATE_CF).map_err(|e| AnyError::new(&e))?;
-        decoded(
-            self.db
-                .get_pinned_cf(state, payload_key(storage_key))
-                .map_err(|e| AnyError::new(&e))?,
-        )
+        Ok(self.payloads(&[storage_key])?.pop().flatten())
     }
 
     /// The payloads stored under `storage_keys`, in their order, read in one batch: the keys a
@@ -483,9 +478,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         snapshot: Box<File>,
     ) -> Result<(), StorageError<NodeId>> {
         let mut received = *snapshot;
-        received.flush().await.map_err(|e| {
-            StorageError::from(StorageIOError::read_snapshot(Some(meta.signature()), &e))
-        })?;
+        received.flush().await.map_err(|e| unreadable(meta, &e))?;
         let received = received.into_std().await;
         let region = self.region().map_err(io_err)?;
         let (db, engine, snapshots) = (
@@ -521,12 +514,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         };
         let file = File::open(self.snapshots.dir.file(&stored.file))
             .await
-            .map_err(|e| {
-                StorageError::from(StorageIOError::read_snapshot(
-                    Some(stored.meta.signature()),
-                    &e,
-                ))
-            })?;
+            .map_err(|e| unreadable(&stored.meta, &e))?;
         Ok(Some(Snapshot {
             meta: stored.meta,
             snapshot: Box::new(file),
@@ -545,15 +533,12 @@ fn install(
     meta: &Meta,
     mut received: std::fs::File,
 ) -> Result<(Applied, usize), Box<StorageError<NodeId>>> {
-    let read_err = |e: io::Error| {
-        StorageError::from(StorageIOError::read_snapshot(Some(meta.signature()), &e))
-    };
+    let read_err = |e| Box::new(unreadable(meta, &e));
     received.seek(SeekFrom::Start(0)).map_err(read_err)?;
     let name = snapshots.dir.copy_from(&mut received).map_err(read_err)?;
     let rows = snapshot::read_rows(&snapshots.dir.file(&name)).map_err(read_err)?;
-    let restored = Engine::restore(region, rows.iter().cloned()).map_err(|e| {
-        StorageError::from(StorageIOError::read_snapshot(Some(meta.signature()), &e))
-    })?;
+    let restored =
+        Engine::restore(region, rows.iter().cloned()).map_err(|e| unreadable(meta, &e))?;
     let state = cf(db, STATE_CF).map_err(io_err)?;
     let meta_cf = cf(db, SM_META_CF).map_err(io_err)?;
     let mut batch = WriteBatch::default();
@@ -598,6 +583,11 @@ fn install(
         .remove_all_but(Some(&stored.file))
         .map_err(io_err)?;
     Ok((applied, rows.len()))
+}
+
+/// The error of a snapshot described by `meta` that could not be read.
+fn unreadable(meta: &Meta, e: &(impl std::error::Error + 'static)) -> StorageError<NodeId> {
+    StorageError::from(StorageIOError::read_snapshot(Some(meta.signature()), e))
 }
 
 /// The current snapshot, as kept in `sm_meta`: its metadata and the name of its file.
