@@ -30,6 +30,7 @@
 //! `(due, what)`, and deduplication records in window order. Retention needs no per-message
 //! timer: messages enter a queue in time order, so the oldest is always first.
 
+pub mod codec;
 pub mod command;
 mod engine;
 pub mod error;

@@ -218,7 +218,7 @@ pub(crate) struct DedupRow {
 /// Encodes a row value.
 pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     // Serializing these plain structs into a Vec cannot fail.
-    postcard::to_allocvec(value).unwrap_or_default()
+    crate::codec::to_vec(value).unwrap_or_default()
 }
 
 /// Encodes a payload row's value.

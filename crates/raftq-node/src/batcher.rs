@@ -100,7 +100,7 @@ async fn write(raft: &Raft<TypeConfig>, batch: Vec<(Command, Reply)>, timeout: D
     let (commands, replies): (Vec<Command>, Vec<Reply>) = batch.into_iter().unzip();
     let entry = Batch {
         now: now_ms(),
-        commands,
+        commands: Arc::new(commands),
     };
     let failure = match tokio::time::timeout(timeout, raft.client_write(entry)).await {
         Ok(Ok(written)) => {

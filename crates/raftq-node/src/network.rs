@@ -231,7 +231,7 @@ impl PeerClient {
             .as_mut()
             .ok_or_else(|| CallError::Address(self.target.to_string()))?;
         let mut request = tonic::Request::new(Blob {
-            data: postcard::to_allocvec(request)?,
+            data: raftq_engine::codec::to_vec(request)?,
         });
         if let Some(t) = timeout {
             request.set_timeout(t);

@@ -28,7 +28,7 @@ fn decode<T: DeserializeOwned>(request: Request<Blob>) -> Result<T, Status> {
 }
 
 fn encode<T: Serialize>(reply: &T) -> Result<Response<Blob>, Status> {
-    postcard::to_allocvec(reply)
+    raftq_engine::codec::to_vec(reply)
         .map(|data| Response::new(Blob { data }))
         .map_err(|e| Status::internal(format!("cannot encode reply: {e}")))
 }

@@ -46,6 +46,7 @@ use openraft::RaftTypeConfig;
 use openraft::StorageError;
 use openraft::StorageIOError;
 use openraft::Vote;
+use raftq_engine::codec::to_vec;
 use rocksdb::ColumnFamily;
 use rocksdb::ColumnFamilyDescriptor;
 use rocksdb::DBCompressionType;
@@ -69,6 +70,10 @@ pub const META_CF: &str = "raft_meta";
 /// Encoded bytes of the entries appended last that are kept decoded in memory: several entries
 /// in flight at the batcher's largest entries.
 pub const RECENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// A write batch's bytes for one put besides its value, at most: record tag, column family id,
+/// key and the varint lengths of both.
+const BATCH_RECORD_BYTES: usize = 32;
 
 const KEY_VOTE: &[u8] = b"vote";
 const KEY_COMMITTED: &[u8] = b"committed";
@@ -219,7 +224,7 @@ where
     }
 
     fn meta_batch<T: Serialize>(&self, key: &[u8], value: &T) -> Result<WriteBatch, AnyError> {
-        let bytes = postcard::to_stdvec(value).map_err(|e| AnyError::new(&e))?;
+        let bytes = to_vec(value).map_err(|e| AnyError::new(&e))?;
         let mut batch = WriteBatch::default();
         batch.put_cf(self.meta()?, key, bytes);
         Ok(batch)
@@ -392,10 +397,19 @@ where
         I::IntoIter: OptionalSend,
     {
         let logs = self.logs().map_err(StorageIOError::write_logs)?;
-        let mut batch = WriteBatch::default();
-        let mut written = Vec::new();
+        let mut encoded = Vec::new();
         for entry in entries {
-            let value = postcard::to_stdvec(&entry).map_err(|e| StorageIOError::write_logs(&e))?;
+            let value = to_vec(&entry).map_err(|e| StorageIOError::write_logs(&e))?;
+            encoded.push((entry, value));
+        }
+        // Sized up front: the batch would otherwise grow by copying every entry written so far.
+        let bytes = encoded
+            .iter()
+            .map(|(_, v)| v.len() + BATCH_RECORD_BYTES)
+            .sum();
+        let mut batch = WriteBatch::with_capacity_bytes(bytes);
+        let mut written = Vec::with_capacity(encoded.len());
+        for (entry, value) in encoded {
             let index = entry.get_log_id().index;
             batch.put_cf(logs, index_key(index), &value);
             written.push((index, entry, value.len()));

@@ -215,6 +215,10 @@ impl Drop for AwaitedWrite {
     }
 }
 
+/// The most bytes an apply's write batch reserves up front (an apply that catches up on many
+/// entries may be far larger than the next one).
+const BATCH_CAPACITY_LIMIT: usize = 16 * 1024 * 1024;
+
 /// openraft's state machine over the engine and RocksDB.
 #[derive(Debug)]
 pub struct RocksStateMachine {
@@ -225,6 +229,9 @@ pub struct RocksStateMachine {
     snapshot_count: u64,
     snapshots: Snapshots,
     wakeups: broadcast::Sender<Uuid>,
+    /// The size of the last apply's write batch: the next one starts at that capacity rather
+    /// than growing by copying what it holds.
+    batch_bytes: usize,
 }
 
 /// The snapshot directory, and the lock that orders updates of the current snapshot between
@@ -263,6 +270,7 @@ impl RocksStateMachine {
             applied,
             awaited: Awaited::default(),
             snapshot_count: 0,
+            batch_bytes: 0,
             snapshots: Snapshots {
                 dir,
                 current: Arc::default(),
@@ -370,7 +378,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         let state = cf(&db, STATE_CF).map_err(io_err)?;
         let meta = cf(&db, SM_META_CF).map_err(io_err)?;
         let reader = self.reader();
-        let mut batch = WriteBatch::default();
+        let mut batch = WriteBatch::with_capacity_bytes(self.batch_bytes);
         let mut fresh: HashMap<u64, Payload> = HashMap::new();
         let mut rows = BTreeSet::new();
         let mut responses = Vec::new();
@@ -390,7 +398,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
                     self.applied.membership = StoredMembership::new(Some(entry.log_id), m);
                 }
                 EntryPayload::Normal(proposed) => {
-                    for command in proposed.commands {
+                    for command in Arc::unwrap_or_clone(proposed.commands) {
                         let applied = engine.apply(raftq_engine::Entry {
                             now: proposed.now,
                             command,
@@ -436,6 +444,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         stage_rows(&mut batch, state, &engine, rows);
         let applied = postcard::to_allocvec(&self.applied).map_err(io_err)?;
         batch.put_cf(meta, KEY_APPLIED, applied);
+        self.batch_bytes = batch.size_in_bytes().min(BATCH_CAPACITY_LIMIT);
         // Written before the engine is released: readers then never see a message whose rows
         // are not in the database yet. No write-ahead log: the Raft log replays what a crash
         // loses from the memtables (see the module documentation).

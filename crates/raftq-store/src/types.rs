@@ -1,6 +1,8 @@
 //! raftq's Raft type configuration: engine entries go into the log, [`Response`]s come out of the
 //! state machine.
 
+use std::sync::Arc;
+
 use raftq_engine::{Command, EngineError, Outcome, Payload};
 use serde::{Deserialize, Serialize};
 
@@ -20,10 +22,14 @@ pub type NodeId = u64;
 
 /// One Raft log entry: commands proposed together (group commit: one entry, one fsync per
 /// node), applied in order at the leader's time `now`.
+///
+/// The commands are shared: openraft reads an entry back once per follower it replicates to,
+/// and each read is a clone; only applying it needs commands of its own. Encoded as a plain
+/// sequence, as a `Vec` is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Batch {
     pub now: u64,
-    pub commands: Vec<Command>,
+    pub commands: Arc<Vec<Command>>,
 }
 
 /// What applying one command answers to its proposer.

@@ -48,7 +48,7 @@ fn entry(index: u64, now: u64, command: Command) -> Entry<TypeConfig> {
         log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
         payload: EntryPayload::Normal(Batch {
             now,
-            commands: vec![command],
+            commands: Arc::new(vec![command]),
         }),
     }
 }
