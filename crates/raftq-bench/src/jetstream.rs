@@ -238,8 +238,19 @@ impl Driver for JetStream {
             }
         };
         let mut out = Vec::new();
-        let Ok(first) = tokio::time::timeout(RECEIVE_WAIT, messages.next()).await else {
-            return Ok(out);
+        // A pull stream that ended, failed or stayed silent for a whole wait is dropped, and the
+        // next receive opens a new one: an ended stream would otherwise answer every later
+        // receive at once with nothing, and the row would measure no messages and no errors.
+        let first = match tokio::time::timeout(RECEIVE_WAIT, messages.next()).await {
+            Ok(Some(Ok(message))) => Some(Ok(message)),
+            Ok(Some(Err(e))) => {
+                session.messages = None;
+                bail!("pull: {e}");
+            }
+            Ok(None) | Err(_) => {
+                session.messages = None;
+                return Ok(out);
+            }
         };
         let mut next = first;
         while let Some(message) = next {
