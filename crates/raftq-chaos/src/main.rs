@@ -3,6 +3,7 @@
 //! the cluster heals, every queue is drained, every node is read, and the history is checked.
 //! Exits non-zero on any anomaly. The same `--seed` replays the same fault schedule.
 
+mod availability;
 mod checker;
 mod docker;
 mod faults;
@@ -21,6 +22,7 @@ use raftq_client::Client;
 use serde_json::{json, Value};
 use tokio::time::{sleep, Instant};
 
+use crate::availability::{unavailability, FaultSpan};
 use crate::checker::Final;
 use crate::docker::Compose;
 use crate::history::{now_ms, Event, History, Outcome};
@@ -286,11 +288,19 @@ fn summarize(events: &[Event], report: &checker::Report, fault_start: u64, fault
     let mut faults: BTreeMap<&str, u64> = BTreeMap::new();
     let mut ops: BTreeMap<&str, [u64; 3]> = BTreeMap::new();
     let mut successes: Vec<u64> = Vec::new();
+    let mut spans: Vec<FaultSpan<'_>> = Vec::new();
     let (mut sent, mut acked, mut redelivered, mut dead_lettered) = (0, 0, 0, BTreeSet::new());
     for e in events {
         let (kind, outcome, end) = match e {
-            Event::Fault { kind, .. } => {
+            Event::Fault {
+                kind, start, end, ..
+            } => {
                 *faults.entry(kind).or_default() += 1;
+                spans.push(FaultSpan {
+                    kind,
+                    start: *start,
+                    end: *end,
+                });
                 continue;
             }
             Event::Deliver {
@@ -336,15 +346,7 @@ fn summarize(events: &[Event], report: &checker::Report, fault_start: u64, fault
             successes.push(end);
         }
     }
-    successes.push(fault_start);
-    successes.push(fault_end);
-    successes.sort_unstable();
-    let longest = successes
-        .windows(2)
-        .filter(|w| w[0] >= fault_start && w[1] <= fault_end)
-        .map(|w| w[1] - w[0])
-        .max()
-        .unwrap_or(0);
+    let windows = unavailability(&successes, &spans, fault_start, fault_end);
     println!("faults injected: {faults:?}");
     for (kind, [ok, failed, unknown]) in &ops {
         println!("{kind}: ok {ok}, failed {failed}, unknown {unknown}");
@@ -353,7 +355,11 @@ fn summarize(events: &[Event], report: &checker::Report, fault_start: u64, fault
         "messages: sent {sent}, acked {acked}, redelivered {redelivered}, dead-lettered {}",
         dead_lettered.len()
     );
-    println!("longest unavailability window: {longest} ms");
+    println!("longest unavailability window: {}", windows.longest);
+    println!(
+        "longest unavailability window with a majority up (overlapping no restart_all): {}",
+        windows.longest_with_majority
+    );
     for (name, (count, examples)) in &report.anomalies {
         println!("{name}: {count} anomalies");
         for e in examples {

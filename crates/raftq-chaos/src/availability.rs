@@ -1,0 +1,127 @@
+//! Unavailability windows: the longest stretch of the fault phase in which no operation
+//! succeeded, and which faults it overlapped. A `restart_all` stops every node at once, so the
+//! windows around it are an outage by design; the longest window that overlaps none of them is
+//! what the cluster gives while a majority of its nodes runs.
+
+/// A fault as injected: its kind and the milliseconds it started and ended at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FaultSpan<'a> {
+    pub kind: &'a str,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// The kind of fault that stops every node at once.
+const WHOLE_CLUSTER: &str = "restart_all";
+
+/// One window without a successful operation.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Window {
+    pub millis: u64,
+    /// The kinds of the faults it overlapped, in injection order, each once.
+    pub during: Vec<String>,
+}
+
+/// The longest window overall, and the longest one that overlaps no whole-cluster restart.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Unavailability {
+    pub longest: Window,
+    pub longest_with_majority: Window,
+}
+
+/// The windows between consecutive successes (times at which an operation succeeded), within
+/// the fault phase `[phase_start, phase_end]`, whose edges count as successes.
+pub fn unavailability(
+    successes: &[u64],
+    faults: &[FaultSpan<'_>],
+    phase_start: u64,
+    phase_end: u64,
+) -> Unavailability {
+    let mut times: Vec<u64> = successes
+        .iter()
+        .copied()
+        .filter(|t| (phase_start..=phase_end).contains(t))
+        .chain([phase_start, phase_end])
+        .collect();
+    times.sort_unstable();
+    let mut out = Unavailability::default();
+    for pair in times.windows(2) {
+        let (from, to) = (pair[0], pair[1]);
+        let millis = to - from;
+        let overlapping: Vec<&FaultSpan<'_>> = faults
+            .iter()
+            .filter(|f| f.start < to && f.end > from)
+            .collect();
+        let window = || {
+            let mut during: Vec<String> = Vec::new();
+            for f in &overlapping {
+                if !during.iter().any(|k| k == f.kind) {
+                    during.push(f.kind.to_string());
+                }
+            }
+            Window { millis, during }
+        };
+        if millis > out.longest.millis {
+            out.longest = window();
+        }
+        let whole_cluster = overlapping.iter().any(|f| f.kind == WHOLE_CLUSTER);
+        if !whole_cluster && millis > out.longest_with_majority.millis {
+            out.longest_with_majority = window();
+        }
+    }
+    out
+}
+
+impl std::fmt::Display for Window {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ms", self.millis)?;
+        if self.during.is_empty() {
+            write!(f, " (during no fault)")
+        } else {
+            write!(f, " (during {})", self.during.join(", "))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fault(kind: &str, start: u64, end: u64) -> FaultSpan<'_> {
+        FaultSpan { kind, start, end }
+    }
+
+    #[test]
+    fn names_the_faults_a_window_overlaps_and_sets_whole_cluster_restarts_apart() {
+        let faults = [
+            fault("kill_leader", 1_000, 3_000),
+            fault("restart_all", 5_000, 8_000),
+        ];
+        // Successes at 1.1 s, then nothing until 2.9 s (kill_leader), then 4.5 s, then nothing
+        // until 11 s (restart_all and its recovery).
+        let got = unavailability(&[1_100, 2_900, 4_500, 11_000], &faults, 0, 12_000);
+        assert_eq!(
+            got.longest,
+            Window {
+                millis: 6_500,
+                during: vec!["restart_all".into()]
+            }
+        );
+        assert_eq!(
+            got.longest_with_majority,
+            Window {
+                millis: 1_800,
+                during: vec!["kill_leader".into()]
+            }
+        );
+        assert_eq!(got.longest.to_string(), "6500 ms (during restart_all)");
+    }
+
+    #[test]
+    fn the_phase_edges_bound_the_windows_and_later_successes_are_ignored() {
+        let got = unavailability(&[20_000], &[], 1_000, 4_000);
+        assert_eq!(got.longest.millis, 3_000);
+        assert_eq!(got.longest.to_string(), "3000 ms (during no fault)");
+        assert_eq!(got.longest_with_majority.millis, 3_000);
+    }
+}
