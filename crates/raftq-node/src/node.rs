@@ -347,18 +347,32 @@ impl Core {
         };
         let mut client = self.forwarders.get(leader, &addr);
         let timeout = deadline.saturating_duration_since(Instant::now());
-        let reply: Result<ForwardReply, NodeError> =
-            client.forward(request, timeout).await.map_err(|e| {
+        let read = matches!(request, Forwarded::Read(_));
+        // A leader that dies without closing its connections (its host gone, not just its
+        // process) leaves the call hanging until its timeout; once this node sees another leader
+        // or an election, the call is given up instead.
+        let mut metrics = self.raft.metrics();
+        let deposed = metrics.wait_for(|m| m.current_leader != Some(leader));
+        let reply: Result<ForwardReply, NodeError> = tokio::select! {
+            reply = client.forward(request, timeout) => reply.map_err(|e| {
                 let message = format!("forwarding to node {leader}: {e}");
                 // A write may have reached the leader and committed unless the call provably
                 // never left this node; a read can always be asked again.
-                let retryable = matches!(request, Forwarded::Read(_)) || e.unreachable();
-                if retryable {
+                if read || e.unreachable() {
                     NodeError::Unavailable(message)
                 } else {
                     NodeError::Timeout(message)
                 }
-            })?;
+            })?,
+            _ = deposed => {
+                let message = format!("node {leader} stopped leading while a request was forwarded to it");
+                return Err(if read {
+                    NodeError::Unavailable(message)
+                } else {
+                    NodeError::Timeout(format!("{message}; the write may still commit"))
+                });
+            }
+        };
         reply
     }
 
