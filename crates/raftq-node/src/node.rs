@@ -352,6 +352,10 @@ impl Core {
         // process) leaves the call hanging until its timeout; once this node sees another leader
         // or an election, the call is given up instead.
         let mut metrics = self.raft.metrics();
+        if metrics.borrow().current_leader != Some(leader) {
+            // Deposed before anything was sent: the request is routed again.
+            return Err(NodeError::NotLeader(None));
+        }
         let deposed = metrics.wait_for(|m| m.current_leader != Some(leader));
         let reply: Result<ForwardReply, NodeError> = tokio::select! {
             reply = client.forward(request, timeout) => reply.map_err(|e| {
