@@ -8,6 +8,7 @@
 
 mod batcher;
 pub mod error;
+mod gate;
 pub mod network;
 mod node;
 pub mod query;

@@ -196,6 +196,7 @@ enum Method {
     Vote,
     Snapshot,
     Forward,
+    Ping,
 }
 
 impl PeerClient {
@@ -241,6 +242,7 @@ impl PeerClient {
             Method::Vote => client.vote(request).await?,
             Method::Snapshot => client.install_snapshot(request).await?,
             Method::Forward => client.forward(request).await?,
+            Method::Ping => client.ping(request).await?,
         };
         Ok(postcard::from_bytes(&reply.into_inner().data)?)
     }
@@ -252,6 +254,13 @@ impl PeerClient {
         timeout: Duration,
     ) -> Result<Resp, CallError> {
         self.call(Method::Forward, request, Some(timeout)).await
+    }
+
+    /// Whether this peer answers within `timeout`.
+    pub async fn ping(&mut self, timeout: Duration) -> bool {
+        self.call::<(), ()>(Method::Ping, &(), Some(timeout))
+            .await
+            .is_ok()
     }
 
     async fn raft_call<Req: Serialize, Resp: DeserializeOwned, E>(

@@ -25,6 +25,7 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::batcher::Batcher;
 use crate::error::{NodeError, StartError};
+use crate::gate;
 use crate::network::{Network, Partition, PeerClients, WINDOW};
 use crate::query::{self, Query, QueryResult};
 use crate::rpc::raft_server::RaftServer;
@@ -187,6 +188,17 @@ impl Node {
                 tracing::error!(error = %e, "peer service stopped");
             }
         }));
+        let peers = config
+            .peers
+            .iter()
+            .filter(|(id, _)| **id != config.id)
+            .map(|(id, addr)| (*id, addr.clone()))
+            .collect();
+        tasks.push(tokio::spawn(gate::run(
+            Arc::clone(&core),
+            peers,
+            signal.clone(),
+        )));
         tasks.push(tokio::spawn(timer::run(Arc::clone(&core), signal)));
         let node = Node {
             core,

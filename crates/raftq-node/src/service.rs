@@ -39,6 +39,10 @@ impl RaftRpc for PeerService {
         encode(&self.core.raft.append_entries(decode(request)?).await)
     }
 
+    async fn ping(&self, _request: Request<Blob>) -> Result<Response<Blob>, Status> {
+        encode(&())
+    }
+
     async fn vote(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
         encode(&self.core.raft.vote(decode(request)?).await)
     }
