@@ -1,5 +1,5 @@
 //! In-process clusters on loopback: replication through followers, leader loss, full restarts,
-//! catch-up through snapshots, and a partitioned leader. Every test is bounded in time and
+//! catch-up through snapshots, a partitioned leader and a cut-off follower. Every test is bounded in time and
 //! removes its data directories.
 
 use std::collections::BTreeMap;
@@ -516,6 +516,48 @@ async fn an_isolated_leader_acknowledges_nothing_and_the_majority_goes_on() {
             );
         }
         assert_eq!(bodies(cluster.node(old), "q.fifo").await, ["kept"]);
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cut_off_follower_does_not_stand_and_rejoins_under_the_same_leader() {
+    timeout(BOUND, async {
+        let cluster = Cluster::start(3, 10_000).await;
+        let leader = cluster.leader().await;
+        let follower = cluster.follower().await;
+        let term = |id: u64| cluster.node(id).raft().metrics().borrow().current_term;
+        let before = term(leader);
+        let cut = |on: bool| {
+            for &o in cluster.nodes.keys().filter(|id| **id != follower) {
+                cluster.node(follower).partition().set(o, on);
+                cluster.node(o).partition().set(follower, on);
+            }
+        };
+        cut(true);
+        // Several election timeouts: without the gate it would have stood a few times.
+        sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            term(follower),
+            before,
+            "the cut-off follower stood for election"
+        );
+        cut(false);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while cluster
+            .node(follower)
+            .raft()
+            .metrics()
+            .borrow()
+            .current_leader
+            != Some(leader)
+        {
+            assert!(Instant::now() < deadline, "the follower did not rejoin");
+            sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(term(leader), before, "the leader was deposed");
+        assert_eq!(cluster.leader().await, leader);
     })
     .await
     .expect("bounded");
