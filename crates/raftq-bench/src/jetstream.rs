@@ -242,7 +242,7 @@ impl Driver for JetStream {
         // next receive opens a new one: an ended stream would otherwise answer every later
         // receive at once with nothing, and the row would measure no messages and no errors.
         let first = match tokio::time::timeout(RECEIVE_WAIT, messages.next()).await {
-            Ok(Some(Ok(message))) => Some(Ok(message)),
+            Ok(Some(Ok(message))) => message,
             Ok(Some(Err(e))) => {
                 session.messages = None;
                 bail!("pull: {e}");
@@ -252,7 +252,7 @@ impl Driver for JetStream {
                 return Ok(out);
             }
         };
-        let mut next = first;
+        let mut next = Some(Ok(first));
         while let Some(message) = next {
             let message = message.map_err(|e| anyhow!("pull: {e}"))?;
             let delivered = message

@@ -368,28 +368,25 @@ impl Core {
             // Deposed before anything was sent: the request is routed again.
             return Err(NodeError::NotLeader(None));
         }
-        let deposed = metrics.wait_for(|m| m.current_leader != Some(leader));
-        let reply: Result<ForwardReply, NodeError> = tokio::select! {
-            reply = client.forward(request, timeout) => reply.map_err(|e| {
-                let message = format!("forwarding to node {leader}: {e}");
-                // A write may have reached the leader and committed unless the call provably
-                // never left this node; a read can always be asked again.
-                if read || e.unreachable() {
-                    NodeError::Unavailable(message)
-                } else {
-                    NodeError::Timeout(message)
-                }
-            })?,
-            _ = deposed => {
-                let message = format!("node {leader} stopped leading while a request was forwarded to it");
-                return Err(if read {
-                    NodeError::Unavailable(message)
-                } else {
-                    NodeError::Timeout(format!("{message}; the write may still commit"))
-                });
+        // A write that may have reached the leader may have committed; a read can always be
+        // asked again.
+        let failed = |message: String, maybe_sent: bool| {
+            if read || !maybe_sent {
+                NodeError::Unavailable(message)
+            } else {
+                NodeError::Timeout(format!("{message}; the write may still commit"))
             }
         };
-        reply
+        let deposed = metrics.wait_for(|m| m.current_leader != Some(leader));
+        tokio::select! {
+            reply = client.forward(request, timeout) => reply.map_err(|e| {
+                failed(format!("forwarding to node {leader}: {e}"), !e.unreachable())
+            })?,
+            _ = deposed => Err(failed(
+                format!("node {leader} stopped leading while a request was forwarded to it"),
+                true,
+            )),
+        }
     }
 
     /// Serves a request on this node, which must be the leader.
