@@ -72,6 +72,7 @@ impl Api {
 pub(crate) struct Shared {
     pub api: Api,
     pub metrics: metrics::Metrics,
+    pub claims: longpoll::Claims,
 }
 
 pub(crate) type AppState = Arc<Shared>;
@@ -82,6 +83,7 @@ pub fn router(api: Api) -> Front {
     let state = Arc::new(Shared {
         api,
         metrics: metrics::Metrics::default(),
+        claims: longpoll::Claims::default(),
     });
     let rest = routes::build(state.clone()).layer(axum::middleware::from_fn_with_state(
         state.clone(),

@@ -970,9 +970,15 @@ impl Engine {
 
     /// Whether a receive on this queue would return something now.
     pub fn has_deliverable(&self, account: &str, reference: &str) -> bool {
+        self.ready_count(account, reference) > 0
+    }
+
+    /// How many places a receive on this queue could start from now: its visible messages, or
+    /// for a FIFO queue its unblocked groups (0 for a queue that does not exist).
+    pub fn ready_count(&self, account: &str, reference: &str) -> usize {
         self.find(account, reference)
             .and_then(|qid| self.queues.get(&qid))
-            .is_some_and(|q| q.has_ready())
+            .map_or(0, Queue::ready_len)
     }
 
     fn queue_ref(&self, qid: u32) -> Option<QueueRef> {

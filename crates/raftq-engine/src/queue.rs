@@ -369,9 +369,10 @@ impl Queue {
         self.queue_type == QueueType::Fifo
     }
 
-    /// Whether a receive would find something.
-    pub(crate) fn has_ready(&self) -> bool {
-        !self.index.ready.is_empty()
+    /// What a receive could start from: visible messages of a standard queue, unblocked groups
+    /// of a FIFO queue (a receive takes one or more messages of each).
+    pub(crate) fn ready_len(&self) -> usize {
+        self.index.ready.len()
     }
 
     /// Messages per state: visible, delayed, leased, pending redrive.

@@ -1971,3 +1971,26 @@ fn restore_then_same_commands_give_identical_rows_and_outcomes() {
     both(&mut h, &mut restored, Command::Tick);
     assert!(peek(&h, src).is_empty() && peek(&h, dlq).is_empty());
 }
+
+#[test]
+fn ready_count_is_what_a_receive_could_start_from() {
+    let mut h = Harness::new();
+    h.create("plain");
+    for body in ["a", "b", "c"] {
+        h.send("plain", body);
+    }
+    assert_eq!(h.engine.ready_count(ACCOUNT, "plain"), 3);
+    assert_eq!(h.receive("plain", 2).len(), 2);
+    assert_eq!(h.engine.ready_count(ACCOUNT, "plain"), 1);
+
+    // A FIFO queue counts groups whose head is deliverable: a leased group counts no more.
+    h.create("ordered.fifo");
+    for (group, body) in [("x", "1"), ("x", "2"), ("x", "3"), ("y", "4")] {
+        h.send_fifo("ordered.fifo", group, body);
+    }
+    assert_eq!(h.engine.ready_count(ACCOUNT, "ordered.fifo"), 2);
+    assert_eq!(h.receive("ordered.fifo", 1).len(), 1);
+    assert_eq!(h.engine.ready_count(ACCOUNT, "ordered.fifo"), 1);
+    assert!(h.engine.has_deliverable(ACCOUNT, "ordered.fifo"));
+    assert_eq!(h.engine.ready_count(ACCOUNT, "missing"), 0);
+}
