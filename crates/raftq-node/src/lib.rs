@@ -13,6 +13,7 @@ pub mod network;
 mod node;
 pub mod query;
 mod service;
+mod snapshots;
 mod timer;
 
 /// Generated gRPC code for `proto/raft.proto`.

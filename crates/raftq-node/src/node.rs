@@ -30,7 +30,7 @@ use crate::network::{Network, Partition, PeerClients, WINDOW};
 use crate::query::{self, Query, QueryResult};
 use crate::rpc::raft_server::RaftServer;
 use crate::service::PeerService;
-use crate::timer;
+use crate::{snapshots, timer};
 
 /// How long a client request may wait for a leader before it is answered `unavailable`.
 const LEADER_WAIT: Duration = Duration::from_secs(5);
@@ -55,7 +55,8 @@ pub struct NodeConfig {
     pub data_dir: PathBuf,
     /// The region this cluster serves.
     pub region: String,
-    /// Build a snapshot (and purge the log behind it) after this many applied entries.
+    /// Build a snapshot (and purge the log behind it) once at least this many entries were
+    /// applied since the last one, and the log since then outweighs it (see `snapshots`).
     pub snapshot_after_logs: u64,
     pub heartbeat_ms: u64,
     pub election_timeout_ms: (u64, u64),
@@ -138,6 +139,7 @@ impl Node {
         let db = open_db(&config.data_dir.join("db"))?;
         let db_handle = Arc::clone(&db);
         let log = RocksLogStore::new(Arc::clone(&db), LOGS_CF, META_CF)?;
+        let appended = log.appended();
         let sm = RocksStateMachine::open(db, &config.region, config.data_dir.join("snapshots"))?;
         let reader = sm.reader();
         let awaited = sm.awaited();
@@ -146,7 +148,8 @@ impl Node {
             heartbeat_interval: config.heartbeat_ms,
             election_timeout_min: config.election_timeout_ms.0,
             election_timeout_max: config.election_timeout_ms.1,
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_after_logs),
+            // `snapshots::run` asks for them.
+            snapshot_policy: SnapshotPolicy::Never,
             max_in_snapshot_log_to_keep: 0,
             max_payload_entries: MAX_PAYLOAD_ENTRIES,
             ..Default::default()
@@ -197,6 +200,13 @@ impl Node {
         tasks.push(tokio::spawn(gate::run(
             Arc::clone(&core),
             peers,
+            signal.clone(),
+        )));
+        tasks.push(tokio::spawn(snapshots::run(
+            core.raft.clone(),
+            core.reader.clone(),
+            appended,
+            config.snapshot_after_logs,
             signal.clone(),
         )));
         tasks.push(tokio::spawn(timer::run(Arc::clone(&core), signal)));

@@ -1,5 +1,5 @@
 //! In-process clusters on loopback: replication through followers, leader loss, full restarts,
-//! catch-up through snapshots, a partitioned leader and a cut-off follower. Every test is bounded
+//! catch-up through snapshots, when snapshots are rebuilt, a partitioned leader and a cut-off follower. Every test is bounded
 //! in time and removes its data directories.
 
 use std::collections::BTreeMap;
@@ -144,6 +144,22 @@ fn send(queue: &str, group: &str, dedup: &str, body: &str) -> Command {
             delay_seconds: None,
             message_group_id: Some(group.into()),
             message_deduplication_id: Some(dedup.into()),
+        },
+    }
+}
+
+/// A message for a standard queue.
+fn plain(queue: &str, body: &str) -> Command {
+    Command::Send {
+        account: ACCOUNT.into(),
+        queue: queue.into(),
+        message: NewMessage {
+            message_id: Uuid::new_v4(),
+            body: body.into(),
+            attributes: BTreeMap::new(),
+            delay_seconds: None,
+            message_group_id: None,
+            message_deduplication_id: None,
         },
     }
 }
@@ -419,19 +435,11 @@ async fn a_node_down_while_the_log_is_purged_catches_up_through_a_snapshot() {
                 .expect("create"),
         );
         for i in 0..120 {
-            let cmd = Command::Send {
-                account: ACCOUNT.into(),
-                queue: "q".into(),
-                message: NewMessage {
-                    message_id: Uuid::new_v4(),
-                    body: format!("m{i}"),
-                    attributes: BTreeMap::new(),
-                    delay_seconds: None,
-                    message_group_id: None,
-                    message_deduplication_id: None,
-                },
-            };
-            sent(node.write(cmd).await.expect("send"));
+            sent(
+                node.write(plain("q", &format!("m{i}")))
+                    .await
+                    .expect("send"),
+            );
         }
         let deadline = Instant::now() + Duration::from_secs(10);
         while node.raft().metrics().borrow().purged.is_none() {
@@ -441,6 +449,58 @@ async fn a_node_down_while_the_log_is_purged_catches_up_through_a_snapshot() {
         cluster.restart(down).await;
         cluster.converged().await;
         assert_eq!(stats(cluster.node(down), "q").await.visible, 120);
+    })
+    .await
+    .expect("bounded");
+}
+
+/// After its first snapshot (due after 20 entries), a node builds the next one only once the log
+/// appended since then outweighs the last snapshot file: many small entries over a large state
+/// do not rewrite it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_snapshot_is_rebuilt_only_once_the_log_outweighs_the_last_one() {
+    timeout(BOUND, async {
+        let cluster = Cluster::start(1, 20).await;
+        let node = cluster.node(cluster.leader().await);
+        let snapshot = || node.raft().metrics().borrow().snapshot;
+        let wait_for_snapshot_after = |last| async move {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while snapshot() == last {
+                assert!(Instant::now() < deadline, "no snapshot after {last:?}");
+                sleep(Duration::from_millis(50)).await;
+            }
+        };
+        outcome(
+            node.write(create("q", QueueAttributes::default()))
+                .await
+                .expect("create"),
+        );
+        let large = "x".repeat(16 * 1024);
+        for _ in 0..20 {
+            sent(node.write(plain("q", &large)).await.expect("send"));
+        }
+        wait_for_snapshot_after(None).await;
+        let first = snapshot();
+        let first_bytes = node.reader().snapshot_bytes();
+        assert!(first_bytes > 20 * 16 * 1024, "{first_bytes} bytes");
+        for i in 0..100 {
+            sent(
+                node.write(plain("q", &format!("m{i}")))
+                    .await
+                    .expect("send"),
+            );
+        }
+        sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            snapshot(),
+            first,
+            "100 small entries do not outweigh the state"
+        );
+        for _ in 0..30 {
+            sent(node.write(plain("q", &large)).await.expect("send"));
+        }
+        wait_for_snapshot_after(first).await;
+        assert!(node.reader().snapshot_bytes() > first_bytes);
     })
     .await
     .expect("bounded");

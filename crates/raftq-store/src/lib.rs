@@ -17,7 +17,9 @@ pub mod snapshot;
 pub mod state_machine;
 pub mod types;
 
-pub use log_store::{LogStoreError, MissingColumnFamily, RocksLogStore, LOGS_CF, META_CF};
+pub use log_store::{
+    Appended, LogStoreError, MissingColumnFamily, RocksLogStore, LOGS_CF, META_CF,
+};
 pub use state_machine::{
     Awaited, AwaitedWrite, OpenError, PayloadView, RocksStateMachine, StateReader, SM_META_CF,
     STATE_CF,

@@ -25,6 +25,10 @@
 //!
 //! The entries appended last are also kept decoded in memory (see `recent`), up to
 //! [`RECENT_BYTES`] of encoded entries: replication and apply read them from there.
+//!
+//! The store counts the encoded bytes of every entry appended since it was made
+//! ([`RocksLogStore::appended`]): the snapshot policy weighs the log's growth against the size of
+//! the snapshot that would let it go.
 
 use std::fmt;
 use std::fmt::Debug;
@@ -32,6 +36,7 @@ use std::io;
 use std::marker::PhantomData;
 use std::ops::Bound;
 use std::ops::RangeBounds;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use openraft::storage::LogFlushed;
@@ -121,7 +126,23 @@ pub struct RocksLogStore<C: RaftTypeConfig> {
     syncer: std::sync::mpsc::Sender<LogFlushed<C>>,
     /// The entries appended last, shared by every clone.
     recent: Arc<Mutex<Recent<C::Entry>>>,
+    appended: Appended,
     _c: PhantomData<C>,
+}
+
+/// Encoded bytes of the entries a [`RocksLogStore`] and its clones appended since it was made.
+#[derive(Debug, Clone, Default)]
+pub struct Appended(Arc<AtomicU64>);
+
+impl Appended {
+    /// The bytes counted so far.
+    pub fn bytes(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn add(&self, bytes: usize) {
+        self.0.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
 }
 
 /// The WAL sync thread: one fsync for every append that queued while the previous one ran,
@@ -159,6 +180,7 @@ impl<C: RaftTypeConfig> Clone for RocksLogStore<C> {
             meta_cf: Arc::clone(&self.meta_cf),
             syncer: self.syncer.clone(),
             recent: Arc::clone(&self.recent),
+            appended: self.appended.clone(),
             _c: PhantomData,
         }
     }
@@ -189,11 +211,17 @@ where
         Ok(Self {
             syncer: spawn_syncer(Arc::clone(&db))?,
             recent: Arc::new(Mutex::new(Recent::new(RECENT_BYTES))),
+            appended: Appended::default(),
             db,
             logs_cf: logs_cf.into(),
             meta_cf: meta_cf.into(),
             _c: PhantomData,
         })
+    }
+
+    /// The count of bytes appended, shared with this store.
+    pub fn appended(&self) -> Appended {
+        self.appended.clone()
     }
 
     fn cf(&self, name: &str) -> Result<&ColumnFamily, AnyError> {
@@ -422,6 +450,7 @@ where
         }
         let mut recent = self.recent();
         for (index, entry, size) in written {
+            self.appended.add(size);
             recent.push(index, entry, size);
         }
         drop(recent);

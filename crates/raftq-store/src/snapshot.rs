@@ -7,11 +7,14 @@
 //! so that a truncated file is refused rather than installed short.
 //!
 //! The directory holds the current snapshot file, named in `sm_meta`; files being written or
-//! received have other names and are removed when the state machine opens.
+//! received have other names and are removed when the state machine opens. The directory knows
+//! the size of the file it keeps: the snapshot policy weighs the log against it.
 
 use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use uuid::Uuid;
 
@@ -22,19 +25,28 @@ const END: u8 = 0;
 /// Rows as read back from a snapshot file.
 pub type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 
-/// The directory of snapshot files.
+/// The directory of snapshot files. Clones share the size of the kept file.
 #[derive(Debug, Clone)]
 pub struct SnapshotDir {
     path: PathBuf,
+    kept_bytes: Arc<AtomicU64>,
 }
 
 impl SnapshotDir {
     /// Opens (creating it if needed) the directory and removes every file but `keep`.
     pub fn open(path: PathBuf, keep: Option<&str>) -> io::Result<SnapshotDir> {
         fs::create_dir_all(&path)?;
-        let dir = SnapshotDir { path };
-        dir.remove_all_but(keep)?;
+        let dir = SnapshotDir {
+            path,
+            kept_bytes: Arc::default(),
+        };
+        dir.keep_only(keep)?;
         Ok(dir)
+    }
+
+    /// The size in bytes of the file the directory keeps (0 while it keeps none).
+    pub fn kept_bytes(&self) -> u64 {
+        self.kept_bytes.load(Ordering::Relaxed)
     }
 
     /// The path of the file named `name`.
@@ -91,14 +103,19 @@ impl SnapshotDir {
         Ok(name)
     }
 
-    /// Removes every file of the directory but `keep`.
-    pub fn remove_all_but(&self, keep: Option<&str>) -> io::Result<()> {
+    /// Removes every file of the directory but `keep`, and records the size of `keep`.
+    pub fn keep_only(&self, keep: Option<&str>) -> io::Result<()> {
         for entry in fs::read_dir(&self.path)? {
             let entry = entry?;
             if keep != entry.file_name().to_str() {
                 fs::remove_file(entry.path())?;
             }
         }
+        let bytes = match keep {
+            Some(name) => fs::metadata(self.file(name))?.len(),
+            None => 0,
+        };
+        self.kept_bytes.store(bytes, Ordering::Relaxed);
         Ok(())
     }
 }
@@ -188,6 +205,11 @@ mod tests {
             .map(|e| e.expect("entry").file_name())
             .collect();
         assert_eq!(left, [second.as_str()]);
+        let size = fs::metadata(dir.file(&second)).expect("stat").len();
+        assert!(size > 0);
+        assert_eq!(dir.kept_bytes(), size);
+        dir.keep_only(None).expect("empty");
+        assert_eq!(dir.kept_bytes(), 0);
     }
 
     #[test]

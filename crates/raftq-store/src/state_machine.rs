@@ -95,9 +95,15 @@ pub struct StateReader {
     db: Arc<DB>,
     engine: Arc<RwLock<Engine>>,
     wakeups: broadcast::Sender<Uuid>,
+    snapshots: SnapshotDir,
 }
 
 impl StateReader {
+    /// The size in bytes of this node's current snapshot file (0 before the first).
+    pub fn snapshot_bytes(&self) -> u64 {
+        self.snapshots.kept_bytes()
+    }
+
     /// Queues (by UUID) that gained a deliverable message, as entries apply on this node. A
     /// receiver that lags has missed some and should re-check what it waits for.
     pub fn subscribe(&self) -> broadcast::Receiver<Uuid> {
@@ -290,6 +296,7 @@ impl RocksStateMachine {
             db: Arc::clone(&self.db),
             engine: Arc::clone(&self.engine),
             wakeups: self.wakeups.clone(),
+            snapshots: self.snapshots.dir.clone(),
         }
     }
 
@@ -589,7 +596,7 @@ fn install(
     drop(engine_now);
     snapshots
         .dir
-        .remove_all_but(Some(&stored.file))
+        .keep_only(Some(&stored.file))
         .map_err(io_err)?;
     Ok((applied, rows.len()))
 }
@@ -691,7 +698,7 @@ fn build(db: &DB, snapshots: &Snapshots, count: u64) -> io::Result<(StoredSnapsh
             built
         }
     };
-    snapshots.dir.remove_all_but(Some(&current.file))?;
+    snapshots.dir.keep_only(Some(&current.file))?;
     let path = snapshots.dir.file(&current.file);
     Ok((current, path))
 }

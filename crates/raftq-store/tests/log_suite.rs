@@ -244,6 +244,11 @@ async fn entries_live_in_blob_files_that_a_purge_frees() -> TestResult {
         store.blocking_append(entries).await?;
         db.flush_cf(logs)?;
     }
+    let appended = store.appended().bytes();
+    assert!(
+        (400 * 1024..500 * 1024).contains(&appended),
+        "counted as encoded: {appended} bytes"
+    );
     let blobs = property("rocksdb.live-blob-file-size")?;
     let tables = property("rocksdb.live-sst-files-size")?;
     assert!(

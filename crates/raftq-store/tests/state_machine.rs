@@ -222,6 +222,7 @@ async fn a_snapshot_reproduces_the_state_on_a_fresh_node() {
     let source_dir = TempDir::new().expect("temp dir");
     let (_log, mut source) = open(&source_dir);
     source.apply(workload()).await.expect("apply");
+    assert_eq!(source.reader().snapshot_bytes(), 0, "no snapshot yet");
     let snapshot = source
         .get_snapshot_builder()
         .await
@@ -236,6 +237,9 @@ async fn a_snapshot_reproduces_the_state_on_a_fresh_node() {
         .await
         .expect("install");
     assert_eq!(export(&target), export(&source));
+    let built = source.reader().snapshot_bytes();
+    assert!(built > 0, "the snapshot file's size is known");
+    assert_eq!(target.reader().snapshot_bytes(), built, "the same file");
     let digest = |sm: &RocksStateMachine| sm.reader().digest().expect("digest");
     assert_eq!(
         digest(&target),

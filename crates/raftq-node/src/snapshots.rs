@@ -1,0 +1,161 @@
+//! When a node builds a snapshot. openraft's own policy counts entries only, so a node holding a
+//! large state would write all of it to a new file every so many entries, however little those
+//! entries added. Here a snapshot is due once the log since the last one holds at least
+//! `min_entries` entries *and* at least as many bytes as the last snapshot file: the bytes
+//! written to snapshot files then stay below about the bytes appended to the log, and the log
+//! kept on disk below about the size of the state (or `min_entries` entries, when that is more).
+//!
+//! Each node decides for itself, as with openraft's policy, and openraft purges the log behind
+//! each snapshot as before. The log's bytes are counted from the node's start: after a restart
+//! the log already on disk is not counted, so the first snapshot may come later than otherwise.
+
+use std::time::{Duration, Instant};
+
+use openraft::{LogId, Raft};
+use raftq_store::{Appended, NodeId, StateReader, TypeConfig};
+use tokio::sync::watch;
+use tokio::time::MissedTickBehavior;
+
+/// How often the policy looks at the log's growth.
+const CHECK_EVERY: Duration = Duration::from_millis(200);
+/// A snapshot asked for and not built within this long is asked for again.
+const ASK_AGAIN_AFTER: Duration = Duration::from_secs(30);
+
+/// How much the log grew since the last snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Growth {
+    pub entries: u64,
+    pub bytes: u64,
+}
+
+/// Whether a snapshot is due after `growth`, when the last snapshot file holds
+/// `snapshot_bytes` (0 when there is none).
+pub(crate) fn due(growth: Growth, snapshot_bytes: u64, min_entries: u64) -> bool {
+    growth.entries >= min_entries && growth.bytes >= snapshot_bytes
+}
+
+/// Entries up to and including `id`.
+fn entries_through(id: Option<LogId<NodeId>>) -> u64 {
+    id.map_or(0, |id| id.index + 1)
+}
+
+/// Asks `raft` for a snapshot whenever one is [`due`], until `shutdown` or until Raft stops.
+pub(crate) async fn run(
+    raft: Raft<TypeConfig>,
+    reader: StateReader,
+    appended: Appended,
+    min_entries: u64,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let metrics = raft.metrics();
+    let mut snapshot = metrics.borrow().snapshot;
+    // Log bytes appended when the current snapshot was asked for (or seen, if not asked here).
+    let mut base = appended.bytes();
+    let mut asked: Option<(Instant, u64)> = None;
+    let mut tick = tokio::time::interval(CHECK_EVERY);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => {}
+        }
+        if *shutdown.borrow() {
+            return;
+        }
+        let (applied, current) = {
+            let m = metrics.borrow();
+            (m.last_applied, m.snapshot)
+        };
+        if current != snapshot {
+            snapshot = current;
+            base = asked.take().map_or_else(|| appended.bytes(), |(_, at)| at);
+        }
+        if asked.is_some_and(|(at, _)| at.elapsed() < ASK_AGAIN_AFTER) {
+            continue;
+        }
+        let growth = Growth {
+            entries: entries_through(applied).saturating_sub(entries_through(snapshot)),
+            bytes: appended.bytes().saturating_sub(base),
+        };
+        let snapshot_bytes = reader.snapshot_bytes();
+        if !due(growth, snapshot_bytes, min_entries) {
+            continue;
+        }
+        tracing::info!(
+            entries = growth.entries,
+            log_bytes = growth.bytes,
+            snapshot_bytes,
+            "asking for a snapshot"
+        );
+        asked = Some((Instant::now(), appended.bytes()));
+        if raft.trigger().snapshot().await.is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_snapshot_waits_only_for_entries() {
+        let min = 100;
+        assert!(!due(
+            Growth {
+                entries: 99,
+                bytes: 1 << 30
+            },
+            0,
+            min
+        ));
+        assert!(due(
+            Growth {
+                entries: 100,
+                bytes: 0
+            },
+            0,
+            min
+        ));
+    }
+
+    #[test]
+    fn a_later_snapshot_also_waits_until_the_log_outweighs_the_last_one() {
+        let (min, last) = (100, 1 << 30);
+        assert!(!due(
+            Growth {
+                entries: 1_000_000,
+                bytes: last - 1
+            },
+            last,
+            min
+        ));
+        assert!(due(
+            Growth {
+                entries: 100,
+                bytes: last
+            },
+            last,
+            min
+        ));
+        assert!(!due(
+            Growth {
+                entries: 99,
+                bytes: last
+            },
+            last,
+            min
+        ));
+    }
+
+    #[test]
+    fn entries_are_counted_through_a_log_id() {
+        let id = |index| Some(LogId::new(openraft::CommittedLeaderId::new(1, 1), index));
+        assert_eq!(entries_through(None), 0);
+        assert_eq!(entries_through(id(0)), 1);
+        assert_eq!(
+            entries_through(id(41)).saturating_sub(entries_through(id(9))),
+            32
+        );
+    }
+}
