@@ -1,6 +1,6 @@
 //! In-process clusters on loopback: replication through followers, leader loss, full restarts,
-//! catch-up through snapshots, when snapshots are rebuilt, a partitioned leader and a cut-off follower. Every test is bounded
-//! in time and removes its data directories.
+//! catch-up through snapshots, when snapshots are rebuilt, a partitioned leader and a cut-off
+//! follower. Every test is bounded in time and removes its data directories.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
