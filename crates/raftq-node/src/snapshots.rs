@@ -98,54 +98,22 @@ pub(crate) async fn run(
 mod tests {
     use super::*;
 
+    fn grown(entries: u64, bytes: u64) -> Growth {
+        Growth { entries, bytes }
+    }
+
     #[test]
     fn the_first_snapshot_waits_only_for_entries() {
-        let min = 100;
-        assert!(!due(
-            Growth {
-                entries: 99,
-                bytes: 1 << 30
-            },
-            0,
-            min
-        ));
-        assert!(due(
-            Growth {
-                entries: 100,
-                bytes: 0
-            },
-            0,
-            min
-        ));
+        assert!(!due(grown(99, 1 << 30), 0, 100));
+        assert!(due(grown(100, 0), 0, 100));
     }
 
     #[test]
     fn a_later_snapshot_also_waits_until_the_log_outweighs_the_last_one() {
-        let (min, last) = (100, 1 << 30);
-        assert!(!due(
-            Growth {
-                entries: 1_000_000,
-                bytes: last - 1
-            },
-            last,
-            min
-        ));
-        assert!(due(
-            Growth {
-                entries: 100,
-                bytes: last
-            },
-            last,
-            min
-        ));
-        assert!(!due(
-            Growth {
-                entries: 99,
-                bytes: last
-            },
-            last,
-            min
-        ));
+        let last = 1 << 30;
+        assert!(!due(grown(1_000_000, last - 1), last, 100));
+        assert!(due(grown(100, last), last, 100));
+        assert!(!due(grown(99, last), last, 100));
     }
 
     #[test]
