@@ -242,7 +242,7 @@ impl Results {
                 let x = b.per_sec / d.per_sec;
                 (
                     format!(
-                        "{} messages: {:.0} msg/s; {} messages: {:.0} msg/s; {x:.2}× slower",
+                        "{} messages: {:.0} msg/s; {} messages: {:.0} msg/s; near-empty ÷ backlog = {x:.2}×",
                         d.messages, d.per_sec, b.messages, b.per_sec
                     ),
                     x <= 1.5,
