@@ -295,6 +295,15 @@ fn report(args: ReportArgs) -> Result<()> {
 #[tokio::main]
 async fn main() -> Result<()> {
     driver::epoch();
+    // Warnings of the client libraries go to stderr. Without a subscriber, every span they open
+    // (h2 opens some per call) would still be offered to the `log` crate, at a cost in CPU.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RAFTQ_BENCH_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
     match Cli::parse().command {
         Command::Run(args) => run(*args).await,
         Command::Machine(args) => machine(args),

@@ -63,22 +63,31 @@ pub struct NodeConfig {
 }
 
 impl NodeConfig {
+    /// Milliseconds between heartbeats unless set otherwise. openraft gives an append one
+    /// heartbeat interval to be answered; see docs/cluster.md ("Timing") for how it was chosen.
+    pub const DEFAULT_HEARTBEAT_MS: u64 = 50;
+
     /// Defaults for a member `id` of the cluster `peers`.
     pub fn new(id: NodeId, peers: BTreeMap<NodeId, String>, data_dir: PathBuf) -> NodeConfig {
-        NodeConfig {
+        let mut config = NodeConfig {
             id,
             peers,
             data_dir,
             region: "local".into(),
             snapshot_after_logs: 20_000,
-            // A follower that knew a leader waits its lease (the maximum timeout) plus a random
-            // timeout before it stands: 0.75 to 1 s after the last heartbeat. openraft gives an
-            // append one heartbeat interval to be answered, so under load appends time out and
-            // are sent again. 100 ms and 300-600 ms were tried only together with a replication
-            // stall fixed since (network::APPEND_BYTES), so they are not measured on their own.
-            heartbeat_ms: 50,
-            election_timeout_ms: (250, 500),
-        }
+            heartbeat_ms: 0,
+            election_timeout_ms: (0, 0),
+        };
+        config.set_heartbeat(Self::DEFAULT_HEARTBEAT_MS);
+        config
+    }
+
+    /// Sets the heartbeat interval and, with it, the election timeout of 5 to 10 heartbeats. A
+    /// follower that knew a leader waits out its lease (the longest timeout) and then a random
+    /// timeout before it stands: 15 to 20 heartbeats after the last one it heard.
+    pub fn set_heartbeat(&mut self, heartbeat_ms: u64) {
+        self.heartbeat_ms = heartbeat_ms;
+        self.election_timeout_ms = (5 * heartbeat_ms, 10 * heartbeat_ms);
     }
 }
 

@@ -36,6 +36,11 @@ pub struct ServeArgs {
     /// Every member's Raft address, this node included: `1=HOST:PORT,2=HOST:PORT,...`.
     #[arg(long, env = "RAFTQ_PEERS", value_parser = parse_peers)]
     pub peers: Option<BTreeMap<u64, String>>,
+    /// Milliseconds between the leader's heartbeats, also how long a follower has to answer an
+    /// append. A follower stands for election 15 to 20 heartbeats after the last one it heard.
+    #[arg(long, env = "RAFTQ_HEARTBEAT_MS", default_value_t = NodeConfig::DEFAULT_HEARTBEAT_MS,
+          value_parser = clap::value_parser!(u64).range(10..=10_000))]
+    pub heartbeat_ms: u64,
 }
 
 /// Why `raftq serve` stopped.
@@ -98,6 +103,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     };
     let mut config = NodeConfig::new(id, peers, args.data_dir.clone());
     config.region = args.region.clone();
+    config.set_heartbeat(args.heartbeat_ms);
     let node = Arc::new(Node::start(config, raft_listener).await?);
     let api = raftq_api::Api::new(Arc::clone(&node), args.region.clone(), keys);
     let listener = TcpListener::bind(args.listen).await?;
@@ -154,5 +160,26 @@ mod tests {
         assert!(parse_peers("x=node1:7000").is_err());
         assert!(parse_peers("1=node1").is_err());
         assert!(parse_peers("").is_err());
+    }
+
+    #[derive(Debug, clap::Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    #[test]
+    fn the_heartbeat_defaults_to_the_nodes_and_is_bounded() {
+        use clap::Parser;
+        let args = Serve::try_parse_from(["serve"]).unwrap().args;
+        assert_eq!(args.heartbeat_ms, NodeConfig::DEFAULT_HEARTBEAT_MS);
+        let args = Serve::try_parse_from(["serve", "--heartbeat-ms", "200"]).unwrap();
+        assert_eq!(args.args.heartbeat_ms, 200);
+        let error = Serve::try_parse_from(["serve", "--heartbeat-ms", "5"]).unwrap_err();
+        let text = error.to_string();
+        assert!(
+            text.contains("--heartbeat-ms") && text.contains("10..=10000"),
+            "{text}"
+        );
     }
 }
