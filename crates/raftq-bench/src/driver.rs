@@ -151,8 +151,8 @@ pub fn now_nanos() -> u64 {
 
 /// A body of `size` bytes (at least the stamp) that starts with the current time.
 pub fn stamp_body(size: usize) -> String {
-    // The padding is copied in one piece: pushed a `char` at a time, it cost the load generator
-    // a twentieth of its CPU, on the cores the servers share.
+    // The padding is copied in one piece, not pushed a `char` at a time: the load generator
+    // shares its cores with the servers.
     let mut body = format!("{:0width$}", now_nanos(), width = STAMP_DIGITS);
     body.push_str(&"x".repeat(size.saturating_sub(STAMP_DIGITS)));
     body

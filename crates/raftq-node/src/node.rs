@@ -58,8 +58,10 @@ pub struct NodeConfig {
     /// Build a snapshot (and purge the log behind it) once at least this many entries were
     /// applied since the last one, and the log since then outweighs it (see `snapshots`).
     pub snapshot_after_logs: u64,
+    /// Milliseconds between heartbeats. The election timeout is 5 to 10 of them: a follower
+    /// that knew a leader waits out its lease (the longest timeout) and then a random timeout
+    /// before it stands, 15 to 20 heartbeats after the last one it heard.
     pub heartbeat_ms: u64,
-    pub election_timeout_ms: (u64, u64),
 }
 
 impl NodeConfig {
@@ -69,25 +71,14 @@ impl NodeConfig {
 
     /// Defaults for a member `id` of the cluster `peers`.
     pub fn new(id: NodeId, peers: BTreeMap<NodeId, String>, data_dir: PathBuf) -> NodeConfig {
-        let mut config = NodeConfig {
+        NodeConfig {
             id,
             peers,
             data_dir,
             region: "local".into(),
             snapshot_after_logs: 20_000,
-            heartbeat_ms: 0,
-            election_timeout_ms: (0, 0),
-        };
-        config.set_heartbeat(Self::DEFAULT_HEARTBEAT_MS);
-        config
-    }
-
-    /// Sets the heartbeat interval and, with it, the election timeout of 5 to 10 heartbeats. A
-    /// follower that knew a leader waits out its lease (the longest timeout) and then a random
-    /// timeout before it stands: 15 to 20 heartbeats after the last one it heard.
-    pub fn set_heartbeat(&mut self, heartbeat_ms: u64) {
-        self.heartbeat_ms = heartbeat_ms;
-        self.election_timeout_ms = (5 * heartbeat_ms, 10 * heartbeat_ms);
+            heartbeat_ms: Self::DEFAULT_HEARTBEAT_MS,
+        }
     }
 }
 
@@ -155,8 +146,8 @@ impl Node {
         let raft_config = Config {
             cluster_name: "raftq".into(),
             heartbeat_interval: config.heartbeat_ms,
-            election_timeout_min: config.election_timeout_ms.0,
-            election_timeout_max: config.election_timeout_ms.1,
+            election_timeout_min: 5 * config.heartbeat_ms,
+            election_timeout_max: 10 * config.heartbeat_ms,
             // `snapshots::run` asks for them.
             snapshot_policy: SnapshotPolicy::Never,
             max_in_snapshot_log_to_keep: 0,

@@ -55,7 +55,6 @@ impl Cluster {
             self.dir.path().join(format!("node-{id}")),
         );
         config.heartbeat_ms = 50;
-        config.election_timeout_ms = (250, 500);
         config.snapshot_after_logs = self.snapshot_after_logs;
         let node = Node::start(config, listener).await.expect("start node");
         self.nodes.insert(id, node);

@@ -103,7 +103,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     };
     let mut config = NodeConfig::new(id, peers, args.data_dir.clone());
     config.region = args.region.clone();
-    config.set_heartbeat(args.heartbeat_ms);
+    config.heartbeat_ms = args.heartbeat_ms;
     let node = Arc::new(Node::start(config, raft_listener).await?);
     let api = raftq_api::Api::new(Arc::clone(&node), args.region.clone(), keys);
     let listener = TcpListener::bind(args.listen).await?;
@@ -162,20 +162,23 @@ mod tests {
         assert!(parse_peers("").is_err());
     }
 
-    #[derive(Debug, clap::Parser)]
-    struct Serve {
-        #[command(flatten)]
-        args: ServeArgs,
+    /// `raftq serve FLAGS...` parsed by the binary's own command line.
+    fn serve(flags: &[&str]) -> Result<ServeArgs, clap::Error> {
+        use clap::Parser;
+        let words = ["raftq", "serve"].iter().chain(flags);
+        match crate::Cli::try_parse_from(words)?.command {
+            crate::Cmd::Serve(args) => Ok(args),
+            crate::Cmd::Client(_) => panic!("`raftq serve` parsed as a client command"),
+        }
     }
 
     #[test]
     fn the_heartbeat_defaults_to_the_nodes_and_is_bounded() {
-        use clap::Parser;
-        let args = Serve::try_parse_from(["serve"]).unwrap().args;
+        let args = serve(&[]).unwrap();
         assert_eq!(args.heartbeat_ms, NodeConfig::DEFAULT_HEARTBEAT_MS);
-        let args = Serve::try_parse_from(["serve", "--heartbeat-ms", "200"]).unwrap();
-        assert_eq!(args.args.heartbeat_ms, 200);
-        let error = Serve::try_parse_from(["serve", "--heartbeat-ms", "5"]).unwrap_err();
+        let args = serve(&["--heartbeat-ms", "200"]).unwrap();
+        assert_eq!(args.heartbeat_ms, 200);
+        let error = serve(&["--heartbeat-ms", "5"]).unwrap_err();
         let text = error.to_string();
         assert!(
             text.contains("--heartbeat-ms") && text.contains("10..=10000"),

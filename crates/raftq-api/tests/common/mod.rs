@@ -61,7 +61,6 @@ async fn start_node(extra_peers: &[(u64, String)], dir: &TempDir) -> Node {
     peers.extend(extra_peers.iter().cloned());
     let mut config = NodeConfig::new(1, peers, dir.path().join("node-1"));
     config.heartbeat_ms = 50;
-    config.election_timeout_ms = (250, 500);
     Node::start(config, listener).await.expect("start node")
 }
 
