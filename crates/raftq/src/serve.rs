@@ -107,7 +107,9 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     let node = Arc::new(Node::start(config, raft_listener).await?);
     let api = raftq_api::Api::new(Arc::clone(&node), args.region.clone(), keys);
     let listener = TcpListener::bind(args.listen).await?;
-    tracing::info!(listen = %args.listen, node = id, data_dir = %args.data_dir.display(), "raftq serving");
+    // The bound address, not the flag's: `--listen 127.0.0.1:0` takes a free port and says which.
+    let listen = listener.local_addr()?;
+    tracing::info!(%listen, node = id, data_dir = %args.data_dir.display(), "raftq serving");
     // No Nagle delays on small answers (gRPC writes headers, message and trailers apart).
     let listener = listener.tap_io(|tcp| {
         if let Err(e) = tcp.set_nodelay(true) {

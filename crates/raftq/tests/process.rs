@@ -1,9 +1,10 @@
 //! The `raftq` binary as a user runs it: `raftq serve` as a process, the CLI as the client, and
 //! a `kill -9` of the server with a restart from the same data directory.
 
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -23,26 +24,51 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+/// The address in the log line `raftq serving listen=ADDR ...`, colour codes aside.
+fn served_address(line: &str) -> Option<String> {
+    let mut plain = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            chars.by_ref().find(|c| c.is_ascii_alphabetic());
+        } else {
+            plain.push(c);
+        }
+    }
+    let rest = plain.split_once("raftq serving")?.1;
+    let addr = rest.split_once("listen=")?.1;
+    Some(addr.split_whitespace().next()?.to_string())
 }
 
-/// Starts `raftq serve` on `port` with its data in `dir`, and waits until it answers.
-fn serve(dir: &Path, port: u16) -> Server {
-    let child = Command::new(BIN)
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+/// Starts `raftq serve` on a port the kernel picks (`--listen 127.0.0.1:0`, so no other test's
+/// server can take it between a choice and a bind) with its data in `dir`, learns the port from
+/// the server's log, and waits until it answers.
+fn serve(dir: &Path) -> Server {
+    let mut child = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0"])
         .arg("--data-dir")
         .arg(dir)
-        .stdout(Stdio::null())
+        .env("RAFTQ_LOG", "info")
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("start raftq serve");
+    let log = child.stdout.take().expect("the server's log (its stdout)");
+    let (tx, rx) = mpsc::channel();
+    // Reads the whole log, so the server never blocks on a full pipe.
+    std::thread::spawn(move || {
+        for line in BufReader::new(log).lines().map_while(Result::ok) {
+            if let Some(addr) = served_address(&line) {
+                let _ = tx.send(addr);
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the server logs the address it serves on");
     let server = Server {
         child,
-        endpoint: format!("http://127.0.0.1:{port}"),
+        endpoint: format!("http://{addr}"),
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     while cli(&server, &["health"]).is_err() {
@@ -73,7 +99,7 @@ fn ok(server: &Server, args: &[&str]) -> Value {
 #[test]
 fn the_cli_drives_a_queue_end_to_end() {
     let dir = TempDir::new().expect("temp dir");
-    let server = serve(dir.path(), free_port());
+    let server = serve(dir.path());
     ok(&server, &["queue", "create", "work"]);
     let sent = ok(&server, &["send", "work", "hello", "--attr", "k=v"]);
     assert_eq!(sent["duplicate"], false);
@@ -97,8 +123,7 @@ fn the_cli_drives_a_queue_end_to_end() {
 #[test]
 fn kill_9_and_restart_keeps_messages_leases_and_deduplication() {
     let dir = TempDir::new().expect("temp dir");
-    let port = free_port();
-    let mut server = serve(dir.path(), port);
+    let mut server = serve(dir.path());
     ok(&server, &["queue", "create", "orders.fifo"]);
     let first = ok(
         &server,
@@ -128,7 +153,7 @@ fn kill_9_and_restart_keeps_messages_leases_and_deduplication() {
     server.child.kill().expect("kill -9");
     let _ = server.child.wait();
     drop(server);
-    let server = serve(dir.path(), port);
+    let server = serve(dir.path());
 
     let stats = ok(&server, &["stats", "orders.fifo"]);
     assert_eq!(
