@@ -24,20 +24,10 @@ impl Drop for Server {
     }
 }
 
-/// The address in the log line `raftq serving listen=ADDR ...`, colour codes aside.
-fn served_address(line: &str) -> Option<String> {
-    let mut plain = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            chars.by_ref().find(|c| c.is_ascii_alphabetic());
-        } else {
-            plain.push(c);
-        }
-    }
-    let rest = plain.split_once("raftq serving")?.1;
-    let addr = rest.split_once("listen=")?.1;
-    Some(addr.split_whitespace().next()?.to_string())
+/// The address in the log line `raftq serving listen=ADDR ...`.
+fn served_address(line: &str) -> Option<&str> {
+    let rest = line.split_once("raftq serving")?.1;
+    rest.split_once("listen=")?.1.split_whitespace().next()
 }
 
 /// Starts `raftq serve` on a port the kernel picks (`--listen 127.0.0.1:0`, so no other test's
@@ -49,6 +39,7 @@ fn serve(dir: &Path) -> Server {
         .arg("--data-dir")
         .arg(dir)
         .env("RAFTQ_LOG", "info")
+        .env("NO_COLOR", "1")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -59,7 +50,7 @@ fn serve(dir: &Path) -> Server {
     std::thread::spawn(move || {
         for line in BufReader::new(log).lines().map_while(Result::ok) {
             if let Some(addr) = served_address(&line) {
-                let _ = tx.send(addr);
+                let _ = tx.send(addr.to_string());
             }
         }
     });
