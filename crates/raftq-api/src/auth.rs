@@ -1,15 +1,17 @@
 //! API keys. A request names its account with `Authorization: Bearer <key>`; the key table maps
-//! keys to accounts. The table comes from a TOML file with one `[[keys]]` table per key:
+//! keys to accounts and roles. The table comes from a TOML file with one `[[keys]]` table per key:
 //!
 //! ```toml
 //! [[keys]]
 //! account = "acme"
 //! key = "s3cret"            # or: key_sha256 = "<64 hex digits of SHA-256(key)>"
+//! role = "admin"            # or "account", the default
 //! ```
 //!
-//! Only SHA-256 digests of the keys are kept in memory. Without a key file the server runs in
-//! open mode ([`Keys::open`]): every request is made for the account [`OPEN_ACCOUNT`] and the
-//! `Authorization` header is ignored.
+//! An `admin` key may also change the cluster's membership; an `account` key gets `403
+//! permission_denied` there. Only SHA-256 digests of the keys are kept in memory. Without a key
+//! file the server runs in open mode ([`Keys::open`]): every request is made by an admin of the
+//! account [`OPEN_ACCOUNT`] and the `Authorization` header is ignored.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -32,11 +34,29 @@ const ACCOUNT_MAX: usize = 64;
 
 type Digest32 = [u8; 32];
 
+/// What a key may do besides using its account's queues.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Its account's queues only.
+    #[default]
+    Account,
+    /// Also cluster operations.
+    Admin,
+}
+
+/// Who a request is made by: an account, and the role of its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Principal {
+    pub account: String,
+    pub role: Role,
+}
+
 /// The key table, or open mode.
 #[derive(Debug, Clone)]
 pub struct Keys {
     /// `None`: open mode.
-    table: Option<Arc<HashMap<Digest32, String>>>,
+    table: Option<Arc<HashMap<Digest32, Principal>>>,
 }
 
 /// Why a key file could not be used.
@@ -68,6 +88,8 @@ struct KeyEntry {
     account: String,
     key: Option<String>,
     key_sha256: Option<String>,
+    #[serde(default)]
+    role: Role,
 }
 
 /// Reads the key table from a TOML file.
@@ -114,9 +136,15 @@ impl Keys {
                     .ok_or_else(|| invalid("key_sha256 must be 64 hex digits"))?,
                 _ => return Err(invalid("give exactly one of key and key_sha256")),
             };
-            match table.insert(hash, entry.account.clone()) {
-                Some(other) if other != entry.account => {
-                    return Err(invalid("the same key is given to two accounts"))
+            let principal = Principal {
+                account: entry.account,
+                role: entry.role,
+            };
+            match table.insert(hash, principal.clone()) {
+                Some(other) if other != principal => {
+                    return Err(invalid(
+                        "the same key is given to two accounts, or with two roles",
+                    ))
                 }
                 _ => {}
             }
@@ -136,10 +164,13 @@ impl Keys {
         self.table.as_ref().map_or(0, |t| t.len())
     }
 
-    /// The account a request with this `Authorization` header value is made for.
-    pub(crate) fn authenticate(&self, authorization: Option<&[u8]>) -> Result<String, ApiError> {
+    /// Who a request with this `Authorization` header value is made by.
+    pub(crate) fn authenticate(&self, authorization: Option<&[u8]>) -> Result<Principal, ApiError> {
         let Some(table) = &self.table else {
-            return Ok(OPEN_ACCOUNT.to_string());
+            return Ok(Principal {
+                account: OPEN_ACCOUNT.to_string(),
+                role: Role::Admin,
+            });
         };
         let header = authorization.ok_or_else(|| {
             ApiError::unauthenticated("missing Authorization header: send Bearer <api key>")
@@ -186,7 +217,37 @@ impl FromRequestParts<AppState> for Account {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let header = parts.headers.get(AUTHORIZATION).map(|v| v.as_bytes());
-        state.api.keys.authenticate(header).map(Account)
+        state
+            .api
+            .keys
+            .authenticate(header)
+            .map(|p| Account(p.account))
+    }
+}
+
+/// A request made with an admin key; refuses it with `401` when its key is missing or unknown
+/// and `403` when the key is an account's.
+pub(crate) struct Admin;
+
+impl Principal {
+    /// Refuses a cluster operation to a key without the admin role.
+    pub(crate) fn require_admin(&self) -> Result<(), ApiError> {
+        match self.role {
+            Role::Admin => Ok(()),
+            Role::Account => Err(ApiError::permission_denied(
+                "cluster operations need a key with role = \"admin\"",
+            )),
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let header = parts.headers.get(AUTHORIZATION).map(|v| v.as_bytes());
+        state.api.keys.authenticate(header)?.require_admin()?;
+        Ok(Admin)
     }
 }
 
@@ -209,8 +270,12 @@ mod tests {
         let keys = Keys::from_toml(FILE).unwrap();
         assert!(!keys.is_open());
         assert_eq!(keys.key_count(), 2);
-        assert_eq!(keys.authenticate(Some(b"Bearer alpha")).unwrap(), "acme");
-        assert_eq!(keys.authenticate(Some(b"bearer  alpha ")).unwrap(), "acme");
+        let acme = Principal {
+            account: "acme".into(),
+            role: Role::Account,
+        };
+        assert_eq!(keys.authenticate(Some(b"Bearer alpha")).unwrap(), acme);
+        assert_eq!(keys.authenticate(Some(b"bearer  alpha ")).unwrap(), acme);
         for bad in [
             None,
             Some(&b"Bearer beta"[..]),
@@ -229,14 +294,33 @@ mod tests {
             hex::encode(digest("k"))
         );
         let keys = Keys::from_toml(&text).unwrap();
-        assert_eq!(keys.authenticate(Some(b"Bearer k")).unwrap(), "a");
+        assert_eq!(keys.authenticate(Some(b"Bearer k")).unwrap().account, "a");
     }
 
     #[test]
-    fn open_mode_is_account_dev() {
+    fn open_mode_is_an_admin_of_account_dev() {
         let keys = Keys::open();
         assert!(keys.is_open());
-        assert_eq!(keys.authenticate(None).unwrap(), OPEN_ACCOUNT);
+        let principal = keys.authenticate(None).unwrap();
+        assert_eq!(principal.account, OPEN_ACCOUNT);
+        assert_eq!(principal.role, Role::Admin);
+    }
+
+    #[test]
+    fn only_admin_keys_may_do_cluster_operations() {
+        let text = "[[keys]]\naccount = \"ops\"\nkey = \"root\"\nrole = \"admin\"\n\
+                    [[keys]]\naccount = \"acme\"\nkey = \"user\"\nrole = \"account\"\n\
+                    [[keys]]\naccount = \"globex\"\nkey = \"plain\"\n";
+        let keys = Keys::from_toml(text).unwrap();
+        let root = keys.authenticate(Some(b"Bearer root")).unwrap();
+        assert_eq!(root.role, Role::Admin);
+        assert!(root.require_admin().is_ok());
+        for key in [&b"Bearer user"[..], b"Bearer plain"] {
+            let principal = keys.authenticate(Some(key)).unwrap();
+            assert_eq!(principal.role, Role::Account);
+            let e = principal.require_admin().unwrap_err();
+            assert_eq!((e.status.as_u16(), e.code), (403, "permission_denied"));
+        }
     }
 
     #[test]
@@ -248,7 +332,8 @@ mod tests {
             "[[keys]]\naccount = \"a\"\nkey_sha256 = \"xyz\"\n",
             "[[keys]]\naccount = \"a:b\"\nkey = \"k\"\n",
             "[[keys]]\naccount = \"a\"\nkey = \"k\"\n[[keys]]\naccount = \"b\"\nkey = \"k\"\n",
-            "[[keys]]\naccount = \"a\"\nkey = \"k\"\nrole = \"admin\"\n",
+            "[[keys]]\naccount = \"a\"\nkey = \"k\"\nrole = \"root\"\n",
+            "[[keys]]\naccount = \"a\"\nkey = \"k\"\nscope = \"all\"\n",
             "not toml",
         ];
         for text in bad {

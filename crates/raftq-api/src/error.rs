@@ -7,10 +7,12 @@
 //! |---|---|---|---|
 //! | `invalid_argument` | 400 | `INVALID_ARGUMENT` | [`EngineError::InvalidArgument`], and every input check of the API |
 //! | `unauthenticated` | 401 | `UNAUTHENTICATED` | a missing or unknown API key |
+//! | `permission_denied` | 403 | `PERMISSION_DENIED` | a cluster operation with a key that is not an admin's |
 //! | `queue_not_found` | 404 | `NOT_FOUND` | [`EngineError::QueueNotFound`] (also another account's queue) |
 //! | `not_found`, `method_not_allowed` | 404, 405 | `UNIMPLEMENTED` | a path or method the API does not have |
 //! | `queue_exists` | 409 | `ALREADY_EXISTS` | [`EngineError::QueueExists`] |
 //! | `queue_in_use`, `lease_expired` | 409 | `FAILED_PRECONDITION` | the engine's errors of those names |
+//! | `membership_conflict` | 409 | `FAILED_PRECONDITION` | a membership change that the cluster's state refuses ([`ChangeError`]) |
 //! | `message_too_large` | 413 | `RESOURCE_EXHAUSTED` | [`EngineError::MessageTooLarge`], a request body over the limit |
 //! | `unavailable` | 503 | `UNAVAILABLE` | [`NodeError::Unavailable`], [`NodeError::Timeout`], [`NodeError::NotLeader`] |
 //! | `internal` | 500 | `INTERNAL` | [`NodeError::Storage`] and answers the API cannot read; never bad input |
@@ -23,7 +25,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use prost::Message as _;
 use raftq_engine::{EngineError, QueueRef};
-use raftq_node::NodeError;
+use raftq_node::{ChangeError, NodeError};
 use serde::Serialize;
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Code, Status};
@@ -69,6 +71,10 @@ impl ApiError {
 
     pub fn unauthenticated(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", message)
+    }
+
+    pub fn permission_denied(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::FORBIDDEN, "permission_denied", message)
     }
 
     /// A request body over the size limit of its route.
@@ -148,16 +154,40 @@ impl From<NodeError> for ApiError {
     }
 }
 
+impl From<ChangeError> for ApiError {
+    /// Bad input is a `400` naming its field; a change the cluster's state refuses is a `409`.
+    fn from(e: ChangeError) -> ApiError {
+        let field = match &e {
+            ChangeError::BadAddress(_)
+            | ChangeError::Unreachable(_)
+            | ChangeError::OtherCluster(_) => Some("raft_addr"),
+            ChangeError::AlreadyVoter(_) | ChangeError::UnknownNode(_) => Some("id"),
+            _ => None,
+        };
+        let (status, code) = match &e {
+            ChangeError::BadAddress(_)
+            | ChangeError::Unreachable(_)
+            | ChangeError::UnknownNode(_) => (StatusCode::BAD_REQUEST, "invalid_argument"),
+            _ => (StatusCode::CONFLICT, "membership_conflict"),
+        };
+        ApiError {
+            field: field.map(str::to_string),
+            ..ApiError::new(status, code, e.to_string())
+        }
+    }
+}
+
 impl ApiError {
     /// The gRPC status code of this error's spec code.
     pub fn grpc_code(&self) -> Code {
         match self.code {
             "invalid_argument" => Code::InvalidArgument,
             "unauthenticated" => Code::Unauthenticated,
+            "permission_denied" => Code::PermissionDenied,
             "queue_not_found" => Code::NotFound,
             "not_found" | "method_not_allowed" => Code::Unimplemented,
             "queue_exists" => Code::AlreadyExists,
-            "queue_in_use" | "lease_expired" => Code::FailedPrecondition,
+            "queue_in_use" | "lease_expired" | "membership_conflict" => Code::FailedPrecondition,
             "message_too_large" => Code::ResourceExhausted,
             "unavailable" => Code::Unavailable,
             _ => Code::Internal,
@@ -252,6 +282,47 @@ mod tests {
     }
 
     #[test]
+    fn membership_refusals_name_their_field_or_are_conflicts() {
+        let cases = [
+            (ChangeError::BadAddress("x".into()), 400, Some("raft_addr")),
+            (
+                ChangeError::Unreachable("x:1".into()),
+                400,
+                Some("raft_addr"),
+            ),
+            (ChangeError::UnknownNode(9), 400, Some("id")),
+            (ChangeError::AlreadyVoter(1), 409, Some("id")),
+            (
+                ChangeError::OtherCluster("x:1".into()),
+                409,
+                Some("raft_addr"),
+            ),
+            (ChangeError::Busy, 409, None),
+            (ChangeError::LastVoter(1), 409, None),
+            (
+                ChangeError::NoMajority {
+                    id: 1,
+                    answering: 1,
+                    voters: 3,
+                },
+                409,
+                None,
+            ),
+        ];
+        for (e, status, field) in cases {
+            let api = ApiError::from(e);
+            assert_eq!(api.status.as_u16(), status, "{api:?}");
+            assert_eq!(api.field.as_deref(), field, "{api:?}");
+            let expected = if status == 400 {
+                "invalid_argument"
+            } else {
+                "membership_conflict"
+            };
+            assert_eq!(api.code, expected);
+        }
+    }
+
+    #[test]
     fn node_errors_are_unavailable_except_storage() {
         for e in [
             NodeError::Unavailable("x".into()),
@@ -269,6 +340,7 @@ mod tests {
         let cases = [
             (ApiError::invalid("a.b", "bad"), Code::InvalidArgument),
             (ApiError::unauthenticated("no"), Code::Unauthenticated),
+            (ApiError::permission_denied("no"), Code::PermissionDenied),
             (
                 EngineError::QueueNotFound("q".into()).into(),
                 Code::NotFound,

@@ -18,7 +18,7 @@
 //! types', and the mirror test compares their JSON.
 //!
 //! Error answers are listed by the inputs that cause them: a route's responses include those of
-//! its [`Account`] (401), [`QueuePath`] (400, 404) and [`JsonBody`] (400, 413) extractors, and
+//! its [`Account`] (401), [`Admin`] (401, 403), [`QueuePath`] (400, 404) and [`JsonBody`] (400, 413) extractors, and
 //! [`Replicated`] (500, 503) for a route that reads or writes through Raft.
 
 use std::collections::BTreeMap;
@@ -36,7 +36,7 @@ use utoipa::openapi::{
 use utoipa::{IntoParams, IntoResponses, Modify, ToSchema};
 use uuid::Uuid;
 
-use crate::auth::Account;
+use crate::auth::{Account, Admin};
 use crate::input::{JsonBody, QueuePath};
 use crate::routes;
 
@@ -55,7 +55,7 @@ use crate::routes;
         (name = "queues", description = "Create, read, change and delete queues"),
         (name = "messages", description = "Send, peek and purge messages"),
         (name = "leases", description = "Receive messages, acknowledge them, change their leases"),
-        (name = "cluster", description = "Cluster status, liveness, metrics and this document"),
+        (name = "cluster", description = "Cluster status and membership, liveness, metrics and this document"),
     )
 )]
 pub struct ApiDoc;
@@ -213,6 +213,12 @@ const UNAUTHENTICATED: ErrorAnswer = ErrorAnswer {
     header: Some(("WWW-Authenticate", "`Bearer`")),
 };
 
+const PERMISSION_DENIED: ErrorAnswer = ErrorAnswer {
+    status: 403,
+    when: "`permission_denied`: the key's role is not `admin`",
+    header: None,
+};
+
 const QUEUE_NOT_FOUND: ErrorAnswer = ErrorAnswer {
     status: 404,
     when: "`queue_not_found`: the account has no such queue (another account's queue is not \
@@ -265,6 +271,13 @@ fn error_responses(answers: &[ErrorAnswer]) -> BTreeMap<String, RefOr<Response>>
 impl IntoResponses for Account {
     fn responses() -> BTreeMap<String, RefOr<Response>> {
         error_responses(&[UNAUTHENTICATED])
+    }
+}
+
+/// A route that needs an admin key.
+impl IntoResponses for Admin {
+    fn responses() -> BTreeMap<String, RefOr<Response>> {
+        error_responses(&[UNAUTHENTICATED, PERMISSION_DENIED])
     }
 }
 

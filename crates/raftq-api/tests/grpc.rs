@@ -1307,7 +1307,8 @@ async fn a_cluster_without_quorum_is_unavailable() {
             .expect("cluster")
             .into_inner();
         assert_eq!(cluster.leader, None);
-        assert_eq!(cluster.nodes.len(), 2);
+        // A new cluster forms once every listed node has started: none has a membership yet.
+        assert!(cluster.nodes.is_empty());
     })
     .await;
     s.shutdown().await;

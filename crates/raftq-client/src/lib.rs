@@ -32,6 +32,9 @@ pub enum ClientError {
     Transport(#[from] reqwest::Error),
     #[error("invalid endpoint: {0}")]
     Endpoint(String),
+    /// The request cannot be made as given.
+    #[error("{0}")]
+    Usage(String),
 }
 
 impl ClientError {
@@ -256,6 +259,20 @@ impl Client {
 
     pub async fn cluster(&self) -> Result<Value> {
         self.call(Method::GET, &["v1", "cluster"], &[], None).await
+    }
+
+    /// Adds node `id` (peer address `raft_addr`) as a voter; answers the cluster after the change.
+    pub async fn add_node(&self, id: u64, raft_addr: &str) -> Result<Value> {
+        let body = json!({ "id": id, "raft_addr": raft_addr });
+        self.call(Method::POST, &["v1", "cluster", "nodes"], &[], Some(&body))
+            .await
+    }
+
+    /// Removes node `id`; answers the cluster after the change.
+    pub async fn remove_node(&self, id: u64) -> Result<Value> {
+        let id = id.to_string();
+        self.call(Method::DELETE, &["v1", "cluster", "nodes", &id], &[], None)
+            .await
     }
 
     /// This node's applied index and state digest (answered by the node itself).

@@ -33,6 +33,8 @@ pub enum StartError {
     StateMachine(#[from] raftq_store::OpenError),
     #[error("cannot open the log: {0}")]
     Log(#[from] raftq_store::LogStoreError),
+    #[error("cannot read this node's enrolment: {0}")]
+    Enrolment(String),
     #[error("invalid configuration: {0}")]
     Config(String),
     #[error("raft: {0}")]

@@ -1,41 +1,62 @@
-//! The election gate: a node stands for election only while it reaches a majority of the
-//! cluster. openraft 0.9 has no pre-vote, so a follower cut off from the others stood for
-//! election every half second, raising its term each time; when it came back, its higher term
-//! deposed a working leader and cost the cluster an election (seconds under load). Here every
-//! node pings its peers all the time, and turns openraft's elections off while too few of them
-//! answered lately. A node that cannot reach a majority could never win an election anyway, so
-//! the gate takes nothing away: once it reaches a majority again, it stands as before.
+//! The election gate, a pre-vote: a node stands for election only while a majority of the
+//! cluster's current voters, itself included, answered its pings lately and would vote for it,
+//! and only while its [`admission`](crate::admission) lets it. openraft 0.9 has no pre-vote of
+//! its own:
+//! - a follower cut off from the others stood for election every half second, raising its term
+//!   each time; when it came back, its higher term deposed a working leader and cost the cluster
+//!   an election (seconds under load);
+//! - a node whose log is behind can never win, but each time it stands, the voters that refuse
+//!   it take its higher term and wait out a new election timeout: standing again and again, it
+//!   kept the node that could win from ever standing.
+//!
+//! Here every node pings the members all the time (the answer carries the peer's standing and
+//! the id of its last log entry) and turns openraft's elections off while too few of them would
+//! vote for it. A node that could not get those votes could never win an election anyway, so
+//! the gate takes nothing away: once it could, it stands as before.
+//!
+//! The gate also notices when a joining node was added to the cluster (it appears as a learner
+//! in the committed membership): from then on it takes part fully.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
+use openraft::RaftMetrics;
+use raftq_store::NodeId;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::admission::{PeerStatus, Standing};
 use crate::node::Core;
 
-/// How often every peer is pinged.
+/// How often every member is pinged.
 const EVERY: Duration = Duration::from_millis(100);
 /// How long a ping may take.
 const PING_TIMEOUT: Duration = Duration::from_millis(250);
-/// A peer counts as reached while its last answer is at most this old: shorter than the time
-/// a follower waits for its leader (0.75 s) before it stands.
+/// A member's answer counts while it is at most this old: shorter than the time a follower waits
+/// for its leader (0.75 s) before it stands.
 const FRESH: Duration = Duration::from_millis(600);
 
-/// Whether `reached` peers plus this node make a majority of `members`.
-fn majority(reached: usize, members: usize) -> bool {
-    (reached + 1) * 2 > members
+/// Whether the `reached` nodes make a majority of every voter set of a (possibly joint)
+/// membership.
+fn majority(reached: &BTreeSet<NodeId>, configs: &[BTreeSet<NodeId>]) -> bool {
+    configs
+        .iter()
+        .all(|voters| voters.intersection(reached).count() * 2 > voters.len())
 }
 
-pub(crate) async fn run(
-    core: Arc<Core>,
-    peers: Vec<(u64, String)>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let members = peers.len() + 1;
-    let mut answered: Vec<Option<Instant>> = vec![None; peers.len()];
-    let mut open = true;
+/// Whether `id` is a learner in a committed (applied) membership.
+fn added_as_learner(id: NodeId, metrics: &RaftMetrics<NodeId, openraft::BasicNode>) -> bool {
+    let stored = &metrics.membership_config;
+    let committed = stored.log_id().is_some() && stored.log_id() <= &metrics.last_applied;
+    let membership = stored.membership();
+    committed && membership.get_node(&id).is_some() && !membership.voter_ids().any(|v| v == id)
+}
+
+pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
+    let mut answers: BTreeMap<NodeId, (Instant, PeerStatus)> = BTreeMap::new();
+    let mut open = core.admission.may_stand();
     let mut tick = tokio::time::interval(EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -43,25 +64,71 @@ pub(crate) async fn run(
             _ = tick.tick() => {}
             _ = shutdown.changed() => return,
         }
-        let pings = peers.iter().map(|(id, addr)| {
-            let mut client = core.network.peers.get(*id, addr);
-            async move { client.ping(PING_TIMEOUT).await }
-        });
-        let now = Instant::now();
-        for (last, ok) in answered.iter_mut().zip(join_all(pings).await) {
-            if ok {
-                *last = Some(now);
+        let (configs, others, readded) = {
+            let metrics = core.raft.metrics();
+            let m = metrics.borrow();
+            let membership = m.membership_config.membership();
+            let others: Vec<(NodeId, String)> = membership
+                .nodes()
+                .filter(|(id, _)| **id != core.id)
+                .map(|(id, node)| (*id, node.addr.clone()))
+                .collect();
+            (
+                membership.get_joint_config().clone(),
+                others,
+                added_as_learner(core.id, &m),
+            )
+        };
+        if readded && core.admission.standing() == Standing::Joining {
+            match core.admission.readmitted().await {
+                Ok(()) => tracing::info!(node = core.id, "added to the cluster again"),
+                Err(e) => tracing::error!(error = %e, "cannot record the readmission"),
             }
         }
-        let reached = answered
-            .iter()
-            .filter(|last| last.is_some_and(|t| t.elapsed() <= FRESH))
-            .count();
-        let allow = majority(reached, members);
+        let pings = others.iter().map(|(id, addr)| {
+            let mut client = core.network.peers.get(*id, addr);
+            async move { (*id, client.ping(PING_TIMEOUT).await) }
+        });
+        let now = Instant::now();
+        for (id, status) in join_all(pings).await {
+            if let Some(status) = status {
+                answers.insert(id, (now, status));
+            }
+        }
+        let recent = || {
+            answers
+                .iter()
+                .filter(|(_, (at, _))| at.elapsed() <= FRESH)
+                .map(|(id, (_, status))| (*id, status))
+        };
+        let mut answering: BTreeSet<NodeId> = recent().map(|(id, _)| id).collect();
+        answering.insert(core.id);
+        if let Ok(mut shared) = core.answering.write() {
+            shared.clone_from(&answering);
+        }
+        let own_log = match core.admission.last_log() {
+            Ok(last) => last,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the log's last entry");
+                continue;
+            }
+        };
+        let mut voters_for_us: BTreeSet<NodeId> = recent()
+            .filter(|(_, status)| status.would_vote_for(own_log.as_ref()))
+            .map(|(id, _)| id)
+            .collect();
+        voters_for_us.insert(core.id);
+        let allow = majority(&voters_for_us, &configs) && core.admission.may_stand();
         if allow != open {
             open = allow;
             core.raft.runtime_config().elect(allow);
-            tracing::info!(reached, members, elections = allow, "election gate");
+            tracing::info!(
+                answering = answering.len(),
+                would_vote = voters_for_us.len(),
+                standing = ?core.admission.standing(),
+                elections = allow,
+                "election gate"
+            );
         }
     }
 }
@@ -69,13 +136,30 @@ pub(crate) async fn run(
 #[cfg(test)]
 mod tests {
     use super::majority;
+    use std::collections::BTreeSet;
+
+    fn set(ids: &[u64]) -> BTreeSet<u64> {
+        ids.iter().copied().collect()
+    }
 
     #[test]
     fn a_node_stands_only_with_a_majority_in_reach() {
-        assert!(majority(0, 1));
-        assert!(!majority(0, 3));
-        assert!(majority(1, 3));
-        assert!(!majority(1, 5));
-        assert!(majority(2, 5));
+        assert!(majority(&set(&[1]), &[set(&[1])]));
+        assert!(!majority(&set(&[1]), &[set(&[1, 2, 3])]));
+        assert!(majority(&set(&[1, 2]), &[set(&[1, 2, 3])]));
+        assert!(!majority(&set(&[1, 2]), &[set(&[1, 2, 3, 4, 5])]));
+        assert!(majority(&set(&[1, 2, 3]), &[set(&[1, 2, 3, 4, 5])]));
+    }
+
+    #[test]
+    fn a_joint_membership_needs_a_majority_of_both_voter_sets() {
+        let joint = [set(&[1, 2, 3]), set(&[3, 4, 5])];
+        assert!(!majority(&set(&[1, 2]), &joint));
+        assert!(majority(&set(&[1, 3, 4]), &joint));
+    }
+
+    #[test]
+    fn reaching_learners_counts_for_nothing() {
+        assert!(!majority(&set(&[1, 4, 5]), &[set(&[1, 2, 3])]));
     }
 }

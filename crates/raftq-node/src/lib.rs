@@ -6,9 +6,12 @@
 //! due. The public API ([`Node::write`], [`Node::read`]) is what the REST and gRPC front ends
 //! call.
 
+mod admission;
 mod batcher;
 pub mod error;
+mod formation;
 mod gate;
+pub mod membership;
 pub mod network;
 mod node;
 pub mod query;
@@ -23,5 +26,6 @@ pub mod rpc {
 }
 
 pub use error::{NodeError, StartError};
+pub use membership::{Change, ChangeError, ChangeResult};
 pub use node::{now_ms, Node, NodeConfig};
 pub use query::{Query, QueryResult};

@@ -23,6 +23,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tonic::transport::{Channel, Endpoint};
 
+use crate::admission::{ClusterId, PeerStatus, CLUSTER_HEADER};
 use crate::rpc::raft_client::RaftClient;
 use crate::rpc::Blob;
 
@@ -90,14 +91,16 @@ impl Partition {
 #[derive(Debug, Clone, Default)]
 pub struct PeerClients {
     pub partition: Partition,
+    cluster: ClusterId,
     clients: Arc<Mutex<HashMap<(NodeId, String), PeerClient>>>,
 }
 
 impl PeerClients {
-    /// Clients that honour `partition`.
-    pub fn new(partition: Partition) -> PeerClients {
+    /// Clients that honour `partition` and send `cluster`'s id with every call.
+    pub(crate) fn new(partition: Partition, cluster: ClusterId) -> PeerClients {
         PeerClients {
             partition,
+            cluster,
             clients: Arc::default(),
         }
     }
@@ -107,7 +110,9 @@ impl PeerClients {
         let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
         clients
             .entry((target, addr.to_string()))
-            .or_insert_with(|| PeerClient::new(target, addr, self.partition.clone()))
+            .or_insert_with(|| {
+                PeerClient::new(target, addr, self.partition.clone(), self.cluster.clone())
+            })
             .clone()
     }
 }
@@ -134,6 +139,7 @@ pub struct PeerClient {
     target: NodeId,
     client: Option<RaftClient<Channel>>,
     partition: Partition,
+    cluster: ClusterId,
 }
 
 /// Why a call to a peer failed before its Raft could answer.
@@ -197,10 +203,16 @@ enum Method {
     Snapshot,
     Forward,
     Ping,
+    Elect,
 }
 
 impl PeerClient {
-    pub fn new(target: NodeId, addr: &str, partition: Partition) -> PeerClient {
+    pub(crate) fn new(
+        target: NodeId,
+        addr: &str,
+        partition: Partition,
+        cluster: ClusterId,
+    ) -> PeerClient {
         let client = Endpoint::from_shared(format!("http://{addr}"))
             .ok()
             .map(|e| {
@@ -215,6 +227,7 @@ impl PeerClient {
             target,
             client,
             partition,
+            cluster,
         }
     }
 
@@ -237,12 +250,18 @@ impl PeerClient {
         if let Some(t) = timeout {
             request.set_timeout(t);
         }
+        if let Some(id) = self.cluster.get() {
+            let value = tonic::metadata::MetadataValue::try_from(id.to_string())
+                .map_err(|e| CallError::Address(format!("cluster id header: {e}")))?;
+            request.metadata_mut().insert(CLUSTER_HEADER, value);
+        }
         let reply = match method {
             Method::Append => client.append_entries(request).await?,
             Method::Vote => client.vote(request).await?,
             Method::Snapshot => client.install_snapshot(request).await?,
             Method::Forward => client.forward(request).await?,
             Method::Ping => client.ping(request).await?,
+            Method::Elect => client.elect(request).await?,
         };
         Ok(postcard::from_bytes(&reply.into_inner().data)?)
     }
@@ -256,11 +275,14 @@ impl PeerClient {
         self.call(Method::Forward, request, Some(timeout)).await
     }
 
-    /// Whether this peer answers within `timeout`.
-    pub async fn ping(&mut self, timeout: Duration) -> bool {
-        self.call::<(), ()>(Method::Ping, &(), Some(timeout))
-            .await
-            .is_ok()
+    /// This peer's status, if it answers within `timeout`.
+    pub(crate) async fn ping(&mut self, timeout: Duration) -> Option<PeerStatus> {
+        self.call(Method::Ping, &(), Some(timeout)).await.ok()
+    }
+
+    /// Asks this peer to stand for election now.
+    pub(crate) async fn elect(&mut self, timeout: Duration) -> Result<(), CallError> {
+        self.call(Method::Elect, &(), Some(timeout)).await
     }
 
     async fn raft_call<Req: Serialize, Resp: DeserializeOwned, E>(

@@ -1,5 +1,5 @@
-//! A raftq node: opens its RocksDB store, runs openraft with the peer gRPC service, forms the
-//! cluster on first start, forwards client requests to the leader and, while it leads, proposes
+//! A raftq node: opens its RocksDB store, runs openraft with the peer gRPC service, finds or
+//! forms its cluster on a first start (`formation`), forwards client requests to the leader and, while it leads, proposes
 //! the ticks that fire due timers.
 //!
 //! Time: the leader stamps each entry with its clock (milliseconds since the Unix epoch) when it
@@ -11,7 +11,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use openraft::error::RaftError;
-use openraft::{BasicNode, Config, Raft, ServerState, SnapshotPolicy};
+use openraft::{Config, Raft, ServerState, SnapshotPolicy};
 use raftq_engine::{Command, EngineError};
 use raftq_store::{
     open_db, NodeId, Response, RocksLogStore, RocksStateMachine, StateReader, TypeConfig, LOGS_CF,
@@ -23,13 +23,15 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tonic::transport::server::TcpIncoming;
 
+use crate::admission::{Admission, Standing};
 use crate::batcher::Batcher;
 use crate::error::{NodeError, StartError};
-use crate::gate;
+use crate::membership::{Change, ChangeResult};
 use crate::network::{Network, Partition, PeerClients, WINDOW};
 use crate::query::{self, Query, QueryResult};
 use crate::rpc::raft_server::RaftServer;
 use crate::service::PeerService;
+use crate::{formation, gate};
 use crate::{snapshots, timer};
 
 /// How long a client request may wait for a leader before it is answered `unavailable`.
@@ -49,8 +51,12 @@ const MAX_PAYLOAD_ENTRIES: u64 = 32;
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
     pub id: NodeId,
-    /// Raft addresses of every member, this node included (`host:port`).
+    /// Raft addresses of every member of a new cluster, this node included (`host:port`): used
+    /// to form the cluster on the first start. A restarted node goes by the membership in its log.
     pub peers: BTreeMap<NodeId, String>,
+    /// A member's peer address, for a node that starts to be added to a running cluster (it
+    /// never forms one); `peers` is then unused.
+    pub join: Option<String>,
     /// Where the database lives.
     pub data_dir: PathBuf,
     /// The region this cluster serves.
@@ -74,6 +80,7 @@ impl NodeConfig {
         NodeConfig {
             id,
             peers,
+            join: None,
             data_dir,
             region: "local".into(),
             snapshot_after_logs: 20_000,
@@ -87,6 +94,7 @@ impl NodeConfig {
 pub(crate) enum Forwarded {
     Write(Command),
     Read(Query),
+    Change(Change),
 }
 
 /// The leader's answer to a [`Forwarded`] request.
@@ -94,6 +102,7 @@ pub(crate) enum Forwarded {
 pub(crate) enum ForwardReply {
     Written(Response),
     Read(Result<QueryResult, EngineError>),
+    Changed(ChangeResult),
 }
 
 /// The parts of a node the peer service and the timer share.
@@ -103,6 +112,12 @@ pub(crate) struct Core {
     pub batcher: Batcher,
     pub reader: StateReader,
     pub network: Network,
+    /// The cluster this node belongs to and whether it may vote.
+    pub admission: Admission,
+    /// Held while a membership change runs (on the leader).
+    pub changing: tokio::sync::Mutex<()>,
+    /// The members that answered the election gate's pings lately, this node included.
+    pub answering: std::sync::RwLock<std::collections::BTreeSet<NodeId>>,
     /// Connections to the leaders this node forwarded to, by node id and address (reused: a
     /// forwarded request must not pay for a new connection), apart from Raft's own.
     pub forwarders: PeerClients,
@@ -129,7 +144,7 @@ pub fn now_ms() -> u64 {
 impl Node {
     /// Starts a node whose peer service listens on `listener`.
     pub async fn start(config: NodeConfig, listener: TcpListener) -> Result<Node, StartError> {
-        if !config.peers.contains_key(&config.id) {
+        if config.join.is_none() && !config.peers.contains_key(&config.id) {
             return Err(StartError::Config(format!(
                 "--peers must include this node ({})",
                 config.id
@@ -140,6 +155,13 @@ impl Node {
         let db_handle = Arc::clone(&db);
         let log = RocksLogStore::new(Arc::clone(&db), LOGS_CF, META_CF)?;
         let appended = log.appended();
+        let admission = Admission::open(&log).map_err(|e| StartError::Enrolment(e.to_string()))?;
+        if config.join.is_some() && admission.standing() == Standing::Blank {
+            admission
+                .become_joining()
+                .await
+                .map_err(|e| StartError::Enrolment(e.to_string()))?;
+        }
         let sm = RocksStateMachine::open(db, &config.region, config.data_dir.join("snapshots"))?;
         let reader = sm.reader();
         let awaited = sm.awaited();
@@ -156,18 +178,27 @@ impl Node {
         }
         .validate()
         .map_err(|e| StartError::Config(e.to_string()))?;
-        let network = Network::default();
+        let network = Network {
+            peers: PeerClients::new(Partition::default(), admission.cluster()),
+        };
         let raft = Raft::new(config.id, Arc::new(raft_config), network.clone(), log, sm)
             .await
             .map_err(|e| StartError::Raft(e.to_string()))?;
+        // The election gate keeps them so; off from the start for a node that may not stand.
+        raft.runtime_config().elect(admission.may_stand());
+        let forming = matches!(admission.standing(), Standing::Blank | Standing::Fresh);
+        log_start(&config, &raft, admission.standing());
         let (batcher, batching) = Batcher::start(raft.clone(), LEADER_WAIT, awaited);
         let core = Arc::new(Core {
             id: config.id,
             raft,
             batcher,
             reader,
-            forwarders: PeerClients::new(network.peers.partition.clone()),
+            forwarders: PeerClients::new(network.peers.partition.clone(), admission.cluster()),
             network,
+            admission,
+            changing: tokio::sync::Mutex::new(()),
+            answering: Default::default(),
         });
         let (shutdown, signal) = watch::channel(false);
         let mut tasks = Vec::new();
@@ -191,17 +222,14 @@ impl Node {
                 tracing::error!(error = %e, "peer service stopped");
             }
         }));
-        let peers = config
-            .peers
-            .iter()
-            .filter(|(id, _)| **id != config.id)
-            .map(|(id, addr)| (*id, addr.clone()))
-            .collect();
-        tasks.push(tokio::spawn(gate::run(
-            Arc::clone(&core),
-            peers,
-            signal.clone(),
-        )));
+        if forming {
+            tasks.push(tokio::spawn(formation::run(
+                Arc::clone(&core),
+                config.peers.clone(),
+                signal.clone(),
+            )));
+        }
+        tasks.push(tokio::spawn(gate::run(Arc::clone(&core), signal.clone())));
         tasks.push(tokio::spawn(snapshots::run(
             core.raft.clone(),
             core.reader.clone(),
@@ -210,46 +238,13 @@ impl Node {
             signal.clone(),
         )));
         tasks.push(tokio::spawn(timer::run(Arc::clone(&core), signal)));
-        let node = Node {
+        Ok(Node {
             core,
             shutdown,
             tasks,
             batching,
             db: Arc::downgrade(&db_handle),
-        };
-        node.form_cluster(&config).await?;
-        Ok(node)
-    }
-
-    /// On a node that has never been part of a cluster, the lowest-numbered member proposes the
-    /// membership; the others learn it from that leader. A restarted node has a vote or log
-    /// and skips this, so `initialize` runs once per cluster.
-    async fn form_cluster(&self, config: &NodeConfig) -> Result<(), StartError> {
-        let raft = &self.core.raft;
-        let initialized = raft
-            .is_initialized()
-            .await
-            .map_err(|e| StartError::Raft(e.to_string()))?;
-        let lowest = config.peers.keys().next().copied();
-        if initialized || lowest != Some(config.id) {
-            return Ok(());
-        }
-        let members: BTreeMap<NodeId, BasicNode> = config
-            .peers
-            .iter()
-            .map(|(id, addr)| (*id, BasicNode::new(addr)))
-            .collect();
-        match raft.initialize(members).await {
-            Ok(()) => {
-                tracing::info!(node = config.id, "formed the cluster");
-                Ok(())
-            }
-            Err(RaftError::APIError(e)) => {
-                tracing::info!(node = config.id, reason = %e, "cluster already formed");
-                Ok(())
-            }
-            Err(e) => Err(StartError::Raft(e.to_string())),
-        }
+        })
     }
 
     pub fn id(&self) -> NodeId {
@@ -274,10 +269,9 @@ impl Node {
     /// Commits a command through the leader (forwarding when this node is not it) and returns
     /// the state machine's response. Success means committed on a majority and applied.
     pub async fn write(&self, command: Command) -> Result<Response, NodeError> {
-        let reply = self.core.route(Forwarded::Write(command)).await?;
-        match reply {
+        match self.core.route(Forwarded::Write(command)).await? {
             ForwardReply::Written(response) => Ok(response),
-            ForwardReply::Read(_) => Err(NodeError::Storage("mismatched reply".into())),
+            _ => Err(mismatched()),
         }
     }
 
@@ -285,7 +279,16 @@ impl Node {
     pub async fn read(&self, query: Query) -> Result<Result<QueryResult, EngineError>, NodeError> {
         match self.core.route(Forwarded::Read(query)).await? {
             ForwardReply::Read(result) => Ok(result),
-            ForwardReply::Written(_) => Err(NodeError::Storage("mismatched reply".into())),
+            _ => Err(mismatched()),
+        }
+    }
+
+    /// Changes the cluster's membership through the leader (see `membership`). Success means
+    /// the change committed; a refusal changed nothing.
+    pub async fn change_membership(&self, change: Change) -> Result<ChangeResult, NodeError> {
+        match self.core.route(Forwarded::Change(change)).await? {
+            ForwardReply::Changed(result) => Ok(result),
+            _ => Err(mismatched()),
         }
     }
 
@@ -322,6 +325,41 @@ impl Node {
             tracing::warn!("the database is still open after shutdown");
         }
     }
+}
+
+/// Says how this node starts: forming a cluster, waiting to be added, or going by the membership
+/// in its log (and whether that differs from its flags).
+fn log_start(config: &NodeConfig, raft: &Raft<TypeConfig>, standing: Standing) {
+    let stored: BTreeMap<NodeId, String> = raft
+        .metrics()
+        .borrow()
+        .membership_config
+        .membership()
+        .nodes()
+        .map(|(id, n)| (*id, n.addr.clone()))
+        .collect();
+    match (standing, &config.join) {
+        (Standing::Joining, Some(member)) => tracing::info!(
+            node = config.id,
+            member = %member,
+            "waiting to be added: on any member, run `raftq cluster add --id {} --raft-addr \
+             <this node's peer address>`",
+            config.id
+        ),
+        (Standing::Member, _) if config.join.is_none() && stored != config.peers => {
+            tracing::info!(
+                ?stored,
+                flags = ?config.peers,
+                "the membership in the log differs from --peers; the log's is used"
+            )
+        }
+        _ => {}
+    }
+}
+
+/// A leader answered a request with a reply of another kind.
+fn mismatched() -> NodeError {
+    NodeError::Storage("mismatched reply".into())
 }
 
 impl Core {
@@ -425,6 +463,10 @@ impl Core {
                 }
                 query::run(&self.reader, query, now).map(ForwardReply::Read)
             }
+            Forwarded::Change(change) => self
+                .change_membership(change)
+                .await
+                .map(ForwardReply::Changed),
         }
     }
 
@@ -432,6 +474,16 @@ impl Core {
     /// waits until it is applied.
     pub(crate) async fn propose(&self, command: Command) -> Result<Response, NodeError> {
         self.batcher.propose(command).await
+    }
+
+    /// The leader this node knows of.
+    pub(crate) fn current_leader(&self) -> Option<NodeId> {
+        self.raft.metrics().borrow().current_leader
+    }
+
+    /// The members that answered lately, this node included.
+    pub(crate) fn answering(&self) -> std::collections::BTreeSet<NodeId> {
+        self.answering.read().map(|r| r.clone()).unwrap_or_default()
     }
 
     /// Whether this node currently leads.
@@ -449,7 +501,7 @@ mod tests {
 
     /// A forward to `addr` that fails in transport, with its status.
     async fn failed_forward(addr: &str, timeout: Duration) -> tonic::Status {
-        let mut client = PeerClient::new(2, addr, Partition::default());
+        let mut client = PeerClient::new(2, addr, Partition::default(), Default::default());
         let request = Forwarded::Read(Query::ListQueues {
             account: "dev".into(),
             prefix: String::new(),

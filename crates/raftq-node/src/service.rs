@@ -1,12 +1,15 @@
 //! Incoming peer traffic: the gRPC service of `proto/raft.proto`, handing Raft messages to
-//! openraft and forwarded client requests to this node (which must lead).
+//! openraft and forwarded client requests to this node (which must lead), once `admission`
+//! admitted them.
 
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tonic::{Request, Response, Status};
+use uuid::Uuid;
 
+use crate::admission::{PeerCall, CLUSTER_HEADER};
 use crate::error::NodeError;
 use crate::node::{Core, ForwardReply, Forwarded};
 use crate::rpc::raft_server::Raft as RaftRpc;
@@ -19,6 +22,28 @@ pub(crate) struct PeerService {
 impl PeerService {
     pub(crate) fn new(core: Arc<Core>) -> PeerService {
         PeerService { core }
+    }
+}
+
+impl PeerService {
+    /// Admits `request` as a `call` from its sender's cluster, or refuses it (and logs why).
+    async fn admit(&self, call: PeerCall, request: &Request<Blob>) -> Result<(), Status> {
+        let sender = match request.metadata().get(CLUSTER_HEADER) {
+            None => None,
+            Some(value) => Some(
+                value
+                    .to_str()
+                    .ok()
+                    .and_then(|v| Uuid::parse_str(v).ok())
+                    .ok_or_else(|| {
+                        Status::invalid_argument(format!("{CLUSTER_HEADER} must be a UUID"))
+                    })?,
+            ),
+        };
+        self.core.admission.admit(call, sender).await.map_err(|e| {
+            tracing::warn!(?call, remote = ?request.remote_addr(), reason = %e, "peer call refused");
+            Status::failed_precondition(e.to_string())
+        })
     }
 }
 
@@ -36,22 +61,42 @@ fn encode<T: Serialize>(reply: &T) -> Result<Response<Blob>, Status> {
 #[tonic::async_trait]
 impl RaftRpc for PeerService {
     async fn append_entries(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
+        self.admit(PeerCall::Append, &request).await?;
         encode(&self.core.raft.append_entries(decode(request)?).await)
     }
 
     async fn ping(&self, _request: Request<Blob>) -> Result<Response<Blob>, Status> {
-        encode(&())
+        let status = self
+            .core
+            .admission
+            .status()
+            .map_err(|e| Status::internal(format!("cannot read the log: {e}")))?;
+        encode(&status)
     }
 
     async fn vote(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
+        self.admit(PeerCall::Vote, &request).await?;
         encode(&self.core.raft.vote(decode(request)?).await)
     }
 
     async fn install_snapshot(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
+        self.admit(PeerCall::Snapshot, &request).await?;
         encode(&self.core.raft.install_snapshot(decode(request)?).await)
     }
 
+    async fn elect(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
+        self.admit(PeerCall::Elect, &request).await?;
+        self.core
+            .raft
+            .trigger()
+            .elect()
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        encode(&())
+    }
+
     async fn forward(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
+        self.admit(PeerCall::Forward, &request).await?;
         let forwarded: Forwarded = decode(request)?;
         let reply: Result<ForwardReply, NodeError> = self.core.serve_local(&forwarded).await;
         encode(&reply)

@@ -18,7 +18,7 @@ pub mod state_machine;
 pub mod types;
 
 pub use log_store::{
-    Appended, LogStoreError, MissingColumnFamily, RocksLogStore, LOGS_CF, META_CF,
+    Appended, Enrolment, LogStoreError, MissingColumnFamily, RocksLogStore, LOGS_CF, META_CF,
 };
 pub use state_machine::{
     Awaited, AwaitedWrite, OpenError, PayloadView, RocksStateMachine, StateReader, SM_META_CF,

@@ -4,8 +4,8 @@
 //! Layout: two column families in a caller-opened [`DB`].
 //! - the *logs* family maps a log index, as a big-endian `u64` key (so that key order is index
 //!   order), to the postcard encoding of the entry;
-//! - the *meta* family holds the vote, the committed log id and the last purged log id, each
-//!   postcard-encoded.
+//! - the *meta* family holds the vote, the committed log id, the last purged log id and the
+//!   node's [`Enrolment`] in its cluster, each postcard-encoded.
 //!
 //! Durability policy:
 //! - [`save_vote`](RaftLogStorage::save_vote) and [`truncate`](RaftLogStorage::truncate) are
@@ -37,7 +37,7 @@ use std::marker::PhantomData;
 use std::ops::Bound;
 use std::ops::RangeBounds;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use openraft::storage::LogFlushed;
 use openraft::storage::LogState;
@@ -63,7 +63,8 @@ use rocksdb::WriteBatch;
 use rocksdb::WriteOptions;
 use rocksdb::DB;
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 use crate::recent::Recent;
 
@@ -83,6 +84,18 @@ const BATCH_RECORD_BYTES: usize = 32;
 const KEY_VOTE: &[u8] = b"vote";
 const KEY_COMMITTED: &[u8] = b"committed";
 const KEY_LAST_PURGED: &[u8] = b"last_purged_log_id";
+const KEY_ENROLMENT: &[u8] = b"enrolment";
+
+/// What a node's data directory records of its cluster besides the log: written when the
+/// cluster forms or the node first hears from it, and read at every start.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Enrolment {
+    /// The cluster this directory belongs to; a node refuses Raft traffic from any other.
+    pub cluster_id: Option<Uuid>,
+    /// The node must be added to the cluster (as a learner) before it may vote or stand for
+    /// election: it was started to join, or found its directory empty while its cluster existed.
+    pub joining: bool,
+}
 
 /// Descriptors of the column families [`RocksLogStore`] uses under their default names
 /// [`LOGS_CF`] and [`META_CF`]; open the [`DB`] with them (plus any of your own).
@@ -126,9 +139,15 @@ pub struct RocksLogStore<C: RaftTypeConfig> {
     syncer: std::sync::mpsc::Sender<LogFlushed<C>>,
     /// The entries appended last, shared by every clone.
     recent: Arc<Mutex<Recent<C::Entry>>>,
+    /// The id of the last entry, shared by every clone.
+    last: KnownLastLogId<C::NodeId>,
     appended: Appended,
     _c: PhantomData<C>,
 }
+
+/// The id of the last log entry once known (the outer `None` after a truncation or purge, until
+/// it is read again).
+type KnownLastLogId<NID> = Arc<Mutex<Option<Option<LogId<NID>>>>>;
 
 /// Encoded bytes of the entries a [`RocksLogStore`] and its clones appended since it was made.
 #[derive(Debug, Clone, Default)]
@@ -180,6 +199,7 @@ impl<C: RaftTypeConfig> Clone for RocksLogStore<C> {
             meta_cf: Arc::clone(&self.meta_cf),
             syncer: self.syncer.clone(),
             recent: Arc::clone(&self.recent),
+            last: Arc::clone(&self.last),
             appended: self.appended.clone(),
             _c: PhantomData,
         }
@@ -211,6 +231,7 @@ where
         Ok(Self {
             syncer: spawn_syncer(Arc::clone(&db))?,
             recent: Arc::new(Mutex::new(Recent::new(RECENT_BYTES))),
+            last: Arc::default(),
             appended: Appended::default(),
             db,
             logs_cf: logs_cf.into(),
@@ -269,6 +290,60 @@ where
         .await
         .map_err(|e| AnyError::new(&e))?
         .map_err(|e| AnyError::new(&e))
+    }
+
+    /// Whether this store holds any Raft state: a log entry, a vote or a purge marker. A node
+    /// that held some and now holds none lost its data directory.
+    pub fn holds_raft_state(&self) -> Result<bool, AnyError> {
+        if let Some(kv) = self
+            .db
+            .iterator_cf(self.logs()?, IteratorMode::Start)
+            .next()
+        {
+            kv.map_err(|e| AnyError::new(&e))?;
+            return Ok(true);
+        }
+        for key in [KEY_VOTE, KEY_LAST_PURGED] {
+            if self
+                .db
+                .get_pinned_cf(self.meta()?, key)
+                .map_err(|e| AnyError::new(&e))?
+                .is_some()
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The id of the last entry in the log (the last purged one when every entry was purged):
+    /// what a candidate's log is compared with. Kept in memory as entries are appended.
+    pub fn last_log_id_now(&self) -> Result<Option<LogId<C::NodeId>>, AnyError> {
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(known) = &*last {
+            return Ok(known.clone());
+        }
+        let found = match self.last_log_id()? {
+            Some(log_id) => Some(log_id),
+            None => self.get_meta(KEY_LAST_PURGED)?,
+        };
+        *last = Some(found.clone());
+        Ok(found)
+    }
+
+    fn forget_last(&self) {
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// This node's enrolment in its cluster (the default before one was saved).
+    pub fn enrolment(&self) -> Result<Enrolment, AnyError> {
+        Ok(self.get_meta(KEY_ENROLMENT)?.unwrap_or_default())
+    }
+
+    /// Saves this node's enrolment, synced to disk before it returns.
+    pub async fn save_enrolment(&self, enrolment: &Enrolment) -> Result<(), AnyError> {
+        self.write_synced(self.meta_batch(KEY_ENROLMENT, enrolment)?)
+            .await
     }
 
     fn decode_entry(key: &[u8], value: &[u8]) -> Result<C::Entry, AnyError> {
@@ -437,6 +512,7 @@ where
             .sum();
         let mut batch = WriteBatch::with_capacity_bytes(bytes);
         let mut written = Vec::with_capacity(encoded.len());
+        let last = encoded.last().map(|(entry, _)| entry.get_log_id().clone());
         for (entry, value) in encoded {
             let index = entry.get_log_id().index;
             batch.put_cf(logs, index_key(index), &value);
@@ -454,6 +530,9 @@ where
             recent.push(index, entry, size);
         }
         drop(recent);
+        if let Some(last) = last {
+            *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(Some(last));
+        }
         if let Err(std::sync::mpsc::SendError(callback)) = self.syncer.send(callback) {
             callback.log_io_completed(Err(io::Error::other("the WAL sync thread stopped")));
         }
@@ -469,6 +548,7 @@ where
         self.write_synced(batch)
             .await
             .map_err(StorageIOError::write_logs)?;
+        self.forget_last();
         Ok(())
     }
 
@@ -483,6 +563,7 @@ where
         self.db
             .write(batch)
             .map_err(|e| StorageIOError::write_logs(&e))?;
+        self.forget_last();
         Ok(())
     }
 }

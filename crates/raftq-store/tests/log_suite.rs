@@ -24,6 +24,7 @@ use openraft::StorageIOError;
 use openraft::StoredMembership;
 use openraft::Vote;
 use raftq_store::log_store::column_families;
+use raftq_store::log_store::Enrolment;
 use raftq_store::log_store::RocksLogStore;
 use raftq_store::log_store::LOGS_CF;
 use raftq_store::log_store::META_CF;
@@ -196,13 +197,16 @@ async fn state_survives_reopen() -> TestResult {
             payload: EntryPayload::Normal(format!("e{i}")),
         });
         store.blocking_append(entries).await?;
+        assert_eq!(store.last_log_id_now()?, Some(log_id(1, 5)));
         store.save_vote(&Vote::new(1, 0)).await?;
         store.save_committed(Some(log_id(1, 4))).await?;
         store.purge(log_id(1, 1)).await?;
         store.truncate(log_id(1, 5)).await?;
+        assert_eq!(store.last_log_id_now()?, Some(log_id(1, 4)));
     }
 
     let mut store = open_store(&dir);
+    assert_eq!(store.last_log_id_now()?, Some(log_id(1, 4)));
     assert_eq!(store.read_vote().await?, Some(Vote::new(1, 0)));
     assert_eq!(store.read_committed().await?, Some(log_id(1, 4)));
     let state = store.get_log_state().await?;
@@ -221,6 +225,38 @@ async fn state_survives_reopen() -> TestResult {
     assert_eq!(some.len(), 1);
     assert!(matches!(&some[0].payload, EntryPayload::Normal(s) if s == "e3"));
     assert!(reader.try_get_log_entries(5..).await?.is_empty());
+    Ok(())
+}
+
+/// A new store holds no Raft state, nor does one with only an enrolment; a vote is state. The
+/// enrolment survives a reopen.
+#[tokio::test]
+async fn raft_state_and_enrolment_are_read_back_after_reopen() -> TestResult {
+    let dir = TempDir::new().expect("create temp dir");
+    let enrolment = Enrolment {
+        cluster_id: Some(uuid::Uuid::from_u128(7)),
+        joining: true,
+    };
+    {
+        let mut store = open_store(&dir);
+        assert!(!store.holds_raft_state()?);
+        assert_eq!(store.enrolment()?, Enrolment::default());
+        store.save_enrolment(&enrolment).await?;
+        assert!(!store.holds_raft_state()?);
+        store.save_vote(&Vote::new(1, 0)).await?;
+        assert!(store.holds_raft_state()?);
+        assert_eq!(store.last_log_id_now()?, None);
+        let entries = (0..2).map(|i| Entry::<TestConfig> {
+            log_id: log_id(2, i),
+            payload: EntryPayload::Blank,
+        });
+        store.blocking_append(entries).await?;
+        store.purge(log_id(2, 1)).await?;
+        assert_eq!(store.last_log_id_now()?, Some(log_id(2, 1)), "all purged");
+    }
+    let store = open_store(&dir);
+    assert!(store.holds_raft_state()?);
+    assert_eq!(store.enrolment()?, enrolment);
     Ok(())
 }
 

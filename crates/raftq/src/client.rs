@@ -117,6 +117,28 @@ pub enum DlqCmd {
 pub enum ClusterCmd {
     /// Leader, members and Raft progress.
     Status,
+    /// Add a node (started with `raftq serve --join`): a learner until it caught up, then a voter.
+    Add {
+        #[arg(long)]
+        id: u64,
+        /// The new node's peer address, HOST:PORT.
+        #[arg(long)]
+        raft_addr: String,
+    },
+    /// Remove a node; a leader that is removed hands over first.
+    Remove {
+        #[arg(long)]
+        id: u64,
+    },
+    /// Replace a member whose data was lost: remove it, then add the node started again in its
+    /// place, and wait until it caught up.
+    Replace {
+        #[arg(long)]
+        id: u64,
+        /// The new node's peer address (default: the member's current one).
+        #[arg(long)]
+        raft_addr: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -245,10 +267,43 @@ pub async fn run(conn: &Connection, cmd: ClientCmd) -> Result<(), ClientError> {
         ClientCmd::Stats { queue } => client.stats(&queue).await?,
         ClientCmd::Dlq(DlqCmd::Sources { queue }) => client.dead_letter_sources(&queue).await?,
         ClientCmd::Cluster(ClusterCmd::Status) => client.cluster().await?,
+        ClientCmd::Cluster(ClusterCmd::Add { id, raft_addr }) => {
+            client.add_node(id, &raft_addr).await?
+        }
+        ClientCmd::Cluster(ClusterCmd::Remove { id }) => client.remove_node(id).await?,
+        ClientCmd::Cluster(ClusterCmd::Replace { id, raft_addr }) => {
+            replace(&client, id, raft_addr).await?
+        }
         ClientCmd::Health => client.health().await?,
     };
     print(&value, conn.json);
     Ok(())
+}
+
+/// Removes member `id` (when it still is one) and adds it again at `raft_addr`, or at its
+/// current address.
+async fn replace(
+    client: &Client,
+    id: u64,
+    raft_addr: Option<String>,
+) -> Result<Value, ClientError> {
+    let cluster = client.cluster().await?;
+    let current = cluster["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|n| n["id"].as_u64() == Some(id))
+        .and_then(|n| n["raft_addr"].as_str())
+        .map(str::to_string);
+    let Some(addr) = raft_addr.or(current.clone()) else {
+        return Err(ClientError::Usage(format!(
+            "node {id} is not a member: give its --raft-addr"
+        )));
+    };
+    if current.is_some() {
+        client.remove_node(id).await?;
+    }
+    client.add_node(id, &addr).await
 }
 
 /// Prints an answer: lists of queues or messages one line each, anything else as indented JSON.

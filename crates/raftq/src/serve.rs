@@ -1,6 +1,7 @@
 //! `raftq serve`: one node. With no cluster flags it is the embedded single-node default of
 //! SPEC.md §4; with `--node-id`, `--raft-listen` and `--peers` it is a cluster member that forms
-//! the cluster with its peers on first start and rejoins it on restart.
+//! the cluster with its peers on first start and rejoins it on restart; with `--join` instead of
+//! `--peers` it waits to be added to a running cluster.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -33,9 +34,14 @@ pub struct ServeArgs {
     /// Address for peer (Raft) traffic.
     #[arg(long, env = "RAFTQ_RAFT_LISTEN")]
     pub raft_listen: Option<SocketAddr>,
-    /// Every member's Raft address, this node included: `1=HOST:PORT,2=HOST:PORT,...`.
-    #[arg(long, env = "RAFTQ_PEERS", value_parser = parse_peers)]
+    /// Every member's Raft address, this node included: `1=HOST:PORT,2=HOST:PORT,...`. Forms a
+    /// new cluster on the first start; a restarted node goes by the membership in its data.
+    #[arg(long, env = "RAFTQ_PEERS", value_parser = parse_peers, conflicts_with = "join")]
     pub peers: Option<BTreeMap<u64, String>>,
+    /// A member's peer address: start a node that waits to be added to that running cluster
+    /// (`raftq cluster add`) and never forms one.
+    #[arg(long, env = "RAFTQ_JOIN")]
+    pub join: Option<String>,
     /// Milliseconds between the leader's heartbeats, also how long a follower has to answer an
     /// append. A follower stands for election 15 to 20 heartbeats after the last one it heard.
     #[arg(long, env = "RAFTQ_HEARTBEAT_MS", default_value_t = NodeConfig::DEFAULT_HEARTBEAT_MS,
@@ -79,16 +85,20 @@ fn parse_peers(text: &str) -> Result<BTreeMap<u64, String>, String> {
 }
 
 pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
-    let (id, peers, raft_listener) = match (args.node_id, args.raft_listen, args.peers) {
-        (None, None, None) => {
+    let (id, peers, raft_listener) = match (args.node_id, args.raft_listen, args.peers, &args.join)
+    {
+        (None, None, None, None) => {
             let listener = TcpListener::bind("127.0.0.1:0").await?;
             let addr = listener.local_addr()?.to_string();
             (1, BTreeMap::from([(1, addr)]), listener)
         }
-        (Some(id), Some(raft), Some(peers)) => (id, peers, TcpListener::bind(raft).await?),
+        (Some(id), Some(raft), Some(peers), None) => (id, peers, TcpListener::bind(raft).await?),
+        (Some(id), Some(raft), None, Some(_)) => {
+            (id, BTreeMap::new(), TcpListener::bind(raft).await?)
+        }
         _ => {
             return Err(ServeError::Usage(
-                "--node-id, --raft-listen and --peers go together".into(),
+                "--node-id and --raft-listen go with either --peers or --join".into(),
             ))
         }
     };
@@ -103,6 +113,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     };
     let mut config = NodeConfig::new(id, peers, args.data_dir.clone());
     config.region = args.region.clone();
+    config.join = args.join.clone();
     config.heartbeat_ms = args.heartbeat_ms;
     let node = Arc::new(Node::start(config, raft_listener).await?);
     let api = raftq_api::Api::new(Arc::clone(&node), args.region.clone(), keys);

@@ -41,7 +41,7 @@ impl QueuesService {
             .metadata()
             .get("authorization")
             .map(|v| v.as_bytes());
-        let account = self.state.api.keys.authenticate(header)?;
+        let account = self.state.api.keys.authenticate(header)?.account;
         Ok((account, request.into_inner()))
     }
 }

@@ -1,19 +1,22 @@
 //! Cluster and operations routes: `GET /v1/cluster` (leader, members and roles, term, commit
-//! index), `GET /v1/cluster/state` (this node's applied index and a digest of its persisted state,
+//! index), `POST /v1/cluster/nodes` and `DELETE /v1/cluster/nodes/{id}` (membership changes, for
+//! admin keys), `GET /v1/cluster/state` (this node's applied index and a digest of its persisted state,
 //! to compare nodes), `GET /healthz` (liveness, no key needed) and `GET /metrics` (Prometheus text, no key
 //! needed).
 
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
+use serde_json::json;
 use utoipa::ToSchema;
 
-use raftq_node::NodeError;
+use raftq_node::{Change, NodeError};
 
-use crate::auth::Account;
+use crate::auth::{Account, Admin};
 use crate::error::ApiError;
+use crate::input::{Fields, JsonBody};
 use crate::openapi;
 use crate::{status, AppState};
 
@@ -54,6 +57,87 @@ pub struct Health {
 )]
 pub async fn show(State(state): State<AppState>, _account: Account) -> Response {
     Json(status::of(&state.api.node, &state.api.region).await).into_response()
+}
+
+/// The fields `POST /v1/cluster/nodes` accepts.
+pub const ADD_NODE_FIELDS: &[&str] = &["id", "raft_addr"];
+
+/// A node to add.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"id": 4, "raft_addr": "node4:7000"}))]
+pub struct AddNode {
+    /// The new node's id, unused by any member.
+    id: u64,
+    /// The new node's peer (Raft) address, `HOST:PORT`; a raftq node must answer there.
+    raft_addr: String,
+}
+
+/// Runs a membership change and answers with the cluster as it is after it.
+async fn change(state: &AppState, change: Change) -> Result<Response, ApiError> {
+    state.api.node.change_membership(change).await??;
+    Ok(Json(status::of(&state.api.node, &state.api.region).await).into_response())
+}
+
+/// Add a node
+///
+/// Adds the node as a learner, waits (at most two minutes) until it has caught up with the log,
+/// then makes it a voter; answers once that change committed. Start the new node first with
+/// `raftq serve --join`. One change runs at a time.
+#[utoipa::path(
+    post,
+    path = "/v1/cluster/nodes",
+    operation_id = "AddNode",
+    tag = "cluster",
+    request_body = AddNode,
+    responses(
+        (status = 200, description = "The cluster with the node added", body = status::RaftStatus),
+        (status = 409, description = "`membership_conflict`: the id is already a voter, the node belongs to another cluster, another change is running, or the node did not catch up; nothing changed", body = openapi::ErrorBody),
+        Admin,
+        JsonBody,
+        openapi::Replicated,
+    )
+)]
+pub async fn add_node(
+    State(state): State<AppState>,
+    _admin: Admin,
+    JsonBody(body): JsonBody,
+) -> Result<Response, ApiError> {
+    let f = Fields::root(&body)?;
+    f.only(ADD_NODE_FIELDS)?;
+    let id = f.required("id", f.integer("id")?)?;
+    let id = u64::try_from(id).map_err(|_| ApiError::invalid("id", "must be 0 or more"))?;
+    let raft_addr = f.required_string("raft_addr")?.to_string();
+    change(&state, Change::Add { id, raft_addr }).await
+}
+
+/// Remove a node
+///
+/// Removes a voter or a learner; answers once the change committed. A leader that removes
+/// itself first hands its leadership to the most caught-up remaining voter. Refused when it
+/// would remove the last voter or leave fewer remaining voters answering than a majority.
+#[utoipa::path(
+    delete,
+    path = "/v1/cluster/nodes/{id}",
+    operation_id = "RemoveNode",
+    tag = "cluster",
+    params(("id" = u64, Path, description = "The node to remove")),
+    responses(
+        (status = 200, description = "The cluster without the node", body = status::RaftStatus),
+        (status = 400, description = "`invalid_argument`: the id is not a number or not a member", body = openapi::ErrorBody),
+        (status = 409, description = "`membership_conflict`: the last voter, no majority left, or another change is running; nothing changed", body = openapi::ErrorBody),
+        Admin,
+        openapi::Replicated,
+    )
+)]
+pub async fn remove_node(
+    State(state): State<AppState>,
+    _admin: Admin,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = id
+        .parse()
+        .map_err(|_| ApiError::invalid("id", "must be a node id (a number)"))?;
+    change(&state, Change::Remove { id }).await
 }
 
 /// This node's applied index and state digest

@@ -5,7 +5,7 @@
 //! - [`queues`]: create, list, get, patch, delete, dead-letter sources, stats.
 //! - [`messages`]: send, batch send, peek, purge.
 //! - [`leases`]: receive (with long polling), ack, lease change.
-//! - [`cluster`]: cluster status, liveness, Prometheus metrics (the OpenAPI document is
+//! - [`cluster`]: cluster status and membership, liveness, Prometheus metrics (the OpenAPI document is
 //!   `openapi::serve`).
 
 mod cluster;
@@ -67,6 +67,8 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(leases::ack))
         .routes(routes!(leases::change))
         .routes(routes!(cluster::show))
+        .routes(routes!(cluster::add_node))
+        .routes(routes!(cluster::remove_node))
         .routes(routes!(cluster::state))
         .routes(routes!(cluster::healthz))
         .routes(routes!(cluster::metrics))
@@ -115,7 +117,7 @@ mod tests {
     #[test]
     fn openapi_request_schemas_name_the_fields_the_handlers_accept() {
         let doc = document_value();
-        let cases: [(&str, Vec<&str>); 10] = [
+        let cases: [(&str, Vec<&str>); 11] = [
             ("CreateQueue", queues::create_fields()),
             ("QueueSettings", queues::ATTRIBUTE_FIELDS.to_vec()),
             ("RedrivePolicyBody", queues::REDRIVE_POLICY_FIELDS.to_vec()),
@@ -126,6 +128,7 @@ mod tests {
             ("Receive", leases::RECEIVE_FIELDS.to_vec()),
             ("Ack", leases::ACK_FIELDS.to_vec()),
             ("ChangeLease", leases::CHANGE_FIELDS.to_vec()),
+            ("AddNode", cluster::ADD_NODE_FIELDS.to_vec()),
         ];
         for (schema, fields) in cases {
             let (props, required) = properties(&doc, component(&doc, schema));

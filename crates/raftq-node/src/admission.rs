@@ -1,0 +1,384 @@
+//! Which peer calls a node admits, and what it may do in its cluster.
+//!
+//! Raft is safe only while every voter remembers its log and its vote. A node whose data
+//! directory was lost forgot both: if it voted again, a candidate missing acknowledged entries
+//! could win with its vote, and the cluster would go on without them. So a node keeps, besides
+//! its log, an [`Enrolment`] in its data directory:
+//! - the *cluster id*, written by the node that forms the cluster before it does, and by every
+//!   other node when it first hears from a leader. Every peer call carries the sender's id (the
+//!   [`CLUSTER_HEADER`] header); a node refuses Raft traffic from another cluster, or without an
+//!   id once it has one;
+//! - whether the node is *joining*: it must be added to the cluster as a learner before it may
+//!   vote or stand for election. A node is joining when it found its directory blank while its
+//!   cluster existed (see `formation`), or when it was first told of the cluster by an append
+//!   before it could ask its peers.
+//!
+//! A node's [`Standing`] sums this up, and is what it tells its peers when they ping it.
+
+use std::sync::{Arc, PoisonError, RwLock};
+
+use openraft::LogId;
+use raftq_store::{Enrolment, NodeId, RocksLogStore, TypeConfig};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// The gRPC metadata key of the sender's cluster id on peer calls.
+pub(crate) const CLUSTER_HEADER: &str = "raftq-cluster-id";
+
+/// What a node is to its cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Standing {
+    /// Its data directory holds no Raft state, and it has not yet heard from every listed peer.
+    Blank,
+    /// Blank, and so was every listed peer when it asked: a member of a cluster being formed.
+    Fresh,
+    /// It holds its cluster's state and takes part in it fully.
+    Member,
+    /// It must be added to the cluster (as a learner) before it votes or stands for election.
+    Joining,
+}
+
+/// What a node answers a ping with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerStatus {
+    pub cluster_id: Option<Uuid>,
+    pub standing: Standing,
+    /// The id of the last entry of its log: a candidate with an older log cannot get its vote.
+    pub last_log: Option<LogId<NodeId>>,
+}
+
+impl PeerStatus {
+    /// Whether the node that answered shows that a cluster exists.
+    pub(crate) fn shows_a_cluster(&self) -> bool {
+        self.cluster_id.is_some() || matches!(self.standing, Standing::Member | Standing::Joining)
+    }
+
+    /// Whether the node that answered would vote for a candidate whose log ends at `last_log`
+    /// (Raft's rule: the candidate's log is at least as up to date), as far as its standing and
+    /// log tell.
+    pub(crate) fn would_vote_for(&self, last_log: Option<&LogId<NodeId>>) -> bool {
+        matches!(self.standing, Standing::Fresh | Standing::Member)
+            && self.last_log.as_ref() <= last_log
+    }
+}
+
+/// The Raft calls a peer makes, as far as admission tells them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PeerCall {
+    Append,
+    Snapshot,
+    Vote,
+    Forward,
+    /// A leader hands its leadership to this node.
+    Elect,
+}
+
+/// Why a peer call was refused.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Refusal {
+    #[error("this node belongs to cluster {ours}; the call came from cluster {theirs}")]
+    OtherCluster { ours: Uuid, theirs: Uuid },
+    #[error("this node belongs to cluster {0}; the call carried no cluster id")]
+    NoClusterId(Uuid),
+    #[error("this node does not vote: {0:?} (see docs/operations.md)")]
+    MayNotVote(Standing),
+    #[error("cannot record the cluster id: {0}")]
+    Storage(String),
+}
+
+/// The cluster id this node knows, shared with the peer clients that send it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ClusterId(Arc<RwLock<Option<Uuid>>>);
+
+impl ClusterId {
+    pub(crate) fn get(&self) -> Option<Uuid> {
+        *self.0.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn set(&self, id: Uuid) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = Some(id);
+    }
+}
+
+/// A node's enrolment, as read from its data directory and as it changes.
+pub(crate) struct Admission {
+    log: RocksLogStore<TypeConfig>,
+    cluster: ClusterId,
+    standing: RwLock<Standing>,
+    /// Serializes changes, which are saved before they take effect.
+    change: tokio::sync::Mutex<()>,
+}
+
+impl Admission {
+    /// Reads the enrolment of the node whose log is `log`.
+    pub(crate) fn open(log: &RocksLogStore<TypeConfig>) -> Result<Admission, openraft::AnyError> {
+        let enrolment = log.enrolment()?;
+        let standing = if enrolment.joining {
+            Standing::Joining
+        } else if log.holds_raft_state()? {
+            Standing::Member
+        } else {
+            // A cluster id without Raft state was saved by a node that stopped while forming
+            // the cluster, before it proposed anything: it forms it again.
+            Standing::Blank
+        };
+        let cluster = ClusterId::default();
+        if let (Some(id), false) = (enrolment.cluster_id, standing == Standing::Blank) {
+            cluster.set(id);
+        }
+        Ok(Admission {
+            log: log.clone(),
+            cluster,
+            standing: RwLock::new(standing),
+            change: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The cluster id, shared.
+    pub(crate) fn cluster(&self) -> ClusterId {
+        self.cluster.clone()
+    }
+
+    pub(crate) fn standing(&self) -> Standing {
+        *self.standing.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What this node answers a ping with.
+    pub(crate) fn status(&self) -> Result<PeerStatus, openraft::AnyError> {
+        Ok(PeerStatus {
+            cluster_id: self.cluster.get(),
+            standing: self.standing(),
+            last_log: self.last_log()?,
+        })
+    }
+
+    /// The id of the last entry of this node's log.
+    pub(crate) fn last_log(&self) -> Result<Option<LogId<NodeId>>, openraft::AnyError> {
+        self.log.last_log_id_now()
+    }
+
+    /// Whether this node may stand for election.
+    pub(crate) fn may_stand(&self) -> bool {
+        self.standing() == Standing::Member
+    }
+
+    /// Admits a peer call from a node of cluster `sender`, or says why not. The first append or
+    /// snapshot of a cluster enrols a node that has no cluster id yet.
+    pub(crate) async fn admit(&self, call: PeerCall, sender: Option<Uuid>) -> Result<(), Refusal> {
+        match (self.cluster.get(), sender) {
+            (Some(ours), Some(theirs)) if ours != theirs => {
+                return Err(Refusal::OtherCluster { ours, theirs })
+            }
+            (Some(ours), None) => return Err(Refusal::NoClusterId(ours)),
+            (None, Some(theirs)) if matches!(call, PeerCall::Append | PeerCall::Snapshot) => {
+                self.enrol(theirs).await?;
+            }
+            _ => {}
+        }
+        let standing = self.standing();
+        let votes = matches!(call, PeerCall::Vote | PeerCall::Elect);
+        if votes && matches!(standing, Standing::Blank | Standing::Joining) {
+            return Err(Refusal::MayNotVote(standing));
+        }
+        Ok(())
+    }
+
+    /// Takes `id` as this node's cluster on the first append or snapshot from its leader.
+    async fn enrol(&self, id: Uuid) -> Result<(), Refusal> {
+        let _change = self.change.lock().await;
+        if self.cluster.get().is_some() {
+            return Ok(());
+        }
+        let standing = match self.standing() {
+            // A blank node that hears from a leader before it could ask its peers did not take
+            // part in forming the cluster: it may be a member that lost its directory.
+            Standing::Blank | Standing::Joining => Standing::Joining,
+            Standing::Fresh | Standing::Member => Standing::Member,
+        };
+        self.save(Some(id), standing).await?;
+        tracing::info!(cluster = %id, ?standing, "enrolled in the cluster");
+        Ok(())
+    }
+
+    /// Blank, and so was every listed peer.
+    pub(crate) fn become_fresh(&self) {
+        self.set_standing(Standing::Fresh);
+    }
+
+    /// Blank while the cluster exists: this node must be added again before it votes.
+    pub(crate) async fn become_joining(&self) -> Result<(), Refusal> {
+        let _change = self.change.lock().await;
+        self.save(self.cluster.get(), Standing::Joining).await
+    }
+
+    /// This node forms a new cluster: its id is saved before anything is proposed.
+    pub(crate) async fn form(&self) -> Result<Uuid, Refusal> {
+        let _change = self.change.lock().await;
+        let id = Uuid::new_v4();
+        self.save(Some(id), Standing::Member).await?;
+        Ok(id)
+    }
+
+    /// A joining node was added as a learner: from now on it takes part fully.
+    pub(crate) async fn readmitted(&self) -> Result<(), Refusal> {
+        let _change = self.change.lock().await;
+        self.save(self.cluster.get(), Standing::Member).await
+    }
+
+    async fn save(&self, cluster_id: Option<Uuid>, standing: Standing) -> Result<(), Refusal> {
+        let enrolment = Enrolment {
+            cluster_id,
+            joining: standing == Standing::Joining,
+        };
+        self.log
+            .save_enrolment(&enrolment)
+            .await
+            .map_err(|e| Refusal::Storage(e.to_string()))?;
+        if let Some(id) = cluster_id {
+            self.cluster.set(id);
+        }
+        self.set_standing(standing);
+        Ok(())
+    }
+
+    fn set_standing(&self, standing: Standing) {
+        *self
+            .standing
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = standing;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::storage::RaftLogStorage;
+    use raftq_store::{open_db, LOGS_CF, META_CF};
+
+    fn store(dir: &tempfile::TempDir) -> RocksLogStore<TypeConfig> {
+        let db = open_db(dir.path()).expect("open database");
+        RocksLogStore::new(db, LOGS_CF, META_CF).expect("log store")
+    }
+
+    fn id(n: u128) -> Option<Uuid> {
+        Some(Uuid::from_u128(n))
+    }
+
+    #[test]
+    fn a_peer_would_vote_only_for_a_log_as_up_to_date_as_its_own() {
+        let log = |term, index| Some(openraft::testing::log_id(term, 1, index));
+        let peer = |standing, last_log| PeerStatus {
+            cluster_id: id(1),
+            standing,
+            last_log,
+        };
+        let member = peer(Standing::Member, log(2, 10));
+        assert!(member.would_vote_for(log(2, 10).as_ref()));
+        assert!(
+            member.would_vote_for(log(3, 5).as_ref()),
+            "a later term wins"
+        );
+        assert!(!member.would_vote_for(log(2, 9).as_ref()));
+        assert!(!member.would_vote_for(None));
+        assert!(peer(Standing::Fresh, None).would_vote_for(None));
+        for standing in [Standing::Blank, Standing::Joining] {
+            assert!(!peer(standing, None).would_vote_for(log(9, 9).as_ref()));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_blank_node_votes_only_once_it_knows_it_is_fresh() {
+        let dir = tempfile::TempDir::new().expect("temp dir");
+        let admission = Admission::open(&store(&dir)).expect("open");
+        assert_eq!(admission.standing(), Standing::Blank);
+        assert!(matches!(
+            admission.admit(PeerCall::Vote, id(1)).await,
+            Err(Refusal::MayNotVote(Standing::Blank))
+        ));
+        admission.become_fresh();
+        admission.admit(PeerCall::Vote, id(1)).await.expect("vote");
+        assert_eq!(admission.cluster().get(), None, "a vote enrols nothing");
+        admission
+            .admit(PeerCall::Append, id(1))
+            .await
+            .expect("append");
+        assert_eq!(
+            (admission.cluster().get(), admission.standing()),
+            (id(1), Standing::Member)
+        );
+        assert!(admission.may_stand());
+    }
+
+    #[tokio::test]
+    async fn a_blank_node_first_told_by_an_append_must_be_added_again() {
+        let dir = tempfile::TempDir::new().expect("temp dir");
+        let log = store(&dir);
+        let admission = Admission::open(&log).expect("open");
+        admission
+            .admit(PeerCall::Append, id(1))
+            .await
+            .expect("append");
+        assert_eq!(admission.standing(), Standing::Joining);
+        assert!(!admission.may_stand());
+        assert!(admission.admit(PeerCall::Vote, id(1)).await.is_err());
+        // Still joining after a restart, though it now holds state.
+        let mut log = log;
+        log.save_vote(&openraft::Vote::new(3, 2))
+            .await
+            .expect("vote");
+        let again = Admission::open(&log).expect("reopen");
+        assert_eq!(
+            (again.cluster().get(), again.standing()),
+            (id(1), Standing::Joining)
+        );
+        again.readmitted().await.expect("readmitted");
+        assert!(again.may_stand());
+        assert_eq!(
+            Admission::open(&log).expect("reopen").standing(),
+            Standing::Member
+        );
+    }
+
+    #[tokio::test]
+    async fn calls_from_another_cluster_or_without_an_id_are_refused() {
+        let dir = tempfile::TempDir::new().expect("temp dir");
+        let admission = Admission::open(&store(&dir)).expect("open");
+        admission.become_fresh();
+        admission
+            .admit(PeerCall::Append, id(1))
+            .await
+            .expect("append");
+        for call in [
+            PeerCall::Append,
+            PeerCall::Snapshot,
+            PeerCall::Vote,
+            PeerCall::Forward,
+            PeerCall::Elect,
+        ] {
+            assert!(matches!(
+                admission.admit(call, id(2)).await,
+                Err(Refusal::OtherCluster { .. })
+            ));
+            assert!(matches!(
+                admission.admit(call, None).await,
+                Err(Refusal::NoClusterId(_))
+            ));
+            admission.admit(call, id(1)).await.expect("own cluster");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cluster_id_saved_before_forming_without_raft_state_is_forgotten() {
+        let dir = tempfile::TempDir::new().expect("temp dir");
+        let log = store(&dir);
+        let admission = Admission::open(&log).expect("open");
+        admission.become_fresh();
+        admission.form().await.expect("form");
+        assert_eq!(admission.standing(), Standing::Member);
+        let reopened = Admission::open(&log).expect("reopen");
+        assert_eq!(
+            (reopened.cluster().get(), reopened.standing()),
+            (None, Standing::Blank)
+        );
+    }
+}

@@ -1,0 +1,304 @@
+//! Changes of the cluster's membership, run on the leader one at a time: adding a node (as a
+//! learner first, a voter once it caught up) and removing one. A change is refused before it
+//! starts when it would break a rule, and answers only once it committed.
+//!
+//! openraft changes voters through a joint configuration (old and new voter sets must both
+//! agree until the new one commits); a leader that removes itself first hands its leadership to
+//! the most caught-up of the remaining voters, which the request then follows.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, ChangeMembers};
+use raftq_store::NodeId;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use crate::error::NodeError;
+use crate::network::PeerClient;
+use crate::node::Core;
+
+/// How long a new node may take to catch up before it is made a voter; past it, the node is
+/// removed again and the change refused.
+const CATCH_UP: Duration = Duration::from_secs(120);
+/// How long the leader waits for an answer from a node it is asked to add.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a handover may take.
+const HANDOVER: Duration = Duration::from_secs(5);
+
+/// A membership change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Change {
+    /// Adds node `id`, whose peer service listens at `raft_addr`, as a voter.
+    Add { id: NodeId, raft_addr: String },
+    /// Removes node `id` (a voter or a learner).
+    Remove { id: NodeId },
+}
+
+/// Why a membership change was refused; nothing changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum ChangeError {
+    #[error("raft_addr must be HOST:PORT, got {0:?}")]
+    BadAddress(String),
+    #[error("raft_addr: no raftq node answers at {0}")]
+    Unreachable(String),
+    #[error("raft_addr: the node at {0} belongs to another cluster")]
+    OtherCluster(String),
+    #[error("id: node {0} is already a voter")]
+    AlreadyVoter(NodeId),
+    #[error("id: node {0} is not a member")]
+    UnknownNode(NodeId),
+    #[error("another membership change is running")]
+    Busy,
+    #[error("node {0} is the last voter and cannot be removed")]
+    LastVoter(NodeId),
+    #[error(
+        "removing node {id} would leave no majority: {answering} of the {voters} remaining voters answer"
+    )]
+    NoMajority {
+        id: NodeId,
+        answering: usize,
+        voters: usize,
+    },
+    #[error("node {id} did not catch up within {seconds} s and was not added")]
+    CatchUp { id: NodeId, seconds: u64 },
+}
+
+/// A leader's answer to a change: refused (nothing changed) or done.
+pub type ChangeResult = Result<(), ChangeError>;
+
+/// Whether `addr` looks like `HOST:PORT`.
+fn valid_address(addr: &str) -> bool {
+    addr.rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
+}
+
+/// Whether the voters of `after` that are `answering` make a majority of them.
+fn keeps_majority(after: &BTreeSet<NodeId>, answering: &BTreeSet<NodeId>) -> bool {
+    after.intersection(answering).count() * 2 > after.len()
+}
+
+impl Core {
+    /// Runs `change` on this node, which must lead.
+    pub(crate) async fn change_membership(
+        &self,
+        change: &Change,
+    ) -> Result<ChangeResult, NodeError> {
+        if !self.is_leader() {
+            return Err(NodeError::NotLeader(self.current_leader()));
+        }
+        let Ok(_running) = self.changing.try_lock() else {
+            return Ok(Err(ChangeError::Busy));
+        };
+        let (voters, nodes, joint) = {
+            let metrics = self.raft.metrics();
+            let m = metrics.borrow();
+            let membership = m.membership_config.membership();
+            let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+            let nodes: BTreeMap<NodeId, String> = membership
+                .nodes()
+                .map(|(id, n)| (*id, n.addr.clone()))
+                .collect();
+            (voters, nodes, membership.get_joint_config().len() > 1)
+        };
+        if joint {
+            return Ok(Err(ChangeError::Busy));
+        }
+        match change {
+            Change::Add { id, raft_addr } => self.add(*id, raft_addr, &voters).await,
+            Change::Remove { id } => self.remove(*id, &voters, &nodes).await,
+        }
+    }
+
+    async fn add(
+        &self,
+        id: NodeId,
+        addr: &str,
+        voters: &BTreeSet<NodeId>,
+    ) -> Result<ChangeResult, NodeError> {
+        if !valid_address(addr) {
+            return Ok(Err(ChangeError::BadAddress(addr.to_string())));
+        }
+        if voters.contains(&id) {
+            return Ok(Err(ChangeError::AlreadyVoter(id)));
+        }
+        let mut probe = PeerClient::new(
+            id,
+            addr,
+            self.network.peers.partition.clone(),
+            self.admission.cluster(),
+        );
+        let Some(status) = probe.ping(PROBE_TIMEOUT).await else {
+            return Ok(Err(ChangeError::Unreachable(addr.to_string())));
+        };
+        let ours = self.admission.cluster().get();
+        if status.cluster_id.is_some() && status.cluster_id != ours {
+            return Ok(Err(ChangeError::OtherCluster(addr.to_string())));
+        }
+        tracing::info!(node = id, addr, "adding a learner");
+        let added = tokio::time::timeout(
+            CATCH_UP,
+            self.raft.add_learner(id, BasicNode::new(addr), true),
+        )
+        .await;
+        match added {
+            Ok(result) => {
+                result.map_err(write_error)?;
+            }
+            Err(_) => {
+                // Not caught up in time: the learner goes again, and the change is refused.
+                let nodes = BTreeSet::from([id]);
+                self.raft
+                    .change_membership(ChangeMembers::RemoveNodes(nodes), false)
+                    .await
+                    .map_err(write_error)?;
+                return Ok(Err(ChangeError::CatchUp {
+                    id,
+                    seconds: CATCH_UP.as_secs(),
+                }));
+            }
+        }
+        tracing::info!(node = id, "the learner caught up; making it a voter");
+        self.raft
+            .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
+            .await
+            .map_err(write_error)?;
+        tracing::info!(node = id, "added a voter");
+        Ok(Ok(()))
+    }
+
+    async fn remove(
+        &self,
+        id: NodeId,
+        voters: &BTreeSet<NodeId>,
+        nodes: &BTreeMap<NodeId, String>,
+    ) -> Result<ChangeResult, NodeError> {
+        if !nodes.contains_key(&id) {
+            return Ok(Err(ChangeError::UnknownNode(id)));
+        }
+        let mut after = voters.clone();
+        after.remove(&id);
+        if voters.contains(&id) {
+            if after.is_empty() {
+                return Ok(Err(ChangeError::LastVoter(id)));
+            }
+            let answering = self.answering();
+            if !keeps_majority(&after, &answering) {
+                return Ok(Err(ChangeError::NoMajority {
+                    id,
+                    answering: after.intersection(&answering).count(),
+                    voters: after.len(),
+                }));
+            }
+        }
+        if id == self.id {
+            // The leader leaves: a remaining voter leads first, and the request follows it.
+            let successor = self.hand_over(&after, nodes).await?;
+            return Err(NodeError::NotLeader(Some(successor)));
+        }
+        tracing::info!(node = id, "removing a member");
+        let gone = BTreeSet::from([id]);
+        let change = if voters.contains(&id) {
+            ChangeMembers::RemoveVoters(gone)
+        } else {
+            ChangeMembers::RemoveNodes(gone)
+        };
+        self.raft
+            .change_membership(change, false)
+            .await
+            .map_err(write_error)?;
+        tracing::info!(node = id, "removed a member");
+        Ok(Ok(()))
+    }
+
+    /// Asks the most caught-up of `candidates` to stand for election and waits until this node
+    /// no longer leads. Returns the new leader.
+    pub(crate) async fn hand_over(
+        &self,
+        candidates: &BTreeSet<NodeId>,
+        nodes: &BTreeMap<NodeId, String>,
+    ) -> Result<NodeId, NodeError> {
+        let successor = {
+            let metrics = self.raft.metrics();
+            let m = metrics.borrow();
+            let matched = |id: &NodeId| {
+                m.replication
+                    .as_ref()
+                    .and_then(|r| r.get(id).cloned().flatten())
+            };
+            candidates
+                .iter()
+                .filter(|id| **id != self.id)
+                .max_by_key(|id| matched(id))
+                .copied()
+        };
+        let Some(successor) = successor else {
+            return Err(NodeError::Unavailable("no voter to hand over to".into()));
+        };
+        let Some(addr) = nodes.get(&successor) else {
+            return Err(NodeError::Unavailable(format!(
+                "node {successor} has no address"
+            )));
+        };
+        tracing::info!(successor, "handing leadership over");
+        let deadline = Instant::now() + HANDOVER;
+        let mut client = self.network.peers.get(successor, addr);
+        let mut metrics = self.raft.metrics();
+        loop {
+            if let Err(e) = client.elect(HANDOVER).await {
+                tracing::warn!(successor, error = %e, "cannot ask for an election");
+            }
+            let led = tokio::time::timeout_at(
+                deadline.min(Instant::now() + Duration::from_millis(500)),
+                metrics.wait_for(|m| m.current_leader.is_some_and(|l| l != self.id)),
+            )
+            .await;
+            if let Ok(Ok(m)) = led {
+                return m
+                    .current_leader
+                    .ok_or_else(|| NodeError::Unavailable("no leader after the handover".into()));
+            }
+            if Instant::now() >= deadline {
+                return Err(NodeError::Unavailable(format!(
+                    "node {successor} did not take over within {} s",
+                    HANDOVER.as_secs()
+                )));
+            }
+        }
+    }
+}
+
+/// An openraft write that failed: this node stopped leading, or the change was refused.
+fn write_error(e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> NodeError {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
+            NodeError::NotLeader(f.leader_id)
+        }
+        other => NodeError::Unavailable(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_need_a_host_and_a_port() {
+        assert!(valid_address("node4:7000"));
+        assert!(valid_address("10.0.0.4:7000"));
+        assert!(!valid_address("node4"));
+        assert!(!valid_address(":7000"));
+        assert!(!valid_address("node4:port"));
+        assert!(!valid_address("node4:70000"));
+    }
+
+    #[test]
+    fn a_removal_must_leave_a_reachable_majority() {
+        let set = |ids: &[u64]| ids.iter().copied().collect::<BTreeSet<u64>>();
+        assert!(keeps_majority(&set(&[1, 2]), &set(&[1, 2])));
+        assert!(!keeps_majority(&set(&[1, 2]), &set(&[1])));
+        assert!(keeps_majority(&set(&[1, 2, 3, 4]), &set(&[1, 2, 3])));
+        assert!(!keeps_majority(&set(&[1, 2, 3, 4]), &set(&[1, 2, 5])));
+    }
+}
