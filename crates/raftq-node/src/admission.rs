@@ -8,10 +8,12 @@
 //!   other node when it first hears from a leader. Every peer call carries the sender's id (the
 //!   [`CLUSTER_HEADER`] header); a node refuses Raft traffic from another cluster, or without an
 //!   id once it has one;
-//! - whether the node is *joining*: it must be added to the cluster as a learner before it may
-//!   vote or stand for election. A node is joining when it found its directory blank while its
-//!   cluster existed (see `formation`), or when it was first told of the cluster by an append
-//!   before it could ask its peers.
+//! - whether the node is *joining*: it must be added to the cluster before it may vote or stand
+//!   for election. A node is joining when it was started to join (`--join`), found its directory
+//!   blank while its cluster existed (see `formation`), or was first told of the cluster by an
+//!   append before it could ask its peers. The leader that adds it (as a learner, until it
+//!   caught up) tells it so before it makes it a voter; a member that lost its directory is
+//!   removed first (`raftq cluster replace`).
 //!
 //! A node's [`Standing`] sums this up, and is what it tells its peers when they ping it.
 
@@ -71,6 +73,8 @@ pub(crate) enum PeerCall {
     Forward,
     /// A leader hands its leadership to this node.
     Elect,
+    /// A leader added this joining node.
+    Admit,
 }
 
 /// Why a peer call was refused.
@@ -219,7 +223,7 @@ impl Admission {
         Ok(id)
     }
 
-    /// A joining node was added as a learner: from now on it takes part fully.
+    /// A joining node was added and caught up: from now on it takes part fully.
     pub(crate) async fn readmitted(&self) -> Result<(), Refusal> {
         let _change = self.change.lock().await;
         self.save(self.cluster.get(), Standing::Member).await
@@ -354,6 +358,7 @@ mod tests {
             PeerCall::Vote,
             PeerCall::Forward,
             PeerCall::Elect,
+            PeerCall::Admit,
         ] {
             assert!(matches!(
                 admission.admit(call, id(2)).await,

@@ -13,21 +13,17 @@
 //! the id of its last log entry) and turns openraft's elections off while too few of them would
 //! vote for it. A node that could not get those votes could never win an election anyway, so
 //! the gate takes nothing away: once it could, it stands as before.
-//!
-//! The gate also notices when a joining node was added to the cluster (it appears as a learner
-//! in the committed membership): from then on it takes part fully.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use openraft::RaftMetrics;
 use raftq_store::NodeId;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::admission::{PeerStatus, Standing};
+use crate::admission::PeerStatus;
 use crate::node::Core;
 
 /// How often every member is pinged.
@@ -46,14 +42,6 @@ fn majority(reached: &BTreeSet<NodeId>, configs: &[BTreeSet<NodeId>]) -> bool {
         .all(|voters| voters.intersection(reached).count() * 2 > voters.len())
 }
 
-/// Whether `id` is a learner in a committed (applied) membership.
-fn added_as_learner(id: NodeId, metrics: &RaftMetrics<NodeId, openraft::BasicNode>) -> bool {
-    let stored = &metrics.membership_config;
-    let committed = stored.log_id().is_some() && stored.log_id() <= &metrics.last_applied;
-    let membership = stored.membership();
-    committed && membership.get_node(&id).is_some() && !membership.voter_ids().any(|v| v == id)
-}
-
 pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
     let mut answers: BTreeMap<NodeId, (Instant, PeerStatus)> = BTreeMap::new();
     let mut open = core.admission.may_stand();
@@ -64,7 +52,7 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
             _ = tick.tick() => {}
             _ = shutdown.changed() => return,
         }
-        let (configs, others, readded) = {
+        let (configs, others) = {
             let metrics = core.raft.metrics();
             let m = metrics.borrow();
             let membership = m.membership_config.membership();
@@ -73,18 +61,8 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
                 .filter(|(id, _)| **id != core.id)
                 .map(|(id, node)| (*id, node.addr.clone()))
                 .collect();
-            (
-                membership.get_joint_config().clone(),
-                others,
-                added_as_learner(core.id, &m),
-            )
+            (membership.get_joint_config().clone(), others)
         };
-        if readded && core.admission.standing() == Standing::Joining {
-            match core.admission.readmitted().await {
-                Ok(()) => tracing::info!(node = core.id, "added to the cluster again"),
-                Err(e) => tracing::error!(error = %e, "cannot record the readmission"),
-            }
-        }
         let pings = others.iter().map(|(id, addr)| {
             let mut client = core.network.peers.get(*id, addr);
             async move { (*id, client.ping(PING_TIMEOUT).await) }

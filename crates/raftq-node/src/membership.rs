@@ -26,6 +26,8 @@ const CATCH_UP: Duration = Duration::from_secs(120);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a handover may take.
 const HANDOVER: Duration = Duration::from_secs(5);
+/// The longest a change may take on the leader.
+pub(crate) const LONGEST: Duration = CATCH_UP.saturating_add(HANDOVER);
 
 /// A membership change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -142,22 +144,30 @@ impl Core {
             self.raft.add_learner(id, BasicNode::new(addr), true),
         )
         .await;
-        match added {
+        let refusal = match added {
             Ok(result) => {
                 result.map_err(write_error)?;
+                // Caught up: the node may vote from now on.
+                match probe.admit(PROBE_TIMEOUT).await {
+                    Ok(()) => None,
+                    Err(e) => {
+                        tracing::warn!(node = id, error = %e, "cannot tell the node it was added");
+                        Some(ChangeError::Unreachable(addr.to_string()))
+                    }
+                }
             }
-            Err(_) => {
-                // Not caught up in time: the learner goes again, and the change is refused.
-                let nodes = BTreeSet::from([id]);
-                self.raft
-                    .change_membership(ChangeMembers::RemoveNodes(nodes), false)
-                    .await
-                    .map_err(write_error)?;
-                return Ok(Err(ChangeError::CatchUp {
-                    id,
-                    seconds: CATCH_UP.as_secs(),
-                }));
-            }
+            Err(_) => Some(ChangeError::CatchUp {
+                id,
+                seconds: CATCH_UP.as_secs(),
+            }),
+        };
+        if let Some(refusal) = refusal {
+            // The learner goes again, and the change is refused.
+            self.raft
+                .change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false)
+                .await
+                .map_err(write_error)?;
+            return Ok(Err(refusal));
         }
         tracing::info!(node = id, "the learner caught up; making it a voter");
         self.raft

@@ -204,6 +204,7 @@ enum Method {
     Forward,
     Ping,
     Elect,
+    Admit,
 }
 
 impl PeerClient {
@@ -262,6 +263,7 @@ impl PeerClient {
             Method::Forward => client.forward(request).await?,
             Method::Ping => client.ping(request).await?,
             Method::Elect => client.elect(request).await?,
+            Method::Admit => client.admit(request).await?,
         };
         Ok(postcard::from_bytes(&reply.into_inner().data)?)
     }
@@ -283,6 +285,11 @@ impl PeerClient {
     /// Asks this peer to stand for election now.
     pub(crate) async fn elect(&mut self, timeout: Duration) -> Result<(), CallError> {
         self.call(Method::Elect, &(), Some(timeout)).await
+    }
+
+    /// Tells this peer, a joining node that caught up, that it was added.
+    pub(crate) async fn admit(&mut self, timeout: Duration) -> Result<(), CallError> {
+        self.call(Method::Admit, &(), Some(timeout)).await
     }
 
     async fn raft_call<Req: Serialize, Resp: DeserializeOwned, E>(

@@ -26,7 +26,7 @@ use tonic::transport::server::TcpIncoming;
 use crate::admission::{Admission, Standing};
 use crate::batcher::Batcher;
 use crate::error::{NodeError, StartError};
-use crate::membership::{Change, ChangeResult};
+use crate::membership::{self, Change, ChangeResult};
 use crate::network::{Network, Partition, PeerClients, WINDOW};
 use crate::query::{self, Query, QueryResult};
 use crate::rpc::raft_server::RaftServer;
@@ -364,9 +364,13 @@ fn mismatched() -> NodeError {
 
 impl Core {
     /// Runs a request here when this node leads, else at the leader; retries while no leader
-    /// is known, up to [`LEADER_WAIT`].
+    /// is known, up to [`LEADER_WAIT`] (a membership change also has the time it may take).
     async fn route(&self, request: Forwarded) -> Result<ForwardReply, NodeError> {
-        let deadline = Instant::now() + LEADER_WAIT;
+        let patience = match request {
+            Forwarded::Change(_) => LEADER_WAIT + membership::LONGEST,
+            Forwarded::Write(_) | Forwarded::Read(_) => LEADER_WAIT,
+        };
+        let deadline = Instant::now() + patience;
         loop {
             let outcome = match self.serve_local(&request).await {
                 Err(NodeError::NotLeader(Some(leader))) if leader != self.id => {
@@ -425,7 +429,15 @@ impl Core {
                 NodeError::Timeout(format!("{message}; the write may still commit"))
             }
         };
-        let deposed = metrics.wait_for(|m| m.current_leader != Some(leader));
+        // A leader that removes itself hands over on purpose, and answers where to go next.
+        let deposed = async {
+            match request {
+                Forwarded::Change(_) => std::future::pending::<()>().await,
+                _ => {
+                    let _ = metrics.wait_for(|m| m.current_leader != Some(leader)).await;
+                }
+            }
+        };
         tokio::select! {
             reply = client.forward(request, timeout) => reply.map_err(|e| {
                 failed(format!("forwarding to node {leader}: {e}"), !e.unreachable())

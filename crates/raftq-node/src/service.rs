@@ -9,7 +9,7 @@ use serde::Serialize;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
-use crate::admission::{PeerCall, CLUSTER_HEADER};
+use crate::admission::{PeerCall, Standing, CLUSTER_HEADER};
 use crate::error::NodeError;
 use crate::node::{Core, ForwardReply, Forwarded};
 use crate::rpc::raft_server::Raft as RaftRpc;
@@ -27,7 +27,7 @@ impl PeerService {
 
 impl PeerService {
     /// Admits `request` as a `call` from its sender's cluster, or refuses it (and logs why).
-    async fn admit(&self, call: PeerCall, request: &Request<Blob>) -> Result<(), Status> {
+    async fn screen(&self, call: PeerCall, request: &Request<Blob>) -> Result<(), Status> {
         let sender = match request.metadata().get(CLUSTER_HEADER) {
             None => None,
             Some(value) => Some(
@@ -61,7 +61,7 @@ fn encode<T: Serialize>(reply: &T) -> Result<Response<Blob>, Status> {
 #[tonic::async_trait]
 impl RaftRpc for PeerService {
     async fn append_entries(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
-        self.admit(PeerCall::Append, &request).await?;
+        self.screen(PeerCall::Append, &request).await?;
         encode(&self.core.raft.append_entries(decode(request)?).await)
     }
 
@@ -75,17 +75,17 @@ impl RaftRpc for PeerService {
     }
 
     async fn vote(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
-        self.admit(PeerCall::Vote, &request).await?;
+        self.screen(PeerCall::Vote, &request).await?;
         encode(&self.core.raft.vote(decode(request)?).await)
     }
 
     async fn install_snapshot(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
-        self.admit(PeerCall::Snapshot, &request).await?;
+        self.screen(PeerCall::Snapshot, &request).await?;
         encode(&self.core.raft.install_snapshot(decode(request)?).await)
     }
 
     async fn elect(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
-        self.admit(PeerCall::Elect, &request).await?;
+        self.screen(PeerCall::Elect, &request).await?;
         self.core
             .raft
             .trigger()
@@ -95,8 +95,21 @@ impl RaftRpc for PeerService {
         encode(&())
     }
 
+    async fn admit(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
+        self.screen(PeerCall::Admit, &request).await?;
+        if self.core.admission.standing() == Standing::Joining {
+            self.core
+                .admission
+                .readmitted()
+                .await
+                .map_err(|e| Status::internal(e.to_string()))?;
+            tracing::info!(node = self.core.id, "added to the cluster");
+        }
+        encode(&())
+    }
+
     async fn forward(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
-        self.admit(PeerCall::Forward, &request).await?;
+        self.screen(PeerCall::Forward, &request).await?;
         let forwarded: Forwarded = decode(request)?;
         let reply: Result<ForwardReply, NodeError> = self.core.serve_local(&forwarded).await;
         encode(&reply)

@@ -9,7 +9,9 @@ use futures_util::future::join_all;
 use raftq_engine::{
     Command, EngineError, NewMessage, Outcome, QueueAttributes, QueueStats, SendResult,
 };
-use raftq_node::{Node, NodeConfig, NodeError, Query, QueryResult};
+use raftq_node::{
+    Change, ChangeError, ChangeResult, Node, NodeConfig, NodeError, Query, QueryResult,
+};
 use raftq_store::Response;
 use tempfile::TempDir;
 use tokio::net::TcpListener;
@@ -43,17 +45,20 @@ impl Cluster {
             snapshot_after_logs,
         };
         for (id, listener) in listeners {
-            cluster.launch(id, listener).await;
+            cluster.launch(id, listener, None).await;
         }
         cluster
     }
 
-    async fn launch(&mut self, id: u64, listener: TcpListener) {
+    /// Starts node `id`: a member listed in the cluster's peers, or, with `join`, a node that
+    /// waits to be added.
+    async fn launch(&mut self, id: u64, listener: TcpListener, join: Option<String>) {
         let mut config = NodeConfig::new(
             id,
             self.peers.clone(),
             self.dir.path().join(format!("node-{id}")),
         );
+        config.join = join;
         config.heartbeat_ms = 50;
         config.snapshot_after_logs = self.snapshot_after_logs;
         let node = Node::start(config, listener).await.expect("start node");
@@ -69,7 +74,38 @@ impl Cluster {
     async fn restart(&mut self, id: u64) {
         let addr = self.peers[&id].clone();
         let listener = TcpListener::bind(&addr).await.expect("rebind");
-        self.launch(id, listener).await;
+        self.launch(id, listener, None).await;
+    }
+
+    /// Starts a new node `id` that waits to be added; returns its peer address.
+    async fn launch_joining(&mut self, id: u64) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let member = self.peers[&1].clone();
+        self.peers.insert(id, addr.clone());
+        self.launch(id, listener, Some(member)).await;
+        addr
+    }
+
+    /// Waits until every running node sees exactly `voters` as the voters.
+    async fn voters_are(&self, voters: &[u64]) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let seen: Vec<Vec<u64>> = self
+                .nodes
+                .values()
+                .map(|n| {
+                    let m = n.raft().metrics().borrow().clone();
+                    let membership = m.membership_config.membership();
+                    membership.voter_ids().collect()
+                })
+                .collect();
+            if seen.iter().all(|v| v == voters) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "voters {seen:?}, not {voters:?}");
+            sleep(Duration::from_millis(50)).await;
+        }
     }
 
     fn node(&self, id: u64) -> &Node {
@@ -680,6 +716,170 @@ async fn a_node_that_lost_its_disk_does_not_vote_away_acknowledged_sends() {
         // Read through node 3, which serves from whichever node leads.
         let s = stats(cluster.node(3), "q").await;
         assert_eq!(s.visible, 150, "every acknowledged send is served");
+    })
+    .await
+    .expect("bounded");
+}
+
+fn add(id: u64, raft_addr: &str) -> Change {
+    Change::Add {
+        id,
+        raft_addr: raft_addr.to_string(),
+    }
+}
+
+async fn change(node: &Node, change: Change) -> ChangeResult {
+    node.change_membership(change)
+        .await
+        .expect("the leader answers")
+}
+
+/// A node started with `--join` is added as a voter and holds the same state; a leader that is
+/// removed hands over first and the cluster goes on without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nodes_are_added_and_removed_while_the_cluster_serves() {
+    timeout(BOUND, async {
+        let mut cluster = Cluster::start(3, 10_000).await;
+        let leader = cluster.leader().await;
+        let node = cluster.node(leader);
+        outcome(
+            node.write(create("q", QueueAttributes::default()))
+                .await
+                .expect("create"),
+        );
+        for i in 0..20 {
+            sent(
+                node.write(plain("q", &format!("m{i}")))
+                    .await
+                    .expect("send"),
+            );
+        }
+        let follower = cluster.follower().await;
+        let addr = cluster.launch_joining(4).await;
+        change(cluster.node(follower), add(4, &addr))
+            .await
+            .expect("node 4 added");
+        cluster.voters_are(&[1, 2, 3, 4]).await;
+        cluster.converged().await;
+        assert_eq!(stats(cluster.node(4), "q").await.visible, 20);
+
+        // Remove the leader through another node: it hands over, then leaves.
+        let leader = cluster.leader().await;
+        change(cluster.node(4), Change::Remove { id: leader })
+            .await
+            .expect("the leader removed");
+        let remaining: Vec<u64> = [1, 2, 3, 4]
+            .into_iter()
+            .filter(|id| *id != leader)
+            .collect();
+        cluster.stop(leader).await;
+        cluster.voters_are(&remaining).await;
+        let node = cluster.node(cluster.leader().await);
+        sent(node.write(plain("q", "after")).await.expect("send"));
+        cluster.converged().await;
+        assert_eq!(stats(node, "q").await.visible, 21);
+    })
+    .await
+    .expect("bounded");
+}
+
+/// Each refused change names its rule and leaves the membership as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_membership_changes_are_refused_and_change_nothing() {
+    timeout(BOUND, async {
+        let mut cluster = Cluster::start(3, 10_000).await;
+        let leader = cluster.leader().await;
+        let node = cluster.node(leader);
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let nobody = closed.local_addr().expect("addr").to_string();
+        drop(closed);
+        let other = Cluster::start(1, 10_000).await;
+        other.leader().await;
+        let cases = [
+            (add(2, &cluster.peers[&3]), ChangeError::AlreadyVoter(2)),
+            (add(9, "nohost"), ChangeError::BadAddress("nohost".into())),
+            (add(9, &nobody), ChangeError::Unreachable(nobody.clone())),
+            (
+                add(9, &other.peers[&1]),
+                ChangeError::OtherCluster(other.peers[&1].clone()),
+            ),
+            (Change::Remove { id: 9 }, ChangeError::UnknownNode(9)),
+        ];
+        for (bad, expected) in cases {
+            assert_eq!(change(node, bad).await, Err(expected));
+        }
+        assert_eq!(
+            change(other.node(1), Change::Remove { id: 1 }).await,
+            Err(ChangeError::LastVoter(1))
+        );
+        // With one follower down, removing the other leaves one of two voters answering.
+        let mut followers = cluster.nodes.keys().copied().filter(|id| *id != leader);
+        let (down, kept) = (followers.next().expect("a"), followers.next().expect("b"));
+        cluster.stop(down).await;
+        sleep(Duration::from_secs(1)).await;
+        let node = cluster.node(leader);
+        assert_eq!(
+            change(node, Change::Remove { id: kept }).await,
+            Err(ChangeError::NoMajority {
+                id: kept,
+                answering: 1,
+                voters: 2
+            })
+        );
+        cluster.voters_are(&[1, 2, 3]).await;
+    })
+    .await
+    .expect("bounded");
+}
+
+/// The documented repair of a lost disk: the node, started again with its flags, refuses to
+/// vote until `replace` removed it and added it back; then it votes, and with one other node
+/// down the cluster still elects a leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_that_lost_its_disk_votes_again_once_replaced() {
+    timeout(BOUND, async {
+        let mut cluster = Cluster::start(3, 10_000).await;
+        let node = cluster.node(cluster.leader().await);
+        outcome(
+            node.write(create("q", QueueAttributes::default()))
+                .await
+                .expect("create"),
+        );
+        for i in 0..10 {
+            sent(
+                node.write(plain("q", &format!("m{i}")))
+                    .await
+                    .expect("send"),
+            );
+        }
+        let lost = cluster.follower().await;
+        cluster.stop(lost).await;
+        std::fs::remove_dir_all(cluster.dir.path().join(format!("node-{lost}"))).expect("wipe");
+        cluster.restart(lost).await;
+        let addr = cluster.peers[&lost].clone();
+        let node = cluster.node(cluster.leader().await);
+        change(node, Change::Remove { id: lost })
+            .await
+            .expect("removed");
+        change(node, add(lost, &addr)).await.expect("added back");
+        cluster.voters_are(&[1, 2, 3]).await;
+        cluster.converged().await;
+        // Stop a node other than the replaced one: the two left need its vote.
+        let others: Vec<u64> = cluster
+            .nodes
+            .keys()
+            .copied()
+            .filter(|id| *id != lost)
+            .collect();
+        let (down, other) = (others[0], others[1]);
+        cluster.stop(down).await;
+        let node = cluster.node(other);
+        sent(
+            node.write(plain("q", "after"))
+                .await
+                .expect("a write without the old leader"),
+        );
+        assert_eq!(stats(cluster.node(lost), "q").await.visible, 11);
     })
     .await
     .expect("bounded");

@@ -9,7 +9,6 @@ use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
-use serde_json::json;
 use utoipa::ToSchema;
 
 use raftq_node::{Change, NodeError};
