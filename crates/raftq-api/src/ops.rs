@@ -17,11 +17,12 @@ use raftq_engine::{
     NewMessage, Outcome, Payload, QueueAttributes, QueueRef, QueueStats, QueueType, QueueView,
     SendResult,
 };
-use raftq_node::{Query, QueryResult};
+use raftq_node::{Change, Query, QueryResult};
 use uuid::Uuid;
 
 use crate::error::ApiError;
 use crate::longpoll::{self, ReceiveRequest, Received};
+use crate::status::{self, RaftStatus};
 use crate::Shared;
 
 /// Longest long poll, in seconds.
@@ -433,6 +434,13 @@ impl Shared {
             Outcome::Purged => Ok(()),
             _ => Err(ApiError::unexpected_answer()),
         }
+    }
+
+    /// Changes the cluster's membership (the caller checked the admin role); answers the
+    /// cluster as it is once the change committed.
+    pub async fn change_membership(&self, change: Change) -> Result<RaftStatus, ApiError> {
+        self.api.node.change_membership(change).await??;
+        Ok(status::of(&self.api.node, &self.api.region).await)
     }
 }
 

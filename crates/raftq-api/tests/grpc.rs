@@ -1313,3 +1313,49 @@ async fn a_cluster_without_quorum_is_unavailable() {
     .await;
     s.shutdown().await;
 }
+
+/// The same membership operations over gRPC: admin keys only, refusals with the REST codes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_admin_keys_change_membership_over_grpc() {
+    let s = Grpc::start(two_accounts()).await;
+    bounded(async {
+        let add = || pb::AddNodeRequest {
+            id: 9,
+            raft_addr: "nohost".into(),
+        };
+        let mut account = s.client_with(Some("acme-key"));
+        assert_status(
+            account.add_node(add()).await,
+            Code::PermissionDenied,
+            "permission_denied",
+            None,
+        );
+        assert_status(
+            account.remove_node(pb::RemoveNodeRequest { id: 1 }).await,
+            Code::PermissionDenied,
+            "permission_denied",
+            None,
+        );
+        let mut admin = s.client_with(Some("admin-key"));
+        assert_status(
+            admin.add_node(add()).await,
+            Code::InvalidArgument,
+            "invalid_argument",
+            Some("raft_addr"),
+        );
+        assert_status(
+            admin.remove_node(pb::RemoveNodeRequest { id: 1 }).await,
+            Code::FailedPrecondition,
+            "membership_conflict",
+            None,
+        );
+        let cluster = admin
+            .get_cluster(pb::GetClusterRequest {})
+            .await
+            .expect("cluster")
+            .into_inner();
+        assert_eq!(cluster.nodes.len(), 1);
+    })
+    .await;
+    s.shutdown().await;
+}

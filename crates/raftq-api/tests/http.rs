@@ -1252,3 +1252,82 @@ async fn openapi_required_fields_are_the_ones_the_server_requires() {
     .await;
     s.shutdown().await;
 }
+
+/// Membership changes need an admin key; bad ones are refused naming their field or rule, and
+/// change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_admin_keys_change_membership_and_bad_changes_are_refused() {
+    let s = Server::start(two_accounts()).await;
+    bounded(async {
+        let add = json!({"id": 9, "raft_addr": "nohost"});
+        let admin = Some("admin-key");
+        let r = s
+            .call_as(
+                Some("acme-key"),
+                Method::POST,
+                "/v1/cluster/nodes",
+                add.clone(),
+            )
+            .await;
+        assert_error(&r, 403, "permission_denied");
+        let r = s
+            .call_as(
+                Some("acme-key"),
+                Method::DELETE,
+                "/v1/cluster/nodes/1",
+                Value::Null,
+            )
+            .await;
+        assert_error(&r, 403, "permission_denied");
+        let r = s
+            .call_as(None, Method::DELETE, "/v1/cluster/nodes/1", Value::Null)
+            .await;
+        assert_error(&r, 401, "unauthenticated");
+
+        let r = s
+            .call_as(admin, Method::POST, "/v1/cluster/nodes", add)
+            .await;
+        assert_error(&r, 400, "invalid_argument");
+        assert_eq!(r.error_field(), Some("raft_addr"));
+        let r = s
+            .call_as(
+                admin,
+                Method::POST,
+                "/v1/cluster/nodes",
+                json!({"id": 1, "raft_addr": "h:1"}),
+            )
+            .await;
+        assert_error(&r, 409, "membership_conflict");
+        assert_eq!(r.error_field(), Some("id"));
+        let r = s
+            .call_as(
+                admin,
+                Method::POST,
+                "/v1/cluster/nodes",
+                json!({"id": -1, "raft_addr": "h:1"}),
+            )
+            .await;
+        assert_error(&r, 400, "invalid_argument");
+        let r = s
+            .call_as(admin, Method::DELETE, "/v1/cluster/nodes/1", Value::Null)
+            .await;
+        assert_error(&r, 409, "membership_conflict");
+        let r = s
+            .call_as(admin, Method::DELETE, "/v1/cluster/nodes/7", Value::Null)
+            .await;
+        assert_error(&r, 400, "invalid_argument");
+        let r = s
+            .call_as(admin, Method::DELETE, "/v1/cluster/nodes/x", Value::Null)
+            .await;
+        assert_error(&r, 400, "invalid_argument");
+        assert_eq!(r.error_field(), Some("id"));
+
+        let c = s
+            .call_as(admin, Method::GET, "/v1/cluster", Value::Null)
+            .await;
+        assert_eq!(c.body["nodes"].as_array().map(Vec::len), Some(1));
+        assert_eq!(c.body["leader"], 1);
+    })
+    .await;
+    s.shutdown().await;
+}

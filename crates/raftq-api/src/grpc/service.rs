@@ -7,9 +7,12 @@ use std::pin::Pin;
 use futures_util::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
+use raftq_node::Change;
+
 use super::convert;
 use super::pb;
 use super::pb::queues_server::Queues;
+use crate::auth::Principal;
 use crate::json;
 use crate::ops::ReceiveOptions;
 use crate::{status, AppState};
@@ -37,12 +40,25 @@ impl QueuesService {
     /// The account a call is made for (from `authorization: Bearer <key>`) and its request;
     /// refuses the call with `UNAUTHENTICATED` when its key is missing or unknown.
     fn open<T>(&self, request: Request<T>) -> Result<(String, T), Status> {
+        let (principal, request) = self.principal(request)?;
+        Ok((principal.account, request))
+    }
+
+    /// The request of a cluster operation; refuses the call with `PERMISSION_DENIED` unless its
+    /// key is an admin's.
+    fn open_admin<T>(&self, request: Request<T>) -> Result<T, Status> {
+        let (principal, request) = self.principal(request)?;
+        principal.require_admin()?;
+        Ok(request)
+    }
+
+    fn principal<T>(&self, request: Request<T>) -> Result<(Principal, T), Status> {
         let header = request
             .metadata()
             .get("authorization")
             .map(|v| v.as_bytes());
-        let account = self.state.api.keys.authenticate(header)?.account;
-        Ok((account, request.into_inner()))
+        let principal = self.state.api.keys.authenticate(header)?;
+        Ok((principal, request.into_inner()))
     }
 }
 
@@ -240,5 +256,23 @@ impl Queues for QueuesService {
     async fn get_cluster(&self, request: Request<pb::GetClusterRequest>) -> Reply<pb::Cluster> {
         self.open(request)?;
         reply(status::of(&self.state.api.node, &self.state.api.region).await)
+    }
+
+    async fn add_node(&self, request: Request<pb::AddNodeRequest>) -> Reply<pb::Cluster> {
+        let r = self.open_admin(request)?;
+        let change = Change::Add {
+            id: r.id,
+            raft_addr: r.raft_addr,
+        };
+        reply(self.state.change_membership(change).await?)
+    }
+
+    async fn remove_node(&self, request: Request<pb::RemoveNodeRequest>) -> Reply<pb::Cluster> {
+        let r = self.open_admin(request)?;
+        reply(
+            self.state
+                .change_membership(Change::Remove { id: r.id })
+                .await?,
+        )
     }
 }

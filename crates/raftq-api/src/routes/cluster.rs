@@ -71,12 +71,6 @@ pub struct AddNode {
     raft_addr: String,
 }
 
-/// Runs a membership change and answers with the cluster as it is after it.
-async fn change(state: &AppState, change: Change) -> Result<Response, ApiError> {
-    state.api.node.change_membership(change).await??;
-    Ok(Json(status::of(&state.api.node, &state.api.region).await).into_response())
-}
-
 /// Add a node
 ///
 /// Adds the node as a learner, waits (at most two minutes) until it has caught up with the log,
@@ -106,7 +100,10 @@ pub async fn add_node(
     let id = f.required("id", f.integer("id")?)?;
     let id = u64::try_from(id).map_err(|_| ApiError::invalid("id", "must be 0 or more"))?;
     let raft_addr = f.required_string("raft_addr")?.to_string();
-    change(&state, Change::Add { id, raft_addr }).await
+    let cluster = state
+        .change_membership(Change::Add { id, raft_addr })
+        .await?;
+    Ok(Json(cluster).into_response())
 }
 
 /// Remove a node
@@ -136,7 +133,8 @@ pub async fn remove_node(
     let id = id
         .parse()
         .map_err(|_| ApiError::invalid("id", "must be a node id (a number)"))?;
-    change(&state, Change::Remove { id }).await
+    let cluster = state.change_membership(Change::Remove { id }).await?;
+    Ok(Json(cluster).into_response())
 }
 
 /// This node's applied index and state digest

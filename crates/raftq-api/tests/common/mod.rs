@@ -30,10 +30,16 @@ key = "acme-key"
 account = "globex"
 # SHA-256 of "globex-key"
 key_sha256 = "GLOBEX_DIGEST"
+
+[[keys]]
+account = "ops"
+key = "admin-key"
+role = "admin"
 "#;
 
 /// The keys of two accounts: `acme` (key `acme-key`, given as it is) and `globex` (key
-/// `globex-key`, given by its SHA-256, computed here rather than trusted from a constant).
+/// `globex-key`, given by its SHA-256, computed here rather than trusted from a constant), and
+/// an admin key `admin-key` of the account `ops`.
 pub fn two_accounts() -> Keys {
     let globex_digest = hex::encode(sha2::Sha256::digest(b"globex-key"));
     Keys::from_toml(&KEY_FILE.replace("GLOBEX_DIGEST", &globex_digest)).expect("keys")
