@@ -319,6 +319,8 @@ mod tests {
             commit_index: 9,
             node_id: 1,
             region: "local".into(),
+            clock_offset_ms: 0,
+            clock_skewed: false,
             last_applied: 7,
             last_log_index: 10,
         }

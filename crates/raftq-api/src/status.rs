@@ -33,6 +33,10 @@ pub struct RaftStatus {
     pub node_id: u64,
     /// The region the cluster serves.
     pub region: String,
+    /// The answering node's clock minus the median of the voters' clocks, in milliseconds.
+    pub clock_offset_ms: i64,
+    /// Whether that is beyond `--max-clock-skew-ms`: the node then does not stand for election.
+    pub clock_skewed: bool,
     #[serde(skip)]
     pub last_applied: u64,
     #[serde(skip)]
@@ -52,6 +56,7 @@ fn state_name(state: ServerState) -> &'static str {
 /// Reads the status of `node`.
 pub async fn of(node: &Node, region: &str) -> RaftStatus {
     let raft = node.raft();
+    let (clock_offset_ms, clock_skewed) = node.clock_offset();
     let mut status = {
         let metrics = raft.metrics();
         let m = metrics.borrow();
@@ -81,6 +86,8 @@ pub async fn of(node: &Node, region: &str) -> RaftStatus {
             commit_index: last_applied,
             node_id: m.id,
             region: region.to_string(),
+            clock_offset_ms,
+            clock_skewed,
             last_applied,
             last_log_index: m.last_log_index.unwrap_or(0),
         }

@@ -47,6 +47,8 @@ pub struct PeerStatus {
     pub standing: Standing,
     /// The id of the last entry of its log: a candidate with an older log cannot get its vote.
     pub last_log: Option<LogId<NodeId>>,
+    /// Its wall clock when it answered (milliseconds since the Unix epoch).
+    pub clock_ms: u64,
 }
 
 impl PeerStatus {
@@ -147,12 +149,13 @@ impl Admission {
         *self.standing.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// What this node answers a ping with.
-    pub(crate) fn status(&self) -> Result<PeerStatus, openraft::AnyError> {
+    /// What this node answers a ping with, its wall clock reading `clock_ms`.
+    pub(crate) fn status(&self, clock_ms: u64) -> Result<PeerStatus, openraft::AnyError> {
         Ok(PeerStatus {
             cluster_id: self.cluster.get(),
             standing: self.standing(),
             last_log: self.last_log()?,
+            clock_ms,
         })
     }
 
@@ -275,6 +278,7 @@ mod tests {
             cluster_id: id(1),
             standing,
             last_log,
+            clock_ms: 0,
         };
         let member = peer(Standing::Member, log(2, 10));
         assert!(member.would_vote_for(log(2, 10).as_ref()));

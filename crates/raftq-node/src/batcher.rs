@@ -12,9 +12,9 @@ use raftq_store::{Awaited, Batch, Response, TypeConfig};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::JoinHandle;
 
+use crate::clock::LeaderClock;
 use crate::error::NodeError;
 use crate::network::{encoded_len, APPEND_BYTES};
-use crate::node::now_ms;
 
 /// Most commands in one entry.
 const MAX_BATCH: usize = 512;
@@ -43,11 +43,12 @@ impl Batcher {
         raft: Raft<TypeConfig>,
         timeout: Duration,
         awaited: Awaited,
+        clock: Arc<LeaderClock>,
     ) -> (Batcher, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(QUEUE);
         (
             Batcher { tx },
-            tokio::spawn(run(raft, rx, timeout, awaited)),
+            tokio::spawn(run(raft, rx, timeout, awaited, clock)),
         )
     }
 
@@ -70,6 +71,7 @@ async fn run(
     mut rx: mpsc::Receiver<(Command, Reply)>,
     timeout: Duration,
     awaited: Awaited,
+    clock: Arc<LeaderClock>,
 ) {
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     while let Some(first) = rx.recv().await {
@@ -89,17 +91,19 @@ async fn run(
         }
         let raft = raft.clone();
         let waiting = awaited.wait();
+        let now = clock.now();
         tokio::spawn(async move {
-            write(&raft, batch, timeout).await;
+            write(&raft, batch, now, timeout).await;
             drop((waiting, permit));
         });
     }
 }
 
-async fn write(raft: &Raft<TypeConfig>, batch: Vec<(Command, Reply)>, timeout: Duration) {
+/// Proposes `batch` as one entry stamped `now`, and answers each command.
+async fn write(raft: &Raft<TypeConfig>, batch: Vec<(Command, Reply)>, now: u64, timeout: Duration) {
     let (commands, replies): (Vec<Command>, Vec<Reply>) = batch.into_iter().unzip();
     let entry = Batch {
-        now: now_ms(),
+        now,
         commands: Arc::new(commands),
     };
     let failure = match tokio::time::timeout(timeout, raft.client_write(entry)).await {

@@ -122,6 +122,41 @@ pub(crate) async fn run(
     }
 }
 
+/// For a node started with `--join`: asks `member` (every [`EVERY`], until it answers) which
+/// cluster it belongs to, and says in the log what the operator does next.
+pub(crate) async fn announce(core: Arc<Core>, member: String, mut shutdown: watch::Receiver<bool>) {
+    let mut client = core.network.peers.get(0, &member);
+    let mut tick = tokio::time::interval(EVERY * 10);
+    let mut silence_logged = false;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        if core.admission.standing() != Standing::Joining {
+            return;
+        }
+        match client.ping(PING_TIMEOUT).await {
+            Some(status) if status.cluster_id.is_some() => {
+                tracing::info!(
+                    member = %member,
+                    cluster = ?status.cluster_id,
+                    "waiting to be added: on any member, run `raftq cluster add --id {} \
+                     --raft-addr <this node's peer address>`",
+                    core.id
+                );
+                return;
+            }
+            Some(_) => tracing::warn!(member = %member, "--join names a node of no cluster"),
+            None if !silence_logged => {
+                silence_logged = true;
+                tracing::warn!(member = %member, "--join: no raftq node answers there yet");
+            }
+            None => {}
+        }
+    }
+}
+
 /// Saves a new cluster id and proposes the listed membership.
 async fn form(core: &Core, peers: &BTreeMap<NodeId, String>) {
     let id = match core.admission.form().await {
@@ -154,6 +189,7 @@ mod tests {
             cluster_id: cluster.then(|| Uuid::from_u128(1)),
             standing,
             last_log: None,
+            clock_ms: 0,
         })
     }
 

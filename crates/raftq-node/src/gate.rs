@@ -9,10 +9,14 @@
 //!   it take its higher term and wait out a new election timeout: standing again and again, it
 //!   kept the node that could win from ever standing.
 //!
-//! Here every node pings the members all the time (the answer carries the peer's standing and
-//! the id of its last log entry) and turns openraft's elections off while too few of them would
-//! vote for it. A node that could not get those votes could never win an election anyway, so
-//! the gate takes nothing away: once it could, it stands as before.
+//! Here every node pings the members all the time (the answer carries the peer's standing, the
+//! id of its last log entry and its wall clock) and turns openraft's elections off while too few
+//! of them would vote for it. A node that could not get those votes could never win an election
+//! anyway, so the gate takes nothing away: once it could, it stands as before.
+//!
+//! The gate also keeps this node's clock honest: when its clock differs from the median of a
+//! majority of the voters' clocks (itself included) by more than `--max-clock-skew-ms`, it does
+//! not stand for election, and a leader hands its leadership over.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -34,6 +38,18 @@ const PING_TIMEOUT: Duration = Duration::from_millis(250);
 /// for its leader (0.75 s) before it stands.
 const FRESH: Duration = Duration::from_millis(600);
 
+/// This node's clock minus the median clock of itself and the members that answered
+/// (`offsets`: each member's clock minus this node's), once they make a majority of `voters`.
+fn clock_offset(offsets: &[i64], voters: usize) -> Option<i64> {
+    if (offsets.len() + 1) * 2 <= voters {
+        return None;
+    }
+    let mut all: Vec<i64> = offsets.to_vec();
+    all.push(0);
+    all.sort_unstable();
+    Some(-all[all.len() / 2])
+}
+
 /// Whether the `reached` nodes make a majority of every voter set of a (possibly joint)
 /// membership.
 fn majority(reached: &BTreeSet<NodeId>, configs: &[BTreeSet<NodeId>]) -> bool {
@@ -42,9 +58,13 @@ fn majority(reached: &BTreeSet<NodeId>, configs: &[BTreeSet<NodeId>]) -> bool {
         .all(|voters| voters.intersection(reached).count() * 2 > voters.len())
 }
 
+/// A member's last answer: when it came, what it said, and its clock minus this node's.
+type Answer = (Instant, PeerStatus, i64);
+
 pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
-    let mut answers: BTreeMap<NodeId, (Instant, PeerStatus)> = BTreeMap::new();
+    let mut answers: BTreeMap<NodeId, Answer> = BTreeMap::new();
     let mut open = core.admission.may_stand();
+    let mut skewed = false;
     let mut tick = tokio::time::interval(EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -52,37 +72,83 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
             _ = tick.tick() => {}
             _ = shutdown.changed() => return,
         }
-        let (configs, others) = {
+        let (configs, others, nodes) = {
             let metrics = core.raft.metrics();
             let m = metrics.borrow();
             let membership = m.membership_config.membership();
-            let others: Vec<(NodeId, String)> = membership
+            let nodes: BTreeMap<NodeId, String> = membership
                 .nodes()
-                .filter(|(id, _)| **id != core.id)
                 .map(|(id, node)| (*id, node.addr.clone()))
                 .collect();
-            (membership.get_joint_config().clone(), others)
+            let others: Vec<(NodeId, String)> = nodes
+                .iter()
+                .filter(|(id, _)| **id != core.id)
+                .map(|(id, addr)| (*id, addr.clone()))
+                .collect();
+            (membership.get_joint_config().clone(), others, nodes)
         };
         let pings = others.iter().map(|(id, addr)| {
             let mut client = core.network.peers.get(*id, addr);
-            async move { (*id, client.ping(PING_TIMEOUT).await) }
+            let clock = Arc::clone(&core.clock);
+            async move {
+                let sent = clock.wall();
+                let status = client.ping(PING_TIMEOUT).await;
+                // The peer read its clock about halfway through the round trip.
+                let midway = sent / 2 + clock.wall() / 2;
+                (*id, midway, status)
+            }
         });
-        let now = Instant::now();
-        for (id, status) in join_all(pings).await {
+        for (id, midway, status) in join_all(pings).await {
             if let Some(status) = status {
-                answers.insert(id, (now, status));
+                let offset = status.clock_ms as i64 - midway as i64;
+                let now = Instant::now();
+                answers.insert(id, (now, status, offset));
+                if let Ok(mut answered) = core.answered.write() {
+                    answered.insert(id, now);
+                }
             }
         }
         let recent = || {
             answers
                 .iter()
-                .filter(|(_, (at, _))| at.elapsed() <= FRESH)
-                .map(|(id, (_, status))| (*id, status))
+                .filter(|(_, (at, _, _))| at.elapsed() <= FRESH)
+                .map(|(id, (_, status, offset))| (*id, status, *offset))
         };
-        let mut answering: BTreeSet<NodeId> = recent().map(|(id, _)| id).collect();
-        answering.insert(core.id);
-        if let Ok(mut shared) = core.answering.write() {
-            shared.clone_from(&answering);
+        let answering = recent().count() + 1;
+        let voters: BTreeSet<NodeId> = configs.iter().flatten().copied().collect();
+        let offsets: Vec<i64> = recent()
+            .filter(|(id, _, _)| voters.contains(id))
+            .map(|(_, _, offset)| offset)
+            .collect();
+        let offset = clock_offset(&offsets, voters.len());
+        core.clock.set_offset(offset);
+        let now_skewed = core.clock.skewed();
+        if now_skewed != skewed {
+            skewed = now_skewed;
+            if skewed {
+                tracing::error!(
+                    offset_ms = offset,
+                    max_ms = core.clock.max_ahead_ms(),
+                    "this node's clock differs from the cluster's by more than the bound: it \
+                     does not stand for election (fix the clock; see docs/operations.md)"
+                );
+            } else {
+                tracing::info!(
+                    offset_ms = offset,
+                    "this node's clock agrees with the cluster's again"
+                );
+            }
+        }
+        if skewed && core.is_leader() {
+            // Apart from this loop, which must go on measuring while the handover runs.
+            let successors: BTreeSet<NodeId> =
+                voters.iter().copied().filter(|id| *id != core.id).collect();
+            let leaving = Arc::clone(&core);
+            tokio::spawn(async move {
+                if let Err(e) = leaving.hand_over(&successors, &nodes).await {
+                    tracing::warn!(error = %e, "a leader with a skewed clock could not hand over");
+                }
+            });
         }
         let own_log = match core.admission.last_log() {
             Ok(last) => last,
@@ -92,18 +158,19 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
             }
         };
         let mut voters_for_us: BTreeSet<NodeId> = recent()
-            .filter(|(_, status)| status.would_vote_for(own_log.as_ref()))
-            .map(|(id, _)| id)
+            .filter(|(_, status, _)| status.would_vote_for(own_log.as_ref()))
+            .map(|(id, _, _)| id)
             .collect();
         voters_for_us.insert(core.id);
-        let allow = majority(&voters_for_us, &configs) && core.admission.may_stand();
+        let allow = majority(&voters_for_us, &configs) && core.admission.may_stand() && !skewed;
         if allow != open {
             open = allow;
             core.raft.runtime_config().elect(allow);
             tracing::info!(
-                answering = answering.len(),
+                answering,
                 would_vote = voters_for_us.len(),
                 standing = ?core.admission.standing(),
+                skewed,
                 elections = allow,
                 "election gate"
             );
@@ -134,6 +201,20 @@ mod tests {
         let joint = [set(&[1, 2, 3]), set(&[3, 4, 5])];
         assert!(!majority(&set(&[1, 2]), &joint));
         assert!(majority(&set(&[1, 3, 4]), &joint));
+    }
+
+    #[test]
+    fn a_clock_is_judged_against_the_median_of_a_majority() {
+        use super::clock_offset;
+        // Peers 1 h behind this node: this node is 1 h ahead of the median.
+        assert_eq!(clock_offset(&[-3_600_000, -3_600_010], 3), Some(3_600_000));
+        // One peer far off does not move the median of three.
+        assert_eq!(clock_offset(&[3_600_000, 20], 3), Some(-20));
+        assert_eq!(clock_offset(&[10, -10], 3), Some(0));
+        // Too few answers to judge.
+        assert_eq!(clock_offset(&[], 3), None);
+        assert_eq!(clock_offset(&[5], 5), None);
+        assert_eq!(clock_offset(&[], 1), Some(0));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 mod admission;
 mod batcher;
+pub mod clock;
 pub mod error;
 mod formation;
 mod gate;
@@ -25,7 +26,8 @@ pub mod rpc {
     tonic::include_proto!("raftq.raft.v1");
 }
 
+pub use clock::{now_ms, WallClock};
 pub use error::{NodeError, StartError};
 pub use membership::{Change, ChangeError, ChangeResult};
-pub use node::{now_ms, Node, NodeConfig};
+pub use node::{Node, NodeConfig};
 pub use query::{Query, QueryResult};

@@ -7,6 +7,7 @@
 //! the most caught-up of the remaining voters, which the request then follows.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use openraft::error::{ClientWriteError, RaftError};
@@ -26,8 +27,19 @@ const CATCH_UP: Duration = Duration::from_secs(120);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a handover may take.
 const HANDOVER: Duration = Duration::from_secs(5);
+/// A member counts as answering for a removal while its last answer to a ping is at most this
+/// old: longer than the election gate's window, so that a loaded machine's slow pings do not
+/// refuse a removal that leaves a working majority.
+const ANSWERED_WITHIN: Duration = Duration::from_secs(2);
+/// How long a membership entry may take to commit before the change is answered as timed out.
+const COMMIT_WAIT: Duration = Duration::from_secs(10);
+/// How often a successor is asked to stand during a handover.
+const ELECT_AGAIN: Duration = Duration::from_millis(100);
 /// The longest a change may take on the leader.
-pub(crate) const LONGEST: Duration = CATCH_UP.saturating_add(HANDOVER);
+pub(crate) const LONGEST: Duration = CATCH_UP
+    .saturating_add(HANDOVER)
+    .saturating_add(COMMIT_WAIT)
+    .saturating_add(COMMIT_WAIT);
 
 /// A membership change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,17 +175,13 @@ impl Core {
         };
         if let Some(refusal) = refusal {
             // The learner goes again, and the change is refused.
-            self.raft
-                .change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false)
-                .await
-                .map_err(write_error)?;
+            self.commit(ChangeMembers::RemoveNodes(BTreeSet::from([id])))
+                .await?;
             return Ok(Err(refusal));
         }
         tracing::info!(node = id, "the learner caught up; making it a voter");
-        self.raft
-            .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
-            .await
-            .map_err(write_error)?;
+        self.commit(ChangeMembers::AddVoterIds(BTreeSet::from([id])))
+            .await?;
         tracing::info!(node = id, "added a voter");
         Ok(Ok(()))
     }
@@ -193,7 +201,7 @@ impl Core {
             if after.is_empty() {
                 return Ok(Err(ChangeError::LastVoter(id)));
             }
-            let answering = self.answering();
+            let answering = self.answering(ANSWERED_WITHIN);
             if !keeps_majority(&after, &answering) {
                 return Ok(Err(ChangeError::NoMajority {
                     id,
@@ -214,12 +222,20 @@ impl Core {
         } else {
             ChangeMembers::RemoveNodes(gone)
         };
-        self.raft
-            .change_membership(change, false)
-            .await
-            .map_err(write_error)?;
+        self.commit(change).await?;
         tracing::info!(node = id, "removed a member");
         Ok(Ok(()))
+    }
+
+    /// Proposes `change` (members that leave are removed, not kept as learners) and waits until
+    /// it committed, at most [`COMMIT_WAIT`].
+    async fn commit(&self, change: ChangeMembers<NodeId, BasicNode>) -> Result<(), NodeError> {
+        match tokio::time::timeout(COMMIT_WAIT, self.raft.change_membership(change, false)).await {
+            Ok(result) => result.map(drop).map_err(write_error),
+            Err(_) => Err(NodeError::Timeout(
+                "the membership change was not committed in time; it may still commit".into(),
+            )),
+        }
     }
 
     /// Asks the most caught-up of `candidates` to stand for election and waits until this node
@@ -252,7 +268,22 @@ impl Core {
             )));
         };
         tracing::info!(successor, "handing leadership over");
+        // Followers refuse to vote while they heard from their leader within its lease: this
+        // leader goes quiet (no heartbeat, no proposal, no read) until the successor won.
+        self.handing_over.store(true, Ordering::Relaxed);
+        self.raft.runtime_config().heartbeat(false);
+        let outcome = self.await_successor(successor, addr).await;
+        self.raft.runtime_config().heartbeat(true);
+        self.handing_over.store(false, Ordering::Relaxed);
+        outcome
+    }
+
+    /// Waits out the followers' leader lease (openraft's is the longest election timeout), then
+    /// asks `successor` to stand, again and again, until another node leads.
+    async fn await_successor(&self, successor: NodeId, addr: &str) -> Result<NodeId, NodeError> {
         let deadline = Instant::now() + HANDOVER;
+        let lease = Duration::from_millis(self.raft.config().election_timeout_max);
+        tokio::time::sleep(lease).await;
         let mut client = self.network.peers.get(successor, addr);
         let mut metrics = self.raft.metrics();
         loop {
@@ -260,7 +291,7 @@ impl Core {
                 tracing::warn!(successor, error = %e, "cannot ask for an election");
             }
             let led = tokio::time::timeout_at(
-                deadline.min(Instant::now() + Duration::from_millis(500)),
+                deadline.min(Instant::now() + ELECT_AGAIN),
                 metrics.wait_for(|m| m.current_leader.is_some_and(|l| l != self.id)),
             )
             .await;

@@ -279,7 +279,11 @@ impl PeerClient {
 
     /// This peer's status, if it answers within `timeout`.
     pub(crate) async fn ping(&mut self, timeout: Duration) -> Option<PeerStatus> {
-        self.call(Method::Ping, &(), Some(timeout)).await.ok()
+        // Bounded here too: a connection being made may take longer than the call's deadline.
+        tokio::time::timeout(timeout, self.call(Method::Ping, &(), Some(timeout)))
+            .await
+            .ok()?
+            .ok()
     }
 
     /// Asks this peer to stand for election now.

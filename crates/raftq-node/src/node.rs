@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use openraft::error::RaftError;
 use openraft::{Config, Raft, ServerState, SnapshotPolicy};
@@ -25,6 +25,7 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::admission::{Admission, Standing};
 use crate::batcher::Batcher;
+use crate::clock::{LeaderClock, WallClock};
 use crate::error::{NodeError, StartError};
 use crate::membership::{self, Change, ChangeResult};
 use crate::network::{Network, Partition, PeerClients, WINDOW};
@@ -68,12 +69,18 @@ pub struct NodeConfig {
     /// that knew a leader waits out its lease (the longest timeout) and then a random timeout
     /// before it stands, 15 to 20 heartbeats after the last one it heard.
     pub heartbeat_ms: u64,
+    /// How far this node's clock may run ahead of the cluster's time (see `clock`).
+    pub max_clock_skew_ms: u64,
+    /// Where this node reads the time.
+    pub wall_clock: WallClock,
 }
 
 impl NodeConfig {
     /// Milliseconds between heartbeats unless set otherwise. openraft gives an append one
     /// heartbeat interval to be answered; see docs/cluster.md ("Timing") for how it was chosen.
     pub const DEFAULT_HEARTBEAT_MS: u64 = 50;
+    /// How far a clock may run ahead unless set otherwise.
+    pub const DEFAULT_MAX_CLOCK_SKEW_MS: u64 = 500;
 
     /// Defaults for a member `id` of the cluster `peers`.
     pub fn new(id: NodeId, peers: BTreeMap<NodeId, String>, data_dir: PathBuf) -> NodeConfig {
@@ -85,6 +92,8 @@ impl NodeConfig {
             region: "local".into(),
             snapshot_after_logs: 20_000,
             heartbeat_ms: Self::DEFAULT_HEARTBEAT_MS,
+            max_clock_skew_ms: Self::DEFAULT_MAX_CLOCK_SKEW_MS,
+            wall_clock: WallClock::system(),
         }
     }
 }
@@ -114,10 +123,15 @@ pub(crate) struct Core {
     pub network: Network,
     /// The cluster this node belongs to and whether it may vote.
     pub admission: Admission,
+    /// The time this node stamps and reads at while it leads.
+    pub clock: Arc<LeaderClock>,
+    /// Set while this leader hands its leadership over: it proposes nothing, answers no read and
+    /// sends no heartbeat, so that its followers' leader lease runs out and the successor wins.
+    pub handing_over: std::sync::atomic::AtomicBool,
     /// Held while a membership change runs (on the leader).
     pub changing: tokio::sync::Mutex<()>,
-    /// The members that answered the election gate's pings lately, this node included.
-    pub answering: std::sync::RwLock<std::collections::BTreeSet<NodeId>>,
+    /// When each member last answered the election gate's pings.
+    pub answered: std::sync::RwLock<BTreeMap<NodeId, tokio::time::Instant>>,
     /// Connections to the leaders this node forwarded to, by node id and address (reused: a
     /// forwarded request must not pay for a new connection), apart from Raft's own.
     pub forwarders: PeerClients,
@@ -132,13 +146,6 @@ pub struct Node {
     batching: JoinHandle<()>,
     /// The database, to know when every holder has let go of it.
     db: Weak<rocksdb::DB>,
-}
-
-/// Milliseconds since the Unix epoch, by this machine's clock.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Node {
@@ -187,8 +194,13 @@ impl Node {
         // The election gate keeps them so; off from the start for a node that may not stand.
         raft.runtime_config().elect(admission.may_stand());
         let forming = matches!(admission.standing(), Standing::Blank | Standing::Fresh);
-        log_start(&config, &raft, admission.standing());
-        let (batcher, batching) = Batcher::start(raft.clone(), LEADER_WAIT, awaited);
+        log_if_flags_differ(&config, &raft, admission.standing());
+        let clock = Arc::new(LeaderClock::new(
+            config.wall_clock.clone(),
+            config.max_clock_skew_ms,
+        ));
+        let (batcher, batching) =
+            Batcher::start(raft.clone(), LEADER_WAIT, awaited, Arc::clone(&clock));
         let core = Arc::new(Core {
             id: config.id,
             raft,
@@ -197,8 +209,10 @@ impl Node {
             forwarders: PeerClients::new(network.peers.partition.clone(), admission.cluster()),
             network,
             admission,
+            clock,
+            handing_over: Default::default(),
             changing: tokio::sync::Mutex::new(()),
-            answering: Default::default(),
+            answered: Default::default(),
         });
         let (shutdown, signal) = watch::channel(false);
         let mut tasks = Vec::new();
@@ -226,6 +240,13 @@ impl Node {
             tasks.push(tokio::spawn(formation::run(
                 Arc::clone(&core),
                 config.peers.clone(),
+                signal.clone(),
+            )));
+        }
+        if let (Some(member), Standing::Joining) = (&config.join, core.admission.standing()) {
+            tasks.push(tokio::spawn(formation::announce(
+                Arc::clone(&core),
+                member.clone(),
                 signal.clone(),
             )));
         }
@@ -292,6 +313,43 @@ impl Node {
         }
     }
 
+    /// When this node leads, hands its leadership to the most caught-up other voter and waits
+    /// until that node leads (before a planned stop: the cluster need not wait out an election
+    /// timeout). Returns the new leader; `None` when this node did not lead or is the only voter.
+    pub async fn hand_over(&self) -> Result<Option<NodeId>, NodeError> {
+        if !self.core.is_leader() {
+            return Ok(None);
+        }
+        let (voters, nodes) = {
+            let metrics = self.core.raft.metrics();
+            let m = metrics.borrow();
+            let membership = m.membership_config.membership();
+            let voters: std::collections::BTreeSet<NodeId> = membership
+                .voter_ids()
+                .filter(|id| *id != self.core.id)
+                .collect();
+            let nodes: BTreeMap<NodeId, String> = membership
+                .nodes()
+                .map(|(id, n)| (*id, n.addr.clone()))
+                .collect();
+            (voters, nodes)
+        };
+        if voters.is_empty() {
+            return Ok(None);
+        }
+        self.core.hand_over(&voters, &nodes).await.map(Some)
+    }
+
+    /// This node's clock minus the cluster's (the median of a majority of the voters'), in
+    /// milliseconds, and whether it differs by more than the bound (then the node does not stand
+    /// for election).
+    pub fn clock_offset(&self) -> (i64, bool) {
+        (
+            self.core.clock.offset().unwrap_or(0),
+            self.core.clock.skewed(),
+        )
+    }
+
     /// Queues that gained a deliverable message on this node (for long polls).
     pub fn wakeups(&self) -> tokio::sync::broadcast::Receiver<uuid::Uuid> {
         self.core.reader.subscribe()
@@ -327,9 +385,8 @@ impl Node {
     }
 }
 
-/// Says how this node starts: forming a cluster, waiting to be added, or going by the membership
-/// in its log (and whether that differs from its flags).
-fn log_start(config: &NodeConfig, raft: &Raft<TypeConfig>, standing: Standing) {
+/// Says when a restarted node's membership, which it goes by, differs from its flags.
+fn log_if_flags_differ(config: &NodeConfig, raft: &Raft<TypeConfig>, standing: Standing) {
     let stored: BTreeMap<NodeId, String> = raft
         .metrics()
         .borrow()
@@ -338,22 +395,12 @@ fn log_start(config: &NodeConfig, raft: &Raft<TypeConfig>, standing: Standing) {
         .nodes()
         .map(|(id, n)| (*id, n.addr.clone()))
         .collect();
-    match (standing, &config.join) {
-        (Standing::Joining, Some(member)) => tracing::info!(
-            node = config.id,
-            member = %member,
-            "waiting to be added: on any member, run `raftq cluster add --id {} --raft-addr \
-             <this node's peer address>`",
-            config.id
-        ),
-        (Standing::Member, _) if config.join.is_none() && stored != config.peers => {
-            tracing::info!(
-                ?stored,
-                flags = ?config.peers,
-                "the membership in the log differs from --peers; the log's is used"
-            )
-        }
-        _ => {}
+    if standing == Standing::Member && config.join.is_none() && stored != config.peers {
+        tracing::info!(
+            ?stored,
+            flags = ?config.peers,
+            "the membership in the log differs from --peers; the log's is used"
+        );
     }
 }
 
@@ -451,6 +498,9 @@ impl Core {
 
     /// Serves a request on this node, which must be the leader.
     pub(crate) async fn serve_local(&self, request: &Forwarded) -> Result<ForwardReply, NodeError> {
+        if self.handing_over.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(NodeError::NotLeader(None));
+        }
         match request {
             Forwarded::Write(command) => self
                 .propose(command.clone())
@@ -463,7 +513,7 @@ impl Core {
                     )) => NodeError::NotLeader(f.leader_id),
                     other => NodeError::Unavailable(other.to_string()),
                 })?;
-                let now = now_ms();
+                let now = self.clock.now();
                 // Timers that fell due since the last entry fire before the read sees the state.
                 if self
                     .reader
@@ -493,16 +543,29 @@ impl Core {
         self.raft.metrics().borrow().current_leader
     }
 
-    /// The members that answered lately, this node included.
-    pub(crate) fn answering(&self) -> std::collections::BTreeSet<NodeId> {
-        self.answering.read().map(|r| r.clone()).unwrap_or_default()
+    /// The members that answered a ping `within` the last while, this node included.
+    pub(crate) fn answering(&self, within: Duration) -> std::collections::BTreeSet<NodeId> {
+        let mut answering: std::collections::BTreeSet<NodeId> = self
+            .answered
+            .read()
+            .map(|a| {
+                a.iter()
+                    .filter(|(_, at)| at.elapsed() <= within)
+                    .map(|(id, _)| *id)
+                    .collect()
+            })
+            .unwrap_or_default();
+        answering.insert(self.id);
+        answering
     }
 
-    /// Whether this node currently leads.
+    /// Whether this node currently leads (and is not handing over).
     pub(crate) fn is_leader(&self) -> bool {
         let metrics = self.raft.metrics();
         let m = metrics.borrow();
-        m.state == ServerState::Leader && m.current_leader == Some(self.id)
+        m.state == ServerState::Leader
+            && m.current_leader == Some(self.id)
+            && !self.handing_over.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

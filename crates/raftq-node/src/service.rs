@@ -69,7 +69,7 @@ impl RaftRpc for PeerService {
         let status = self
             .core
             .admission
-            .status()
+            .status(self.core.clock.wall())
             .map_err(|e| Status::internal(format!("cannot read the log: {e}")))?;
         encode(&status)
     }

@@ -9,7 +9,7 @@ use raftq_engine::Command;
 use tokio::sync::watch;
 
 use crate::error::NodeError;
-use crate::node::{now_ms, Core};
+use crate::node::Core;
 
 /// The longest the timer sleeps before looking at the next due time again (new leases and
 /// delays can bring it forward).
@@ -28,7 +28,7 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
             }
             continue;
         }
-        let now = now_ms();
+        let now = core.clock.now();
         let due = core.reader.with_engine(|e| e.next_due()).flatten();
         let pause = match due {
             Some(due) if due <= now => match core.propose(Command::Tick).await {

@@ -3,6 +3,8 @@
 //! follower. Every test is bounded in time and removes its data directories.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -10,7 +12,8 @@ use raftq_engine::{
     Command, EngineError, NewMessage, Outcome, QueueAttributes, QueueStats, SendResult,
 };
 use raftq_node::{
-    Change, ChangeError, ChangeResult, Node, NodeConfig, NodeError, Query, QueryResult,
+    now_ms, Change, ChangeError, ChangeResult, Node, NodeConfig, NodeError, Query, QueryResult,
+    WallClock,
 };
 use raftq_store::Response;
 use tempfile::TempDir;
@@ -25,10 +28,20 @@ struct Cluster {
     peers: BTreeMap<u64, String>,
     nodes: BTreeMap<u64, Node>,
     snapshot_after_logs: u64,
+    /// Nodes that read another clock than the machine's.
+    clocks: BTreeMap<u64, WallClock>,
 }
 
 impl Cluster {
     async fn start(size: u64, snapshot_after_logs: u64) -> Cluster {
+        Cluster::start_with_clocks(size, snapshot_after_logs, BTreeMap::new()).await
+    }
+
+    async fn start_with_clocks(
+        size: u64,
+        snapshot_after_logs: u64,
+        clocks: BTreeMap<u64, WallClock>,
+    ) -> Cluster {
         let mut listeners = BTreeMap::new();
         for id in 1..=size {
             let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -43,6 +56,7 @@ impl Cluster {
             peers,
             nodes: BTreeMap::new(),
             snapshot_after_logs,
+            clocks,
         };
         for (id, listener) in listeners {
             cluster.launch(id, listener, None).await;
@@ -60,6 +74,9 @@ impl Cluster {
         );
         config.join = join;
         config.heartbeat_ms = 50;
+        if let Some(clock) = self.clocks.get(&id) {
+            config.wall_clock = clock.clone();
+        }
         config.snapshot_after_logs = self.snapshot_after_logs;
         let node = Node::start(config, listener).await.expect("start node");
         self.nodes.insert(id, node);
@@ -816,7 +833,8 @@ async fn bad_membership_changes_are_refused_and_change_nothing() {
         let mut followers = cluster.nodes.keys().copied().filter(|id| *id != leader);
         let (down, kept) = (followers.next().expect("a"), followers.next().expect("b"));
         cluster.stop(down).await;
-        sleep(Duration::from_secs(1)).await;
+        // Until the leader has missed its pings for a while.
+        sleep(Duration::from_secs(3)).await;
         let node = cluster.node(leader);
         assert_eq!(
             change(node, Change::Remove { id: kept }).await,
@@ -880,6 +898,109 @@ async fn a_node_that_lost_its_disk_votes_again_once_replaced() {
                 .expect("a write without the old leader"),
         );
         assert_eq!(stats(cluster.node(lost), "q").await.visible, 11);
+    })
+    .await
+    .expect("bounded");
+}
+
+/// A leader about to stop hands over: its successor leads after one election, without waiting
+/// for the old leader to go silent, and writes through the old leader go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_hands_over_before_it_stops() {
+    timeout(BOUND, async {
+        let mut cluster = Cluster::start(3, 10_000).await;
+        let leader = cluster.leader().await;
+        let node = cluster.node(leader);
+        outcome(
+            node.write(create("q", QueueAttributes::default()))
+                .await
+                .expect("create"),
+        );
+        let term = node.raft().metrics().borrow().current_term;
+        let successor = node
+            .hand_over()
+            .await
+            .expect("handed over")
+            .expect("a successor");
+        assert_ne!(successor, leader);
+        let metrics = cluster.node(successor).raft().metrics().borrow().clone();
+        assert_eq!(
+            (metrics.current_leader, metrics.current_term),
+            (Some(successor), term + 1)
+        );
+        sent(node.write(plain("q", "after")).await.expect("forwarded"));
+        cluster.stop(leader).await;
+        assert_eq!(
+            cluster.leader().await,
+            successor,
+            "no election after the stop"
+        );
+        let follower = cluster.follower().await;
+        assert_eq!(cluster.node(follower).hand_over().await, Ok(None));
+    })
+    .await
+    .expect("bounded");
+}
+
+/// A leader whose clock jumps an hour ahead stamps at most the bound past real time: a 60 s
+/// lease taken before is still held, and the state machine's clock stays near real time. It sees
+/// its skew against the others' clocks and gives up the lead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_whose_clock_jumps_an_hour_ahead_cannot_end_leases_early() {
+    timeout(BOUND, async {
+        const HOUR: u64 = 3_600_000;
+        let offsets: Vec<Arc<AtomicU64>> = (0..=3).map(|_| Arc::default()).collect();
+        let clocks = (1..=3)
+            .map(|id| {
+                let offset = Arc::clone(&offsets[id as usize]);
+                (
+                    id,
+                    WallClock::new(move || now_ms() + offset.load(Ordering::Relaxed)),
+                )
+            })
+            .collect();
+        let cluster = Cluster::start_with_clocks(3, 10_000, clocks).await;
+        let leader = cluster.leader().await;
+        let node = cluster.node(leader);
+        outcome(
+            node.write(create("q", QueueAttributes::default()))
+                .await
+                .expect("create"),
+        );
+        sent(node.write(plain("q", "held")).await.expect("send"));
+        outcome(node.write(receive("q", 1, 60)).await.expect("receive"));
+
+        offsets[leader as usize].store(HOUR, Ordering::Relaxed);
+        for i in 0..20 {
+            sent(
+                node.write(plain("q", &format!("m{i}")))
+                    .await
+                    .expect("send while skewed"),
+            );
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !node.clock_offset().1 {
+            assert!(Instant::now() < deadline, "the leader never saw its skew");
+            sleep(Duration::from_millis(20)).await;
+        }
+        assert!(node.clock_offset().0 > HOUR as i64 - 1_000);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while cluster.leader().await == leader {
+            assert!(Instant::now() < deadline, "the skewed leader kept the lead");
+            sleep(Duration::from_millis(50)).await;
+        }
+        let s = stats(node, "q").await;
+        assert_eq!(
+            (s.leased, s.visible),
+            (1, 20),
+            "the 60 s lease is still held"
+        );
+        let engine_now = node.reader().with_engine(|e| e.now()).expect("engine");
+        assert!(
+            engine_now < now_ms() + 5_000,
+            "the state machine's clock stays near real time ({} ms ahead)",
+            engine_now.saturating_sub(now_ms())
+        );
     })
     .await
     .expect("bounded");

@@ -47,6 +47,12 @@ pub struct ServeArgs {
     #[arg(long, env = "RAFTQ_HEARTBEAT_MS", default_value_t = NodeConfig::DEFAULT_HEARTBEAT_MS,
           value_parser = clap::value_parser!(u64).range(10..=10_000))]
     pub heartbeat_ms: u64,
+    /// How far this node's clock may differ from the median of the voters' clocks before it no
+    /// longer stands for election (a leader hands over), and how far ahead of the cluster's time
+    /// a leader may stamp an entry.
+    #[arg(long, env = "RAFTQ_MAX_CLOCK_SKEW_MS", default_value_t = NodeConfig::DEFAULT_MAX_CLOCK_SKEW_MS,
+          value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    pub max_clock_skew_ms: u64,
 }
 
 /// Why `raftq serve` stopped.
@@ -115,6 +121,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     config.region = args.region.clone();
     config.join = args.join.clone();
     config.heartbeat_ms = args.heartbeat_ms;
+    config.max_clock_skew_ms = args.max_clock_skew_ms;
     let node = Arc::new(Node::start(config, raft_listener).await?);
     let api = raftq_api::Api::new(Arc::clone(&node), args.region.clone(), keys);
     let listener = TcpListener::bind(args.listen).await?;
@@ -127,8 +134,17 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
             tracing::warn!(error = %e, "cannot set TCP_NODELAY");
         }
     });
+    let leaving = Arc::clone(&node);
     axum::serve(listener, raftq_api::router(api))
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            // A leader that stops on purpose hands over first, while it still forwards.
+            match leaving.hand_over().await {
+                Ok(Some(successor)) => tracing::info!(successor, "handed leadership over"),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = %e, "could not hand leadership over"),
+            }
+        })
         .await?;
     if let Ok(node) = Arc::try_unwrap(node) {
         node.shutdown().await;

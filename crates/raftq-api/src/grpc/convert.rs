@@ -301,6 +301,8 @@ impl From<RaftStatus> for pb::Cluster {
             commit_index: s.commit_index,
             node_id: s.node_id,
             region: s.region,
+            clock_offset_ms: s.clock_offset_ms,
+            clock_skewed: s.clock_skewed,
         }
     }
 }
