@@ -28,7 +28,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::admission::PeerStatus;
-use crate::node::Core;
+use crate::shared::Core;
 
 /// How often every member is pinged.
 const EVERY: Duration = Duration::from_millis(100);
@@ -72,32 +72,22 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
             _ = tick.tick() => {}
             _ = shutdown.changed() => return,
         }
-        let (configs, others, nodes) = {
-            let metrics = core.raft.metrics();
-            let m = metrics.borrow();
-            let membership = m.membership_config.membership();
-            let nodes: BTreeMap<NodeId, String> = membership
-                .nodes()
-                .map(|(id, node)| (*id, node.addr.clone()))
-                .collect();
-            let others: Vec<(NodeId, String)> = nodes
-                .iter()
-                .filter(|(id, _)| **id != core.id)
-                .map(|(id, addr)| (*id, addr.clone()))
-                .collect();
-            (membership.get_joint_config().clone(), others, nodes)
-        };
-        let pings = others.iter().map(|(id, addr)| {
-            let mut client = core.network.peers.get(*id, addr);
-            let clock = Arc::clone(&core.clock);
-            async move {
-                let sent = clock.wall();
-                let status = client.ping(PING_TIMEOUT).await;
-                // The peer read its clock about halfway through the round trip.
-                let midway = sent / 2 + clock.wall() / 2;
-                (*id, midway, status)
-            }
-        });
+        let members = core.members();
+        let pings = members
+            .nodes
+            .iter()
+            .filter(|(id, _)| **id != core.id)
+            .map(|(id, addr)| {
+                let mut client = core.network.peers.get(*id, addr);
+                let clock = Arc::clone(&core.clock);
+                async move {
+                    let sent = clock.wall();
+                    let status = client.ping(PING_TIMEOUT).await;
+                    // The peer read its clock about halfway through the round trip.
+                    let midway = sent / 2 + clock.wall() / 2;
+                    (*id, midway, status)
+                }
+            });
         for (id, midway, status) in join_all(pings).await {
             if let Some(status) = status {
                 let offset = status.clock_ms as i64 - midway as i64;
@@ -115,7 +105,7 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
                 .map(|(id, (_, status, offset))| (*id, status, *offset))
         };
         let answering = recent().count() + 1;
-        let voters: BTreeSet<NodeId> = configs.iter().flatten().copied().collect();
+        let voters = members.voters();
         let offsets: Vec<i64> = recent()
             .filter(|(id, _, _)| voters.contains(id))
             .map(|(_, _, offset)| offset)
@@ -141,9 +131,10 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
         }
         if skewed && core.is_leader() {
             // Apart from this loop, which must go on measuring while the handover runs.
-            let successors: BTreeSet<NodeId> =
-                voters.iter().copied().filter(|id| *id != core.id).collect();
+            let mut successors = voters.clone();
+            successors.remove(&core.id);
             let leaving = Arc::clone(&core);
+            let nodes = members.nodes.clone();
             tokio::spawn(async move {
                 if let Err(e) = leaving.hand_over(&successors, &nodes).await {
                     tracing::warn!(error = %e, "a leader with a skewed clock could not hand over");
@@ -162,7 +153,8 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
             .map(|(id, _, _)| id)
             .collect();
         voters_for_us.insert(core.id);
-        let allow = majority(&voters_for_us, &configs) && core.admission.may_stand() && !skewed;
+        let allow =
+            majority(&voters_for_us, &members.configs) && core.admission.may_stand() && !skewed;
         if allow != open {
             open = allow;
             core.raft.runtime_config().elect(allow);

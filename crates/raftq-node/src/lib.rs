@@ -16,7 +16,9 @@ pub mod membership;
 pub mod network;
 mod node;
 pub mod query;
+mod routing;
 mod service;
+mod shared;
 mod snapshots;
 mod timer;
 

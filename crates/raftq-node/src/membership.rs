@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use crate::error::NodeError;
 use crate::network::PeerClient;
-use crate::node::Core;
+use crate::shared::Core;
 
 /// How long a new node may take to catch up before it is made a voter; past it, the node is
 /// removed again and the change refused.
@@ -105,23 +105,14 @@ impl Core {
         let Ok(_running) = self.changing.try_lock() else {
             return Ok(Err(ChangeError::Busy));
         };
-        let (voters, nodes, joint) = {
-            let metrics = self.raft.metrics();
-            let m = metrics.borrow();
-            let membership = m.membership_config.membership();
-            let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
-            let nodes: BTreeMap<NodeId, String> = membership
-                .nodes()
-                .map(|(id, n)| (*id, n.addr.clone()))
-                .collect();
-            (voters, nodes, membership.get_joint_config().len() > 1)
-        };
-        if joint {
+        let members = self.members();
+        if members.configs.len() > 1 {
             return Ok(Err(ChangeError::Busy));
         }
+        let voters = members.voters();
         match change {
             Change::Add { id, raft_addr } => self.add(*id, raft_addr, &voters).await,
-            Change::Remove { id } => self.remove(*id, &voters, &nodes).await,
+            Change::Remove { id } => self.remove(*id, &voters, &members.nodes).await,
         }
     }
 

@@ -10,14 +10,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use openraft::error::RaftError;
-use openraft::{Config, Raft, ServerState, SnapshotPolicy};
+use openraft::{Config, Raft, SnapshotPolicy};
 use raftq_engine::{Command, EngineError};
 use raftq_store::{
     open_db, NodeId, Response, RocksLogStore, RocksStateMachine, StateReader, TypeConfig, LOGS_CF,
     META_CF,
 };
-use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -27,20 +25,18 @@ use crate::admission::{Admission, Standing};
 use crate::batcher::Batcher;
 use crate::clock::{LeaderClock, WallClock};
 use crate::error::{NodeError, StartError};
-use crate::membership::{self, Change, ChangeResult};
+use crate::membership::{Change, ChangeResult};
 use crate::network::{Network, Partition, PeerClients, WINDOW};
-use crate::query::{self, Query, QueryResult};
+use crate::query::{Query, QueryResult};
+use crate::routing::{mismatched, ForwardReply, Forwarded, LEADER_WAIT};
 use crate::rpc::raft_server::RaftServer;
 use crate::service::PeerService;
+use crate::shared::Core;
 use crate::{formation, gate};
 use crate::{snapshots, timer};
 
-/// How long a client request may wait for a leader before it is answered `unavailable`.
-const LEADER_WAIT: Duration = Duration::from_secs(5);
 /// How long shutdown waits for openraft's tasks to release the database.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
-/// Pause between attempts while no leader is known.
-const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 /// Log entries one replication request may cover (openraft's default is 300). The network sends
 /// them in requests of at most [`APPEND_BYTES`](crate::network::APPEND_BYTES); a new leader
@@ -96,45 +92,6 @@ impl NodeConfig {
             wall_clock: WallClock::system(),
         }
     }
-}
-
-/// A client request a follower hands to the leader.
-#[derive(Debug, Serialize, Deserialize)]
-pub(crate) enum Forwarded {
-    Write(Command),
-    Read(Query),
-    Change(Change),
-}
-
-/// The leader's answer to a [`Forwarded`] request.
-#[derive(Debug, Serialize, Deserialize)]
-pub(crate) enum ForwardReply {
-    Written(Response),
-    Read(Result<QueryResult, EngineError>),
-    Changed(ChangeResult),
-}
-
-/// The parts of a node the peer service and the timer share.
-pub(crate) struct Core {
-    pub id: NodeId,
-    pub raft: Raft<TypeConfig>,
-    pub batcher: Batcher,
-    pub reader: StateReader,
-    pub network: Network,
-    /// The cluster this node belongs to and whether it may vote.
-    pub admission: Admission,
-    /// The time this node stamps and reads at while it leads.
-    pub clock: Arc<LeaderClock>,
-    /// Set while this leader hands its leadership over: it proposes nothing, answers no read and
-    /// sends no heartbeat, so that its followers' leader lease runs out and the successor wins.
-    pub handing_over: std::sync::atomic::AtomicBool,
-    /// Held while a membership change runs (on the leader).
-    pub changing: tokio::sync::Mutex<()>,
-    /// When each member last answered the election gate's pings.
-    pub answered: std::sync::RwLock<BTreeMap<NodeId, tokio::time::Instant>>,
-    /// Connections to the leaders this node forwarded to, by node id and address (reused: a
-    /// forwarded request must not pay for a new connection), apart from Raft's own.
-    pub forwarders: PeerClients,
 }
 
 /// A running node.
@@ -320,24 +277,13 @@ impl Node {
         if !self.core.is_leader() {
             return Ok(None);
         }
-        let (voters, nodes) = {
-            let metrics = self.core.raft.metrics();
-            let m = metrics.borrow();
-            let membership = m.membership_config.membership();
-            let voters: std::collections::BTreeSet<NodeId> = membership
-                .voter_ids()
-                .filter(|id| *id != self.core.id)
-                .collect();
-            let nodes: BTreeMap<NodeId, String> = membership
-                .nodes()
-                .map(|(id, n)| (*id, n.addr.clone()))
-                .collect();
-            (voters, nodes)
-        };
+        let members = self.core.members();
+        let mut voters = members.voters();
+        voters.remove(&self.core.id);
         if voters.is_empty() {
             return Ok(None);
         }
-        self.core.hand_over(&voters, &nodes).await.map(Some)
+        self.core.hand_over(&voters, &members.nodes).await.map(Some)
     }
 
     /// This node's clock minus the cluster's (the median of a majority of the voters'), in
@@ -401,233 +347,5 @@ fn log_if_flags_differ(config: &NodeConfig, raft: &Raft<TypeConfig>, standing: S
             flags = ?config.peers,
             "the membership in the log differs from --peers; the log's is used"
         );
-    }
-}
-
-/// A leader answered a request with a reply of another kind.
-fn mismatched() -> NodeError {
-    NodeError::Storage("mismatched reply".into())
-}
-
-impl Core {
-    /// Runs a request here when this node leads, else at the leader; retries while no leader
-    /// is known, up to [`LEADER_WAIT`] (a membership change also has the time it may take).
-    async fn route(&self, request: Forwarded) -> Result<ForwardReply, NodeError> {
-        let patience = match request {
-            Forwarded::Change(_) => LEADER_WAIT + membership::LONGEST,
-            Forwarded::Write(_) | Forwarded::Read(_) => LEADER_WAIT,
-        };
-        let deadline = Instant::now() + patience;
-        loop {
-            let outcome = match self.serve_local(&request).await {
-                Err(NodeError::NotLeader(Some(leader))) if leader != self.id => {
-                    self.forward(leader, &request, deadline).await
-                }
-                other => other,
-            };
-            match outcome {
-                Err(NodeError::NotLeader(_)) | Err(NodeError::Unavailable(_))
-                    if Instant::now() + RETRY_PAUSE < deadline =>
-                {
-                    tokio::time::sleep(RETRY_PAUSE).await;
-                }
-                Err(NodeError::NotLeader(_)) => {
-                    return Err(NodeError::Unavailable("no leader could be reached".into()))
-                }
-                other => return other,
-            }
-        }
-    }
-
-    async fn forward(
-        &self,
-        leader: NodeId,
-        request: &Forwarded,
-        deadline: Instant,
-    ) -> Result<ForwardReply, NodeError> {
-        let addr = {
-            let metrics = self.raft.metrics();
-            let m = metrics.borrow();
-            m.membership_config
-                .membership()
-                .get_node(&leader)
-                .map(|n| n.addr.clone())
-        };
-        let Some(addr) = addr else {
-            return Err(NodeError::NotLeader(None));
-        };
-        let mut client = self.forwarders.get(leader, &addr);
-        let timeout = deadline.saturating_duration_since(Instant::now());
-        let read = matches!(request, Forwarded::Read(_));
-        // A leader that dies without closing its connections (its host gone, not just its
-        // process) leaves the call hanging until its timeout; once this node sees another leader
-        // or an election, the call is given up instead.
-        let mut metrics = self.raft.metrics();
-        if metrics.borrow().current_leader != Some(leader) {
-            // Deposed before anything was sent: the request is routed again.
-            return Err(NodeError::NotLeader(None));
-        }
-        // A write that may have reached the leader may have committed; a read can always be
-        // asked again.
-        let failed = |message: String, maybe_sent: bool| {
-            if read || !maybe_sent {
-                NodeError::Unavailable(message)
-            } else {
-                NodeError::Timeout(format!("{message}; the write may still commit"))
-            }
-        };
-        // A leader that removes itself hands over on purpose, and answers where to go next.
-        let deposed = async {
-            match request {
-                Forwarded::Change(_) => std::future::pending::<()>().await,
-                _ => {
-                    let _ = metrics.wait_for(|m| m.current_leader != Some(leader)).await;
-                }
-            }
-        };
-        tokio::select! {
-            reply = client.forward(request, timeout) => reply.map_err(|e| {
-                failed(format!("forwarding to node {leader}: {e}"), !e.unreachable())
-            })?,
-            _ = deposed => Err(failed(
-                format!("node {leader} stopped leading while a request was forwarded to it"),
-                true,
-            )),
-        }
-    }
-
-    /// Serves a request on this node, which must be the leader.
-    pub(crate) async fn serve_local(&self, request: &Forwarded) -> Result<ForwardReply, NodeError> {
-        if self.handing_over.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err(NodeError::NotLeader(None));
-        }
-        match request {
-            Forwarded::Write(command) => self
-                .propose(command.clone())
-                .await
-                .map(ForwardReply::Written),
-            Forwarded::Read(query) => {
-                self.raft.ensure_linearizable().await.map_err(|e| match e {
-                    RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(
-                        f,
-                    )) => NodeError::NotLeader(f.leader_id),
-                    other => NodeError::Unavailable(other.to_string()),
-                })?;
-                let now = self.clock.now();
-                // Timers that fell due since the last entry fire before the read sees the state.
-                if self
-                    .reader
-                    .with_engine(|e| e.next_due())
-                    .flatten()
-                    .is_some_and(|due| due <= now)
-                {
-                    self.propose(Command::Tick).await?;
-                }
-                query::run(&self.reader, query, now).map(ForwardReply::Read)
-            }
-            Forwarded::Change(change) => self
-                .change_membership(change)
-                .await
-                .map(ForwardReply::Changed),
-        }
-    }
-
-    /// Proposes a command (stamped with this leader's clock, grouped with concurrent ones) and
-    /// waits until it is applied.
-    pub(crate) async fn propose(&self, command: Command) -> Result<Response, NodeError> {
-        self.batcher.propose(command).await
-    }
-
-    /// The leader this node knows of.
-    pub(crate) fn current_leader(&self) -> Option<NodeId> {
-        self.raft.metrics().borrow().current_leader
-    }
-
-    /// The members that answered a ping `within` the last while, this node included.
-    pub(crate) fn answering(&self, within: Duration) -> std::collections::BTreeSet<NodeId> {
-        let mut answering: std::collections::BTreeSet<NodeId> = self
-            .answered
-            .read()
-            .map(|a| {
-                a.iter()
-                    .filter(|(_, at)| at.elapsed() <= within)
-                    .map(|(id, _)| *id)
-                    .collect()
-            })
-            .unwrap_or_default();
-        answering.insert(self.id);
-        answering
-    }
-
-    /// Whether this node currently leads (and is not handing over).
-    pub(crate) fn is_leader(&self) -> bool {
-        let metrics = self.raft.metrics();
-        let m = metrics.borrow();
-        m.state == ServerState::Leader
-            && m.current_leader == Some(self.id)
-            && !self.handing_over.load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::network::{CallError, PeerClient};
-
-    /// A forward to `addr` that fails in transport, with its status.
-    async fn failed_forward(addr: &str, timeout: Duration) -> tonic::Status {
-        let mut client = PeerClient::new(2, addr, Partition::default(), Default::default());
-        let request = Forwarded::Read(Query::ListQueues {
-            account: "dev".into(),
-            prefix: String::new(),
-        });
-        match client
-            .forward::<_, Result<ForwardReply, NodeError>>(&request, timeout)
-            .await
-        {
-            Err(CallError::Transport(status)) => status,
-            other => panic!("expected a transport error, got {other:?}"),
-        }
-    }
-
-    #[tokio::test]
-    async fn a_refused_connection_is_known_to_have_sent_nothing() {
-        let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let addr = closed.local_addr().expect("addr").to_string();
-        drop(closed);
-        let status = failed_forward(&addr, Duration::from_secs(5)).await;
-        assert!(CallError::Transport(status).unreachable());
-    }
-
-    #[tokio::test]
-    async fn a_connection_lost_after_sending_may_have_delivered() {
-        // A peer that accepts the connection and drops it: the request may have arrived.
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr").to_string();
-        let server = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                drop(stream);
-            }
-        });
-        let status = failed_forward(&addr, Duration::from_secs(5)).await;
-        assert!(!CallError::Transport(status).unreachable());
-        server.abort();
-    }
-
-    #[tokio::test]
-    async fn a_peer_that_answers_late_is_not_unreachable() {
-        // Connected, but no answer within the call's timeout: a slow peer, which openraft must
-        // keep sending heartbeats to.
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr").to_string();
-        let server = tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((stream, _)) = listener.accept().await {
-                held.push(stream);
-            }
-        });
-        let status = failed_forward(&addr, Duration::from_millis(200)).await;
-        assert!(!CallError::Transport(status).unreachable());
-        server.abort();
     }
 }

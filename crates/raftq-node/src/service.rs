@@ -11,9 +11,10 @@ use uuid::Uuid;
 
 use crate::admission::{PeerCall, Standing, CLUSTER_HEADER};
 use crate::error::NodeError;
-use crate::node::{Core, ForwardReply, Forwarded};
+use crate::routing::{ForwardReply, Forwarded};
 use crate::rpc::raft_server::Raft as RaftRpc;
 use crate::rpc::Blob;
+use crate::shared::Core;
 
 pub(crate) struct PeerService {
     core: Arc<Core>,

@@ -1,0 +1,229 @@
+//! Client requests on their way to the leader: a node serves a request itself when it leads, or
+//! forwards it over the peer service to the leader it knows, and tries again (another leader,
+//! or after a pause) while no leader is known.
+
+use std::time::{Duration, Instant};
+
+use openraft::error::RaftError;
+use raftq_engine::{Command, EngineError};
+use raftq_store::{NodeId, Response};
+use serde::{Deserialize, Serialize};
+
+use crate::error::NodeError;
+use crate::membership::{self, Change, ChangeResult};
+use crate::query::{self, Query, QueryResult};
+use crate::shared::Core;
+
+/// How long a client request may wait for a leader before it is answered `unavailable`.
+pub(crate) const LEADER_WAIT: Duration = Duration::from_secs(5);
+/// Pause between attempts while no leader is known.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// A client request a follower hands to the leader.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum Forwarded {
+    Write(Command),
+    Read(Query),
+    Change(Change),
+}
+
+/// The leader's answer to a [`Forwarded`] request.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum ForwardReply {
+    Written(Response),
+    Read(Result<QueryResult, EngineError>),
+    Changed(ChangeResult),
+}
+
+/// A leader answered a request with a reply of another kind.
+pub(crate) fn mismatched() -> NodeError {
+    NodeError::Storage("mismatched reply".into())
+}
+
+impl Core {
+    /// Runs a request here when this node leads, else at the leader; retries while no leader
+    /// is known, up to [`LEADER_WAIT`] (a membership change also has the time it may take).
+    pub(crate) async fn route(&self, request: Forwarded) -> Result<ForwardReply, NodeError> {
+        let patience = match request {
+            Forwarded::Change(_) => LEADER_WAIT + membership::LONGEST,
+            Forwarded::Write(_) | Forwarded::Read(_) => LEADER_WAIT,
+        };
+        let deadline = Instant::now() + patience;
+        loop {
+            let outcome = match self.serve_local(&request).await {
+                Err(NodeError::NotLeader(Some(leader))) if leader != self.id => {
+                    self.forward(leader, &request, deadline).await
+                }
+                other => other,
+            };
+            match outcome {
+                Err(NodeError::NotLeader(_)) | Err(NodeError::Unavailable(_))
+                    if Instant::now() + RETRY_PAUSE < deadline =>
+                {
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                }
+                Err(NodeError::NotLeader(_)) => {
+                    return Err(NodeError::Unavailable("no leader could be reached".into()))
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn forward(
+        &self,
+        leader: NodeId,
+        request: &Forwarded,
+        deadline: Instant,
+    ) -> Result<ForwardReply, NodeError> {
+        let addr = {
+            let metrics = self.raft.metrics();
+            let m = metrics.borrow();
+            m.membership_config
+                .membership()
+                .get_node(&leader)
+                .map(|n| n.addr.clone())
+        };
+        let Some(addr) = addr else {
+            return Err(NodeError::NotLeader(None));
+        };
+        let mut client = self.forwarders.get(leader, &addr);
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        let read = matches!(request, Forwarded::Read(_));
+        // A leader that dies without closing its connections (its host gone, not just its
+        // process) leaves the call hanging until its timeout; once this node sees another leader
+        // or an election, the call is given up instead.
+        let mut metrics = self.raft.metrics();
+        if metrics.borrow().current_leader != Some(leader) {
+            // Deposed before anything was sent: the request is routed again.
+            return Err(NodeError::NotLeader(None));
+        }
+        // A write that may have reached the leader may have committed; a read can always be
+        // asked again.
+        let failed = |message: String, maybe_sent: bool| {
+            if read || !maybe_sent {
+                NodeError::Unavailable(message)
+            } else {
+                NodeError::Timeout(format!("{message}; the write may still commit"))
+            }
+        };
+        // A leader that removes itself hands over on purpose, and answers where to go next.
+        let deposed = async {
+            match request {
+                Forwarded::Change(_) => std::future::pending::<()>().await,
+                _ => {
+                    let _ = metrics.wait_for(|m| m.current_leader != Some(leader)).await;
+                }
+            }
+        };
+        tokio::select! {
+            reply = client.forward(request, timeout) => reply.map_err(|e| {
+                failed(format!("forwarding to node {leader}: {e}"), !e.unreachable())
+            })?,
+            _ = deposed => Err(failed(
+                format!("node {leader} stopped leading while a request was forwarded to it"),
+                true,
+            )),
+        }
+    }
+
+    /// Serves a request on this node, which must be the leader.
+    pub(crate) async fn serve_local(&self, request: &Forwarded) -> Result<ForwardReply, NodeError> {
+        if self.handing_over.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(NodeError::NotLeader(None));
+        }
+        match request {
+            Forwarded::Write(command) => self
+                .propose(command.clone())
+                .await
+                .map(ForwardReply::Written),
+            Forwarded::Read(query) => {
+                self.raft.ensure_linearizable().await.map_err(|e| match e {
+                    RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(
+                        f,
+                    )) => NodeError::NotLeader(f.leader_id),
+                    other => NodeError::Unavailable(other.to_string()),
+                })?;
+                let now = self.clock.now();
+                // Timers that fell due since the last entry fire before the read sees the state.
+                if self
+                    .reader
+                    .with_engine(|e| e.next_due())
+                    .flatten()
+                    .is_some_and(|due| due <= now)
+                {
+                    self.propose(Command::Tick).await?;
+                }
+                query::run(&self.reader, query, now).map(ForwardReply::Read)
+            }
+            Forwarded::Change(change) => self
+                .change_membership(change)
+                .await
+                .map(ForwardReply::Changed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::network::{CallError, Partition, PeerClient};
+    use tokio::net::TcpListener;
+
+    /// A forward to `addr` that fails in transport, with its status.
+    async fn failed_forward(addr: &str, timeout: Duration) -> tonic::Status {
+        let mut client = PeerClient::new(2, addr, Partition::default(), Default::default());
+        let request = Forwarded::Read(Query::ListQueues {
+            account: "dev".into(),
+            prefix: String::new(),
+        });
+        match client
+            .forward::<_, Result<ForwardReply, NodeError>>(&request, timeout)
+            .await
+        {
+            Err(CallError::Transport(status)) => status,
+            other => panic!("expected a transport error, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_known_to_have_sent_nothing() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = closed.local_addr().expect("addr").to_string();
+        drop(closed);
+        let status = failed_forward(&addr, Duration::from_secs(5)).await;
+        assert!(CallError::Transport(status).unreachable());
+    }
+
+    #[tokio::test]
+    async fn a_connection_lost_after_sending_may_have_delivered() {
+        // A peer that accepts the connection and drops it: the request may have arrived.
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let server = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                drop(stream);
+            }
+        });
+        let status = failed_forward(&addr, Duration::from_secs(5)).await;
+        assert!(!CallError::Transport(status).unreachable());
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_answers_late_is_not_unreachable() {
+        // Connected, but no answer within the call's timeout: a slow peer, which openraft must
+        // keep sending heartbeats to.
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let server = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                held.push(stream);
+            }
+        });
+        let status = failed_forward(&addr, Duration::from_millis(200)).await;
+        assert!(!CallError::Transport(status).unreachable());
+        server.abort();
+    }
+}

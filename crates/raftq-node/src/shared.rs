@@ -1,0 +1,107 @@
+//! The parts of a running node that its tasks share (the peer service, the election gate, the
+//! timer, formation, membership changes and routing), with what they ask of them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use openraft::{Raft, ServerState};
+use raftq_engine::Command;
+use raftq_store::{NodeId, Response, StateReader, TypeConfig};
+
+use crate::admission::Admission;
+use crate::batcher::Batcher;
+use crate::clock::LeaderClock;
+use crate::error::NodeError;
+use crate::network::{Network, PeerClients};
+
+/// The parts of a node the peer service and the timer share.
+pub(crate) struct Core {
+    pub id: NodeId,
+    pub raft: Raft<TypeConfig>,
+    pub batcher: Batcher,
+    pub reader: StateReader,
+    pub network: Network,
+    /// The cluster this node belongs to and whether it may vote.
+    pub admission: Admission,
+    /// The time this node stamps and reads at while it leads.
+    pub clock: Arc<LeaderClock>,
+    /// Set while this leader hands its leadership over: it proposes nothing, answers no read and
+    /// sends no heartbeat, so that its followers' leader lease runs out and the successor wins.
+    pub handing_over: AtomicBool,
+    /// Held while a membership change runs (on the leader).
+    pub changing: tokio::sync::Mutex<()>,
+    /// When each member last answered the election gate's pings.
+    pub answered: RwLock<BTreeMap<NodeId, tokio::time::Instant>>,
+    /// Connections to the leaders this node forwarded to, by node id and address (reused: a
+    /// forwarded request must not pay for a new connection), apart from Raft's own.
+    pub forwarders: PeerClients,
+}
+
+/// The membership as this node sees it.
+pub(crate) struct Members {
+    /// The voter sets: one, or two while a change is joint.
+    pub configs: Vec<BTreeSet<NodeId>>,
+    /// Every member (voters and learners) and its peer address.
+    pub nodes: BTreeMap<NodeId, String>,
+}
+
+impl Members {
+    /// The voters of every voter set.
+    pub(crate) fn voters(&self) -> BTreeSet<NodeId> {
+        self.configs.iter().flatten().copied().collect()
+    }
+}
+
+impl Core {
+    /// Proposes a command (stamped with this leader's clock, grouped with concurrent ones) and
+    /// waits until it is applied.
+    pub(crate) async fn propose(&self, command: Command) -> Result<Response, NodeError> {
+        self.batcher.propose(command).await
+    }
+
+    /// The leader this node knows of.
+    pub(crate) fn current_leader(&self) -> Option<NodeId> {
+        self.raft.metrics().borrow().current_leader
+    }
+
+    /// The members that answered a ping `within` the last while, this node included.
+    pub(crate) fn answering(&self, within: Duration) -> BTreeSet<NodeId> {
+        let mut answering: BTreeSet<NodeId> = self
+            .answered
+            .read()
+            .map(|a| {
+                a.iter()
+                    .filter(|(_, at)| at.elapsed() <= within)
+                    .map(|(id, _)| *id)
+                    .collect()
+            })
+            .unwrap_or_default();
+        answering.insert(self.id);
+        answering
+    }
+
+    /// Whether this node currently leads (and is not handing over).
+    pub(crate) fn is_leader(&self) -> bool {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        m.state == ServerState::Leader
+            && m.current_leader == Some(self.id)
+            && !self.handing_over.load(Ordering::Relaxed)
+    }
+
+    /// The membership this node knows (the last in its log).
+    pub(crate) fn members(&self) -> Members {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        let membership = m.membership_config.membership();
+        Members {
+            configs: membership.get_joint_config().clone(),
+            nodes: membership
+                .nodes()
+                .map(|(id, n)| (*id, n.addr.clone()))
+                .collect(),
+        }
+    }
+}
