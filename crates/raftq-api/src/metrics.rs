@@ -319,6 +319,7 @@ mod tests {
             commit_index: 9,
             node_id: 1,
             region: "local".into(),
+            cluster_id: None,
             clock_offset_ms: 0,
             clock_skewed: false,
             last_applied: 7,

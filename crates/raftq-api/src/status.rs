@@ -33,6 +33,10 @@ pub struct RaftStatus {
     pub node_id: u64,
     /// The region the cluster serves.
     pub region: String,
+    /// The id the cluster got when it formed, kept in every member's data directory; `null`
+    /// on a node that has not formed or joined a cluster yet.
+    #[schema(required = true)]
+    pub cluster_id: Option<String>,
     /// The answering node's clock minus the median of the voters' clocks, in milliseconds.
     pub clock_offset_ms: i64,
     /// Whether that is beyond `--max-clock-skew-ms`: the node then does not stand for election.
@@ -86,6 +90,7 @@ pub async fn of(node: &Node, region: &str) -> RaftStatus {
             commit_index: last_applied,
             node_id: m.id,
             region: region.to_string(),
+            cluster_id: node.cluster_id().map(|id| id.to_string()),
             clock_offset_ms,
             clock_skewed,
             last_applied,

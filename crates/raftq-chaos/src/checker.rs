@@ -7,14 +7,25 @@ use crate::history::{Event, Outcome};
 
 /// How long a deduplication ID suppresses resends.
 const DEDUP_WINDOW_MS: u64 = 5 * 60 * 1000;
+/// How far a leader's stamps may run ahead of real time (the nodes' `--max-clock-skew-ms`):
+/// while one node's clock is jumped, a lease may end that much early by the checker's clock.
+const CLOCK_BOUND_MS: u64 = 500;
+/// How long after a clock jump ends the state machine's time may still be ahead: until real
+/// time catches up with the last stamp.
+const CLOCK_SETTLE_MS: u64 = 2_000;
 
 /// What the checker needs besides the history.
 #[derive(Debug, Default)]
 pub struct Final {
     /// Message IDs still in each queue at the end.
     pub remaining: BTreeMap<String, BTreeSet<String>>,
-    /// Each node's (last applied index, state digest); `None` for a node that did not answer.
+    /// Each member's (last applied index, state digest); `None` for a node that did not answer.
     pub node_states: Vec<Option<(u64, String)>>,
+    /// Each member's voters and cluster id as it reports them; `None` for a node that did not
+    /// answer or reported no cluster id.
+    pub memberships: Vec<Option<(Vec<u64>, String)>>,
+    /// The members the faults left (the nodes added and not removed again).
+    pub members: Vec<u64>,
     /// Source queue → its dead-letter queue.
     pub dead_letter: BTreeMap<String, String>,
     pub max_receive_count: u64,
@@ -27,7 +38,7 @@ pub struct Report {
     pub unverifiable: BTreeMap<&'static str, u64>,
 }
 
-pub const INVARIANTS: [&str; 8] = [
+pub const INVARIANTS: [&str; 9] = [
     "1_acknowledged_sends_survive",
     "2_nothing_delivered_unsent",
     "3_fifo_order_per_group",
@@ -36,6 +47,7 @@ pub const INVARIANTS: [&str; 8] = [
     "6_deduplication",
     "7_dead_letter_exactly_once",
     "8_identical_node_state",
+    "9_membership_and_cluster_id_agree",
 ];
 
 impl Report {
@@ -248,6 +260,25 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
     for d in &deliveries {
         per_message.entry((d.queue, d.id)).or_default().push(d);
     }
+    let clock_jumps: Vec<(u64, u64)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Fault {
+                kind, start, end, ..
+            } if kind == "clock_jump" => Some((*start, end + CLOCK_SETTLE_MS)),
+            _ => None,
+        })
+        .collect();
+    let tolerance = |t: u64| {
+        if clock_jumps
+            .iter()
+            .any(|(from, to)| (*from..=*to).contains(&t))
+        {
+            CLOCK_BOUND_MS
+        } else {
+            0
+        }
+    };
     for list in per_message.values_mut() {
         // The server's order of leases: each one adds one to the receive count (the client's
         // request times need not be in that order when a receive was slow to commit).
@@ -257,7 +288,7 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
             let lease_end = acked_receipts
                 .get(pair[0].receipt)
                 .map_or(pair[0].lease_end, |ack| pair[0].lease_end.min(*ack));
-            if pair[1].end < lease_end {
+            if pair[1].end + tolerance(pair[1].end) < lease_end {
                 report.flag(
                     INVARIANTS[3],
                     format!(
@@ -409,6 +440,25 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
     if states.iter().any(|s| s.is_none()) || states.windows(2).any(|w| w[0] != w[1]) {
         report.flag(INVARIANTS[7], format!("node states differ: {states:?}"));
     }
+
+    // 9. Every member names the same voters, the members the faults left, and one cluster id.
+    let expected = &fin.members;
+    if fin.memberships.iter().any(|m| {
+        m.as_ref().is_none_or(|(voters, id)| {
+            voters != expected
+                || fin.memberships[0]
+                    .as_ref()
+                    .is_none_or(|(_, first)| first != id)
+        })
+    }) {
+        report.flag(
+            INVARIANTS[8],
+            format!(
+                "members {expected:?}, but the nodes report {:?}",
+                fin.memberships
+            ),
+        );
+    }
     report
 }
 
@@ -465,6 +515,11 @@ mod tests {
                 remaining.iter().map(|s| s.to_string()).collect(),
             )]),
             node_states: vec![Some((1, "d".into())), Some((1, "d".into()))],
+            memberships: vec![
+                Some((vec![1, 2], "c".into())),
+                Some((vec![1, 2], "c".into())),
+            ],
+            members: vec![1, 2],
             dead_letter: BTreeMap::new(),
             max_receive_count: 3,
         }
@@ -526,6 +581,7 @@ mod tests {
         ];
         let mut f = fin(&["A", "A2", "X"]);
         f.node_states[1] = Some((1, "other".into()));
+        f.memberships[1] = Some((vec![1, 2], "another cluster".into()));
         let r = check(&events, &f);
         let count = |i: usize| r.anomalies[INVARIANTS[i]].0;
         assert_eq!(count(0), 1, "L lost");
@@ -535,5 +591,39 @@ mod tests {
         assert_eq!(count(4), 1, "B after its ack");
         assert!(count(5) >= 1, "dedup a accepted twice");
         assert_eq!(count(7), 1, "states differ");
+        assert_eq!(count(8), 1, "cluster ids differ");
+    }
+
+    #[test]
+    fn a_member_missing_from_the_voters_is_an_anomaly() {
+        let mut f = fin(&[]);
+        f.members = vec![1, 2, 3];
+        let r = check(&[], &f);
+        assert_eq!(r.anomalies[INVARIANTS[8]].0, 1);
+    }
+
+    #[test]
+    fn a_lease_may_end_early_by_the_clock_bound_only_during_a_clock_jump() {
+        let jump = Event::Fault {
+            kind: "clock_jump".into(),
+            target: "node1".into(),
+            start: 100,
+            end: 1_000,
+        };
+        // Leased at 150 until 2 150; leased again at 1 705, 445 ms early.
+        let events = |with_jump: bool| {
+            let mut v = vec![
+                send("a", "A", Some("a"), false, 10),
+                deliver("A", "a", 10, 1, 150),
+                deliver("A", "a", 10, 2, 1_700),
+            ];
+            if with_jump {
+                v.push(jump.clone());
+            }
+            v
+        };
+        let early = |events: &[Event]| check(events, &fin(&["A"])).anomalies[INVARIANTS[3]].0;
+        assert_eq!(early(&events(false)), 1);
+        assert_eq!(early(&events(true)), 0);
     }
 }

@@ -1,22 +1,34 @@
 //! Control of the compose cluster's containers through the docker CLI: crash (`kill -s KILL`),
-//! start, pause (SIGSTOP of every process, via the freezer), network disconnect and reconnect.
+//! start, pause (SIGSTOP of every process, via the freezer), network disconnect and reconnect,
+//! a one-way cut (a packet filter in the node's network namespace), a wiped node started afresh,
+//! the clock offset a node's libfaketime reads, and copies of its files.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use tokio::process::Command;
 
-/// The compose project under test.
+/// The compose project under test: its nodes come from the `base` files (the cluster it starts
+/// with); the services only the `spare` files define (nodes a `grow` adds) from those.
 #[derive(Debug, Clone)]
 pub struct Compose {
     pub project: String,
-    pub file: PathBuf,
+    base: Vec<PathBuf>,
+    spare: Vec<PathBuf>,
+    base_services: Vec<String>,
     /// `docker compose` (the plugin) or `docker-compose` (the standalone tool).
     program: Vec<String>,
 }
 
+/// The file inside a node's container that its libfaketime reads the clock offset from.
+pub const CLOCK_OFFSET_FILE: &str = "/tmp/clock-offset";
+
 impl Compose {
     /// The project, driven by whichever compose tool this machine has.
-    pub async fn detect(project: String, file: PathBuf) -> Result<Compose, String> {
+    pub async fn detect(
+        project: String,
+        base: Vec<PathBuf>,
+        spare: Vec<PathBuf>,
+    ) -> Result<Compose, String> {
         let program = if Self::run("docker", &["compose", "version"]).await.is_ok() {
             vec!["docker".to_string(), "compose".to_string()]
         } else if Self::run("docker-compose", &["version"]).await.is_ok() {
@@ -24,11 +36,34 @@ impl Compose {
         } else {
             return Err("neither `docker compose` nor `docker-compose` is available".into());
         };
-        Ok(Compose {
+        let mut compose = Compose {
             project,
-            file,
+            base,
+            spare,
+            base_services: Vec::new(),
             program,
-        })
+        };
+        compose.base_services = compose
+            .compose_with(&compose.base, &["config", "--services"])
+            .await?
+            .lines()
+            .map(str::to_string)
+            .collect();
+        Ok(compose)
+    }
+
+    /// Whether `service` is one the cluster did not start with.
+    pub fn is_spare(&self, service: &str) -> bool {
+        !self.base_services.iter().any(|s| s == service)
+    }
+
+    /// The files that define `service`.
+    fn files(&self, service: &str) -> &[PathBuf] {
+        if !self.is_spare(service) || self.spare.is_empty() {
+            &self.base
+        } else {
+            &self.spare
+        }
     }
 
     async fn run(program: &str, args: &[&str]) -> Result<String, String> {
@@ -47,21 +82,53 @@ impl Compose {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
 
-    async fn compose(&self, args: &[&str]) -> Result<String, String> {
-        let file = self.file.to_string_lossy().to_string();
-        let mut all: Vec<&str> = self.program[1..].iter().map(String::as_str).collect();
-        all.extend_from_slice(&["-p", &self.project, "-f", &file]);
-        all.extend_from_slice(args);
+    async fn compose_with(&self, files: &[PathBuf], args: &[&str]) -> Result<String, String> {
+        let mut all: Vec<String> = self.program[1..].to_vec();
+        all.extend(["-p".to_string(), self.project.clone()]);
+        for file in files {
+            all.extend(["-f".to_string(), file.to_string_lossy().to_string()]);
+        }
+        all.extend(args.iter().map(|a| a.to_string()));
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
         Self::run(&self.program[0], &all).await
     }
 
     /// The container of a compose service.
     pub async fn container(&self, service: &str) -> Result<String, String> {
-        let id = self.compose(&["ps", "-a", "-q", service]).await?;
+        let id = self
+            .compose_with(self.files(service), &["ps", "-a", "-q", service])
+            .await?;
         id.lines()
             .next()
             .map(str::to_string)
             .ok_or_else(|| format!("no container for {service}"))
+    }
+
+    /// Creates and starts `service` (a spare, or one whose container was removed).
+    pub async fn up(&self, service: &str) -> Result<(), String> {
+        self.compose_with(self.files(service), &["up", "-d", "--no-deps", service])
+            .await
+            .map(|_| ())
+    }
+
+    /// Stops `service` at once and removes its container and its volumes: its data is gone.
+    pub async fn wipe(&self, service: &str) -> Result<(), String> {
+        let volumes = Self::run(
+            "docker",
+            &[
+                "inspect",
+                "-f",
+                "{{range .Mounts}}{{.Name}} {{end}}",
+                &self.container(service).await?,
+            ],
+        )
+        .await?;
+        self.compose_with(self.files(service), &["rm", "-f", "-s", service])
+            .await?;
+        for volume in volumes.split_whitespace() {
+            Self::run("docker", &["volume", "rm", volume]).await?;
+        }
+        Ok(())
     }
 
     async fn docker_on(&self, service: &str, args: &[&str]) -> Result<(), String> {
@@ -91,6 +158,92 @@ impl Compose {
     /// A graceful restart (SIGTERM, then start).
     pub async fn restart(&self, service: &str) -> Result<(), String> {
         self.docker_on(service, &["restart", "-t", "5"]).await
+    }
+
+    /// A graceful stop (SIGTERM; SIGKILL after 10 s).
+    pub async fn stop(&self, service: &str) -> Result<(), String> {
+        self.docker_on(service, &["stop", "-t", "10"]).await
+    }
+
+    /// Runs `raftq ARGS` inside `service`'s container (the image holds the CLI), against that
+    /// node's own API.
+    pub async fn cli(&self, service: &str, args: &[&str]) -> Result<String, String> {
+        let id = self.container(service).await?;
+        let mut all = vec!["exec", &id, "/raftq", "--endpoint", "http://127.0.0.1:8080"];
+        all.extend_from_slice(args);
+        Self::run("docker", &all).await
+    }
+
+    /// Sets the offset of `service`'s clock for its libfaketime (`+3600`, `-3600`, `+0`); it
+    /// reads the file again within a second.
+    pub async fn set_clock_offset(&self, service: &str, offset: &str) -> Result<(), String> {
+        let local = std::env::temp_dir().join(format!("raftq-chaos-clock-{}", std::process::id()));
+        std::fs::write(&local, format!("{offset}\n")).map_err(|e| e.to_string())?;
+        let id = self.container(service).await?;
+        let target = format!("{id}:{CLOCK_OFFSET_FILE}");
+        let result = Self::run("docker", &["cp", &local.to_string_lossy(), &target]).await;
+        let _ = std::fs::remove_file(&local);
+        result.map(|_| ())
+    }
+
+    /// Copies the directory `path` out of `service`'s container into `into` (ownership kept).
+    pub async fn copy_out(&self, service: &str, path: &str, into: &Path) -> Result<(), String> {
+        let id = self.container(service).await?;
+        let source = format!("{id}:{path}");
+        Self::run("docker", &["cp", "-a", &source, &into.to_string_lossy()])
+            .await
+            .map(|_| ())
+    }
+
+    /// Copies the file `from` into `service`'s container at `path` (ownership kept).
+    pub async fn copy_in(&self, service: &str, from: &Path, path: &str) -> Result<(), String> {
+        let id = self.container(service).await?;
+        let target = format!("{id}:{path}");
+        Self::run("docker", &["cp", "-a", &from.to_string_lossy(), &target])
+            .await
+            .map(|_| ())
+    }
+
+    /// The address `service` has on the compose network.
+    pub async fn address(&self, service: &str) -> Result<String, String> {
+        let id = self.container(service).await?;
+        Self::run(
+            "docker",
+            &[
+                "inspect",
+                "-f",
+                "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
+                &id,
+            ],
+        )
+        .await?
+        .split_whitespace()
+        .next()
+        .map(str::to_string)
+        .ok_or_else(|| format!("{service} has no address"))
+    }
+
+    /// Runs `iptables ARGS` in `service`'s network namespace (through its process, from the
+    /// host: the image has no tools).
+    async fn iptables(&self, service: &str, args: &[&str]) -> Result<(), String> {
+        let id = self.container(service).await?;
+        let pid = Self::run("docker", &["inspect", "-f", "{{.State.Pid}}", &id]).await?;
+        let mut all = vec!["-t", &pid, "-n", "iptables"];
+        all.extend_from_slice(args);
+        Self::run("nsenter", &all).await.map(|_| ())
+    }
+
+    /// Drops every packet `service` receives from `from`: `from` no longer reaches it, while
+    /// what `service` sends still arrives (one way).
+    pub async fn drop_from(&self, service: &str, from: &str) -> Result<(), String> {
+        let address = self.address(from).await?;
+        self.iptables(service, &["-I", "INPUT", "-s", &address, "-j", "DROP"])
+            .await
+    }
+
+    /// Removes every packet filter of `service`.
+    pub async fn undrop(&self, service: &str) -> Result<(), String> {
+        self.iptables(service, &["-F", "INPUT"]).await
     }
 
     /// The compose network the nodes talk on.

@@ -1,19 +1,21 @@
-//! The fault injector: a seeded random schedule of crashes, pauses, partitions and restarts of
-//! the leader or a follower, each healed before the next.
+//! The fault injector: a seeded random schedule of crashes, pauses, partitions, restarts,
+//! membership changes, clock jumps and corrupted files, of the leader or a follower, each
+//! healed (or repaired as an operator would) before the next.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
+use rand::seq::{IndexedRandom, SliceRandom};
 use rand::{Rng, SeedableRng};
 use tokio::time::{sleep, Instant};
 
 use crate::docker::Compose;
 use crate::history::{now_ms, Event, History};
-use crate::nodes::Nodes;
+use crate::nodes::{service, Nodes};
 
 /// The kinds of fault.
-pub const KINDS: [&str; 7] = [
+pub const KINDS: [&str; 13] = [
     "kill_leader",
     "kill_follower",
     "pause_leader",
@@ -21,12 +23,22 @@ pub const KINDS: [&str; 7] = [
     "isolate_follower",
     "restart_all",
     "rolling_restart",
+    "replace_node",
+    "grow",
+    "shrink",
+    "clock_jump",
+    "one_way_partition",
+    "corrupt",
 ];
+
+/// How long a repaired or added node may take to catch up and answer.
+const REPAIR_WAIT: Duration = Duration::from_secs(60);
 
 /// Injects faults from `seed` until `until`, one at a time, healing each.
 pub async fn run(compose: Compose, nodes: Nodes, seed: u64, until: Instant, history: History) {
     let mut rng = StdRng::seed_from_u64(seed);
-    // Every kind once per round, in a seeded order, so a short run still sees each kind.
+    // Every kind once per round, in a seeded order, so a short run still sees each kind; a
+    // round grows the cluster before it shrinks it.
     let mut round: Vec<&str> = Vec::new();
     while Instant::now() < until {
         sleep(Duration::from_millis(rng.random_range(2_000..5_000))).await;
@@ -36,22 +48,36 @@ pub async fn run(compose: Compose, nodes: Nodes, seed: u64, until: Instant, hist
         if round.is_empty() {
             round = KINDS.to_vec();
             round.shuffle(&mut rng);
+            let at = |k: &str, round: &[&str]| round.iter().position(|x| *x == k);
+            if let (Some(grow), Some(shrink)) = (at("grow", &round), at("shrink", &round)) {
+                // Popped from the back: grow must sit after shrink in the vector.
+                if grow < shrink {
+                    round.swap(grow, shrink);
+                }
+            }
         }
         let Some(kind) = round.pop() else {
             break;
         };
-        let leader = nodes.leader_service().await;
-        let follower = nodes.follower_service(leader.as_deref(), &mut rng);
+        let leader = nodes.leader().await;
+        let follower = nodes.follower(leader, &mut rng);
         let target = match kind {
-            "kill_leader" | "pause_leader" | "isolate_leader" => leader.unwrap_or(follower),
-            "restart_all" | "rolling_restart" => "all".to_string(),
-            _ => follower,
+            "kill_leader" | "pause_leader" | "isolate_leader" => {
+                service(leader.unwrap_or(follower))
+            }
+            "restart_all" | "rolling_restart" | "grow" | "shrink" => "all".to_string(),
+            "clock_jump" | "one_way_partition" if rng.random_bool(0.5) => {
+                service(leader.unwrap_or(follower))
+            }
+            _ => service(follower),
         };
         let hold = Duration::from_millis(rng.random_range(1_500..4_000));
         let start = now_ms();
-        let result = inject(&compose, &nodes, kind, &target, hold).await;
-        if let Err(e) = result {
-            println!("fault {kind} on {target} failed: {e}");
+        let result = inject(&compose, &nodes, kind, &target, hold, &mut rng).await;
+        match result {
+            Ok(Some(note)) => println!("fault {kind} on {target}: {note}"),
+            Ok(None) => {}
+            Err(e) => println!("fault {kind} on {target} failed: {e}"),
         }
         history.push(Event::Fault {
             kind: kind.to_string(),
@@ -62,28 +88,30 @@ pub async fn run(compose: Compose, nodes: Nodes, seed: u64, until: Instant, hist
     }
 }
 
+/// Injects one fault and heals it; may return a note on what the cluster did.
 async fn inject(
     compose: &Compose,
     nodes: &Nodes,
     kind: &str,
     target: &str,
     hold: Duration,
-) -> Result<(), String> {
+    rng: &mut StdRng,
+) -> Result<Option<String>, String> {
     match kind {
         "kill_leader" | "kill_follower" => {
             compose.kill(target).await?;
             sleep(hold).await;
-            compose.start(target).await
+            compose.start(target).await?;
         }
         "pause_leader" => {
             compose.pause(target).await?;
             sleep(hold).await;
-            compose.unpause(target).await
+            compose.unpause(target).await?;
         }
         "isolate_leader" | "isolate_follower" => {
             let network = compose.disconnect(target).await?;
             sleep(hold).await;
-            compose.connect(target, &network).await
+            compose.connect(target, &network).await?;
         }
         "restart_all" => {
             for service in nodes.services() {
@@ -93,20 +121,197 @@ async fn inject(
             for service in nodes.services() {
                 compose.start(&service).await?;
             }
-            Ok(())
         }
-        _ => {
+        "rolling_restart" => {
             for service in nodes.services() {
                 compose.restart(&service).await?;
                 nodes.wait_healthy(Duration::from_secs(30)).await;
             }
-            Ok(())
         }
+        "replace_node" => {
+            compose.kill(target).await?;
+            sleep(hold).await;
+            return replace(compose, nodes, target).await.map(Some);
+        }
+        "grow" => {
+            for id in nodes.spares() {
+                compose.up(&service(id)).await?;
+                let addr = format!("{}:7000", service(id));
+                let id_arg = id.to_string();
+                run_cli(
+                    compose,
+                    nodes,
+                    &["cluster", "add", "--id", &id_arg, "--raft-addr", &addr],
+                )
+                .await?;
+                nodes.set_member(id, true);
+            }
+            nodes.wait_healthy(REPAIR_WAIT).await;
+        }
+        "shrink" => {
+            // The nodes a grow added: the ones the cluster did not start with.
+            let grown: Vec<u64> = nodes
+                .members()
+                .into_iter()
+                .filter(|id| compose.is_spare(&service(*id)))
+                .collect();
+            for id in grown {
+                let id_arg = id.to_string();
+                nodes.set_member(id, false);
+                run_cli(compose, nodes, &["cluster", "remove", "--id", &id_arg]).await?;
+                compose.wipe(&service(id)).await?;
+            }
+        }
+        "clock_jump" => {
+            let offset = if rng.random_bool(0.5) {
+                "+3600"
+            } else {
+                "-3600"
+            };
+            compose.set_clock_offset(target, offset).await?;
+            // Long enough for the pings to measure the skew and the node to act on it.
+            sleep(hold + Duration::from_secs(2)).await;
+            compose.set_clock_offset(target, "+0").await?;
+            return Ok(Some(format!("clock {offset} s")));
+        }
+        "one_way_partition" => {
+            let others: Vec<String> = nodes
+                .services()
+                .into_iter()
+                .filter(|s| s != target)
+                .collect();
+            let Some(from) = others.choose(rng) else {
+                return Ok(None);
+            };
+            compose.drop_from(target, from).await?;
+            sleep(hold).await;
+            compose.undrop(target).await?;
+            return Ok(Some(format!("packets from {from} dropped")));
+        }
+        "corrupt" => return corrupt(compose, nodes, target, rng).await.map(Some),
+        _ => return Err(format!("unknown fault {kind}")),
     }
+    Ok(None)
 }
 
-/// Undoes anything a failed injection may have left: every node started, unpaused and on the
-/// network.
+/// Runs `raftq ARGS` in the first member that answers it.
+async fn run_cli(compose: &Compose, nodes: &Nodes, args: &[&str]) -> Result<String, String> {
+    let mut last = String::from("no member to run it on");
+    for service in nodes.services() {
+        match compose.cli(&service, args).await {
+            Ok(out) => return Ok(out),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+/// Wipes `target`'s data, starts it blank, and repairs the cluster with `raftq cluster
+/// replace`, as docs/operations.md tells an operator.
+async fn replace(compose: &Compose, nodes: &Nodes, target: &str) -> Result<String, String> {
+    compose.wipe(target).await?;
+    compose.up(target).await?;
+    let id = target.trim_start_matches("node");
+    let members: Vec<String> = nodes
+        .services()
+        .into_iter()
+        .filter(|s| s != target)
+        .collect();
+    let mut last = String::new();
+    for service in &members {
+        match compose
+            .cli(service, &["cluster", "replace", "--id", id])
+            .await
+        {
+            Ok(_) => {
+                nodes.wait_healthy(REPAIR_WAIT).await;
+                return Ok("replaced with a blank node".into());
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(format!("raftq cluster replace: {last}"))
+}
+
+/// Stops `target`, damages one of its data files (bytes flipped in the middle, or the end cut
+/// off), and starts it. A node that notices and stops is repaired like a lost disk.
+async fn corrupt(
+    compose: &Compose,
+    nodes: &Nodes,
+    target: &str,
+    rng: &mut StdRng,
+) -> Result<String, String> {
+    compose.stop(target).await?;
+    let scratch = std::env::temp_dir().join(format!("raftq-chaos-data-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    compose.copy_out(target, "/data", &scratch).await?;
+    let files = data_files(&scratch);
+    let Some(file) = files.choose(rng).cloned() else {
+        compose.start(target).await?;
+        return Err("no data file to damage".into());
+    };
+    let how = damage(&file, rng).map_err(|e| format!("damaging {}: {e}", file.display()))?;
+    let inside = format!(
+        "/data/{}",
+        file.strip_prefix(&scratch)
+            .map_err(|e| e.to_string())?
+            .display()
+    );
+    let copied = compose.copy_in(target, &file, &inside).await;
+    let _ = std::fs::remove_dir_all(&scratch);
+    copied?;
+    compose.start(target).await?;
+    let note = format!("{how} {inside}");
+    if nodes.wait_healthy(Duration::from_secs(20)).await {
+        return Ok(format!("{note}; the node came back"));
+    }
+    let repaired = replace(compose, nodes, target).await?;
+    Ok(format!("{note}; the node did not come back: {repaired}"))
+}
+
+/// The files a node keeps its state in, under `dir` (its `/data`): RocksDB's tables, blob
+/// files, write-ahead logs and manifests in `db`, and the snapshots in `snapshots`.
+fn data_files(dir: &Path) -> Vec<PathBuf> {
+    let listing = |sub: &str| -> Vec<PathBuf> {
+        std::fs::read_dir(dir.join(sub))
+            .map(|entries| entries.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    };
+    let stored = |path: &PathBuf| {
+        let name = path
+            .file_name()
+            .map_or(String::new(), |n| n.to_string_lossy().to_string());
+        [".sst", ".blob", ".log"]
+            .iter()
+            .any(|ext| name.ends_with(ext))
+            || name.starts_with("MANIFEST")
+    };
+    let mut out: Vec<PathBuf> = listing("db").into_iter().filter(stored).collect();
+    out.extend(listing("snapshots"));
+    out.retain(|p| p.metadata().is_ok_and(|m| m.is_file() && m.len() > 0));
+    out.sort();
+    out
+}
+
+/// Flips eight bytes in the middle of `file`, or cuts off its last quarter; says which.
+fn damage(file: &Path, rng: &mut StdRng) -> std::io::Result<&'static str> {
+    let mut bytes = std::fs::read(file)?;
+    let how = if rng.random_bool(0.5) {
+        let at = bytes.len() / 2;
+        for b in bytes.iter_mut().skip(at).take(8) {
+            *b ^= 0xff;
+        }
+        "flipped bytes in"
+    } else {
+        bytes.truncate(bytes.len() * 3 / 4);
+        "truncated"
+    };
+    std::fs::write(file, bytes)?;
+    Ok(how)
+}
+
+/// Undoes anything a failed injection may have left: every member started, unpaused, on the
+/// network, with no packet filter and its clock right.
 pub async fn heal(compose: &Compose, nodes: &Nodes, network: &str) {
     for service in nodes.services() {
         let _ = compose.unpause(&service).await;
@@ -114,5 +319,7 @@ pub async fn heal(compose: &Compose, nodes: &Nodes, network: &str) {
             let _ = compose.start(&service).await;
         }
         let _ = compose.connect(&service, network).await;
+        let _ = compose.undrop(&service).await;
+        let _ = compose.set_clock_offset(&service, "+0").await;
     }
 }

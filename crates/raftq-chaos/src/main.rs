@@ -38,11 +38,15 @@ struct Args {
     /// Seconds of faults.
     #[arg(long, default_value_t = 60)]
     duration: u64,
+    /// The compose files of the cluster as it starts (repeatable: later ones override).
     #[arg(long, default_value = "docker-compose.yml")]
-    compose_file: PathBuf,
+    compose_file: Vec<PathBuf>,
+    /// The compose files that define the spare nodes the `grow` fault adds (repeatable).
+    #[arg(long)]
+    spare_compose_file: Vec<PathBuf>,
     #[arg(long, default_value = "raftq")]
     project: String,
-    /// The nodes' API endpoints, node 1 first.
+    /// The nodes' API endpoints, node 1 first: the starting cluster's, then the spares'.
     #[arg(
         long,
         value_delimiter = ',',
@@ -80,8 +84,18 @@ async fn run(args: &Args, seed: u64) -> Result<u64, String> {
         .iter()
         .map(|e| Client::with_timeout(e, None, REQUEST_TIMEOUT).map_err(|e| e.to_string()))
         .collect::<Result<Vec<_>, _>>()?;
-    let nodes = Nodes { clients };
-    let compose = Compose::detect(args.project.clone(), args.compose_file.clone()).await?;
+    let compose = Compose::detect(
+        args.project.clone(),
+        args.compose_file.clone(),
+        args.spare_compose_file.clone(),
+    )
+    .await?;
+    let spares = clients
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| compose.is_spare(&nodes::service(*i as u64 + 1)))
+        .count();
+    let nodes = Nodes::new(clients, args.endpoints.len() - spares);
     if !nodes.wait_healthy(Duration::from_secs(90)).await {
         return Err("the cluster is not healthy".into());
     }
@@ -143,6 +157,8 @@ async fn run(args: &Args, seed: u64) -> Result<u64, String> {
     let fin = Final {
         remaining: remaining(&nodes, &dead_letter).await,
         node_states: node_states(&nodes).await,
+        memberships: memberships(&nodes).await,
+        members: nodes.members(),
         dead_letter: dead_letter.clone(),
         max_receive_count: MAX_RECEIVE_COUNT,
     };
@@ -259,13 +275,37 @@ async fn remaining(
     out
 }
 
-/// Every node's applied index and state digest, once they agree or after a bounded wait.
+/// Every member's voters and cluster id as it reports them.
+async fn memberships(nodes: &Nodes) -> Vec<Option<(Vec<u64>, String)>> {
+    nodes
+        .cluster_views()
+        .await
+        .iter()
+        .map(|v| {
+            let voters = v["nodes"]
+                .as_array()?
+                .iter()
+                .filter(|n| n["role"] != "learner")
+                .map(|n| n["id"].as_u64())
+                .collect::<Option<Vec<u64>>>()?;
+            Some((voters, v["cluster_id"].as_str()?.to_string()))
+        })
+        .collect()
+}
+
+/// Every member's applied index and state digest, once they agree or after a bounded wait.
 async fn node_states(nodes: &Nodes) -> Vec<Option<(u64, String)>> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let mut views = Vec::new();
-        for c in &nodes.clients {
-            views.push(c.cluster_state().await.unwrap_or(Value::Null));
+        for id in nodes.members() {
+            views.push(
+                nodes
+                    .client_of(id)
+                    .cluster_state()
+                    .await
+                    .unwrap_or(Value::Null),
+            );
         }
         let states: Vec<Option<(u64, String)>> = views
             .iter()

@@ -1,6 +1,10 @@
-//! The cluster as clients see it: one API client per node (node N is compose service `nodeN`),
-//! leader discovery through `GET /v1/cluster`, and health waits.
+//! The cluster as clients see it: one API client per node slot (node N is compose service
+//! `nodeN`), the slots that are members now, leader discovery through `GET /v1/cluster`, and
+//! health waits. The workload and the faults use the members only; a spare slot (a node the
+//! `grow` fault may add) is not asked anything until it is one.
 
+use std::collections::BTreeSet;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use raftq_client::Client;
@@ -10,25 +14,85 @@ use tokio::time::{sleep, Instant};
 
 #[derive(Debug, Clone)]
 pub struct Nodes {
-    /// Clients for node 1, 2, 3... in order.
-    pub clients: Vec<Client>,
+    /// Clients for node 1, 2, 3... in order, members or not.
+    clients: Vec<Client>,
+    /// The node ids (1-based) that are members now.
+    members: Arc<RwLock<BTreeSet<u64>>>,
+}
+
+/// The compose service of node `id`.
+pub fn service(id: u64) -> String {
+    format!("node{id}")
 }
 
 impl Nodes {
-    pub fn services(&self) -> Vec<String> {
-        (1..=self.clients.len())
-            .map(|i| format!("node{i}"))
+    /// Nodes `1..=clients.len()`, of which the first `members` are members.
+    pub fn new(clients: Vec<Client>, members: usize) -> Nodes {
+        Nodes {
+            members: Arc::new(RwLock::new((1..=members as u64).collect())),
+            clients,
+        }
+    }
+
+    /// Every node id this run may use, members or not.
+    pub fn all(&self) -> Vec<u64> {
+        (1..=self.clients.len() as u64).collect()
+    }
+
+    /// The members' ids, lowest first.
+    pub fn members(&self) -> Vec<u64> {
+        self.members
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .copied()
             .collect()
     }
 
-    pub fn client(&self, i: usize) -> &Client {
-        &self.clients[i % self.clients.len()]
+    /// Records that node `id` is (or is no longer) a member.
+    pub fn set_member(&self, id: u64, member: bool) {
+        let mut members = self.members.write().unwrap_or_else(PoisonError::into_inner);
+        if member {
+            members.insert(id);
+        } else {
+            members.remove(&id);
+        }
     }
 
-    /// The leader's id as the first answering node reports it.
+    /// The nodes that are not members.
+    pub fn spares(&self) -> Vec<u64> {
+        let members = self.members();
+        self.all()
+            .into_iter()
+            .filter(|id| !members.contains(id))
+            .collect()
+    }
+
+    pub fn services(&self) -> Vec<String> {
+        self.members().into_iter().map(service).collect()
+    }
+
+    /// The client of node `id`.
+    pub fn client_of(&self, id: u64) -> &Client {
+        &self.clients[(id as usize).saturating_sub(1) % self.clients.len()]
+    }
+
+    /// The client of the `i`-th member (modulo their number).
+    pub fn client(&self, i: usize) -> &Client {
+        let members = self.members();
+        self.client_of(members[i % members.len()])
+    }
+
+    /// The client of a member chosen by `rng`.
+    pub fn random_client(&self, rng: &mut impl Rng) -> &Client {
+        let members = self.members();
+        self.client_of(members[rng.random_range(0..members.len())])
+    }
+
+    /// The leader's id as the first answering member reports it.
     pub async fn leader(&self) -> Option<u64> {
-        for c in &self.clients {
-            if let Ok(v) = c.cluster().await {
+        for id in self.members() {
+            if let Ok(v) = self.client_of(id).cluster().await {
                 if let Some(l) = v["leader"].as_u64() {
                     return Some(l);
                 }
@@ -37,29 +101,26 @@ impl Nodes {
         None
     }
 
-    pub async fn leader_service(&self) -> Option<String> {
-        self.leader().await.map(|id| format!("node{id}"))
-    }
-
-    pub fn follower_service(&self, leader: Option<&str>, rng: &mut impl Rng) -> String {
-        let candidates: Vec<String> = self
-            .services()
+    /// A member other than `leader`, chosen by `rng`.
+    pub fn follower(&self, leader: Option<u64>, rng: &mut impl Rng) -> u64 {
+        let candidates: Vec<u64> = self
+            .members()
             .into_iter()
-            .filter(|s| Some(s.as_str()) != leader)
+            .filter(|id| Some(*id) != leader)
             .collect();
-        candidates[rng.random_range(0..candidates.len())].clone()
+        candidates[rng.random_range(0..candidates.len())]
     }
 
-    /// Every node's `/v1/cluster` answer (`Value::Null` for a node that did not answer).
+    /// Every member's `/v1/cluster` answer (`Value::Null` for a node that did not answer).
     pub async fn cluster_views(&self) -> Vec<Value> {
         let mut views = Vec::new();
-        for c in &self.clients {
-            views.push(c.cluster().await.unwrap_or(Value::Null));
+        for id in self.members() {
+            views.push(self.client_of(id).cluster().await.unwrap_or(Value::Null));
         }
         views
     }
 
-    /// Waits (up to `limit`) until every node answers and all name the same leader.
+    /// Waits (up to `limit`) until every member answers and all name the same leader.
     pub async fn wait_healthy(&self, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;
         while Instant::now() < deadline {

@@ -120,7 +120,7 @@ async fn send(
         message["message_group_id"] = g.into();
         message["message_deduplication_id"] = dedup.into();
     }
-    let client = nodes.client(rng.random_range(0..nodes.clients.len()));
+    let client = nodes.random_client(rng);
     let start = now_ms();
     let result = client.send(queue, &message).await;
     let end = now_ms();
@@ -147,7 +147,7 @@ async fn send(
 pub async fn consume(nodes: Nodes, history: History, queue: String, control: Control, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     while !control.stop_consuming.load(Ordering::Relaxed) {
-        let client = nodes.client(rng.random_range(0..nodes.clients.len()));
+        let client = nodes.random_client(&mut rng);
         let options = json!({"max_messages": 5, "lease_seconds": LEASE_SECONDS, "wait_seconds": 1});
         let start = now_ms();
         let result = client.receive(&queue, &options).await;
@@ -203,7 +203,7 @@ pub async fn consume(nodes: Nodes, history: History, queue: String, control: Con
             .iter()
             .map(|m| m["receipt"].as_str().unwrap_or_default().to_string())
             .collect();
-        let client = nodes.client(rng.random_range(0..nodes.clients.len()));
+        let client = nodes.random_client(&mut rng);
         let start = now_ms();
         let result = client.ack(&queue, &receipts).await;
         let end = now_ms();

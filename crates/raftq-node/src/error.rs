@@ -27,6 +27,13 @@ pub enum NodeError {
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    #[error(
+        "the data directory is damaged ({0}): this node refuses to start, since it can no longer \
+         vouch for what it acknowledged. Delete its data directory, start it again with the same \
+         flags, and repair the cluster from a healthy node with `raftq cluster replace --id N` \
+         (docs/operations.md)"
+    )]
+    Damaged(String),
     #[error("cannot open the database: {0}")]
     Database(#[from] rocksdb::Error),
     #[error("cannot open the state machine: {0}")]

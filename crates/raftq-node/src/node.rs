@@ -115,7 +115,13 @@ impl Node {
             )));
         }
         std::fs::create_dir_all(&config.data_dir)?;
-        let db = open_db(&config.data_dir.join("db"))?;
+        let db = open_db(&config.data_dir.join("db")).map_err(|e| {
+            if raftq_store::is_damage(&e) {
+                StartError::Damaged(e.to_string())
+            } else {
+                StartError::Database(e)
+            }
+        })?;
         let db_handle = Arc::clone(&db);
         let log = RocksLogStore::new(Arc::clone(&db), LOGS_CF, META_CF)?;
         let appended = log.appended();
@@ -126,7 +132,14 @@ impl Node {
                 .await
                 .map_err(|e| StartError::Enrolment(e.to_string()))?;
         }
-        let sm = RocksStateMachine::open(db, &config.region, config.data_dir.join("snapshots"))?;
+        let sm = RocksStateMachine::open(db, &config.region, config.data_dir.join("snapshots"))
+            .map_err(|e| {
+                if e.is_damage() {
+                    StartError::Damaged(e.to_string())
+                } else {
+                    StartError::StateMachine(e)
+                }
+            })?;
         let reader = sm.reader();
         let awaited = sm.awaited();
         let raft_config = Config {
@@ -284,6 +297,11 @@ impl Node {
             return Ok(None);
         }
         self.core.hand_over(&voters, &members.nodes).await.map(Some)
+    }
+
+    /// The id of the cluster this node belongs to; `None` until it formed or joined one.
+    pub fn cluster_id(&self) -> Option<uuid::Uuid> {
+        self.core.admission.cluster().get()
     }
 
     /// This node's clock minus the cluster's (the median of a majority of the voters'), in

@@ -3,8 +3,9 @@
 //! database's write path.
 //!
 //! Format: a magic header, then one record per row (`u32` key length, key, `u32` value length,
-//! value, lengths little-endian), then an end marker and the row count, which a reader checks
-//! so that a truncated file is refused rather than installed short.
+//! value, lengths little-endian), then an end marker, the row count, and the SHA-256 of every
+//! byte before it. A reader checks all three, so that a truncated or damaged file is refused
+//! rather than installed short or wrong.
 //!
 //! The directory holds the current snapshot file, named in `sm_meta`; files being written or
 //! received have other names and are removed when the state machine opens. The directory knows
@@ -16,9 +17,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-const MAGIC: &[u8; 8] = b"RAFTQSN1";
+const MAGIC: &[u8; 8] = b"RAFTQSN2";
 const ROW: u8 = 1;
 const END: u8 = 0;
 
@@ -33,7 +35,8 @@ pub struct SnapshotDir {
 }
 
 impl SnapshotDir {
-    /// Opens (creating it if needed) the directory and removes every file but `keep`.
+    /// Opens (creating it if needed) the directory, removes every file but `keep`, and checks
+    /// `keep` ([`verify`]): a damaged snapshot is an error now, not when a follower needs it.
     pub fn open(path: PathBuf, keep: Option<&str>) -> io::Result<SnapshotDir> {
         fs::create_dir_all(&path)?;
         let dir = SnapshotDir {
@@ -41,6 +44,9 @@ impl SnapshotDir {
             kept_bytes: Arc::default(),
         };
         dir.keep_only(keep)?;
+        if let Some(name) = keep {
+            verify(&dir.file(name))?;
+        }
         Ok(dir)
     }
 
@@ -66,6 +72,7 @@ impl SnapshotDir {
         rows: impl Iterator<Item = io::Result<(Box<[u8]>, Box<[u8]>)>>,
     ) -> io::Result<String> {
         self.write_with(|out| {
+            let mut out = Hashing::new(out);
             out.write_all(MAGIC)?;
             let mut count = 0u64;
             for row in rows {
@@ -79,7 +86,9 @@ impl SnapshotDir {
                 count += 1;
             }
             out.write_all(&[END])?;
-            out.write_all(&count.to_le_bytes())
+            out.write_all(&count.to_le_bytes())?;
+            let digest = out.hash.finalize();
+            out.inner.write_all(&digest)
         })
     }
 
@@ -120,19 +129,68 @@ impl SnapshotDir {
     }
 }
 
+/// A reader or writer that hashes the bytes passing through it.
+struct Hashing<T> {
+    inner: T,
+    hash: Sha256,
+}
+
+impl<T> Hashing<T> {
+    fn new(inner: T) -> Hashing<T> {
+        Hashing {
+            inner,
+            hash: Sha256::new(),
+        }
+    }
+}
+
+impl<T: Write> Write for Hashing<T> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl<T: Read> Read for Hashing<T> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+fn invalid(message: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, message.to_string())
+}
+
 /// Reads every row of the snapshot file at `path`; a file that is not one, or that ends before
-/// its end marker or with a different row count, is an error.
+/// its end marker, or with a different row count or digest, is an error.
 pub fn read_rows(path: &Path) -> io::Result<Rows> {
-    let mut input = BufReader::new(File::open(path)?);
+    let mut rows = Vec::new();
+    for_each_row(path, |key, value| rows.push((key, value)))?;
+    Ok(rows)
+}
+
+/// Checks the snapshot file at `path` as [`read_rows`] does, without keeping its rows.
+pub fn verify(path: &Path) -> io::Result<()> {
+    for_each_row(path, |_, _| {})
+}
+
+/// Calls `row` with every row of the snapshot file at `path`, then checks its end: the rows seen
+/// before an error may be wrong.
+fn for_each_row(path: &Path, mut row: impl FnMut(Vec<u8>, Vec<u8>)) -> io::Result<()> {
+    let mut input = Hashing::new(BufReader::new(File::open(path)?));
     let mut magic = [0u8; 8];
     input.read_exact(&mut magic)?;
     if &magic != MAGIC {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "not a raftq snapshot file",
-        ));
+        return Err(invalid("not a raftq snapshot file"));
     }
-    let mut rows = Vec::new();
+    let mut rows = 0u64;
     loop {
         let mut tag = [0u8; 1];
         input.read_exact(&mut tag)?;
@@ -140,34 +198,39 @@ pub fn read_rows(path: &Path) -> io::Result<Rows> {
             ROW => {
                 let key = read_part(&mut input)?;
                 let value = read_part(&mut input)?;
-                rows.push((key, value));
+                row(key, value);
+                rows += 1;
             }
             END => {
                 let mut count = [0u8; 8];
                 input.read_exact(&mut count)?;
-                if u64::from_le_bytes(count) != rows.len() as u64 {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        "snapshot row count does not match its rows",
-                    ));
+                if u64::from_le_bytes(count) != rows {
+                    return Err(invalid("snapshot row count does not match its rows"));
                 }
-                return Ok(rows);
+                let computed = input.hash.finalize();
+                let mut stored = [0u8; 32];
+                input.inner.read_exact(&mut stored)?;
+                if computed.as_slice() != stored {
+                    return Err(invalid("snapshot digest does not match its contents"));
+                }
+                return Ok(());
             }
-            other => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("unknown snapshot record tag {other}"),
-                ))
-            }
+            other => return Err(invalid(&format!("unknown snapshot record tag {other}"))),
         }
     }
 }
 
+/// One length-prefixed part; read as it comes, so that a damaged length allocates no more than
+/// the file holds.
 fn read_part(input: &mut impl Read) -> io::Result<Vec<u8>> {
     let mut len = [0u8; 4];
     input.read_exact(&mut len)?;
-    let mut part = vec![0u8; u32::from_le_bytes(len) as usize];
-    input.read_exact(&mut part)?;
+    let len = u64::from(u32::from_le_bytes(len));
+    let mut part = Vec::new();
+    input.take(len).read_to_end(&mut part)?;
+    if part.len() as u64 != len {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
     Ok(part)
 }
 
@@ -223,9 +286,23 @@ mod tests {
             assert!(read_rows(&dir.file(&name)).is_err(), "cut at {cut}");
         }
         let mut wrong_count = bytes.clone();
-        let last = wrong_count.len() - 8;
+        let last = wrong_count.len() - 32 - 8;
         wrong_count[last] = 9;
         fs::write(dir.file(&name), &wrong_count).expect("write");
         assert!(read_rows(&dir.file(&name)).is_err());
+    }
+
+    #[test]
+    fn a_flipped_byte_anywhere_is_refused() {
+        let tmp = tempfile::TempDir::new().expect("temp dir");
+        let dir = SnapshotDir::open(tmp.path().to_path_buf(), None).expect("open");
+        let name = dir.write_rows(rows().into_iter()).expect("write");
+        let bytes = fs::read(dir.file(&name)).expect("read");
+        for at in 0..bytes.len() {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x01;
+            fs::write(dir.file(&name), &damaged).expect("write");
+            assert!(read_rows(&dir.file(&name)).is_err(), "byte {at} flipped");
+        }
     }
 }

@@ -80,6 +80,22 @@ pub enum OpenError {
     Snapshots(#[from] io::Error),
 }
 
+impl OpenError {
+    /// Whether the stored state is damaged: a checksum, a row or a snapshot file that does not
+    /// read back as written.
+    pub fn is_damage(&self) -> bool {
+        match self {
+            OpenError::MissingColumnFamily(_) => false,
+            OpenError::Rocks(e) => crate::is_damage(e),
+            OpenError::Rows(_) | OpenError::Meta(_) => true,
+            OpenError::Snapshots(e) => matches!(
+                e.kind(),
+                io::ErrorKind::InvalidData | io::ErrorKind::UnexpectedEof
+            ),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Applied {
     last_applied: Option<LogId<NodeId>>,

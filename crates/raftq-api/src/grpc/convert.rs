@@ -303,6 +303,7 @@ impl From<RaftStatus> for pb::Cluster {
             region: s.region,
             clock_offset_ms: s.clock_offset_ms,
             clock_skewed: s.clock_skewed,
+            cluster_id: s.cluster_id,
         }
     }
 }
