@@ -3,6 +3,8 @@
 //! windows around it are an outage by design; the longest window that overlaps none of them is
 //! what the cluster gives while a majority of its nodes runs.
 
+use std::collections::BTreeMap;
+
 /// A fault as injected: its kind and the milliseconds it started and ended at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FaultSpan<'a> {
@@ -22,11 +24,14 @@ pub struct Window {
     pub during: Vec<String>,
 }
 
-/// The longest window overall, and the longest one that overlaps no whole-cluster restart.
+/// The longest window overall, the longest one that overlaps no whole-cluster restart, and the
+/// longest per kind of fault.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Unavailability {
     pub longest: Window,
     pub longest_with_majority: Window,
+    /// For each kind of fault, the longest window that overlapped one of its kind.
+    pub longest_by_kind: BTreeMap<String, u64>,
 }
 
 /// The windows between consecutive successes (times at which an operation succeeded), within
@@ -63,6 +68,10 @@ pub fn unavailability(
         };
         if millis > out.longest.millis {
             out.longest = window();
+        }
+        for f in &overlapping {
+            let longest = out.longest_by_kind.entry(f.kind.to_string()).or_default();
+            *longest = (*longest).max(millis);
         }
         let whole_cluster = overlapping.iter().any(|f| f.kind == WHOLE_CLUSTER);
         if !whole_cluster && millis > out.longest_with_majority.millis {
@@ -115,6 +124,10 @@ mod tests {
             }
         );
         assert_eq!(got.longest.to_string(), "6500 ms (during restart_all)");
+        assert_eq!(
+            got.longest_by_kind,
+            BTreeMap::from([("kill_leader".into(), 1_800), ("restart_all".into(), 6_500)])
+        );
     }
 
     #[test]

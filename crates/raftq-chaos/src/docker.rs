@@ -186,20 +186,21 @@ impl Compose {
         result.map(|_| ())
     }
 
-    /// Copies the directory `path` out of `service`'s container into `into` (ownership kept).
+    /// Copies the directory `path` out of `service`'s container into `into`.
     pub async fn copy_out(&self, service: &str, path: &str, into: &Path) -> Result<(), String> {
         let id = self.container(service).await?;
         let source = format!("{id}:{path}");
-        Self::run("docker", &["cp", "-a", &source, &into.to_string_lossy()])
+        Self::run("docker", &["cp", &source, &into.to_string_lossy()])
             .await
             .map(|_| ())
     }
 
-    /// Copies the file `from` into `service`'s container at `path` (ownership kept).
+    /// Copies the file `from` over the file at `path` in `service`'s container (the copy is
+    /// root's and readable by all: the node reads its damaged files, it need not write them).
     pub async fn copy_in(&self, service: &str, from: &Path, path: &str) -> Result<(), String> {
         let id = self.container(service).await?;
         let target = format!("{id}:{path}");
-        Self::run("docker", &["cp", "-a", &from.to_string_lossy(), &target])
+        Self::run("docker", &["cp", &from.to_string_lossy(), &target])
             .await
             .map(|_| ())
     }

@@ -157,8 +157,8 @@ async fn inject(
                 .collect();
             for id in grown {
                 let id_arg = id.to_string();
-                nodes.set_member(id, false);
                 run_cli(compose, nodes, &["cluster", "remove", "--id", &id_arg]).await?;
+                nodes.set_member(id, false);
                 compose.wipe(&service(id)).await?;
             }
         }
@@ -194,16 +194,23 @@ async fn inject(
     Ok(None)
 }
 
-/// Runs `raftq ARGS` in the first member that answers it.
+/// Runs `raftq ARGS` on a member, trying each in turn (the leader first) until one succeeds,
+/// twice round at most.
 async fn run_cli(compose: &Compose, nodes: &Nodes, args: &[&str]) -> Result<String, String> {
-    let mut last = String::from("no member to run it on");
-    for service in nodes.services() {
-        match compose.cli(&service, args).await {
-            Ok(out) => return Ok(out),
-            Err(e) => last = e,
+    let mut errors = Vec::new();
+    for _ in 0..2 {
+        let leader = nodes.leader().await;
+        let mut order = nodes.members();
+        order.sort_by_key(|id| Some(*id) != leader);
+        for id in order {
+            match compose.cli(&service(id), args).await {
+                Ok(out) => return Ok(out),
+                Err(e) => errors.push(format!("on {}: {e}", service(id))),
+            }
         }
+        sleep(Duration::from_secs(1)).await;
     }
-    Err(last)
+    Err(errors.join("; "))
 }
 
 /// Wipes `target`'s data, starts it blank, and repairs the cluster with `raftq cluster
@@ -244,29 +251,33 @@ async fn corrupt(
     compose.stop(target).await?;
     let scratch = std::env::temp_dir().join(format!("raftq-chaos-data-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
-    compose.copy_out(target, "/data", &scratch).await?;
-    let files = data_files(&scratch);
-    let Some(file) = files.choose(rng).cloned() else {
-        compose.start(target).await?;
-        return Err("no data file to damage".into());
-    };
-    let how = damage(&file, rng).map_err(|e| format!("damaging {}: {e}", file.display()))?;
-    let inside = format!(
-        "/data/{}",
-        file.strip_prefix(&scratch)
-            .map_err(|e| e.to_string())?
-            .display()
-    );
-    let copied = compose.copy_in(target, &file, &inside).await;
+    let damaged = damage_one(compose, target, &scratch, rng).await;
     let _ = std::fs::remove_dir_all(&scratch);
-    copied?;
+    // Started again whether or not the damage could be done.
     compose.start(target).await?;
-    let note = format!("{how} {inside}");
+    let note = damaged?;
     if nodes.wait_healthy(Duration::from_secs(20)).await {
         return Ok(format!("{note}; the node came back"));
     }
     let repaired = replace(compose, nodes, target).await?;
     Ok(format!("{note}; the node did not come back: {repaired}"))
+}
+
+/// Damages one of `target`'s data files, copied through `scratch`; says which and how.
+async fn damage_one(
+    compose: &Compose,
+    target: &str,
+    scratch: &Path,
+    rng: &mut StdRng,
+) -> Result<String, String> {
+    compose.copy_out(target, "/data", scratch).await?;
+    let files = data_files(scratch);
+    let file = files.choose(rng).ok_or("no data file to damage")?;
+    let how = damage(file, rng).map_err(|e| format!("damaging {}: {e}", file.display()))?;
+    let relative = file.strip_prefix(scratch).map_err(|e| e.to_string())?;
+    let inside = format!("/data/{}", relative.display());
+    compose.copy_in(target, file, &inside).await?;
+    Ok(format!("{how} {inside}"))
 }
 
 /// The files a node keeps its state in, under `dir` (its `/data`): RocksDB's tables, blob

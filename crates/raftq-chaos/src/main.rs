@@ -400,6 +400,10 @@ fn summarize(events: &[Event], report: &checker::Report, fault_start: u64, fault
         "longest unavailability window with a majority up (overlapping no restart_all): {}",
         windows.longest_with_majority
     );
+    println!(
+        "longest unavailability window by the faults it overlapped (ms): {:?}",
+        windows.longest_by_kind
+    );
     for (name, (count, examples)) in &report.anomalies {
         println!("{name}: {count} anomalies");
         for e in examples {

@@ -164,7 +164,7 @@ impl Node {
         // The election gate keeps them so; off from the start for a node that may not stand.
         raft.runtime_config().elect(admission.may_stand());
         let forming = matches!(admission.standing(), Standing::Blank | Standing::Fresh);
-        log_if_flags_differ(&config, &raft, admission.standing());
+        log_if_flags_differ(&config, &raft, admission.standing()).await;
         let clock = Arc::new(LeaderClock::new(
             config.wall_clock.clone(),
             config.max_clock_skew_ms,
@@ -349,17 +349,27 @@ impl Node {
     }
 }
 
-/// Says when a restarted node's membership, which it goes by, differs from its flags.
-fn log_if_flags_differ(config: &NodeConfig, raft: &Raft<TypeConfig>, standing: Standing) {
-    let stored: BTreeMap<NodeId, String> = raft
-        .metrics()
-        .borrow()
-        .membership_config
-        .membership()
-        .nodes()
-        .map(|(id, n)| (*id, n.addr.clone()))
-        .collect();
-    if standing == Standing::Member && config.join.is_none() && stored != config.peers {
+/// Says when a restarted node's membership, which it goes by, differs from its flags. Read
+/// from the Raft state, which holds the membership loaded from the log (the metrics may not
+/// show it yet).
+async fn log_if_flags_differ(config: &NodeConfig, raft: &Raft<TypeConfig>, standing: Standing) {
+    if standing != Standing::Member || config.join.is_some() {
+        return;
+    }
+    let Ok(stored) = raft
+        .with_raft_state(|st| {
+            st.membership_state
+                .effective()
+                .membership()
+                .nodes()
+                .map(|(id, n)| (*id, n.addr.clone()))
+                .collect::<BTreeMap<NodeId, String>>()
+        })
+        .await
+    else {
+        return;
+    };
+    if stored != config.peers {
         tracing::info!(
             ?stored,
             flags = ?config.peers,
