@@ -78,3 +78,43 @@ fn verify(db: &rocksdb::DB) -> Result<(), rocksdb::Error> {
 pub fn is_damage(error: &rocksdb::Error) -> bool {
     error.kind() == rocksdb::ErrorKind::Corruption
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The largest table file in `dir`.
+    fn largest_table(dir: &std::path::Path) -> std::path::PathBuf {
+        std::fs::read_dir(dir)
+            .expect("list")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.extension().is_some_and(|x| x == "sst"))
+            .max_by_key(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+            .expect("a table file")
+    }
+
+    #[test]
+    fn a_damaged_table_is_found_when_the_database_opens() {
+        let tmp = tempfile::TempDir::new().expect("temp dir");
+        let path = tmp.path().join("db");
+        {
+            let db = open_db(&path).expect("open");
+            let state = db.cf_handle(STATE_CF).expect("state");
+            for i in 0..200u32 {
+                db.put_cf(state, i.to_be_bytes(), vec![i as u8; 1024])
+                    .expect("put");
+            }
+            db.flush_cf(state).expect("flush");
+        }
+        let table = largest_table(&path);
+        let mut bytes = std::fs::read(&table).expect("read");
+        // A quarter in: inside the data blocks, which opening alone does not read.
+        let at = bytes.len() / 4;
+        for b in &mut bytes[at..at + 8] {
+            *b ^= 0xff;
+        }
+        std::fs::write(&table, bytes).expect("write");
+        let error = open_db(&path).expect_err("a damaged table is refused");
+        assert!(is_damage(&error), "{error}");
+    }
+}

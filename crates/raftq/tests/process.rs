@@ -1,5 +1,6 @@
-//! The `raftq` binary as a user runs it: `raftq serve` as a process, the CLI as the client, and
-//! a `kill -9` of the server with a restart from the same data directory.
+//! The `raftq` binary as a user runs it: `raftq serve` as a process, the CLI as the client, a
+//! `kill -9` of the server with a restart from the same data directory, and a cluster grown,
+//! repaired and shrunk with `raftq cluster add | replace | remove`.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -34,10 +35,16 @@ fn served_address(line: &str) -> Option<&str> {
 /// server can take it between a choice and a bind) with its data in `dir`, learns the port from
 /// the server's log, and waits until it answers.
 fn serve(dir: &Path) -> Server {
+    serve_with(dir, &[])
+}
+
+/// [`serve`] with more flags.
+fn serve_with(dir: &Path, flags: &[&str]) -> Server {
     let mut child = Command::new(BIN)
         .args(["serve", "--listen", "127.0.0.1:0"])
         .arg("--data-dir")
         .arg(dir)
+        .args(flags)
         .env("RAFTQ_LOG", "info")
         .env("NO_COLOR", "1")
         .stdout(Stdio::piped())
@@ -173,4 +180,73 @@ fn kill_9_and_restart_keeps_messages_leases_and_deduplication() {
         .filter_map(|m| m["body"].as_str())
         .collect();
     assert_eq!(bodies, ["o1", "o2", "o3", "o4", "o5"]);
+}
+
+/// A loopback address with a port that was free a moment ago (peer addresses must be known
+/// before the nodes start, so the kernel cannot pick them at bind time).
+fn free_addr() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("address").to_string()
+}
+
+/// The voters' ids in a `cluster status` answer.
+fn voters(status: &Value) -> Vec<u64> {
+    status["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter(|n| n["role"] != "learner")
+        .filter_map(|n| n["id"].as_u64())
+        .collect()
+}
+
+/// Starts node 2 with `--join` node 1's peer address.
+fn joining_node(dir: &Path, raft: &str, first: &str) -> Server {
+    serve_with(
+        dir,
+        &["--node-id", "2", "--raft-listen", raft, "--join", first],
+    )
+}
+
+#[test]
+fn the_cli_grows_repairs_and_shrinks_a_cluster() {
+    let (dir1, dir2) = (TempDir::new().expect("dir"), TempDir::new().expect("dir"));
+    let (raft1, raft2) = (free_addr(), free_addr());
+    let peers = format!("1={raft1}");
+    let first = serve_with(
+        dir1.path(),
+        &["--node-id", "1", "--raft-listen", &raft1, "--peers", &peers],
+    );
+    ok(&first, &["queue", "create", "work"]);
+    ok(&first, &["send", "work", "before"]);
+
+    let mut second = joining_node(dir2.path(), &raft2, &raft1);
+    let grown = ok(
+        &first,
+        &["cluster", "add", "--id", "2", "--raft-addr", &raft2],
+    );
+    assert_eq!(voters(&grown), [1, 2]);
+    ok(&second, &["send", "work", "through node 2"]);
+    assert_eq!(ok(&first, &["stats", "work"])["visible"], 2);
+    let again = cli(
+        &first,
+        &["cluster", "add", "--id", "2", "--raft-addr", &raft2],
+    );
+    assert!(again.is_err_and(|e| e.contains("membership_conflict")));
+
+    // Node 2 loses its disk: it comes back blank, and `replace` makes it a voter again.
+    second.child.kill().expect("kill -9");
+    let _ = second.child.wait();
+    drop(second);
+    let dir2 = TempDir::new().expect("dir");
+    let second = joining_node(dir2.path(), &raft2, &raft1);
+    let repaired = ok(&first, &["cluster", "replace", "--id", "2"]);
+    assert_eq!(voters(&repaired), [1, 2]);
+    assert_eq!(ok(&second, &["stats", "work"])["visible"], 2);
+
+    let shrunk = ok(&first, &["cluster", "remove", "--id", "2"]);
+    assert_eq!(voters(&shrunk), [1]);
+    assert_eq!(voters(&ok(&first, &["cluster", "status"])), [1]);
+    let unknown = cli(&first, &["cluster", "remove", "--id", "9"]);
+    assert!(unknown.is_err_and(|e| e.contains("invalid_argument")));
 }
