@@ -7,8 +7,9 @@ use crate::history::{Event, Outcome};
 
 /// How long a deduplication ID suppresses resends.
 const DEDUP_WINDOW_MS: u64 = 5 * 60 * 1000;
-/// How far a leader's stamps may run ahead of real time (the nodes' `--max-clock-skew-ms`):
-/// while one node's clock is jumped, a lease may end that much early by the checker's clock.
+/// How far a leader's stamps may run ahead of real time: the nodes' `--max-clock-skew-ms`, which
+/// the chaos cluster leaves at its default. While one node's clock is jumped, a lease may end
+/// that much early by the checker's clock.
 const CLOCK_BOUND_MS: u64 = 500;
 /// How long after a clock jump ends the state machine's time may still be ahead: until real
 /// time catches up with the last stamp.

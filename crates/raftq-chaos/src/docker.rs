@@ -21,6 +21,8 @@ pub struct Compose {
 
 /// The file inside a node's container that its libfaketime reads the clock offset from.
 pub const CLOCK_OFFSET_FILE: &str = "/tmp/clock-offset";
+/// The nodes' peer port in the compose files.
+const PEER_PORT: &str = "7000";
 
 impl Compose {
     /// The project, driven by whichever compose tool this machine has.
@@ -112,15 +114,30 @@ impl Compose {
     }
 
     /// Stops `service` at once and removes its container and its volumes: its data is gone.
+    /// With `RAFTQ_CHAOS_LOGS=FILE`, the container's log is first appended to `FILE.removed`.
     pub async fn wipe(&self, service: &str) -> Result<(), String> {
+        let id = self.container(service).await?;
+        if let Ok(path) = std::env::var("RAFTQ_CHAOS_LOGS") {
+            if let Ok(out) = Command::new("docker")
+                .args(["logs", "--timestamps", &id])
+                .output()
+                .await
+            {
+                let mut log = format!("=== {service} ({id}), removed\n").into_bytes();
+                log.extend_from_slice(&out.stdout);
+                log.extend_from_slice(&out.stderr);
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(format!("{path}.removed"));
+                if let Ok(mut file) = file {
+                    let _ = std::io::Write::write_all(&mut file, &log);
+                }
+            }
+        }
         let volumes = Self::run(
             "docker",
-            &[
-                "inspect",
-                "-f",
-                "{{range .Mounts}}{{.Name}} {{end}}",
-                &self.container(service).await?,
-            ],
+            &["inspect", "-f", "{{range .Mounts}}{{.Name}} {{end}}", &id],
         )
         .await?;
         self.compose_with(self.files(service), &["rm", "-f", "-s", service])
@@ -234,12 +251,17 @@ impl Compose {
         Self::run("nsenter", &all).await.map(|_| ())
     }
 
-    /// Drops every packet `service` receives from `from`: `from` no longer reaches it, while
-    /// what `service` sends still arrives (one way).
+    /// Drops every packet `service` receives from `from` on its peer port: `from`'s calls to
+    /// `service` (appends, votes, pings, forwards) no longer arrive, while `service`'s calls to
+    /// `from` and their answers still go through (one way).
     pub async fn drop_from(&self, service: &str, from: &str) -> Result<(), String> {
         let address = self.address(from).await?;
-        self.iptables(service, &["-I", "INPUT", "-s", &address, "-j", "DROP"])
-            .await
+        let rule = [
+            "-s", &address, "-p", "tcp", "--dport", PEER_PORT, "-j", "DROP",
+        ];
+        let mut args = vec!["-I", "INPUT"];
+        args.extend_from_slice(&rule);
+        self.iptables(service, &args).await
     }
 
     /// Removes every packet filter of `service`.

@@ -111,6 +111,41 @@ impl Nodes {
         candidates[rng.random_range(0..candidates.len())]
     }
 
+    /// Sets the members to the voters the leader reports (after a membership change whose
+    /// outcome is unclear, so the run goes on with the cluster as it is).
+    pub async fn sync_members(&self) {
+        let Some(leader) = self.leader().await else {
+            return;
+        };
+        let Ok(view) = self.client_of(leader).cluster().await else {
+            return;
+        };
+        let Some(voters) = view["nodes"].as_array().map(|nodes| {
+            nodes
+                .iter()
+                .filter(|n| n["role"] != "learner")
+                .filter_map(|n| n["id"].as_u64())
+                .collect::<BTreeSet<u64>>()
+        }) else {
+            return;
+        };
+        if !voters.is_empty() {
+            *self.members.write().unwrap_or_else(PoisonError::into_inner) = voters;
+        }
+    }
+
+    /// Waits (up to `limit`) until node `id` answers on its API.
+    pub async fn wait_answering(&self, id: u64, limit: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + limit;
+        while self.client_of(id).health().await.is_err() {
+            if Instant::now() > deadline {
+                return Err(format!("node {id} did not answer within {limit:?}"));
+            }
+            sleep(Duration::from_millis(250)).await;
+        }
+        Ok(())
+    }
+
     /// Every member's `/v1/cluster` answer (`Value::Null` for a node that did not answer).
     pub async fn cluster_views(&self) -> Vec<Value> {
         let mut views = Vec::new();

@@ -1,13 +1,14 @@
 //! Replicated throughput and latency of a 3-node cluster in this process, on loopback, with
 //! RocksDB on the local disk: 1 KiB sends through `Node::write` (no HTTP), closed loop with 1 and
-//! 256 requests in flight, and the unavailability window when the leader is stopped under load.
-//! Prints one JSON object per measurement.
+//! 256 requests in flight; the unavailability window while every node is restarted in turn as
+//! SIGTERM does it (a leader hands over first) under load; and the window when the leader is
+//! stopped under load. Prints one JSON object per measurement.
 //!
 //! Run: `scripts/bench-node` (writes docs/benchmarks-node.md).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -20,7 +21,11 @@ use uuid::Uuid;
 const WARMUP: Duration = Duration::from_secs(2);
 const RUN: Duration = Duration::from_secs(10);
 
-async fn start_cluster(dir: &TempDir) -> BTreeMap<u64, Arc<Node>> {
+/// The nodes that are up, shared with the senders.
+type Pool = Arc<RwLock<BTreeMap<u64, Arc<Node>>>>;
+
+/// Three nodes on loopback: their peer addresses and the nodes.
+async fn start_cluster(dir: &TempDir) -> (BTreeMap<u64, String>, Pool) {
     let mut listeners = BTreeMap::new();
     for id in 1..=3u64 {
         listeners.insert(id, TcpListener::bind("127.0.0.1:0").await.expect("bind"));
@@ -31,11 +36,39 @@ async fn start_cluster(dir: &TempDir) -> BTreeMap<u64, Arc<Node>> {
         .collect();
     let mut nodes = BTreeMap::new();
     for (id, listener) in listeners {
-        let config = NodeConfig::new(id, peers.clone(), dir.path().join(format!("n{id}")));
-        let node = Node::start(config, listener).await.expect("start");
-        nodes.insert(id, Arc::new(node));
+        nodes.insert(id, Arc::new(start_node(dir, &peers, id, listener).await));
     }
-    nodes
+    (peers, Arc::new(RwLock::new(nodes)))
+}
+
+async fn start_node(
+    dir: &TempDir,
+    peers: &BTreeMap<u64, String>,
+    id: u64,
+    listener: TcpListener,
+) -> Node {
+    let config = NodeConfig::new(id, peers.clone(), dir.path().join(format!("n{id}")));
+    Node::start(config, listener).await.expect("start")
+}
+
+fn members(pool: &Pool) -> BTreeMap<u64, Arc<Node>> {
+    pool.read().map(|p| p.clone()).unwrap_or_default()
+}
+
+/// Takes node `id` out of the pool and waits until no sender holds it any more.
+async fn take(pool: &Pool, id: u64) -> Node {
+    let mut node = pool
+        .write()
+        .ok()
+        .and_then(|mut p| p.remove(&id))
+        .expect("the node is in the pool");
+    loop {
+        match Arc::try_unwrap(node) {
+            Ok(node) => return node,
+            Err(shared) => node = shared,
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 fn send(body: &str) -> Command {
@@ -116,74 +149,165 @@ fn report(name: &str, in_flight: usize, ops: u64, hist: &Histogram<u64>, failure
 }
 
 /// The member that is leader by its own account (another member's view may be stale).
-async fn leader(nodes: &BTreeMap<u64, Arc<Node>>) -> u64 {
+async fn leader(pool: &Pool) -> u64 {
     loop {
-        let leading = nodes
-            .iter()
+        let leading = members(pool)
+            .into_iter()
             .find(|(_, n)| n.raft().metrics().borrow().state == openraft::ServerState::Leader);
-        if let Some((&id, _)) = leading {
+        if let Some((id, _)) = leading {
             return id;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
-/// Stops the leader while 16 senders write through the surviving nodes; the window is the
-/// longest time no write succeeded.
-async fn failover(nodes: &mut BTreeMap<u64, Arc<Node>>) {
-    let old = leader(nodes).await;
-    let survivors: Vec<Arc<Node>> = nodes
-        .iter()
-        .filter(|(id, _)| **id != old)
-        .map(|(_, n)| Arc::clone(n))
-        .collect();
-    let last_ok = Arc::new(Mutex::new(Instant::now()));
-    let longest = Arc::new(Mutex::new(Duration::ZERO));
-    let stop = Arc::new(AtomicBool::new(false));
-    let body = "x".repeat(1024);
-    let mut tasks = Vec::new();
-    for i in 0..16 {
-        let node = Arc::clone(&survivors[i % survivors.len()]);
-        let (last_ok, longest, stop, body) = (
-            Arc::clone(&last_ok),
-            Arc::clone(&longest),
-            Arc::clone(&stop),
-            body.clone(),
-        );
-        tasks.push(tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                if node.write(send(&body)).await.is_ok() {
-                    let now = Instant::now();
-                    if let (Ok(mut last), Ok(mut long)) = (last_ok.lock(), longest.lock()) {
-                        *long = (*long).max(now - *last);
-                        *last = now;
+/// 16 senders writing through the nodes in the pool (whichever are there at each write), and
+/// the longest time no write succeeded.
+struct Senders {
+    last_ok: Arc<Mutex<Instant>>,
+    longest: Arc<Mutex<Duration>>,
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Senders {
+    fn start(pool: &Pool) -> Senders {
+        let last_ok = Arc::new(Mutex::new(Instant::now()));
+        let longest = Arc::new(Mutex::new(Duration::ZERO));
+        let stop = Arc::new(AtomicBool::new(false));
+        let body = "x".repeat(1024);
+        let mut tasks = Vec::new();
+        for i in 0..16 {
+            let (pool, last_ok, longest, stop, body) = (
+                Arc::clone(pool),
+                Arc::clone(&last_ok),
+                Arc::clone(&longest),
+                Arc::clone(&stop),
+                body.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    // Only the node written through is held during the write, so a node taken out
+                    // of the pool is soon held by no sender.
+                    let node = {
+                        let up = members(&pool);
+                        up.values().nth(i % up.len().max(1)).cloned()
+                    };
+                    let Some(node) = node else {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        continue;
+                    };
+                    let written = node.write(send(&body)).await.is_ok();
+                    drop(node);
+                    if written {
+                        let now = Instant::now();
+                        if let (Ok(mut last), Ok(mut long)) = (last_ok.lock(), longest.lock()) {
+                            *long = (*long).max(now - *last);
+                            *last = now;
+                        }
                     }
                 }
-            }
-        }));
+            }));
+        }
+        Senders {
+            last_ok,
+            longest,
+            stop,
+            tasks,
+        }
     }
+
+    /// Stops the senders; the longest window, counting writes that did not come back up to
+    /// now.
+    async fn stop(self) -> Duration {
+        let tail = self.last_ok.lock().map(|l| l.elapsed()).unwrap_or_default();
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        self.longest
+            .lock()
+            .map(|l| *l)
+            .unwrap_or_default()
+            .max(tail)
+    }
+}
+
+/// Restarts every node in turn under load, as SIGTERM does it (a leader hands its leadership
+/// over first), waiting until each is back and caught up; the window is the longest time no
+/// write succeeded.
+async fn rolling_restart(dir: &TempDir, peers: &BTreeMap<u64, String>, pool: &Pool) {
+    let senders = Senders::start(pool);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut leaders_restarted = 0;
+    for (&id, addr) in peers {
+        let node = take(pool, id).await;
+        if matches!(node.hand_over().await, Ok(Some(_))) {
+            leaders_restarted += 1;
+        }
+        node.shutdown().await;
+        let listener = TcpListener::bind(addr)
+            .await
+            .expect("bind the same address");
+        let node = Arc::new(start_node(dir, peers, id, listener).await);
+        let target = members(pool)
+            .values()
+            .map(|n| {
+                n.raft()
+                    .metrics()
+                    .borrow()
+                    .last_applied
+                    .map_or(0, |l| l.index)
+            })
+            .max()
+            .unwrap_or(0);
+        let caught_up = |m: &openraft::RaftMetrics<u64, openraft::BasicNode>| {
+            m.last_applied.is_some_and(|l| l.index >= target)
+        };
+        node.raft()
+            .wait(Some(Duration::from_secs(30)))
+            .metrics(caught_up, "caught up")
+            .await
+            .expect("the restarted node catches up");
+        if let Ok(mut p) = pool.write() {
+            p.insert(id, node);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let window = senders.stop().await;
+    println!(
+        "{}",
+        serde_json::json!({"bench": "rolling_restart", "unavailable_ms": window.as_millis() as u64,
+                           "leaders_restarted": leaders_restarted})
+    );
+}
+
+/// Stops the leader while 16 senders write through the surviving nodes; the window is the
+/// longest time no write succeeded.
+async fn failover(pool: &Pool) {
+    let old = leader(pool).await;
+    let senders = {
+        let survivors: Pool = Arc::new(RwLock::new(
+            members(pool)
+                .into_iter()
+                .filter(|(id, _)| *id != old)
+                .collect(),
+        ));
+        Senders::start(&survivors)
+    };
     tokio::time::sleep(Duration::from_secs(2)).await;
     // Stopping a follower, or a leader that cannot be stopped, would measure no failover at
     // all: fail loudly instead.
     assert_eq!(
-        leader(nodes).await,
+        leader(pool).await,
         old,
         "leadership moved during the lead-in"
     );
-    let node = nodes.remove(&old).expect("the leader is a member");
-    let node = Arc::try_unwrap(node)
-        .unwrap_or_else(|_| panic!("the leader is still shared, so it cannot be stopped"));
-    node.shutdown().await;
+    take(pool, old).await.shutdown().await;
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let new = leader(nodes).await;
+    let new = leader(pool).await;
     assert_ne!(new, old, "a new leader took over");
-    // Writes that did not come back after the stop count up to the end of the window.
-    let tail = last_ok.lock().map(|l| l.elapsed()).unwrap_or_default();
-    stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        let _ = t.await;
-    }
-    let window = longest.lock().map(|l| *l).unwrap_or_default().max(tail);
+    let window = senders.stop().await;
     println!(
         "{}",
         serde_json::json!({"bench": "leader_failover", "unavailable_ms": window.as_millis() as u64})
@@ -197,8 +321,8 @@ fn main() {
         .expect("runtime");
     runtime.block_on(async {
         let dir = TempDir::new().expect("temp dir");
-        let mut nodes = start_cluster(&dir).await;
-        let node = Arc::clone(&nodes[&leader(&nodes).await]);
+        let (peers, pool) = start_cluster(&dir).await;
+        let node = Arc::clone(&members(&pool)[&leader(&pool).await]);
         node.write(Command::CreateQueue {
             account: "dev".into(),
             queue_id: Uuid::new_v4(),
@@ -213,11 +337,10 @@ fn main() {
             report("send_1KiB_3_nodes", in_flight, ops, &hist, failures);
         }
         drop(node);
-        failover(&mut nodes).await;
-        for (_, node) in nodes {
-            if let Ok(node) = Arc::try_unwrap(node) {
-                node.shutdown().await;
-            }
+        rolling_restart(&dir, &peers, &pool).await;
+        failover(&pool).await;
+        for id in members(&pool).into_keys() {
+            take(&pool, id).await.shutdown().await;
         }
     });
 }

@@ -5,7 +5,8 @@
 //! Format: a magic header, then one record per row (`u32` key length, key, `u32` value length,
 //! value, lengths little-endian), then an end marker, the row count, and the SHA-256 of every
 //! byte before it. A reader checks all three, so that a truncated or damaged file is refused
-//! rather than installed short or wrong.
+//! rather than installed short or wrong. Files of the first format (magic `RAFTQSN1`, the same
+//! without the digest) are still read, with their row count checked.
 //!
 //! The directory holds the current snapshot file, named in `sm_meta`; files being written or
 //! received have other names and are removed when the state machine opens. The directory knows
@@ -21,6 +22,8 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 const MAGIC: &[u8; 8] = b"RAFTQSN2";
+/// The first format's magic: no digest after the row count.
+const MAGIC_WITHOUT_DIGEST: &[u8; 8] = b"RAFTQSN1";
 const ROW: u8 = 1;
 const END: u8 = 0;
 
@@ -187,9 +190,11 @@ fn for_each_row(path: &Path, mut row: impl FnMut(Vec<u8>, Vec<u8>)) -> io::Resul
     let mut input = Hashing::new(BufReader::new(File::open(path)?));
     let mut magic = [0u8; 8];
     input.read_exact(&mut magic)?;
-    if &magic != MAGIC {
-        return Err(invalid("not a raftq snapshot file"));
-    }
+    let digested = match &magic {
+        MAGIC => true,
+        MAGIC_WITHOUT_DIGEST => false,
+        _ => return Err(invalid("not a raftq snapshot file")),
+    };
     let mut rows = 0u64;
     loop {
         let mut tag = [0u8; 1];
@@ -208,10 +213,16 @@ fn for_each_row(path: &Path, mut row: impl FnMut(Vec<u8>, Vec<u8>)) -> io::Resul
                     return Err(invalid("snapshot row count does not match its rows"));
                 }
                 let computed = input.hash.finalize();
-                let mut stored = [0u8; 32];
-                input.inner.read_exact(&mut stored)?;
-                if computed.as_slice() != stored {
-                    return Err(invalid("snapshot digest does not match its contents"));
+                let mut input = input.inner;
+                if digested {
+                    let mut stored = [0u8; 32];
+                    input.read_exact(&mut stored)?;
+                    if computed.as_slice() != stored {
+                        return Err(invalid("snapshot digest does not match its contents"));
+                    }
+                }
+                if input.read(&mut [0u8; 1])? != 0 {
+                    return Err(invalid("snapshot file goes on after its end"));
                 }
                 return Ok(());
             }
@@ -289,6 +300,22 @@ mod tests {
         let last = wrong_count.len() - 32 - 8;
         wrong_count[last] = 9;
         fs::write(dir.file(&name), &wrong_count).expect("write");
+        assert!(read_rows(&dir.file(&name)).is_err());
+    }
+
+    #[test]
+    fn a_file_of_the_first_format_is_read_and_bytes_after_the_end_are_refused() {
+        let tmp = tempfile::TempDir::new().expect("temp dir");
+        let dir = SnapshotDir::open(tmp.path().to_path_buf(), None).expect("open");
+        let name = dir.write_rows(rows().into_iter()).expect("write");
+        let bytes = fs::read(dir.file(&name)).expect("read");
+        let mut first = MAGIC_WITHOUT_DIGEST.to_vec();
+        first.extend_from_slice(&bytes[MAGIC.len()..bytes.len() - 32]);
+        fs::write(dir.file(&name), &first).expect("write");
+        assert_eq!(read_rows(&dir.file(&name)).expect("read").len(), 2);
+        let mut longer = bytes.clone();
+        longer.push(0);
+        fs::write(dir.file(&name), &longer).expect("write");
         assert!(read_rows(&dir.file(&name)).is_err());
     }
 
