@@ -61,9 +61,9 @@ pub struct NodeConfig {
     /// Build a snapshot (and purge the log behind it) once at least this many entries were
     /// applied since the last one, and the log since then outweighs it (see `snapshots`).
     pub snapshot_after_logs: u64,
-    /// Milliseconds between heartbeats. The election timeout is 5 to 10 of them: a follower
+    /// Milliseconds between heartbeats. The election timeout is 5 to 7 of them: a follower
     /// that knew a leader waits out its lease (the longest timeout) and then a random timeout
-    /// before it stands, 15 to 20 heartbeats after the last one it heard.
+    /// before it stands, 12 to 14 heartbeats after the last one it heard.
     pub heartbeat_ms: u64,
     /// How far this node's clock may run ahead of the cluster's time (see `clock`).
     pub max_clock_skew_ms: u64,
@@ -145,8 +145,10 @@ impl Node {
         let raft_config = Config {
             cluster_name: "raftq".into(),
             heartbeat_interval: config.heartbeat_ms,
+            // The longest timeout is also the followers' leader lease, which a leader handing
+            // over waits out: 7 heartbeats keep a planned handover under half a second.
             election_timeout_min: 5 * config.heartbeat_ms,
-            election_timeout_max: 10 * config.heartbeat_ms,
+            election_timeout_max: 7 * config.heartbeat_ms,
             // `snapshots::run` asks for them.
             snapshot_policy: SnapshotPolicy::Never,
             max_in_snapshot_log_to_keep: 0,

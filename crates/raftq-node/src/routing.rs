@@ -50,6 +50,7 @@ impl Core {
         };
         let deadline = Instant::now() + patience;
         loop {
+            let known = self.raft.metrics().borrow().current_leader;
             let outcome = match self.serve_local(&request).await {
                 Err(NodeError::NotLeader(Some(leader))) if leader != self.id => {
                     self.forward(leader, &request, deadline).await
@@ -60,7 +61,15 @@ impl Core {
                 Err(NodeError::NotLeader(_)) | Err(NodeError::Unavailable(_))
                     if Instant::now() + RETRY_PAUSE < deadline =>
                 {
-                    tokio::time::sleep(RETRY_PAUSE).await;
+                    // Tried again as soon as another leader is known (after a handover or an
+                    // election), or after the pause.
+                    let mut metrics = self.raft.metrics();
+                    let _ = tokio::time::timeout(
+                        RETRY_PAUSE,
+                        metrics
+                            .wait_for(|m| m.current_leader.is_some() && m.current_leader != known),
+                    )
+                    .await;
                 }
                 Err(NodeError::NotLeader(_)) => {
                     return Err(NodeError::Unavailable("no leader could be reached".into()))

@@ -43,7 +43,7 @@ pub struct ServeArgs {
     #[arg(long, env = "RAFTQ_JOIN")]
     pub join: Option<String>,
     /// Milliseconds between the leader's heartbeats, also how long a follower has to answer an
-    /// append. A follower stands for election 15 to 20 heartbeats after the last one it heard.
+    /// append. A follower stands for election 12 to 14 heartbeats after the last one it heard.
     #[arg(long, env = "RAFTQ_HEARTBEAT_MS", default_value_t = NodeConfig::DEFAULT_HEARTBEAT_MS,
           value_parser = clap::value_parser!(u64).range(10..=10_000))]
     pub heartbeat_ms: u64,
