@@ -24,14 +24,30 @@ pub struct Window {
     pub during: Vec<String>,
 }
 
-/// The longest window overall, the longest one that overlaps no whole-cluster restart, and the
-/// longest per kind of fault.
+/// The longest window overall, the longest one that overlaps no whole-cluster restart, the
+/// longest per kind of fault, and the longest per fault.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Unavailability {
     pub longest: Window,
     pub longest_with_majority: Window,
     /// For each kind of fault, the longest window that overlapped one of its kind.
     pub longest_by_kind: BTreeMap<String, u64>,
+    /// For each fault but the whole-cluster restarts, in injection order, its kind and the
+    /// longest window that overlapped it and no whole-cluster restart (0: none).
+    pub per_fault: Vec<(String, u64)>,
+}
+
+impl Unavailability {
+    /// The `q` quantile (0 to 1, nearest rank) of the per-fault windows; 0 without faults.
+    pub fn per_fault_quantile(&self, q: f64) -> u64 {
+        let mut millis: Vec<u64> = self.per_fault.iter().map(|(_, ms)| *ms).collect();
+        millis.sort_unstable();
+        let rank = (q * millis.len() as f64).ceil() as usize;
+        millis
+            .get(rank.saturating_sub(1).min(millis.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0)
+    }
 }
 
 /// The windows between consecutive successes (times at which an operation succeeded), within
@@ -50,6 +66,7 @@ pub fn unavailability(
         .collect();
     times.sort_unstable();
     let mut out = Unavailability::default();
+    let mut per_fault = vec![0u64; faults.len()];
     for pair in times.windows(2) {
         let (from, to) = (pair[0], pair[1]);
         let millis = to - from;
@@ -77,7 +94,20 @@ pub fn unavailability(
         if !whole_cluster && millis > out.longest_with_majority.millis {
             out.longest_with_majority = window();
         }
+        if !whole_cluster {
+            for (i, f) in faults.iter().enumerate() {
+                if f.start < to && f.end > from {
+                    per_fault[i] = per_fault[i].max(millis);
+                }
+            }
+        }
     }
+    out.per_fault = faults
+        .iter()
+        .zip(per_fault)
+        .filter(|(f, _)| f.kind != WHOLE_CLUSTER)
+        .map(|(f, ms)| (f.kind.to_string(), ms))
+        .collect();
     out
 }
 
@@ -128,6 +158,8 @@ mod tests {
             got.longest_by_kind,
             BTreeMap::from([("kill_leader".into(), 1_800), ("restart_all".into(), 6_500)])
         );
+        assert_eq!(got.per_fault, [("kill_leader".to_string(), 1_800)]);
+        assert_eq!(got.per_fault_quantile(0.5), 1_800);
     }
 
     #[test]

@@ -404,6 +404,14 @@ fn summarize(events: &[Event], report: &checker::Report, fault_start: u64, fault
         "longest unavailability window by the faults it overlapped (ms): {:?}",
         windows.longest_by_kind
     );
+    println!(
+        "longest window per fault with a majority up: p50 {} ms, p99 {} ms, max {} ms over {} faults: {:?}",
+        windows.per_fault_quantile(0.5),
+        windows.per_fault_quantile(0.99),
+        windows.per_fault_quantile(1.0),
+        windows.per_fault.len(),
+        windows.per_fault
+    );
     for (name, (count, examples)) in &report.anomalies {
         println!("{name}: {count} anomalies");
         for e in examples {
