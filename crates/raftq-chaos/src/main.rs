@@ -60,8 +60,8 @@ struct Args {
 
 const MAX_RECEIVE_COUNT: u64 = 3;
 /// A request to a paused or cut-off node hangs; the client gives up after this (its outcome is
-/// then unknown).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// then unknown) and leaves that node alone for a while. Long enough for a receive's 1 s wait.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 
 #[tokio::main]
 async fn main() -> ExitCode {

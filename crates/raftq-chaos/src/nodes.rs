@@ -3,7 +3,7 @@
 //! health waits. The workload and the faults use the members only; a spare slot (a node the
 //! `grow` fault may add) is not asked anything until it is one.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -11,6 +11,29 @@ use raftq_client::Client;
 use rand::Rng;
 use serde_json::Value;
 use tokio::time::{sleep, Instant};
+
+/// How long a worker leaves a node alone after a request to it went unanswered.
+const AVOID: Duration = Duration::from_secs(3);
+
+/// The nodes a worker leaves alone for a while: those whose last request went unanswered
+/// (timed out, refused, or 5xx), as a client with several endpoints moves on to another.
+#[derive(Debug, Default)]
+pub struct Avoided(HashMap<u64, Instant>);
+
+impl Avoided {
+    /// Records how a request to node `id` ended.
+    pub fn note(&mut self, id: u64, answered: bool) {
+        if answered {
+            self.0.remove(&id);
+        } else {
+            self.0.insert(id, Instant::now() + AVOID);
+        }
+    }
+
+    fn avoids(&self, id: u64) -> bool {
+        self.0.get(&id).is_some_and(|until| Instant::now() < *until)
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct Nodes {
@@ -83,10 +106,22 @@ impl Nodes {
         self.client_of(members[i % members.len()])
     }
 
-    /// The client of a member chosen by `rng`.
-    pub fn random_client(&self, rng: &mut impl Rng) -> &Client {
+    /// A member chosen by `rng` among those `avoided` does not avoid (among all members when
+    /// it avoids every one), and its client.
+    pub fn pick(&self, avoided: &Avoided, rng: &mut impl Rng) -> (u64, &Client) {
         let members = self.members();
-        self.client_of(members[rng.random_range(0..members.len())])
+        let willing: Vec<u64> = members
+            .iter()
+            .copied()
+            .filter(|id| !avoided.avoids(*id))
+            .collect();
+        let from = if willing.is_empty() {
+            &members
+        } else {
+            &willing
+        };
+        let id = from[rng.random_range(0..from.len())];
+        (id, self.client_of(id))
     }
 
     /// The leader's id as the first answering member reports it.

@@ -16,7 +16,7 @@ use time::OffsetDateTime;
 use tokio::time::sleep;
 
 use crate::history::{now_ms, Event, History, Outcome};
-use crate::nodes::Nodes;
+use crate::nodes::{Avoided, Nodes};
 
 /// Lease length the consumers ask for.
 pub const LEASE_SECONDS: u64 = 2;
@@ -42,6 +42,14 @@ fn classify(e: &ClientError) -> Outcome {
     }
 }
 
+/// Whether a node answered a request (an API error below 500 is an answer).
+fn answered(result: &Result<Value, ClientError>) -> bool {
+    match result {
+        Ok(_) => true,
+        Err(e) => !matches!(classify(e), Outcome::Unknown(_)),
+    }
+}
+
 fn millis(v: &Value) -> Option<u64> {
     let t = OffsetDateTime::parse(v.as_str()?, &Rfc3339).ok()?;
     u64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
@@ -58,6 +66,7 @@ pub async fn produce(
 ) {
     let fifo = queue.ends_with(".fifo");
     let mut rng = StdRng::seed_from_u64(seed);
+    let mut avoided = Avoided::default();
     let mut n = 0u64;
     while !control.stop_producing.load(Ordering::Relaxed) {
         n += 1;
@@ -72,7 +81,7 @@ pub async fn produce(
                 &body,
                 &body,
                 group.as_deref(),
-                &mut rng,
+                (&mut avoided, &mut rng),
             )
             .await;
             match outcome {
@@ -98,7 +107,7 @@ pub async fn produce(
                 &resend,
                 &body,
                 group.as_deref(),
-                &mut rng,
+                (&mut avoided, &mut rng),
             )
             .await;
         }
@@ -112,7 +121,7 @@ async fn send(
     body: &str,
     dedup: &str,
     group: Option<&str>,
-    rng: &mut StdRng,
+    (avoided, rng): (&mut Avoided, &mut StdRng),
 ) -> Outcome {
     let fifo = group.is_some();
     let mut message = json!({ "body": body });
@@ -120,10 +129,11 @@ async fn send(
         message["message_group_id"] = g.into();
         message["message_deduplication_id"] = dedup.into();
     }
-    let client = nodes.random_client(rng);
+    let (node, client) = nodes.pick(avoided, rng);
     let start = now_ms();
     let result = client.send(queue, &message).await;
     let end = now_ms();
+    avoided.note(node, answered(&result));
     let (outcome, reply) = match result {
         Ok(v) => (Outcome::Ok, v),
         Err(e) => (classify(&e), Value::Null),
@@ -146,12 +156,14 @@ async fn send(
 /// Receives from `queue` until told to stop, acknowledging a share of the deliveries.
 pub async fn consume(nodes: Nodes, history: History, queue: String, control: Control, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
+    let mut avoided = Avoided::default();
     while !control.stop_consuming.load(Ordering::Relaxed) {
-        let client = nodes.random_client(&mut rng);
+        let (node, client) = nodes.pick(&avoided, &mut rng);
         let options = json!({"max_messages": 5, "lease_seconds": LEASE_SECONDS, "wait_seconds": 1});
         let start = now_ms();
         let result = client.receive(&queue, &options).await;
         let end = now_ms();
+        avoided.note(node, answered(&result));
         let reply = match result {
             Ok(v) => {
                 history.push(Event::Receive {
@@ -203,10 +215,11 @@ pub async fn consume(nodes: Nodes, history: History, queue: String, control: Con
             .iter()
             .map(|m| m["receipt"].as_str().unwrap_or_default().to_string())
             .collect();
-        let client = nodes.random_client(&mut rng);
+        let (node, client) = nodes.pick(&avoided, &mut rng);
         let start = now_ms();
         let result = client.ack(&queue, &receipts).await;
         let end = now_ms();
+        avoided.note(node, answered(&result));
         for (i, (m, receipt)) in chosen.iter().zip(receipts).enumerate() {
             let outcome = match &result {
                 Ok(v) if v["results"][i]["ok"] == true => Outcome::Ok,
