@@ -211,6 +211,26 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
         }
     }
 
+    let clock_jumps: Vec<(u64, u64)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Fault {
+                kind, start, end, ..
+            } if kind == "clock_jump" => Some((*start, end + CLOCK_SETTLE_MS)),
+            _ => None,
+        })
+        .collect();
+    // How much earlier than the server's stamps the checker's clock may read at `t`.
+    let tolerance = |t: u64| {
+        if clock_jumps
+            .iter()
+            .any(|(from, to)| (*from..=*to).contains(&t))
+        {
+            CLOCK_BOUND_MS
+        } else {
+            0
+        }
+    };
     // 3. FIFO: when a message is delivered, every earlier message of its group in that queue was
     // acknowledged (or its ack was under way), moved away, or delivered in the same receive.
     let mut by_group: HashMap<(&str, &str), Vec<(u64, &str)>> = HashMap::new();
@@ -245,7 +265,9 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
                 a.iter()
                     .any(|(start, _, o)| *start < d.end && !matches!(o, Outcome::Failed(_)))
             });
-            let moved_before = moved_at.get(earlier).is_some_and(|m| *m < d.end);
+            let moved_before = moved_at
+                .get(earlier)
+                .is_some_and(|m| *m < d.end + tolerance(d.end));
             let moved_later_unseen = remaining.contains(earlier)
                 && d.source.is_none()
                 && fin.dead_letter.contains_key(d.queue)
@@ -261,25 +283,6 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
     for d in &deliveries {
         per_message.entry((d.queue, d.id)).or_default().push(d);
     }
-    let clock_jumps: Vec<(u64, u64)> = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Fault {
-                kind, start, end, ..
-            } if kind == "clock_jump" => Some((*start, end + CLOCK_SETTLE_MS)),
-            _ => None,
-        })
-        .collect();
-    let tolerance = |t: u64| {
-        if clock_jumps
-            .iter()
-            .any(|(from, to)| (*from..=*to).contains(&t))
-        {
-            CLOCK_BOUND_MS
-        } else {
-            0
-        }
-    };
     for list in per_message.values_mut() {
         // The server's order of leases: each one adds one to the receive count (the client's
         // request times need not be in that order when a receive was slow to commit).
@@ -593,6 +596,48 @@ mod tests {
         assert!(count(5) >= 1, "dedup a accepted twice");
         assert_eq!(count(7), 1, "states differ");
         assert_eq!(count(8), 1, "cluster ids differ");
+    }
+
+    #[test]
+    fn a_move_stamped_ahead_during_a_clock_jump_frees_the_group() {
+        let jump = Event::Fault {
+            kind: "clock_jump".into(),
+            target: "node1".into(),
+            start: 100,
+            end: 1_000,
+        };
+        // A moved away (stamped 1 300 by a leader running ahead), then B delivered at 1 005 by
+        // the checker's clock.
+        let moved = Event::Deliver {
+            queue: "dlq.fifo".into(),
+            message_id: "A".into(),
+            body: "a".into(),
+            receipt: "r-A-dlq".into(),
+            receive_count: 1,
+            lease_expires_at: 2_900,
+            sequence_number: Some(1),
+            dead_letter_source: Some("q.fifo".into()),
+            moved_at: Some(1_300),
+            start: 900,
+            end: 905,
+        };
+        let events = |with_jump: bool| {
+            let mut v = vec![
+                send("a", "A", Some("a"), false, 10),
+                send("b", "B", Some("b"), false, 20),
+                moved.clone(),
+                deliver("B", "b", 20, 1, 1_000),
+            ];
+            if with_jump {
+                v.push(jump.clone());
+            }
+            v
+        };
+        let mut f = fin(&[]);
+        f.dead_letter = BTreeMap::from([("q.fifo".to_string(), "dlq.fifo".to_string())]);
+        let unordered = |events: &[Event]| check(events, &f).anomalies[INVARIANTS[2]].0;
+        assert_eq!(unordered(&events(false)), 1);
+        assert_eq!(unordered(&events(true)), 0);
     }
 
     #[test]
