@@ -35,8 +35,9 @@ const EVERY: Duration = Duration::from_millis(100);
 /// How long a ping may take.
 const PING_TIMEOUT: Duration = Duration::from_millis(250);
 /// A member's answer counts while it is at most this old: shorter than the time a follower waits
-/// for its leader (0.75 s) before it stands.
-const FRESH: Duration = Duration::from_millis(600);
+/// for its leader (12 heartbeats, 0.6 s by default) before it stands, with room for a ping that
+/// is late under load.
+const FRESH: Duration = Duration::from_millis(450);
 
 /// This node's clock minus the median clock of itself and the members that answered
 /// (`offsets`: each member's clock minus this node's), once they make a majority of `voters`.
