@@ -269,7 +269,12 @@ impl Compose {
         self.iptables(service, &["-F", "INPUT"]).await
     }
 
-    /// The compose network the nodes talk on.
+    /// The compose network `service` is on (the one the nodes talk on).
+    pub async fn network_of(&self, service: &str) -> Result<String, String> {
+        self.network(&self.container(service).await?).await
+    }
+
+    /// The network a container is on.
     async fn network(&self, container: &str) -> Result<String, String> {
         let names = Self::run(
             "docker",

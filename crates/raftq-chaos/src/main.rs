@@ -99,7 +99,7 @@ async fn run(args: &Args, seed: u64) -> Result<u64, String> {
     if !nodes.wait_healthy(Duration::from_secs(90)).await {
         return Err("the cluster is not healthy".into());
     }
-    let network = compose_network(&compose).await?;
+    let network = compose.network_of("node1").await?;
     let tag = seed % 1_000_000;
     let dead_letter = create_queues(&nodes, tag).await?;
     let history = History::default();
@@ -173,25 +173,6 @@ async fn run(args: &Args, seed: u64) -> Result<u64, String> {
     let report = checker::check(&events, &fin);
     summarize(&events, &report, fault_start, fault_end);
     Ok(report.total())
-}
-
-async fn compose_network(compose: &Compose) -> Result<String, String> {
-    let id = compose.container("node1").await?;
-    let out = tokio::process::Command::new("docker")
-        .args([
-            "inspect",
-            "-f",
-            "{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}",
-            &id,
-        ])
-        .output()
-        .await
-        .map_err(|e| e.to_string())?;
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .map(str::to_string)
-        .ok_or_else(|| "node1 is on no network".into())
 }
 
 /// Creates a standard and a FIFO source queue with their dead-letter queues.
