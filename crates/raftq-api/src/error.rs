@@ -14,7 +14,7 @@
 //! | `queue_in_use`, `lease_expired` | 409 | `FAILED_PRECONDITION` | the engine's errors of those names |
 //! | `membership_conflict` | 409 | `FAILED_PRECONDITION` | a membership change that the cluster's state refuses ([`ChangeError`]) |
 //! | `message_too_large` | 413 | `RESOURCE_EXHAUSTED` | [`EngineError::MessageTooLarge`], a request body over the limit |
-//! | `unavailable` | 503 | `UNAVAILABLE` | [`NodeError::Unavailable`], [`NodeError::Timeout`], [`NodeError::NotLeader`] |
+//! | `unavailable` | 503 | `UNAVAILABLE` | [`NodeError::Unavailable`], [`NodeError::Timeout`], [`NodeError::NotLeader`], [`NodeError::LeaderUnreachable`] |
 //! | `internal` | 500 | `INTERNAL` | [`NodeError::Storage`] and answers the API cannot read; never bad input |
 //!
 //! A gRPC status carries the spec's code in the metadata `raftq-error-code`, the field (if any)
@@ -139,7 +139,9 @@ impl From<EngineError> for ApiError {
 impl From<NodeError> for ApiError {
     fn from(e: NodeError) -> ApiError {
         match e {
-            NodeError::Unavailable(_) | NodeError::NotLeader(_) => ApiError::new(
+            NodeError::Unavailable(_)
+            | NodeError::NotLeader(_)
+            | NodeError::LeaderUnreachable(_) => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",
                 format!("{e}; retry"),
@@ -326,6 +328,7 @@ mod tests {
     fn node_errors_are_unavailable_except_storage() {
         for e in [
             NodeError::Unavailable("x".into()),
+            NodeError::LeaderUnreachable(1),
             NodeError::Timeout("x".into()),
             NodeError::NotLeader(None),
         ] {

@@ -89,7 +89,6 @@ pub async fn receive(shared: &Shared, request: ReceiveRequest) -> Result<Receive
                 let ready = shared
                     .api
                     .node
-                    .reader()
                     .with_engine(|e| e.ready_count(&request.account, &request.queue))
                     .unwrap_or(usize::MAX);
                 let Some(_claim) = shared.claims.claim(queue_id, ready, wants) else {
@@ -199,8 +198,8 @@ async fn queue_uuid(shared: &Shared, request: &ReceiveRequest) -> Result<Uuid, A
     let local = shared
         .api
         .node
-        .reader()
         .with_engine(|e| e.resolve(&request.account, &request.queue).ok())
+        .ok()
         .flatten();
     if let Some(queue) = local {
         return Ok(queue.id);

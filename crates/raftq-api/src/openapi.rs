@@ -2,14 +2,14 @@
 //! `docs/openapi.json`. It is generated from the code, so it cannot drift from it:
 //!
 //! - the router is built from the annotated handlers (`routes::api`), so a route exists only with
-//!   its operation (`tests/http.rs` checks that each documented path answers its documented
-//!   methods and only those);
+//!   its operation (`tests/integration/http.rs` checks that each documented path answers its
+//!   documented methods and only those);
 //! - response schemas are derived from the serialized shapes of `json` and `status`; engine types
 //!   that the API returns as they are have schema mirrors here (the engine does not depend on
 //!   utoipa), held to the engine's JSON by a test;
 //! - request schemas stand next to their handlers; a test holds their properties to the fields
-//!   each handler accepts, and `tests/http.rs` holds their required fields to those the server
-//!   requires;
+//!   each handler accepts, and `tests/integration/http.rs` holds their required fields to those
+//!   the server requires;
 //! - a test holds `docs/openapi.json` to the generated document:
 //!   `RAFTQ_UPDATE_OPENAPI=1 cargo test -p raftq-api openapi` rewrites it.
 //!

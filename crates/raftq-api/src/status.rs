@@ -1,11 +1,6 @@
-//! The node's Raft status from openraft's metrics and state: term, leader, commit index and the
-//! members with their roles. `GET /v1/cluster` shows it as JSON and `GET /metrics` as gauges.
-//!
-//! Roles: the known leader is `leader`; this node reports its own state (`candidate`,
-//! `follower`, `learner`, `shutdown`); other voters are `follower` and non-voters `learner`,
-//! since a node sees only its own state.
+//! The node's status ([`raftq_node::NodeStatus`]) as `GET /v1/cluster` shows it in JSON and
+//! `GET /metrics` as gauges, with the region the cluster serves.
 
-use openraft::ServerState;
 use raftq_node::Node;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -47,63 +42,28 @@ pub struct RaftStatus {
     pub last_log_index: u64,
 }
 
-fn state_name(state: ServerState) -> &'static str {
-    match state {
-        ServerState::Leader => "leader",
-        ServerState::Candidate => "candidate",
-        ServerState::Follower => "follower",
-        ServerState::Learner => "learner",
-        ServerState::Shutdown => "shutdown",
-    }
-}
-
-/// Reads the status of `node`.
+/// The status of `node`, for the cluster serving `region`.
 pub async fn of(node: &Node, region: &str) -> RaftStatus {
-    let raft = node.raft();
-    let (clock_offset_ms, clock_skewed) = node.clock_offset();
-    let mut status = {
-        let metrics = raft.metrics();
-        let m = metrics.borrow();
-        let membership = m.membership_config.membership();
-        let voters: Vec<u64> = membership.voter_ids().collect();
-        let nodes = membership
-            .nodes()
-            .map(|(id, n)| Member {
-                id: *id,
-                raft_addr: n.addr.clone(),
-                role: if m.current_leader == Some(*id) {
-                    "leader"
-                } else if *id == m.id {
-                    state_name(m.state)
-                } else if voters.contains(id) {
-                    "follower"
-                } else {
-                    "learner"
-                },
+    let status = node.status().await;
+    RaftStatus {
+        leader: status.leader,
+        nodes: status
+            .members
+            .into_iter()
+            .map(|m| Member {
+                id: m.id,
+                raft_addr: m.raft_addr,
+                role: m.role.as_str(),
             })
-            .collect();
-        let last_applied = m.last_applied.map_or(0, |l| l.index);
-        RaftStatus {
-            leader: m.current_leader,
-            nodes,
-            term: m.current_term,
-            commit_index: last_applied,
-            node_id: m.id,
-            region: region.to_string(),
-            cluster_id: node.cluster_id().map(|id| id.to_string()),
-            clock_offset_ms,
-            clock_skewed,
-            last_applied,
-            last_log_index: m.last_log_index.unwrap_or(0),
-        }
-    };
-    // The committed index lives in the Raft state, not in the metrics; it is at least the
-    // applied index, which stands in for it when the Raft core cannot answer.
-    if let Ok(Some(committed)) = raft
-        .with_raft_state(|st| st.committed.map(|l| l.index))
-        .await
-    {
-        status.commit_index = status.commit_index.max(committed);
+            .collect(),
+        term: status.term,
+        commit_index: status.commit_index,
+        node_id: status.node_id,
+        region: region.to_string(),
+        cluster_id: status.cluster_id.map(|id| id.to_string()),
+        clock_offset_ms: status.clock_offset_ms,
+        clock_skewed: status.clock_skewed,
+        last_applied: status.last_applied,
+        last_log_index: status.last_log_index,
     }
-    status
 }

@@ -1,4 +1,4 @@
-//! `raftq-bench`: the load generator of issue 6. It drives raftq (gRPC or REST), a RabbitMQ
+//! `raftq-bench`: the comparative load generator. It drives raftq (gRPC or REST), a RabbitMQ
 //! quorum queue or a NATS JetStream stream through one [`driver::Driver`] trait with the same
 //! workloads, and writes what it measured as JSON lines; `report` turns those into
 //! `docs/benchmarks.md`. `scripts/bench` starts the servers and runs everything.
@@ -36,7 +36,7 @@ use workloads::{Bench, Settings};
 #[derive(Debug, Parser)]
 #[command(
     name = "raftq-bench",
-    about = "Comparative benchmarks of raftq (issue 6)"
+    about = "Comparative benchmarks of raftq against RabbitMQ and NATS JetStream"
 )]
 struct Cli {
     #[command(subcommand)]

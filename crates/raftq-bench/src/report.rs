@@ -1,5 +1,5 @@
 //! The results file (one JSON object a line) and the markdown report made from it: the machine,
-//! each system's durability and mappings, the targets of issue 6, the headline ratios of raftq
+//! each system's durability and mappings, the comparative targets, the headline ratios of raftq
 //! to each peer, and every measurement.
 
 use std::fmt::Write as _;
@@ -128,7 +128,7 @@ impl Results {
         );
         let _ = writeln!(
             out,
-            "Written by `scripts/bench` (issue 6); the raw rows are in `docs/benchmarks.json`. \
+            "Written by `scripts/bench`; the raw rows are in `docs/benchmarks.json`. \
              Every system ran on this one machine, on loopback, one after the other, driven by \
              the same load generator (`crates/raftq-bench`, one `Driver` trait per system) in \
              the same run.\n"
@@ -192,7 +192,7 @@ impl Results {
     }
 
     fn targets(&self, out: &mut String) {
-        let _ = writeln!(out, "## Targets (issue 6)\n");
+        let _ = writeln!(out, "## Targets\n");
         let _ = writeln!(out, "| target | measured | met |\n|---|---|---|");
         let raftq = self.find("raftq-grpc", 3);
         let rabbit = self.find("rabbitmq", 3);

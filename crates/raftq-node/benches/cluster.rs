@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use raftq_engine::{Command, NewMessage, QueueAttributes};
-use raftq_node::{Node, NodeConfig};
+use raftq_node::{Node, NodeConfig, Role};
 use tempfile::TempDir;
 use tokio::net::TcpListener;
 use uuid::Uuid;
@@ -151,11 +151,10 @@ fn report(name: &str, in_flight: usize, ops: u64, hist: &Histogram<u64>, failure
 /// The member that is leader by its own account (another member's view may be stale).
 async fn leader(pool: &Pool) -> u64 {
     loop {
-        let leading = members(pool)
-            .into_iter()
-            .find(|(_, n)| n.raft().metrics().borrow().state == openraft::ServerState::Leader);
-        if let Some((id, _)) = leading {
-            return id;
+        for (id, node) in members(pool) {
+            if node.status().await.role == Role::Leader {
+                return id;
+            }
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -250,25 +249,18 @@ async fn rolling_restart(dir: &TempDir, peers: &BTreeMap<u64, String>, pool: &Po
             .await
             .expect("bind the same address");
         let node = Arc::new(start_node(dir, peers, id, listener).await);
-        let target = members(pool)
-            .values()
-            .map(|n| {
-                n.raft()
-                    .metrics()
-                    .borrow()
-                    .last_applied
-                    .map_or(0, |l| l.index)
-            })
-            .max()
-            .unwrap_or(0);
-        let caught_up = |m: &openraft::RaftMetrics<u64, openraft::BasicNode>| {
-            m.last_applied.is_some_and(|l| l.index >= target)
-        };
-        node.raft()
-            .wait(Some(Duration::from_secs(30)))
-            .metrics(caught_up, "caught up")
-            .await
-            .expect("the restarted node catches up");
+        let mut target = 0;
+        for other in members(pool).values() {
+            target = target.max(other.status().await.last_applied);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while node.status().await.last_applied < target {
+            assert!(
+                Instant::now() < deadline,
+                "the restarted node did not catch up"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         if let Ok(mut p) = pool.write() {
             p.insert(id, node);
         }

@@ -16,6 +16,13 @@ pub enum NodeError {
     /// the node does not try it again.
     #[error("timed out: {0}")]
     Timeout(String),
+    /// The leader this node knows has not answered it for a while (a one-way cut: the leader's
+    /// appends arrive, this node's calls do not): the request was not sent, and another node
+    /// may reach the leader.
+    #[error(
+        "unavailable: node {0} leads but does not answer this node (another node may reach it)"
+    )]
+    LeaderUnreachable(u64),
     /// This node is not the leader (only between nodes: the forwarder retries elsewhere).
     #[error("not the leader")]
     NotLeader(Option<u64>),

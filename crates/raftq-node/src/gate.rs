@@ -90,13 +90,13 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
                 }
             });
         for (id, midway, status) in join_all(pings).await {
+            let now = Instant::now();
+            if let Ok(mut reach) = core.reach.write() {
+                reach.entry(id).or_default().record(status.is_some(), now);
+            }
             if let Some(status) = status {
                 let offset = status.clock_ms as i64 - midway as i64;
-                let now = Instant::now();
                 answers.insert(id, (now, status, offset));
-                if let Ok(mut answered) = core.answered.write() {
-                    answered.insert(id, now);
-                }
             }
         }
         let recent = || {

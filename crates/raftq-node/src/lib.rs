@@ -3,23 +3,26 @@
 //! A raftq cluster member: openraft over the RocksDB store of `raftq-store`, peer traffic over
 //! gRPC (`proto/raft.proto`), client requests routed to the leader from any node, linearizable
 //! reads, and the leader-only timer that proposes ticks when the state machine has something
-//! due. The public API ([`Node::write`], [`Node::read`]) is what the REST and gRPC front ends
-//! call.
+//! due. [`Node`] is the whole face the front ends see: writes, linearizable reads and membership
+//! changes through the leader, this node's [`NodeStatus`], its applied state for reads that may
+//! lag, and the wake-ups of long polls. Openraft and the store stay inside; tests that look
+//! inside build with the `testing` feature.
 
 mod admission;
 mod batcher;
-pub mod clock;
-pub mod error;
+mod clock;
+mod error;
 mod formation;
 mod gate;
-pub mod membership;
-pub mod network;
+mod membership;
+mod network;
 mod node;
-pub mod query;
+mod query;
 mod routing;
 mod service;
 mod shared;
 mod snapshots;
+mod status;
 mod timer;
 
 /// Generated gRPC code for `proto/raft.proto`.
@@ -33,3 +36,8 @@ pub use error::{NodeError, StartError};
 pub use membership::{Change, ChangeError, ChangeResult};
 pub use node::{Node, NodeConfig};
 pub use query::{Query, QueryResult};
+pub use raftq_store::{NodeId, Response};
+pub use status::{Member, NodeStatus, Role};
+
+#[cfg(feature = "testing")]
+pub use network::Partition;

@@ -11,7 +11,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use openraft::{Config, Raft, SnapshotPolicy};
-use raftq_engine::{Command, EngineError};
+use raftq_engine::{Command, Engine, EngineError};
 use raftq_store::{
     open_db, NodeId, Response, RocksLogStore, RocksStateMachine, StateReader, TypeConfig, LOGS_CF,
     META_CF,
@@ -32,6 +32,7 @@ use crate::routing::{mismatched, ForwardReply, Forwarded, LEADER_WAIT};
 use crate::rpc::raft_server::RaftServer;
 use crate::service::PeerService;
 use crate::shared::Core;
+use crate::status::NodeStatus;
 use crate::{formation, gate};
 use crate::{snapshots, timer};
 
@@ -184,7 +185,7 @@ impl Node {
             clock,
             handing_over: Default::default(),
             changing: tokio::sync::Mutex::new(()),
-            answered: Default::default(),
+            reach: Default::default(),
         });
         let (shutdown, signal) = watch::channel(false);
         let mut tasks = Vec::new();
@@ -244,18 +245,49 @@ impl Node {
         self.core.id
     }
 
-    /// The openraft handle (metrics, membership).
+    /// This node's view of itself and the cluster (see [`NodeStatus`]).
+    pub async fn status(&self) -> NodeStatus {
+        self.core.status().await
+    }
+
+    /// The leader this node knows of.
+    pub fn leader(&self) -> Option<NodeId> {
+        self.core.current_leader()
+    }
+
+    /// Runs `f` on this node's applied state, without asking the leader: what it sees may be
+    /// behind the cluster (for reads that must not be, see [`Node::read`]).
+    pub fn with_engine<T>(&self, f: impl FnOnce(&Engine) -> T) -> Result<T, NodeError> {
+        self.core
+            .reader
+            .with_engine(f)
+            .ok_or_else(|| NodeError::Storage("the state machine's lock is poisoned".into()))
+    }
+
+    /// This node's last applied index (`None` before the first) and the SHA-256 of its whole
+    /// applied state: two nodes that applied the same entries give the same pair.
+    pub fn digest(&self) -> Result<(Option<u64>, String), NodeError> {
+        self.core
+            .reader
+            .digest()
+            .map_err(|e| NodeError::Storage(e.to_string()))
+    }
+
+    /// The openraft handle, for tests that look inside (snapshots, purges, metrics).
+    #[cfg(feature = "testing")]
     pub fn raft(&self) -> &Raft<TypeConfig> {
         &self.core.raft
     }
 
-    /// Read access to this node's applied state.
+    /// The applied state's reader, for tests that look inside (payloads, snapshot files).
+    #[cfg(feature = "testing")]
     pub fn reader(&self) -> &StateReader {
         &self.core.reader
     }
 
     /// The switch partition tests use to cut this node's outgoing links.
-    pub fn partition(&self) -> &Partition {
+    #[cfg(feature = "testing")]
+    pub fn partition(&self) -> &crate::network::Partition {
         &self.core.network.peers.partition
     }
 
@@ -299,21 +331,6 @@ impl Node {
             return Ok(None);
         }
         self.core.hand_over(&voters, &members.nodes).await.map(Some)
-    }
-
-    /// The id of the cluster this node belongs to; `None` until it formed or joined one.
-    pub fn cluster_id(&self) -> Option<uuid::Uuid> {
-        self.core.admission.cluster().get()
-    }
-
-    /// This node's clock minus the cluster's (the median of a majority of the voters'), in
-    /// milliseconds, and whether it differs by more than the bound (then the node does not stand
-    /// for election).
-    pub fn clock_offset(&self) -> (i64, bool) {
-        (
-            self.core.clock.offset().unwrap_or(0),
-            self.core.clock.skewed(),
-        )
     }
 
     /// Queues that gained a deliverable message on this node (for long polls).

@@ -1,6 +1,7 @@
 //! Client requests on their way to the leader: a node serves a request itself when it leads, or
 //! forwards it over the peer service to the leader it knows, and tries again (another leader,
-//! or after a pause) while no leader is known.
+//! or after a pause) while no leader is known. A node that knows the leader but cannot reach it
+//! says so at once.
 
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,11 @@ use crate::shared::Core;
 pub(crate) const LEADER_WAIT: Duration = Duration::from_secs(5);
 /// Pause between attempts while no leader is known.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
+/// A leader that has left this node's pings unanswered this long is taken to be cut off from
+/// it (its appends may still arrive, one way): requests are answered at once rather than
+/// forwarded into the cut, so that a client with other endpoints moves on. Longer than an
+/// election takes after a leader dies, so that a leader's death is not reported as a cut.
+const SILENT: Duration = Duration::from_secs(1);
 
 /// A client request a follower hands to the leader.
 #[derive(Debug, Serialize, Deserialize)]
@@ -43,6 +49,7 @@ pub(crate) fn mismatched() -> NodeError {
 impl Core {
     /// Runs a request here when this node leads, else at the leader; retries while no leader
     /// is known, up to [`LEADER_WAIT`] (a membership change also has the time it may take).
+    /// A leader that does not answer this node's pings is not waited for: see [`SILENT`].
     pub(crate) async fn route(&self, request: Forwarded) -> Result<ForwardReply, NodeError> {
         let patience = match request {
             Forwarded::Change(_) => LEADER_WAIT + membership::LONGEST,
@@ -96,6 +103,9 @@ impl Core {
         let Some(addr) = addr else {
             return Err(NodeError::NotLeader(None));
         };
+        if self.silent_for(leader, SILENT) {
+            return Err(NodeError::LeaderUnreachable(leader));
+        }
         let mut client = self.forwarders.get(leader, &addr);
         let timeout = deadline.saturating_duration_since(Instant::now());
         let read = matches!(request, Forwarded::Read(_));
@@ -125,12 +135,22 @@ impl Core {
                 }
             }
         };
+        // Nor is a call kept waiting once the leader stops answering this node's pings.
+        let silent = async {
+            while !self.silent_for(leader, SILENT) {
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+        };
         tokio::select! {
             reply = client.forward(request, timeout) => reply.map_err(|e| {
                 failed(format!("forwarding to node {leader}: {e}"), !e.unreachable())
             })?,
             _ = deposed => Err(failed(
                 format!("node {leader} stopped leading while a request was forwarded to it"),
+                true,
+            )),
+            _ = silent => Err(failed(
+                format!("node {leader} stopped answering while a request was forwarded to it"),
                 true,
             )),
         }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use openraft::{Raft, ServerState};
 use raftq_engine::Command;
 use raftq_store::{NodeId, Response, StateReader, TypeConfig};
+use tokio::time::Instant;
 
 use crate::admission::Admission;
 use crate::batcher::Batcher;
@@ -32,11 +33,32 @@ pub(crate) struct Core {
     pub handing_over: AtomicBool,
     /// Held while a membership change runs (on the leader).
     pub changing: tokio::sync::Mutex<()>,
-    /// When each member last answered the election gate's pings.
-    pub answered: RwLock<BTreeMap<NodeId, tokio::time::Instant>>,
+    /// What the election gate's pings tell of each member.
+    pub reach: RwLock<BTreeMap<NodeId, Reach>>,
     /// Connections to the leaders this node forwarded to, by node id and address (reused: a
     /// forwarded request must not pay for a new connection), apart from Raft's own.
     pub forwarders: PeerClients,
+}
+
+/// What the election gate's pings tell of a member.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Reach {
+    /// When it last answered.
+    pub answered: Option<Instant>,
+    /// Since when its pings have gone unanswered (`None` while it answers).
+    pub silent_since: Option<Instant>,
+}
+
+impl Reach {
+    /// Records the outcome of one ping at `now`.
+    pub(crate) fn record(&mut self, answered: bool, now: Instant) {
+        if answered {
+            self.answered = Some(now);
+            self.silent_since = None;
+        } else {
+            self.silent_since.get_or_insert(now);
+        }
+    }
 }
 
 /// The membership as this node sees it.
@@ -69,17 +91,26 @@ impl Core {
     /// The members that answered a ping `within` the last while, this node included.
     pub(crate) fn answering(&self, within: Duration) -> BTreeSet<NodeId> {
         let mut answering: BTreeSet<NodeId> = self
-            .answered
+            .reach
             .read()
-            .map(|a| {
-                a.iter()
-                    .filter(|(_, at)| at.elapsed() <= within)
+            .map(|r| {
+                r.iter()
+                    .filter(|(_, reach)| reach.answered.is_some_and(|at| at.elapsed() <= within))
                     .map(|(id, _)| *id)
                     .collect()
             })
             .unwrap_or_default();
         answering.insert(self.id);
         answering
+    }
+
+    /// Whether member `id` has left every ping unanswered for at least `this_long`.
+    pub(crate) fn silent_for(&self, id: NodeId, this_long: Duration) -> bool {
+        self.reach
+            .read()
+            .ok()
+            .and_then(|r| r.get(&id).and_then(|reach| reach.silent_since))
+            .is_some_and(|since| since.elapsed() >= this_long)
     }
 
     /// Whether this node currently leads (and is not handing over).

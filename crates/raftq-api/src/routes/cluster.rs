@@ -11,7 +11,7 @@ use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use raftq_node::{Change, NodeError};
+use raftq_node::Change;
 
 use crate::auth::{Account, Admin};
 use crate::error::ApiError;
@@ -153,14 +153,14 @@ pub async fn remove_node(
     )
 )]
 pub async fn state(State(state): State<AppState>, _account: Account) -> Response {
-    match state.api.node.reader().digest() {
+    match state.api.node.digest() {
         Ok((applied_index, state_digest)) => Json(NodeState {
             node_id: state.api.node.id(),
             applied_index,
             state_digest,
         })
         .into_response(),
-        Err(e) => ApiError::from(NodeError::Storage(e.to_string())).into_response(),
+        Err(e) => ApiError::from(e).into_response(),
     }
 }
 
@@ -201,7 +201,6 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
     let (queues, reclaiming) = state
         .api
         .node
-        .reader()
         .with_engine(|engine| (engine.queue_gauges(now), engine.reclaim_backlog()))
         .unwrap_or_default();
     (

@@ -1,14 +1,12 @@
 //! The REST API end to end: a real single-node cluster on loopback in a temporary directory, the
-//! router on another loopback port (set up by `common`), and a real HTTP client. Every test is
+//! router on another loopback port (set up by `serving`), and a real HTTP client. Every test is
 //! bounded in time and stops its server and node.
-
-mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Deref;
 use std::time::Duration;
 
-use common::{absent_peer, bounded, two_accounts, Serving};
+use crate::serving::{absent_peer, bounded, two_accounts, Serving};
 use raftq_api::Keys;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -1160,7 +1158,7 @@ async fn openapi_document_is_served_without_a_key() {
         let doc = &r.body;
         assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")));
         assert!(doc["paths"]["/v1/queues/{q}/receive"]["post"].is_object());
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi.json");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.json");
         let checked_in: Value =
             serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("JSON");
         assert_eq!(

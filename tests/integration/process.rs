@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tempfile::TempDir;
 
-const BIN: &str = env!("CARGO_BIN_EXE_raftq");
+const BIN: &str = env!("CARGO_BIN_EXE_raftq-test");
 
 struct Server {
     child: Child,
@@ -46,7 +46,9 @@ fn serve_with(dir: &Path, flags: &[&str]) -> Server {
         .arg(dir)
         .args(flags)
         .env("RAFTQ_LOG", "info")
-        .env("NO_COLOR", "1")
+        // Written to a pipe, the log must be plain text without colour codes (its address is
+        // read from it below), with nothing in the environment asking for that.
+        .env_remove("NO_COLOR")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -4,11 +4,9 @@
 //! in metadata, long polling, and REST and gRPC sharing one port. Every test is bounded in time
 //! and stops its server and node.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{absent_peer, bounded, two_accounts, Serving};
+use crate::serving::{absent_peer, bounded, two_accounts, Serving};
 use prost::Message as _;
 use raftq_api::grpc::pb;
 use raftq_api::grpc::pb::queues_client::QueuesClient;

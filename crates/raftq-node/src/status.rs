@@ -1,0 +1,134 @@
+//! What a node reports of itself and of the cluster as it sees it: leader, term, commit and
+//! applied index, the members with their roles, the cluster id and this node's clock offset.
+//! `GET /v1/cluster`, the gRPC `Cluster` call and `GET /metrics` show it.
+//!
+//! Roles: the known leader is [`Role::Leader`]; this node reports its own state (candidate,
+//! follower, learner, shutdown); other voters are followers and non-voters learners, since a node
+//! sees only its own state.
+
+use openraft::ServerState;
+use raftq_store::NodeId;
+use uuid::Uuid;
+
+use crate::shared::Core;
+
+/// A member's role as this node sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Leader,
+    Candidate,
+    Follower,
+    Learner,
+    Shutdown,
+}
+
+impl Role {
+    /// The name the APIs show.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Leader => "leader",
+            Role::Candidate => "candidate",
+            Role::Follower => "follower",
+            Role::Learner => "learner",
+            Role::Shutdown => "shutdown",
+        }
+    }
+}
+
+impl From<ServerState> for Role {
+    fn from(state: ServerState) -> Role {
+        match state {
+            ServerState::Leader => Role::Leader,
+            ServerState::Candidate => Role::Candidate,
+            ServerState::Follower => Role::Follower,
+            ServerState::Learner => Role::Learner,
+            ServerState::Shutdown => Role::Shutdown,
+        }
+    }
+}
+
+/// One member of the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub id: NodeId,
+    pub raft_addr: String,
+    pub role: Role,
+}
+
+/// A node's view of itself and the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeStatus {
+    /// The node answering.
+    pub node_id: NodeId,
+    /// This node's own role.
+    pub role: Role,
+    /// The leader this node knows of.
+    pub leader: Option<NodeId>,
+    /// Every member, voters and learners, by id.
+    pub members: Vec<Member>,
+    pub term: u64,
+    /// The highest index this node knows committed (at least its applied index).
+    pub commit_index: u64,
+    /// The last index this node applied to its state machine.
+    pub last_applied: u64,
+    /// The last index in this node's log.
+    pub last_log_index: u64,
+    /// The id the cluster got when it formed; `None` until this node formed or joined one.
+    pub cluster_id: Option<Uuid>,
+    /// This node's clock minus the median of a majority of the voters' clocks, in milliseconds.
+    pub clock_offset_ms: i64,
+    /// Whether that is beyond the bound: the node then does not stand for election.
+    pub clock_skewed: bool,
+}
+
+impl Core {
+    /// This node's status, read from openraft's metrics and, for the committed index, its state.
+    pub(crate) async fn status(&self) -> NodeStatus {
+        let mut status = {
+            let metrics = self.raft.metrics();
+            let m = metrics.borrow();
+            let membership = m.membership_config.membership();
+            let voters: Vec<NodeId> = membership.voter_ids().collect();
+            let members = membership
+                .nodes()
+                .map(|(id, n)| Member {
+                    id: *id,
+                    raft_addr: n.addr.clone(),
+                    role: if m.current_leader == Some(*id) {
+                        Role::Leader
+                    } else if *id == m.id {
+                        m.state.into()
+                    } else if voters.contains(id) {
+                        Role::Follower
+                    } else {
+                        Role::Learner
+                    },
+                })
+                .collect();
+            let last_applied = m.last_applied.map_or(0, |l| l.index);
+            NodeStatus {
+                node_id: m.id,
+                role: m.state.into(),
+                leader: m.current_leader,
+                members,
+                term: m.current_term,
+                commit_index: last_applied,
+                last_applied,
+                last_log_index: m.last_log_index.unwrap_or(0),
+                cluster_id: self.admission.cluster().get(),
+                clock_offset_ms: self.clock.offset().unwrap_or(0),
+                clock_skewed: self.clock.skewed(),
+            }
+        };
+        // The committed index lives in the Raft state, not in the metrics; the applied index
+        // stands in for it when the Raft core cannot answer.
+        if let Ok(Some(committed)) = self
+            .raft
+            .with_raft_state(|st| st.committed.map(|l| l.index))
+            .await
+        {
+            status.commit_index = status.commit_index.max(committed);
+        }
+        status
+    }
+}
