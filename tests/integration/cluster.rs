@@ -188,14 +188,9 @@ fn send(queue: &str, group: &str, dedup: &str, body: &str) -> Command {
     Command::Send {
         account: ACCOUNT.into(),
         queue: queue.into(),
-        message: NewMessage {
-            message_id: Uuid::new_v4(),
-            body: body.into(),
-            attributes: BTreeMap::new(),
-            delay_seconds: None,
-            message_group_id: Some(group.into()),
-            message_deduplication_id: Some(dedup.into()),
-        },
+        message: NewMessage::new(Uuid::new_v4(), body)
+            .in_group(group)
+            .deduplicated_by(dedup),
     }
 }
 
@@ -204,14 +199,7 @@ fn plain(queue: &str, body: &str) -> Command {
     Command::Send {
         account: ACCOUNT.into(),
         queue: queue.into(),
-        message: NewMessage {
-            message_id: Uuid::new_v4(),
-            body: body.into(),
-            attributes: BTreeMap::new(),
-            delay_seconds: None,
-            message_group_id: None,
-            message_deduplication_id: None,
-        },
+        message: NewMessage::new(Uuid::new_v4(), body),
     }
 }
 
@@ -360,13 +348,23 @@ async fn losing_the_leader_keeps_acknowledged_sends_dedup_and_timers() {
         );
         assert!(again.duplicate);
         assert_eq!(again.message_id, ids[3]);
-        sleep(Duration::from_millis(1500)).await;
-        let s = stats(node, "orders.fifo").await;
-        assert_eq!(
-            (s.visible, s.leased),
-            (20, 0),
-            "the lease expired under the new leader"
-        );
+        // Read from the node's own applied state, which proposes nothing: only the new leader's
+        // timer can have ended the lease.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let s = node
+                .with_engine(|e| e.stats(ACCOUNT, "orders.fifo", e.now()))
+                .expect("engine")
+                .expect("stats");
+            if (s.visible, s.leased) == (20, 0) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the lease did not expire under the new leader: {s:?}"
+            );
+            sleep(Duration::from_millis(50)).await;
+        }
         match outcome(
             node.write(receive("orders.fifo", 1, 30))
                 .await

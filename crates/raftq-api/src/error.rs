@@ -30,7 +30,7 @@ use serde::Serialize;
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Code, Status};
 
-use crate::grpc::pb;
+use raftq_proto::v1 as pb;
 
 /// gRPC metadata: the spec's snake_case code.
 pub const CODE_METADATA: &str = "raftq-error-code";

@@ -12,14 +12,16 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
-use axum::extract::Request;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
 use axum::response::Response;
 use axum::serve::{IncomingStream, Listener};
 use axum::Router;
 use tower_service::Service;
 
+use crate::grpc;
 use crate::metrics::Observation;
-use crate::{grpc, AppState};
+use crate::state::AppState;
 
 /// REST and gRPC on one port; cheap to clone (one per connection).
 #[derive(Clone)]
@@ -53,7 +55,7 @@ impl Service<Request> for Front {
         if !grpc::is_service_path(request.uri().path()) {
             return Box::pin(self.rest.call(request));
         }
-        let observation = Observation::start(&request);
+        let observation = Observation::start(&request, grpc::is_grpc(request.headers()));
         let call = self.grpc.call(request);
         let state = self.state.clone();
         Box::pin(async move {
@@ -77,4 +79,12 @@ impl<L: Listener> Service<IncomingStream<'_, L>> for Front {
     fn call(&mut self, _connection: IncomingStream<'_, L>) -> Self::Future {
         ready(Ok(self.clone()))
     }
+}
+
+/// Middleware of the REST routes: logs, counts and times every request.
+pub async fn observe(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let observation = Observation::start(&request, grpc::is_grpc(request.headers()));
+    let response = next.run(request).await;
+    observation.finish(&state.metrics, &response);
+    response
 }

@@ -28,7 +28,7 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
         let limit = req
             .extensions()
             .get::<BodyLimit>()
-            .map_or(crate::routes::BODY_LIMIT, |l| l.0);
+            .map_or(crate::limits::BODY_LIMIT, |l| l.0);
         let bytes = read_body(req.into_body(), limit).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(JsonBody(Value::Object(Map::new())));

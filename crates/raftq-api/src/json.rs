@@ -20,8 +20,8 @@ use uuid::Uuid;
 
 use crate::error::ApiError;
 use crate::longpoll::Received;
-use crate::openapi;
 use crate::ops::LeaseChange;
+use crate::schemas;
 
 /// Milliseconds since the Unix epoch as an RFC 3339 UTC string.
 pub fn rfc3339(ms: Millis) -> String {
@@ -40,7 +40,7 @@ pub struct Queue<'a> {
     pub name: &'a str,
     pub crn: &'a str,
     #[serde(rename = "type")]
-    #[schema(schema_with = openapi::queue_type)]
+    #[schema(schema_with = schemas::queue_type)]
     pub queue_type: &'static str,
     #[schema(format = DateTime)]
     pub created_at: String,
@@ -49,17 +49,17 @@ pub struct Queue<'a> {
     pub delay_seconds: u32,
     pub retention_seconds: u32,
     pub max_message_bytes: u32,
-    #[schema(value_type = Option<openapi::RedrivePolicy>, required = true)]
+    #[schema(value_type = Option<schemas::RedrivePolicy>, required = true)]
     pub redrive_policy: Option<&'a raftq_engine::model::RedrivePolicyView>,
     pub redrive_allow_policy: AllowPolicy<'a>,
 }
 
 #[derive(Serialize, ToSchema)]
 pub struct AllowPolicy<'a> {
-    #[schema(schema_with = openapi::permission)]
+    #[schema(schema_with = schemas::permission)]
     pub permission: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Vec<openapi::QueueRef>>)]
+    #[schema(value_type = Option<Vec<schemas::QueueRef>>)]
     pub source_queues: Option<&'a [QueueRef]>,
 }
 
@@ -102,7 +102,7 @@ impl<'a> QueueList<'a> {
 /// `{"queues": [...]}` of resource references.
 #[derive(Serialize, ToSchema)]
 pub struct RefList {
-    #[schema(value_type = Vec<openapi::QueueRef>)]
+    #[schema(value_type = Vec<schemas::QueueRef>)]
     pub queues: Vec<QueueRef>,
 }
 
@@ -129,13 +129,13 @@ pub struct Message<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sequence_number: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<openapi::QueueRef>)]
+    #[schema(value_type = Option<schemas::QueueRef>)]
     pub dead_letter_source: Option<&'a QueueRef>,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(format = DateTime)]
     pub moved_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(schema_with = openapi::message_state)]
+    #[schema(schema_with = schemas::message_state)]
     pub state: Option<MessageState>,
 }
 
@@ -247,7 +247,7 @@ pub struct BatchEntryResult {
 pub enum EntryOutcome<T> {
     Ok(T),
     Err {
-        #[schema(value_type = openapi::Error)]
+        #[schema(value_type = schemas::Error)]
         error: ApiError,
     },
 }

@@ -5,7 +5,9 @@
 //! one port. Every call turns into one [`raftq_engine::Command`] (a write through Raft) or one
 //! [`raftq_node::Query`] (a linearizable read), through the same code for both front ends.
 //!
-//! - [`auth`]: API keys (`Authorization: Bearer <key>`) and the open mode of a keyless server.
+//! - `keys`: API keys (`Authorization: Bearer <key>`), their roles, and the open mode of a
+//!   keyless server; `auth`: the extractors that authenticate a request with them.
+//! - `state`: what every handler shares ([`Api`]: the node, the region, the keys).
 //! - `ops`: the operations, independent of the wire format: the checks that need no state,
 //!   defaults, the command or query and the reading of its outcome. REST and gRPC both call them.
 //! - `input`: REST request parsing — bodies as JSON values read field by field, so every type
@@ -19,75 +21,53 @@
 //! - `metrics`: request logs (REST and gRPC), request counters and latency histograms, and the
 //!   Prometheus text of `GET /metrics` with Raft and per-queue gauges.
 //! - `routes`: the REST handlers, grouped by resource, each with its OpenAPI operation.
-//! - `openapi`: the OpenAPI document of the REST API, built from the annotated handlers, served at
-//!   `GET /v1/openapi.json` and checked in as `docs/openapi.json`.
+//! - `openapi`: the frame of the OpenAPI document and the errors each input can cause; the
+//!   document itself is built from the annotated handlers (`routes::document`), served at
+//!   `GET /v1/openapi.json` and checked in as `docs/openapi.json`. `schemas`: the schemas of
+//!   engine types the API returns as they are.
+//! - `limits`: the request body limits.
 //! - `front`: the service each connection gets: gRPC calls to the tonic server, the rest to the
-//!   REST router.
+//!   REST router, each logged, counted and timed.
 //! - [`grpc`]: the gRPC service `raftq.v1.Queues` and its generated client ([`grpc::pb`]).
 //!
 //! Choices where the spec is silent are written down in `docs/api.md`.
 
-pub mod auth;
+mod auth;
 mod call;
 mod error;
 mod front;
 pub mod grpc;
 mod input;
 mod json;
+mod keys;
+mod limits;
 mod longpoll;
 mod metrics;
 mod openapi;
 mod ops;
 mod routes;
+mod schemas;
+mod state;
 mod status;
 
 use std::sync::Arc;
 
-use raftq_node::Node;
-
-pub use auth::{load_keys, Keys, KeysError, OPEN_ACCOUNT};
 pub use error::{CODE_METADATA, ERROR_METADATA, FIELD_METADATA};
 pub use front::Front;
-
-/// Everything the front ends need: the node it talks to, the region it serves and the key
-/// table that maps API keys to accounts.
-#[derive(Clone)]
-pub struct Api {
-    pub node: Arc<Node>,
-    pub region: String,
-    pub keys: Keys,
-}
-
-impl Api {
-    pub fn new(node: Arc<Node>, region: impl Into<String>, keys: Keys) -> Api {
-        Api {
-            node,
-            region: region.into(),
-            keys,
-        }
-    }
-}
-
-/// The state every handler shares.
-pub(crate) struct Shared {
-    pub api: Api,
-    pub metrics: metrics::Metrics,
-    pub claims: longpoll::Claims,
-}
-
-pub(crate) type AppState = Arc<Shared>;
+pub use keys::{load_keys, Keys, KeysError, OPEN_ACCOUNT};
+pub use state::Api;
 
 /// The REST API of SPEC.md §3 and the gRPC service `raftq.v1.Queues` on one port, with request
 /// logging and metrics, ready for `axum::serve` (HTTP/1.1 and HTTP/2, which gRPC needs).
 pub fn router(api: Api) -> Front {
-    let state = Arc::new(Shared {
+    let state = Arc::new(state::Shared {
         api,
         metrics: metrics::Metrics::default(),
         claims: longpoll::Claims::default(),
     });
     let rest = routes::build(state.clone()).layer(axum::middleware::from_fn_with_state(
         state.clone(),
-        metrics::observe,
+        front::observe,
     ));
     Front::new(rest, state)
 }

@@ -23,7 +23,7 @@ use tokio::time::{timeout_at, Instant};
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::Shared;
+use crate::state::Shared;
 
 /// A receive request, checked.
 pub struct ReceiveRequest {
@@ -208,10 +208,12 @@ async fn queue_uuid(shared: &Shared, request: &ReceiveRequest) -> Result<Uuid, A
         account: request.account.clone(),
         queue: request.queue.clone(),
     };
-    match shared.read(query).await? {
-        QueryResult::Queue(view) => Ok(view.id),
-        _ => Err(ApiError::unexpected_answer()),
-    }
+    shared
+        .read_for(query, |r| match r {
+            QueryResult::Queue(view) => Some(view.id),
+            _ => None,
+        })
+        .await
 }
 
 /// The next wake-up of `queue_id`: a message became deliverable, or a claim on it ended.

@@ -9,10 +9,8 @@
 
 use std::time::Instant;
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::MatchedPath;
 use axum::http;
-use axum::middleware::Next;
-use axum::response::Response;
 use prometheus_client::encoding::{text, EncodeLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -22,7 +20,6 @@ use prometheus_client::registry::Registry;
 use raftq_engine::QueueGauges;
 
 use crate::status::RaftStatus;
-use crate::{grpc, AppState};
 
 /// The route label of requests that matched no route.
 const UNMATCHED: &str = "unmatched";
@@ -236,13 +233,13 @@ pub(crate) struct Observation {
 }
 
 impl Observation {
-    /// Starts timing `request`.
-    pub(crate) fn start<B>(request: &http::Request<B>) -> Observation {
+    /// Starts timing `request`, a gRPC call when `is_grpc`.
+    pub(crate) fn start<B>(request: &http::Request<B>, is_grpc: bool) -> Observation {
         Observation {
             started: Instant::now(),
             method: request.method().to_string(),
             path: request.uri().path().to_string(),
-            is_grpc: grpc::is_grpc(request.headers()),
+            is_grpc,
             matched: request
                 .extensions()
                 .get::<MatchedPath>()
@@ -296,14 +293,6 @@ impl Observation {
             elapsed.as_secs_f64(),
         );
     }
-}
-
-/// Middleware of the REST routes: logs, counts and times every request.
-pub async fn observe(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let observation = Observation::start(&request);
-    let response = next.run(request).await;
-    observation.finish(&state.metrics, &response);
-    response
 }
 
 #[cfg(test)]

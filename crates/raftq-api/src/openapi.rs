@@ -22,23 +22,18 @@
 //! [`Replicated`] (500, 503) for a route that reads or writes through Raft.
 
 use std::collections::BTreeMap;
-use std::sync::LazyLock;
 
-use axum::Json;
-use raftq_engine::QueueType;
-use serde::Serialize;
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
-use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{
     Content, HeaderBuilder, OpenApi, Ref, RefOr, Required, Response, ResponseBuilder,
 };
 use utoipa::{IntoParams, IntoResponses, Modify, ToSchema};
-use uuid::Uuid;
 
 use crate::auth::{Account, Admin};
 use crate::input::{JsonBody, QueuePath};
-use crate::routes;
+pub use crate::schemas::{permission, queue_reference, queue_type, ErrorBody, QueueStats};
 
 /// The document's frame: title, security scheme and tags; `routes::api` adds the operations.
 #[derive(utoipa::OpenApi)]
@@ -77,120 +72,6 @@ impl Modify for BearerAuth {
             .get_or_insert_with(Default::default)
             .add_security_scheme("bearer", SecurityScheme::Http(scheme));
     }
-}
-
-/// The document, generated once.
-static DOCUMENT: LazyLock<OpenApi> = LazyLock::new(document);
-
-/// The document of the routes that `routes::build` serves.
-pub fn document() -> OpenApi {
-    routes::api().into_openapi()
-}
-
-/// The OpenAPI 3.1 document of this API
-///
-/// No key needed.
-#[utoipa::path(
-    get,
-    path = "/v1/openapi.json",
-    operation_id = "GetOpenApi",
-    tag = "cluster",
-    security(),
-    responses((status = 200, description = "This document", body = Object))
-)]
-pub async fn serve() -> Json<&'static OpenApi> {
-    Json(&DOCUMENT)
-}
-
-/// The body of every error: `{"error": {...}}`.
-#[derive(Serialize, ToSchema)]
-pub struct ErrorBody {
-    error: Error,
-}
-
-/// A refused or failed request (the API's `ApiError`). Batch and ack results carry the same
-/// object per entry.
-#[derive(Serialize, ToSchema)]
-pub struct Error {
-    /// `invalid_argument`, `unauthenticated`, `queue_not_found`, `not_found`,
-    /// `method_not_allowed`, `queue_exists`, `queue_in_use`, `lease_expired`,
-    /// `message_too_large`, `unavailable` or `internal`.
-    code: String,
-    /// What went wrong; for `invalid_argument`, `<field>: <rule>`.
-    message: String,
-    /// The field the error is about, JSON-path style (`entries[1].id`,
-    /// `redrive_policy.max_receive_count`), when there is one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    field: Option<String>,
-    /// For `queue_in_use`: the queues whose redrive policy names the queue.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    sources: Option<Vec<QueueRef>>,
-}
-
-/// A resource reference to a queue (the engine's `QueueRef`).
-#[derive(Serialize, ToSchema)]
-pub struct QueueRef {
-    id: Uuid,
-    name: String,
-    crn: String,
-}
-
-/// A redrive policy as returned (the engine's `RedrivePolicyView`).
-#[derive(Serialize, ToSchema)]
-pub struct RedrivePolicy {
-    dead_letter_target: QueueRef,
-    max_receive_count: u32,
-}
-
-/// A queue's counters (the engine's `QueueStats`).
-#[derive(Serialize, ToSchema)]
-pub struct QueueStats {
-    visible: u64,
-    leased: u64,
-    delayed: u64,
-    /// Messages that wait to be moved to the dead-letter queue.
-    pending_redrive: u64,
-    oldest_message_age_seconds: u64,
-}
-
-/// The states a peeked message can be in, as the engine's `MessageState` serializes them.
-const MESSAGE_STATES: &[&str] = &["visible", "leased", "delayed", "pending_redrive"];
-
-/// The permissions of a redrive allow policy.
-const PERMISSIONS: &[&str] = &["allow_all", "deny_all", "by_queue"];
-
-/// A string that is one of `values`.
-fn one_of_strings(values: &[&str]) -> ObjectBuilder {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .enum_values(Some(values.iter().copied()))
-}
-
-/// Schema of a queue type.
-pub fn queue_type() -> ObjectBuilder {
-    one_of_strings(&[QueueType::Standard.as_str(), QueueType::Fifo.as_str()])
-}
-
-/// Schema of a peeked message's state.
-pub fn message_state() -> ObjectBuilder {
-    one_of_strings(MESSAGE_STATES)
-}
-
-/// Schema of a redrive allow policy's permission.
-pub fn permission() -> ObjectBuilder {
-    one_of_strings(PERMISSIONS)
-}
-
-/// Schema of a queue named in a request body: a name, UUID or CRN, or a resource reference as
-/// the API returns them (its `crn` is used, else `id`, else `name`).
-pub fn queue_reference() -> OneOfBuilder {
-    OneOfBuilder::new()
-        .item(
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .description(Some("The queue's name, UUID or CRN")),
-        )
-        .item(Ref::from_schema_name(QueueRef::name()))
 }
 
 /// An error answer: its status, when the API gives it, and a header it sets.
@@ -328,12 +209,9 @@ pub(crate) mod tests {
 
     use serde_json::{json, Value};
 
-    use super::*;
-    use crate::error::ApiError;
-
     /// The generated document as JSON.
     pub fn document_value() -> Value {
-        serde_json::to_value(document()).expect("the document serializes")
+        serde_json::to_value(crate::routes::document()).expect("the document serializes")
     }
 
     /// What `$ref` points to in `doc`, or the schema itself.
@@ -381,10 +259,6 @@ pub(crate) mod tests {
 
     fn checked_in_path() -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.json")
-    }
-
-    fn json(value: impl Serialize) -> Value {
-        serde_json::to_value(value).expect("serializes")
     }
 
     /// Every `$ref` below `value`.
@@ -457,86 +331,11 @@ pub(crate) mod tests {
         );
     }
 
-    /// The schema mirrors serialize exactly as the engine and API types they stand for.
-    #[test]
-    fn openapi_mirrors_serialize_as_the_engine_types() {
-        use raftq_engine::model::RedrivePolicyView;
-        use raftq_engine::{EngineError, MessageState};
-
-        let id = Uuid::from_u128(7);
-        let crn = raftq_engine::model::crn("local", "dev", id);
-        let engine_ref = raftq_engine::QueueRef {
-            id,
-            name: "dlq".into(),
-            crn: crn.clone(),
-        };
-        let mirror_ref = || QueueRef {
-            id,
-            name: "dlq".into(),
-            crn: crn.clone(),
-        };
-        assert_eq!(json(&engine_ref), json(mirror_ref()));
-        assert_eq!(
-            json(RedrivePolicyView {
-                dead_letter_target: engine_ref.clone(),
-                max_receive_count: 5,
-            }),
-            json(RedrivePolicy {
-                dead_letter_target: mirror_ref(),
-                max_receive_count: 5,
-            }),
-        );
-        assert_eq!(
-            json(raftq_engine::QueueStats {
-                visible: 1,
-                leased: 2,
-                delayed: 3,
-                pending_redrive: 4,
-                oldest_message_age_seconds: 5,
-            }),
-            json(QueueStats {
-                visible: 1,
-                leased: 2,
-                delayed: 3,
-                pending_redrive: 4,
-                oldest_message_age_seconds: 5,
-            }),
-        );
-        for api in [
-            ApiError::from(EngineError::QueueInUse {
-                sources: vec![engine_ref.clone()],
-            }),
-            ApiError::invalid("entries[0].id", "is required"),
-        ] {
-            let mirror = Error {
-                code: api.code.to_string(),
-                message: api.message.clone(),
-                field: api.field.clone(),
-                sources: api.sources.as_ref().map(|_| vec![mirror_ref()]),
-            };
-            assert_eq!(json(&api), json(mirror));
-        }
-        // Naming every state here makes a new one fail to compile until it is listed.
-        let listed = |state: MessageState| match state {
-            MessageState::Visible
-            | MessageState::Leased
-            | MessageState::Delayed
-            | MessageState::PendingRedrive => state,
-        };
-        let states = [
-            MessageState::Visible,
-            MessageState::Leased,
-            MessageState::Delayed,
-            MessageState::PendingRedrive,
-        ]
-        .map(|state| json(listed(state)));
-        assert_eq!(states.as_slice(), MESSAGE_STATES);
-    }
-
     /// `docs/openapi.json` is the generated document; `RAFTQ_UPDATE_OPENAPI=1` rewrites it.
     #[test]
     fn openapi_checked_in_document_is_current() {
-        let generated = serde_json::to_string_pretty(&document()).expect("serializes") + "\n";
+        let generated =
+            serde_json::to_string_pretty(&crate::routes::document()).expect("serializes") + "\n";
         let path = checked_in_path();
         if std::env::var_os("RAFTQ_UPDATE_OPENAPI").is_some() {
             std::fs::write(&path, &generated).expect("write docs/openapi.json");

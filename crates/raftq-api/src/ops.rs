@@ -22,8 +22,8 @@ use uuid::Uuid;
 
 use crate::error::ApiError;
 use crate::longpoll::{self, ReceiveRequest, Received};
+use crate::state::Shared;
 use crate::status::{self, RaftStatus};
-use crate::Shared;
 
 /// Longest long poll, in seconds.
 const WAIT_SECONDS_MAX: i64 = 20;
@@ -102,43 +102,20 @@ fn precheck(msg: &mut NewMessage) -> Result<(), EngineError> {
 /// policy, a permission for the allow policy, and the scalar settings for a queue of `queue_type`.
 fn precheck_attributes(attrs: &QueueAttributes, queue_type: QueueType) -> Result<(), ApiError> {
     if let Some(Some(policy)) = &attrs.redrive_policy {
-        if policy.dead_letter_target.is_none() {
-            return Err(ApiError::invalid(
-                "redrive_policy.dead_letter_target",
-                "is required",
-            ));
-        }
-        const MAX: &str = "redrive_policy.max_receive_count";
-        let max = policy
-            .max_receive_count
-            .ok_or_else(|| ApiError::invalid(MAX, "is required"))?;
-        validate::in_range(MAX, max, 1, limits::MAX_RECEIVE_COUNT_MAX)?;
+        validate::redrive_policy(policy)?;
     }
     if let Some(allow) = &attrs.redrive_allow_policy {
-        if allow.permission.is_none() {
-            return Err(ApiError::invalid(
-                "redrive_allow_policy.permission",
-                "is required",
-            ));
-        }
+        validate::allow_permission(allow)?;
     }
     validate::scalar_attributes(attrs, queue_type, &mut QueueConfig::default())?;
     Ok(())
 }
 
-/// Checks an optional lease length.
-fn check_lease_seconds(lease_seconds: Option<i64>) -> Result<(), ApiError> {
-    if let Some(v) = lease_seconds {
-        validate::in_range("lease_seconds", v, 0, limits::LEASE_SECONDS_MAX)?;
-    }
-    Ok(())
-}
-
 /// The queue object of a create or patch outcome.
-fn queue_outcome(outcome: Outcome) -> Result<Box<QueueView>, ApiError> {
+fn queue_view(outcome: Outcome) -> Option<Box<QueueView>> {
     match outcome {
-        Outcome::Queue(view) => Ok(view),
-        _ => Err(ApiError::unexpected_answer()),
+        Outcome::Queue(view) => Some(view),
+        _ => None,
     }
 }
 
@@ -163,15 +140,13 @@ impl Shared {
             ));
         }
         precheck_attributes(&new.attributes, queue_type)?;
-        let written = self
-            .write(Command::CreateQueue {
-                account,
-                queue_id: Uuid::new_v4(),
-                name: new.name,
-                attributes: new.attributes,
-            })
-            .await?;
-        queue_outcome(written.outcome)
+        let command = Command::CreateQueue {
+            account,
+            queue_id: Uuid::new_v4(),
+            name: new.name,
+            attributes: new.attributes,
+        };
+        self.write_for(command, queue_view).await
     }
 
     pub async fn list_queues(
@@ -179,10 +154,11 @@ impl Shared {
         account: String,
         prefix: String,
     ) -> Result<Vec<QueueView>, ApiError> {
-        match self.read(Query::ListQueues { account, prefix }).await? {
-            QueryResult::Queues(views) => Ok(views),
-            _ => Err(ApiError::unexpected_answer()),
-        }
+        self.read_for(Query::ListQueues { account, prefix }, |r| match r {
+            QueryResult::Queues(views) => Some(views),
+            _ => None,
+        })
+        .await
     }
 
     pub async fn get_queue(
@@ -190,10 +166,11 @@ impl Shared {
         account: String,
         queue: String,
     ) -> Result<Box<QueueView>, ApiError> {
-        match self.read(Query::GetQueue { account, queue }).await? {
-            QueryResult::Queue(view) => Ok(view),
-            _ => Err(ApiError::unexpected_answer()),
-        }
+        self.read_for(Query::GetQueue { account, queue }, |r| match r {
+            QueryResult::Queue(view) => Some(view),
+            _ => None,
+        })
+        .await
     }
 
     /// Changes the settings given; `redrive_policy: Some(None)` detaches the policy.
@@ -206,25 +183,19 @@ impl Shared {
         // Ranges only: the FIFO-only rule of content_based_deduplication needs the queue's type,
         // which the engine knows.
         precheck_attributes(&attributes, QueueType::Fifo)?;
-        let written = self
-            .write(Command::PatchQueue {
-                account,
-                queue,
-                attributes,
-            })
-            .await?;
-        queue_outcome(written.outcome)
+        let command = Command::PatchQueue {
+            account,
+            queue,
+            attributes,
+        };
+        self.write_for(command, queue_view).await
     }
 
     pub async fn delete_queue(&self, account: String, queue: String) -> Result<(), ApiError> {
-        match self
-            .write(Command::DeleteQueue { account, queue })
-            .await?
-            .outcome
-        {
-            Outcome::Deleted => Ok(()),
-            _ => Err(ApiError::unexpected_answer()),
-        }
+        self.write_for(Command::DeleteQueue { account, queue }, |o| {
+            matches!(o, Outcome::Deleted).then_some(())
+        })
+        .await
     }
 
     pub async fn dead_letter_sources(
@@ -232,13 +203,11 @@ impl Shared {
         account: String,
         queue: String,
     ) -> Result<Vec<QueueRef>, ApiError> {
-        match self
-            .read(Query::DeadLetterSources { account, queue })
-            .await?
-        {
-            QueryResult::Refs(refs) => Ok(refs),
-            _ => Err(ApiError::unexpected_answer()),
-        }
+        self.read_for(Query::DeadLetterSources { account, queue }, |r| match r {
+            QueryResult::Refs(refs) => Some(refs),
+            _ => None,
+        })
+        .await
     }
 
     pub async fn queue_stats(
@@ -246,10 +215,11 @@ impl Shared {
         account: String,
         queue: String,
     ) -> Result<QueueStats, ApiError> {
-        match self.read(Query::Stats { account, queue }).await? {
-            QueryResult::Stats(stats) => Ok(stats),
-            _ => Err(ApiError::unexpected_answer()),
-        }
+        self.read_for(Query::Stats { account, queue }, |r| match r {
+            QueryResult::Stats(stats) => Some(stats),
+            _ => None,
+        })
+        .await
     }
 
     pub async fn send(
@@ -259,18 +229,16 @@ impl Shared {
         message: MessageInput,
     ) -> Result<SendResult, ApiError> {
         let message = message.checked()?;
-        match self
-            .write(Command::Send {
-                account,
-                queue,
-                message,
-            })
-            .await?
-            .outcome
-        {
-            Outcome::Sent(result) => Ok(result),
-            _ => Err(ApiError::unexpected_answer()),
-        }
+        let command = Command::Send {
+            account,
+            queue,
+            message,
+        };
+        self.write_for(command, |o| match o {
+            Outcome::Sent(result) => Some(result),
+            _ => None,
+        })
+        .await
     }
 
     /// Sends a batch. A request that is wrong as a whole (entry count, entry IDs) is refused; a
@@ -282,14 +250,8 @@ impl Shared {
         queue: String,
         entries: Vec<BatchEntryInput>,
     ) -> Result<Vec<BatchResult>, ApiError> {
-        validate::count("entries", entries.len(), limits::BATCH_MAX)?;
-        for (i, entry) in entries.iter().enumerate() {
-            let field = format!("entries[{i}].id");
-            validate::batch_entry_id(&field, &entry.id)?;
-            if entries[..i].iter().any(|earlier| earlier.id == entry.id) {
-                return Err(ApiError::invalid(field, "must be unique within the batch"));
-            }
-        }
+        let ids: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
+        validate::batch_entry_ids(&ids)?;
         // Refusals of the precheck now, the rest from the engine.
         let mut results: Vec<Option<BatchResult>> = Vec::with_capacity(entries.len());
         let mut to_send = Vec::with_capacity(entries.len());
@@ -309,16 +271,17 @@ impl Shared {
             // Nothing to propose; the queue must still exist for the batch to be answered.
             self.get_queue(account, queue).await?;
         } else {
-            let written = self
-                .write(Command::SendBatch {
-                    account,
-                    queue,
-                    entries: to_send,
+            let command = Command::SendBatch {
+                account,
+                queue,
+                entries: to_send,
+            };
+            let sent = self
+                .write_for(command, |o| match o {
+                    Outcome::SentBatch(sent) => Some(sent),
+                    _ => None,
                 })
                 .await?;
-            let Outcome::SentBatch(sent) = written.outcome else {
-                return Err(ApiError::unexpected_answer());
-            };
             let mut sent = sent.into_iter();
             for slot in results.iter_mut().filter(|r| r.is_none()) {
                 *slot = sent.next();
@@ -337,10 +300,10 @@ impl Shared {
         queue: String,
         options: ReceiveOptions,
     ) -> Result<Received, ApiError> {
-        if let Some(v) = options.max_messages {
-            validate::in_range("max_messages", v, 1, limits::RECEIVE_MAX_MESSAGES)?;
+        validate::max_messages(options.max_messages)?;
+        if let Some(v) = options.lease_seconds {
+            validate::lease_seconds(v)?;
         }
-        check_lease_seconds(options.lease_seconds)?;
         let wait = match options.wait_seconds {
             Some(v) => validate::in_range("wait_seconds", v, 0, WAIT_SECONDS_MAX)?,
             None => 0,
@@ -363,18 +326,16 @@ impl Shared {
         receipts: Vec<String>,
     ) -> Result<Vec<AckResult>, ApiError> {
         validate::count("receipts", receipts.len(), limits::BATCH_MAX)?;
-        match self
-            .write(Command::Ack {
-                account,
-                queue,
-                receipts,
-            })
-            .await?
-            .outcome
-        {
-            Outcome::Acked(results) => Ok(results),
-            _ => Err(ApiError::unexpected_answer()),
-        }
+        let command = Command::Ack {
+            account,
+            queue,
+            receipts,
+        };
+        self.write_for(command, |o| match o {
+            Outcome::Acked(results) => Some(results),
+            _ => None,
+        })
+        .await
     }
 
     /// Changes (or with 0 s releases) the lease of `receipt`; `lease_seconds` is required.
@@ -385,28 +346,26 @@ impl Shared {
         receipt: String,
         lease_seconds: Option<i64>,
     ) -> Result<LeaseChange, ApiError> {
-        check_lease_seconds(lease_seconds)?;
         let lease_seconds =
             lease_seconds.ok_or_else(|| ApiError::invalid("lease_seconds", "is required"))?;
-        match self
-            .write(Command::ChangeLease {
-                account,
-                queue,
-                receipt,
-                lease_seconds,
-            })
-            .await?
-            .outcome
-        {
+        validate::lease_seconds(lease_seconds)?;
+        let command = Command::ChangeLease {
+            account,
+            queue,
+            receipt,
+            lease_seconds,
+        };
+        self.write_for(command, |o| match o {
             Outcome::LeaseChanged {
                 receipt,
                 lease_expires_at,
-            } => Ok(LeaseChange {
+            } => Some(LeaseChange {
                 receipt,
                 lease_expires_at,
             }),
-            _ => Err(ApiError::unexpected_answer()),
-        }
+            _ => None,
+        })
+        .await
     }
 
     /// Shows messages after sequence number `after`, without leasing them.
@@ -423,17 +382,18 @@ impl Shared {
             after,
             limit,
         };
-        match self.read(query).await? {
-            QueryResult::Messages(messages) => Ok(messages),
-            _ => Err(ApiError::unexpected_answer()),
-        }
+        self.read_for(query, |r| match r {
+            QueryResult::Messages(messages) => Some(messages),
+            _ => None,
+        })
+        .await
     }
 
     pub async fn purge(&self, account: String, queue: String) -> Result<(), ApiError> {
-        match self.write(Command::Purge { account, queue }).await?.outcome {
-            Outcome::Purged => Ok(()),
-            _ => Err(ApiError::unexpected_answer()),
-        }
+        self.write_for(Command::Purge { account, queue }, |o| {
+            matches!(o, Outcome::Purged).then_some(())
+        })
+        .await
     }
 
     /// Changes the cluster's membership (the caller checked the admin role); answers the
@@ -449,24 +409,13 @@ mod tests {
     use super::*;
 
     fn message(body: &str) -> NewMessage {
-        NewMessage {
-            message_id: Uuid::nil(),
-            body: body.into(),
-            attributes: BTreeMap::new(),
-            delay_seconds: None,
-            message_group_id: None,
-            message_deduplication_id: None,
-        }
+        NewMessage::new(Uuid::nil(), body)
     }
 
     #[test]
     fn precheck_applies_the_stateless_rules() {
         assert!(precheck(&mut message("x")).is_ok());
-        let mut with_ids = NewMessage {
-            message_group_id: Some("g".into()),
-            message_deduplication_id: Some("d".into()),
-            ..message("x")
-        };
+        let mut with_ids = message("x").in_group("g").deduplicated_by("d");
         assert!(precheck(&mut with_ids).is_ok());
         assert_eq!(with_ids.message_deduplication_id.as_deref(), Some("d"));
         assert_eq!(

@@ -18,6 +18,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clap::Parser;
+use futures_util::future::join_all;
 use raftq_client::Client;
 use serde_json::{json, Value};
 use tokio::time::{sleep, Instant};
@@ -278,16 +279,16 @@ async fn memberships(nodes: &Nodes) -> Vec<Option<(Vec<u64>, String)>> {
 async fn node_states(nodes: &Nodes) -> Vec<Option<(u64, String)>> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let mut views = Vec::new();
-        for id in nodes.members() {
-            views.push(
-                nodes
-                    .client_of(id)
-                    .cluster_state()
-                    .await
-                    .unwrap_or(Value::Null),
-            );
-        }
+        // All at once: timers keep proposing ticks for a while after the workload stops, and
+        // nodes read one after the other would each be read at another entry.
+        let views: Vec<Value> = join_all(nodes.members().into_iter().map(|id| async move {
+            nodes
+                .client_of(id)
+                .cluster_state()
+                .await
+                .unwrap_or(Value::Null)
+        }))
+        .await;
         let states: Vec<Option<(u64, String)>> = views
             .iter()
             .map(|v| {

@@ -15,8 +15,10 @@ use tokio::time::{sleep, Instant};
 /// How long a worker leaves a node alone after a request to it went unanswered.
 const AVOID: Duration = Duration::from_secs(3);
 
-/// The nodes a worker leaves alone for a while: those whose last request went unanswered
-/// (timed out, refused, or 5xx), as a client with several endpoints moves on to another.
+/// The nodes a worker leaves alone for a while: those whose last request went unanswered (timed
+/// out or refused), as a client with several endpoints moves on to another. A node that
+/// answered an error, `503` included, is not avoided: the worker's next request goes to any
+/// node, as an SDK retries.
 #[derive(Debug, Default)]
 pub struct Avoided(HashMap<u64, Instant>);
 

@@ -42,12 +42,11 @@ fn classify(e: &ClientError) -> Outcome {
     }
 }
 
-/// Whether a node answered a request (an API error below 500 is an answer).
+/// Whether a node answered a request: any API error is an answer, a `503` included (the node
+/// is up and says to try again, perhaps elsewhere); a request that timed out or found no
+/// server is not.
 fn answered(result: &Result<Value, ClientError>) -> bool {
-    match result {
-        Ok(_) => true,
-        Err(e) => !matches!(classify(e), Outcome::Unknown(_)),
-    }
+    !matches!(result, Err(e) if !matches!(e, ClientError::Api(_)))
 }
 
 fn millis(v: &Value) -> Option<u64> {

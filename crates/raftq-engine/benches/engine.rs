@@ -6,7 +6,6 @@
 //! Run: `scripts/bench-engine` (writes docs/benchmarks-engine.md) or
 //! `cargo bench -p raftq-engine --bench engine`.
 
-use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -62,12 +61,9 @@ impl Fixture {
             account: "dev".into(),
             queue: self.queue.into(),
             message: NewMessage {
-                message_id: Uuid::from_u128(u128::from(n) + 1_000),
-                body: "x".repeat(16),
-                attributes: BTreeMap::new(),
-                delay_seconds: None,
                 message_group_id: self.fifo.then(|| format!("group-{}", n % GROUPS)),
                 message_deduplication_id: self.fifo.then(|| format!("dedup-{n}")),
+                ..NewMessage::new(Uuid::from_u128(u128::from(n) + 1_000), "x".repeat(16))
             },
         }
     }

@@ -110,6 +110,32 @@ pub struct NewMessage {
     pub message_deduplication_id: Option<String>,
 }
 
+impl NewMessage {
+    /// A message with `body` and no attributes, delay, group or deduplication id.
+    pub fn new(message_id: Uuid, body: impl Into<String>) -> NewMessage {
+        NewMessage {
+            message_id,
+            body: body.into(),
+            attributes: BTreeMap::new(),
+            delay_seconds: None,
+            message_group_id: None,
+            message_deduplication_id: None,
+        }
+    }
+
+    /// The message in FIFO group `group`.
+    pub fn in_group(mut self, group: impl Into<String>) -> NewMessage {
+        self.message_group_id = Some(group.into());
+        self
+    }
+
+    /// The message with deduplication id `id`.
+    pub fn deduplicated_by(mut self, id: impl Into<String>) -> NewMessage {
+        self.message_deduplication_id = Some(id.into());
+        self
+    }
+}
+
 /// One entry of a batch send.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BatchEntry {

@@ -49,7 +49,7 @@ impl State {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Msg {
     /// Storage key of the payload: the sequence number the message was first sent with.
-    pub mid: u64,
+    pub storage_key: u64,
     /// When it entered this queue; retention counts from here.
     pub enqueued_at: Millis,
     /// Delay end or lease end.
@@ -75,9 +75,22 @@ pub(crate) enum Timer {
     Dedup(u32),
 }
 
+/// Deduplication records are pruned at whole seconds: the records of a queue that leave the
+/// window within one second go in one tick, not one tick each (after a burst of sends, a tick
+/// every few milliseconds for the length of the window). Sends ignore a record past its end
+/// whether it was pruned yet or not, so the rounding shows nowhere but in when rows go. The due
+/// time depends on the record alone, so a node that restored its state arms the same timers as
+/// one that applied every entry.
+const PRUNE_EVERY_MS: Millis = 1_000;
+
+/// When the record that leaves the window at `expires` is pruned.
+fn prune_due(expires: Millis) -> Millis {
+    expires.div_ceil(PRUNE_EVERY_MS) * PRUNE_EVERY_MS
+}
+
 /// The engine's clock, timer set and change log, lent to queue mutations.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Books {
+pub(crate) struct ApplyContext {
     pub now: Millis,
     pub timers: BTreeSet<(Millis, Timer)>,
     pub changes: Changes,
@@ -172,11 +185,11 @@ impl Index {
     }
 
     /// A message enters the queue.
-    fn enter(&mut self, books: &mut Books, seq: u64, msg: &Msg) {
+    fn enter(&mut self, context: &mut ApplyContext, seq: u64, msg: &Msg) {
         let state = msg.state;
         self.counts[state as usize] += 1;
         if state.timed() {
-            books.timers.insert((msg.until, self.timer(seq)));
+            context.timers.insert((msg.until, self.timer(seq)));
         }
         if state == State::Pending {
             self.pending.insert(seq);
@@ -200,18 +213,18 @@ impl Index {
                 g.leased += 1;
             }
             if was_empty || state == State::Leased {
-                self.refresh(books, msg.group);
+                self.refresh(context, msg.group);
             }
         } else if state == State::Visible {
-            self.make_ready(books, seq, NO_GROUP);
+            self.make_ready(context, seq, NO_GROUP);
         }
     }
 
     /// A message leaves the queue.
-    fn leave(&mut self, books: &mut Books, seq: u64, msg: &Msg) {
+    fn leave(&mut self, context: &mut ApplyContext, seq: u64, msg: &Msg) {
         self.counts[msg.state as usize] -= 1;
         if msg.state.timed() {
-            books.timers.remove(&(msg.until, self.timer(seq)));
+            context.timers.remove(&(msg.until, self.timer(seq)));
         }
         if msg.state == State::Pending {
             self.pending.remove(&seq);
@@ -230,7 +243,7 @@ impl Index {
             if msg.state == State::Leased {
                 g.leased -= 1;
             }
-            self.refresh(books, msg.group);
+            self.refresh(context, msg.group);
         } else {
             self.ready.remove(&(seq, NO_GROUP));
         }
@@ -240,7 +253,7 @@ impl Index {
     #[allow(clippy::too_many_arguments)]
     fn change(
         &mut self,
-        books: &mut Books,
+        context: &mut ApplyContext,
         seq: u64,
         group: u32,
         old: State,
@@ -250,10 +263,10 @@ impl Index {
     ) {
         let timer = self.timer(seq);
         if old.timed() {
-            books.timers.remove(&(old_until, timer));
+            context.timers.remove(&(old_until, timer));
         }
         if new.timed() {
-            books.timers.insert((new_until, timer));
+            context.timers.insert((new_until, timer));
         }
         self.counts[old as usize] -= 1;
         self.counts[new as usize] += 1;
@@ -273,23 +286,23 @@ impl Index {
             if new == State::Leased {
                 g.leased += 1;
             }
-            self.refresh(books, group);
+            self.refresh(context, group);
         } else if new == State::Visible {
-            self.make_ready(books, seq, NO_GROUP);
+            self.make_ready(context, seq, NO_GROUP);
         } else {
             self.ready.remove(&(seq, NO_GROUP));
         }
     }
 
-    fn make_ready(&mut self, books: &mut Books, seq: u64, group: u32) {
+    fn make_ready(&mut self, context: &mut ApplyContext, seq: u64, group: u32) {
         if self.ready.insert((seq, group)) {
-            books.changes.woken.push(self.id);
+            context.changes.woken.push(self.id);
         }
     }
 
     /// Puts a FIFO group in or out of the ready set after any change to it, and forgets it once
     /// it holds no message.
-    fn refresh(&mut self, books: &mut Books, group: u32) {
+    fn refresh(&mut self, context: &mut ApplyContext, group: u32) {
         let Some(g) = self.groups.get_mut(group as usize).and_then(Option::as_mut) else {
             return;
         };
@@ -304,7 +317,7 @@ impl Index {
             g.ready_key = want;
             if let Some(head) = want {
                 self.ready.insert((head, group));
-                books.changes.woken.push(self.id);
+                context.changes.woken.push(self.id);
             }
         }
         if g.msgs.is_empty() {
@@ -394,30 +407,36 @@ impl Queue {
     }
 
     /// Adds a message under `seq`; FIFO messages join the group named `group_name`.
-    pub(crate) fn insert(&mut self, books: &mut Books, seq: u64, mut msg: Msg, group_name: &str) {
+    pub(crate) fn insert(
+        &mut self,
+        context: &mut ApplyContext,
+        seq: u64,
+        mut msg: Msg,
+        group_name: &str,
+    ) {
         msg.group = if self.fifo() {
             self.index.intern(group_name)
         } else {
             NO_GROUP
         };
-        self.index.enter(books, seq, &msg);
+        self.index.enter(context, seq, &msg);
         self.messages.insert(seq, msg);
-        books.changes.rows.push(RowKey::Message(self.qid, seq));
-        self.schedule_retention(books);
+        context.changes.rows.push(RowKey::Message(self.qid, seq));
+        self.schedule_retention(context);
     }
 
     /// Takes a message out of every index (its payload stays: the caller decides).
-    pub(crate) fn remove(&mut self, books: &mut Books, seq: u64) -> Option<Msg> {
+    pub(crate) fn remove(&mut self, context: &mut ApplyContext, seq: u64) -> Option<Msg> {
         let msg = self.messages.remove(&seq)?;
-        self.index.leave(books, seq, &msg);
-        books.changes.rows.push(RowKey::Message(self.qid, seq));
+        self.index.leave(context, seq, &msg);
+        context.changes.rows.push(RowKey::Message(self.qid, seq));
         Some(msg)
     }
 
     /// Takes out the message whose lease `receive_count` made, if that lease is active at `now`.
     pub(crate) fn take_leased(
         &mut self,
-        books: &mut Books,
+        context: &mut ApplyContext,
         seq: u64,
         receive_count: u32,
         now: Millis,
@@ -425,8 +444,8 @@ impl Queue {
         match self.messages.entry(seq) {
             Entry::Occupied(e) if is_active(e.get(), receive_count, now) => {
                 let msg = e.remove();
-                self.index.leave(books, seq, &msg);
-                books.changes.rows.push(RowKey::Message(self.qid, seq));
+                self.index.leave(context, seq, &msg);
+                context.changes.rows.push(RowKey::Message(self.qid, seq));
                 Some(msg)
             }
             _ => None,
@@ -434,9 +453,15 @@ impl Queue {
     }
 
     /// Moves a message to `state`, with `until` its delay or lease end.
-    pub(crate) fn set_state(&mut self, books: &mut Books, seq: u64, state: State, until: Millis) {
+    pub(crate) fn set_state(
+        &mut self,
+        context: &mut ApplyContext,
+        seq: u64,
+        state: State,
+        until: Millis,
+    ) {
         if let Some(msg) = self.messages.get_mut(&seq) {
-            transition(&mut self.index, books, seq, msg, state, until);
+            transition(&mut self.index, context, seq, msg, state, until);
         }
     }
 
@@ -445,12 +470,12 @@ impl Queue {
     /// Returns the leased messages as they are after the lease.
     pub(crate) fn receive(
         &mut self,
-        books: &mut Books,
+        context: &mut ApplyContext,
         max: usize,
         lease_ms: u64,
     ) -> Vec<(u64, Msg)> {
-        let until = books.now.saturating_add(lease_ms);
-        let first_received = books.now.max(1);
+        let until = context.now.saturating_add(lease_ms);
+        let first_received = context.now.max(1);
         let mut out = Vec::with_capacity(max);
         while out.len() < max {
             let Some(&(head, group)) = self.index.ready.first() else {
@@ -480,7 +505,7 @@ impl Queue {
                 if msg.first_received_at == 0 {
                     msg.first_received_at = first_received;
                 }
-                transition(&mut self.index, books, seq, msg, State::Leased, until);
+                transition(&mut self.index, context, seq, msg, State::Leased, until);
                 out.push((seq, msg.clone()));
             }
             if out.len() == before {
@@ -502,21 +527,21 @@ impl Queue {
     }
 
     /// Makes sure a retention timer is set no later than the oldest message's expiry.
-    pub(crate) fn schedule_retention(&mut self, books: &mut Books) {
+    pub(crate) fn schedule_retention(&mut self, context: &mut ApplyContext) {
         if self.retention_timer.is_some() {
             return;
         }
         if let Some(front) = self.messages.values().next() {
             let due = front.enqueued_at.saturating_add(self.retention_ms());
-            books.timers.insert((due, Timer::Retention(self.qid)));
+            context.timers.insert((due, Timer::Retention(self.qid)));
             self.retention_timer = Some(due);
         }
     }
 
     /// Drops the retention timer (before a retention change or when it fires).
-    pub(crate) fn clear_retention_timer(&mut self, books: &mut Books) {
+    pub(crate) fn clear_retention_timer(&mut self, context: &mut ApplyContext) {
         if let Some(due) = self.retention_timer.take() {
-            books.timers.remove(&(due, Timer::Retention(self.qid)));
+            context.timers.remove(&(due, Timer::Retention(self.qid)));
         }
     }
 
@@ -531,31 +556,40 @@ impl Queue {
     }
 
     /// Records an accepted deduplication ID.
-    pub(crate) fn record_dedup(&mut self, books: &mut Books, id: String, record: DedupRecord) {
+    pub(crate) fn record_dedup(
+        &mut self,
+        context: &mut ApplyContext,
+        id: String,
+        record: DedupRecord,
+    ) {
         let expires = record.expires_at;
-        books.changes.rows.push(RowKey::Dedup(self.qid, id.clone()));
+        context
+            .changes
+            .rows
+            .push(RowKey::Dedup(self.qid, id.clone()));
         self.dedup_order.push_back((expires, id.clone()));
         self.dedup.insert(id, record);
         if self.dedup_timer.is_none() {
-            books.timers.insert((expires, Timer::Dedup(self.qid)));
-            self.dedup_timer = Some(expires);
+            let due = prune_due(expires);
+            context.timers.insert((due, Timer::Dedup(self.qid)));
+            self.dedup_timer = Some(due);
         }
     }
 
     /// Forgets deduplication records that left the window, and re-arms the timer.
-    pub(crate) fn prune_dedup(&mut self, books: &mut Books) {
+    pub(crate) fn prune_dedup(&mut self, context: &mut ApplyContext) {
         self.dedup_timer = None;
         while let Some((expires, _)) = self.dedup_order.front() {
-            if *expires > books.now {
-                let due = *expires;
-                books.timers.insert((due, Timer::Dedup(self.qid)));
+            if *expires > context.now {
+                let due = prune_due(*expires);
+                context.timers.insert((due, Timer::Dedup(self.qid)));
                 self.dedup_timer = Some(due);
                 break;
             }
             if let Some((expires, id)) = self.dedup_order.pop_front() {
                 if self.dedup.get(&id).is_some_and(|r| r.expires_at == expires) {
                     self.dedup.remove(&id);
-                    books.changes.rows.push(RowKey::Dedup(self.qid, id));
+                    context.changes.rows.push(RowKey::Dedup(self.qid, id));
                 }
             }
         }
@@ -573,30 +607,31 @@ impl Queue {
     }
 
     /// Puts restored deduplication records in window order and arms the queue's timers.
-    pub(crate) fn finish_restore(&mut self, books: &mut Books) {
+    pub(crate) fn finish_restore(&mut self, context: &mut ApplyContext) {
         self.dedup_order.make_contiguous().sort();
-        if let Some(&(due, _)) = self.dedup_order.front() {
-            books.timers.insert((due, Timer::Dedup(self.qid)));
+        if let Some(&(expires, _)) = self.dedup_order.front() {
+            let due = prune_due(expires);
+            context.timers.insert((due, Timer::Dedup(self.qid)));
             self.dedup_timer = Some(due);
         }
-        self.schedule_retention(books);
+        self.schedule_retention(context);
     }
 
     /// Takes every message out at once (purge, deletion), in constant time: the queue is left
-    /// empty. The messages' own timers stay in the timer set until [`Detached::pop`] removes
+    /// empty. The messages' own timers stay in the timer set until [`ReclaimSet::pop`] removes
     /// them; one that fires first finds no message and does nothing.
-    pub(crate) fn detach(&mut self, books: &mut Books) -> Detached {
-        self.clear_retention_timer(books);
-        Detached {
+    pub(crate) fn take_for_reclaim(&mut self, context: &mut ApplyContext) -> ReclaimSet {
+        self.clear_retention_timer(context);
+        ReclaimSet {
             messages: std::mem::take(&mut self.messages),
             index: std::mem::replace(&mut self.index, Index::new(self.qid, self.id)),
         }
     }
 
     /// Drops the queue's deduplication timer (for deletion).
-    pub(crate) fn clear_dedup_timer(&mut self, books: &mut Books) {
+    pub(crate) fn clear_dedup_timer(&mut self, context: &mut ApplyContext) {
         if let Some(due) = self.dedup_timer.take() {
-            books.timers.remove(&(due, Timer::Dedup(self.qid)));
+            context.timers.remove(&(due, Timer::Dedup(self.qid)));
         }
     }
 }
@@ -605,15 +640,15 @@ impl Queue {
 /// while their rows and payloads are deleted a bounded number at a time, oldest first. The
 /// index they were taken with names their FIFO groups, for their rows until then.
 #[derive(Debug, Clone)]
-pub(crate) struct Detached {
+pub(crate) struct ReclaimSet {
     messages: BTreeMap<u64, Msg>,
     index: Index,
 }
 
-impl Detached {
+impl ReclaimSet {
     /// An empty set of `qid`'s messages, for a restore to fill.
-    pub(crate) fn new(qid: u32) -> Detached {
-        Detached {
+    pub(crate) fn new(qid: u32) -> ReclaimSet {
+        ReclaimSet {
             messages: BTreeMap::new(),
             index: Index::new(qid, Uuid::nil()),
         }
@@ -649,12 +684,12 @@ impl Detached {
     }
 
     /// Takes the oldest message out for good, with its timer, recording its row's deletion.
-    pub(crate) fn pop(&mut self, books: &mut Books) -> Option<(u64, Msg)> {
+    pub(crate) fn pop(&mut self, context: &mut ApplyContext) -> Option<(u64, Msg)> {
         let (seq, msg) = self.messages.pop_first()?;
         if msg.state.timed() {
-            books.timers.remove(&(msg.until, self.index.timer(seq)));
+            context.timers.remove(&(msg.until, self.index.timer(seq)));
         }
-        books
+        context
             .changes
             .rows
             .push(RowKey::Message(self.index.qid, seq));
@@ -669,7 +704,7 @@ fn is_active(msg: &Msg, receive_count: u32, now: Millis) -> bool {
 /// Changes a message's state in place and re-indexes it.
 fn transition(
     index: &mut Index,
-    books: &mut Books,
+    context: &mut ApplyContext,
     seq: u64,
     msg: &mut Msg,
     state: State,
@@ -678,6 +713,6 @@ fn transition(
     let (old, old_until) = (msg.state, msg.until);
     msg.state = state;
     msg.until = if state.timed() { until } else { 0 };
-    index.change(books, seq, msg.group, old, old_until, state, msg.until);
-    books.changes.rows.push(RowKey::Message(index.qid, seq));
+    index.change(context, seq, msg.group, old, old_until, state, msg.until);
+    context.changes.rows.push(RowKey::Message(index.qid, seq));
 }

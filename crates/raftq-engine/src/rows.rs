@@ -190,7 +190,7 @@ pub(crate) struct QueueRow {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct MessageRow {
-    pub mid: u64,
+    pub storage_key: u64,
     pub enqueued_at: Millis,
     pub state: u8,
     pub until: Millis,

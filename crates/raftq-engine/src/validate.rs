@@ -3,7 +3,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::command::{NewMessage, QueueAttributes};
+use crate::command::{AllowPolicyInput, NewMessage, QueueAttributes, RedrivePolicyInput};
 use crate::error::{EngineError, Result};
 use crate::model::{limits, QueueConfig, QueueType};
 
@@ -58,7 +58,7 @@ pub fn scalar_attributes(
         config.content_based_deduplication = cbd;
     }
     if let Some(v) = attrs.lease_seconds {
-        config.lease_seconds = in_range("lease_seconds", v, 0, limits::LEASE_SECONDS_MAX)?;
+        config.lease_seconds = lease_seconds(v)?;
     }
     if let Some(v) = attrs.delay_seconds {
         config.delay_seconds = in_range("delay_seconds", v, 0, limits::DELAY_SECONDS_MAX)?;
@@ -205,6 +205,71 @@ pub fn batch_entry_id(field: &str, id: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// The entry IDs of a batch send: 1 to [`limits::BATCH_MAX`] entries, each ID of the form of
+/// [`batch_entry_id`] and unique within the batch.
+pub fn batch_entry_ids(ids: &[&str]) -> Result<()> {
+    count("entries", ids.len(), limits::BATCH_MAX)?;
+    for (i, id) in ids.iter().enumerate() {
+        let field = format!("entries[{i}].id");
+        batch_entry_id(&field, id)?;
+        if ids[..i].contains(id) {
+            return Err(EngineError::invalid(
+                field,
+                "must be unique within the batch",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A receive's `max_messages` (1 when absent).
+pub fn max_messages(value: Option<i64>) -> Result<u32> {
+    in_range(
+        "max_messages",
+        value.unwrap_or(1),
+        1,
+        limits::RECEIVE_MAX_MESSAGES,
+    )
+}
+
+/// A lease length in seconds.
+pub fn lease_seconds(value: i64) -> Result<u32> {
+    in_range("lease_seconds", value, 0, limits::LEASE_SECONDS_MAX)
+}
+
+/// The fields every redrive policy needs: its dead-letter target (returned as given) and a
+/// `max_receive_count` in range.
+pub fn redrive_policy(input: &RedrivePolicyInput) -> Result<(&str, u32)> {
+    const MAX: &str = "redrive_policy.max_receive_count";
+    let target = input
+        .dead_letter_target
+        .as_deref()
+        .ok_or_else(|| EngineError::invalid("redrive_policy.dead_letter_target", "is required"))?;
+    let max = input
+        .max_receive_count
+        .ok_or_else(|| EngineError::invalid(MAX, "is required"))?;
+    Ok((
+        target,
+        in_range(MAX, max, 1, limits::MAX_RECEIVE_COUNT_MAX)?,
+    ))
+}
+
+/// The permission of a redrive allow policy: `allow_all`, `deny_all` or `by_queue`.
+pub fn allow_permission(input: &AllowPolicyInput) -> Result<&str> {
+    const PERMISSION: &str = "redrive_allow_policy.permission";
+    let permission = input
+        .permission
+        .as_deref()
+        .ok_or_else(|| EngineError::invalid(PERMISSION, "is required"))?;
+    if !matches!(permission, "allow_all" | "deny_all" | "by_queue") {
+        return Err(EngineError::invalid(
+            PERMISSION,
+            "must be allow_all, deny_all or by_queue",
+        ));
+    }
+    Ok(permission)
 }
 
 /// A list of 1..=max items.

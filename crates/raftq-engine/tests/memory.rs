@@ -3,7 +3,6 @@
 //! deduplication window has passed so that only the message indexes remain.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 use raftq_engine::{Command, Engine, Entry, NewMessage, QueueAttributes};
@@ -63,12 +62,12 @@ fn bytes_per_message(queue: &str, groups: u64) -> f64 {
     let before = LIVE.load(Ordering::Relaxed);
     for n in 0..MESSAGES {
         let message = NewMessage {
-            message_id: Uuid::from_u128(u128::from(n) + 10),
-            body: "payload kept by the store".into(),
-            attributes: BTreeMap::new(),
-            delay_seconds: None,
             message_group_id: fifo.then(|| format!("group-{}", n % groups)),
             message_deduplication_id: fifo.then(|| format!("dedup-{n}")),
+            ..NewMessage::new(
+                Uuid::from_u128(u128::from(n) + 10),
+                "payload kept by the store",
+            )
         };
         apply(
             &mut engine,

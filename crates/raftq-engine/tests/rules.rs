@@ -61,12 +61,12 @@ fn fifo(name: &str) -> bool {
 
 /// A message for `queue`: FIFO queues get group `group` and the body as deduplication ID.
 fn msg_for(h: &mut Harness, queue: &str, group: &str, body: &str) -> NewMessage {
-    let mut m = h.message(body);
+    let m = h.message(body);
     if fifo(queue) {
-        m.message_group_id = Some(group.into());
-        m.message_deduplication_id = Some(body.into());
+        m.in_group(group).deduplicated_by(body)
+    } else {
+        m
     }
-    m
 }
 
 /// Sends `body` to a queue of either type (group `g` on FIFO queues).
@@ -632,6 +632,30 @@ fn dedup_returns_the_original_id_even_after_retention_expiry() {
     assert!(peek(&h, "f.fifo").is_empty());
     assert_duplicate(&mut h, "f.fifo", &original);
     assert!(peek(&h, "f.fifo").is_empty());
+}
+
+/// Records that leave the window within one second are pruned together, by one tick at the end
+/// of that second, instead of a tick each; a send after a record's end is new whether or not
+/// the record was pruned yet.
+#[test]
+fn dedup_records_are_pruned_a_second_at_a_time() {
+    let mut h = Harness::new();
+    h.create("f.fifo");
+    for id in ["d0", "d1", "d2"] {
+        h.advance_ms(100);
+        let m = msg_for(&mut h, "f.fifo", "g", id);
+        assert!(!h.try_send_msg("f.fifo", m).expect("send").duplicate);
+    }
+    let got = h.receive("f.fifo", 10);
+    ack_all(&mut h, "f.fifo", &got);
+    // The records end at START + 300.1 s, 300.2 s and 300.3 s.
+    assert_eq!(h.engine.next_due(), Some(START + 301_000));
+    h.advance_ms(300_000 - 150);
+    let m = msg_for(&mut h, "f.fifo", "g", "d0");
+    assert!(
+        !h.try_send_msg("f.fifo", m).expect("resend").duplicate,
+        "a record past its end deduplicates nothing"
+    );
 }
 
 #[test]

@@ -75,14 +75,7 @@ fn send(body: &str) -> Command {
     Command::Send {
         account: "dev".into(),
         queue: "bench".into(),
-        message: NewMessage {
-            message_id: Uuid::new_v4(),
-            body: body.into(),
-            attributes: BTreeMap::new(),
-            delay_seconds: None,
-            message_group_id: None,
-            message_deduplication_id: None,
-        },
+        message: NewMessage::new(Uuid::new_v4(), body),
     }
 }
 

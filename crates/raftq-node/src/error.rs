@@ -41,12 +41,8 @@ pub enum StartError {
          (docs/operations.md)"
     )]
     Damaged(String),
-    #[error("cannot open the database: {0}")]
-    Database(#[from] rocksdb::Error),
-    #[error("cannot open the state machine: {0}")]
-    StateMachine(#[from] raftq_store::OpenError),
-    #[error("cannot open the log: {0}")]
-    Log(#[from] raftq_store::LogStoreError),
+    #[error("{0}")]
+    Storage(#[from] raftq_store::StorageError),
     #[error("cannot read this node's enrolment: {0}")]
     Enrolment(String),
     #[error("invalid configuration: {0}")]

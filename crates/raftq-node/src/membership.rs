@@ -31,6 +31,8 @@ const HANDOVER: Duration = Duration::from_secs(5);
 /// old: longer than the election gate's window, so that a loaded machine's slow pings do not
 /// refuse a removal that leaves a working majority.
 const ANSWERED_WITHIN: Duration = Duration::from_secs(2);
+/// How long a change waits for answers that may be late before it refuses for want of them.
+const LATE_ANSWERS: Duration = Duration::from_millis(300);
 /// How long a membership entry may take to commit before the change is answered as timed out.
 const COMMIT_WAIT: Duration = Duration::from_secs(10);
 /// How often a successor is asked to stand during a handover.
@@ -192,7 +194,13 @@ impl Core {
             if after.is_empty() {
                 return Ok(Err(ChangeError::LastVoter(id)));
             }
-            let answering = self.answering(ANSWERED_WITHIN);
+            let mut answering = self.answering(ANSWERED_WITHIN);
+            if !keeps_majority(&after, &answering) {
+                // The pings' answers may be a round late (a busy node, a member added a moment
+                // ago): the change is refused only if they are still missing a few rounds on.
+                tokio::time::sleep(LATE_ANSWERS).await;
+                answering = self.answering(ANSWERED_WITHIN);
+            }
             if !keeps_majority(&after, &answering) {
                 return Ok(Err(ChangeError::NoMajority {
                     id,

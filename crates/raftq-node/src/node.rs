@@ -7,15 +7,12 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use openraft::{Config, Raft, SnapshotPolicy};
 use raftq_engine::{Command, Engine, EngineError};
-use raftq_store::{
-    open_db, NodeId, Response, RocksLogStore, RocksStateMachine, StateReader, TypeConfig, LOGS_CF,
-    META_CF,
-};
+use raftq_store::{Database, NodeId, Response, Storage, TypeConfig};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -103,7 +100,7 @@ pub struct Node {
     /// The group-commit task; it ends when aborted at shutdown.
     batching: JoinHandle<()>,
     /// The database, to know when every holder has let go of it.
-    db: Weak<rocksdb::DB>,
+    database: Database,
 }
 
 impl Node {
@@ -116,15 +113,17 @@ impl Node {
             )));
         }
         std::fs::create_dir_all(&config.data_dir)?;
-        let db = open_db(&config.data_dir.join("db")).map_err(|e| {
-            if raftq_store::is_damage(&e) {
+        let Storage {
+            log,
+            state_machine: sm,
+            database,
+        } = raftq_store::open(&config.data_dir, &config.region).map_err(|e| {
+            if e.is_damage() {
                 StartError::Damaged(e.to_string())
             } else {
-                StartError::Database(e)
+                StartError::Storage(e)
             }
         })?;
-        let db_handle = Arc::clone(&db);
-        let log = RocksLogStore::new(Arc::clone(&db), LOGS_CF, META_CF)?;
         let appended = log.appended();
         let admission = Admission::open(&log).map_err(|e| StartError::Enrolment(e.to_string()))?;
         if config.join.is_some() && admission.standing() == Standing::Blank {
@@ -133,14 +132,6 @@ impl Node {
                 .await
                 .map_err(|e| StartError::Enrolment(e.to_string()))?;
         }
-        let sm = RocksStateMachine::open(db, &config.region, config.data_dir.join("snapshots"))
-            .map_err(|e| {
-                if e.is_damage() {
-                    StartError::Damaged(e.to_string())
-                } else {
-                    StartError::StateMachine(e)
-                }
-            })?;
         let reader = sm.reader();
         let awaited = sm.awaited();
         let raft_config = Config {
@@ -186,6 +177,7 @@ impl Node {
             handing_over: Default::default(),
             changing: tokio::sync::Mutex::new(()),
             reach: Default::default(),
+            last_append: Default::default(),
         });
         let (shutdown, signal) = watch::channel(false);
         let mut tasks = Vec::new();
@@ -237,7 +229,7 @@ impl Node {
             shutdown,
             tasks,
             batching,
-            db: Arc::downgrade(&db_handle),
+            database,
         })
     }
 
@@ -281,7 +273,7 @@ impl Node {
 
     /// The applied state's reader, for tests that look inside (payloads, snapshot files).
     #[cfg(feature = "testing")]
-    pub fn reader(&self) -> &StateReader {
+    pub fn reader(&self) -> &raftq_store::StateReader {
         &self.core.reader
     }
 
@@ -346,7 +338,7 @@ impl Node {
             shutdown,
             tasks,
             batching,
-            db,
+            database,
         } = self;
         let _ = shutdown.send(true);
         if let Err(e) = core.raft.shutdown().await {
@@ -359,10 +351,10 @@ impl Node {
         let _ = batching.await;
         drop(core);
         let deadline = Instant::now() + CLOSE_WAIT;
-        while db.strong_count() > 0 && Instant::now() < deadline {
+        while database.is_open() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        if db.strong_count() > 0 {
+        if database.is_open() {
             tracing::warn!("the database is still open after shutdown");
         }
     }

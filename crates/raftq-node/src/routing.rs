@@ -19,11 +19,14 @@ use crate::shared::Core;
 pub(crate) const LEADER_WAIT: Duration = Duration::from_secs(5);
 /// Pause between attempts while no leader is known.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
-/// A leader that has left this node's pings unanswered this long is taken to be cut off from
-/// it (its appends may still arrive, one way): requests are answered at once rather than
-/// forwarded into the cut, so that a client with other endpoints moves on. Longer than an
-/// election takes after a leader dies, so that a leader's death is not reported as a cut.
+/// A leader that has left this node's pings unanswered this long while its appends still arrive
+/// is cut off from this node one way: requests are answered at once rather than forwarded into
+/// the cut, so that a client with other endpoints moves on. (A leader whose appends stopped too
+/// is gone, and requests wait for the next one.)
 const SILENT: Duration = Duration::from_secs(1);
+/// Appends count as still arriving while the last one is at most this old (ten heartbeats at
+/// the default interval).
+const APPENDING: Duration = Duration::from_millis(500);
 
 /// A client request a follower hands to the leader.
 #[derive(Debug, Serialize, Deserialize)]
@@ -49,7 +52,7 @@ pub(crate) fn mismatched() -> NodeError {
 impl Core {
     /// Runs a request here when this node leads, else at the leader; retries while no leader
     /// is known, up to [`LEADER_WAIT`] (a membership change also has the time it may take).
-    /// A leader that does not answer this node's pings is not waited for: see [`SILENT`].
+    /// A leader cut off from this node one way is not waited for: see [`SILENT`].
     pub(crate) async fn route(&self, request: Forwarded) -> Result<ForwardReply, NodeError> {
         let patience = match request {
             Forwarded::Change(_) => LEADER_WAIT + membership::LONGEST,
@@ -103,7 +106,7 @@ impl Core {
         let Some(addr) = addr else {
             return Err(NodeError::NotLeader(None));
         };
-        if self.silent_for(leader, SILENT) {
+        if self.cut_off_from(leader) {
             return Err(NodeError::LeaderUnreachable(leader));
         }
         let mut client = self.forwarders.get(leader, &addr);
@@ -135,9 +138,9 @@ impl Core {
                 }
             }
         };
-        // Nor is a call kept waiting once the leader stops answering this node's pings.
+        // Nor is a call kept waiting once the leader is cut off from this node.
         let silent = async {
-            while !self.silent_for(leader, SILENT) {
+            while !self.cut_off_from(leader) {
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
         };
@@ -150,10 +153,16 @@ impl Core {
                 true,
             )),
             _ = silent => Err(failed(
-                format!("node {leader} stopped answering while a request was forwarded to it"),
+                format!("node {leader} was cut off while a request was forwarded to it"),
                 true,
             )),
         }
+    }
+
+    /// Whether `leader` is cut off from this node one way: its appends arrive, its answers to
+    /// this node's pings do not.
+    fn cut_off_from(&self, leader: NodeId) -> bool {
+        self.silent_for(leader, SILENT) && self.appended_within(APPENDING)
     }
 
     /// Serves a request on this node, which must be the leader.

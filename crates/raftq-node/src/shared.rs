@@ -35,6 +35,8 @@ pub(crate) struct Core {
     pub changing: tokio::sync::Mutex<()>,
     /// What the election gate's pings tell of each member.
     pub reach: RwLock<BTreeMap<NodeId, Reach>>,
+    /// When a leader's append or heartbeat last reached this node.
+    pub last_append: RwLock<Option<Instant>>,
     /// Connections to the leaders this node forwarded to, by node id and address (reused: a
     /// forwarded request must not pay for a new connection), apart from Raft's own.
     pub forwarders: PeerClients,
@@ -111,6 +113,15 @@ impl Core {
             .ok()
             .and_then(|r| r.get(&id).and_then(|reach| reach.silent_since))
             .is_some_and(|since| since.elapsed() >= this_long)
+    }
+
+    /// Whether a leader's append or heartbeat reached this node `within` the last while.
+    pub(crate) fn appended_within(&self, within: Duration) -> bool {
+        self.last_append
+            .read()
+            .ok()
+            .and_then(|at| *at)
+            .is_some_and(|at| at.elapsed() <= within)
     }
 
     /// Whether this node currently leads (and is not handing over).

@@ -58,6 +58,59 @@ pub fn open_db(path: &std::path::Path) -> Result<std::sync::Arc<rocksdb::DB>, ro
     Ok(std::sync::Arc::new(db))
 }
 
+/// A node's storage over one RocksDB instance: the Raft log, the state machine, and a handle
+/// that tells when the database is closed.
+pub struct Storage {
+    pub log: RocksLogStore<TypeConfig>,
+    pub state_machine: RocksStateMachine,
+    pub database: Database,
+}
+
+/// Tells whether a node's database is still open: it closes once nothing holds it.
+pub struct Database(std::sync::Weak<rocksdb::DB>);
+
+impl Database {
+    pub fn is_open(&self) -> bool {
+        self.0.strong_count() > 0
+    }
+}
+
+/// Why a node's storage could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("cannot open the database: {0}")]
+    Database(#[from] rocksdb::Error),
+    #[error("cannot open the log: {0}")]
+    Log(#[from] LogStoreError),
+    #[error("cannot open the state machine: {0}")]
+    StateMachine(#[from] OpenError),
+}
+
+impl StorageError {
+    /// Whether the data on disk is damaged (as opposed to unreadable for another reason).
+    pub fn is_damage(&self) -> bool {
+        match self {
+            StorageError::Database(e) => is_damage(e),
+            StorageError::Log(_) => false,
+            StorageError::StateMachine(e) => e.is_damage(),
+        }
+    }
+}
+
+/// Opens a node's storage in `data_dir` (the database in `db/`, snapshot files in `snapshots/`),
+/// creating what is missing, for a cluster serving `region`.
+pub fn open(data_dir: &std::path::Path, region: &str) -> Result<Storage, StorageError> {
+    let db = open_db(&data_dir.join("db"))?;
+    let database = Database(std::sync::Arc::downgrade(&db));
+    let log = RocksLogStore::new(std::sync::Arc::clone(&db), LOGS_CF, META_CF)?;
+    let state_machine = RocksStateMachine::open(db, region, data_dir.join("snapshots"))?;
+    Ok(Storage {
+        log,
+        state_machine,
+        database,
+    })
+}
+
 /// Reads every key and value of `db` with checksums verified, bypassing the block cache.
 fn verify(db: &rocksdb::DB) -> Result<(), rocksdb::Error> {
     for family in column_families() {

@@ -73,12 +73,10 @@ fn workload() -> Vec<Entry<TypeConfig>> {
                 account: "dev".into(),
                 queue: "jobs.fifo".into(),
                 message: NewMessage {
-                    message_id: Uuid::from_u128(100 + u128::from(i)),
-                    body: format!("job {i}"),
                     attributes: BTreeMap::from([("k".to_string(), "v".to_string())]),
-                    delay_seconds: None,
-                    message_group_id: Some("g".into()),
-                    message_deduplication_id: Some(format!("d{i}")),
+                    ..NewMessage::new(Uuid::from_u128(100 + u128::from(i)), format!("job {i}"))
+                        .in_group("g")
+                        .deduplicated_by(format!("d{i}"))
                 },
             },
         ));

@@ -21,8 +21,8 @@ use axum::response::Response;
 use tonic::server::NamedService;
 
 use crate::error::ApiError;
-use crate::routes::BATCH_BODY_LIMIT;
-use crate::AppState;
+use crate::limits::BATCH_BODY_LIMIT;
+use crate::state::AppState;
 
 /// Generated protobuf messages, server and client of `proto/raftq.proto` (package `raftq.v1`).
 pub use raftq_proto::v1 as pb;

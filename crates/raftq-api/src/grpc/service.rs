@@ -12,10 +12,11 @@ use raftq_node::Change;
 use super::convert;
 use super::pb;
 use super::pb::queues_server::Queues;
-use crate::auth::Principal;
 use crate::json;
+use crate::keys::Principal;
 use crate::ops::ReceiveOptions;
-use crate::{status, AppState};
+use crate::state::AppState;
+use crate::status;
 
 /// What a handler answers.
 type Reply<T> = Result<Response<T>, Status>;

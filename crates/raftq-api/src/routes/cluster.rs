@@ -1,14 +1,17 @@
 //! Cluster and operations routes: `GET /v1/cluster` (leader, members and roles, term, commit
 //! index), `POST /v1/cluster/nodes` and `DELETE /v1/cluster/nodes/{id}` (membership changes, for
 //! admin keys), `GET /v1/cluster/state` (this node's applied index and a digest of its persisted state,
-//! to compare nodes), `GET /healthz` (liveness, no key needed) and `GET /metrics` (Prometheus text, no key
-//! needed).
+//! to compare nodes), `GET /healthz` (liveness, no key needed), `GET /metrics` (Prometheus text, no key
+//! needed) and `GET /v1/openapi.json` (this API's OpenAPI document, no key needed).
+
+use std::sync::LazyLock;
 
 use axum::extract::{Path, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
+use utoipa::openapi::OpenApi;
 use utoipa::ToSchema;
 
 use raftq_node::Change;
@@ -17,7 +20,8 @@ use crate::auth::{Account, Admin};
 use crate::error::ApiError;
 use crate::input::{Fields, JsonBody};
 use crate::openapi;
-use crate::{status, AppState};
+use crate::state::AppState;
+use crate::status;
 
 /// What `GET /v1/cluster/state` answers.
 #[derive(Serialize, ToSchema)]
@@ -208,4 +212,22 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
         state.metrics.render(&status, &queues, reclaiming),
     )
         .into_response()
+}
+
+/// The document, generated once.
+static DOCUMENT: LazyLock<OpenApi> = LazyLock::new(super::document);
+
+/// The OpenAPI 3.1 document of this API
+///
+/// No key needed.
+#[utoipa::path(
+    get,
+    path = "/v1/openapi.json",
+    operation_id = "GetOpenApi",
+    tag = "cluster",
+    security(),
+    responses((status = 200, description = "This document", body = Object))
+)]
+pub async fn openapi() -> Json<&'static OpenApi> {
+    Json(&DOCUMENT)
 }

@@ -12,9 +12,10 @@ use utoipa::ToSchema;
 use crate::auth::Account;
 use crate::error::ApiError;
 use crate::input::{string_at, Fields, JsonBody, QueuePath};
+use crate::json;
 use crate::openapi::{self, Replicated};
 use crate::ops::ReceiveOptions;
-use crate::{json, AppState};
+use crate::state::AppState;
 
 /// The fields of a receive.
 pub const RECEIVE_FIELDS: &[&str] = &["max_messages", "lease_seconds", "wait_seconds"];

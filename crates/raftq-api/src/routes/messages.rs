@@ -20,9 +20,10 @@ use utoipa::ToSchema;
 use crate::auth::Account;
 use crate::error::ApiError;
 use crate::input::{Fields, JsonBody, Params, QueuePath};
+use crate::json;
 use crate::openapi::Replicated;
 use crate::ops::{BatchEntryInput, MessageInput};
-use crate::{json, AppState};
+use crate::state::AppState;
 
 /// The fields of one message, in a send or a batch entry.
 pub const MESSAGE_FIELDS: &[&str] = &[

@@ -5,8 +5,8 @@
 //! - [`queues`]: create, list, get, patch, delete, dead-letter sources, stats.
 //! - [`messages`]: send, batch send, peek, purge.
 //! - [`leases`]: receive (with long polling), ack, lease change.
-//! - [`cluster`]: cluster status and membership, liveness, Prometheus metrics (the OpenAPI document is
-//!   `openapi::serve`).
+//! - [`cluster`]: cluster status and membership, liveness, Prometheus metrics and the OpenAPI
+//!   document.
 
 mod cluster;
 mod leases;
@@ -19,29 +19,15 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::HeaderMap;
 use axum::routing::MethodRouter;
 use axum::{Extension, Router};
-use raftq_engine::model::limits;
 use utoipa::OpenApi;
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
 use utoipa_axum::routes;
 
 use crate::error::ApiError;
 use crate::input::BodyLimit;
-use crate::{grpc, openapi, AppState};
-
-/// The most a byte of message text can grow in JSON: a control character becomes `\u00XX`.
-const JSON_ESCAPE_FACTOR: usize = 6;
-
-/// Room for the JSON syntax and the other fields around a message.
-const JSON_OVERHEAD: usize = 64 * 1024;
-
-/// The body limit of every route but batch send: any message the largest queue accepts fits,
-/// however much of it JSON must escape.
-pub const BODY_LIMIT: usize =
-    JSON_ESCAPE_FACTOR * limits::MAX_MESSAGE_BYTES_MAX as usize + JSON_OVERHEAD;
-
-/// The body limit of a batch send: ten of the largest messages fit with room for escapes,
-/// though not ten of the largest made only of escaped characters.
-pub const BATCH_BODY_LIMIT: usize = 16 * 1024 * 1024;
+use crate::limits::{BATCH_BODY_LIMIT, BODY_LIMIT};
+use crate::state::AppState;
+use crate::{grpc, openapi};
 
 /// Gives a route its own body limit.
 fn with_body_limit(route: MethodRouter<AppState>, limit: usize) -> MethodRouter<AppState> {
@@ -72,7 +58,12 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(cluster::state))
         .routes(routes!(cluster::healthz))
         .routes(routes!(cluster::metrics))
-        .routes(routes!(openapi::serve))
+        .routes(routes!(cluster::openapi))
+}
+
+/// The OpenAPI document of the routes that [`build`] serves.
+pub fn document() -> utoipa::openapi::OpenApi {
+    api().into_openapi()
 }
 
 /// The whole API with its layers.

@@ -21,9 +21,10 @@ use utoipa::ToSchema;
 use crate::auth::Account;
 use crate::error::ApiError;
 use crate::input::{queue_reference, Fields, JsonBody, Params, QueuePath};
+use crate::json;
 use crate::openapi::{self, Replicated};
 use crate::ops::NewQueue;
-use crate::{json, AppState};
+use crate::state::AppState;
 
 /// The fields of a create that a patch refuses.
 pub const FIXED_FIELDS: &[&str] = &["name", "type"];

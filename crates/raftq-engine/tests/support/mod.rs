@@ -176,14 +176,7 @@ impl Harness {
     }
 
     pub fn message(&mut self, body: &str) -> NewMessage {
-        NewMessage {
-            message_id: self.fresh_id(),
-            body: body.into(),
-            attributes: BTreeMap::new(),
-            delay_seconds: None,
-            message_group_id: None,
-            message_deduplication_id: None,
-        }
+        NewMessage::new(self.fresh_id(), body)
     }
 
     pub fn try_send_msg(

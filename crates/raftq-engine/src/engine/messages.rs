@@ -1,0 +1,202 @@
+//! Messages: sends, receives, acknowledgements, lease changes and what timers do to them.
+
+use crate::command::{
+    AckResult, BatchEntry, BatchResult, Delivery, NewMessage, Outcome, Payload, SendResult,
+};
+use crate::error::{EngineError, Result};
+use crate::model::limits;
+use crate::queue::{DedupRecord, Msg, State, NO_GROUP};
+use crate::rows::PayloadOp;
+use crate::{receipt, validate};
+
+use super::Engine;
+
+impl Engine {
+    pub(super) fn send_one(&mut self, qid: u32, msg: NewMessage) -> Result<SendResult> {
+        let now = self.context.now;
+        let q = self.queue(qid)?;
+        let checked = validate::message(&msg, q.queue_type, &q.config)?;
+        if let Some(id) = &checked.dedup_id {
+            if let Some(r) = q.dedup.get(id).filter(|r| r.expires_at > now) {
+                return Ok(SendResult {
+                    message_id: r.message_id,
+                    duplicate: true,
+                    sequence_number: Some(r.seq),
+                });
+            }
+        }
+        let seq = self.alloc_seq();
+        let Some(q) = self.queues.get_mut(&qid) else {
+            return Err(EngineError::QueueNotFound(qid.to_string()));
+        };
+        let (state, until) = match checked.delay_seconds {
+            0 => (State::Visible, 0),
+            d => (State::Delayed, now + u64::from(d) * 1000),
+        };
+        let fifo = q.fifo();
+        let stored = Msg {
+            storage_key: seq,
+            enqueued_at: now,
+            until,
+            first_received_at: 0,
+            receive_count: 0,
+            size: checked.size,
+            group: NO_GROUP,
+            state,
+            moved: None,
+        };
+        q.insert(
+            &mut self.context,
+            seq,
+            stored,
+            msg.message_group_id.as_deref().unwrap_or_default(),
+        );
+        if let Some(id) = &checked.dedup_id {
+            let record = DedupRecord {
+                message_id: msg.message_id,
+                seq,
+                expires_at: now + limits::DEDUP_WINDOW_MS,
+            };
+            q.record_dedup(&mut self.context, id.clone(), record);
+        }
+        self.context.changes.payloads.push(PayloadOp::Put(
+            seq,
+            Payload {
+                message_id: msg.message_id,
+                body: msg.body,
+                attributes: msg.attributes,
+                message_group_id: msg.message_group_id,
+                message_deduplication_id: checked.dedup_id,
+                sent_at: now,
+            },
+        ));
+        Ok(SendResult {
+            message_id: msg.message_id,
+            duplicate: false,
+            sequence_number: fifo.then_some(seq),
+        })
+    }
+
+    pub(super) fn send_batch(
+        &mut self,
+        account: &str,
+        reference: &str,
+        entries: Vec<BatchEntry>,
+    ) -> Result<Outcome> {
+        let qid = self.lookup(account, reference)?;
+        let ids: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
+        validate::batch_entry_ids(&ids)?;
+        let results = entries
+            .into_iter()
+            .map(|entry| BatchResult {
+                result: self.send_one(qid, entry.message),
+                id: entry.id,
+            })
+            .collect();
+        Ok(Outcome::SentBatch(results))
+    }
+
+    pub(super) fn receive(
+        &mut self,
+        account: &str,
+        reference: &str,
+        max_messages: Option<i64>,
+        lease_seconds: Option<i64>,
+    ) -> Result<Outcome> {
+        let qid = self.lookup(account, reference)?;
+        let max = validate::max_messages(max_messages)?;
+        let Some(q) = self.queues.get_mut(&qid) else {
+            return Err(EngineError::QueueNotFound(reference.to_string()));
+        };
+        let lease = match lease_seconds {
+            Some(v) => validate::lease_seconds(v)?,
+            None => q.config.lease_seconds,
+        };
+        let leased = q.receive(&mut self.context, max as usize, u64::from(lease) * 1000);
+        let q = self.queue(qid)?;
+        let deliveries = leased
+            .iter()
+            .map(|(seq, msg)| Delivery {
+                receipt: receipt::encode(*seq, msg.receive_count),
+                lease_expires_at: msg.until,
+                meta: self.meta(q, *seq, msg),
+            })
+            .collect();
+        if lease == 0 {
+            // A zero-length lease ends as it starts: the messages are deliverable again (or due
+            // for redrive) at once, after this receive.
+            for (seq, _) in leased {
+                self.settle(qid, seq);
+            }
+        }
+        Ok(Outcome::Received(deliveries))
+    }
+
+    pub(super) fn ack(
+        &mut self,
+        account: &str,
+        reference: &str,
+        receipts: Vec<String>,
+    ) -> Result<Outcome> {
+        let qid = self.lookup(account, reference)?;
+        validate::count("receipts", receipts.len(), limits::BATCH_MAX)?;
+        let now = self.context.now;
+        let Some(q) = self.queues.get_mut(&qid) else {
+            return Err(EngineError::QueueNotFound(reference.to_string()));
+        };
+        let results = receipts
+            .into_iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let result = match receipt::decode(&text) {
+                    None => Err(EngineError::invalid(
+                        format!("receipts[{i}]"),
+                        "is not a receipt issued by raftq",
+                    )),
+                    Some((seq, count)) => match q.take_leased(&mut self.context, seq, count, now) {
+                        Some(msg) => {
+                            let payload = PayloadOp::Delete(msg.storage_key);
+                            self.context.changes.payloads.push(payload);
+                            Ok(())
+                        }
+                        None => Err(EngineError::LeaseExpired),
+                    },
+                };
+                AckResult {
+                    receipt: text,
+                    result,
+                }
+            })
+            .collect();
+        Ok(Outcome::Acked(results))
+    }
+
+    pub(super) fn change_lease(
+        &mut self,
+        account: &str,
+        reference: &str,
+        text: String,
+        lease_seconds: i64,
+    ) -> Result<Outcome> {
+        let qid = self.lookup(account, reference)?;
+        let secs = validate::lease_seconds(lease_seconds)?;
+        let (seq, count) = receipt::decode(&text)
+            .ok_or_else(|| EngineError::invalid("receipt", "is not a receipt issued by raftq"))?;
+        let now = self.context.now;
+        let Some(q) = self.queues.get_mut(&qid) else {
+            return Err(EngineError::QueueNotFound(reference.to_string()));
+        };
+        q.active_lease(seq, count, now)
+            .ok_or(EngineError::LeaseExpired)?;
+        let lease_expires_at = now + u64::from(secs) * 1000;
+        if secs == 0 {
+            self.settle(qid, seq);
+        } else {
+            q.set_state(&mut self.context, seq, State::Leased, lease_expires_at);
+        }
+        Ok(Outcome::LeaseChanged {
+            receipt: text,
+            lease_expires_at,
+        })
+    }
+}

@@ -1,0 +1,225 @@
+//! The engine: applies entries to the state of every queue of every account, answers queries,
+//! and materializes its rows for the store. This file holds the state and the apply loop (the
+//! clock, timers, the dispatch of commands); each concept's rules are in a file of their own:
+//! [`references`] (finding queues), [`queues`], [`messages`], [`redrive`], [`queries`] and
+//! [`stored`] (the engine as rows, and rebuilt from them).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use uuid::Uuid;
+
+use crate::command::{Command, Entry, Outcome};
+use crate::error::Result;
+use crate::model::Millis;
+use crate::queue::{ApplyContext, Queue, ReclaimSet, State, Timer};
+use crate::rows::{Changes, PayloadOp, RowKey};
+
+mod messages;
+mod queries;
+mod queues;
+mod redrive;
+mod references;
+mod stored;
+
+/// The result of applying one entry: the command's outcome (or why it was refused) and what
+/// the store must persist with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub result: Result<Outcome>,
+    pub changes: Changes,
+}
+
+/// How many purged or deleted messages one tick deletes for good. Purging or deleting a queue
+/// is then constant work in its own entry however deep the queue, and no later entry carries
+/// more than this much cleanup.
+pub const RECLAIM_PER_TICK: usize = 1024;
+
+/// The queue service's state machine. Deterministic: the same entries give the same state.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    region: String,
+    next_seq: u64,
+    next_qid: u32,
+    queues: BTreeMap<u32, Queue>,
+    by_name: BTreeMap<String, BTreeMap<String, u32>>,
+    by_id: HashMap<Uuid, u32>,
+    /// Purged or deleted messages still to delete, by queue; ticks delete them in key order.
+    reclaim: BTreeMap<u32, Reclaim>,
+    context: ApplyContext,
+}
+
+/// Messages of one queue that purges or the queue's deletion took away, oldest set first.
+#[derive(Debug, Clone)]
+struct Reclaim {
+    /// Every message below this sequence number is being reclaimed (all of them once the queue
+    /// is deleted: `u64::MAX`).
+    below: u64,
+    sets: VecDeque<ReclaimSet>,
+}
+
+impl Engine {
+    /// An empty state for a cluster serving `region`.
+    pub fn new(region: impl Into<String>) -> Engine {
+        Engine {
+            region: region.into(),
+            next_seq: 1,
+            next_qid: 1,
+            queues: BTreeMap::new(),
+            by_name: BTreeMap::new(),
+            by_id: HashMap::new(),
+            reclaim: BTreeMap::new(),
+            context: ApplyContext::default(),
+        }
+    }
+
+    pub fn region(&self) -> &str {
+        &self.region
+    }
+
+    /// The state machine's clock: the latest time of any applied entry.
+    pub fn now(&self) -> Millis {
+        self.context.now
+    }
+
+    /// When the next lease, delay, retention or deduplication timer falls due, or now while
+    /// purged or deleted messages remain to be deleted; the leader proposes a
+    /// [`Command::Tick`] then.
+    pub fn next_due(&self) -> Option<Millis> {
+        if !self.reclaim.is_empty() {
+            return Some(self.context.now);
+        }
+        self.context.timers.first().map(|(due, _)| *due)
+    }
+
+    /// Purged or deleted messages whose rows and payloads are not deleted yet.
+    pub fn reclaim_backlog(&self) -> u64 {
+        self.reclaim
+            .values()
+            .flat_map(|r| &r.sets)
+            .map(|set| set.len() as u64)
+            .sum()
+    }
+
+    /// Applies one entry: first advances the clock (time never goes backwards) and fires what
+    /// is due, then runs the command. A refused command changes nothing.
+    pub fn apply(&mut self, entry: Entry) -> Applied {
+        self.advance(entry.now);
+        let result = self.execute(entry.command);
+        self.context.changes.rows.push(RowKey::Meta);
+        Applied {
+            result,
+            changes: std::mem::take(&mut self.context.changes),
+        }
+    }
+
+    fn advance(&mut self, now: Millis) {
+        self.context.now = self.context.now.max(now);
+        while let Some(&(due, timer)) = self.context.timers.first() {
+            if due > self.context.now {
+                break;
+            }
+            self.context.timers.pop_first();
+            self.fire(timer);
+        }
+    }
+
+    fn fire(&mut self, timer: Timer) {
+        match timer {
+            Timer::Message { qid, seq } => {
+                let Some(q) = self.queues.get_mut(&qid) else {
+                    return;
+                };
+                match q.messages.get(&seq).map(|m| m.state) {
+                    Some(State::Delayed) => q.set_state(&mut self.context, seq, State::Visible, 0),
+                    Some(State::Leased) => self.settle(qid, seq),
+                    _ => {}
+                }
+            }
+            Timer::Retention(qid) => {
+                let Some(q) = self.queues.get_mut(&qid) else {
+                    return;
+                };
+                q.clear_retention_timer(&mut self.context);
+                for seq in q.expired(self.context.now) {
+                    discard(q, &mut self.context, seq);
+                }
+                q.schedule_retention(&mut self.context);
+            }
+            Timer::Dedup(qid) => {
+                if let Some(q) = self.queues.get_mut(&qid) {
+                    q.prune_dedup(&mut self.context);
+                }
+            }
+        }
+    }
+
+    fn execute(&mut self, command: Command) -> Result<Outcome> {
+        match command {
+            Command::CreateQueue {
+                account,
+                queue_id,
+                name,
+                attributes,
+            } => self.create_queue(account, queue_id, name, &attributes),
+            Command::PatchQueue {
+                account,
+                queue,
+                attributes,
+            } => self.patch_queue(&account, &queue, &attributes),
+            Command::DeleteQueue { account, queue } => self.delete_queue(&account, &queue),
+            Command::Send {
+                account,
+                queue,
+                message,
+            } => {
+                let qid = self.lookup(&account, &queue)?;
+                self.send_one(qid, message).map(Outcome::Sent)
+            }
+            Command::SendBatch {
+                account,
+                queue,
+                entries,
+            } => self.send_batch(&account, &queue, entries),
+            Command::Receive {
+                account,
+                queue,
+                max_messages,
+                lease_seconds,
+            } => self.receive(&account, &queue, max_messages, lease_seconds),
+            Command::Ack {
+                account,
+                queue,
+                receipts,
+            } => self.ack(&account, &queue, receipts),
+            Command::ChangeLease {
+                account,
+                queue,
+                receipt,
+                lease_seconds,
+            } => self.change_lease(&account, &queue, receipt, lease_seconds),
+            Command::Purge { account, queue } => {
+                let qid = self.lookup(&account, &queue)?;
+                if let Some(q) = self.queues.get_mut(&qid) {
+                    let taken = q.take_for_reclaim(&mut self.context);
+                    let below = self.next_seq;
+                    self.reclaim_later(qid, below, taken);
+                }
+                Ok(Outcome::Purged)
+            }
+            Command::Tick => {
+                self.reclaim_some(RECLAIM_PER_TICK);
+                Ok(Outcome::Ticked)
+            }
+        }
+    }
+}
+
+/// Removes a message for good: from its queue and, through the store, its payload.
+fn discard(q: &mut Queue, context: &mut ApplyContext, seq: u64) {
+    if let Some(msg) = q.remove(context, seq) {
+        context
+            .changes
+            .payloads
+            .push(PayloadOp::Delete(msg.storage_key));
+    }
+}

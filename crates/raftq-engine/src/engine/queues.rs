@@ -1,0 +1,322 @@
+//! Queues: creation, settings (with the checks of redrive and allow policies), purges and
+//! deletion, and the reclaiming of what they take away.
+
+use std::collections::VecDeque;
+
+use uuid::Uuid;
+
+use crate::command::{AllowPolicyInput, Outcome, QueueAttributes, RedrivePolicyInput};
+use crate::error::{EngineError, Result};
+use crate::model::{
+    limits, parse_crn, AllowPolicy, QueueConfig, QueueName, QueueType, RedrivePolicy,
+};
+use crate::queue::{Queue, ReclaimSet};
+use crate::rows::{self, PayloadOp, RowKey};
+use crate::validate;
+
+use super::{Engine, Reclaim};
+
+/// The queue a redrive policy is being set on.
+struct Source<'a> {
+    id: Uuid,
+    name: &'a str,
+    queue_type: QueueType,
+}
+
+impl Engine {
+    pub(super) fn create_queue(
+        &mut self,
+        account: String,
+        queue_id: Uuid,
+        name: String,
+        attrs: &QueueAttributes,
+    ) -> Result<Outcome> {
+        let queue_type = validate::queue_name(&name)?;
+        if self
+            .by_name
+            .get(&account)
+            .is_some_and(|names| names.contains_key(&name))
+        {
+            return Err(EngineError::QueueExists(name));
+        }
+        if self.by_id.contains_key(&queue_id) {
+            return Err(EngineError::invalid("queue_id", "is already in use"));
+        }
+        let mut config = QueueConfig::default();
+        validate::scalar_attributes(attrs, queue_type, &mut config)?;
+        let source = Source {
+            id: queue_id,
+            name: &name,
+            queue_type,
+        };
+        if let Some(Some(policy)) = &attrs.redrive_policy {
+            config.redrive_policy = Some(self.check_redrive(&account, &source, policy)?);
+        }
+        if let Some(allow) = &attrs.redrive_allow_policy {
+            config.redrive_allow_policy = self.check_allow(&account, allow)?;
+        }
+        let qid = self.next_qid;
+        self.next_qid += 1;
+        if let Some(target) = config
+            .redrive_policy
+            .and_then(|p| self.queues.get_mut(&p.target))
+        {
+            target.sources.insert(qid);
+        }
+        self.by_name
+            .entry(account.clone())
+            .or_default()
+            .insert(name.clone(), qid);
+        self.by_id.insert(queue_id, qid);
+        let queue = Queue::new(qid, queue_id, account, name, self.context.now, config);
+        self.queues.insert(qid, queue);
+        self.context.changes.rows.push(RowKey::Queue(qid));
+        self.view(qid).map(|v| Outcome::Queue(Box::new(v)))
+    }
+
+    pub(super) fn patch_queue(
+        &mut self,
+        account: &str,
+        reference: &str,
+        attrs: &QueueAttributes,
+    ) -> Result<Outcome> {
+        let qid = self.lookup(account, reference)?;
+        let q = self.queue(qid)?;
+        let mut config = q.config.clone();
+        validate::scalar_attributes(attrs, q.queue_type, &mut config)?;
+        let source = Source {
+            id: q.id,
+            name: &q.name,
+            queue_type: q.queue_type,
+        };
+        match &attrs.redrive_policy {
+            Some(Some(policy)) => {
+                config.redrive_policy = Some(self.check_redrive(account, &source, policy)?)
+            }
+            Some(None) => config.redrive_policy = None,
+            None => {}
+        }
+        if let Some(allow) = &attrs.redrive_allow_policy {
+            config.redrive_allow_policy = self.check_allow(account, allow)?;
+        }
+        let old_target = q.config.redrive_policy.map(|p| p.target);
+        let new_target = config.redrive_policy.map(|p| p.target);
+        if old_target != new_target {
+            if let Some(t) = old_target.and_then(|t| self.queues.get_mut(&t)) {
+                t.sources.remove(&qid);
+            }
+            if let Some(t) = new_target.and_then(|t| self.queues.get_mut(&t)) {
+                t.sources.insert(qid);
+            }
+        }
+        let Some(q) = self.queues.get_mut(&qid) else {
+            return Err(EngineError::QueueNotFound(reference.to_string()));
+        };
+        let retention_changed = q.config.retention_seconds != config.retention_seconds;
+        q.config = config;
+        if retention_changed {
+            q.clear_retention_timer(&mut self.context);
+            q.schedule_retention(&mut self.context);
+        }
+        let sources: Vec<u32> = q.sources.iter().copied().collect();
+        self.context.changes.rows.push(RowKey::Queue(qid));
+        self.reconsider_pending(qid);
+        for source in sources {
+            self.reconsider_pending(source);
+        }
+        self.view(qid).map(|v| Outcome::Queue(Box::new(v)))
+    }
+
+    pub(super) fn delete_queue(&mut self, account: &str, reference: &str) -> Result<Outcome> {
+        let qid = self.lookup(account, reference)?;
+        let q = self.queue(qid)?;
+        if !q.sources.is_empty() {
+            let sources = q
+                .sources
+                .iter()
+                .filter_map(|&s| self.queue_ref(s))
+                .collect();
+            return Err(EngineError::QueueInUse { sources });
+        }
+        let Some(mut q) = self.queues.remove(&qid) else {
+            return Err(EngineError::QueueNotFound(reference.to_string()));
+        };
+        let taken = q.take_for_reclaim(&mut self.context);
+        q.clear_dedup_timer(&mut self.context);
+        self.reclaim_later(qid, u64::MAX, taken);
+        let changes = &mut self.context.changes;
+        changes.ranges.push(rows::dedup_range(qid));
+        changes.rows.push(RowKey::Queue(qid));
+        if let Some(t) = q
+            .config
+            .redrive_policy
+            .and_then(|p| self.queues.get_mut(&p.target))
+        {
+            t.sources.remove(&qid);
+        }
+        if let Some(names) = self.by_name.get_mut(&q.account) {
+            names.remove(&q.name);
+            if names.is_empty() {
+                self.by_name.remove(&q.account);
+            }
+        }
+        self.by_id.remove(&q.id);
+        Ok(Outcome::Deleted)
+    }
+
+    /// Hands messages taken out of queue `qid` to reclamation, which ticks carry out.
+    pub(super) fn reclaim_later(&mut self, qid: u32, below: u64, taken: ReclaimSet) {
+        let reclaim = self.reclaim.entry(qid).or_insert_with(|| Reclaim {
+            below,
+            sets: VecDeque::new(),
+        });
+        reclaim.below = reclaim.below.max(below);
+        if !taken.is_empty() {
+            reclaim.sets.push_back(taken);
+        }
+        if reclaim.sets.is_empty() {
+            self.reclaim.remove(&qid);
+        } else {
+            self.context.changes.rows.push(RowKey::Reclaim(qid));
+        }
+    }
+
+    /// Deletes up to `budget` purged or deleted messages for good, lowest queue and sequence
+    /// number first (so every replica, restored or not, deletes the same rows in each tick).
+    pub(super) fn reclaim_some(&mut self, mut budget: usize) {
+        while budget > 0 {
+            let Some(mut entry) = self.reclaim.first_entry() else {
+                return;
+            };
+            let qid = *entry.key();
+            let reclaim = entry.get_mut();
+            while budget > 0 {
+                let Some(set) = reclaim.sets.front_mut() else {
+                    break;
+                };
+                match set.pop(&mut self.context) {
+                    Some((_, msg)) => {
+                        self.context
+                            .changes
+                            .payloads
+                            .push(PayloadOp::Delete(msg.storage_key));
+                        budget -= 1;
+                    }
+                    None => {
+                        reclaim.sets.pop_front();
+                    }
+                }
+            }
+            // Only the front set can have been emptied without being dropped.
+            if reclaim.sets.front().is_some_and(ReclaimSet::is_empty) {
+                reclaim.sets.pop_front();
+            }
+            if reclaim.sets.is_empty() {
+                entry.remove();
+                self.context.changes.rows.push(RowKey::Reclaim(qid));
+            }
+        }
+    }
+
+    /// Checks a redrive policy against every rule of SPEC.md §2, each with its own error.
+    fn check_redrive(
+        &self,
+        account: &str,
+        source: &Source<'_>,
+        input: &RedrivePolicyInput,
+    ) -> Result<RedrivePolicy> {
+        const TARGET: &str = "redrive_policy.dead_letter_target";
+        let (reference, max_receive_count) = validate::redrive_policy(input)?;
+        if reference == source.name {
+            return Err(EngineError::invalid(
+                TARGET,
+                "must differ from the source queue",
+            ));
+        }
+        let target = match parse_crn(reference) {
+            Some(parsed) if parsed.region != self.region => {
+                return Err(EngineError::invalid(
+                    TARGET,
+                    "must be in the same region as the source queue",
+                ))
+            }
+            Some(parsed) if parsed.account != account => {
+                return Err(EngineError::invalid(
+                    TARGET,
+                    "must be in the same account as the source queue",
+                ))
+            }
+            None if reference.starts_with("crn:") => {
+                return Err(EngineError::invalid(TARGET, "is not a valid queue CRN"))
+            }
+            _ => self
+                .find(account, reference)
+                .and_then(|qid| self.queues.get(&qid))
+                .ok_or_else(|| EngineError::invalid(TARGET, "names no existing queue"))?,
+        };
+        if target.id == source.id {
+            return Err(EngineError::invalid(
+                TARGET,
+                "must differ from the source queue",
+            ));
+        }
+        if target.queue_type != source.queue_type {
+            return Err(EngineError::invalid(
+                TARGET,
+                format!(
+                    "must be of the same type as the source queue ({})",
+                    source.queue_type.as_str()
+                ),
+            ));
+        }
+        if !target.config.redrive_allow_policy.allows(source.id) {
+            return Err(EngineError::invalid(
+                TARGET,
+                "the target's redrive_allow_policy does not allow this source queue",
+            ));
+        }
+        Ok(RedrivePolicy {
+            target: target.qid,
+            max_receive_count,
+        })
+    }
+
+    fn check_allow(&self, account: &str, input: &AllowPolicyInput) -> Result<AllowPolicy> {
+        const SOURCES: &str = "redrive_allow_policy.source_queues";
+        let permission = validate::allow_permission(input)?;
+        if input.source_queues.is_some() && permission != "by_queue" {
+            return Err(EngineError::invalid(
+                SOURCES,
+                "applies only to permission by_queue",
+            ));
+        }
+        match permission {
+            "allow_all" => Ok(AllowPolicy::AllowAll),
+            "deny_all" => Ok(AllowPolicy::DenyAll),
+            "by_queue" => {
+                let refs = input.source_queues.as_deref().unwrap_or_default();
+                validate::count(SOURCES, refs.len(), limits::ALLOW_POLICY_SOURCES_MAX)?;
+                let mut list: Vec<QueueName> = Vec::with_capacity(refs.len());
+                for (i, reference) in refs.iter().enumerate() {
+                    let q = self
+                        .find(account, reference)
+                        .and_then(|qid| self.queues.get(&qid))
+                        .ok_or_else(|| {
+                            EngineError::invalid(
+                                format!("{SOURCES}[{i}]"),
+                                "names no existing queue of this account",
+                            )
+                        })?;
+                    if !list.iter().any(|n| n.id == q.id) {
+                        list.push(QueueName {
+                            id: q.id,
+                            name: q.name.clone(),
+                        });
+                    }
+                }
+                Ok(AllowPolicy::ByQueue(list))
+            }
+            _ => Ok(AllowPolicy::DenyAll),
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! Redrive: messages received too often move to their queue's dead-letter target, or wait while
+//! the target does not accept them.
+
+use crate::model::QueueName;
+use crate::queue::{Msg, State, NO_GROUP};
+use crate::rows::RowKey;
+
+use super::Engine;
+
+impl Engine {
+    /// A message whose lease ended unacknowledged, or that waits for redrive: moves it to the
+    /// dead-letter target when its receive count has reached the policy's maximum and the
+    /// target accepts it, keeps it pending when the target does not, else makes it visible.
+    pub(super) fn settle(&mut self, qid: u32, seq: u64) {
+        let Some(q) = self.queues.get(&qid) else {
+            return;
+        };
+        let Some(msg) = q.messages.get(&seq) else {
+            return;
+        };
+        let due = q
+            .config
+            .redrive_policy
+            .filter(|p| msg.receive_count >= p.max_receive_count);
+        let state = msg.state;
+        match due {
+            Some(policy) if self.accepts(qid, policy.target) => {
+                self.move_message(qid, seq, policy.target)
+            }
+            Some(_) if state == State::Pending => {}
+            Some(_) => self.set_state(qid, seq, State::Pending),
+            None => self.set_state(qid, seq, State::Visible),
+        }
+    }
+
+    pub(super) fn set_state(&mut self, qid: u32, seq: u64, state: State) {
+        if let Some(q) = self.queues.get_mut(&qid) {
+            q.set_state(&mut self.context, seq, state, 0);
+        }
+    }
+
+    /// Whether `target` takes redriven messages from `source` now.
+    fn accepts(&self, source: u32, target: u32) -> bool {
+        match (self.queues.get(&source), self.queues.get(&target)) {
+            (Some(s), Some(t)) => {
+                s.account == t.account
+                    && s.queue_type == t.queue_type
+                    && t.config.redrive_allow_policy.allows(s.id)
+            }
+            _ => false,
+        }
+    }
+
+    pub(super) fn reconsider_pending(&mut self, qid: u32) {
+        let pending: Vec<u64> = match self.queues.get(&qid) {
+            Some(q) => q.pending(),
+            None => return,
+        };
+        for seq in pending {
+            self.settle(qid, seq);
+        }
+    }
+
+    /// Moves a message to the end of `target` in one step: it leaves the source and enters the
+    /// target in the same apply, so it is never in both and never in neither.
+    fn move_message(&mut self, source: u32, seq: u64, target: u32) {
+        if !self.queues.contains_key(&target) {
+            return;
+        }
+        let now = self.context.now;
+        let Some(sq) = self.queues.get_mut(&source) else {
+            return;
+        };
+        let group = sq
+            .messages
+            .get(&seq)
+            .and_then(|m| sq.group_name(m.group))
+            .unwrap_or_default()
+            .to_string();
+        let from = QueueName {
+            id: sq.id,
+            name: sq.name.clone(),
+        };
+        let Some(msg) = sq.remove(&mut self.context, seq) else {
+            return;
+        };
+        sq.dead_lettered += 1;
+        self.context.changes.rows.push(RowKey::Queue(source));
+        let new_seq = self.alloc_seq();
+        if let Some(tq) = self.queues.get_mut(&target) {
+            let moved = Msg {
+                storage_key: msg.storage_key,
+                enqueued_at: now,
+                until: 0,
+                first_received_at: 0,
+                receive_count: 0,
+                size: msg.size,
+                group: NO_GROUP,
+                state: State::Visible,
+                moved: Some(Box::new(from)),
+            };
+            tq.insert(&mut self.context, new_seq, moved, &group);
+        }
+    }
+}
