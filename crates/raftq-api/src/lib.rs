@@ -34,6 +34,7 @@
 
 mod auth;
 mod call;
+mod claims;
 mod error;
 mod front;
 pub mod grpc;
@@ -63,7 +64,7 @@ pub fn router(api: Api) -> Front {
     let state = Arc::new(state::Shared {
         api,
         metrics: metrics::Metrics::default(),
-        claims: longpoll::Claims::default(),
+        claims: claims::Claims::default(),
     });
     let rest = routes::build(state.clone()).layer(axum::middleware::from_fn_with_state(
         state.clone(),

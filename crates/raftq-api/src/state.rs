@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use raftq_node::Node;
 
+use crate::claims::Claims;
 use crate::keys::Keys;
-use crate::longpoll::Claims;
 use crate::metrics::Metrics;
 
 /// Everything the front ends need: the node it talks to, the region it serves and the key

@@ -229,6 +229,8 @@ async fn drain(nodes: &Nodes, dead_letter: &BTreeMap<String, String>, limit: Dur
     false
 }
 
+/// The message ids left in every queue, read through whichever member answers. A queue no
+/// member can read ends the run: taking it for empty would report its messages as lost.
 async fn remaining(
     nodes: &Nodes,
     dead_letter: &BTreeMap<String, String>,
@@ -238,8 +240,16 @@ async fn remaining(
         let mut ids = BTreeSet::new();
         let mut after = None;
         loop {
-            let Ok(page) = nodes.client(0).peek(q, Some(100), after).await else {
-                break;
+            let mut page = None;
+            for id in nodes.members() {
+                if let Ok(p) = nodes.client_of(id).peek(q, Some(100), after).await {
+                    page = Some(p);
+                    break;
+                }
+            }
+            let Some(page) = page else {
+                eprintln!("no member answers a peek of {q}: the remaining messages are unknown");
+                std::process::exit(2);
             };
             let messages = page["messages"].as_array().cloned().unwrap_or_default();
             ids.extend(

@@ -177,7 +177,7 @@ impl Node {
             handing_over: Default::default(),
             changing: tokio::sync::Mutex::new(()),
             reach: Default::default(),
-            last_append: Default::default(),
+            appends: Default::default(),
         });
         let (shutdown, signal) = watch::channel(false);
         let mut tasks = Vec::new();

@@ -19,14 +19,12 @@ use crate::shared::Core;
 pub(crate) const LEADER_WAIT: Duration = Duration::from_secs(5);
 /// Pause between attempts while no leader is known.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
-/// A leader that has left this node's pings unanswered this long while its appends still arrive
-/// is cut off from this node one way: requests are answered at once rather than forwarded into
-/// the cut, so that a client with other endpoints moves on. (A leader whose appends stopped too
-/// is gone, and requests wait for the next one.)
+/// A leader that has left this node's pings unanswered this long while its appends kept
+/// arriving is cut off from this node one way: requests are answered at once rather than
+/// forwarded into the cut, so that a client with other endpoints moves on. (A leader whose
+/// appends stopped too is gone, and requests wait for the next one; a leader whose appends
+/// only just came back, after a partition healed, gets the time to answer pings again.)
 const SILENT: Duration = Duration::from_secs(1);
-/// Appends count as still arriving while the last one is at most this old (ten heartbeats at
-/// the default interval).
-const APPENDING: Duration = Duration::from_millis(500);
 
 /// A client request a follower hands to the leader.
 #[derive(Debug, Serialize, Deserialize)]
@@ -162,7 +160,7 @@ impl Core {
     /// Whether `leader` is cut off from this node one way: its appends arrive, its answers to
     /// this node's pings do not.
     fn cut_off_from(&self, leader: NodeId) -> bool {
-        self.silent_for(leader, SILENT) && self.appended_within(APPENDING)
+        self.silent_for(leader, SILENT) && self.appending_for(SILENT)
     }
 
     /// Serves a request on this node, which must be the leader.

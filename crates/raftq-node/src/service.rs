@@ -63,9 +63,7 @@ fn encode<T: Serialize>(reply: &T) -> Result<Response<Blob>, Status> {
 impl RaftRpc for PeerService {
     async fn append_entries(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
         self.screen(PeerCall::Append, &request).await?;
-        if let Ok(mut at) = self.core.last_append.write() {
-            *at = Some(tokio::time::Instant::now());
-        }
+        self.core.note_append();
         encode(&self.core.raft.append_entries(decode(request)?).await)
     }
 

@@ -17,6 +17,10 @@ use crate::clock::LeaderClock;
 use crate::error::NodeError;
 use crate::network::{Network, PeerClients};
 
+/// Appends count as still arriving while the last one is at most this old (ten heartbeats at
+/// the default interval).
+pub(crate) const APPENDING: Duration = Duration::from_millis(500);
+
 /// The parts of a node the peer service and the timer share.
 pub(crate) struct Core {
     pub id: NodeId,
@@ -35,8 +39,9 @@ pub(crate) struct Core {
     pub changing: tokio::sync::Mutex<()>,
     /// What the election gate's pings tell of each member.
     pub reach: RwLock<BTreeMap<NodeId, Reach>>,
-    /// When a leader's append or heartbeat last reached this node.
-    pub last_append: RwLock<Option<Instant>>,
+    /// Since when a leader's appends and heartbeats have been reaching this node without a gap
+    /// longer than [`APPENDING`], and when the last one came.
+    pub appends: RwLock<Option<(Instant, Instant)>>,
     /// Connections to the leaders this node forwarded to, by node id and address (reused: a
     /// forwarded request must not pay for a new connection), apart from Raft's own.
     pub forwarders: PeerClients,
@@ -115,13 +120,28 @@ impl Core {
             .is_some_and(|since| since.elapsed() >= this_long)
     }
 
-    /// Whether a leader's append or heartbeat reached this node `within` the last while.
-    pub(crate) fn appended_within(&self, within: Duration) -> bool {
-        self.last_append
+    /// Records that a leader's append or heartbeat reached this node.
+    pub(crate) fn note_append(&self) {
+        let now = Instant::now();
+        if let Ok(mut appends) = self.appends.write() {
+            let since = match *appends {
+                Some((since, last)) if now.duration_since(last) <= APPENDING => since,
+                _ => now,
+            };
+            *appends = Some((since, now));
+        }
+    }
+
+    /// Whether a leader's appends have been reaching this node, without a gap, for at least
+    /// `this_long` up to now.
+    pub(crate) fn appending_for(&self, this_long: Duration) -> bool {
+        self.appends
             .read()
             .ok()
-            .and_then(|at| *at)
-            .is_some_and(|at| at.elapsed() <= within)
+            .and_then(|a| *a)
+            .is_some_and(|(since, last)| {
+                last.elapsed() <= APPENDING && since.elapsed() >= this_long
+            })
     }
 
     /// Whether this node currently leads (and is not handing over).
