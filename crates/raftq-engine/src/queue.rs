@@ -570,20 +570,23 @@ impl Queue {
         self.dedup_order.push_back((expires, id.clone()));
         self.dedup.insert(id, record);
         if self.dedup_timer.is_none() {
-            let due = prune_due(expires);
-            context.timers.insert((due, Timer::Dedup(self.qid)));
-            self.dedup_timer = Some(due);
+            self.arm_dedup_timer(context, expires);
         }
+    }
+
+    /// Arms the deduplication timer for the record that leaves the window at `expires`.
+    fn arm_dedup_timer(&mut self, context: &mut ApplyContext, expires: Millis) {
+        let due = prune_due(expires);
+        context.timers.insert((due, Timer::Dedup(self.qid)));
+        self.dedup_timer = Some(due);
     }
 
     /// Forgets deduplication records that left the window, and re-arms the timer.
     pub(crate) fn prune_dedup(&mut self, context: &mut ApplyContext) {
         self.dedup_timer = None;
-        while let Some((expires, _)) = self.dedup_order.front() {
-            if *expires > context.now {
-                let due = prune_due(*expires);
-                context.timers.insert((due, Timer::Dedup(self.qid)));
-                self.dedup_timer = Some(due);
+        while let Some(&(expires, _)) = self.dedup_order.front() {
+            if expires > context.now {
+                self.arm_dedup_timer(context, expires);
                 break;
             }
             if let Some((expires, id)) = self.dedup_order.pop_front() {
@@ -610,9 +613,7 @@ impl Queue {
     pub(crate) fn finish_restore(&mut self, context: &mut ApplyContext) {
         self.dedup_order.make_contiguous().sort();
         if let Some(&(expires, _)) = self.dedup_order.front() {
-            let due = prune_due(expires);
-            context.timers.insert((due, Timer::Dedup(self.qid)));
-            self.dedup_timer = Some(due);
+            self.arm_dedup_timer(context, expires);
         }
         self.schedule_retention(context);
     }

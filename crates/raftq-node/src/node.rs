@@ -242,11 +242,6 @@ impl Node {
         self.core.status().await
     }
 
-    /// The leader this node knows of.
-    pub fn leader(&self) -> Option<NodeId> {
-        self.core.current_leader()
-    }
-
     /// Runs `f` on this node's applied state, without asking the leader: what it sees may be
     /// behind the cluster (for reads that must not be, see [`Node::read`]).
     pub fn with_engine<T>(&self, f: impl FnOnce(&Engine) -> T) -> Result<T, NodeError> {
