@@ -740,6 +740,50 @@ async fn a_follower_cut_off_one_way_from_its_leader_answers_at_once() {
     .expect("bounded");
 }
 
+/// A leader whose disk fails while it serves stops: its Raft core halts, it acknowledges
+/// nothing it could not write, and the other nodes elect a leader that has every send
+/// acknowledged before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_whose_disk_fails_halts_and_the_others_go_on() {
+    timeout(BOUND, async {
+        let mut cluster = Cluster::start(3, 10_000).await;
+        let leader = cluster.leader().await;
+        let failing = cluster.node(leader);
+        outcome(
+            failing
+                .write(create("disk", QueueAttributes::default()))
+                .await
+                .expect("create"),
+        );
+        sent(failing.write(plain("disk", "before")).await.expect("send"));
+        let halted = failing.halted();
+        failing.fail_disk();
+        let refused = failing.write(plain("disk", "unwritten")).await;
+        assert!(refused.is_err(), "acknowledged without a log: {refused:?}");
+        let halted = timeout(Duration::from_secs(10), halted)
+            .await
+            .expect("the Raft core halts");
+        assert!(halted.to_string().contains("disk fails"), "{halted}");
+        cluster.stop(leader).await;
+        let successor = cluster.leader().await;
+        assert_ne!(successor, leader);
+        sent(
+            cluster
+                .node(successor)
+                .write(plain("disk", "after"))
+                .await
+                .expect("send to the new leader"),
+        );
+        cluster.converged().await;
+        // The refused send's outcome is unknown to its client: it may have reached the others.
+        let mut kept = bodies(cluster.node(successor), "disk").await;
+        kept.retain(|body| body != "unwritten");
+        assert_eq!(kept, ["before", "after"]);
+    })
+    .await
+    .expect("bounded");
+}
+
 /// Cuts (or heals) every link between `id` and the other nodes, both ways (the links of the
 /// others that run): to them it is as if its process were paused.
 fn isolate(cluster: &Cluster, id: u64, cut: bool) {

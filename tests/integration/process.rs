@@ -120,6 +120,54 @@ fn the_cli_drives_a_queue_end_to_end() {
     assert_eq!(listed["queues"][0]["name"], "work");
 }
 
+/// Waits (at most 10 s) until `raftq --key KEY queue list` succeeds (`works`) or fails.
+fn key_comes_to(server: &Server, key: &str, works: bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let listed = cli(server, &["--key", key, "queue", "list"]);
+        match &listed {
+            Ok(_) if works => return,
+            Err(e) if !works => {
+                assert!(e.contains("unauthenticated"), "{e}");
+                return;
+            }
+            _ => {}
+        }
+        assert!(Instant::now() < deadline, "key {key}: {listed:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn keys_are_rotated_without_a_restart() {
+    let dir = TempDir::new().expect("temp dir");
+    let keys = dir.path().join("keys.toml");
+    let file = |key: &str| format!("[[keys]]\naccount = \"acme\"\nkey = \"{key}\"\n");
+    std::fs::write(&keys, file("first")).expect("write the key file");
+    let data = dir.path().join("data");
+    let mut server = serve_with(&data, &["--keys", keys.to_str().expect("utf-8 path")]);
+    key_comes_to(&server, "first", true);
+    // Replaced, then announced with SIGHUP.
+    std::fs::write(&keys, file("second")).expect("write the key file");
+    let hangup = Command::new("kill")
+        .args(["-HUP", &server.child.id().to_string()])
+        .status()
+        .expect("kill -HUP");
+    assert!(hangup.success());
+    key_comes_to(&server, "first", false);
+    key_comes_to(&server, "second", true);
+    // A file that does not parse keeps the keys in force.
+    std::fs::write(&keys, "[[keys]]\naccount = \"acme\"\n").expect("write the key file");
+    std::thread::sleep(Duration::from_millis(2_500));
+    key_comes_to(&server, "second", true);
+    // Replaced without a signal: seen when the file changes.
+    std::fs::write(&keys, file("third")).expect("write the key file");
+    key_comes_to(&server, "second", false);
+    key_comes_to(&server, "third", true);
+    let exited = server.child.try_wait().expect("the server's status");
+    assert!(exited.is_none(), "the server restarted: {exited:?}");
+}
+
 #[test]
 fn kill_9_and_restart_keeps_messages_leases_and_deduplication() {
     let dir = TempDir::new().expect("temp dir");

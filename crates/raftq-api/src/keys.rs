@@ -6,19 +6,26 @@
 //! account = "acme"
 //! key = "s3cret"            # or: key_sha256 = "<64 hex digits of SHA-256(key)>"
 //! role = "admin"            # or "account", the default
+//! not_after = 2027-06-30T00:00:00Z   # optional: the key stops working at this instant
 //! ```
 //!
 //! An `admin` key may also change the cluster's membership; an `account` key gets `403
 //! permission_denied` there. Only SHA-256 digests of the keys are kept in memory. Without a key
 //! file the server runs in open mode ([`Keys::open`]): every request is made by an admin of the
 //! account [`OPEN_ACCOUNT`] and the `Authorization` header is ignored.
+//!
+//! The table is live: [`Keys::reload`] swaps in the file's new content for the next request, and
+//! a file that does not parse leaves the table as it was.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::SystemTime;
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
 
 use crate::error::ApiError;
 
@@ -48,11 +55,20 @@ pub(crate) struct Principal {
     pub role: Role,
 }
 
-/// The key table, or open mode.
+/// What one key grants, and until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Grant {
+    principal: Principal,
+    not_after: Option<OffsetDateTime>,
+}
+
+type Table = HashMap<Digest32, Grant>;
+
+/// The key table, or open mode. Clones share one table, which [`Keys::reload`] replaces.
 #[derive(Debug, Clone)]
 pub struct Keys {
     /// `None`: open mode.
-    table: Option<Arc<HashMap<Digest32, Principal>>>,
+    table: Option<Arc<RwLock<Arc<Table>>>>,
 }
 
 /// Why a key file could not be used.
@@ -69,6 +85,8 @@ pub enum KeysError {
     Invalid { index: usize, reason: String },
     #[error("the key file holds no [[keys]]")]
     Empty,
+    #[error("the server runs without a key file (open mode): there is no table to reload")]
+    OpenMode,
 }
 
 #[derive(Deserialize)]
@@ -86,16 +104,19 @@ struct KeyEntry {
     key_sha256: Option<String>,
     #[serde(default)]
     role: Role,
+    not_after: Option<toml::value::Datetime>,
 }
 
 /// Reads the key table from a TOML file.
 pub fn load_keys(path: impl AsRef<Path>) -> Result<Keys, KeysError> {
-    let path = path.as_ref();
-    let text = std::fs::read_to_string(path).map_err(|source| KeysError::Read {
+    Keys::from_toml(&read_key_file(path.as_ref())?)
+}
+
+fn read_key_file(path: &Path) -> Result<String, KeysError> {
+    std::fs::read_to_string(path).map_err(|source| KeysError::Read {
         path: path.to_path_buf(),
         source,
-    })?;
-    Keys::from_toml(&text)
+    })
 }
 
 fn digest(key: &str) -> Digest32 {
@@ -110,44 +131,26 @@ impl Keys {
 
     /// A key table from the text of a key file.
     pub fn from_toml(text: &str) -> Result<Keys, KeysError> {
-        let file: KeyFile = toml::from_str(text)?;
-        if file.keys.is_empty() {
-            return Err(KeysError::Empty);
-        }
-        let mut table = HashMap::with_capacity(file.keys.len());
-        for (index, entry) in file.keys.into_iter().enumerate() {
-            let invalid = |reason: &str| KeysError::Invalid {
-                index,
-                reason: reason.to_string(),
-            };
-            if !valid_account(&entry.account) {
-                return Err(invalid(
-                    "account must be 1-64 characters of A-Z a-z 0-9 _ - .",
-                ));
-            }
-            let hash = match (entry.key, entry.key_sha256) {
-                (Some(key), None) if !key.is_empty() => digest(&key),
-                (Some(_), None) => return Err(invalid("key must not be empty")),
-                (None, Some(hex_digest)) => parse_digest(&hex_digest)
-                    .ok_or_else(|| invalid("key_sha256 must be 64 hex digits"))?,
-                _ => return Err(invalid("give exactly one of key and key_sha256")),
-            };
-            let principal = Principal {
-                account: entry.account,
-                role: entry.role,
-            };
-            match table.insert(hash, principal.clone()) {
-                Some(other) if other != principal => {
-                    return Err(invalid(
-                        "the same key is given to two accounts, or with two roles",
-                    ))
-                }
-                _ => {}
-            }
-        }
         Ok(Keys {
-            table: Some(Arc::new(table)),
+            table: Some(Arc::new(RwLock::new(Arc::new(parse_table(text)?)))),
         })
+    }
+
+    /// Replaces the table with the one in the key file at `path`, for every clone; returns how
+    /// many keys it holds. A file that cannot be read or parsed changes nothing.
+    pub fn reload(&self, path: impl AsRef<Path>) -> Result<usize, KeysError> {
+        let shared = self.table.as_ref().ok_or(KeysError::OpenMode)?;
+        let table = parse_table(&read_key_file(path.as_ref())?)?;
+        let count = table.len();
+        *shared.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(table);
+        Ok(count)
+    }
+
+    fn current(&self) -> Option<Arc<Table>> {
+        let shared = self.table.as_ref()?;
+        Some(Arc::clone(
+            &shared.read().unwrap_or_else(PoisonError::into_inner),
+        ))
     }
 
     /// Whether this is open mode.
@@ -157,12 +160,21 @@ impl Keys {
 
     /// How many keys the table holds (0 in open mode).
     pub fn key_count(&self) -> usize {
-        self.table.as_ref().map_or(0, |t| t.len())
+        self.current().map_or(0, |t| t.len())
     }
 
-    /// Who a request with this `Authorization` header value is made by.
+    /// Who a request with this `Authorization` header value is made by, now.
     pub(crate) fn authenticate(&self, authorization: Option<&[u8]>) -> Result<Principal, ApiError> {
-        let Some(table) = &self.table else {
+        self.authenticate_at(authorization, SystemTime::now().into())
+    }
+
+    /// Who a request with this `Authorization` header value is made by, at `now`.
+    fn authenticate_at(
+        &self,
+        authorization: Option<&[u8]>,
+        now: OffsetDateTime,
+    ) -> Result<Principal, ApiError> {
+        let Some(table) = self.current() else {
             return Ok(Principal {
                 account: OPEN_ACCOUNT.to_string(),
                 role: Role::Admin,
@@ -177,11 +189,69 @@ impl Keys {
             .ok_or_else(|| {
                 ApiError::unauthenticated("the Authorization header must be Bearer <api key>")
             })?;
-        table
+        let grant = table
             .get(&digest(key))
-            .cloned()
-            .ok_or_else(|| ApiError::unauthenticated("unknown API key"))
+            .ok_or_else(|| ApiError::unauthenticated("unknown API key"))?;
+        match grant.not_after {
+            Some(end) if now >= end => Err(ApiError::unauthenticated(format!(
+                "the API key expired at {}",
+                end.format(&Rfc3339).unwrap_or_else(|_| end.to_string())
+            ))),
+            _ => Ok(grant.principal.clone()),
+        }
     }
+}
+
+/// The table of a key file's text.
+fn parse_table(text: &str) -> Result<Table, KeysError> {
+    let file: KeyFile = toml::from_str(text)?;
+    if file.keys.is_empty() {
+        return Err(KeysError::Empty);
+    }
+    let mut table = HashMap::with_capacity(file.keys.len());
+    for (index, entry) in file.keys.into_iter().enumerate() {
+        let invalid = |reason: &str| KeysError::Invalid {
+            index,
+            reason: reason.to_string(),
+        };
+        if !valid_account(&entry.account) {
+            return Err(invalid(
+                "account must be 1-64 characters of A-Z a-z 0-9 _ - .",
+            ));
+        }
+        let hash = match (entry.key, entry.key_sha256) {
+            (Some(key), None) if !key.is_empty() => digest(&key),
+            (Some(_), None) => return Err(invalid("key must not be empty")),
+            (None, Some(hex_digest)) => parse_digest(&hex_digest)
+                .ok_or_else(|| invalid("key_sha256 must be 64 hex digits"))?,
+            _ => return Err(invalid("give exactly one of key and key_sha256")),
+        };
+        let not_after = entry
+            .not_after
+            .map(|at| OffsetDateTime::parse(&at.to_string(), &Rfc3339))
+            .transpose()
+            .map_err(|_| {
+                invalid(
+                    "not_after must be a date and time with an offset, e.g. 2027-06-30T00:00:00Z",
+                )
+            })?;
+        let grant = Grant {
+            principal: Principal {
+                account: entry.account,
+                role: entry.role,
+            },
+            not_after,
+        };
+        match table.insert(hash, grant.clone()) {
+            Some(other) if other.principal != grant.principal => {
+                return Err(invalid(
+                    "the same key is given to two accounts, or with two roles",
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(table)
 }
 
 fn valid_account(account: &str) -> bool {
@@ -289,6 +359,44 @@ mod tests {
     }
 
     #[test]
+    fn a_key_stops_working_at_its_not_after() {
+        let text = "[[keys]]\naccount = \"a\"\nkey = \"k\"\nnot_after = 2027-06-30T12:00:00Z\n";
+        let keys = Keys::from_toml(text).unwrap();
+        let end = OffsetDateTime::parse("2027-06-30T12:00:00Z", &Rfc3339).unwrap();
+        let before = end - time::Duration::seconds(1);
+        let principal = keys.authenticate_at(Some(b"Bearer k"), before).unwrap();
+        assert_eq!(principal.account, "a");
+        let e = keys.authenticate_at(Some(b"Bearer k"), end).unwrap_err();
+        assert_eq!(e.code, "unauthenticated");
+        assert!(
+            e.message.contains("expired at 2027-06-30T12:00:00Z"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn a_reload_swaps_the_table_for_every_clone_and_a_bad_file_changes_nothing() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let path = dir.path().join("keys.toml");
+        std::fs::write(&path, "[[keys]]\naccount = \"a\"\nkey = \"old\"\n").unwrap();
+        let keys = load_keys(&path).unwrap();
+        let shared = keys.clone();
+        std::fs::write(&path, "[[keys]]\naccount = \"a\"\nkey = \"new\"\n").unwrap();
+        assert_eq!(keys.reload(&path).unwrap(), 1);
+        assert!(shared.authenticate(Some(b"Bearer new")).is_ok());
+        let e = shared.authenticate(Some(b"Bearer old")).unwrap_err();
+        assert_eq!(e.code, "unauthenticated");
+        std::fs::write(&path, "[[keys]]\naccount = \"a\"\n").unwrap();
+        assert!(matches!(keys.reload(&path), Err(KeysError::Invalid { .. })));
+        assert!(shared.authenticate(Some(b"Bearer new")).is_ok());
+        assert!(matches!(
+            Keys::open().reload(&path),
+            Err(KeysError::OpenMode)
+        ));
+    }
+
+    #[test]
     fn bad_key_files_are_refused() {
         let bad = [
             "",
@@ -299,6 +407,8 @@ mod tests {
             "[[keys]]\naccount = \"a\"\nkey = \"k\"\n[[keys]]\naccount = \"b\"\nkey = \"k\"\n",
             "[[keys]]\naccount = \"a\"\nkey = \"k\"\nrole = \"root\"\n",
             "[[keys]]\naccount = \"a\"\nkey = \"k\"\nscope = \"all\"\n",
+            "[[keys]]\naccount = \"a\"\nkey = \"k\"\nnot_after = 2027-06-30\n",
+            "[[keys]]\naccount = \"a\"\nkey = \"k\"\nnot_after = \"soon\"\n",
             "not toml",
         ];
         for text in bad {

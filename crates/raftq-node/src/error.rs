@@ -31,6 +31,15 @@ pub enum NodeError {
     Storage(String),
 }
 
+/// Why a node's Raft core stopped while the node ran.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "this node's Raft core stopped ({0}): it can no longer vote, replicate or apply. Restart it; \
+     if its data directory is damaged it will say so, and `raftq cluster replace --id N` repairs \
+     the cluster (docs/operations.md)"
+)]
+pub struct Halted(pub String);
+
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {

@@ -32,7 +32,7 @@ pub mod rpc {
 }
 
 pub use clock::{now_ms, WallClock};
-pub use error::{NodeError, StartError};
+pub use error::{Halted, NodeError, StartError};
 pub use membership::{Change, ChangeError, ChangeResult};
 pub use node::{Node, NodeConfig};
 pub use query::{Query, QueryResult};

@@ -21,7 +21,7 @@ use tonic::transport::server::TcpIncoming;
 use crate::admission::{Admission, Standing};
 use crate::batcher::Batcher;
 use crate::clock::{LeaderClock, WallClock};
-use crate::error::{NodeError, StartError};
+use crate::error::{Halted, NodeError, StartError};
 use crate::membership::{Change, ChangeResult};
 use crate::network::{Network, Partition, PeerClients, WINDOW};
 use crate::query::{Query, QueryResult};
@@ -101,6 +101,8 @@ pub struct Node {
     batching: JoinHandle<()>,
     /// The database, to know when every holder has let go of it.
     database: Database,
+    #[cfg(feature = "testing")]
+    failing_disk: raftq_store::FailingDisk,
 }
 
 impl Node {
@@ -125,6 +127,8 @@ impl Node {
             }
         })?;
         let appended = log.appended();
+        #[cfg(feature = "testing")]
+        let failing_disk = log.failing_disk();
         let admission = Admission::open(&log).map_err(|e| StartError::Enrolment(e.to_string()))?;
         if config.join.is_some() && admission.standing() == Standing::Blank {
             admission
@@ -230,6 +234,8 @@ impl Node {
             tasks,
             batching,
             database,
+            #[cfg(feature = "testing")]
+            failing_disk,
         })
     }
 
@@ -270,6 +276,12 @@ impl Node {
     #[cfg(feature = "testing")]
     pub fn reader(&self) -> &raftq_store::StateReader {
         &self.core.reader
+    }
+
+    /// Makes every later write of this node's Raft log fail, as a failing disk would.
+    #[cfg(feature = "testing")]
+    pub fn fail_disk(&self) {
+        self.failing_disk.fail();
     }
 
     /// The switch partition tests use to cut this node's outgoing links.
@@ -320,6 +332,23 @@ impl Node {
         self.core.hand_over(&voters, &members.nodes).await.map(Some)
     }
 
+    /// Resolves when this node's Raft core stops: on its own (a storage failure, a broken
+    /// invariant), after which the node can neither vote nor replicate nor apply and must not go
+    /// on answering as if it could, or when [`Node::shutdown`] stops it.
+    pub fn halted(&self) -> impl std::future::Future<Output = Halted> + Send + 'static {
+        let mut metrics = self.core.raft.metrics();
+        async move {
+            loop {
+                if let Err(fatal) = &metrics.borrow_and_update().running_state {
+                    return Halted(fatal.to_string());
+                }
+                if metrics.changed().await.is_err() {
+                    return Halted("the Raft core ended".into());
+                }
+            }
+        }
+    }
+
     /// Queues that gained a deliverable message on this node (for long polls).
     pub fn wakeups(&self) -> tokio::sync::broadcast::Receiver<uuid::Uuid> {
         self.core.reader.subscribe()
@@ -334,6 +363,7 @@ impl Node {
             tasks,
             batching,
             database,
+            ..
         } = self;
         let _ = shutdown.send(true);
         if let Err(e) = core.raft.shutdown().await {

@@ -142,7 +142,22 @@ pub struct RocksLogStore<C: RaftTypeConfig> {
     /// The id of the last entry, shared by every clone.
     last: KnownLastLogId<C::NodeId>,
     appended: Appended,
+    #[cfg(feature = "testing")]
+    failing: FailingDisk,
     _c: PhantomData<C>,
+}
+
+/// A test switch: once turned on, every later write of the log store (and of its clones) fails
+/// as a failing disk would.
+#[cfg(feature = "testing")]
+#[derive(Debug, Clone, Default)]
+pub struct FailingDisk(Arc<std::sync::atomic::AtomicBool>);
+
+#[cfg(feature = "testing")]
+impl FailingDisk {
+    pub fn fail(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// The id of the last log entry once known (the outer `None` after a truncation or purge, until
@@ -201,6 +216,8 @@ impl<C: RaftTypeConfig> Clone for RocksLogStore<C> {
             recent: Arc::clone(&self.recent),
             last: Arc::clone(&self.last),
             appended: self.appended.clone(),
+            #[cfg(feature = "testing")]
+            failing: self.failing.clone(),
             _c: PhantomData,
         }
     }
@@ -233,11 +250,28 @@ where
             recent: Arc::new(Mutex::new(Recent::new(RECENT_BYTES))),
             last: Arc::default(),
             appended: Appended::default(),
+            #[cfg(feature = "testing")]
+            failing: FailingDisk::default(),
             db,
             logs_cf: logs_cf.into(),
             meta_cf: meta_cf.into(),
             _c: PhantomData,
         })
+    }
+
+    /// The switch that makes this store's writes fail.
+    #[cfg(feature = "testing")]
+    pub fn failing_disk(&self) -> FailingDisk {
+        self.failing.clone()
+    }
+
+    /// Fails when the test switch says the disk fails.
+    fn disk_check(&self) -> Result<(), io::Error> {
+        #[cfg(feature = "testing")]
+        if self.failing.0.load(Ordering::Relaxed) {
+            return Err(io::Error::other("the disk fails (test switch)"));
+        }
+        Ok(())
     }
 
     /// The count of bytes appended, shared with this store.
@@ -281,6 +315,7 @@ where
 
     /// Writes `batch` with `sync = true`, on the blocking pool.
     async fn write_synced(&self, batch: WriteBatch) -> Result<(), AnyError> {
+        self.disk_check().map_err(|e| AnyError::new(&e))?;
         let db = Arc::clone(&self.db);
         tokio::task::spawn_blocking(move || {
             let mut opts = WriteOptions::default();
@@ -520,7 +555,11 @@ where
         }
         // Readable at once; durable once the sync thread has flushed the write-ahead log, which
         // is when openraft hears of it through the callback.
-        if let Err(e) = self.db.write(batch) {
+        if let Err(e) = self.disk_check().and_then(|()| {
+            self.db
+                .write(batch)
+                .map_err(|e| io::Error::other(e.to_string()))
+        }) {
             callback.log_io_completed(Err(io::Error::other(e.to_string())));
             return Err(StorageIOError::write_logs(&e).into());
         }

@@ -4,6 +4,7 @@
 
 mod client;
 mod serve;
+mod watch;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;

@@ -25,7 +25,8 @@ pub struct ServeArgs {
     /// The region this cluster serves (part of every CRN).
     #[arg(long, env = "RAFTQ_REGION", default_value = "local")]
     pub region: String,
-    /// TOML file of API keys; without it one account `dev` is served without keys.
+    /// TOML file of API keys; without it one account `dev` is served without keys. Reloaded on
+    /// SIGHUP and when its content changes (a file that does not parse keeps the keys in force).
     #[arg(long, env = "RAFTQ_KEYS")]
     pub keys: Option<PathBuf>,
     /// This node's id in the cluster.
@@ -66,6 +67,8 @@ pub enum ServeError {
     Start(#[from] raftq_node::StartError),
     #[error(transparent)]
     Keys(#[from] raftq_api::KeysError),
+    #[error(transparent)]
+    Halted(#[from] raftq_node::Halted),
 }
 
 fn parse_peers(text: &str) -> Result<BTreeMap<u64, String>, String> {
@@ -109,7 +112,19 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         }
     };
     let keys = match &args.keys {
-        Some(path) => raftq_api::load_keys(path)?,
+        Some(path) => {
+            let keys = raftq_api::load_keys(path)?;
+            let (live, path) = (keys.clone(), path.clone());
+            crate::watch::spawn(vec![path.clone()], move || match live.reload(&path) {
+                Ok(count) => {
+                    tracing::info!(keys = count, path = %path.display(), "key file reloaded")
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, path = %path.display(), "key file not reloaded: the keys loaded before stay in force")
+                }
+            });
+            keys
+        }
         None => {
             tracing::warn!(
                 "no --keys file: serving the single account `dev` without authentication"
@@ -135,8 +150,8 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         }
     });
     let leaving = Arc::clone(&node);
-    axum::serve(listener, raftq_api::router(api))
-        .with_graceful_shutdown(async move {
+    let serving =
+        axum::serve(listener, raftq_api::router(api)).with_graceful_shutdown(async move {
             shutdown_signal().await;
             // A leader that stops on purpose hands over first, while it still forwards.
             match leaving.hand_over().await {
@@ -144,8 +159,13 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
                 Ok(None) => {}
                 Err(e) => tracing::warn!(error = %e, "could not hand leadership over"),
             }
-        })
-        .await?;
+        });
+    // A node whose Raft core stopped under it exits at once (non-zero), so that a supervisor
+    // restarts it and clients go to the nodes that still work.
+    tokio::select! {
+        served = serving => served?,
+        halted = node.halted() => return Err(halted.into()),
+    }
     if let Ok(node) = Arc::try_unwrap(node) {
         node.shutdown().await;
     }
