@@ -1312,9 +1312,10 @@ async fn a_cluster_without_quorum_is_unavailable() {
     s.shutdown().await;
 }
 
-/// The same membership operations over gRPC: admin keys only, refusals with the REST codes.
+/// The same membership operations over gRPC: admin keys only, refusals with the REST codes; the
+/// cluster's details and the accounts for admin keys only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn only_admin_keys_change_membership_over_grpc() {
+async fn only_admin_keys_change_membership_or_list_accounts_over_grpc() {
     let s = Grpc::start(two_accounts()).await;
     bounded(async {
         let add = || pb::AddNodeRequest {
@@ -1353,6 +1354,35 @@ async fn only_admin_keys_change_membership_over_grpc() {
             .expect("cluster")
             .into_inner();
         assert_eq!(cluster.nodes.len(), 1);
+        assert!(cluster.cluster_id.is_some() && cluster.clock_skewed == Some(false));
+        let seen = account
+            .get_cluster(pb::GetClusterRequest {})
+            .await
+            .expect("cluster")
+            .into_inner();
+        assert_eq!(seen.nodes.len(), 1);
+        assert_eq!((seen.cluster_id, seen.clock_skewed), (None, None));
+        assert_status(
+            account.list_accounts(pb::ListAccountsRequest {}).await,
+            Code::PermissionDenied,
+            "permission_denied",
+            None,
+        );
+        account
+            .create_queue(new_queue("mine"))
+            .await
+            .expect("create");
+        let listed = admin
+            .list_accounts(pb::ListAccountsRequest {})
+            .await
+            .expect("accounts")
+            .into_inner();
+        let accounts: Vec<(String, u64)> = listed
+            .accounts
+            .into_iter()
+            .map(|a| (a.account, a.queues))
+            .collect();
+        assert_eq!(accounts, [("acme".to_string(), 1)]);
     })
     .await;
     s.shutdown().await;

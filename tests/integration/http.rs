@@ -1251,6 +1251,58 @@ async fn openapi_required_fields_are_the_ones_the_server_requires() {
     s.shutdown().await;
 }
 
+/// Account keys see the cluster as SPEC.md §3 has it and their own queues; admin keys also see
+/// the cluster's details, each node's state and every account.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_keys_see_the_cluster_details_and_every_account() {
+    let s = Server::start(two_accounts()).await;
+    bounded(async {
+        let admin = Some("admin-key");
+        for (key, queue) in [("acme-key", "a1"), ("acme-key", "a2"), ("globex-key", "g1")] {
+            let r = s
+                .call_as(Some(key), Method::POST, "/v1/queues", json!({"name": queue}))
+                .await;
+            assert_eq!(r.status, 201, "{}", r.body);
+        }
+        let seen = s
+            .call_as(Some("acme-key"), Method::GET, "/v1/cluster", Value::Null)
+            .await;
+        assert_eq!(seen.status, 200);
+        assert_eq!(seen.body["leader"], 1);
+        for detail in ["cluster_id", "clock_offset_ms", "clock_skewed"] {
+            assert!(seen.body.get(detail).is_none(), "{detail}: {}", seen.body);
+        }
+        let full = s
+            .call_as(admin, Method::GET, "/v1/cluster", Value::Null)
+            .await;
+        assert!(full.body["cluster_id"].is_string(), "{}", full.body);
+        assert_eq!(full.body["clock_skewed"], false);
+        for path in ["/v1/accounts", "/v1/cluster/state"] {
+            let r = s
+                .call_as(Some("acme-key"), Method::GET, path, Value::Null)
+                .await;
+            assert_error(&r, 403, "permission_denied");
+        }
+        let state = s
+            .call_as(admin, Method::GET, "/v1/cluster/state", Value::Null)
+            .await;
+        assert_eq!(state.status, 200);
+        let accounts = s
+            .call_as(admin, Method::GET, "/v1/accounts", Value::Null)
+            .await;
+        assert_eq!(
+            accounts.body,
+            json!({"accounts": [{"account": "acme", "queues": 2}, {"account": "globex", "queues": 1}]})
+        );
+        let listed = s
+            .call_as(Some("globex-key"), Method::GET, "/v1/queues", Value::Null)
+            .await;
+        assert_eq!(listed.body["queues"].as_array().map(Vec::len), Some(1));
+    })
+    .await;
+    s.shutdown().await;
+}
+
 /// Membership changes need an admin key; bad ones are refused naming their field or rule, and
 /// change nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

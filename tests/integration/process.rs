@@ -3,7 +3,7 @@
 //! repaired and shrunk with `raftq cluster add | replace | remove`.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -11,11 +11,13 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tempfile::TempDir;
 
-const BIN: &str = env!("CARGO_BIN_EXE_raftq-test");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_raftq-test");
 
-struct Server {
-    child: Child,
-    endpoint: String,
+pub(crate) struct Server {
+    pub child: Child,
+    pub endpoint: String,
+    /// The CA the CLI trusts, for a server with `--tls-cert`.
+    pub ca_cert: Option<PathBuf>,
 }
 
 impl Drop for Server {
@@ -40,6 +42,11 @@ fn serve(dir: &Path) -> Server {
 
 /// [`serve`] with more flags.
 fn serve_with(dir: &Path, flags: &[&str]) -> Server {
+    start(dir, flags, None)
+}
+
+/// [`serve`] with more flags; with `ca_cert`, the flags turn TLS on and the CLI trusts that CA.
+pub(crate) fn start(dir: &Path, flags: &[&str], ca_cert: Option<&Path>) -> Server {
     let mut child = Command::new(BIN)
         .args(["serve", "--listen", "127.0.0.1:0"])
         .arg("--data-dir")
@@ -66,9 +73,11 @@ fn serve_with(dir: &Path, flags: &[&str]) -> Server {
     let addr = rx
         .recv_timeout(Duration::from_secs(30))
         .expect("the server logs the address it serves on");
+    let scheme = if ca_cert.is_some() { "https" } else { "http" };
     let server = Server {
         child,
-        endpoint: format!("http://{addr}"),
+        endpoint: format!("{scheme}://{addr}"),
+        ca_cert: ca_cert.map(Path::to_path_buf),
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     while cli(&server, &["health"]).is_err() {
@@ -79,12 +88,22 @@ fn serve_with(dir: &Path, flags: &[&str]) -> Server {
 }
 
 /// Runs the CLI against `server` with `--json`; the parsed output, or stderr on failure.
-fn cli(server: &Server, args: &[&str]) -> Result<Value, String> {
-    let out = Command::new(BIN)
-        .args(["--endpoint", &server.endpoint, "--json"])
-        .args(args)
-        .output()
-        .map_err(|e| e.to_string())?;
+pub(crate) fn cli(server: &Server, args: &[&str]) -> Result<Value, String> {
+    cli_at(&server.endpoint, server.ca_cert.as_deref(), args)
+}
+
+/// Runs the CLI against `endpoint`, trusting `ca_cert`, with `--json`.
+pub(crate) fn cli_at(
+    endpoint: &str,
+    ca_cert: Option<&Path>,
+    args: &[&str],
+) -> Result<Value, String> {
+    let mut command = Command::new(BIN);
+    command.args(["--endpoint", endpoint, "--json"]);
+    if let Some(ca) = ca_cert {
+        command.arg("--ca-cert").arg(ca);
+    }
+    let out = command.args(args).output().map_err(|e| e.to_string())?;
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());
     }
@@ -92,7 +111,7 @@ fn cli(server: &Server, args: &[&str]) -> Result<Value, String> {
     Ok(serde_json::from_str(text.trim()).unwrap_or(Value::Null))
 }
 
-fn ok(server: &Server, args: &[&str]) -> Value {
+pub(crate) fn ok(server: &Server, args: &[&str]) -> Value {
     cli(server, args).unwrap_or_else(|e| panic!("raftq {args:?} failed: {e}"))
 }
 
@@ -118,6 +137,11 @@ fn the_cli_drives_a_queue_end_to_end() {
     assert!(err.contains("invalid_argument"), "{err}");
     let listed = ok(&server, &["queue", "list"]);
     assert_eq!(listed["queues"][0]["name"], "work");
+    let accounts = ok(&server, &["cluster", "accounts"]);
+    assert_eq!(
+        accounts["accounts"],
+        serde_json::json!([{"account": "dev", "queues": 1}])
+    );
 }
 
 /// Waits (at most 10 s) until `raftq --key KEY queue list` succeeds (`works`) or fails.
@@ -234,7 +258,7 @@ fn kill_9_and_restart_keeps_messages_leases_and_deduplication() {
 
 /// A loopback address with a port that was free a moment ago (peer addresses must be known
 /// before the nodes start, so the kernel cannot pick them at bind time).
-fn free_addr() -> String {
+pub(crate) fn free_addr() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     listener.local_addr().expect("address").to_string()
 }

@@ -14,6 +14,7 @@
 //! | `queue_in_use`, `lease_expired` | 409 | `FAILED_PRECONDITION` | the engine's errors of those names |
 //! | `membership_conflict` | 409 | `FAILED_PRECONDITION` | a membership change that the cluster's state refuses ([`ChangeError`]) |
 //! | `message_too_large` | 413 | `RESOURCE_EXHAUSTED` | [`EngineError::MessageTooLarge`], a request body over the limit |
+//! | `too_many_requests` | 429 | `RESOURCE_EXHAUSTED` | a request over a rate or long-poll limit (`throttle`), with `Retry-After` |
 //! | `unavailable` | 503 | `UNAVAILABLE` | [`NodeError::Unavailable`], [`NodeError::Timeout`], [`NodeError::NotLeader`], [`NodeError::LeaderUnreachable`] |
 //! | `internal` | 500 | `INTERNAL` | [`NodeError::Storage`] and answers the API cannot read; never bad input |
 //!
@@ -51,6 +52,9 @@ pub struct ApiError {
     /// For `queue_in_use`: the queues whose redrive policy names the queue.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sources: Option<Vec<QueueRef>>,
+    /// For `too_many_requests`: the seconds to wait before a retry (the `Retry-After` header).
+    #[serde(skip)]
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -61,6 +65,7 @@ impl ApiError {
             message: message.into(),
             field: None,
             sources: None,
+            retry_after: None,
         }
     }
 
@@ -86,6 +91,14 @@ impl ApiError {
                 "message_too_large",
                 format!("the request body is larger than {limit} bytes"),
             )
+        }
+    }
+
+    /// A request over one of the server's limits; a retry after `retry_after` seconds may pass.
+    pub fn too_many_requests(message: impl Into<String>, retry_after: u64) -> ApiError {
+        ApiError {
+            retry_after: Some(retry_after),
+            ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_requests", message)
         }
     }
 
@@ -127,11 +140,9 @@ impl From<EngineError> for ApiError {
             _ => None,
         };
         ApiError {
-            status,
-            code: e.code(),
-            message: e.to_string(),
             field: e.field().map(str::to_string),
             sources,
+            ..ApiError::new(status, e.code(), e.to_string())
         }
     }
 }
@@ -190,7 +201,7 @@ impl ApiError {
             "not_found" | "method_not_allowed" => Code::Unimplemented,
             "queue_exists" => Code::AlreadyExists,
             "queue_in_use" | "lease_expired" | "membership_conflict" => Code::FailedPrecondition,
-            "message_too_large" => Code::ResourceExhausted,
+            "message_too_large" | "too_many_requests" => Code::ResourceExhausted,
             "unavailable" => Code::Unavailable,
             _ => Code::Internal,
         }
@@ -217,6 +228,9 @@ impl From<ApiError> for Status {
                 metadata.insert(FIELD_METADATA, value);
             }
         }
+        if let Some(seconds) = e.retry_after {
+            metadata.insert("retry-after", MetadataValue::from(seconds));
+        }
         let details = pb::Error::from(&e).encode_to_vec();
         metadata.insert_bin(ERROR_METADATA, MetadataValue::from_bytes(&details));
         Status::with_metadata(e.grpc_code(), e.message, metadata)
@@ -241,6 +255,9 @@ impl IntoResponse for ApiError {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             _ => {}
+        }
+        if let Some(seconds) = self.retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
     }

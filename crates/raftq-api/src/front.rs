@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::serve::{IncomingStream, Listener};
 use axum::Router;
 use tower_service::Service;
@@ -51,8 +51,21 @@ impl Service<Request> for Front {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
-        if !grpc::is_service_path(request.uri().path()) {
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        let service_path = grpc::is_service_path(request.uri().path());
+        let caller = self.state.throttle.caller(&self.state.api.keys, &request);
+        if let Err(refused) = self.state.throttle.admit(&caller) {
+            let observation = Observation::start(&request, grpc::is_grpc(request.headers()));
+            let response = if service_path {
+                tonic::Status::from(refused).into_http::<Body>()
+            } else {
+                refused.into_response()
+            };
+            observation.finish(&self.state.metrics, &response);
+            return Box::pin(ready(Ok(response)));
+        }
+        request.extensions_mut().insert(caller);
+        if !service_path {
             return Box::pin(self.rest.call(request));
         }
         let observation = Observation::start(&request, grpc::is_grpc(request.headers()));

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::future::poll_fn;
 use std::pin::Pin;
+use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
@@ -44,8 +45,23 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
 /// connection before it does.
 const DRAIN_LIMIT: usize = 64 * 1024 * 1024;
 
-/// Reads a body of at most `limit` bytes.
-async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, ApiError> {
+/// How long a request body may take to arrive in full: a client that sends it slower (a
+/// slowloris holding a connection and a task open) is refused.
+const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Reads a body of at most `limit` bytes, within [`BODY_TIMEOUT`].
+async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    tokio::time::timeout(BODY_TIMEOUT, read_body_untimed(body, limit))
+        .await
+        .map_err(|_| {
+            ApiError::invalid(
+                REQUEST_BODY,
+                format!("did not arrive within {} s", BODY_TIMEOUT.as_secs()),
+            )
+        })?
+}
+
+async fn read_body_untimed(mut body: Body, limit: usize) -> Result<Bytes, ApiError> {
     let mut kept = Vec::new();
     let mut total = 0usize;
     while let Some(frame) = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {

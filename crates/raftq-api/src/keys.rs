@@ -35,7 +35,8 @@ pub const OPEN_ACCOUNT: &str = "dev";
 /// Longest account name.
 const ACCOUNT_MAX: usize = 64;
 
-type Digest32 = [u8; 32];
+/// The SHA-256 of an API key: what the table keeps, and what limits count a key by.
+pub type KeyDigest = [u8; 32];
 
 /// What a key may do besides using its account's queues.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -62,7 +63,7 @@ struct Grant {
     not_after: Option<OffsetDateTime>,
 }
 
-type Table = HashMap<Digest32, Grant>;
+type Table = HashMap<KeyDigest, Grant>;
 
 /// The key table, or open mode. Clones share one table, which [`Keys::reload`] replaces.
 #[derive(Debug, Clone)]
@@ -119,7 +120,7 @@ fn read_key_file(path: &Path) -> Result<String, KeysError> {
     })
 }
 
-fn digest(key: &str) -> Digest32 {
+fn digest(key: &str) -> KeyDigest {
     Sha256::digest(key.as_bytes()).into()
 }
 
@@ -161,6 +162,15 @@ impl Keys {
     /// How many keys the table holds (0 in open mode).
     pub fn key_count(&self) -> usize {
         self.current().map_or(0, |t| t.len())
+    }
+
+    /// The digest of the key in this `Authorization` header value when it authenticates now;
+    /// `None` in open mode.
+    pub(crate) fn key_of(&self, authorization: Option<&[u8]>) -> Option<KeyDigest> {
+        self.current()?;
+        self.authenticate(authorization).ok()?;
+        let header = std::str::from_utf8(authorization?).ok()?;
+        bearer_token(header).map(digest)
     }
 
     /// Who a request with this `Authorization` header value is made by, now.
@@ -262,7 +272,7 @@ fn valid_account(account: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
-fn parse_digest(text: &str) -> Option<Digest32> {
+fn parse_digest(text: &str) -> Option<KeyDigest> {
     let bytes = hex::decode(text.trim()).ok()?;
     bytes.try_into().ok()
 }
@@ -275,6 +285,10 @@ fn bearer_token(header: &str) -> Option<&str> {
 }
 
 impl Principal {
+    pub(crate) fn is_admin(&self) -> bool {
+        self.role == Role::Admin
+    }
+
     /// Refuses a cluster operation to a key without the admin role.
     pub(crate) fn require_admin(&self) -> Result<(), ApiError> {
         match self.role {
@@ -320,6 +334,15 @@ mod tests {
             let e = keys.authenticate(bad).unwrap_err();
             assert_eq!(e.code, "unauthenticated");
         }
+    }
+
+    #[test]
+    fn a_key_is_counted_by_its_digest_only_when_it_authenticates() {
+        let keys = Keys::from_toml(FILE).unwrap();
+        assert_eq!(keys.key_of(Some(b"Bearer alpha")), Some(digest("alpha")));
+        assert_eq!(keys.key_of(Some(b"Bearer beta")), None);
+        assert_eq!(keys.key_of(None), None);
+        assert_eq!(Keys::open().key_of(Some(b"Bearer alpha")), None);
     }
 
     #[test]

@@ -25,7 +25,8 @@
 //!   document itself is built from the annotated handlers (`routes::document`), served at
 //!   `GET /v1/openapi.json` and checked in as `docs/openapi.json`. `schemas`: the schemas of
 //!   engine types the API returns as they are.
-//! - `limits`: the request body limits.
+//! - `limits`: the request body limits; `throttle`: the limits against abuse (request rates and
+//!   long polls per API key and per connection), off unless configured.
 //! - `front`: the service each connection gets: gRPC calls to the tonic server, the rest to the
 //!   REST router, each logged, counted and timed.
 //! - [`grpc`]: the gRPC service `raftq.v1.Queues` and its generated client ([`grpc::pb`]).
@@ -50,6 +51,7 @@ mod routes;
 mod schemas;
 mod state;
 mod status;
+mod throttle;
 
 use std::sync::Arc;
 
@@ -57,11 +59,13 @@ pub use error::{CODE_METADATA, ERROR_METADATA, FIELD_METADATA};
 pub use front::Front;
 pub use keys::{load_keys, Keys, KeysError, OPEN_ACCOUNT};
 pub use state::Api;
+pub use throttle::{Caller, Limits};
 
 /// The REST API of SPEC.md §3 and the gRPC service `raftq.v1.Queues` on one port, with request
 /// logging and metrics, ready for `axum::serve` (HTTP/1.1 and HTTP/2, which gRPC needs).
 pub fn router(api: Api) -> Front {
     let state = Arc::new(state::Shared {
+        throttle: throttle::Throttle::new(api.limits),
         api,
         metrics: metrics::Metrics::default(),
         claims: claims::Claims::default(),

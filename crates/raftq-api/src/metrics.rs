@@ -309,8 +309,8 @@ mod tests {
             node_id: 1,
             region: "local".into(),
             cluster_id: None,
-            clock_offset_ms: 0,
-            clock_skewed: false,
+            clock_offset_ms: Some(0),
+            clock_skewed: Some(false),
             last_applied: 7,
             last_log_index: 10,
         }

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use raftq_engine::model::{limits, QueueConfig};
+use raftq_engine::model::{limits, AccountSummary, QueueConfig};
 use raftq_engine::{
     validate, AckResult, BatchEntry, BatchResult, Command, EngineError, MessageMeta, Millis,
     NewMessage, Outcome, Payload, QueueAttributes, QueueRef, QueueStats, QueueType, QueueView,
@@ -24,6 +24,7 @@ use crate::error::ApiError;
 use crate::longpoll::{self, ReceiveRequest, Received};
 use crate::state::Shared;
 use crate::status::{self, RaftStatus};
+use crate::throttle::Caller;
 
 /// Longest long poll, in seconds.
 const WAIT_SECONDS_MAX: i64 = 20;
@@ -56,6 +57,8 @@ pub struct ReceiveOptions {
     pub max_messages: Option<i64>,
     pub lease_seconds: Option<i64>,
     pub wait_seconds: Option<i64>,
+    /// Who asks, for the limits on long polls.
+    pub caller: Caller,
 }
 
 /// The answer to a lease change.
@@ -308,6 +311,11 @@ impl Shared {
             Some(v) => validate::in_range("wait_seconds", v, 0, WAIT_SECONDS_MAX)?,
             None => 0,
         };
+        // A receive that may wait holds a place under the long-poll limits until it ends.
+        let _slot = match wait {
+            0 => None,
+            _ => Some(self.throttle.long_poll(&options.caller)?),
+        };
         let request = ReceiveRequest {
             account,
             queue,
@@ -392,6 +400,15 @@ impl Shared {
     pub async fn purge(&self, account: String, queue: String) -> Result<(), ApiError> {
         self.write_for(Command::Purge { account, queue }, |o| {
             matches!(o, Outcome::Purged).then_some(())
+        })
+        .await
+    }
+
+    /// Every account that holds queues (the caller checked the admin role).
+    pub async fn accounts(&self) -> Result<Vec<AccountSummary>, ApiError> {
+        self.read_for(Query::Accounts, |r| match r {
+            QueryResult::Accounts(accounts) => Some(accounts),
+            _ => None,
         })
         .await
     }

@@ -19,9 +19,10 @@ pub struct ErrorBody {
 /// object per entry.
 #[derive(Serialize, ToSchema)]
 pub struct Error {
-    /// `invalid_argument`, `unauthenticated`, `queue_not_found`, `not_found`,
-    /// `method_not_allowed`, `queue_exists`, `queue_in_use`, `lease_expired`,
-    /// `message_too_large`, `unavailable` or `internal`.
+    /// `invalid_argument`, `unauthenticated`, `permission_denied`, `queue_not_found`,
+    /// `not_found`, `method_not_allowed`, `queue_exists`, `queue_in_use`, `lease_expired`,
+    /// `membership_conflict`, `message_too_large`, `too_many_requests`, `unavailable` or
+    /// `internal`.
     code: String,
     /// What went wrong; for `invalid_argument`, `<field>: <rule>`.
     message: String,

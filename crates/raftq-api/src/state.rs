@@ -1,5 +1,5 @@
-//! What every handler shares: the node and the key table ([`Api`]), with this node's request
-//! metrics and the claims of its long polls.
+//! What every handler shares: the node, the key table and the limits ([`Api`]), with this
+//! node's request metrics, the claims of its long polls and the limits' state.
 
 use std::sync::Arc;
 
@@ -8,14 +8,16 @@ use raftq_node::Node;
 use crate::claims::Claims;
 use crate::keys::Keys;
 use crate::metrics::Metrics;
+use crate::throttle::{Limits, Throttle};
 
-/// Everything the front ends need: the node it talks to, the region it serves and the key
-/// table that maps API keys to accounts.
+/// Everything the front ends need: the node it talks to, the region it serves, the key table
+/// that maps API keys to accounts, and the limits against abuse (none unless set).
 #[derive(Clone)]
 pub struct Api {
     pub node: Arc<Node>,
     pub region: String,
     pub keys: Keys,
+    pub limits: Limits,
 }
 
 impl Api {
@@ -24,7 +26,13 @@ impl Api {
             node,
             region: region.into(),
             keys,
+            limits: Limits::default(),
         }
+    }
+
+    /// The same, with `limits`.
+    pub fn with_limits(self, limits: Limits) -> Api {
+        Api { limits, ..self }
     }
 }
 
@@ -33,6 +41,7 @@ pub(crate) struct Shared {
     pub api: Api,
     pub metrics: Metrics,
     pub claims: Claims,
+    pub throttle: Throttle,
 }
 
 pub(crate) type AppState = Arc<Shared>;

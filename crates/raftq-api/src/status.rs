@@ -1,9 +1,12 @@
 //! The node's status ([`raftq_node::NodeStatus`]) as `GET /v1/cluster` shows it in JSON and
-//! `GET /metrics` as gauges, with the region the cluster serves.
+//! `GET /metrics` as gauges, with the region the cluster serves. Its details (the cluster id and
+//! the clock offset) are shown to admin keys only.
 
 use raftq_node::Node;
 use serde::Serialize;
 use utoipa::ToSchema;
+
+use crate::keys::Principal;
 
 /// One member of the cluster.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -28,18 +31,37 @@ pub struct RaftStatus {
     pub node_id: u64,
     /// The region the cluster serves.
     pub region: String,
-    /// The id the cluster got when it formed, kept in every member's data directory; `null`
-    /// on a node that has not formed or joined a cluster yet.
-    #[schema(required = true)]
+    /// Admin keys only: the id the cluster got when it formed, kept in every member's data
+    /// directory; absent on a node that has not formed or joined a cluster yet.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster_id: Option<String>,
-    /// The answering node's clock minus the median of the voters' clocks, in milliseconds.
-    pub clock_offset_ms: i64,
-    /// Whether that is beyond `--max-clock-skew-ms`: the node then does not stand for election.
-    pub clock_skewed: bool,
+    /// Admin keys only: the answering node's clock minus the median of the voters' clocks, in
+    /// milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_offset_ms: Option<i64>,
+    /// Admin keys only: whether that is beyond `--max-clock-skew-ms`: the node then does not
+    /// stand for election.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_skewed: Option<bool>,
     #[serde(skip)]
     pub last_applied: u64,
     #[serde(skip)]
     pub last_log_index: u64,
+}
+
+impl RaftStatus {
+    /// The status as `principal` may see it: without the details unless it is an admin.
+    pub(crate) fn shown_to(self, principal: &Principal) -> RaftStatus {
+        if principal.is_admin() {
+            return self;
+        }
+        RaftStatus {
+            cluster_id: None,
+            clock_offset_ms: None,
+            clock_skewed: None,
+            ..self
+        }
+    }
 }
 
 /// The status of `node`, for the cluster serving `region`.
@@ -61,8 +83,8 @@ pub async fn of(node: &Node, region: &str) -> RaftStatus {
         node_id: status.node_id,
         region: region.to_string(),
         cluster_id: status.cluster_id.map(|id| id.to_string()),
-        clock_offset_ms: status.clock_offset_ms,
-        clock_skewed: status.clock_skewed,
+        clock_offset_ms: Some(status.clock_offset_ms),
+        clock_skewed: Some(status.clock_skewed),
         last_applied: status.last_applied,
         last_log_index: status.last_log_index,
     }

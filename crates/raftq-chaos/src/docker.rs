@@ -183,10 +183,17 @@ impl Compose {
     }
 
     /// Runs `raftq ARGS` inside `service`'s container (the image holds the CLI), against that
-    /// node's own API.
+    /// node's own API over TLS, trusting the compose files' CA.
     pub async fn cli(&self, service: &str, args: &[&str]) -> Result<String, String> {
         let id = self.container(service).await?;
-        let mut all = vec!["exec", &id, "/raftq", "--endpoint", "http://127.0.0.1:8080"];
+        let mut all = vec![
+            "exec",
+            &id,
+            "/raftq",
+            "--endpoint",
+            "https://127.0.0.1:8080",
+        ];
+        all.extend_from_slice(&["--ca-cert", "/certs/ca.pem"]);
         all.extend_from_slice(args);
         Self::run("docker", &all).await
     }

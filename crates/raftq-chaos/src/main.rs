@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use futures_util::future::join_all;
-use raftq_client::Client;
+use raftq_client::{Client, Options};
 use serde_json::{json, Value};
 use tokio::time::{sleep, Instant};
 
@@ -51,9 +51,13 @@ struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "http://127.0.0.1:8081,http://127.0.0.1:8082,http://127.0.0.1:8083"
+        default_value = "https://127.0.0.1:8081,https://127.0.0.1:8082,https://127.0.0.1:8083"
     )]
     endpoints: Vec<String>,
+    /// PEM certificate of the CA the nodes' API certificates come from (for `https://`
+    /// endpoints).
+    #[arg(long)]
+    ca_cert: Option<PathBuf>,
     /// Write the history here as JSON lines.
     #[arg(long)]
     history: Option<PathBuf>,
@@ -80,10 +84,26 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: &Args, seed: u64) -> Result<u64, String> {
+    let ca_cert = match &args.ca_cert {
+        Some(path) => {
+            Some(std::fs::read(path).map_err(|e| format!("--ca-cert {}: {e}", path.display()))?)
+        }
+        None => None,
+    };
     let clients = args
         .endpoints
         .iter()
-        .map(|e| Client::with_timeout(e, None, REQUEST_TIMEOUT).map_err(|e| e.to_string()))
+        .map(|e| {
+            Client::connect(
+                e,
+                Options {
+                    timeout: REQUEST_TIMEOUT,
+                    ca_cert: ca_cert.clone(),
+                    ..Options::default()
+                },
+            )
+            .map_err(|e| e.to_string())
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let compose = Compose::detect(
         args.project.clone(),

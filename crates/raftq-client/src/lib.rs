@@ -28,8 +28,10 @@ pub struct ApiError {
 pub enum ClientError {
     #[error(transparent)]
     Api(#[from] ApiError),
-    #[error("cannot reach the server: {0}")]
+    #[error("cannot reach the server: {}", causes(.0))]
     Transport(#[from] reqwest::Error),
+    #[error("--ca-cert: {0}")]
+    CaCert(String),
     #[error("invalid endpoint: {0}")]
     Endpoint(String),
     /// The request cannot be made as given.
@@ -43,6 +45,41 @@ impl ClientError {
         match self {
             ClientError::Api(e) => Some(&e.code),
             _ => None,
+        }
+    }
+}
+
+/// `error` and its sources, joined by `: ` (reqwest alone says only "error sending request",
+/// while the cause, such as an untrusted certificate, is what a user needs).
+fn causes(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// How a [`Client`] connects, besides its endpoint.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// API key, when the server runs with keys.
+    pub key: Option<String>,
+    /// How long a request may take before the client gives up (connecting: 2 s at most).
+    pub timeout: Duration,
+    /// PEM certificates of the CAs an `https://` endpoint's certificate may come from, besides
+    /// the public web's.
+    pub ca_cert: Option<Vec<u8>>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            key: None,
+            timeout: DEFAULT_TIMEOUT,
+            ca_cert: None,
         }
     }
 }
@@ -61,25 +98,40 @@ impl Client {
     /// A client for `endpoint` (e.g. `http://127.0.0.1:8080`), with an API key when keys are on.
     /// A request gives up after 30 s (longer than the longest long poll, 20 s).
     pub fn new(endpoint: &str, key: Option<String>) -> Result<Client> {
-        Self::with_timeout(endpoint, key, DEFAULT_TIMEOUT)
+        Self::connect(
+            endpoint,
+            Options {
+                key,
+                ..Options::default()
+            },
+        )
     }
 
-    /// The same, giving up on any request after `timeout` (and on connecting after 2 s).
-    pub fn with_timeout(endpoint: &str, key: Option<String>, timeout: Duration) -> Result<Client> {
+    /// A client for `endpoint` (`http://` or `https://`) as `options` say.
+    pub fn connect(endpoint: &str, options: Options) -> Result<Client> {
         let endpoint = Url::parse(endpoint).map_err(|e| ClientError::Endpoint(e.to_string()))?;
         if endpoint.cannot_be_a_base() {
             return Err(ClientError::Endpoint(format!(
                 "{endpoint} cannot be a base URL"
             )));
         }
-        let http = reqwest::Client::builder()
+        let mut http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
-            .timeout(timeout)
-            .build()?;
+            .timeout(options.timeout);
+        if let Some(pem) = &options.ca_cert {
+            let bundle = reqwest::Certificate::from_pem_bundle(pem)
+                .map_err(|e| ClientError::CaCert(e.to_string()))?;
+            if bundle.is_empty() {
+                return Err(ClientError::CaCert("holds no PEM certificate".into()));
+            }
+            for certificate in bundle {
+                http = http.add_root_certificate(certificate);
+            }
+        }
         Ok(Client {
-            http,
+            http: http.build()?,
             endpoint,
-            key,
+            key: options.key,
         })
     }
 
@@ -259,6 +311,11 @@ impl Client {
 
     pub async fn cluster(&self) -> Result<Value> {
         self.call(Method::GET, &["v1", "cluster"], &[], None).await
+    }
+
+    /// Every account that holds queues, with how many (an admin key's call).
+    pub async fn accounts(&self) -> Result<Value> {
+        self.call(Method::GET, &["v1", "accounts"], &[], None).await
     }
 
     /// Adds node `id` (peer address `raft_addr`) as a voter; answers the cluster after the change.

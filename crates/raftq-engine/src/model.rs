@@ -127,6 +127,13 @@ pub struct QueueRef {
     pub crn: String,
 }
 
+/// An account that holds queues, and how many.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountSummary {
+    pub account: String,
+    pub queues: usize,
+}
+
 /// `crn:v1:raftq:public:queues:<region>:a/<account>:<queue-uuid>::`
 pub fn crn(region: &str, account: &str, id: Uuid) -> String {
     format!("crn:v1:raftq:public:queues:{region}:a/{account}:{id}::")

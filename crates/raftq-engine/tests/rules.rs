@@ -420,6 +420,30 @@ fn another_accounts_queue_is_not_found_by_name_uuid_or_crn() {
 }
 
 #[test]
+fn accounts_are_listed_with_their_queue_counts_while_they_hold_queues() {
+    let mut h = Harness::new();
+    assert!(h.engine.accounts().is_empty());
+    h.create("orders");
+    h.create("billing");
+    h.try_create_in("acme", "secret", QueueAttributes::default())
+        .expect("create");
+    let listed: Vec<(String, usize)> = h
+        .engine
+        .accounts()
+        .into_iter()
+        .map(|a| (a.account, a.queues))
+        .collect();
+    assert_eq!(listed, [("acme".into(), 1), (ACCOUNT.into(), 2)]);
+    h.apply(Command::DeleteQueue {
+        account: "acme".into(),
+        queue: "secret".into(),
+    })
+    .expect("delete");
+    let accounts: Vec<String> = h.engine.accounts().into_iter().map(|a| a.account).collect();
+    assert_eq!(accounts, [ACCOUNT]);
+}
+
+#[test]
 fn crn_of_another_region_is_not_found() {
     let mut h = Harness::new();
     let q = h.create("orders");

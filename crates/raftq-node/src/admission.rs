@@ -101,7 +101,7 @@ impl ClusterId {
         *self.0.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn set(&self, id: Uuid) {
+    pub(crate) fn set(&self, id: Uuid) {
         *self.0.write().unwrap_or_else(PoisonError::into_inner) = Some(id);
     }
 }

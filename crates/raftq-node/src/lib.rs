@@ -24,6 +24,7 @@ mod shared;
 mod snapshots;
 mod status;
 mod timer;
+pub mod tls;
 
 /// Generated gRPC code for `proto/raft.proto`.
 pub mod rpc {
@@ -40,4 +41,4 @@ pub use raftq_store::{NodeId, Response};
 pub use status::{Member, NodeStatus, Role};
 
 #[cfg(feature = "testing")]
-pub use network::Partition;
+pub use network::{call_peer, CallError, Method as PeerMethod, Partition};

@@ -130,12 +130,7 @@ impl Core {
         if voters.contains(&id) {
             return Ok(Err(ChangeError::AlreadyVoter(id)));
         }
-        let mut probe = PeerClient::new(
-            id,
-            addr,
-            self.network.peers.partition.clone(),
-            self.admission.cluster(),
-        );
+        let mut probe = PeerClient::new(id, addr, &self.network.peers.dial);
         let Some(status) = probe.ping(PROBE_TIMEOUT).await else {
             return Ok(Err(ChangeError::Unreachable(addr.to_string())));
         };

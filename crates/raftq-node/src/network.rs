@@ -21,7 +21,7 @@ use openraft::BasicNode;
 use raftq_store::{NodeId, TypeConfig};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use crate::admission::{ClusterId, PeerStatus, CLUSTER_HEADER};
 use crate::rpc::raft_client::RaftClient;
@@ -86,21 +86,28 @@ impl Partition {
     }
 }
 
+/// What every call to a peer goes out with: the partition switch it honours, the cluster id it
+/// carries and, with mutual TLS, this node's certificate and the CA it trusts.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Dial {
+    pub partition: Partition,
+    pub cluster: ClusterId,
+    pub tls: Option<ClientTlsConfig>,
+}
+
 /// Clients of peers, one per peer and address, made on first use and shared after: clones of a
 /// [`PeerClient`] share its connection.
 #[derive(Debug, Clone, Default)]
 pub struct PeerClients {
-    pub partition: Partition,
-    cluster: ClusterId,
+    pub(crate) dial: Dial,
     clients: Arc<Mutex<HashMap<(NodeId, String), PeerClient>>>,
 }
 
 impl PeerClients {
-    /// Clients that honour `partition` and send `cluster`'s id with every call.
-    pub(crate) fn new(partition: Partition, cluster: ClusterId) -> PeerClients {
+    /// Clients that dial as `dial` says.
+    pub(crate) fn new(dial: Dial) -> PeerClients {
         PeerClients {
-            partition,
-            cluster,
+            dial,
             clients: Arc::default(),
         }
     }
@@ -110,9 +117,7 @@ impl PeerClients {
         let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
         clients
             .entry((target, addr.to_string()))
-            .or_insert_with(|| {
-                PeerClient::new(target, addr, self.partition.clone(), self.cluster.clone())
-            })
+            .or_insert_with(|| PeerClient::new(target, addr, &self.dial))
             .clone()
     }
 }
@@ -196,8 +201,9 @@ pub(crate) fn never_connected(status: &tonic::Status) -> bool {
     false
 }
 
-#[derive(Clone, Copy)]
-enum Method {
+/// The calls of the peer service.
+#[derive(Debug, Clone, Copy)]
+pub enum Method {
     Append,
     Vote,
     Snapshot,
@@ -208,13 +214,13 @@ enum Method {
 }
 
 impl PeerClient {
-    pub(crate) fn new(
-        target: NodeId,
-        addr: &str,
-        partition: Partition,
-        cluster: ClusterId,
-    ) -> PeerClient {
-        let client = Endpoint::from_shared(format!("http://{addr}"))
+    pub(crate) fn new(target: NodeId, addr: &str, dial: &Dial) -> PeerClient {
+        let scheme = if dial.tls.is_some() { "https" } else { "http" };
+        let client = Endpoint::from_shared(format!("{scheme}://{addr}"))
+            .and_then(|e| match &dial.tls {
+                Some(tls) => e.tls_config(tls.clone()),
+                None => Ok(e),
+            })
             .ok()
             .map(|e| {
                 let e = e
@@ -227,8 +233,8 @@ impl PeerClient {
         PeerClient {
             target,
             client,
-            partition,
-            cluster,
+            partition: dial.partition.clone(),
+            cluster: dial.cluster.clone(),
         }
     }
 
@@ -361,6 +367,28 @@ impl RaftNetwork<TypeConfig> for PeerClient {
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
         self.raft_call(Method::Vote, &rpc, &option).await
     }
+}
+
+/// Calls `method` of the peer service at `addr` with `data` as its payload, dialed with `tls`
+/// and carrying `cluster`: for tests that try the peer port as an outsider would.
+#[cfg(feature = "testing")]
+pub async fn call_peer(
+    addr: &str,
+    tls: Option<ClientTlsConfig>,
+    cluster: Option<uuid::Uuid>,
+    method: Method,
+    data: &[u8],
+) -> Result<(), CallError> {
+    let dial = Dial {
+        tls,
+        ..Default::default()
+    };
+    if let Some(id) = cluster {
+        dial.cluster.set(id);
+    }
+    PeerClient::new(0, addr, &dial)
+        .call(method, &data, Some(Duration::from_secs(5)))
+        .await
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt;
 use openraft::{Config, Raft, SnapshotPolicy};
 use raftq_engine::{Command, Engine, EngineError};
 use raftq_store::{Database, NodeId, Response, Storage, TypeConfig};
@@ -23,13 +24,14 @@ use crate::batcher::Batcher;
 use crate::clock::{LeaderClock, WallClock};
 use crate::error::{Halted, NodeError, StartError};
 use crate::membership::{Change, ChangeResult};
-use crate::network::{Network, Partition, PeerClients, WINDOW};
+use crate::network::{Dial, Network, Partition, PeerClients, WINDOW};
 use crate::query::{Query, QueryResult};
 use crate::routing::{mismatched, ForwardReply, Forwarded, LEADER_WAIT};
 use crate::rpc::raft_server::RaftServer;
 use crate::service::PeerService;
 use crate::shared::Core;
 use crate::status::NodeStatus;
+use crate::tls::PeerTls;
 use crate::{formation, gate};
 use crate::{snapshots, timer};
 
@@ -67,6 +69,8 @@ pub struct NodeConfig {
     pub max_clock_skew_ms: u64,
     /// Where this node reads the time.
     pub wall_clock: WallClock,
+    /// Mutual TLS with the peers; without it peer traffic is plaintext and unauthenticated.
+    pub peer_tls: Option<PeerTls>,
 }
 
 impl NodeConfig {
@@ -88,6 +92,7 @@ impl NodeConfig {
             heartbeat_ms: Self::DEFAULT_HEARTBEAT_MS,
             max_clock_skew_ms: Self::DEFAULT_MAX_CLOCK_SKEW_MS,
             wall_clock: WallClock::system(),
+            peer_tls: None,
         }
     }
 }
@@ -112,6 +117,16 @@ impl Node {
             return Err(StartError::Config(format!(
                 "--peers must include this node ({})",
                 config.id
+            )));
+        }
+        if let Some(tls) = config
+            .peer_tls
+            .as_ref()
+            .filter(|tls| tls.node_id != config.id)
+        {
+            return Err(StartError::Config(format!(
+                "the peer certificate names node {}, not this node ({})",
+                tls.node_id, config.id
             )));
         }
         std::fs::create_dir_all(&config.data_dir)?;
@@ -153,8 +168,13 @@ impl Node {
         }
         .validate()
         .map_err(|e| StartError::Config(e.to_string()))?;
+        let dial = Dial {
+            partition: Partition::default(),
+            cluster: admission.cluster(),
+            tls: config.peer_tls.as_ref().map(PeerTls::client),
+        };
         let network = Network {
-            peers: PeerClients::new(Partition::default(), admission.cluster()),
+            peers: PeerClients::new(dial.clone()),
         };
         let raft = Raft::new(config.id, Arc::new(raft_config), network.clone(), log, sm)
             .await
@@ -174,7 +194,7 @@ impl Node {
             raft,
             batcher,
             reader,
-            forwarders: PeerClients::new(network.peers.partition.clone(), admission.cluster()),
+            forwarders: PeerClients::new(dial),
             network,
             admission,
             clock,
@@ -185,25 +205,26 @@ impl Node {
         });
         let (shutdown, signal) = watch::channel(false);
         let mut tasks = Vec::new();
-        let service = RaftServer::new(PeerService::new(Arc::clone(&core)))
-            .max_decoding_message_size(usize::MAX)
-            .max_encoding_message_size(usize::MAX);
+        let service = RaftServer::new(PeerService::new(
+            Arc::clone(&core),
+            config.peer_tls.is_some(),
+        ))
+        .max_decoding_message_size(usize::MAX)
+        .max_encoding_message_size(usize::MAX);
         let mut server_signal = signal.clone();
-        tasks.push(tokio::spawn(async move {
+        let stop = async move {
+            let _ = server_signal.wait_for(|stop| *stop).await;
+        };
+        tasks.push(tokio::spawn(match &config.peer_tls {
+            Some(tls) => serve_peers(service, tls.accept(listener), stop).boxed(),
             // The builder's `tcp_nodelay` only reaches sockets it accepts itself: the incoming
             // stream sets it here, or small replies would wait on Nagle's algorithm.
-            let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-            let result = tonic::transport::Server::builder()
-                .initial_stream_window_size(Some(WINDOW))
-                .initial_connection_window_size(Some(WINDOW))
-                .add_service(service)
-                .serve_with_incoming_shutdown(incoming, async move {
-                    let _ = server_signal.wait_for(|stop| *stop).await;
-                })
-                .await;
-            if let Err(e) = result {
-                tracing::error!(error = %e, "peer service stopped");
-            }
+            None => serve_peers(
+                service,
+                TcpIncoming::from(listener).with_nodelay(Some(true)),
+                stop,
+            )
+            .boxed(),
         }));
         if forming {
             tasks.push(tokio::spawn(formation::run(
@@ -287,7 +308,7 @@ impl Node {
     /// The switch partition tests use to cut this node's outgoing links.
     #[cfg(feature = "testing")]
     pub fn partition(&self) -> &crate::network::Partition {
-        &self.core.network.peers.partition
+        &self.core.network.peers.dial.partition
     }
 
     /// Commits a command through the leader (forwarding when this node is not it) and returns
@@ -382,6 +403,32 @@ impl Node {
         if database.is_open() {
             tracing::warn!("the database is still open after shutdown");
         }
+    }
+}
+
+/// Serves the peer service on the connections of `incoming` until `stop` resolves.
+async fn serve_peers<S, IO, E>(
+    service: RaftServer<PeerService>,
+    incoming: S,
+    stop: impl std::future::Future<Output = ()>,
+) where
+    S: futures_util::Stream<Item = Result<IO, E>>,
+    IO: tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + tonic::transport::server::Connected
+        + Unpin
+        + Send
+        + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let result = tonic::transport::Server::builder()
+        .initial_stream_window_size(Some(WINDOW))
+        .initial_connection_window_size(Some(WINDOW))
+        .add_service(service)
+        .serve_with_incoming_shutdown(incoming, stop)
+        .await;
+    if let Err(e) = result {
+        tracing::error!(error = %e, "peer service stopped");
     }
 }
 

@@ -1,6 +1,7 @@
 //! Linearizable reads: the queries a client can ask, run against the applied state with the
 //! payloads joined from the store.
 
+use raftq_engine::model::AccountSummary;
 use raftq_engine::{Engine, EngineError, MessageMeta, Payload, QueueRef, QueueStats, QueueView};
 use raftq_store::{PayloadView, StateReader};
 use serde::{Deserialize, Serialize};
@@ -37,6 +38,8 @@ pub enum Query {
         account: String,
         queue: String,
     },
+    /// Every account that holds queues.
+    Accounts,
 }
 
 /// The answer to a [`Query`].
@@ -48,6 +51,7 @@ pub enum QueryResult {
     Stats(QueueStats),
     Refs(Vec<QueueRef>),
     Deliverable(bool),
+    Accounts(Vec<AccountSummary>),
 }
 
 /// What the engine answers under its lock: a final result, or messages whose payloads are read
@@ -108,6 +112,7 @@ fn answer(e: &Engine, query: &Query, now: u64) -> Result<Answer, EngineError> {
         Query::Deliverable { account, queue } => Ok(Answer::Done(QueryResult::Deliverable(
             e.has_deliverable(account, queue),
         ))),
+        Query::Accounts => Ok(Answer::Done(QueryResult::Accounts(e.accounts()))),
     }
 }
 

@@ -203,12 +203,12 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::network::{CallError, Partition, PeerClient};
+    use crate::network::{CallError, PeerClient};
     use tokio::net::TcpListener;
 
     /// A forward to `addr` that fails in transport, with its status.
     async fn failed_forward(addr: &str, timeout: Duration) -> tonic::Status {
-        let mut client = PeerClient::new(2, addr, Partition::default(), Default::default());
+        let mut client = PeerClient::new(2, addr, &Default::default());
         let request = Forwarded::Read(Query::ListQueues {
             account: "dev".into(),
             prefix: String::new(),

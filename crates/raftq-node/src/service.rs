@@ -1,6 +1,10 @@
 //! Incoming peer traffic: the gRPC service of `proto/raft.proto`, handing Raft messages to
-//! openraft and forwarded client requests to this node (which must lead), once `admission`
-//! admitted them.
+//! openraft and forwarded client requests to this node (which must lead), once admitted: with
+//! mutual TLS, only from a member of the membership this node knows (by the node id of the
+//! caller's certificate; a node that knows no membership yet, blank or joining, hears from any
+//! node of the cluster's CA), and only from the caller's cluster (`admission`). A ping is
+//! answered to any node of the CA: a node being added asks its cluster's members before it is
+//! one.
 
 use std::sync::Arc;
 
@@ -15,20 +19,33 @@ use crate::routing::{ForwardReply, Forwarded};
 use crate::rpc::raft_server::Raft as RaftRpc;
 use crate::rpc::Blob;
 use crate::shared::Core;
+use crate::tls::node_id_of;
 
 pub(crate) struct PeerService {
     core: Arc<Core>,
+    /// Whether callers show certificates (mutual TLS), by which they are known.
+    authenticated: bool,
 }
 
 impl PeerService {
-    pub(crate) fn new(core: Arc<Core>) -> PeerService {
-        PeerService { core }
+    pub(crate) fn new(core: Arc<Core>, authenticated: bool) -> PeerService {
+        PeerService {
+            core,
+            authenticated,
+        }
     }
 }
 
 impl PeerService {
-    /// Admits `request` as a `call` from its sender's cluster, or refuses it (and logs why).
+    /// Admits `request` as a `call` from a member of its sender's cluster, or refuses it (and
+    /// logs why).
     async fn screen(&self, call: PeerCall, request: &Request<Blob>) -> Result<(), Status> {
+        if self.authenticated {
+            self.screen_caller(request).map_err(|reason| {
+                tracing::warn!(?call, remote = ?request.remote_addr(), %reason, "peer call refused");
+                Status::permission_denied(reason)
+            })?;
+        }
         let sender = match request.metadata().get(CLUSTER_HEADER) {
             None => None,
             Some(value) => Some(
@@ -45,6 +62,20 @@ impl PeerService {
             tracing::warn!(?call, remote = ?request.remote_addr(), reason = %e, "peer call refused");
             Status::failed_precondition(e.to_string())
         })
+    }
+
+    /// Refuses a caller whose certificate names no node id, or a node that is not a member.
+    fn screen_caller(&self, request: &Request<Blob>) -> Result<(), String> {
+        let caller = request
+            .peer_certs()
+            .and_then(|chain| chain.first().and_then(|leaf| node_id_of(leaf)))
+            .ok_or("the caller's certificate names no node id")?;
+        let members = self.core.members().nodes;
+        if members.is_empty() || members.contains_key(&caller) {
+            Ok(())
+        } else {
+            Err(format!("node {caller} is not a member of this cluster"))
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The client subcommands: one per API operation, human output by default, JSON with `--json`.
 
 use clap::{Args, Subcommand};
-use raftq_client::{Client, ClientError};
+use raftq_client::{Client, ClientError, Options};
 use serde_json::{json, Map, Value};
 
 /// Where and as whom the client talks.
@@ -18,6 +18,10 @@ pub struct Connection {
     /// API key, when the server runs with --keys.
     #[arg(long, global = true, env = "RAFTQ_KEY")]
     pub key: Option<String>,
+    /// PEM file of the CA that signed an https endpoint's certificate (besides the public
+    /// web's CAs).
+    #[arg(long, global = true, env = "RAFTQ_CA_CERT")]
+    pub ca_cert: Option<std::path::PathBuf>,
     /// Print the API's JSON instead of the human summary.
     #[arg(long, global = true)]
     pub json: bool,
@@ -117,6 +121,8 @@ pub enum DlqCmd {
 pub enum ClusterCmd {
     /// Leader, members and Raft progress.
     Status,
+    /// Every account that holds queues, with how many (admin keys).
+    Accounts,
     /// Add a node (started with `raftq serve --join`): a learner until it caught up, then a voter.
     Add {
         #[arg(long)]
@@ -195,7 +201,19 @@ pub enum ClientCmd {
 
 /// Runs a client subcommand and prints its result.
 pub async fn run(conn: &Connection, cmd: ClientCmd) -> Result<(), ClientError> {
-    let client = Client::new(&conn.endpoint, conn.key.clone())?;
+    let ca_cert = match &conn.ca_cert {
+        Some(path) => Some(
+            std::fs::read(path)
+                .map_err(|e| ClientError::CaCert(format!("cannot read {}: {e}", path.display())))?,
+        ),
+        None => None,
+    };
+    let options = Options {
+        key: conn.key.clone(),
+        ca_cert,
+        ..Options::default()
+    };
+    let client = Client::connect(&conn.endpoint, options)?;
     let value = match cmd {
         ClientCmd::Queue(q) => match q {
             QueueCmd::Create { name, settings } => {
@@ -267,6 +285,7 @@ pub async fn run(conn: &Connection, cmd: ClientCmd) -> Result<(), ClientError> {
         ClientCmd::Stats { queue } => client.stats(&queue).await?,
         ClientCmd::Dlq(DlqCmd::Sources { queue }) => client.dead_letter_sources(&queue).await?,
         ClientCmd::Cluster(ClusterCmd::Status) => client.cluster().await?,
+        ClientCmd::Cluster(ClusterCmd::Accounts) => client.accounts().await?,
         ClientCmd::Cluster(ClusterCmd::Add { id, raft_addr }) => {
             client.add_node(id, &raft_addr).await?
         }

@@ -2,8 +2,11 @@
 //! library with one entry point, [`run`], so that the root test crate can build the same command
 //! as a binary of its own.
 
+mod certs;
 mod client;
+mod listener;
 mod serve;
+mod tls;
 mod watch;
 
 use std::io::IsTerminal;
@@ -35,6 +38,8 @@ struct Cli {
 enum Cmd {
     /// Run a node (REST and gRPC on --listen).
     Serve(serve::ServeArgs),
+    /// Make a development CA and node certificates (TLS and mutual TLS between peers).
+    Certs(certs::CertsArgs),
     #[command(flatten)]
     Client(client::ClientCmd),
 }
@@ -61,6 +66,13 @@ pub async fn run() -> ExitCode {
                 }
             }
         }
+        Cmd::Certs(args) => match certs::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Cmd::Client(cmd) => match client::run(&cli.connection, cmd).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

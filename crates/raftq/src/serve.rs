@@ -5,13 +5,15 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::serve::ListenerExt;
 use clap::Args;
 use raftq_node::{Node, NodeConfig};
 use tokio::net::TcpListener;
+
+use crate::listener::ClientTls;
 
 /// Flags of `raftq serve`; each is also an environment variable `RAFTQ_<FLAG>`.
 #[derive(Debug, Args)]
@@ -29,6 +31,41 @@ pub struct ServeArgs {
     /// SIGHUP and when its content changes (a file that does not parse keeps the keys in force).
     #[arg(long, env = "RAFTQ_KEYS")]
     pub keys: Option<PathBuf>,
+    /// PEM certificate chain of the client listener: REST and gRPC are then served over TLS
+    /// only (with --tls-key). Reloaded on SIGHUP and when the file changes.
+    #[arg(long, env = "RAFTQ_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "RAFTQ_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// PEM certificate of this node for its peers, from the cluster's CA, naming the node id as
+    /// the URI `spiffe://raftq/node/<id>` and the host of its peer address (with --peer-key and
+    /// --peer-ca): peer traffic is then mutual TLS, from members only.
+    #[arg(long, env = "RAFTQ_PEER_CERT", requires_all = ["peer_key", "peer_ca"])]
+    pub peer_cert: Option<PathBuf>,
+    /// PEM private key of --peer-cert.
+    #[arg(long, env = "RAFTQ_PEER_KEY", requires = "peer_cert")]
+    pub peer_key: Option<PathBuf>,
+    /// PEM certificates of the CA that issues the peers' certificates.
+    #[arg(long, env = "RAFTQ_PEER_CA", requires = "peer_cert")]
+    pub peer_ca: Option<PathBuf>,
+    /// Serve peer traffic in plaintext, unauthenticated, on a --raft-listen address that is not
+    /// loopback: anyone who reaches it can vote, append or forward requests for any account.
+    #[arg(long, env = "RAFTQ_INSECURE_PEERS", conflicts_with = "peer_cert")]
+    pub insecure_peers: bool,
+    /// Requests a second one API key may make (a burst of as many); over it, `429` with
+    /// `Retry-After`. Off unless set.
+    #[arg(long, env = "RAFTQ_RATE_LIMIT_PER_KEY")]
+    pub rate_limit_per_key: Option<NonZeroU32>,
+    /// Requests a second one connection may make (a burst of as many). Off unless set.
+    #[arg(long, env = "RAFTQ_RATE_LIMIT_PER_CONNECTION")]
+    pub rate_limit_per_connection: Option<NonZeroU32>,
+    /// Long polls (receives with a wait) one API key may have under way at once. Off unless set.
+    #[arg(long, env = "RAFTQ_MAX_LONG_POLLS_PER_KEY")]
+    pub max_long_polls_per_key: Option<NonZeroU32>,
+    /// Long polls one connection may have under way at once. Off unless set.
+    #[arg(long, env = "RAFTQ_MAX_LONG_POLLS_PER_CONNECTION")]
+    pub max_long_polls_per_connection: Option<NonZeroU32>,
     /// This node's id in the cluster.
     #[arg(long, env = "RAFTQ_NODE_ID")]
     pub node_id: Option<u64>,
@@ -69,6 +106,8 @@ pub enum ServeError {
     Keys(#[from] raftq_api::KeysError),
     #[error(transparent)]
     Halted(#[from] raftq_node::Halted),
+    #[error("TLS: {0}")]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 fn parse_peers(text: &str) -> Result<BTreeMap<u64, String>, String> {
@@ -132,34 +171,64 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
             raftq_api::Keys::open()
         }
     };
+    let tls = match (args.tls_cert, args.tls_key) {
+        (Some(cert), Some(key)) => Some(ClientTls::load(cert, key)?),
+        _ => None,
+    };
+    let peer_tls = match (&args.peer_cert, &args.peer_key, &args.peer_ca) {
+        (Some(cert), Some(key), Some(ca)) => Some(crate::tls::peer_tls(cert, key, ca)?),
+        _ => None,
+    };
+    let raft_addr = raft_listener.local_addr()?;
+    match (&peer_tls, raft_addr.ip().is_loopback(), args.insecure_peers) {
+        (Some(_), _, _) => tracing::info!(raft_listen = %raft_addr, "peer traffic over mutual TLS"),
+        (None, true, _) => tracing::warn!(
+            raft_listen = %raft_addr,
+            "peer traffic in plaintext, unauthenticated, on loopback only"
+        ),
+        (None, false, true) => tracing::warn!(
+            raft_listen = %raft_addr,
+            "--insecure-peers: peer traffic in plaintext, unauthenticated: anyone who reaches \
+             this address can vote, append entries and forward requests for any account"
+        ),
+        (None, false, false) => {
+            return Err(ServeError::Usage(format!(
+                "--raft-listen {raft_addr} is not a loopback address: give --peer-cert, \
+                 --peer-key and --peer-ca for mutual TLS between peers, or --insecure-peers"
+            )))
+        }
+    }
     let mut config = NodeConfig::new(id, peers, args.data_dir.clone());
     config.region = args.region.clone();
     config.join = args.join.clone();
     config.heartbeat_ms = args.heartbeat_ms;
     config.max_clock_skew_ms = args.max_clock_skew_ms;
+    config.peer_tls = peer_tls;
     let node = Arc::new(Node::start(config, raft_listener).await?);
-    let api = raftq_api::Api::new(Arc::clone(&node), args.region.clone(), keys);
+    let api = raftq_api::Api::new(Arc::clone(&node), args.region.clone(), keys).with_limits(
+        raftq_api::Limits {
+            requests_per_key: args.rate_limit_per_key,
+            requests_per_connection: args.rate_limit_per_connection,
+            long_polls_per_key: args.max_long_polls_per_key,
+            long_polls_per_connection: args.max_long_polls_per_connection,
+        },
+    );
     let listener = TcpListener::bind(args.listen).await?;
     // The bound address, not the flag's: `--listen 127.0.0.1:0` takes a free port and says which.
     let listen = listener.local_addr()?;
-    tracing::info!(%listen, node = id, data_dir = %args.data_dir.display(), "raftq serving");
-    // No Nagle delays on small answers (gRPC writes headers, message and trailers apart).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::warn!(error = %e, "cannot set TCP_NODELAY");
-        }
-    });
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!(%listen, scheme, node = id, data_dir = %args.data_dir.display(), "raftq serving");
     let leaving = Arc::clone(&node);
-    let serving =
-        axum::serve(listener, raftq_api::router(api)).with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            // A leader that stops on purpose hands over first, while it still forwards.
-            match leaving.hand_over().await {
-                Ok(Some(successor)) => tracing::info!(successor, "handed leadership over"),
-                Ok(None) => {}
-                Err(e) => tracing::warn!(error = %e, "could not hand leadership over"),
-            }
-        });
+    let stop = async move {
+        shutdown_signal().await;
+        // A leader that stops on purpose hands over first, while it still forwards.
+        match leaving.hand_over().await {
+            Ok(Some(successor)) => tracing::info!(successor, "handed leadership over"),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "could not hand leadership over"),
+        }
+    };
+    let serving = crate::listener::serve(listener.into_std()?, raftq_api::router(api), tls, stop);
     // A node whose Raft core stopped under it exits at once (non-zero), so that a supervisor
     // restarts it and clients go to the nodes that still work.
     tokio::select! {
@@ -217,7 +286,7 @@ mod tests {
         let words = ["raftq", "serve"].iter().chain(flags);
         match crate::Cli::try_parse_from(words)?.command {
             crate::Cmd::Serve(args) => Ok(args),
-            crate::Cmd::Client(_) => panic!("`raftq serve` parsed as a client command"),
+            other => panic!("`raftq serve` parsed as {other:?}"),
         }
     }
 

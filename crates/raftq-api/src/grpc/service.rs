@@ -17,6 +17,7 @@ use crate::keys::Principal;
 use crate::ops::ReceiveOptions;
 use crate::state::AppState;
 use crate::status;
+use crate::throttle::Caller;
 
 /// What a handler answers.
 type Reply<T> = Result<Response<T>, Status>;
@@ -177,11 +178,17 @@ impl Queues for QueuesService {
         &self,
         request: Request<pb::ReceiveMessagesRequest>,
     ) -> Reply<pb::ReceiveMessagesResponse> {
+        let caller = request
+            .extensions()
+            .get::<Caller>()
+            .copied()
+            .unwrap_or_default();
         let (account, r) = self.open(request)?;
         let options = ReceiveOptions {
             max_messages: r.max_messages,
             lease_seconds: r.lease_seconds,
             wait_seconds: r.wait_seconds,
+            caller,
         };
         let received = self
             .state
@@ -255,8 +262,26 @@ impl Queues for QueuesService {
     }
 
     async fn get_cluster(&self, request: Request<pb::GetClusterRequest>) -> Reply<pb::Cluster> {
-        self.open(request)?;
-        reply(status::of(&self.state.api.node, &self.state.api.region).await)
+        let (principal, _) = self.principal(request)?;
+        let status = status::of(&self.state.api.node, &self.state.api.region).await;
+        reply(status.shown_to(&principal))
+    }
+
+    async fn list_accounts(
+        &self,
+        request: Request<pb::ListAccountsRequest>,
+    ) -> Reply<pb::ListAccountsResponse> {
+        self.open_admin(request)?;
+        let accounts = self.state.accounts().await?;
+        reply(pb::ListAccountsResponse {
+            accounts: accounts
+                .into_iter()
+                .map(|a| pb::AccountEntry {
+                    account: a.account,
+                    queues: a.queues as u64,
+                })
+                .collect(),
+        })
     }
 
     async fn add_node(&self, request: Request<pb::AddNodeRequest>) -> Reply<pb::Cluster> {

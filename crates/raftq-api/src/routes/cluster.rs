@@ -19,6 +19,7 @@ use raftq_node::Change;
 use crate::auth::{Account, Admin};
 use crate::error::ApiError;
 use crate::input::{Fields, JsonBody};
+use crate::keys::Principal;
 use crate::openapi;
 use crate::state::AppState;
 use crate::status;
@@ -58,8 +59,9 @@ pub struct Health {
         Account,
     )
 )]
-pub async fn show(State(state): State<AppState>, _account: Account) -> Response {
-    Json(status::of(&state.api.node, &state.api.region).await).into_response()
+pub async fn show(State(state): State<AppState>, principal: Principal) -> Response {
+    let status = status::of(&state.api.node, &state.api.region).await;
+    Json(status.shown_to(&principal)).into_response()
 }
 
 /// The fields `POST /v1/cluster/nodes` accepts.
@@ -153,10 +155,10 @@ pub async fn remove_node(
     responses(
         (status = 200, description = "This node's state", body = NodeState),
         (status = 500, description = "`internal`: the node cannot read its state", body = openapi::ErrorBody),
-        Account,
+        Admin,
     )
 )]
-pub async fn state(State(state): State<AppState>, _account: Account) -> Response {
+pub async fn state(State(state): State<AppState>, _admin: Admin) -> Response {
     match state.api.node.digest() {
         Ok((applied_index, state_digest)) => Json(NodeState {
             node_id: state.api.node.id(),
@@ -166,6 +168,48 @@ pub async fn state(State(state): State<AppState>, _account: Account) -> Response
         .into_response(),
         Err(e) => ApiError::from(e).into_response(),
     }
+}
+
+/// What `GET /v1/accounts` answers.
+#[derive(Serialize, ToSchema)]
+pub struct Accounts {
+    /// Every account that holds queues, by name.
+    accounts: Vec<AccountEntry>,
+}
+
+/// An account that holds queues.
+#[derive(Serialize, ToSchema)]
+pub struct AccountEntry {
+    account: String,
+    /// How many queues it holds.
+    queues: usize,
+}
+
+/// List accounts
+///
+/// Every account that holds queues, with how many; for admin keys.
+#[utoipa::path(
+    get,
+    path = "/v1/accounts",
+    operation_id = "ListAccounts",
+    tag = "cluster",
+    responses(
+        (status = 200, description = "The accounts", body = Accounts),
+        Admin,
+        openapi::Replicated,
+    )
+)]
+pub async fn accounts(State(state): State<AppState>, _admin: Admin) -> Result<Response, ApiError> {
+    let accounts = state
+        .accounts()
+        .await?
+        .into_iter()
+        .map(|a| AccountEntry {
+            account: a.account,
+            queues: a.queues,
+        })
+        .collect();
+    Ok(Json(Accounts { accounts }).into_response())
 }
 
 /// Liveness

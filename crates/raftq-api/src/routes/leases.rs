@@ -5,6 +5,7 @@
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -16,6 +17,7 @@ use crate::json;
 use crate::openapi::{self, Replicated};
 use crate::ops::ReceiveOptions;
 use crate::state::AppState;
+use crate::throttle::Caller;
 
 /// The fields of a receive.
 pub const RECEIVE_FIELDS: &[&str] = &["max_messages", "lease_seconds", "wait_seconds"];
@@ -83,6 +85,7 @@ pub struct ChangeLease {
 )]
 pub async fn receive(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     Account(account): Account,
     QueuePath(queue): QueuePath,
     JsonBody(body): JsonBody,
@@ -93,6 +96,7 @@ pub async fn receive(
         max_messages: f.integer("max_messages")?,
         lease_seconds: f.integer("lease_seconds")?,
         wait_seconds: f.integer("wait_seconds")?,
+        caller: caller.map(|c| c.0).unwrap_or_default(),
     };
     let received = state.receive(account, queue, options).await?;
     Ok(Json(json::Delivered::new(&received)?).into_response())

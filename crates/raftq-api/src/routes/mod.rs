@@ -56,6 +56,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(cluster::add_node))
         .routes(routes!(cluster::remove_node))
         .routes(routes!(cluster::state))
+        .routes(routes!(cluster::accounts))
         .routes(routes!(cluster::healthz))
         .routes(routes!(cluster::metrics))
         .routes(routes!(cluster::openapi))

@@ -3,8 +3,8 @@
 use crate::command::MessageMeta;
 use crate::error::{EngineError, Result};
 use crate::model::{
-    crn, limits, AllowPolicy, AllowPolicyView, MessageState, Millis, QueueGauges, QueueName,
-    QueueRef, QueueStats, QueueView, RedrivePolicyView,
+    crn, limits, AccountSummary, AllowPolicy, AllowPolicyView, MessageState, Millis, QueueGauges,
+    QueueName, QueueRef, QueueStats, QueueView, RedrivePolicyView,
 };
 use crate::queue::{Msg, Queue, State};
 use crate::validate;
@@ -33,6 +33,18 @@ impl Engine {
             .range(prefix.to_string()..)
             .take_while(|(name, _)| name.starts_with(prefix))
             .filter_map(|(_, &qid)| self.view(qid).ok())
+            .collect()
+    }
+
+    /// Every account that holds a queue, by name, with its number of queues.
+    pub fn accounts(&self) -> Vec<AccountSummary> {
+        self.by_name
+            .iter()
+            .filter(|(_, names)| !names.is_empty())
+            .map(|(account, names)| AccountSummary {
+                account: account.clone(),
+                queues: names.len(),
+            })
             .collect()
     }
 

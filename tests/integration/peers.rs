@@ -1,0 +1,198 @@
+//! Peer traffic with mutual TLS, with `raftq serve` as processes: two nodes form a cluster and
+//! forward to each other over it, while a caller without a certificate, with another CA's, with
+//! plaintext, or with a certificate of the right CA for a node that is not a member cannot vote,
+//! append, install a snapshot or forward a request; and a node with no TLS between peers serves
+//! them on loopback only.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use raftq_node::{call_peer, tls::node_uri, CallError, PeerMethod};
+use tempfile::TempDir;
+use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+
+use crate::certs::{Authority, Issued};
+use crate::process::{free_addr, ok, start, Server, BIN};
+
+/// The flags of a node with mutual TLS from `issued` and the CA at `ca`.
+fn peer_flags<'a>(issued: &'a Issued, ca: &'a Path) -> [&'a str; 6] {
+    [
+        "--peer-cert",
+        issued.cert.to_str().expect("utf-8 path"),
+        "--peer-key",
+        issued.key.to_str().expect("utf-8 path"),
+        "--peer-ca",
+        ca.to_str().expect("utf-8 path"),
+    ]
+}
+
+/// Dials as `identity` (none: no client certificate), trusting `ca`.
+fn dialing(ca: &str, identity: Option<&Issued>) -> ClientTlsConfig {
+    let tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));
+    match identity {
+        Some(issued) => tls.identity(Identity::from_pem(
+            std::fs::read(&issued.cert).expect("certificate"),
+            std::fs::read(&issued.key).expect("key"),
+        )),
+        None => tls,
+    }
+}
+
+/// The status a call of `method` to `addr` failed with.
+fn refusal(addr: &str, tls: Option<ClientTlsConfig>, method: PeerMethod) -> tonic::Status {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    match runtime.block_on(call_peer(addr, tls, None, method, b"not a request")) {
+        Err(CallError::Transport(status)) => status,
+        other => panic!("{method:?} to {addr}: expected a refusal, got {other:?}"),
+    }
+}
+
+/// Two nodes with mutual TLS, forming one cluster on loopback.
+struct TwoNodes {
+    first: Server,
+    second: Server,
+    raft1: String,
+    ca: Authority,
+    second_cert: Issued,
+    _dirs: [TempDir; 3],
+}
+
+fn two_nodes() -> TwoNodes {
+    let dirs = [0; 3].map(|_| TempDir::new().expect("temp dir"));
+    let ca = Authority::new("raftq cluster CA");
+    let ca_file = ca.write(dirs[2].path(), "ca");
+    let certs = [1, 2].map(|id| ca.issue(dirs[2].path(), &format!("node-{id}"), &[node_uri(id)]));
+    let (raft1, raft2) = (free_addr(), free_addr());
+    let peers = format!("1={raft1},2={raft2}");
+    let node = |i: usize, raft: &str| {
+        let id = (i + 1).to_string();
+        let mut flags = vec!["--node-id", &id, "--raft-listen", raft, "--peers", &peers];
+        flags.extend(peer_flags(&certs[i], &ca_file));
+        start(&dirs[i].path().join("data"), &flags, None)
+    };
+    // Both start before either waits: the cluster forms only once both answer.
+    let spawned = std::thread::scope(|s| {
+        let second = s.spawn(|| node(1, &raft2));
+        (node(0, &raft1), second.join().expect("node 2 starts"))
+    });
+    let [_, second_cert] = certs;
+    TwoNodes {
+        first: spawned.0,
+        second: spawned.1,
+        raft1,
+        ca,
+        second_cert,
+        _dirs: dirs,
+    }
+}
+
+#[test]
+fn peers_over_mutual_tls_hear_only_from_members_of_their_ca() {
+    let cluster = two_nodes();
+    ok(&cluster.first, &["queue", "create", "jobs"]);
+    // A send to either node reaches the leader: one of them forwarded it over mutual TLS.
+    ok(&cluster.first, &["send", "jobs", "one"]);
+    ok(&cluster.second, &["send", "jobs", "two"]);
+    assert_eq!(ok(&cluster.first, &["stats", "jobs"])["visible"], 2);
+
+    let dir = TempDir::new().expect("temp dir");
+    let outsider = cluster.ca.issue(dir.path(), "node-9", &[node_uri(9)]);
+    let other_ca = Authority::new("another CA");
+    let impostor = other_ca.issue(dir.path(), "impostor", &[node_uri(2)]);
+    let addr = cluster.raft1.as_str();
+    for method in [
+        PeerMethod::Vote,
+        PeerMethod::Append,
+        PeerMethod::Snapshot,
+        PeerMethod::Forward,
+    ] {
+        // The handshake refuses a caller without a certificate, with another CA's (even one
+        // that names a member), or without TLS: no call reaches the service.
+        for (who, tls) in [
+            ("no certificate", Some(dialing(&cluster.ca.pem, None))),
+            (
+                "another CA",
+                Some(dialing(&cluster.ca.pem, Some(&impostor))),
+            ),
+            ("plaintext", None),
+        ] {
+            let status = refusal(addr, tls, method);
+            assert!(
+                !matches!(
+                    status.code(),
+                    tonic::Code::PermissionDenied
+                        | tonic::Code::FailedPrecondition
+                        | tonic::Code::InvalidArgument
+                        | tonic::Code::Ok
+                ),
+                "{method:?} with {who} reached the service: {status:?}"
+            );
+        }
+        let status = refusal(
+            addr,
+            Some(dialing(&cluster.ca.pem, Some(&outsider))),
+            method,
+        );
+        assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
+        assert!(
+            status.message().contains("node 9 is not a member"),
+            "{status:?}"
+        );
+        // A member's certificate passes the screen; then the missing cluster id refuses it.
+        let member = Some(dialing(&cluster.ca.pem, Some(&cluster.second_cert)));
+        let status = refusal(addr, member, method);
+        assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
+    }
+    assert_eq!(ok(&cluster.second, &["stats", "jobs"])["visible"], 2);
+}
+
+/// The log of a `raftq serve` that must refuse to start, and that it did.
+fn refused_start(flags: &[&str]) -> String {
+    let dir = TempDir::new().expect("temp dir");
+    let out = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(flags)
+        .env("RAFTQ_LOG", "info")
+        .env_remove("NO_COLOR")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run raftq serve");
+    assert!(!out.status.success(), "raftq serve {flags:?} started");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn peers_without_tls_are_served_on_loopback_only_unless_asked() {
+    let raft = free_addr().replace("127.0.0.1", "0.0.0.0");
+    let peers = format!("1={}", raft.replace("0.0.0.0", "127.0.0.1"));
+    let cluster = ["--node-id", "1", "--raft-listen", &raft, "--peers", &peers];
+    let log = refused_start(&cluster);
+    assert!(
+        log.contains("is not a loopback address") && log.contains("--insecure-peers"),
+        "{log}"
+    );
+    let dir = TempDir::new().expect("temp dir");
+    let mut flags = cluster.to_vec();
+    flags.push("--insecure-peers");
+    let server = start(&dir.path().join("data"), &flags, None);
+    ok(&server, &["queue", "create", "open"]);
+}
+
+#[test]
+fn a_peer_certificate_for_another_node_id_is_refused_at_start() {
+    let dir = TempDir::new().expect("temp dir");
+    let ca = Authority::new("raftq cluster CA");
+    let ca_file = ca.write(dir.path(), "ca");
+    let issued = ca.issue(dir.path(), "node-2", &[node_uri(2)]);
+    let raft = free_addr();
+    let peers = format!("1={raft}");
+    let mut flags = vec!["--node-id", "1", "--raft-listen", &raft, "--peers", &peers];
+    flags.extend(peer_flags(&issued, &ca_file));
+    let log = refused_start(&flags);
+    assert!(
+        log.contains("the peer certificate names node 2, not this node (1)"),
+        "{log}"
+    );
+}
