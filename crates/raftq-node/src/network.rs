@@ -71,6 +71,7 @@ pub struct Partition {
 
 impl Partition {
     /// Cuts (or, with `false`, heals) this node's links to `peer`.
+    #[cfg(feature = "testing")]
     pub fn set(&self, peer: NodeId, cut: bool) {
         if let Ok(mut set) = self.cut.write() {
             if cut {
