@@ -113,7 +113,8 @@ impl Compose {
             .map(|_| ())
     }
 
-    /// Stops `service` at once and removes its container and its volumes: its data is gone.
+    /// Stops `service` at once and removes its container and its data volume (the one at
+    /// `/data`; the certificates' volume, shared by every node, stays): its data is gone.
     /// With `RAFTQ_CHAOS_LOGS=FILE`, the container's log is first appended to `FILE.removed`.
     pub async fn wipe(&self, service: &str) -> Result<(), String> {
         let id = self.container(service).await?;
@@ -137,7 +138,12 @@ impl Compose {
         }
         let volumes = Self::run(
             "docker",
-            &["inspect", "-f", "{{range .Mounts}}{{.Name}} {{end}}", &id],
+            &[
+                "inspect",
+                "-f",
+                "{{range .Mounts}}{{if eq .Destination \"/data\"}}{{.Name}} {{end}}{{end}}",
+                &id,
+            ],
         )
         .await?;
         self.compose_with(self.files(service), &["rm", "-f", "-s", service])
