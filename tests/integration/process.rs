@@ -18,6 +18,8 @@ pub(crate) struct Server {
     pub endpoint: String,
     /// The CA the CLI trusts, for a server with `--tls-cert`.
     pub ca_cert: Option<PathBuf>,
+    /// More flags of every CLI call (a client certificate).
+    pub cli_flags: Vec<String>,
 }
 
 impl Drop for Server {
@@ -47,6 +49,16 @@ fn serve_with(dir: &Path, flags: &[&str]) -> Server {
 
 /// [`serve`] with more flags; with `ca_cert`, the flags turn TLS on and the CLI trusts that CA.
 pub(crate) fn start(dir: &Path, flags: &[&str], ca_cert: Option<&Path>) -> Server {
+    start_as(dir, flags, ca_cert, &[])
+}
+
+/// [`start`], with `cli_flags` on every CLI call.
+pub(crate) fn start_as(
+    dir: &Path,
+    flags: &[&str],
+    ca_cert: Option<&Path>,
+    cli_flags: &[&str],
+) -> Server {
     let mut child = Command::new(BIN)
         .args(["serve", "--listen", "127.0.0.1:0"])
         .arg("--data-dir")
@@ -78,6 +90,7 @@ pub(crate) fn start(dir: &Path, flags: &[&str], ca_cert: Option<&Path>) -> Serve
         child,
         endpoint: format!("{scheme}://{addr}"),
         ca_cert: ca_cert.map(Path::to_path_buf),
+        cli_flags: cli_flags.iter().map(|f| f.to_string()).collect(),
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     while cli(&server, &["health"]).is_err() {
@@ -89,7 +102,9 @@ pub(crate) fn start(dir: &Path, flags: &[&str], ca_cert: Option<&Path>) -> Serve
 
 /// Runs the CLI against `server` with `--json`; the parsed output, or stderr on failure.
 pub(crate) fn cli(server: &Server, args: &[&str]) -> Result<Value, String> {
-    cli_at(&server.endpoint, server.ca_cert.as_deref(), args)
+    let mut all: Vec<&str> = server.cli_flags.iter().map(String::as_str).collect();
+    all.extend_from_slice(args);
+    cli_at(&server.endpoint, server.ca_cert.as_deref(), &all)
 }
 
 /// Runs the CLI against `endpoint`, trusting `ca_cert`, with `--json`.

@@ -9,25 +9,64 @@ use raftq_api::grpc::pb::queues_client::QueuesClient;
 use tempfile::TempDir;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
-use crate::certs::Authority;
-use crate::process::{cli_at, ok, start, Server};
+use crate::certs::{Authority, Issued};
+use crate::process::{cli_at, ok, start_as, Server};
 
 /// A node serving TLS with a certificate from a fresh CA, in `dir`.
 fn serve_tls(dir: &TempDir) -> (Server, Authority) {
+    serve_tls_as(dir, &[], &[])
+}
+
+/// [`serve_tls`] with more flags, and more flags for the CLI.
+fn serve_tls_as(dir: &TempDir, flags: &[&str], cli_flags: &[&str]) -> (Server, Authority) {
     let ca = Authority::new("raftq test CA");
     let ca_file = ca.write(dir.path(), "ca");
     let issued = ca.issue(dir.path(), "server", &[]);
-    let server = start(
-        &dir.path().join("data"),
-        &[
-            "--tls-cert",
-            issued.cert.to_str().expect("utf-8 path"),
-            "--tls-key",
-            issued.key.to_str().expect("utf-8 path"),
-        ],
-        Some(&ca_file),
-    );
+    let mut all = vec![
+        "--tls-cert",
+        issued.cert.to_str().expect("utf-8 path"),
+        "--tls-key",
+        issued.key.to_str().expect("utf-8 path"),
+    ];
+    all.extend_from_slice(flags);
+    let server = start_as(&dir.path().join("data"), &all, Some(&ca_file), cli_flags);
     (server, ca)
+}
+
+/// The CLI flags that show `issued` as the client's certificate.
+fn client_flags(issued: &Issued) -> [&str; 4] {
+    [
+        "--client-cert",
+        issued.cert.to_str().expect("utf-8 path"),
+        "--client-key",
+        issued.key.to_str().expect("utf-8 path"),
+    ]
+}
+
+#[test]
+fn a_listener_asking_for_client_certificates_serves_the_clients_of_its_ca_only() {
+    let dir = TempDir::new().expect("temp dir");
+    let clients = Authority::new("client CA");
+    let client_ca = clients.write(dir.path(), "client-ca");
+    let member = clients.issue(dir.path(), "client", &[]);
+    let (server, ca) = serve_tls_as(
+        &dir,
+        &["--tls-client-ca", client_ca.to_str().expect("utf-8 path")],
+        &client_flags(&member),
+    );
+    ok(&server, &["queue", "create", "guarded"]);
+    let ca_file = ca.write(dir.path(), "server-ca");
+    let stranger = Authority::new("another CA").issue(dir.path(), "stranger", &[]);
+    for flags in [vec![], client_flags(&stranger).to_vec()] {
+        let mut args = flags.clone();
+        args.extend(["queue", "list"]);
+        let error = cli_at(&server.endpoint, Some(&ca_file), &args).expect_err("refused");
+        assert!(!error.is_empty(), "{flags:?}");
+    }
+    let mut args = client_flags(&member).to_vec();
+    args.extend(["queue", "list"]);
+    let listed = cli_at(&server.endpoint, Some(&ca_file), &args).expect("a client of the CA");
+    assert_eq!(listed["queues"][0]["name"], "guarded");
 }
 
 /// A reqwest client that trusts only `ca` (PEM).

@@ -32,6 +32,8 @@ pub enum ClientError {
     Transport(#[from] reqwest::Error),
     #[error("--ca-cert: {0}")]
     CaCert(String),
+    #[error("--client-cert, --client-key: {0}")]
+    Identity(String),
     #[error("invalid endpoint: {0}")]
     Endpoint(String),
     /// The request cannot be made as given.
@@ -72,6 +74,9 @@ pub struct Options {
     /// PEM certificates of the CAs an `https://` endpoint's certificate may come from, besides
     /// the public web's.
     pub ca_cert: Option<Vec<u8>>,
+    /// A client certificate and its private key in one PEM text, for a server that asks for
+    /// one (`--tls-client-ca`).
+    pub identity: Option<Vec<u8>>,
 }
 
 impl Default for Options {
@@ -80,6 +85,7 @@ impl Default for Options {
             key: None,
             timeout: DEFAULT_TIMEOUT,
             ca_cert: None,
+            identity: None,
         }
     }
 }
@@ -127,6 +133,11 @@ impl Client {
             for certificate in bundle {
                 http = http.add_root_certificate(certificate);
             }
+        }
+        if let Some(pem) = &options.identity {
+            let identity = reqwest::Identity::from_pem(pem)
+                .map_err(|e| ClientError::Identity(e.to_string()))?;
+            http = http.identity(identity);
         }
         Ok(Client {
             http: http.build()?,

@@ -1,8 +1,9 @@
 //! `raftq certs`: a development CA and node certificates for a cluster with TLS on its client
-//! listeners and mutual TLS between its peers. Each node certificate names its node id
+//! listeners and mutual TLS between its peers, and client certificates for listeners that ask
+//! clients for one (`--tls-client-ca`). Each node certificate names its node id
 //! (`raftq_node::tls::node_uri`) and the hosts it is reached by, and serves both as the client
 //! listener's certificate and as the node's peer certificate. Files that exist are kept, so a
-//! second run adds nodes under the same CA. Production clusters bring their own CA.
+//! second run adds certificates under the same CA. Production clusters bring their own CA.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -23,6 +24,10 @@ pub struct CertsArgs {
     /// clients reach it by (`localhost` and `127.0.0.1` are always added). Repeat for each node.
     #[arg(long = "node", value_parser = parse_node)]
     pub nodes: Vec<NodeSpec>,
+    /// A client certificate named NAME (`client-NAME.pem`, `client-NAME-key.pem`; letters,
+    /// digits, `_`, `-` and `.`). Repeat for each client.
+    #[arg(long = "client", value_parser = parse_client)]
+    pub clients: Vec<String>,
 }
 
 /// One node certificate to make.
@@ -42,8 +47,18 @@ pub enum CertsError {
     },
     #[error("{}: {source}", path.display())]
     Authority { path: PathBuf, source: rcgen::Error },
-    #[error("node {id}: {source}")]
-    Node { id: u64, source: rcgen::Error },
+    #[error("{name}: {source}")]
+    Certificate { name: String, source: rcgen::Error },
+}
+
+fn parse_client(name: &str) -> Result<String, String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+    if name.is_empty() || name.starts_with('.') || !name.chars().all(allowed) {
+        return Err(format!(
+            "`{name}` must be letters, digits, `_`, `-` and `.`, not starting with `.`"
+        ));
+    }
+    Ok(name.to_string())
 }
 
 fn parse_node(text: &str) -> Result<NodeSpec, String> {
@@ -87,21 +102,33 @@ pub fn run(args: &CertsArgs) -> Result<(), CertsError> {
     };
     let ca_key = KeyPair::from_pem(&read(&ca_key_path)?).map_err(authority_error)?;
     let issuer = Issuer::from_ca_cert_pem(&read(&ca_path)?, ca_key).map_err(authority_error)?;
-    for node in &args.nodes {
-        let path = args.dir.join(format!("node-{}.pem", node.id));
+    let nodes = args
+        .nodes
+        .iter()
+        .map(|node| (format!("node-{}", node.id), node_params(node)));
+    let clients = args
+        .clients
+        .iter()
+        .map(|name| (format!("client-{name}"), client_params(name)));
+    for (name, params) in nodes.chain(clients) {
+        let path = args.dir.join(format!("{name}.pem"));
         if path.exists() {
             continue;
         }
-        let (cert, key) = node_certificate(node, &issuer).map_err(|source| CertsError::Node {
-            id: node.id,
+        let certificate_error = |source| CertsError::Certificate {
+            name: name.clone(),
             source,
-        })?;
+        };
+        let key = KeyPair::generate().map_err(certificate_error)?;
+        let cert = params
+            .and_then(|params| params.signed_by(&key, &issuer))
+            .map_err(certificate_error)?;
         write(
-            &args.dir.join(format!("node-{}-key.pem", node.id)),
-            &key,
+            &args.dir.join(format!("{name}-key.pem")),
+            &key.serialize_pem(),
             true,
         )?;
-        write(&path, &cert, false)?;
+        write(&path, &cert.pem(), false)?;
     }
     Ok(())
 }
@@ -118,11 +145,8 @@ fn authority() -> Result<(String, String), rcgen::Error> {
     Ok((params.self_signed(&key)?.pem(), key.serialize_pem()))
 }
 
-/// A certificate of `issuer` for `node`, for servers and clients both: its certificate and key.
-fn node_certificate(
-    node: &NodeSpec,
-    issuer: &Issuer<'_, KeyPair>,
-) -> Result<(String, String), rcgen::Error> {
+/// What a certificate for `node` holds: for servers and clients both.
+fn node_params(node: &NodeSpec) -> Result<CertificateParams, rcgen::Error> {
     let mut hosts = node.hosts.clone();
     for local in ["localhost", "127.0.0.1"] {
         if !hosts.iter().any(|h| h == local) {
@@ -144,8 +168,16 @@ fn node_certificate(
         ExtendedKeyUsagePurpose::ServerAuth,
         ExtendedKeyUsagePurpose::ClientAuth,
     ];
-    let key = KeyPair::generate()?;
-    Ok((params.signed_by(&key, issuer)?.pem(), key.serialize_pem()))
+    Ok(params)
+}
+
+/// What a certificate for the client `name` holds: for clients only.
+fn client_params(name: &str) -> Result<CertificateParams, rcgen::Error> {
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.distinguished_name.push(DnType::CommonName, name);
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    Ok(params)
 }
 
 fn read(path: &Path) -> Result<String, CertsError> {
@@ -184,8 +216,11 @@ mod tests {
         let args = |nodes: &[&str]| CertsArgs {
             dir: dir.path().to_path_buf(),
             nodes: nodes.iter().map(|n| parse_node(n).expect("node")).collect(),
+            clients: vec!["ops".into()],
         };
         run(&args(&["1=node1", "2=node2,10.0.0.2"])).expect("first run");
+        assert!(dir.path().join("client-ops.pem").exists());
+        assert!(dir.path().join("client-ops-key.pem").exists());
         let first = read(&dir.path().join("node-1.pem")).expect("node 1");
         run(&args(&["1=node1", "3=node3"])).expect("second run");
         assert_eq!(read(&dir.path().join("node-1.pem")).expect("node 1"), first);
@@ -202,5 +237,7 @@ mod tests {
         assert!(parse_node("1").is_err());
         assert!(parse_node("x=node1").is_err());
         assert!(parse_node("1=").is_err());
+        assert!(parse_client("../x").is_err() && parse_client(".x").is_err());
+        assert!(parse_client("ops-1.a_b").is_ok());
     }
 }

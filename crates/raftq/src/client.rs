@@ -22,6 +22,23 @@ pub struct Connection {
     /// web's CAs).
     #[arg(long, global = true, env = "RAFTQ_CA_CERT")]
     pub ca_cert: Option<std::path::PathBuf>,
+    /// PEM client certificate, for a server that asks for one (`--tls-client-ca`), with
+    /// --client-key.
+    #[arg(
+        long,
+        global = true,
+        env = "RAFTQ_CLIENT_CERT",
+        requires = "client_key"
+    )]
+    pub client_cert: Option<std::path::PathBuf>,
+    /// PEM private key of --client-cert.
+    #[arg(
+        long,
+        global = true,
+        env = "RAFTQ_CLIENT_KEY",
+        requires = "client_cert"
+    )]
+    pub client_key: Option<std::path::PathBuf>,
     /// Print the API's JSON instead of the human summary.
     #[arg(long, global = true)]
     pub json: bool,
@@ -201,16 +218,26 @@ pub enum ClientCmd {
 
 /// Runs a client subcommand and prints its result.
 pub async fn run(conn: &Connection, cmd: ClientCmd) -> Result<(), ClientError> {
+    let read = |path: &std::path::Path, error: fn(String) -> ClientError| {
+        std::fs::read(path).map_err(|e| error(format!("cannot read {}: {e}", path.display())))
+    };
     let ca_cert = match &conn.ca_cert {
-        Some(path) => Some(
-            std::fs::read(path)
-                .map_err(|e| ClientError::CaCert(format!("cannot read {}: {e}", path.display())))?,
-        ),
+        Some(path) => Some(read(path, ClientError::CaCert)?),
         None => None,
+    };
+    let identity = match (&conn.client_cert, &conn.client_key) {
+        (Some(cert), Some(key)) => {
+            let mut pem = read(cert, ClientError::Identity)?;
+            pem.push(b'\n');
+            pem.extend(read(key, ClientError::Identity)?);
+            Some(pem)
+        }
+        _ => None,
     };
     let options = Options {
         key: conn.key.clone(),
         ca_cert,
+        identity,
         ..Options::default()
     };
     let client = Client::connect(&conn.endpoint, options)?;

@@ -37,7 +37,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Run a node (REST and gRPC on --listen).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Make a development CA and node certificates (TLS and mutual TLS between peers).
     Certs(certs::CertsArgs),
     #[command(flatten)]
@@ -58,7 +58,7 @@ pub async fn run() -> ExitCode {
                 // Colours only for a terminal: a log file or a pipe gets plain text.
                 .with_ansi(std::io::stdout().is_terminal())
                 .init();
-            match serve::run(args).await {
+            match serve::run(*args).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!(error = %e, "raftq stopped");

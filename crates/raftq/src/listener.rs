@@ -28,28 +28,40 @@ const HEADER_BYTES: usize = 64 * 1024;
 const PING_INTERVAL: Duration = Duration::from_secs(30);
 const PING_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The client listener's certificate: the files it came from and what they held at the start.
+/// The client listener's certificate and, when clients must show one, their CA: the files they
+/// came from and what they held at the start.
 pub struct ClientTls {
     pub cert: PathBuf,
     pub key: PathBuf,
+    pub client_ca: Option<PathBuf>,
     pub config: Arc<rustls::ServerConfig>,
 }
 
 impl ClientTls {
-    /// Reads `cert` and `key`.
-    pub fn load(cert: PathBuf, key: PathBuf) -> Result<ClientTls, crate::tls::TlsError> {
-        let config = crate::tls::server_config(&cert, &key)?;
-        Ok(ClientTls { cert, key, config })
+    /// Reads `cert`, `key` and `client_ca`.
+    pub fn load(
+        cert: PathBuf,
+        key: PathBuf,
+        client_ca: Option<PathBuf>,
+    ) -> Result<ClientTls, crate::tls::TlsError> {
+        let config = crate::tls::server_config(&cert, &key, client_ca.as_deref())?;
+        Ok(ClientTls {
+            cert,
+            key,
+            client_ca,
+            config,
+        })
     }
 
     /// The configuration new connections use, swapped whenever the files change.
     fn live(self) -> RustlsConfig {
         let live = RustlsConfig::from_config(self.config);
         let swapped = live.clone();
-        let (cert, key) = (self.cert, self.key);
-        crate::watch::spawn(
-            vec![cert.clone(), key.clone()],
-            move || match crate::tls::server_config(&cert, &key) {
+        let (cert, key, client_ca) = (self.cert, self.key, self.client_ca);
+        let mut files = vec![cert.clone(), key.clone()];
+        files.extend(client_ca.clone());
+        crate::watch::spawn(files, move || {
+            match crate::tls::server_config(&cert, &key, client_ca.as_deref()) {
                 Ok(config) => {
                     swapped.reload_from_config(config);
                     tracing::info!(cert = %cert.display(), "TLS certificate reloaded");
@@ -58,8 +70,8 @@ impl ClientTls {
                     error = %e,
                     "TLS certificate not reloaded: the one loaded before stays in use"
                 ),
-            },
-        );
+            }
+        });
         live
     }
 }

@@ -38,6 +38,10 @@ pub struct ServeArgs {
     /// PEM private key of --tls-cert.
     #[arg(long, env = "RAFTQ_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// PEM certificates of a CA: every client must then show a certificate of it (besides its
+    /// API key). Reloaded with --tls-cert.
+    #[arg(long, env = "RAFTQ_TLS_CLIENT_CA", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
     /// PEM certificate of this node for its peers, from the cluster's CA, naming the node id as
     /// the URI `spiffe://raftq/node/<id>` and the host of its peer address (with --peer-key and
     /// --peer-ca): peer traffic is then mutual TLS, from members only.
@@ -172,7 +176,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         }
     };
     let tls = match (args.tls_cert, args.tls_key) {
-        (Some(cert), Some(key)) => Some(ClientTls::load(cert, key)?),
+        (Some(cert), Some(key)) => Some(ClientTls::load(cert, key, args.tls_client_ca)?),
         _ => None,
     };
     let peer_tls = match (&args.peer_cert, &args.peer_key, &args.peer_ca) {
@@ -285,7 +289,7 @@ mod tests {
         use clap::Parser;
         let words = ["raftq", "serve"].iter().chain(flags);
         match crate::Cli::try_parse_from(words)?.command {
-            crate::Cmd::Serve(args) => Ok(args),
+            crate::Cmd::Serve(args) => Ok(*args),
             other => panic!("`raftq serve` parsed as {other:?}"),
         }
     }

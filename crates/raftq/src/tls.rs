@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use raftq_node::tls::{certificates, private_key, provider, PeerTls};
-use rustls::ServerConfig;
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
 
 /// Why a certificate or key could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -32,14 +33,35 @@ fn read<T, E: ToString>(
 }
 
 /// The client listener's configuration from the certificate chain at `cert` and the key at
-/// `key` (no client certificates asked for: clients authenticate with API keys).
-pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, TlsError> {
+/// `key`; with `client_ca`, every client must also show a certificate of that CA (besides its
+/// API key).
+pub fn server_config(
+    cert: &Path,
+    key: &Path,
+    client_ca: Option<&Path>,
+) -> Result<Arc<ServerConfig>, TlsError> {
     let (_, chain) = read(cert, certificates)?;
     let (_, key) = read(key, private_key)?;
-    let mut config = ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(chain, key)?;
+    let builder =
+        ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(path) => {
+            let (_, authorities) = read(path, certificates)?;
+            let mut roots = RootCertStore::empty();
+            for authority in authorities {
+                roots.add(authority)?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+                .build()
+                .map_err(|e| TlsError::File {
+                    path: path.to_path_buf(),
+                    reason: e.to_string(),
+                })?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_single_cert(chain, key)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
@@ -64,13 +86,15 @@ mod tests {
         let text = dir.path().join("text.pem");
         std::fs::write(&text, "not a certificate").expect("write");
         for (cert, key) in [(&missing, &text), (&text, &text)] {
-            let e = server_config(cert, key).expect_err("refused").to_string();
+            let e = server_config(cert, key, None)
+                .expect_err("refused")
+                .to_string();
             assert!(e.contains(&cert.display().to_string()), "{e}");
         }
         let issued = rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("cert");
         let cert = dir.path().join("cert.pem");
         std::fs::write(&cert, issued.cert.pem()).expect("write");
-        let e = server_config(&cert, &text)
+        let e = server_config(&cert, &text, None)
             .expect_err("refused")
             .to_string();
         assert!(
@@ -79,7 +103,7 @@ mod tests {
         );
         let key = dir.path().join("key.pem");
         std::fs::write(&key, issued.signing_key.serialize_pem()).expect("write");
-        let config = server_config(&cert, &key).expect("a certificate and its key");
+        let config = server_config(&cert, &key, None).expect("a certificate and its key");
         assert_eq!(
             config.alpn_protocols,
             [b"h2".to_vec(), b"http/1.1".to_vec()]
