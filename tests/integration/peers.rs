@@ -143,6 +143,11 @@ fn peers_over_mutual_tls_hear_only_from_members_of_their_ca() {
         let status = refusal(addr, member, method);
         assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
     }
+    // Both kinds of refusal are in the node's log.
+    cluster
+        .first
+        .wait_for_log("peer connection refused: TLS handshake failed");
+    cluster.first.wait_for_log("peer call refused");
     assert_eq!(ok(&cluster.second, &["stats", "jobs"])["visible"], 2);
 }
 

@@ -20,6 +20,23 @@ pub(crate) struct Server {
     pub ca_cert: Option<PathBuf>,
     /// More flags of every CLI call (a client certificate).
     pub cli_flags: Vec<String>,
+    /// The server's log lines after the one that named its address.
+    log: mpsc::Receiver<String>,
+}
+
+impl Server {
+    /// Waits (at most 10 s) for a log line that contains `text`.
+    pub(crate) fn wait_for_log(&self, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.log.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return,
+                Ok(_) => {}
+                Err(e) => panic!("no log line with `{text}`: {e}"),
+            }
+        }
+    }
 }
 
 impl Drop for Server {
@@ -77,20 +94,26 @@ pub(crate) fn start_as(
     // Reads the whole log, so the server never blocks on a full pipe.
     std::thread::spawn(move || {
         for line in BufReader::new(log).lines().map_while(Result::ok) {
-            if let Some(addr) = served_address(&line) {
-                let _ = tx.send(addr.to_string());
-            }
+            let _ = tx.send(line);
         }
     });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the server logs the address it serves on");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let addr = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .expect("the server logs the address it serves on");
+        if let Some(addr) = served_address(&line) {
+            break addr.to_string();
+        }
+    };
     let scheme = if ca_cert.is_some() { "https" } else { "http" };
     let server = Server {
         child,
         endpoint: format!("{scheme}://{addr}"),
         ca_cert: ca_cert.map(Path::to_path_buf),
         cli_flags: cli_flags.iter().map(|f| f.to_string()).collect(),
+        log: rx,
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     while cli(&server, &["health"]).is_err() {
@@ -197,7 +220,7 @@ fn keys_are_rotated_without_a_restart() {
     key_comes_to(&server, "second", true);
     // A file that does not parse keeps the keys in force.
     std::fs::write(&keys, "[[keys]]\naccount = \"acme\"\n").expect("write the key file");
-    std::thread::sleep(Duration::from_millis(2_500));
+    server.wait_for_log("key file not reloaded");
     key_comes_to(&server, "second", true);
     // Replaced without a signal: seen when the file changes.
     std::fs::write(&keys, file("third")).expect("write the key file");
