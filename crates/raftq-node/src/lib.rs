@@ -9,11 +9,11 @@
 //! inside build with the `testing` feature.
 
 mod admission;
-mod batcher;
 mod clock;
 mod error;
 mod formation;
 mod gate;
+mod group_commit;
 mod membership;
 mod network;
 mod node;

@@ -20,9 +20,9 @@ use tokio::task::JoinHandle;
 use tonic::transport::server::TcpIncoming;
 
 use crate::admission::{Admission, Standing};
-use crate::batcher::Batcher;
 use crate::clock::{LeaderClock, WallClock};
 use crate::error::{Halted, NodeError, StartError};
+use crate::group_commit::GroupCommit;
 use crate::membership::{Change, ChangeResult};
 use crate::network::{Dial, Network, Partition, PeerClients, WINDOW};
 use crate::query::{Query, QueryResult};
@@ -103,7 +103,7 @@ pub struct Node {
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
     /// The group-commit task; it ends when aborted at shutdown.
-    batching: JoinHandle<()>,
+    committing: JoinHandle<()>,
     /// The database, to know when every holder has let go of it.
     database: Database,
     #[cfg(feature = "testing")]
@@ -187,12 +187,12 @@ impl Node {
             config.wall_clock.clone(),
             config.max_clock_skew_ms,
         ));
-        let (batcher, batching) =
-            Batcher::start(raft.clone(), LEADER_WAIT, awaited, Arc::clone(&clock));
+        let (group_commit, committing) =
+            GroupCommit::start(raft.clone(), LEADER_WAIT, awaited, Arc::clone(&clock));
         let core = Arc::new(Core {
             id: config.id,
             raft,
-            batcher,
+            group_commit,
             reader,
             forwarders: PeerClients::new(dial),
             network,
@@ -253,7 +253,7 @@ impl Node {
             core,
             shutdown,
             tasks,
-            batching,
+            committing,
             database,
             #[cfg(feature = "testing")]
             failing_disk,
@@ -382,7 +382,7 @@ impl Node {
             core,
             shutdown,
             tasks,
-            batching,
+            committing,
             database,
             ..
         } = self;
@@ -393,8 +393,8 @@ impl Node {
         for task in tasks {
             let _ = task.await;
         }
-        batching.abort();
-        let _ = batching.await;
+        committing.abort();
+        let _ = committing.await;
         drop(core);
         let deadline = Instant::now() + CLOSE_WAIT;
         while database.is_open() && Instant::now() < deadline {

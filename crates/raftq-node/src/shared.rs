@@ -12,9 +12,9 @@ use raftq_store::{NodeId, Response, StateReader, TypeConfig};
 use tokio::time::Instant;
 
 use crate::admission::Admission;
-use crate::batcher::Batcher;
 use crate::clock::LeaderClock;
 use crate::error::NodeError;
+use crate::group_commit::GroupCommit;
 use crate::network::{Network, PeerClients};
 
 /// Appends count as still arriving while the last one is at most this old (ten heartbeats at
@@ -25,7 +25,7 @@ pub(crate) const APPENDING: Duration = Duration::from_millis(500);
 pub(crate) struct Core {
     pub id: NodeId,
     pub raft: Raft<TypeConfig>,
-    pub batcher: Batcher,
+    pub group_commit: GroupCommit,
     pub reader: StateReader,
     pub network: Network,
     /// The cluster this node belongs to and whether it may vote.
@@ -87,7 +87,7 @@ impl Core {
     /// Proposes a command (stamped with this leader's clock, grouped with concurrent ones) and
     /// waits until it is applied.
     pub(crate) async fn propose(&self, command: Command) -> Result<Response, NodeError> {
-        self.batcher.propose(command).await
+        self.group_commit.propose(command).await
     }
 
     /// The leader this node knows of.

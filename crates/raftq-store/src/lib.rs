@@ -26,7 +26,7 @@ pub use state_machine::{
     Awaited, AwaitedWrite, OpenError, PayloadView, RocksStateMachine, StateReader, SM_META_CF,
     STATE_CF,
 };
-pub use types::{Batch, NodeId, Response, TypeConfig};
+pub use types::{CommandGroup, NodeId, Response, TypeConfig};
 
 /// Every column family of a raftq node's database.
 pub fn column_families() -> Vec<rocksdb::ColumnFamilyDescriptor> {

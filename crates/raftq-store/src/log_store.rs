@@ -74,7 +74,7 @@ pub const LOGS_CF: &str = "raft_logs";
 pub const META_CF: &str = "raft_meta";
 
 /// Encoded bytes of the entries appended last that are kept decoded in memory: several entries
-/// in flight at the batcher's largest entries.
+/// in flight at group commit's largest entries.
 pub const RECENT_BYTES: usize = 16 * 1024 * 1024;
 
 /// A write batch's bytes for one put besides its value, at most: record tag, column family id,

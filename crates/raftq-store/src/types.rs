@@ -7,10 +7,10 @@ use raftq_engine::{Command, EngineError, Outcome, Payload};
 use serde::{Deserialize, Serialize};
 
 openraft::declare_raft_types!(
-    /// Log entries carry a [`Batch`] of commands and answer one [`Response`] per command; node
+    /// Log entries carry a [`CommandGroup`] and answer one [`Response`] per command; node
     /// ids are `u64`; snapshots are files (see `crate::snapshot`).
     pub TypeConfig:
-        D = Batch,
+        D = CommandGroup,
         R = Vec<Response>,
         NodeId = u64,
         Node = openraft::BasicNode,
@@ -27,7 +27,7 @@ pub type NodeId = u64;
 /// and each read is a clone; only applying it needs commands of its own. Encoded as a plain
 /// sequence, as a `Vec` is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Batch {
+pub struct CommandGroup {
     pub now: u64,
     pub commands: Arc<Vec<Command>>,
 }

@@ -10,7 +10,7 @@ use openraft::testing::{StoreBuilder, Suite};
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftSnapshotBuilder, StorageError};
 use raftq_engine::{Command, NewMessage, Outcome, QueueAttributes};
 use raftq_store::{
-    open_db, Batch, NodeId, RocksLogStore, RocksStateMachine, TypeConfig, LOGS_CF, META_CF,
+    open_db, CommandGroup, NodeId, RocksLogStore, RocksStateMachine, TypeConfig, LOGS_CF, META_CF,
 };
 use tempfile::TempDir;
 use uuid::Uuid;
@@ -46,7 +46,7 @@ fn openraft_suite_passes_on_the_real_log_and_state_machine() {
 fn entry(index: u64, now: u64, command: Command) -> Entry<TypeConfig> {
     Entry {
         log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
-        payload: EntryPayload::Normal(Batch {
+        payload: EntryPayload::Normal(CommandGroup {
             now,
             commands: Arc::new(vec![command]),
         }),

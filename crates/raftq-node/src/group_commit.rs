@@ -8,7 +8,7 @@ use std::time::Duration;
 use openraft::error::{ClientWriteError, Fatal, RaftError};
 use openraft::Raft;
 use raftq_engine::Command;
-use raftq_store::{Awaited, Batch, Response, TypeConfig};
+use raftq_store::{Awaited, CommandGroup, Response, TypeConfig};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::JoinHandle;
 
@@ -17,7 +17,7 @@ use crate::error::NodeError;
 use crate::network::{encoded_len, APPEND_BYTES};
 
 /// Most commands in one entry.
-const MAX_BATCH: usize = 512;
+const MAX_GROUP: usize = 512;
 /// Entries proposed and not yet applied, at most: fewer, larger entries cost less per command.
 /// Three `raftq serve` processes on one machine carried more sends per second with 1 or 2 than
 /// with 4 or 8; 2 keeps one entry replicating while the next one fills.
@@ -30,24 +30,24 @@ const QUEUE: usize = 8192;
 
 type Reply = oneshot::Sender<Result<Response, NodeError>>;
 
-/// The proposer: hands commands to the batching task.
+/// The proposer: hands commands to the group-commit task.
 #[derive(Debug, Clone)]
-pub(crate) struct Batcher {
+pub(crate) struct GroupCommit {
     tx: mpsc::Sender<(Command, Reply)>,
 }
 
-impl Batcher {
-    /// Starts the batching task for `raft`, giving up on an entry not committed in `timeout`;
+impl GroupCommit {
+    /// Starts the group-commit task for `raft`, giving up on an entry not committed in `timeout`;
     /// every entry it proposes is counted in `awaited` until its answer is in.
     pub(crate) fn start(
         raft: Raft<TypeConfig>,
         timeout: Duration,
         awaited: Awaited,
         clock: Arc<LeaderClock>,
-    ) -> (Batcher, JoinHandle<()>) {
+    ) -> (GroupCommit, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(QUEUE);
         (
-            Batcher { tx },
+            GroupCommit { tx },
             tokio::spawn(run(raft, rx, timeout, awaited, clock)),
         )
     }
@@ -79,12 +79,12 @@ async fn run(
             return;
         };
         let mut bytes = encoded_len(&first.0);
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH && bytes < ENTRY_BYTES {
+        let mut group = vec![first];
+        while group.len() < MAX_GROUP && bytes < ENTRY_BYTES {
             match rx.try_recv() {
                 Ok(next) => {
                     bytes = bytes.saturating_add(encoded_len(&next.0));
-                    batch.push(next);
+                    group.push(next);
                 }
                 Err(_) => break,
             }
@@ -93,16 +93,16 @@ async fn run(
         let waiting = awaited.wait();
         let now = clock.now();
         tokio::spawn(async move {
-            write(&raft, batch, now, timeout).await;
+            write(&raft, group, now, timeout).await;
             drop((waiting, permit));
         });
     }
 }
 
-/// Proposes `batch` as one entry stamped `now`, and answers each command.
-async fn write(raft: &Raft<TypeConfig>, batch: Vec<(Command, Reply)>, now: u64, timeout: Duration) {
-    let (commands, replies): (Vec<Command>, Vec<Reply>) = batch.into_iter().unzip();
-    let entry = Batch {
+/// Proposes `group` as one entry stamped `now`, and answers each command.
+async fn write(raft: &Raft<TypeConfig>, group: Vec<(Command, Reply)>, now: u64, timeout: Duration) {
+    let (commands, replies): (Vec<Command>, Vec<Reply>) = group.into_iter().unzip();
+    let entry = CommandGroup {
         now,
         commands: Arc::new(commands),
     };
