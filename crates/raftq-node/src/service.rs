@@ -70,11 +70,9 @@ impl PeerService {
             .peer_certs()
             .and_then(|chain| chain.first().and_then(|leaf| node_id_of(leaf)))
             .ok_or("the caller's certificate names no node id")?;
-        let members = self.core.members().nodes;
-        if members.is_empty() || members.contains_key(&caller) {
-            Ok(())
-        } else {
-            Err(format!("node {caller} is not a member of this cluster"))
+        match self.core.is_member(caller) {
+            None | Some(true) => Ok(()),
+            Some(false) => Err(format!("node {caller} is not a member of this cluster")),
         }
     }
 }

@@ -153,6 +153,17 @@ impl Core {
             && !self.handing_over.load(Ordering::Relaxed)
     }
 
+    /// Whether node `id` is a member (voter or learner) of the membership this node knows; `None`
+    /// while it knows none. Read in place: the peer service asks on every call.
+    pub(crate) fn is_member(&self, id: NodeId) -> Option<bool> {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        let membership = m.membership_config.membership();
+        let mut nodes = membership.nodes().peekable();
+        nodes.peek()?;
+        Some(nodes.any(|(member, _)| *member == id))
+    }
+
     /// The membership this node knows (the last in its log).
     pub(crate) fn members(&self) -> Members {
         let metrics = self.raft.metrics();

@@ -32,6 +32,10 @@ const NODE_URI_PREFIX: &str = "spiffe://raftq/node/";
 /// How long a peer has to finish its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Handshakes under way at once, at most: a flood of connections that never finish theirs
+/// holds this many tasks, not one per connection.
+const HANDSHAKES: usize = 256;
+
 /// The URI subject alternative name of node `id`'s certificate.
 pub fn node_uri(id: NodeId) -> String {
     format!("{NODE_URI_PREFIX}{id}")
@@ -143,8 +147,12 @@ impl PeerTls {
     ) -> ReceiverStream<io::Result<TlsStream<TcpStream>>> {
         let acceptor = TlsAcceptor::from(Arc::clone(&self.server));
         let (ready, stream) = tokio::sync::mpsc::channel(64);
+        let handshakes = Arc::new(tokio::sync::Semaphore::new(HANDSHAKES));
         tokio::spawn(async move {
             loop {
+                let Ok(place) = Arc::clone(&handshakes).acquire_owned().await else {
+                    return;
+                };
                 let (tcp, remote) = tokio::select! {
                     accepted = listener.accept() => match accepted {
                         Ok(accepted) => accepted,
@@ -161,6 +169,7 @@ impl PeerTls {
                 let _ = tcp.set_nodelay(true);
                 let (acceptor, ready) = (acceptor.clone(), ready.clone());
                 tokio::spawn(async move {
+                    let _place = place;
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                         Ok(Ok(tls)) => {
                             let _ = ready.send(Ok(tls)).await;
