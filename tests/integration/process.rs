@@ -312,27 +312,68 @@ fn voters(status: &Value) -> Vec<u64> {
         .collect()
 }
 
+/// The flags node `id` starts with besides its own (none, or its peer certificates).
+type NodeFlags<'a> = &'a dyn Fn(u64) -> Vec<String>;
+
+/// Starts node `id` with `flags` and the node's own from `node_flags`.
+fn serve_node(dir: &Path, id: u64, flags: &[&str], node_flags: NodeFlags) -> Server {
+    let own = node_flags(id);
+    let mut all = flags.to_vec();
+    all.extend(own.iter().map(String::as_str));
+    serve_with(dir, &all)
+}
+
 /// Starts node 2 with `--join` node 1's peer address.
-fn joining_node(dir: &Path, raft: &str, first: &str) -> Server {
-    serve_with(
-        dir,
-        &["--node-id", "2", "--raft-listen", raft, "--join", first],
-    )
+fn joining_node(dir: &Path, raft: &str, first: &str, node_flags: NodeFlags) -> Server {
+    let flags = ["--node-id", "2", "--raft-listen", raft, "--join", first];
+    serve_node(dir, 2, &flags, node_flags)
 }
 
 #[test]
 fn the_cli_grows_repairs_and_shrinks_a_cluster() {
+    grow_repair_shrink(&|_| Vec::new());
+}
+
+#[test]
+fn a_cluster_with_mutual_tls_between_peers_grows_repairs_and_shrinks() {
+    let certs = TempDir::new().expect("dir");
+    let ca = crate::certs::Authority::new("raftq cluster CA");
+    let ca_file = ca.write(certs.path(), "ca");
+    let issued: Vec<_> = (1..=2)
+        .map(|id| {
+            let uri = raftq_node::tls::node_uri(id);
+            ca.issue(certs.path(), &format!("node-{id}"), &[uri])
+        })
+        .collect();
+    grow_repair_shrink(&|id| {
+        let own = &issued[usize::try_from(id - 1).expect("small id")];
+        [
+            ("--peer-cert", &own.cert),
+            ("--peer-key", &own.key),
+            ("--peer-ca", &ca_file),
+        ]
+        .into_iter()
+        .flat_map(|(flag, path)| [flag.to_string(), path.display().to_string()])
+        .collect()
+    });
+}
+
+/// Grows a one-node cluster to two with `raftq cluster add`, replaces node 2 after it lost its
+/// disk with `raftq cluster replace`, and shrinks it back with `raftq cluster remove`.
+fn grow_repair_shrink(node_flags: NodeFlags) {
     let (dir1, dir2) = (TempDir::new().expect("dir"), TempDir::new().expect("dir"));
     let (raft1, raft2) = (free_addr(), free_addr());
     let peers = format!("1={raft1}");
-    let first = serve_with(
+    let first = serve_node(
         dir1.path(),
+        1,
         &["--node-id", "1", "--raft-listen", &raft1, "--peers", &peers],
+        node_flags,
     );
     ok(&first, &["queue", "create", "work"]);
     ok(&first, &["send", "work", "before"]);
 
-    let mut second = joining_node(dir2.path(), &raft2, &raft1);
+    let mut second = joining_node(dir2.path(), &raft2, &raft1, node_flags);
     let grown = ok(
         &first,
         &["cluster", "add", "--id", "2", "--raft-addr", &raft2],
@@ -351,7 +392,7 @@ fn the_cli_grows_repairs_and_shrinks_a_cluster() {
     let _ = second.child.wait();
     drop(second);
     let dir2 = TempDir::new().expect("dir");
-    let second = joining_node(dir2.path(), &raft2, &raft1);
+    let second = joining_node(dir2.path(), &raft2, &raft1, node_flags);
     let repaired = ok(&first, &["cluster", "replace", "--id", "2"]);
     assert_eq!(voters(&repaired), [1, 2]);
     assert_eq!(ok(&second, &["stats", "work"])["visible"], 2);
