@@ -34,7 +34,7 @@ pub mod rpc {
 
 pub use clock::{now_ms, WallClock};
 pub use error::{Halted, NodeError, StartError};
-pub use membership::{Change, ChangeError, ChangeResult};
+pub use membership::{Change, ChangeError, ChangeResult, LONGEST as LONGEST_CHANGE};
 pub use node::{Node, NodeConfig};
 pub use query::{Query, QueryResult};
 pub use raftq_store::{NodeId, Response};

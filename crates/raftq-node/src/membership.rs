@@ -37,8 +37,9 @@ const LATE_ANSWERS: Duration = Duration::from_millis(300);
 const COMMIT_WAIT: Duration = Duration::from_secs(10);
 /// How often a successor is asked to stand during a handover.
 const ELECT_AGAIN: Duration = Duration::from_millis(100);
-/// The longest a change may take on the leader.
-pub(crate) const LONGEST: Duration = CATCH_UP
+/// The longest a change may take on the leader (a new node's catch-up, a handover and two
+/// commits): a client that waits for its answer waits this long.
+pub const LONGEST: Duration = CATCH_UP
     .saturating_add(HANDOVER)
     .saturating_add(COMMIT_WAIT)
     .saturating_add(COMMIT_WAIT);

@@ -216,6 +216,21 @@ pub enum ClientCmd {
     Health,
 }
 
+/// How much longer than the leader's longest membership change the CLI waits for its answer
+/// (the forward to the leader, and the answer's way back).
+const CHANGE_MARGIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long `cmd` may wait for its answer. A membership change answers once it committed, after
+/// the new node caught up: longer than any other request may take.
+fn timeout_of(cmd: &ClientCmd) -> std::time::Duration {
+    match cmd {
+        ClientCmd::Cluster(
+            ClusterCmd::Add { .. } | ClusterCmd::Remove { .. } | ClusterCmd::Replace { .. },
+        ) => raftq_node::LONGEST_CHANGE + CHANGE_MARGIN,
+        _ => Options::default().timeout,
+    }
+}
+
 /// Runs a client subcommand and prints its result.
 pub async fn run(conn: &Connection, cmd: ClientCmd) -> Result<(), ClientError> {
     let read = |path: &std::path::Path, error: fn(String) -> ClientError| {
@@ -234,11 +249,12 @@ pub async fn run(conn: &Connection, cmd: ClientCmd) -> Result<(), ClientError> {
         }
         _ => None,
     };
+    let timeout = timeout_of(&cmd);
     let options = Options {
         key: conn.key.clone(),
         ca_cert,
         identity,
-        ..Options::default()
+        timeout,
     };
     let client = Client::connect(&conn.endpoint, options)?;
     let value = match cmd {
@@ -398,5 +414,22 @@ fn str_of(v: &Value) -> String {
         Value::String(s) => s.clone(),
         Value::Null => "-".into(),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_membership_change_is_waited_for_as_long_as_the_leader_may_take() {
+        let replace = ClientCmd::Cluster(ClusterCmd::Replace {
+            id: 2,
+            raft_addr: None,
+        });
+        assert!(timeout_of(&replace) > raftq_node::LONGEST_CHANGE);
+        let status = ClientCmd::Cluster(ClusterCmd::Status);
+        assert_eq!(timeout_of(&status), Options::default().timeout);
+        assert!(timeout_of(&status) < raftq_node::LONGEST_CHANGE);
     }
 }
