@@ -1,8 +1,9 @@
 //! Peer traffic with mutual TLS, with `raftq serve` as processes: two nodes form a cluster and
-//! forward to each other over it, while a caller without a certificate, with another CA's, with
-//! plaintext, or with a certificate of the right CA for a node that is not a member cannot vote,
-//! append, install a snapshot or forward a request; and a node with no TLS between peers serves
-//! them on loopback only.
+//! forward to each other over it, while a caller without a certificate, with another CA's or
+//! with plaintext cannot vote, append, install a snapshot or forward a request; a node of the CA
+//! that is not a member cannot vote or forward, and no node can append, install a snapshot or
+//! ask for a vote in another's name. A node with no TLS between peers serves them on loopback
+//! only.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -10,6 +11,7 @@ use std::process::{Command, Stdio};
 use raftq_node::{call_peer, tls::node_uri, CallError, PeerMethod};
 use tempfile::TempDir;
 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+use uuid::Uuid;
 
 use crate::certs::{Authority, Issued};
 use crate::process::{free_addr, ok, start, Server, BIN};
@@ -38,13 +40,25 @@ fn dialing(ca: &str, identity: Option<&Issued>) -> ClientTlsConfig {
     }
 }
 
-/// The status a call of `method` to `addr` failed with.
-fn refusal(addr: &str, tls: Option<ClientTlsConfig>, method: PeerMethod) -> tonic::Status {
+/// The status a call of `method` to `addr` in the name of node `sender` failed with.
+fn refusal(
+    addr: &str,
+    tls: Option<ClientTlsConfig>,
+    cluster: Option<Uuid>,
+    method: PeerMethod,
+    sender: u64,
+) -> tonic::Status {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    match runtime.block_on(call_peer(addr, tls, None, method, b"not a request")) {
+    match runtime.block_on(call_peer(addr, tls, cluster, method, sender)) {
         Err(CallError::Transport(status)) => status,
         other => panic!("{method:?} to {addr}: expected a refusal, got {other:?}"),
     }
+}
+
+/// Asserts `status` is a `PERMISSION_DENIED` that says `reason`.
+fn assert_denied(status: &tonic::Status, reason: &str) {
+    assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
+    assert!(status.message().contains(reason), "{status:?}");
 }
 
 /// Two nodes with mutual TLS, forming one cluster on loopback.
@@ -95,28 +109,31 @@ fn peers_over_mutual_tls_hear_only_from_members_of_their_ca() {
     ok(&cluster.second, &["send", "jobs", "two"]);
     assert_eq!(ok(&cluster.first, &["stats", "jobs"])["visible"], 2);
 
+    let status = ok(&cluster.first, &["cluster", "status"]);
+    let id = status["cluster_id"].as_str().expect("the cluster id");
+    let cluster_id = Some(Uuid::parse_str(id).expect("a UUID"));
+
     let dir = TempDir::new().expect("temp dir");
     let outsider = cluster.ca.issue(dir.path(), "node-9", &[node_uri(9)]);
     let other_ca = Authority::new("another CA");
     let impostor = other_ca.issue(dir.path(), "impostor", &[node_uri(2)]);
     let addr = cluster.raft1.as_str();
-    for method in [
+    let tls = |identity: Option<&Issued>| Some(dialing(&cluster.ca.pem, identity));
+    let all = [
         PeerMethod::Vote,
         PeerMethod::Append,
         PeerMethod::Snapshot,
         PeerMethod::Forward,
-    ] {
+    ];
+    for method in all {
         // The handshake refuses a caller without a certificate, with another CA's (even one
         // that names a member), or without TLS: no call reaches the service.
-        for (who, tls) in [
-            ("no certificate", Some(dialing(&cluster.ca.pem, None))),
-            (
-                "another CA",
-                Some(dialing(&cluster.ca.pem, Some(&impostor))),
-            ),
+        for (who, dial) in [
+            ("no certificate", tls(None)),
+            ("another CA", tls(Some(&impostor))),
             ("plaintext", None),
         ] {
-            let status = refusal(addr, tls, method);
+            let status = refusal(addr, dial, cluster_id, method, 2);
             assert!(
                 !matches!(
                     status.code(),
@@ -128,20 +145,28 @@ fn peers_over_mutual_tls_hear_only_from_members_of_their_ca() {
                 "{method:?} with {who} reached the service: {status:?}"
             );
         }
-        let status = refusal(
-            addr,
-            Some(dialing(&cluster.ca.pem, Some(&outsider))),
-            method,
-        );
-        assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
-        assert!(
-            status.message().contains("node 9 is not a member"),
-            "{status:?}"
-        );
         // A member's certificate passes the screen; then the missing cluster id refuses it.
-        let member = Some(dialing(&cluster.ca.pem, Some(&cluster.second_cert)));
-        let status = refusal(addr, member, method);
+        let status = refusal(addr, tls(Some(&cluster.second_cert)), None, method, 2);
         assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
+    }
+    // A node of the CA that is not a member neither votes nor forwards...
+    for method in [PeerMethod::Vote, PeerMethod::Forward] {
+        let status = refusal(addr, tls(Some(&outsider)), cluster_id, method, 9);
+        assert_denied(&status, "node 9 is not a member");
+    }
+    // ...and no node, a member included, appends, installs a snapshot or asks for a vote in
+    // another node's name.
+    let impersonations = [
+        (9, &outsider, PeerMethod::Append),
+        (9, &outsider, PeerMethod::Snapshot),
+        (2, &cluster.second_cert, PeerMethod::Append),
+        (2, &cluster.second_cert, PeerMethod::Snapshot),
+        (2, &cluster.second_cert, PeerMethod::Vote),
+    ];
+    for (caller, issued, method) in impersonations {
+        let status = refusal(addr, tls(Some(issued)), cluster_id, method, 1);
+        let reason = format!("certificate names node {caller}, the message node 1");
+        assert_denied(&status, &reason);
     }
     // Both kinds of refusal are in the node's log.
     cluster

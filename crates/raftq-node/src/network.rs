@@ -370,16 +370,19 @@ impl RaftNetwork<TypeConfig> for PeerClient {
     }
 }
 
-/// Calls `method` of the peer service at `addr` with `data` as its payload, dialed with `tls`
-/// and carrying `cluster`: for tests that try the peer port as an outsider would.
+/// Calls `method` of the peer service at `addr`, dialed with `tls` and carrying `cluster`, with a
+/// well-formed request that names node `sender` as the one it comes from (the leader of an
+/// append or snapshot, the candidate of a vote, at a high term): for tests that try the peer
+/// port as an outsider would.
 #[cfg(feature = "testing")]
 pub async fn call_peer(
     addr: &str,
     tls: Option<ClientTlsConfig>,
     cluster: Option<uuid::Uuid>,
     method: Method,
-    data: &[u8],
+    sender: NodeId,
 ) -> Result<(), CallError> {
+    use openraft::{SnapshotMeta, Vote};
     let dial = Dial {
         tls,
         ..Default::default()
@@ -387,9 +390,39 @@ pub async fn call_peer(
     if let Some(id) = cluster {
         dial.cluster.set(id);
     }
-    PeerClient::new(0, addr, &dial)
-        .call(method, &data, Some(Duration::from_secs(5)))
-        .await
+    let mut client = PeerClient::new(0, addr, &dial);
+    let timeout = Some(Duration::from_secs(5));
+    const TERM: u64 = 1_000_000;
+    match method {
+        Method::Append => {
+            let request = AppendEntriesRequest::<TypeConfig> {
+                vote: Vote::new_committed(TERM, sender),
+                prev_log_id: None,
+                entries: Vec::new(),
+                leader_commit: None,
+            };
+            client.call(method, &request, timeout).await
+        }
+        Method::Vote => {
+            let request = VoteRequest::new(Vote::new(TERM, sender), None);
+            client.call(method, &request, timeout).await
+        }
+        Method::Snapshot => {
+            let request = InstallSnapshotRequest::<TypeConfig> {
+                vote: Vote::new_committed(TERM, sender),
+                meta: SnapshotMeta::default(),
+                offset: 0,
+                data: Vec::new(),
+                done: false,
+            };
+            client.call(method, &request, timeout).await
+        }
+        Method::Forward => {
+            let request = crate::routing::Forwarded::Read(crate::query::Query::Accounts);
+            client.call(method, &request, timeout).await
+        }
+        Method::Ping | Method::Elect | Method::Admit => client.call(method, &(), timeout).await,
+    }
 }
 
 #[cfg(test)]

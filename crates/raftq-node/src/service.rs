@@ -1,10 +1,14 @@
 //! Incoming peer traffic: the gRPC service of `proto/raft.proto`, handing Raft messages to
-//! openraft and forwarded client requests to this node (which must lead), once admitted: with
-//! mutual TLS, only from a member of the membership this node knows (by the node id of the
-//! caller's certificate; a node that knows no membership yet, blank or joining, hears from any
-//! node of the cluster's CA), and only from the caller's cluster (`admission`). A ping is
-//! answered to any node of the CA: a node being added asks its cluster's members before it is
-//! one.
+//! openraft and forwarded client requests to this node (which must lead), once admitted, and
+//! only from the caller's cluster (`admission`). With mutual TLS the caller is known by the node
+//! id of its certificate:
+//! - votes, forwarded requests and handovers come only from a member of the membership this node
+//!   knows (a node that knows none yet, blank or joining, hears from any node of the CA);
+//! - appends and snapshots come only from the node they name as their leader. They are not
+//!   checked against this node's membership, which may be behind: a node that was away while
+//!   members were added must still hear from a leader added meanwhile, or it never catches up;
+//! - a ping is answered to any node of the CA: a node being added asks its cluster's members
+//!   before it is one.
 
 use std::sync::Arc;
 
@@ -12,6 +16,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
+
+use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
+use openraft::Vote;
+use raftq_store::{NodeId, TypeConfig};
 
 use crate::admission::{PeerCall, Standing, CLUSTER_HEADER};
 use crate::error::NodeError;
@@ -37,15 +45,20 @@ impl PeerService {
 }
 
 impl PeerService {
-    /// Admits `request` as a `call` from a member of its sender's cluster, or refuses it (and
-    /// logs why).
-    async fn screen(&self, call: PeerCall, request: &Request<Blob>) -> Result<(), Status> {
-        if self.authenticated {
-            self.screen_caller(request).map_err(|reason| {
+    /// Admits `request` as a `call` from its sender's cluster, or refuses it (and logs why);
+    /// returns the caller's node id when callers show certificates.
+    async fn screen(
+        &self,
+        call: PeerCall,
+        request: &Request<Blob>,
+    ) -> Result<Option<NodeId>, Status> {
+        let caller = match self.authenticated {
+            true => Some(self.screen_caller(call, request).map_err(|reason| {
                 tracing::warn!(?call, remote = ?request.remote_addr(), %reason, "peer call refused");
                 Status::permission_denied(reason)
-            })?;
-        }
+            })?),
+            false => None,
+        };
         let sender = match request.metadata().get(CLUSTER_HEADER) {
             None => None,
             Some(value) => Some(
@@ -61,19 +74,39 @@ impl PeerService {
         self.core.admission.admit(call, sender).await.map_err(|e| {
             tracing::warn!(?call, remote = ?request.remote_addr(), reason = %e, "peer call refused");
             Status::failed_precondition(e.to_string())
-        })
+        })?;
+        Ok(caller)
     }
 
-    /// Refuses a caller whose certificate names no node id, or a node that is not a member.
-    fn screen_caller(&self, request: &Request<Blob>) -> Result<(), String> {
+    /// The node id of the caller's certificate; refuses a certificate that names none, and a
+    /// vote, forward or handover from a node that is not a member.
+    fn screen_caller(&self, call: PeerCall, request: &Request<Blob>) -> Result<NodeId, String> {
         let caller = request
             .peer_certs()
             .and_then(|chain| chain.first().and_then(|leaf| node_id_of(leaf)))
             .ok_or("the caller's certificate names no node id")?;
-        match self.core.is_member(caller) {
-            None | Some(true) => Ok(()),
-            Some(false) => Err(format!("node {caller} is not a member of this cluster")),
+        let members_only = matches!(call, PeerCall::Vote | PeerCall::Forward | PeerCall::Elect);
+        if members_only && self.core.is_member(caller) == Some(false) {
+            return Err(format!("node {caller} is not a member of this cluster"));
         }
+        Ok(caller)
+    }
+}
+
+/// Refuses a Raft message that names another sender (`vote`: the leader or candidate it comes
+/// from) than the node of the caller's certificate.
+fn check_sender(caller: Option<NodeId>, vote: &Vote<NodeId>) -> Result<(), Status> {
+    let named = vote.leader_id().voted_for();
+    match caller {
+        Some(caller) if named != Some(caller) => {
+            let reason = format!(
+                "the caller's certificate names node {caller}, the message node {}",
+                named.map_or("none".to_string(), |n| n.to_string())
+            );
+            tracing::warn!(%reason, "peer call refused");
+            Err(Status::permission_denied(reason))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -91,9 +124,11 @@ fn encode<T: Serialize>(reply: &T) -> Result<Response<Blob>, Status> {
 #[tonic::async_trait]
 impl RaftRpc for PeerService {
     async fn append_entries(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
-        self.screen(PeerCall::Append, &request).await?;
+        let caller = self.screen(PeerCall::Append, &request).await?;
+        let rpc: AppendEntriesRequest<TypeConfig> = decode(request)?;
+        check_sender(caller, &rpc.vote)?;
         self.core.note_append();
-        encode(&self.core.raft.append_entries(decode(request)?).await)
+        encode(&self.core.raft.append_entries(rpc).await)
     }
 
     async fn ping(&self, _request: Request<Blob>) -> Result<Response<Blob>, Status> {
@@ -106,13 +141,17 @@ impl RaftRpc for PeerService {
     }
 
     async fn vote(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
-        self.screen(PeerCall::Vote, &request).await?;
-        encode(&self.core.raft.vote(decode(request)?).await)
+        let caller = self.screen(PeerCall::Vote, &request).await?;
+        let rpc: VoteRequest<NodeId> = decode(request)?;
+        check_sender(caller, &rpc.vote)?;
+        encode(&self.core.raft.vote(rpc).await)
     }
 
     async fn install_snapshot(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
-        self.screen(PeerCall::Snapshot, &request).await?;
-        encode(&self.core.raft.install_snapshot(decode(request)?).await)
+        let caller = self.screen(PeerCall::Snapshot, &request).await?;
+        let rpc: InstallSnapshotRequest<TypeConfig> = decode(request)?;
+        check_sender(caller, &rpc.vote)?;
+        encode(&self.core.raft.install_snapshot(rpc).await)
     }
 
     async fn elect(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
