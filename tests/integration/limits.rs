@@ -84,14 +84,14 @@ fn a_key_over_its_rate_gets_429_and_others_go_on() {
     let server = serve_limited(&dir, &["--rate-limit-per-key", "5"]);
     runtime().block_on(async {
         let client = reqwest::Client::new();
-        let mut answers = Vec::new();
-        for _ in 0..10 {
-            answers.push(list(&client, &server, "acme-key").await);
-        }
+        // Twenty at once: the burst of five passes, and a few more as tokens come back.
+        let answers =
+            futures_util::future::join_all((0..20).map(|_| list(&client, &server, "acme-key")))
+                .await;
         let ok = answers.iter().filter(|r| r.status().is_success()).count();
         assert!(
-            (5..10).contains(&ok),
-            "{ok} of 10 passed a limit of 5 a second"
+            (5..20).contains(&ok),
+            "{ok} of 20 passed a limit of 5 a second"
         );
         let refused = answers
             .into_iter()
@@ -104,7 +104,7 @@ fn a_key_over_its_rate_gets_429_and_others_go_on() {
             .await
             .expect("gRPC");
         let mut status = None;
-        for _ in 0..10 {
+        for _ in 0..50 {
             let mut request = tonic::Request::new(pb::ListQueuesRequest::default());
             request
                 .metadata_mut()
@@ -132,7 +132,7 @@ fn a_connection_over_its_rate_gets_429_and_a_new_one_goes_on() {
     runtime().block_on(async {
         let client = one_connection();
         let mut refused = None;
-        for _ in 0..10 {
+        for _ in 0..30 {
             let response = list(&client, &server, "acme-key").await;
             if response.status() == StatusCode::TOO_MANY_REQUESTS {
                 refused = Some(response);
@@ -166,13 +166,17 @@ fn long_polls_over_the_keys_limit_get_429() {
                 .json(&json!({"wait_seconds": wait}))
                 .send()
         };
-        let waiting = tokio::spawn(receive(4));
-        // The first long poll is under way once its wait began; poll until the second is refused.
-        let deadline = Instant::now() + Duration::from_secs(3);
+        // One long poll holds the key's only place; a second is refused. The two race for the
+        // place: when the holder lost (it was refused itself), it asks again.
+        let mut holder = tokio::spawn(receive(6));
+        let deadline = Instant::now() + Duration::from_secs(15);
         let refused = loop {
             let second = receive(1).await.expect("an answer");
             if second.status() == StatusCode::TOO_MANY_REQUESTS {
                 break second;
+            }
+            if holder.is_finished() {
+                holder = tokio::spawn(receive(6));
             }
             assert!(
                 Instant::now() < deadline,
@@ -182,7 +186,7 @@ fn long_polls_over_the_keys_limit_get_429() {
         assert_too_many(refused, "long polls").await;
         // A receive that does not wait is no long poll.
         assert!(receive(0).await.expect("an answer").status().is_success());
-        let first = waiting.await.expect("task").expect("an answer");
+        let first = holder.await.expect("task").expect("an answer");
         assert!(first.status().is_success());
         // Its place was given back.
         assert!(receive(1).await.expect("an answer").status().is_success());
