@@ -239,20 +239,26 @@ async fn replace(compose: &Compose, nodes: &Nodes, target: &str) -> Result<Strin
         .into_iter()
         .filter(|s| s != target)
         .collect();
-    let mut last = String::new();
+    // The address is given, as an operator who knows it would: a replace that removed the
+    // node and then failed to add it is finished by the next try.
+    let addr = format!("{target}:7000");
+    let mut errors = Vec::new();
     for service in &members {
         match compose
-            .cli(service, &["cluster", "replace", "--id", id])
+            .cli(
+                service,
+                &["cluster", "replace", "--id", id, "--raft-addr", &addr],
+            )
             .await
         {
             Ok(_) => {
                 nodes.wait_healthy(REPAIR_WAIT).await;
                 return Ok("replaced with a blank node".into());
             }
-            Err(e) => last = e,
+            Err(e) => errors.push(format!("on {service}: {e}")),
         }
     }
-    Err(format!("raftq cluster replace: {last}"))
+    Err(format!("raftq cluster replace: {}", errors.join("; ")))
 }
 
 /// Stops `target`, damages one of its data files (bytes flipped in the middle, or the end cut
