@@ -29,8 +29,6 @@ struct Cluster {
     snapshot_after_logs: u64,
     /// Nodes that read another clock than the machine's.
     clocks: BTreeMap<u64, WallClock>,
-    /// With it, the nodes speak mutual TLS with certificates of this CA.
-    peer_ca: Option<crate::certs::Authority>,
 }
 
 impl Cluster {
@@ -58,7 +56,6 @@ impl Cluster {
             nodes: BTreeMap::new(),
             snapshot_after_logs,
             clocks,
-            peer_ca: None,
         };
         for (id, listener) in listeners {
             cluster.launch(id, listener, None).await;
@@ -80,17 +77,6 @@ impl Cluster {
             config.wall_clock = clock.clone();
         }
         config.snapshot_after_logs = self.snapshot_after_logs;
-        if let Some(ca) = &self.peer_ca {
-            let uri = raftq_node::tls::node_uri(id);
-            let issued = ca.issue(self.dir.path(), &format!("peer-{id}"), &[uri]);
-            let read = |path: &std::path::Path| std::fs::read(path).expect("certificate file");
-            let tls = raftq_node::tls::PeerTls::from_pem(
-                &read(&issued.cert),
-                &read(&issued.key),
-                ca.pem.as_bytes(),
-            );
-            config.peer_tls = Some(tls.expect("a node certificate"));
-        }
         let node = Node::start(config, listener).await.expect("start node");
         self.nodes.insert(id, node);
     }
@@ -866,74 +852,6 @@ async fn change(node: &Node, change: Change) -> ChangeResult {
     node.change_membership(change)
         .await
         .expect("the leader answers")
-}
-
-/// With mutual TLS between peers, a node that was down while a member was added, and that member
-/// became the leader, hears from that leader when it comes back, though the membership in its
-/// own log does not name it yet, and catches up.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_node_behind_a_membership_change_hears_from_a_leader_added_meanwhile() {
-    timeout(BOUND, async {
-        let mut cluster = Cluster::start(3, 10_000).await;
-        for id in 1..=3 {
-            cluster.stop(id).await;
-        }
-        cluster.peer_ca = Some(crate::certs::Authority::new("raftq cluster CA"));
-        for id in 1..=3 {
-            cluster.restart(id).await;
-        }
-        let leader = cluster.leader().await;
-        outcome(
-            cluster
-                .node(leader)
-                .write(create("q", QueueAttributes::default()))
-                .await
-                .expect("create"),
-        );
-        let away = [1, 2, 3]
-            .into_iter()
-            .find(|id| *id != leader)
-            .expect("a follower");
-        cluster.stop(away).await;
-        let addr = cluster.launch_joining(4).await;
-        change(cluster.node(leader), add(4, &addr))
-            .await
-            .expect("node 4 added");
-        // Node 4 takes over, and writes go on through it.
-        cluster
-            .node(4)
-            .raft()
-            .trigger()
-            .elect()
-            .await
-            .expect("elect");
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while cluster.leader().await != 4 {
-            assert!(Instant::now() < deadline, "node 4 did not take over");
-            cluster
-                .node(4)
-                .raft()
-                .trigger()
-                .elect()
-                .await
-                .expect("elect");
-            sleep(Duration::from_millis(200)).await;
-        }
-        for i in 0..10 {
-            sent(
-                cluster
-                    .node(4)
-                    .write(plain("q", &format!("m{i}")))
-                    .await
-                    .expect("send"),
-            );
-        }
-        cluster.restart(away).await;
-        cluster.converged().await;
-        assert_eq!(stats(cluster.node(away), "q").await.visible, 10);
-    })
-    .await
-    .expect("bounded");
 }
 
 /// A node started with `--join` is added as a voter and holds the same state; a leader that is

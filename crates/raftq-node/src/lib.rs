@@ -17,6 +17,8 @@ mod group_commit;
 mod membership;
 mod network;
 mod node;
+#[cfg(feature = "testing")]
+mod probe;
 mod query;
 mod routing;
 mod service;
@@ -41,4 +43,6 @@ pub use raftq_store::{NodeId, Response};
 pub use status::{Member, NodeStatus, Role};
 
 #[cfg(feature = "testing")]
-pub use network::{call_peer, CallError, Method as PeerMethod, Partition};
+pub use network::{CallError, Method as PeerMethod, Partition};
+#[cfg(feature = "testing")]
+pub use probe::call_peer;

@@ -239,7 +239,7 @@ impl PeerClient {
         }
     }
 
-    async fn call<Req: Serialize, Resp: DeserializeOwned>(
+    pub(crate) async fn call<Req: Serialize, Resp: DeserializeOwned>(
         &mut self,
         method: Method,
         request: &Req,
@@ -367,61 +367,6 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
         self.raft_call(Method::Vote, &rpc, &option).await
-    }
-}
-
-/// Calls `method` of the peer service at `addr`, dialed with `tls` and carrying `cluster`, with a
-/// well-formed request that names node `sender` as the one it comes from (the leader of an
-/// append or snapshot, the candidate of a vote, at a high term): for tests that try the peer
-/// port as an outsider would.
-#[cfg(feature = "testing")]
-pub async fn call_peer(
-    addr: &str,
-    tls: Option<ClientTlsConfig>,
-    cluster: Option<uuid::Uuid>,
-    method: Method,
-    sender: NodeId,
-) -> Result<(), CallError> {
-    use openraft::{SnapshotMeta, Vote};
-    let dial = Dial {
-        tls,
-        ..Default::default()
-    };
-    if let Some(id) = cluster {
-        dial.cluster.set(id);
-    }
-    let mut client = PeerClient::new(0, addr, &dial);
-    let timeout = Some(Duration::from_secs(5));
-    const TERM: u64 = 1_000_000;
-    match method {
-        Method::Append => {
-            let request = AppendEntriesRequest::<TypeConfig> {
-                vote: Vote::new_committed(TERM, sender),
-                prev_log_id: None,
-                entries: Vec::new(),
-                leader_commit: None,
-            };
-            client.call(method, &request, timeout).await
-        }
-        Method::Vote => {
-            let request = VoteRequest::new(Vote::new(TERM, sender), None);
-            client.call(method, &request, timeout).await
-        }
-        Method::Snapshot => {
-            let request = InstallSnapshotRequest::<TypeConfig> {
-                vote: Vote::new_committed(TERM, sender),
-                meta: SnapshotMeta::default(),
-                offset: 0,
-                data: Vec::new(),
-                done: false,
-            };
-            client.call(method, &request, timeout).await
-        }
-        Method::Forward => {
-            let request = crate::routing::Forwarded::Read(crate::query::Query::Accounts);
-            client.call(method, &request, timeout).await
-        }
-        Method::Ping | Method::Elect | Method::Admit => client.call(method, &(), timeout).await,
     }
 }
 

@@ -18,6 +18,7 @@ use std::time::Duration;
 use raftq_store::NodeId;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::danger::ClientCertVerifier;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 use tokio::net::{TcpListener, TcpStream};
@@ -81,6 +82,17 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// A verifier that asks every client for a certificate of one of `authorities`.
+pub fn client_verifier(
+    authorities: Vec<CertificateDer<'static>>,
+) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for authority in authorities {
+        roots.add(authority)?;
+    }
+    Ok(WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider()).build()?)
+}
+
 /// The node id a certificate names, if it names one.
 pub fn node_id_of(cert: &CertificateDer<'_>) -> Option<NodeId> {
     let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
@@ -112,12 +124,7 @@ impl PeerTls {
     pub fn from_pem(cert: &[u8], key: &[u8], ca: &[u8]) -> Result<PeerTls, TlsError> {
         let chain = certificates(cert)?;
         let node_id = node_id_of(&chain[0]).ok_or(TlsError::NoNodeId)?;
-        let mut roots = RootCertStore::empty();
-        for authority in certificates(ca)? {
-            roots.add(authority)?;
-        }
-        let verifier =
-            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider()).build()?;
+        let verifier = client_verifier(certificates(ca)?)?;
         let mut server = ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()?
             .with_client_cert_verifier(verifier)

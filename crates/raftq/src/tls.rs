@@ -5,9 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use raftq_node::tls::{certificates, private_key, provider, PeerTls};
-use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
+use raftq_node::tls::{certificates, client_verifier, private_key, provider, PeerTls};
+use rustls::ServerConfig;
 
 /// Why a certificate or key could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -47,17 +46,7 @@ pub fn server_config(
     let builder = match client_ca {
         None => builder.with_no_client_auth(),
         Some(path) => {
-            let (_, authorities) = read(path, certificates)?;
-            let mut roots = RootCertStore::empty();
-            for authority in authorities {
-                roots.add(authority)?;
-            }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
-                .build()
-                .map_err(|e| TlsError::File {
-                    path: path.to_path_buf(),
-                    reason: e.to_string(),
-                })?;
+            let (_, verifier) = read(path, |pem| client_verifier(certificates(pem)?))?;
             builder.with_client_cert_verifier(verifier)
         }
     };

@@ -1,0 +1,66 @@
+//! Calls to a node's peer service as an outsider makes them, for tests of what the peer service
+//! refuses (built with the `testing` feature only).
+
+use std::time::Duration;
+
+use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
+use openraft::{SnapshotMeta, Vote};
+use raftq_store::{NodeId, TypeConfig};
+use tonic::transport::ClientTlsConfig;
+
+use crate::network::{CallError, Dial, Method, PeerClient};
+use crate::query::Query;
+use crate::routing::Forwarded;
+
+/// Calls `method` of the peer service at `addr`, dialed with `tls` and carrying `cluster`, with a
+/// well-formed request that names node `sender` as the one it comes from (the leader of an
+/// append or snapshot, the candidate of a vote, at a high term): for tests that try the peer
+/// port as an outsider would.
+pub async fn call_peer(
+    addr: &str,
+    tls: Option<ClientTlsConfig>,
+    cluster: Option<uuid::Uuid>,
+    method: Method,
+    sender: NodeId,
+) -> Result<(), CallError> {
+    let dial = Dial {
+        tls,
+        ..Default::default()
+    };
+    if let Some(id) = cluster {
+        dial.cluster.set(id);
+    }
+    let mut client = PeerClient::new(0, addr, &dial);
+    let timeout = Some(Duration::from_secs(5));
+    const TERM: u64 = 1_000_000;
+    match method {
+        Method::Append => {
+            let request = AppendEntriesRequest::<TypeConfig> {
+                vote: Vote::new_committed(TERM, sender),
+                prev_log_id: None,
+                entries: Vec::new(),
+                leader_commit: None,
+            };
+            client.call(method, &request, timeout).await
+        }
+        Method::Vote => {
+            let request = VoteRequest::new(Vote::new(TERM, sender), None);
+            client.call(method, &request, timeout).await
+        }
+        Method::Snapshot => {
+            let request = InstallSnapshotRequest::<TypeConfig> {
+                vote: Vote::new_committed(TERM, sender),
+                meta: SnapshotMeta::default(),
+                offset: 0,
+                data: Vec::new(),
+                done: false,
+            };
+            client.call(method, &request, timeout).await
+        }
+        Method::Forward => {
+            let request = Forwarded::Read(Query::Accounts);
+            client.call(method, &request, timeout).await
+        }
+        Method::Ping | Method::Elect | Method::Admit => client.call(method, &(), timeout).await,
+    }
+}
