@@ -152,10 +152,28 @@ fn register_raft(registry: &mut Registry, raft: &RaftStatus) {
             "Members of the cluster (voters and learners)",
             index(raft.nodes.len() as u64),
         ),
+        (
+            "members_answering",
+            "Members, this node included, that answered this node's pings in the last 2 s",
+            index(raft.members_answering),
+        ),
+        (
+            "leader_unreachable",
+            "1 when the leader's appends reach this node but it does not answer this node's \
+             pings: requests to this node are refused at once",
+            raft.leader_unreachable.into(),
+        ),
     ];
     for (name, help, value) in gauges {
         gauge(raft_registry, name, help, value);
     }
+    let held_back = Counter::<u64>::default();
+    held_back.inc_by(raft.elections_held_back);
+    raft_registry.register(
+        "elections_held_back",
+        "Elections this node would have stood in had its election gate not held it back",
+        held_back,
+    );
 }
 
 fn register_queues(registry: &mut Registry, queues: &[QueueGauges]) {
@@ -313,6 +331,9 @@ mod tests {
             clock_skewed: Some(false),
             last_applied: 7,
             last_log_index: 10,
+            members_answering: 2,
+            leader_unreachable: true,
+            elections_held_back: 4,
         }
     }
 
@@ -349,6 +370,9 @@ mod tests {
             "raftq_raft_term 3\n".into(),
             "raftq_raft_leader_id -1\n".into(),
             "raftq_raft_apply_lag 2\n".into(),
+            "raftq_raft_members_answering 2\n".into(),
+            "raftq_raft_leader_unreachable 1\n".into(),
+            "raftq_raft_elections_held_back_total 4\n".into(),
             "raftq_reclaim_backlog_messages 7\n".into(),
             "raftq_queue_visible_messages{account=\"dev\",queue=\"orders\"} 4\n".into(),
             "raftq_queue_leased_messages{account=\"dev\",queue=\"orders\"} 2\n".into(),

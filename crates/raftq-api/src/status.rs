@@ -47,6 +47,13 @@ pub struct RaftStatus {
     pub last_applied: u64,
     #[serde(skip)]
     pub last_log_index: u64,
+    /// Members, this node included, that answered its pings in the last 2 s.
+    #[serde(skip)]
+    pub members_answering: u64,
+    #[serde(skip)]
+    pub leader_unreachable: bool,
+    #[serde(skip)]
+    pub elections_held_back: u64,
 }
 
 impl RaftStatus {
@@ -67,6 +74,7 @@ impl RaftStatus {
 /// The status of `node`, for the cluster serving `region`.
 pub async fn of(node: &Node, region: &str) -> RaftStatus {
     let status = node.status().await;
+    let members_answering = status.members.iter().filter(|m| m.answering).count() as u64;
     RaftStatus {
         leader: status.leader,
         nodes: status
@@ -87,5 +95,8 @@ pub async fn of(node: &Node, region: &str) -> RaftStatus {
         clock_skewed: Some(status.clock_skewed),
         last_applied: status.last_applied,
         last_log_index: status.last_log_index,
+        members_answering,
+        leader_unreachable: status.leader_unreachable,
+        elections_held_back: status.elections_held_back,
     }
 }

@@ -14,11 +14,16 @@
 //! of them would vote for it. A node that could not get those votes could never win an election
 //! anyway, so the gate takes nothing away: once it could, it stands as before.
 //!
+//! While the gate is closed and no leader's appends arrive, the node counts the elections it
+//! would have stood in (`elections_held_back` in its status): one once a leader's lease and an
+//! election timeout have run out, then one per timeout, taking the longest timeout each time.
+//!
 //! The gate also keeps this node's clock honest: when its clock differs from the median of a
 //! majority of the voters' clocks (itself included) by more than `--max-clock-skew-ms`, it does
 //! not stand for election, and a leader hands its leadership over.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,6 +64,16 @@ fn majority(reached: &BTreeSet<NodeId>, configs: &[BTreeSet<NodeId>]) -> bool {
         .all(|voters| voters.intersection(reached).count() * 2 > voters.len())
 }
 
+/// The elections openraft would have started in a spell of `quiet` with elections off and no
+/// append from a leader: the first once the leader's lease and an election timeout ran out (two
+/// `timeout`s: openraft's lease is its longest timeout), then one per `timeout`.
+fn elections_in(quiet: Duration, timeout: Duration) -> u64 {
+    let timeouts = quiet.as_millis() / timeout.as_millis().max(1);
+    u64::try_from(timeouts)
+        .unwrap_or(u64::MAX)
+        .saturating_sub(1)
+}
+
 /// A member's last answer: when it came, what it said, and its clock minus this node's.
 type Answer = (Instant, PeerStatus, i64);
 
@@ -66,6 +81,12 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
     let mut answers: BTreeMap<NodeId, Answer> = BTreeMap::new();
     let mut open = core.admission.may_stand();
     let mut skewed = false;
+    // The longest election timeout, so that the elections counted are the fewest openraft
+    // would have started.
+    let timeout = Duration::from_millis(core.raft.config().election_timeout_max);
+    // Since when the gate has held this node back with no append from a leader, and the
+    // elections counted since then.
+    let mut held: Option<(Instant, u64)> = None;
     let mut tick = tokio::time::interval(EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -168,6 +189,20 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
                 "election gate"
             );
         }
+        held = if allow || core.current_leader() == Some(core.id) || !voters.contains(&core.id) {
+            None
+        } else {
+            let now = Instant::now();
+            let (mut since, mut counted) = held.unwrap_or((now, 0));
+            // A leader's append restarts openraft's election timer.
+            if let Some(last) = core.last_append().filter(|last| *last > since) {
+                (since, counted) = (last, 0);
+            }
+            let elections = elections_in(now - since, timeout);
+            core.elections_held_back
+                .fetch_add(elections.saturating_sub(counted), Ordering::Relaxed);
+            Some((since, elections))
+        };
     }
 }
 
@@ -208,6 +243,19 @@ mod tests {
         assert_eq!(clock_offset(&[], 3), None);
         assert_eq!(clock_offset(&[5], 5), None);
         assert_eq!(clock_offset(&[], 1), Some(0));
+    }
+
+    #[test]
+    fn elections_are_counted_after_the_lease_then_once_per_timeout() {
+        use super::elections_in;
+        use std::time::Duration;
+        let ms = Duration::from_millis;
+        assert_eq!(elections_in(ms(0), ms(350)), 0);
+        assert_eq!(elections_in(ms(699), ms(350)), 0);
+        assert_eq!(elections_in(ms(700), ms(350)), 1);
+        assert_eq!(elections_in(ms(1_049), ms(350)), 1);
+        assert_eq!(elections_in(ms(1_050), ms(350)), 2);
+        assert_eq!(elections_in(ms(3_500), ms(350)), 9);
     }
 
     #[test]

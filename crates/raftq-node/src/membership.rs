@@ -30,7 +30,7 @@ const HANDOVER: Duration = Duration::from_secs(5);
 /// A member counts as answering for a removal while its last answer to a ping is at most this
 /// old: longer than the election gate's window, so that a loaded machine's slow pings do not
 /// refuse a removal that leaves a working majority.
-const ANSWERED_WITHIN: Duration = Duration::from_secs(2);
+pub(crate) const ANSWERED_WITHIN: Duration = Duration::from_secs(2);
 /// How long a change waits for answers that may be late before it refuses for want of them.
 const LATE_ANSWERS: Duration = Duration::from_millis(300);
 /// How long a membership entry may take to commit before the change is answered as timed out.

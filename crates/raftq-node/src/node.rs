@@ -108,6 +108,9 @@ pub struct Node {
     database: Database,
     #[cfg(feature = "testing")]
     failing_disk: raftq_store::FailingDisk,
+    /// The applied index at which the snapshot policy last found no snapshot due.
+    #[cfg(feature = "testing")]
+    snapshot_not_due: watch::Receiver<Option<u64>>,
 }
 
 impl Node {
@@ -201,6 +204,7 @@ impl Node {
             handing_over: Default::default(),
             changing: tokio::sync::Mutex::new(()),
             reach: Default::default(),
+            elections_held_back: Default::default(),
             appends: Default::default(),
         });
         let (shutdown, signal) = watch::channel(false);
@@ -241,11 +245,15 @@ impl Node {
             )));
         }
         tasks.push(tokio::spawn(gate::run(Arc::clone(&core), signal.clone())));
+        let not_due = watch::Sender::new(None);
+        #[cfg(feature = "testing")]
+        let snapshot_not_due = not_due.subscribe();
         tasks.push(tokio::spawn(snapshots::run(
             core.raft.clone(),
             core.reader.clone(),
             appended,
             config.snapshot_after_logs,
+            not_due,
             signal.clone(),
         )));
         tasks.push(tokio::spawn(timer::run(Arc::clone(&core), signal)));
@@ -257,6 +265,8 @@ impl Node {
             database,
             #[cfg(feature = "testing")]
             failing_disk,
+            #[cfg(feature = "testing")]
+            snapshot_not_due,
         })
     }
 
@@ -303,6 +313,14 @@ impl Node {
     #[cfg(feature = "testing")]
     pub fn fail_disk(&self) {
         self.failing_disk.fail();
+    }
+
+    /// The applied index at which the snapshot policy last found no snapshot due, for tests that
+    /// wait until the policy has judged their entries (it looks every 200 ms, apart from the
+    /// apply).
+    #[cfg(feature = "testing")]
+    pub fn snapshot_not_due(&self) -> watch::Receiver<Option<u64>> {
+        self.snapshot_not_due.clone()
     }
 
     /// The switch partition tests use to cut this node's outgoing links.

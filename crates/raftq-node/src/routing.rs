@@ -159,7 +159,7 @@ impl Core {
 
     /// Whether `leader` is cut off from this node one way: its appends arrive, its answers to
     /// this node's pings do not.
-    fn cut_off_from(&self, leader: NodeId) -> bool {
+    pub(crate) fn cut_off_from(&self, leader: NodeId) -> bool {
         self.silent_for(leader, SILENT) && self.appending_for(SILENT)
     }
 

@@ -2,7 +2,7 @@
 //! timer, formation, membership changes and routing), with what they ask of them.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -39,6 +39,8 @@ pub(crate) struct Core {
     pub changing: tokio::sync::Mutex<()>,
     /// What the election gate's pings tell of each member.
     pub reach: RwLock<BTreeMap<NodeId, Reach>>,
+    /// Elections the election gate kept this node from standing in (see `gate`).
+    pub elections_held_back: AtomicU64,
     /// Since when a leader's appends and heartbeats have been reaching this node without a gap
     /// longer than [`APPENDING`], and when the last one came.
     pub appends: RwLock<Option<(Instant, Instant)>>,
@@ -130,6 +132,15 @@ impl Core {
             };
             *appends = Some((since, now));
         }
+    }
+
+    /// When a leader's last append or heartbeat reached this node.
+    pub(crate) fn last_append(&self) -> Option<Instant> {
+        self.appends
+            .read()
+            .ok()
+            .and_then(|a| *a)
+            .map(|(_, last)| last)
     }
 
     /// Whether a leader's appends have been reaching this node, without a gap, for at least

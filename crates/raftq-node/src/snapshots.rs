@@ -40,11 +40,14 @@ fn entries_through(id: Option<LogId<NodeId>>) -> u64 {
 }
 
 /// Asks `raft` for a snapshot whenever one is [`due`], until `shutdown` or until Raft stops.
+/// Each time it finds none due, it puts the applied index it judged at in `not_due` (tests
+/// wait on it to know the policy has seen their entries).
 pub(crate) async fn run(
     raft: Raft<TypeConfig>,
     reader: StateReader,
     appended: Appended,
     min_entries: u64,
+    not_due: watch::Sender<Option<u64>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let metrics = raft.metrics();
@@ -79,6 +82,7 @@ pub(crate) async fn run(
         };
         let snapshot_bytes = reader.snapshot_bytes();
         if !due(growth, snapshot_bytes, min_entries) {
+            not_due.send_replace(applied.map(|id| id.index));
             continue;
         }
         tracing::info!(

@@ -1,15 +1,20 @@
 //! What a node reports of itself and of the cluster as it sees it: leader, term, commit and
-//! applied index, the members with their roles, the cluster id and this node's clock offset.
-//! `GET /v1/cluster`, the gRPC `Cluster` call and `GET /metrics` show it.
+//! applied index, the members with their roles and whether they answer its pings, the cluster
+//! id, this node's clock offset, whether its leader is cut off from it and the elections its
+//! election gate held it back from. `GET /v1/cluster`, the gRPC `Cluster` call and
+//! `GET /metrics` show it.
 //!
 //! Roles: the known leader is [`Role::Leader`]; this node reports its own state (candidate,
 //! follower, learner, shutdown); other voters are followers and non-voters learners, since a node
 //! sees only its own state.
 
+use std::sync::atomic::Ordering;
+
 use openraft::ServerState;
 use raftq_store::NodeId;
 use uuid::Uuid;
 
+use crate::membership::ANSWERED_WITHIN;
 use crate::shared::Core;
 
 /// A member's role as this node sees it.
@@ -53,6 +58,9 @@ pub struct Member {
     pub id: NodeId,
     pub raft_addr: String,
     pub role: Role,
+    /// Whether it answered this node's pings in the last 2 s (this node always does): the
+    /// members a leader counts on to keep a majority when it is asked to remove a voter.
+    pub answering: bool,
 }
 
 /// A node's view of itself and the cluster.
@@ -79,11 +87,21 @@ pub struct NodeStatus {
     pub clock_offset_ms: i64,
     /// Whether that is beyond the bound: the node then does not stand for election.
     pub clock_skewed: bool,
+    /// Whether the leader is cut off from this node one way: its appends arrive, but it has
+    /// not answered this node's pings for a second. Requests to this node are then refused at
+    /// once ([`NodeError::LeaderUnreachable`](crate::NodeError::LeaderUnreachable)) instead of
+    /// forwarded.
+    pub leader_unreachable: bool,
+    /// Elections this node would have stood in since it started, had its election gate not
+    /// held it back (too few voters answering or willing to vote for it, a skewed clock, or a
+    /// node that may not vote), while no leader's appends reached it.
+    pub elections_held_back: u64,
 }
 
 impl Core {
     /// This node's status, read from openraft's metrics and, for the committed index, its state.
     pub(crate) async fn status(&self) -> NodeStatus {
+        let answering = self.answering(ANSWERED_WITHIN);
         let mut status = {
             let metrics = self.raft.metrics();
             let m = metrics.borrow();
@@ -103,6 +121,7 @@ impl Core {
                     } else {
                         Role::Learner
                     },
+                    answering: answering.contains(id),
                 })
                 .collect();
             let last_applied = m.last_applied.map_or(0, |l| l.index);
@@ -118,6 +137,10 @@ impl Core {
                 cluster_id: self.admission.cluster().get(),
                 clock_offset_ms: self.clock.offset().unwrap_or(0),
                 clock_skewed: self.clock.skewed(),
+                leader_unreachable: m
+                    .current_leader
+                    .is_some_and(|leader| leader != m.id && self.cut_off_from(leader)),
+                elections_held_back: self.elections_held_back.load(Ordering::Relaxed),
             }
         };
         // The committed index lives in the Raft state, not in the metrics; the applied index
