@@ -172,6 +172,15 @@ impl<'a> Fields<'a> {
             .transpose()
     }
 
+    pub fn number(&self, key: &str) -> Result<Option<f64>, ApiError> {
+        self.value(key)
+            .map(|v| {
+                v.as_f64()
+                    .ok_or_else(|| type_error(self.path(key), "a number"))
+            })
+            .transpose()
+    }
+
     pub fn boolean(&self, key: &str) -> Result<Option<bool>, ApiError> {
         self.value(key)
             .map(|v| {

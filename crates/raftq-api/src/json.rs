@@ -52,6 +52,17 @@ pub struct Queue<'a> {
     #[schema(value_type = Option<schemas::RedrivePolicy>, required = true)]
     pub redrive_policy: Option<&'a raftq_engine::model::RedrivePolicyView>,
     pub redrive_allow_policy: AllowPolicy<'a>,
+    #[schema(required = true)]
+    pub retry_backoff: Option<RetryBackoff>,
+}
+
+/// A queue's retry backoff: a message whose lease expired waits `min(max_seconds,
+/// initial_seconds × multiplier^(receive_count − 1))` seconds before it is visible again.
+#[derive(Serialize, ToSchema)]
+pub struct RetryBackoff {
+    pub initial_seconds: u32,
+    pub max_seconds: u32,
+    pub multiplier: f64,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -81,6 +92,11 @@ impl<'a> Queue<'a> {
                 permission: &view.redrive_allow_policy.permission,
                 source_queues: view.redrive_allow_policy.source_queues.as_deref(),
             },
+            retry_backoff: view.retry_backoff.map(|b| RetryBackoff {
+                initial_seconds: b.initial_seconds,
+                max_seconds: b.max_seconds,
+                multiplier: b.multiplier(),
+            }),
         }
     }
 }
@@ -137,6 +153,10 @@ pub struct Message<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(schema_with = schemas::message_state)]
     pub state: Option<MessageState>,
+    /// Peeked delayed messages: when the delay or retry backoff ends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
+    pub visible_at: Option<String>,
 }
 
 impl<'a> Message<'a> {
@@ -156,6 +176,7 @@ impl<'a> Message<'a> {
             dead_letter_source: meta.dead_letter_source.as_ref(),
             moved_at: meta.moved_at.map(rfc3339),
             state: None,
+            visible_at: None,
         }
     }
 
@@ -170,8 +191,11 @@ impl<'a> Message<'a> {
 
     /// A message shown by a peek.
     pub fn peeked(meta: &'a MessageMeta, payload: &'a Payload) -> Message<'a> {
+        let until = |state| meta.until.filter(|_| meta.state == state).map(rfc3339);
         Message {
             state: Some(meta.state),
+            lease_expires_at: until(MessageState::Leased),
+            visible_at: until(MessageState::Delayed),
             ..Message::new(meta, payload)
         }
     }

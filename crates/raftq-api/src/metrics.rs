@@ -179,7 +179,7 @@ fn register_raft(registry: &mut Registry, raft: &RaftStatus) {
 fn register_queues(registry: &mut Registry, queues: &[QueueGauges]) {
     let queue_registry = registry.sub_registry_with_prefix("queue");
     type Figure = fn(&QueueGauges) -> u64;
-    let figures: [(&str, &str, Figure); 5] = [
+    let figures: [(&str, &str, Figure); 7] = [
         ("visible_messages", "Messages ready to be received", |g| {
             g.stats.visible
         }),
@@ -200,6 +200,16 @@ fn register_queues(registry: &mut Registry, queues: &[QueueGauges]) {
             "oldest_message_age_seconds",
             "Age of the queue's oldest message",
             |g| g.stats.oldest_message_age_seconds,
+        ),
+        (
+            "active_tenants",
+            "Message group IDs of a standard queue that hold messages",
+            |g| g.stats.active_tenants,
+        ),
+        (
+            "largest_tenant_in_flight_messages",
+            "The most messages one tenant of a standard queue has leased",
+            |g| g.stats.largest_tenant_in_flight,
         ),
     ];
     for (name, help, figure) in figures {
@@ -357,6 +367,8 @@ mod tests {
                 delayed: 1,
                 pending_redrive: 0,
                 oldest_message_age_seconds: 30,
+                active_tenants: 3,
+                largest_tenant_in_flight: 2,
             },
             dead_lettered: 5,
         }];
@@ -377,6 +389,9 @@ mod tests {
             "raftq_queue_visible_messages{account=\"dev\",queue=\"orders\"} 4\n".into(),
             "raftq_queue_leased_messages{account=\"dev\",queue=\"orders\"} 2\n".into(),
             "raftq_queue_oldest_message_age_seconds{account=\"dev\",queue=\"orders\"} 30\n".into(),
+            "raftq_queue_active_tenants{account=\"dev\",queue=\"orders\"} 3\n".into(),
+            "raftq_queue_largest_tenant_in_flight_messages{account=\"dev\",queue=\"orders\"} 2\n"
+                .into(),
             "raftq_queue_dead_lettered_messages_total{account=\"dev\",queue=\"orders\"} 5\n".into(),
         ] {
             assert!(text.contains(&line), "{line}: {text}");

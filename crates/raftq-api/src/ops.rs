@@ -346,22 +346,26 @@ impl Shared {
         .await
     }
 
-    /// Changes (or with 0 s releases) the lease of `receipt`; `lease_seconds` is required.
+    /// Changes (or with 0 s releases, after `delay_seconds`) the lease of `receipt`;
+    /// `lease_seconds` is required.
     pub async fn change_lease(
         &self,
         account: String,
         queue: String,
         receipt: String,
         lease_seconds: Option<i64>,
+        delay_seconds: Option<i64>,
     ) -> Result<LeaseChange, ApiError> {
         let lease_seconds =
             lease_seconds.ok_or_else(|| ApiError::invalid("lease_seconds", "is required"))?;
-        validate::lease_seconds(lease_seconds)?;
+        let secs = validate::lease_seconds(lease_seconds)?;
+        validate::release_delay(secs, delay_seconds)?;
         let command = Command::ChangeLease {
             account,
             queue,
             receipt,
             lease_seconds,
+            delay_seconds,
         };
         self.write_for(command, |o| match o {
             Outcome::LeaseChanged {

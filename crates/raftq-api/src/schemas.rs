@@ -59,6 +59,10 @@ pub struct QueueStats {
     /// Messages that wait to be moved to the dead-letter queue.
     pending_redrive: u64,
     oldest_message_age_seconds: u64,
+    /// Standard queues: how many message group IDs (tenants) hold messages.
+    active_tenants: u64,
+    /// The most messages one tenant has leased now.
+    largest_tenant_in_flight: u64,
 }
 
 /// The states a peeked message can be in, as the engine's `MessageState` serializes them.
@@ -148,6 +152,8 @@ mod tests {
                 delayed: 3,
                 pending_redrive: 4,
                 oldest_message_age_seconds: 5,
+                active_tenants: 6,
+                largest_tenant_in_flight: 7,
             }),
             json(QueueStats {
                 visible: 1,
@@ -155,6 +161,8 @@ mod tests {
                 delayed: 3,
                 pending_redrive: 4,
                 oldest_message_age_seconds: 5,
+                active_tenants: 6,
+                largest_tenant_in_flight: 7,
             }),
         );
         for api in [

@@ -196,7 +196,8 @@ async fn run(args: &Args, seed: u64) -> Result<u64, String> {
     Ok(report.total())
 }
 
-/// Creates a standard and a FIFO source queue with their dead-letter queues.
+/// Creates a standard and a FIFO source queue with their dead-letter queues; both retry with a
+/// backoff, and the standard one serves the producers' tenants fairly.
 async fn create_queues(nodes: &Nodes, tag: u64) -> Result<BTreeMap<String, String>, String> {
     let client = nodes.client(0);
     let mut pairs = BTreeMap::new();
@@ -204,7 +205,11 @@ async fn create_queues(nodes: &Nodes, tag: u64) -> Result<BTreeMap<String, Strin
         let source = format!("chaos-{tag}{suffix}");
         let dlq = format!("chaos-{tag}-dlq{suffix}");
         create(client, &dlq, json!({})).await?;
-        let policy = json!({"redrive_policy": {"dead_letter_target": dlq, "max_receive_count": MAX_RECEIVE_COUNT}, "lease_seconds": workload::LEASE_SECONDS});
+        let policy = json!({
+            "redrive_policy": {"dead_letter_target": dlq, "max_receive_count": MAX_RECEIVE_COUNT},
+            "lease_seconds": workload::LEASE_SECONDS,
+            "retry_backoff": {"initial_seconds": 1, "max_seconds": 4, "multiplier": 2.0},
+        });
         create(client, &source, policy).await?;
         pairs.insert(source, dlq);
     }

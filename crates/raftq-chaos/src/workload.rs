@@ -70,7 +70,13 @@ pub async fn produce(
     while !control.stop_producing.load(Ordering::Relaxed) {
         n += 1;
         let body = format!("{queue}/{id}/{n}");
-        let group = fifo.then(|| format!("p{id}-g{}", n % 3));
+        // FIFO groups of this producer; on the standard queue, tenants of a fair queue: one
+        // tenant all producers share sends three times as much as each producer's own.
+        let group = match (fifo, n % 4) {
+            (true, _) => format!("p{id}-g{}", n % 3),
+            (false, 0) => format!("tenant-{id}"),
+            (false, _) => "tenant-shared".to_string(),
+        };
         let mut ok = false;
         for _attempt in 0..20 {
             let outcome = send(
@@ -79,7 +85,7 @@ pub async fn produce(
                 &queue,
                 &body,
                 &body,
-                group.as_deref(),
+                &group,
                 (&mut avoided, &mut rng),
             )
             .await;
@@ -105,7 +111,7 @@ pub async fn produce(
                 &queue,
                 &resend,
                 &body,
-                group.as_deref(),
+                &group,
                 (&mut avoided, &mut rng),
             )
             .await;
@@ -119,13 +125,12 @@ async fn send(
     queue: &str,
     body: &str,
     dedup: &str,
-    group: Option<&str>,
+    group: &str,
     (avoided, rng): (&mut Avoided, &mut StdRng),
 ) -> Outcome {
-    let fifo = group.is_some();
-    let mut message = json!({ "body": body });
-    if let Some(g) = group {
-        message["message_group_id"] = g.into();
+    let fifo = queue.ends_with(".fifo");
+    let mut message = json!({ "body": body, "message_group_id": group });
+    if fifo {
         message["message_deduplication_id"] = dedup.into();
     }
     let (node, client) = nodes.pick(avoided, rng);
@@ -140,7 +145,7 @@ async fn send(
     history.push(Event::Send {
         queue: queue.into(),
         body: body.into(),
-        group: group.map(str::to_string),
+        group: Some(group.to_string()),
         dedup: fifo.then(|| dedup.to_string()),
         start,
         end,

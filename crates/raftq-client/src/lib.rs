@@ -283,7 +283,29 @@ impl Client {
         receipt: &str,
         lease_seconds: u64,
     ) -> Result<Value> {
-        let body = json!({ "receipt": receipt, "lease_seconds": lease_seconds });
+        self.lease(
+            queue,
+            json!({ "receipt": receipt, "lease_seconds": lease_seconds }),
+        )
+        .await
+    }
+
+    /// Ends a lease without an ack: the message is visible again after `delay_seconds` (at
+    /// once without one).
+    pub async fn release(
+        &self,
+        queue: &str,
+        receipt: &str,
+        delay_seconds: Option<u64>,
+    ) -> Result<Value> {
+        let mut body = json!({ "receipt": receipt, "lease_seconds": 0 });
+        if let Some(d) = delay_seconds {
+            body["delay_seconds"] = d.into();
+        }
+        self.lease(queue, body).await
+    }
+
+    async fn lease(&self, queue: &str, body: Value) -> Result<Value> {
         self.call(
             Method::POST,
             &["v1", "queues", queue, "lease"],

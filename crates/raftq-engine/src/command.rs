@@ -11,14 +11,14 @@ use crate::error::EngineError;
 use crate::model::{MessageState, Millis, QueueRef, QueueView};
 
 /// One Raft log entry's payload: the leader's clock reading and the command.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
     pub now: Millis,
     pub command: Command,
 }
 
 /// Every state change the queue service knows.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Command {
     CreateQueue {
         account: String,
@@ -62,6 +62,8 @@ pub enum Command {
         queue: String,
         receipt: String,
         lease_seconds: i64,
+        /// With `lease_seconds` 0 (a release): how long the message stays invisible first.
+        delay_seconds: Option<i64>,
     },
     Purge {
         account: String,
@@ -73,7 +75,7 @@ pub enum Command {
 }
 
 /// Optional queue settings, for create and patch.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct QueueAttributes {
     pub content_based_deduplication: Option<bool>,
     pub lease_seconds: Option<i64>,
@@ -83,6 +85,16 @@ pub struct QueueAttributes {
     /// `Some(None)` clears the policy (PATCH with `null`).
     pub redrive_policy: Option<Option<RedrivePolicyInput>>,
     pub redrive_allow_policy: Option<AllowPolicyInput>,
+    /// `Some(None)` clears the backoff (PATCH with `null`).
+    pub retry_backoff: Option<Option<RetryBackoffInput>>,
+}
+
+/// A retry backoff as a client writes it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RetryBackoffInput {
+    pub initial_seconds: Option<i64>,
+    pub max_seconds: Option<i64>,
+    pub multiplier: Option<f64>,
 }
 
 /// A redrive policy as a client writes it.

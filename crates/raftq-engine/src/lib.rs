@@ -34,6 +34,7 @@ pub mod codec;
 pub mod command;
 mod engine;
 pub mod error;
+pub mod legacy;
 pub mod model;
 mod queue;
 pub mod receipt;
@@ -42,9 +43,12 @@ pub mod validate;
 
 pub use command::{
     AckResult, AllowPolicyInput, BatchEntry, BatchResult, Command, Delivery, Entry, MessageMeta,
-    NewMessage, Outcome, Payload, QueueAttributes, RedrivePolicyInput, SendResult,
+    NewMessage, Outcome, Payload, QueueAttributes, RedrivePolicyInput, RetryBackoffInput,
+    SendResult,
 };
 pub use engine::{Applied, Engine, RECLAIM_PER_TICK};
 pub use error::EngineError;
-pub use model::{MessageState, Millis, QueueGauges, QueueRef, QueueStats, QueueType, QueueView};
+pub use model::{
+    MessageState, Millis, QueueGauges, QueueRef, QueueStats, QueueType, QueueView, RetryBackoff,
+};
 pub use rows::{Changes, PayloadOp, RowKey};

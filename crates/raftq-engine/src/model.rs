@@ -33,6 +33,10 @@ pub mod limits {
     pub const ALLOW_POLICY_SOURCES_MAX: usize = 10;
     pub const PEEK_LIMIT_MAX: usize = 100;
     pub const PEEK_LIMIT_DEFAULT: usize = 10;
+    pub const BACKOFF_INITIAL_SECONDS_MAX: i64 = 900;
+    pub const BACKOFF_MAX_SECONDS_MAX: i64 = 43_200;
+    pub const BACKOFF_MULTIPLIER_MIN: f64 = 1.0;
+    pub const BACKOFF_MULTIPLIER_MAX: f64 = 10.0;
 }
 
 /// `standard` or `fifo`; a queue is FIFO exactly when its name ends in `.fifo`.
@@ -93,6 +97,44 @@ pub struct RedrivePolicy {
     pub max_receive_count: u32,
 }
 
+/// How long a message whose lease expired waits before it is visible again: `initial_seconds`
+/// after its first receive, then `multiplier` times longer after each further receive, at most
+/// `max_seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetryBackoff {
+    pub initial_seconds: u32,
+    pub max_seconds: u32,
+    /// The factor between two waits in thousandths (1000 is 1.0), so that settings compare and
+    /// store exactly.
+    pub multiplier_thousandths: u32,
+}
+
+impl RetryBackoff {
+    /// The factor between two waits.
+    pub fn multiplier(&self) -> f64 {
+        f64::from(self.multiplier_thousandths) / 1000.0
+    }
+
+    /// The wait after the lease of a message received `receive_count` times expired, in
+    /// milliseconds: `min(max, initial × multiplier^(receive_count − 1))`, rounded down.
+    /// Computed by squaring with IEEE multiplications only, which every platform rounds alike,
+    /// so that every replica stamps the same time.
+    pub fn wait_ms(&self, receive_count: u32) -> u64 {
+        let max = f64::from(self.max_seconds) * 1000.0;
+        let mut wait = f64::from(self.initial_seconds) * 1000.0;
+        let mut factor = self.multiplier();
+        let mut exponent = receive_count.saturating_sub(1);
+        while exponent > 0 && wait > 0.0 && wait < max {
+            if exponent & 1 == 1 {
+                wait *= factor;
+            }
+            factor *= factor;
+            exponent >>= 1;
+        }
+        wait.min(max) as u64
+    }
+}
+
 /// A queue's settings, all validated.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueConfig {
@@ -103,6 +145,7 @@ pub struct QueueConfig {
     pub max_message_bytes: u32,
     pub redrive_policy: Option<RedrivePolicy>,
     pub redrive_allow_policy: AllowPolicy,
+    pub retry_backoff: Option<RetryBackoff>,
 }
 
 impl Default for QueueConfig {
@@ -115,6 +158,7 @@ impl Default for QueueConfig {
             max_message_bytes: limits::MAX_MESSAGE_BYTES_DEFAULT,
             redrive_policy: None,
             redrive_allow_policy: AllowPolicy::AllowAll,
+            retry_backoff: None,
         }
     }
 }
@@ -196,6 +240,7 @@ pub struct QueueView {
     pub max_message_bytes: u32,
     pub redrive_policy: Option<RedrivePolicyView>,
     pub redrive_allow_policy: AllowPolicyView,
+    pub retry_backoff: Option<RetryBackoff>,
 }
 
 /// Where a message is in its life, as peek shows it.
@@ -216,6 +261,10 @@ pub struct QueueStats {
     pub delayed: u64,
     pub pending_redrive: u64,
     pub oldest_message_age_seconds: u64,
+    /// Message group IDs of a standard queue that hold messages (its tenants).
+    pub active_tenants: u64,
+    /// The most messages any one tenant has leased at once now.
+    pub largest_tenant_in_flight: u64,
 }
 
 /// One queue's monitoring figures: its counters and how many messages redrive has moved out of

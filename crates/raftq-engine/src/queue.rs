@@ -16,7 +16,8 @@ use uuid::Uuid;
 use crate::model::{Millis, QueueConfig, QueueName, QueueType};
 use crate::rows::{Changes, RowKey};
 
-/// Group number of messages of standard queues.
+/// The group number of a message not in a FIFO group or tenant: before [`Queue::insert`] gives it
+/// one, and in a reclaimed set when it had no group ID.
 pub(crate) const NO_GROUP: u32 = u32::MAX;
 
 /// A message's state; `until` of [`Msg`] is the delay end or lease end where one applies.
@@ -96,9 +97,87 @@ pub(crate) struct ApplyContext {
     pub changes: Changes,
 }
 
+/// Names interned to small numbers, each with a value; numbers of forgotten names are reused.
 #[derive(Debug, Clone)]
+struct Interned<T> {
+    slots: Vec<Option<(Box<str>, T)>>,
+    free: Vec<u32>,
+    numbers: HashMap<Box<str>, u32>,
+}
+
+impl<T> Default for Interned<T> {
+    fn default() -> Self {
+        Interned {
+            slots: Vec::new(),
+            free: Vec::new(),
+            numbers: HashMap::default(),
+        }
+    }
+}
+
+impl<T: Default> Interned<T> {
+    /// The number of `name`, interned with a default value if it was not.
+    fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&n) = self.numbers.get(name) {
+            return n;
+        }
+        let slot = Some((name.into(), T::default()));
+        let n = match self.free.pop() {
+            Some(n) => {
+                self.slots[n as usize] = slot;
+                n
+            }
+            None => {
+                self.slots.push(slot);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.numbers.insert(name.into(), n);
+        n
+    }
+}
+
+impl<T> Interned<T> {
+    fn get(&self, n: u32) -> Option<&T> {
+        self.slots
+            .get(n as usize)
+            .and_then(Option::as_ref)
+            .map(|(_, v)| v)
+    }
+
+    fn get_mut(&mut self, n: u32) -> Option<&mut T> {
+        self.slots
+            .get_mut(n as usize)
+            .and_then(Option::as_mut)
+            .map(|(_, v)| v)
+    }
+
+    fn name(&self, n: u32) -> Option<&str> {
+        self.slots
+            .get(n as usize)
+            .and_then(Option::as_ref)
+            .map(|(name, _)| &**name)
+    }
+
+    /// Forgets `n` and its name; the number may be given to another name.
+    fn forget(&mut self, n: u32) {
+        if let Some((name, _)) = self.slots.get_mut(n as usize).and_then(Option::take) {
+            self.numbers.remove(&name);
+            self.free.push(n);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.numbers.len()
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        self.numbers.contains_key(name)
+    }
+}
+
+#[derive(Debug, Clone, Default)]
 struct Group {
-    name: Box<str>,
     /// Sequence numbers in order, each with its message's state (so the head's readiness needs
     /// no lookup); messages join at the back and mostly leave near the front.
     msgs: VecDeque<(u64, State)>,
@@ -118,6 +197,23 @@ impl Group {
     }
 }
 
+/// The messages of one tenant of a standard queue: those sent with one message group ID, or
+/// (under the empty name) those sent without one.
+#[derive(Debug, Clone, Default)]
+struct Tenant {
+    /// Visible messages, oldest first.
+    visible: BTreeSet<u64>,
+    /// Messages leased now: the tenant's messages in flight.
+    leased: u32,
+    /// Every message of the tenant in the queue; the tenant is forgotten when none is left.
+    held: u32,
+    /// Its key in the fair order, `(leased, oldest visible)`, while it has a visible message.
+    fair_key: Option<(u32, u64)>,
+}
+
+/// The name under which a standard queue keeps the messages sent without a group ID.
+const UNNAMED_TENANT: &str = "";
+
 /// A deduplication ID accepted within the window.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DedupRecord {
@@ -126,31 +222,38 @@ pub(crate) struct DedupRecord {
     pub expires_at: Millis,
 }
 
-/// Everything a queue derives from its messages' states: the ready set (of `(seq, group)`),
-/// FIFO groups, pending redrives, counters and message timers. Kept apart from the message map
-/// so that a message can be changed and re-indexed with one map lookup.
+/// Everything a queue derives from its messages' states: the ready set of a FIFO queue (the
+/// heads of its unblocked groups, as `(seq, group)`) and its groups, the tenants of a standard
+/// queue in fair order, pending redrives, counters and message timers. Kept apart from the
+/// message map so that a message can be changed and re-indexed with one map lookup.
 #[derive(Debug, Clone)]
 struct Index {
     qid: u32,
     id: Uuid,
+    fifo: bool,
     ready: BTreeSet<(u64, u32)>,
-    /// FIFO groups by number; numbers of forgotten groups are reused.
-    groups: Vec<Option<Group>>,
-    free_groups: Vec<u32>,
-    group_ids: HashMap<Box<str>, u32>,
+    groups: Interned<Group>,
+    tenants: Interned<Tenant>,
+    /// Tenants with a visible message, fewest in flight first, then oldest visible message
+    /// first: the order in which a standard queue serves them.
+    fair: BTreeSet<(u32, u64, u32)>,
+    /// Named tenants with messages in flight, by how many.
+    in_flight: BTreeSet<(u32, u32)>,
     pending: BTreeSet<u64>,
     counts: [u64; 4],
 }
 
 impl Index {
-    fn new(qid: u32, id: Uuid) -> Index {
+    fn new(qid: u32, id: Uuid, fifo: bool) -> Index {
         Index {
             qid,
             id,
+            fifo,
             ready: BTreeSet::new(),
-            groups: Vec::new(),
-            free_groups: Vec::new(),
-            group_ids: HashMap::default(),
+            groups: Interned::default(),
+            tenants: Interned::default(),
+            fair: BTreeSet::new(),
+            in_flight: BTreeSet::new(),
             pending: BTreeSet::new(),
             counts: [0; 4],
         }
@@ -160,28 +263,22 @@ impl Index {
         Timer::Message { qid: self.qid, seq }
     }
 
+    /// The number of the FIFO group or tenant named `name`.
     fn intern(&mut self, name: &str) -> u32 {
-        if let Some(&g) = self.group_ids.get(name) {
-            return g;
+        if self.fifo {
+            self.groups.intern(name)
+        } else {
+            self.tenants.intern(name)
         }
-        let group = Group {
-            name: name.into(),
-            msgs: VecDeque::new(),
-            leased: 0,
-            ready_key: None,
-        };
-        let g = match self.free_groups.pop() {
-            Some(g) => {
-                self.groups[g as usize] = Some(group);
-                g
-            }
-            None => {
-                self.groups.push(Some(group));
-                (self.groups.len() - 1) as u32
-            }
-        };
-        self.group_ids.insert(name.into(), g);
-        g
+    }
+
+    /// The message group ID under `group`: a FIFO group's, or a named tenant's.
+    fn group_name(&self, group: u32) -> Option<&str> {
+        if self.fifo {
+            self.groups.name(group)
+        } else {
+            self.tenants.name(group).filter(|n| *n != UNNAMED_TENANT)
+        }
     }
 
     /// A message enters the queue.
@@ -194,11 +291,12 @@ impl Index {
         if state == State::Pending {
             self.pending.insert(seq);
         }
-        if let Some(g) = self
-            .groups
-            .get_mut(msg.group as usize)
-            .and_then(Option::as_mut)
-        {
+        if !self.fifo {
+            if let Some(t) = self.tenants.get_mut(msg.group) {
+                t.held += 1;
+            }
+            self.tenant_change(context, seq, msg.group, None, Some(state));
+        } else if let Some(g) = self.groups.get_mut(msg.group) {
             // A message joins at the tail: the group's readiness changes only when it was
             // empty or gains a lease.
             let was_empty = g.msgs.is_empty();
@@ -215,8 +313,6 @@ impl Index {
             if was_empty || state == State::Leased {
                 self.refresh(context, msg.group);
             }
-        } else if state == State::Visible {
-            self.make_ready(context, seq, NO_GROUP);
         }
     }
 
@@ -229,11 +325,12 @@ impl Index {
         if msg.state == State::Pending {
             self.pending.remove(&seq);
         }
-        if let Some(g) = self
-            .groups
-            .get_mut(msg.group as usize)
-            .and_then(Option::as_mut)
-        {
+        if !self.fifo {
+            if let Some(t) = self.tenants.get_mut(msg.group) {
+                t.held -= 1;
+            }
+            self.tenant_change(context, seq, msg.group, Some(msg.state), None);
+        } else if let Some(g) = self.groups.get_mut(msg.group) {
             if let Ok(at) = g.position(seq) {
                 g.msgs.remove(at);
             }
@@ -244,8 +341,6 @@ impl Index {
                 g.leased -= 1;
             }
             self.refresh(context, msg.group);
-        } else {
-            self.ready.remove(&(seq, NO_GROUP));
         }
     }
 
@@ -276,7 +371,9 @@ impl Index {
         if new == State::Pending {
             self.pending.insert(seq);
         }
-        if let Some(g) = self.groups.get_mut(group as usize).and_then(Option::as_mut) {
+        if !self.fifo {
+            self.tenant_change(context, seq, group, Some(old), Some(new));
+        } else if let Some(g) = self.groups.get_mut(group) {
             if let Ok(at) = g.position(seq) {
                 g.msgs[at].1 = new;
             }
@@ -287,23 +384,63 @@ impl Index {
                 g.leased += 1;
             }
             self.refresh(context, group);
-        } else if new == State::Visible {
-            self.make_ready(context, seq, NO_GROUP);
-        } else {
-            self.ready.remove(&(seq, NO_GROUP));
         }
     }
 
-    fn make_ready(&mut self, context: &mut ApplyContext, seq: u64, group: u32) {
-        if self.ready.insert((seq, group)) {
+    /// Re-indexes a standard queue's message in its tenant after it entered (`old` none),
+    /// left (`new` none) or changed state, and puts the tenant in its new place in the fair
+    /// order; forgets the tenant once it holds no message.
+    fn tenant_change(
+        &mut self,
+        context: &mut ApplyContext,
+        seq: u64,
+        tenant: u32,
+        old: Option<State>,
+        new: Option<State>,
+    ) {
+        let Some(t) = self.tenants.get_mut(tenant) else {
+            return;
+        };
+        let leased_before = t.leased;
+        if old == Some(State::Visible) {
+            t.visible.remove(&seq);
+        }
+        if old == Some(State::Leased) {
+            t.leased -= 1;
+        }
+        if new == Some(State::Visible) {
+            t.visible.insert(seq);
             context.changes.woken.push(self.id);
+        }
+        if new == Some(State::Leased) {
+            t.leased += 1;
+        }
+        let want = t.visible.first().map(|&oldest| (t.leased, oldest));
+        if t.fair_key != want {
+            if let Some((leased, oldest)) = t.fair_key {
+                self.fair.remove(&(leased, oldest, tenant));
+            }
+            if let Some((leased, oldest)) = want {
+                self.fair.insert((leased, oldest, tenant));
+            }
+            t.fair_key = want;
+        }
+        let (leased, held) = (t.leased, t.held);
+        if leased != leased_before && self.tenants.name(tenant) != Some(UNNAMED_TENANT) {
+            self.in_flight.remove(&(leased_before, tenant));
+            if leased > 0 {
+                self.in_flight.insert((leased, tenant));
+            }
+        }
+        if held == 0 {
+            self.tenants.forget(tenant);
         }
     }
 
     /// Puts a FIFO group in or out of the ready set after any change to it, and forgets it once
     /// it holds no message.
     fn refresh(&mut self, context: &mut ApplyContext, group: u32) {
-        let Some(g) = self.groups.get_mut(group as usize).and_then(Option::as_mut) else {
+        let Some(g) = self.groups.get_mut(group) else {
             return;
         };
         let want = match g.msgs.front() {
@@ -321,11 +458,34 @@ impl Index {
             }
         }
         if g.msgs.is_empty() {
-            if let Some(g) = self.groups.get_mut(group as usize).and_then(Option::take) {
-                self.group_ids.remove(&g.name);
-                self.free_groups.push(group);
-            }
+            self.groups.forget(group);
         }
+    }
+
+    /// The messages a receive takes next, at most `max`: a standard queue's oldest visible
+    /// message of the tenant with the fewest in flight; a FIFO queue's consecutive visible
+    /// messages of the group whose deliverable message is oldest.
+    fn next_run(&self, max: usize) -> Vec<u64> {
+        if !self.fifo {
+            return self
+                .fair
+                .first()
+                .map(|&(_, seq, _)| seq)
+                .into_iter()
+                .collect();
+        }
+        let Some(&(head, group)) = self.ready.first() else {
+            return Vec::new();
+        };
+        let Some(g) = self.groups.get(group) else {
+            return Vec::new();
+        };
+        g.msgs
+            .range(g.position(head).unwrap_or_else(|at| at)..)
+            .take(max)
+            .take_while(|(_, state)| *state == State::Visible)
+            .map(|&(s, _)| s)
+            .collect()
     }
 }
 
@@ -359,16 +519,17 @@ impl Queue {
         created_at: Millis,
         config: QueueConfig,
     ) -> Queue {
+        let queue_type = QueueType::of_name(&name);
         Queue {
             qid,
             id,
             account,
-            queue_type: QueueType::of_name(&name),
+            queue_type,
             name,
             created_at,
             config,
             messages: BTreeMap::new(),
-            index: Index::new(qid, id),
+            index: Index::new(qid, id, queue_type == QueueType::Fifo),
             dedup: HashMap::default(),
             dedup_order: VecDeque::new(),
             sources: BTreeSet::new(),
@@ -385,7 +546,20 @@ impl Queue {
     /// What a receive could start from: visible messages of a standard queue, unblocked groups
     /// of a FIFO queue (a receive takes one or more messages of each).
     pub(crate) fn ready_len(&self) -> usize {
-        self.index.ready.len()
+        if self.fifo() {
+            self.index.ready.len()
+        } else {
+            self.count(State::Visible) as usize
+        }
+    }
+
+    /// How many message group IDs of a standard queue hold messages, and the most messages in
+    /// flight (leased) of any one of them.
+    pub(crate) fn tenants(&self) -> (u64, u64) {
+        let unnamed = usize::from(self.index.tenants.contains(UNNAMED_TENANT));
+        let active = self.index.tenants.len() - unnamed;
+        let busiest = self.index.in_flight.last().map_or(0, |&(n, _)| n);
+        (active as u64, u64::from(busiest))
     }
 
     /// Messages per state: visible, delayed, leased, pending redrive.
@@ -398,15 +572,13 @@ impl Queue {
         self.index.pending.iter().copied().collect()
     }
 
+    /// The message group ID of the FIFO group or tenant numbered `group`.
     pub(crate) fn group_name(&self, group: u32) -> Option<&str> {
-        self.index
-            .groups
-            .get(group as usize)
-            .and_then(Option::as_ref)
-            .map(|g| &*g.name)
+        self.index.group_name(group)
     }
 
-    /// Adds a message under `seq`; FIFO messages join the group named `group_name`.
+    /// Adds a message under `seq`; it joins the FIFO group or tenant named `group_name` (the
+    /// empty name: none).
     pub(crate) fn insert(
         &mut self,
         context: &mut ApplyContext,
@@ -414,11 +586,7 @@ impl Queue {
         mut msg: Msg,
         group_name: &str,
     ) {
-        msg.group = if self.fifo() {
-            self.index.intern(group_name)
-        } else {
-            NO_GROUP
-        };
+        msg.group = self.index.intern(group_name);
         self.index.enter(context, seq, &msg);
         self.messages.insert(seq, msg);
         context.changes.rows.push(RowKey::Message(self.qid, seq));
@@ -465,8 +633,9 @@ impl Queue {
         }
     }
 
-    /// Leases up to `max` deliverable messages for `lease_ms`, oldest first; in a FIFO queue
-    /// the oldest unblocked group first, and consecutive visible messages of a group together.
+    /// Leases up to `max` deliverable messages for `lease_ms`. In a standard queue each comes
+    /// from the tenant with the fewest messages in flight, oldest first; in a FIFO queue the
+    /// oldest unblocked group goes first, with consecutive visible messages of a group together.
     /// Returns the leased messages as they are after the lease.
     pub(crate) fn receive(
         &mut self,
@@ -478,24 +647,7 @@ impl Queue {
         let first_received = context.now.max(1);
         let mut out = Vec::with_capacity(max);
         while out.len() < max {
-            let Some(&(head, group)) = self.index.ready.first() else {
-                break;
-            };
-            let run: Vec<u64> = match self
-                .index
-                .groups
-                .get(group as usize)
-                .and_then(Option::as_ref)
-            {
-                Some(g) => g
-                    .msgs
-                    .range(g.position(head).unwrap_or_else(|at| at)..)
-                    .take(max - out.len())
-                    .take_while(|(_, state)| *state == State::Visible)
-                    .map(|&(s, _)| s)
-                    .collect(),
-                None => vec![head],
-            };
+            let run = self.index.next_run(max - out.len());
             let before = out.len();
             for seq in run {
                 let Some(msg) = self.messages.get_mut(&seq) else {
@@ -623,9 +775,10 @@ impl Queue {
     /// them; one that fires first finds no message and does nothing.
     pub(crate) fn take_for_reclaim(&mut self, context: &mut ApplyContext) -> ReclaimSet {
         self.clear_retention_timer(context);
+        let fifo = self.fifo();
         ReclaimSet {
             messages: std::mem::take(&mut self.messages),
-            index: std::mem::replace(&mut self.index, Index::new(self.qid, self.id)),
+            index: std::mem::replace(&mut self.index, Index::new(self.qid, self.id, fifo)),
         }
     }
 
@@ -647,11 +800,12 @@ pub(crate) struct ReclaimSet {
 }
 
 impl ReclaimSet {
-    /// An empty set of `qid`'s messages, for a restore to fill.
+    /// An empty set of `qid`'s messages, for a restore to fill; it keeps each message's group
+    /// ID as it was read (it needs no FIFO or fair order).
     pub(crate) fn new(qid: u32) -> ReclaimSet {
         ReclaimSet {
             messages: BTreeMap::new(),
-            index: Index::new(qid, Uuid::nil()),
+            index: Index::new(qid, Uuid::nil(), true),
         }
     }
 
@@ -672,12 +826,7 @@ impl ReclaimSet {
     /// The message under `seq` and its group's name.
     pub(crate) fn get(&self, seq: u64) -> Option<(&Msg, Option<&str>)> {
         let msg = self.messages.get(&seq)?;
-        let group = self
-            .index
-            .groups
-            .get(msg.group as usize)
-            .and_then(Option::as_ref);
-        Some((msg, group.map(|g| &*g.name)))
+        Some((msg, self.index.group_name(msg.group)))
     }
 
     pub(crate) fn seqs(&self) -> impl Iterator<Item = u64> + '_ {

@@ -13,12 +13,13 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::command::Payload;
-use crate::model::{Millis, QueueConfig, QueueName};
+use crate::model::{AllowPolicy, Millis, QueueConfig, QueueName, RedrivePolicy};
 
 /// Version of the row format, kept in the meta row.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
-/// The oldest row format this build reads: version 3 only added reclaim rows.
+/// The oldest row format this build reads: version 3 only added reclaim rows, version 4 the
+/// retry backoff to queue rows (older queue rows read as [`QueueRowV3`]).
 pub const OLDEST_READABLE_VERSION: u32 = 2;
 
 const TAG_META: u8 = 0;
@@ -186,6 +187,56 @@ pub(crate) struct QueueRow {
     pub created_at: Millis,
     pub config: QueueConfig,
     pub dead_lettered: u64,
+}
+
+impl QueueRow {
+    /// Reads a queue row written in row format `version`.
+    pub(crate) fn decode(version: u32, bytes: &[u8]) -> Result<QueueRow, RowError> {
+        if version >= 4 {
+            return Ok(postcard::from_bytes(bytes)?);
+        }
+        let old: QueueRowV3 = postcard::from_bytes(bytes)?;
+        let c = old.config;
+        Ok(QueueRow {
+            id: old.id,
+            account: old.account,
+            name: old.name,
+            created_at: old.created_at,
+            config: QueueConfig {
+                content_based_deduplication: c.content_based_deduplication,
+                lease_seconds: c.lease_seconds,
+                delay_seconds: c.delay_seconds,
+                retention_seconds: c.retention_seconds,
+                max_message_bytes: c.max_message_bytes,
+                redrive_policy: c.redrive_policy,
+                redrive_allow_policy: c.redrive_allow_policy,
+                retry_backoff: None,
+            },
+            dead_lettered: old.dead_lettered,
+        })
+    }
+}
+
+/// A queue row of row formats 2 and 3, whose settings had no retry backoff.
+#[derive(Debug, Deserialize)]
+struct QueueRowV3 {
+    id: Uuid,
+    account: String,
+    name: String,
+    created_at: Millis,
+    config: QueueConfigV3,
+    dead_lettered: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct QueueConfigV3 {
+    content_based_deduplication: bool,
+    lease_seconds: u32,
+    delay_seconds: u32,
+    retention_seconds: u32,
+    max_message_bytes: u32,
+    redrive_policy: Option<RedrivePolicy>,
+    redrive_allow_policy: AllowPolicy,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

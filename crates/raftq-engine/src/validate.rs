@@ -3,9 +3,11 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::command::{AllowPolicyInput, NewMessage, QueueAttributes, RedrivePolicyInput};
+use crate::command::{
+    AllowPolicyInput, NewMessage, QueueAttributes, RedrivePolicyInput, RetryBackoffInput,
+};
 use crate::error::{EngineError, Result};
-use crate::model::{limits, QueueConfig, QueueType};
+use crate::model::{limits, QueueConfig, QueueType, RetryBackoff};
 
 /// Checks a queue name and tells its type.
 pub fn queue_name(name: &str) -> Result<QueueType> {
@@ -75,7 +77,60 @@ pub fn scalar_attributes(
         config.max_message_bytes =
             in_range("max_message_bytes", v, 1, limits::MAX_MESSAGE_BYTES_MAX)?;
     }
+    match &attrs.retry_backoff {
+        Some(Some(input)) => config.retry_backoff = Some(retry_backoff(input)?),
+        Some(None) => config.retry_backoff = None,
+        None => {}
+    }
     Ok(())
+}
+
+/// A retry backoff: `initial_seconds` 0-900, `max_seconds` from `initial_seconds` to 43,200 and
+/// `multiplier` 1.0-10.0 (kept to three decimal places); all three are required.
+pub fn retry_backoff(input: &RetryBackoffInput) -> Result<RetryBackoff> {
+    const INITIAL: &str = "retry_backoff.initial_seconds";
+    const MAX: &str = "retry_backoff.max_seconds";
+    const MULTIPLIER: &str = "retry_backoff.multiplier";
+    let required = |field: &str| EngineError::invalid(field, "is required");
+    let initial = input.initial_seconds.ok_or_else(|| required(INITIAL))?;
+    let initial = in_range(INITIAL, initial, 0, limits::BACKOFF_INITIAL_SECONDS_MAX)?;
+    let max = input.max_seconds.ok_or_else(|| required(MAX))?;
+    let max = in_range(
+        MAX,
+        max,
+        i64::from(initial),
+        limits::BACKOFF_MAX_SECONDS_MAX,
+    )?;
+    let multiplier = input.multiplier.ok_or_else(|| required(MULTIPLIER))?;
+    // A NaN lies in no range.
+    if !(limits::BACKOFF_MULTIPLIER_MIN..=limits::BACKOFF_MULTIPLIER_MAX).contains(&multiplier) {
+        return Err(EngineError::invalid(
+            MULTIPLIER,
+            format!(
+                "must be between {:.1} and {:.1}",
+                limits::BACKOFF_MULTIPLIER_MIN,
+                limits::BACKOFF_MULTIPLIER_MAX
+            ),
+        ));
+    }
+    Ok(RetryBackoff {
+        initial_seconds: initial,
+        max_seconds: max,
+        multiplier_thousandths: (multiplier * 1000.0).round() as u32,
+    })
+}
+
+/// The delay of a lease change: allowed only when it releases the message (`lease_seconds` 0),
+/// 0-900 seconds; none is 0.
+pub fn release_delay(lease_seconds: u32, delay_seconds: Option<i64>) -> Result<u32> {
+    match delay_seconds {
+        None => Ok(0),
+        Some(_) if lease_seconds != 0 => Err(EngineError::invalid(
+            "delay_seconds",
+            "applies only when the lease is released (lease_seconds 0)",
+        )),
+        Some(v) => in_range("delay_seconds", v, 0, limits::DELAY_SECONDS_MAX),
+    }
 }
 
 /// Message group and deduplication IDs: 1-128 bytes of printable ASCII.

@@ -1,5 +1,6 @@
 //! Property tests: random command sequences with random (sometimes backward) timestamps, checked
-//! after every step against the invariants of SPEC.md §2, for determinism, and for restore.
+//! after every step against the invariants of SPEC.md §2, for determinism, and for restore. The
+//! source queues retry with a backoff, and the standard one serves its tenants fairly.
 
 mod support;
 
@@ -35,6 +36,8 @@ enum Op {
     ChangeLease {
         pick: usize,
         secs: i64,
+        /// The wait of a release (`secs` 0).
+        delay: Option<i64>,
     },
     Advance {
         ms: u64,
@@ -60,7 +63,8 @@ fn op() -> impl Strategy<Value = Op> {
         5 => (0..4usize, 1..5i64, prop_oneof![Just(0i64), 1..40i64])
             .prop_map(|(queue, max, lease)| Op::Receive { queue, max, lease }),
         4 => any::<usize>().prop_map(|pick| Op::Ack { pick }),
-        1 => (any::<usize>(), 0..30i64).prop_map(|(pick, secs)| Op::ChangeLease { pick, secs }),
+        1 => (any::<usize>(), 0..30i64, prop::option::of(0..20i64))
+            .prop_map(|(pick, secs, delay)| Op::ChangeLease { pick, secs, delay }),
         4 => (0..70_000u64).prop_map(|ms| Op::Advance { ms }),
         1 => (0..5_000u64).prop_map(|ms| Op::Backward { ms }),
         1 => Just(Op::Tick),
@@ -77,9 +81,13 @@ fn setup() -> Harness {
         a
     };
     h.create_with("std-dlq", retention(QueueAttributes::default()));
-    h.create_with("std", retention(redrive("std-dlq", 2)));
+    let retried = |target: &str, retry: QueueAttributes| QueueAttributes {
+        retry_backoff: retry.retry_backoff,
+        ..retention(redrive(target, 3))
+    };
+    h.create_with("std", retried("std-dlq", backoff(1, 8, 2.0)));
     h.create_with("f-dlq.fifo", retention(QueueAttributes::default()));
-    h.create_with("f.fifo", retention(redrive("f-dlq.fifo", 2)));
+    h.create_with("f.fifo", retried("f-dlq.fifo", backoff(2, 10, 1.5)));
     h
 }
 
@@ -120,13 +128,14 @@ fn command(h: &mut Harness, op: &Op, receipts: &[(usize, String)]) -> Option<Com
                 receipts: vec![receipt],
             }
         }
-        Op::ChangeLease { pick, secs } => {
+        Op::ChangeLease { pick, secs, delay } => {
             let (queue, receipt) = receipts.get(pick % receipts.len().max(1))?.clone();
             Command::ChangeLease {
                 account,
                 queue: QUEUES[queue].into(),
                 receipt,
                 lease_seconds: secs,
+                delay_seconds: delay.filter(|_| secs == 0),
             }
         }
         Op::Advance { .. } | Op::Backward { .. } | Op::Tick => Command::Tick,
@@ -203,8 +212,8 @@ fn run(ops: &[Op], restore_at: Option<usize>) -> (Vec<String>, BTreeMap<Vec<u8>,
                 }
             }
         }
-        let fifo_before = match op {
-            Op::Receive { queue, .. } if QUEUES[*queue].ends_with(".fifo") => {
+        let before_receive = match op {
+            Op::Receive { queue, .. } => {
                 // Fire what is due first, so the listing is what the receive starts from.
                 h.tick();
                 all_messages(&h.engine, QUEUES[*queue])
@@ -218,7 +227,7 @@ fn run(ops: &[Op], restore_at: Option<usize>) -> (Vec<String>, BTreeMap<Vec<u8>,
         assert!(now >= before_now, "time went backwards");
         // Leases the engine has ended by now.
         model.leases.retain(|_, (_, until)| *until > now);
-        check_outcome(&h, &mut model, op, &cmd, result, &fifo_before);
+        check_outcome(&h, &mut model, op, &cmd, result, &before_receive);
         check_state(&h, &mut model);
     }
     (log, h.snapshot())
@@ -230,7 +239,7 @@ fn check_outcome(
     op: &Op,
     cmd: &Command,
     result: Result<Outcome, EngineError>,
-    fifo_before: &[MessageMeta],
+    before_receive: &[MessageMeta],
 ) {
     let now = h.engine.now();
     match (op, result) {
@@ -268,7 +277,9 @@ fn check_outcome(
                 model.receipt_ids.insert(d.receipt.clone(), p.message_id);
             }
             if QUEUES[*queue].ends_with(".fifo") {
-                check_fifo_prefix(h, fifo_before, &ds);
+                check_fifo_prefix(h, before_receive, &ds);
+            } else {
+                check_fair_choices(h, before_receive, &ds);
             }
         }
         (Op::Ack { .. }, Ok(Outcome::Acked(results))) => {

@@ -12,7 +12,7 @@ use raftq_engine::validate::content_hash;
 use raftq_engine::{
     AllowPolicyInput, BatchEntry, Command, Delivery, Engine, EngineError, Entry, MessageMeta,
     MessageState, NewMessage, Outcome, Payload, QueueAttributes, QueueStats, QueueType,
-    RedrivePolicyInput, SendResult, RECLAIM_PER_TICK,
+    RedrivePolicyInput, RowKey, SendResult, RECLAIM_PER_TICK,
 };
 use support::*;
 
@@ -84,7 +84,7 @@ fn put_delayed(h: &mut Harness, queue: &str, group: &str, body: &str, delay: i64
 
 /// Queue-level commands, for [`queue_cmd`].
 enum Op {
-    Patch(QueueAttributes),
+    Patch(Box<QueueAttributes>),
     Delete,
     Purge,
 }
@@ -95,7 +95,7 @@ fn queue_cmd(queue: &str, op: Op) -> Command {
         Op::Patch(attributes) => Command::PatchQueue {
             account,
             queue,
-            attributes,
+            attributes: *attributes,
         },
         Op::Delete => Command::DeleteQueue { account, queue },
         Op::Purge => Command::Purge { account, queue },
@@ -177,14 +177,16 @@ fn counts(visible: u64, leased: u64, delayed: u64, pending_redrive: u64) -> Queu
         leased,
         delayed,
         pending_redrive,
-        oldest_message_age_seconds: 0,
+        ..QueueStats::default()
     }
 }
 
-/// Stats without the age.
+/// Stats without the age and the tenants.
 fn state_counts(h: &Harness, queue: &str) -> QueueStats {
     QueueStats {
         oldest_message_age_seconds: 0,
+        active_tenants: 0,
+        largest_tenant_in_flight: 0,
         ..stats(h, queue)
     }
 }
@@ -494,10 +496,10 @@ fn refused_commands_change_nothing() {
     assert_refused(&mut h, bad_name, "invalid_argument");
     let bad_patch = queue_cmd(
         src,
-        Op::Patch(QueueAttributes {
+        Op::Patch(Box::new(QueueAttributes {
             lease_seconds: Some(5),
             ..redrive("nowhere", 2)
-        }),
+        })),
     );
     assert_refused(&mut h, bad_patch, "invalid_argument");
     let in_use = queue_cmd(dlq, Op::Delete);
@@ -513,6 +515,7 @@ fn refused_commands_change_nothing() {
         queue: src.into(),
         receipt: lease[0].receipt.clone(),
         lease_seconds: 43_201,
+        delay_seconds: None,
     };
     assert_refused(&mut h, change, "invalid_argument");
     let too_many = (0..11)
@@ -1952,6 +1955,64 @@ fn tick_applied_twice_changes_nothing_more() {
 
 // ---- restore ----------------------------------------------------------------------------------
 
+/// Rows exported by the build before row format 4: a queue `dlq`, a queue `work` (lease 45 s,
+/// redrive to `dlq` after 3 receives) and one message of tenant `tenant` in `work`.
+const FORMAT_3_ROWS: [(&str, &str); 4] = [
+    ("00", "03e8d795ffbc310203"),
+    (
+        "0100000001",
+        "10000000000000000000000000000000010364657603646c7180d095ffbc31001e00808c15808010000000",
+    ),
+    (
+        "0100000002",
+        "10000000000000000000000000000000020364657604776f726b80d095ffbc31002d00808c158080100101030000",
+    ),
+    ("02000000020000000000000001", "01e8d795ffbc3100000000050000"),
+];
+
+#[test]
+fn rows_of_format_3_restore_with_their_settings_and_no_retry_backoff() {
+    let rows = FORMAT_3_ROWS.iter().map(|(k, v)| {
+        let hex = |text: &str| {
+            (0..text.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
+                .collect::<Vec<u8>>()
+        };
+        (hex(k), hex(v))
+    });
+    let mut engine = Engine::restore("local", rows).expect("format 3 restores");
+    let work = engine.get_queue(ACCOUNT, "work").expect("work");
+    assert_eq!(work.lease_seconds, 45);
+    assert_eq!(work.retry_backoff, None);
+    let policy = work.redrive_policy.expect("redrive policy");
+    assert_eq!(
+        (
+            policy.dead_letter_target.name.as_str(),
+            policy.max_receive_count
+        ),
+        ("dlq", 3)
+    );
+    let received = engine.apply(Entry {
+        now: 1_700_000_002_000,
+        command: Command::Receive {
+            account: ACCOUNT.into(),
+            queue: "work".into(),
+            max_messages: Some(10),
+            lease_seconds: None,
+        },
+    });
+    match received.result {
+        Ok(Outcome::Received(d)) => assert_eq!(d.len(), 1),
+        other => panic!("{other:?}"),
+    }
+    let meta = engine.row_value(&RowKey::Meta).expect("meta row");
+    assert_eq!(
+        meta[0], 4,
+        "the meta row is written in format 4 from now on"
+    );
+}
+
 /// Applies `command` to the harness and to `other` at the harness clock; both must agree.
 #[track_caller]
 fn both(h: &mut Harness, other: &mut Engine, command: Command) -> Outcome {
@@ -2003,7 +2064,7 @@ fn restore_then_same_commands_give_identical_rows_and_outcomes() {
     }
     assert!(states(&h, src).contains(&MessageState::PendingRedrive));
     both(&mut h, &mut restored, receive_cmd("std", 10));
-    let fix = queue_cmd(dlq, Op::Patch(allow("allow_all", None)));
+    let fix = queue_cmd(dlq, Op::Patch(Box::new(allow("allow_all", None))));
     both(&mut h, &mut restored, fix);
     assert!(!peek(&h, dlq).is_empty());
     h.advance(301);

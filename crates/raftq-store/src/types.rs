@@ -1,10 +1,14 @@
 //! raftq's Raft type configuration: engine entries go into the log, [`Response`]s come out of the
 //! state machine.
 
+use std::fmt;
 use std::sync::Arc;
 
+use raftq_engine::legacy::CommandV0;
 use raftq_engine::{Command, EngineError, Outcome, Payload};
-use serde::{Deserialize, Serialize};
+use serde::de::{self, SeqAccess, Visitor};
+use serde::ser::SerializeTuple;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 openraft::declare_raft_types!(
     /// Log entries carry a [`CommandGroup`] and answer one [`Response`] per command; node
@@ -24,12 +28,69 @@ pub type NodeId = u64;
 /// node), applied in order at the leader's time `now`.
 ///
 /// The commands are shared: openraft reads an entry back once per follower it replicates to,
-/// and each read is a clone; only applying it needs commands of its own. Encoded as a plain
-/// sequence, as a `Vec` is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// and each read is a clone; only applying it needs commands of its own.
+///
+/// Encoded as `(LOG_FORMAT, now, commands)`. Entries of log format 0, written before the log
+/// had a format number, are `(now, commands)`: their first number is a wall-clock reading in
+/// milliseconds, far above any format number, and their commands are read as
+/// [`CommandV0`]s. A format newer than this build's is refused, never guessed at.
+#[derive(Debug, Clone, PartialEq)]
 pub struct CommandGroup {
     pub now: u64,
     pub commands: Arc<Vec<Command>>,
+}
+
+/// The log entry format this build writes: 1 added queue retry backoffs and release delays.
+pub const LOG_FORMAT: u64 = 1;
+
+/// Below this, an entry's first number is a format number; from it up, the time of a format 0
+/// entry (2^32 ms is in 1970).
+const FIRST_WALL_CLOCK: u64 = 1 << 32;
+
+impl Serialize for CommandGroup {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut tuple = serializer.serialize_tuple(3)?;
+        tuple.serialize_element(&LOG_FORMAT)?;
+        tuple.serialize_element(&self.now)?;
+        tuple.serialize_element(&*self.commands)?;
+        tuple.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for CommandGroup {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+
+        impl<'de> Visitor<'de> for Visit {
+            type Value = CommandGroup;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a log format number or a time, then the commands")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<CommandGroup, A::Error> {
+                let missing = || de::Error::custom("log entry ends early");
+                let first: u64 = seq.next_element()?.ok_or_else(missing)?;
+                let (now, commands) = if first >= FIRST_WALL_CLOCK {
+                    let old: Vec<CommandV0> = seq.next_element()?.ok_or_else(missing)?;
+                    (first, old.into_iter().map(Command::from).collect())
+                } else if first == LOG_FORMAT {
+                    let now = seq.next_element()?.ok_or_else(missing)?;
+                    (now, seq.next_element()?.ok_or_else(missing)?)
+                } else {
+                    return Err(de::Error::custom(format!(
+                        "log entry format {first} is not one this build reads (0 to {LOG_FORMAT})"
+                    )));
+                };
+                Ok(CommandGroup {
+                    now,
+                    commands: Arc::new(commands),
+                })
+            }
+        }
+
+        deserializer.deserialize_tuple(3, Visit)
+    }
 }
 
 /// What applying one command answers to its proposer.
@@ -39,4 +100,82 @@ pub struct Response {
     pub result: Option<Result<Outcome, EngineError>>,
     /// Payloads of the messages the outcome delivers, by storage key.
     pub payloads: Vec<(u64, Payload)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use raftq_engine::{NewMessage, QueueAttributes, RedrivePolicyInput};
+    use uuid::Uuid;
+
+    use super::*;
+
+    /// `(now, commands)` as the build before log format 1 wrote it: a queue created with a
+    /// redrive policy, a send, a release and a tick, at 1,700,000,000,000 ms.
+    const FORMAT_0_ENTRY: &str = "80d095ffbc31040003646576100000000000000000000000000000000704776f\
+        726b00015a00000001010103646c71010600030364657604776f726b10000000000000000000000000000000\
+        090568656c6c6f000001016700070364657604776f726b01720009";
+
+    #[test]
+    fn entries_of_log_format_0_read_as_today_s_commands() {
+        let bytes = hex::decode(FORMAT_0_ENTRY.replace(' ', "")).expect("hex");
+        let group: CommandGroup = postcard::from_bytes(&bytes).expect("format 0 decodes");
+        assert_eq!(group.now, 1_700_000_000_000);
+        let expected = vec![
+            Command::CreateQueue {
+                account: "dev".into(),
+                queue_id: Uuid::from_u128(7),
+                name: "work".into(),
+                attributes: QueueAttributes {
+                    lease_seconds: Some(45),
+                    redrive_policy: Some(Some(RedrivePolicyInput {
+                        dead_letter_target: Some("dlq".into()),
+                        max_receive_count: Some(3),
+                    })),
+                    ..Default::default()
+                },
+            },
+            Command::Send {
+                account: "dev".into(),
+                queue: "work".into(),
+                message: NewMessage::new(Uuid::from_u128(9), "hello").in_group("g"),
+            },
+            Command::ChangeLease {
+                account: "dev".into(),
+                queue: "work".into(),
+                receipt: "r".into(),
+                lease_seconds: 0,
+                delay_seconds: None,
+            },
+            Command::Tick,
+        ];
+        assert_eq!(*group.commands, expected);
+    }
+
+    #[test]
+    fn entries_round_trip_in_the_current_format_whatever_their_time() {
+        for now in [0, 5, FIRST_WALL_CLOCK, 1_700_000_000_000] {
+            let group = CommandGroup {
+                now,
+                commands: Arc::new(vec![Command::Tick]),
+            };
+            let bytes = postcard::to_allocvec(&group).expect("encode");
+            assert_eq!(bytes[0], LOG_FORMAT as u8, "the format number leads");
+            let back: CommandGroup = postcard::from_bytes(&bytes).expect("decode");
+            assert_eq!(back, group);
+        }
+    }
+
+    #[test]
+    fn a_newer_log_format_is_refused_by_number() {
+        let mut bytes = postcard::to_allocvec(&CommandGroup {
+            now: 1,
+            commands: Arc::new(vec![]),
+        })
+        .expect("encode");
+        bytes[0] = 2;
+        assert!(
+            postcard::from_bytes::<CommandGroup>(&bytes).is_err(),
+            "a format this build does not know is refused"
+        );
+    }
 }

@@ -65,6 +65,32 @@ pub struct QueueSettings {
     /// Who may use this queue as a dead-letter target: allow_all, deny_all, or source queues.
     #[arg(long, value_delimiter = ',')]
     pub allow_sources: Option<Vec<String>>,
+    /// Wait before a message whose lease expired is visible again: INITIAL,MAX,MULTIPLIER
+    /// (seconds, seconds, factor), e.g. 5,600,2.
+    #[arg(long, value_parser = retry_backoff, value_name = "INITIAL,MAX,MULTIPLIER")]
+    pub retry_backoff: Option<Value>,
+}
+
+/// Reads `--retry-backoff INITIAL,MAX,MULTIPLIER` into the API's object; the server checks
+/// the ranges.
+fn retry_backoff(text: &str) -> Result<Value, String> {
+    let usage = "expected INITIAL,MAX,MULTIPLIER, e.g. 5,600,2";
+    let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+    let [initial, max, multiplier] = parts.as_slice() else {
+        return Err(usage.into());
+    };
+    let whole = |part: &str, name: &str| {
+        part.parse::<i64>()
+            .map_err(|_| format!("{name} must be a whole number of seconds ({usage})"))
+    };
+    let multiplier: f64 = multiplier
+        .parse()
+        .map_err(|_| format!("MULTIPLIER must be a number ({usage})"))?;
+    Ok(json!({
+        "initial_seconds": whole(initial, "INITIAL")?,
+        "max_seconds": whole(max, "MAX")?,
+        "multiplier": multiplier,
+    }))
 }
 
 impl QueueSettings {
@@ -96,6 +122,7 @@ impl QueueSettings {
                 queues => json!({"permission": "by_queue", "source_queues": queues}),
             }),
         );
+        put("retry_backoff", self.retry_backoff.clone());
         Value::Object(m)
     }
 }
@@ -123,6 +150,9 @@ pub enum QueueCmd {
         /// Remove the redrive policy.
         #[arg(long, conflicts_with = "dead_letter_target")]
         detach_dead_letter: bool,
+        /// Remove the retry backoff: an expired lease makes the message visible at once.
+        #[arg(long, conflicts_with = "retry_backoff")]
+        no_retry_backoff: bool,
     },
     /// Delete a queue.
     Delete { queue: String },
@@ -191,6 +221,14 @@ pub enum ClientCmd {
         lease: Option<u64>,
         #[arg(long, default_value_t = 0)]
         wait: u64,
+    },
+    /// Give a leased message back without an ack, visible again at once or after --delay.
+    Release {
+        queue: String,
+        receipt: String,
+        /// Seconds the message stays invisible first (0-900).
+        #[arg(long)]
+        delay: Option<u64>,
     },
     /// Acknowledge (delete) received messages.
     Ack {
@@ -268,10 +306,14 @@ pub async fn run(conn: &Connection, cmd: ClientCmd) -> Result<(), ClientError> {
                 queue,
                 settings,
                 detach_dead_letter,
+                no_retry_backoff,
             } => {
                 let mut patch = settings.to_json();
                 if detach_dead_letter {
                     patch["redrive_policy"] = Value::Null;
+                }
+                if no_retry_backoff {
+                    patch["retry_backoff"] = Value::Null;
                 }
                 client.patch_queue(&queue, &patch).await?
             }
@@ -319,6 +361,11 @@ pub async fn run(conn: &Connection, cmd: ClientCmd) -> Result<(), ClientError> {
             }
             client.receive(&queue, &o).await?
         }
+        ClientCmd::Release {
+            queue,
+            receipt,
+            delay,
+        } => client.release(&queue, &receipt, delay).await?,
         ClientCmd::Ack { queue, receipts } => client.ack(&queue, &receipts).await?,
         ClientCmd::Peek {
             queue,

@@ -4,11 +4,12 @@
 //!
 //! Protobuf has no `null`: an absent `optional` field is an absent JSON field, an empty
 //! `source_queues` is no list, and a PATCH detaches its redrive policy with
-//! `clear_redrive_policy: true` where JSON says `"redrive_policy": null`.
+//! `clear_redrive_policy: true` where JSON says `"redrive_policy": null` (and clears its retry
+//! backoff with `clear_retry_backoff: true`).
 
 use raftq_engine::{
     AllowPolicyInput, MessageState, QueueAttributes, QueueRef, QueueStats, RedrivePolicyInput,
-    SendResult,
+    RetryBackoffInput, SendResult,
 };
 
 use super::pb;
@@ -29,9 +30,9 @@ pub fn queue(reference: String) -> Result<String, ApiError> {
 }
 
 /// The settings of a create or patch request (same field names in both), with the given
-/// redrive policy change.
+/// redrive policy and retry backoff changes.
 macro_rules! queue_attributes {
-    ($request:expr, $redrive_policy:expr) => {
+    ($request:expr, $redrive_policy:expr, $retry_backoff:expr) => {
         QueueAttributes {
             content_based_deduplication: $request.content_based_deduplication,
             lease_seconds: $request.lease_seconds,
@@ -40,6 +41,7 @@ macro_rules! queue_attributes {
             max_message_bytes: $request.max_message_bytes,
             redrive_policy: $redrive_policy,
             redrive_allow_policy: $request.redrive_allow_policy.map(allow_policy),
+            retry_backoff: $retry_backoff,
         }
     };
 }
@@ -64,6 +66,14 @@ fn redrive_policy(p: pb::RedrivePolicyInput) -> RedrivePolicyInput {
     }
 }
 
+fn retry_backoff(b: pb::RetryBackoffInput) -> RetryBackoffInput {
+    RetryBackoffInput {
+        initial_seconds: b.initial_seconds,
+        max_seconds: b.max_seconds,
+        multiplier: b.multiplier,
+    }
+}
+
 fn allow_policy(p: pb::RedriveAllowPolicyInput) -> AllowPolicyInput {
     AllowPolicyInput {
         permission: p.permission,
@@ -74,8 +84,9 @@ fn allow_policy(p: pb::RedriveAllowPolicyInput) -> AllowPolicyInput {
 impl From<pb::CreateQueueRequest> for NewQueue {
     fn from(r: pb::CreateQueueRequest) -> Self {
         let redrive_policy = r.redrive_policy.map(|p| Some(redrive_policy(p)));
+        let retry_backoff = r.retry_backoff.map(|b| Some(retry_backoff(b)));
         NewQueue {
-            attributes: queue_attributes!(r, redrive_policy),
+            attributes: queue_attributes!(r, redrive_policy, retry_backoff),
             name: r.name,
             queue_type: r.r#type,
         }
@@ -84,13 +95,18 @@ impl From<pb::CreateQueueRequest> for NewQueue {
 
 /// The queue reference and the settings of a patch.
 pub fn patch(r: pb::PatchQueueRequest) -> Result<(String, QueueAttributes), ApiError> {
-    use pb::patch_queue_request::Redrive;
+    use pb::patch_queue_request::{Backoff, Redrive};
     let redrive_policy = match r.redrive {
         Some(Redrive::RedrivePolicy(p)) => Some(Some(redrive_policy(p))),
         Some(Redrive::ClearRedrivePolicy(true)) => Some(None),
         Some(Redrive::ClearRedrivePolicy(false)) | None => None,
     };
-    let attributes = queue_attributes!(r, redrive_policy);
+    let retry_backoff = match r.backoff {
+        Some(Backoff::RetryBackoff(b)) => Some(Some(retry_backoff(b))),
+        Some(Backoff::ClearRetryBackoff(true)) => Some(None),
+        Some(Backoff::ClearRetryBackoff(false)) | None => None,
+    };
+    let attributes = queue_attributes!(r, redrive_policy, retry_backoff);
     Ok((queue(r.queue)?, attributes))
 }
 
@@ -147,6 +163,11 @@ impl From<json::Queue<'_>> for pb::Queue {
                 permission: q.redrive_allow_policy.permission.to_string(),
                 source_queues: refs(q.redrive_allow_policy.source_queues.unwrap_or_default()),
             }),
+            retry_backoff: q.retry_backoff.map(|b| pb::RetryBackoff {
+                initial_seconds: b.initial_seconds,
+                max_seconds: b.max_seconds,
+                multiplier: b.multiplier,
+            }),
         }
     }
 }
@@ -193,6 +214,7 @@ impl From<json::Message<'_>> for pb::Message {
             dead_letter_source: m.dead_letter_source.map(queue_ref),
             moved_at: m.moved_at,
             state: m.state.map(|s| state(s).into()),
+            visible_at: m.visible_at,
         }
     }
 }
@@ -281,6 +303,8 @@ pub(super) fn stats(s: QueueStats) -> pb::QueueStats {
         delayed: s.delayed,
         pending_redrive: s.pending_redrive,
         oldest_message_age_seconds: s.oldest_message_age_seconds,
+        active_tenants: s.active_tenants,
+        largest_tenant_in_flight: s.largest_tenant_in_flight,
     }
 }
 

@@ -223,6 +223,7 @@ impl Queues for QueuesService {
                 convert::queue(r.queue)?,
                 r.receipt,
                 r.lease_seconds,
+                r.delay_seconds,
             )
             .await?;
         reply(json::LeaseChanged::new(changed))

@@ -26,7 +26,7 @@ pub const RECEIVE_FIELDS: &[&str] = &["max_messages", "lease_seconds", "wait_sec
 pub const ACK_FIELDS: &[&str] = &["receipts"];
 
 /// The fields of a lease change.
-pub const CHANGE_FIELDS: &[&str] = &["receipt", "lease_seconds"];
+pub const CHANGE_FIELDS: &[&str] = &["receipt", "lease_seconds", "delay_seconds"];
 
 /// The body of `POST /v1/queues/{q}/receive`; an empty body takes every default.
 #[derive(Serialize, ToSchema)]
@@ -55,13 +55,17 @@ pub struct Ack {
 
 /// The body of `POST /v1/queues/{q}/lease`.
 #[derive(Serialize, ToSchema)]
-#[schema(example = json!({"receipt": "AAEC...", "lease_seconds": 0}))]
+#[schema(example = json!({"receipt": "AAEC...", "lease_seconds": 0, "delay_seconds": 30}))]
 pub struct ChangeLease {
     /// The receipt of the lease to change.
     receipt: String,
     /// The new lease, from now, 0–43200 seconds; 0 releases the message.
     #[schema(minimum = 0, maximum = 43200)]
     lease_seconds: i64,
+    /// With `lease_seconds` 0 only: the released message stays invisible this long, 0–900
+    /// seconds (its peek state is `delayed`). Default 0: visible at once.
+    #[schema(minimum = 0, maximum = 900)]
+    delay_seconds: Option<i64>,
 }
 
 /// Receive messages
@@ -167,8 +171,9 @@ pub async fn change(
     f.only(CHANGE_FIELDS)?;
     let receipt = f.required_string("receipt")?.to_string();
     let lease_seconds = f.integer("lease_seconds")?;
+    let delay_seconds = f.integer("delay_seconds")?;
     let changed = state
-        .change_lease(account, queue, receipt, lease_seconds)
+        .change_lease(account, queue, receipt, lease_seconds, delay_seconds)
         .await?;
     Ok(Json(json::LeaseChanged::new(changed)).into_response())
 }

@@ -13,7 +13,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use raftq_engine::{AllowPolicyInput, QueueAttributes, RedrivePolicyInput};
+use raftq_engine::{AllowPolicyInput, QueueAttributes, RedrivePolicyInput, RetryBackoffInput};
 use serde::Serialize;
 use utoipa::openapi::schema::{ArrayBuilder, OneOfBuilder};
 use utoipa::ToSchema;
@@ -38,10 +38,14 @@ pub const ATTRIBUTE_FIELDS: &[&str] = &[
     "max_message_bytes",
     "redrive_policy",
     "redrive_allow_policy",
+    "retry_backoff",
 ];
 
 /// The fields of a redrive policy.
 pub const REDRIVE_POLICY_FIELDS: &[&str] = &["dead_letter_target", "max_receive_count"];
+
+/// The fields of a retry backoff.
+pub const RETRY_BACKOFF_FIELDS: &[&str] = &["initial_seconds", "max_seconds", "multiplier"];
 
 /// The fields of a redrive allow policy.
 pub const ALLOW_POLICY_FIELDS: &[&str] = &["permission", "source_queues"];
@@ -70,7 +74,8 @@ pub fn create_fields() -> Vec<&'static str> {
     "retention_seconds": 86400,
     "max_message_bytes": 65536,
     "redrive_policy": {"dead_letter_target": "orders-dlq.fifo", "max_receive_count": 5},
-    "redrive_allow_policy": {"permission": "deny_all"}
+    "redrive_allow_policy": {"permission": "deny_all"},
+    "retry_backoff": {"initial_seconds": 5, "max_seconds": 600, "multiplier": 2.0}
 }))]
 pub struct CreateQueue {
     /// 1–80 characters of `A-Z a-z 0-9 _ -`, unique in the account; a name ending in `.fifo`
@@ -108,6 +113,24 @@ pub struct QueueSettings {
     redrive_policy: Option<RedrivePolicyBody>,
     /// Which queues may use this queue as their dead-letter queue. Default `allow_all`.
     redrive_allow_policy: Option<AllowPolicyBody>,
+    /// How long a message whose lease expired waits before it is visible again. `null` (the
+    /// default) makes it visible at once; absent leaves it as it is.
+    retry_backoff: Option<RetryBackoffBody>,
+}
+
+/// A retry backoff in a request; all three fields are required. A message whose lease expired
+/// waits `min(max_seconds, initial_seconds × multiplier^(receive_count − 1))` seconds.
+#[derive(Serialize, ToSchema)]
+pub struct RetryBackoffBody {
+    /// The wait after the first receive, 0–900 seconds.
+    #[schema(minimum = 0, maximum = 900)]
+    initial_seconds: i64,
+    /// The longest wait, from `initial_seconds` to 43200 seconds.
+    #[schema(minimum = 0, maximum = 43200)]
+    max_seconds: i64,
+    /// The factor between two waits, 1.0–10.0, kept to three decimal places.
+    #[schema(minimum = 1.0, maximum = 10.0)]
+    multiplier: f64,
 }
 
 /// A redrive policy in a request.
@@ -160,6 +183,14 @@ fn attributes(f: &Fields<'_>) -> Result<QueueAttributes, ApiError> {
         .value("redrive_allow_policy")
         .map(|v| allow_policy(Fields::nested(v, f.path("redrive_allow_policy"))?))
         .transpose()?;
+    let retry_backoff = match f.raw("retry_backoff") {
+        None => None,
+        Some(v) if v.is_null() => Some(None),
+        Some(v) => Some(Some(retry_backoff(Fields::nested(
+            v,
+            f.path("retry_backoff"),
+        )?)?)),
+    };
     Ok(QueueAttributes {
         content_based_deduplication: f.boolean("content_based_deduplication")?,
         lease_seconds: f.integer("lease_seconds")?,
@@ -168,6 +199,16 @@ fn attributes(f: &Fields<'_>) -> Result<QueueAttributes, ApiError> {
         max_message_bytes: f.integer("max_message_bytes")?,
         redrive_policy,
         redrive_allow_policy,
+        retry_backoff,
+    })
+}
+
+fn retry_backoff(f: Fields<'_>) -> Result<RetryBackoffInput, ApiError> {
+    f.only(RETRY_BACKOFF_FIELDS)?;
+    Ok(RetryBackoffInput {
+        initial_seconds: f.integer("initial_seconds")?,
+        max_seconds: f.integer("max_seconds")?,
+        multiplier: f.number("multiplier")?,
     })
 }
 

@@ -9,7 +9,7 @@ use crate::queue::{DedupRecord, Msg, State, NO_GROUP};
 use crate::rows::PayloadOp;
 use crate::{receipt, validate};
 
-use super::Engine;
+use super::{Engine, LeaseEnd};
 
 impl Engine {
     pub(super) fn send_one(&mut self, qid: u32, msg: NewMessage) -> Result<SendResult> {
@@ -126,7 +126,7 @@ impl Engine {
             // A zero-length lease ends as it starts: the messages are deliverable again (or due
             // for redrive) at once, after this receive.
             for (seq, _) in leased {
-                self.settle(qid, seq);
+                self.settle(qid, seq, LeaseEnd::Released { delay_ms: 0 });
             }
         }
         Ok(Outcome::Received(deliveries))
@@ -177,9 +177,11 @@ impl Engine {
         reference: &str,
         text: String,
         lease_seconds: i64,
+        delay_seconds: Option<i64>,
     ) -> Result<Outcome> {
         let qid = self.lookup(account, reference)?;
         let secs = validate::lease_seconds(lease_seconds)?;
+        let delay = validate::release_delay(secs, delay_seconds)?;
         let (seq, count) = receipt::decode(&text)
             .ok_or_else(|| EngineError::invalid("receipt", "is not a receipt issued by raftq"))?;
         let now = self.context.now;
@@ -190,7 +192,8 @@ impl Engine {
             .ok_or(EngineError::LeaseExpired)?;
         let lease_expires_at = now + u64::from(secs) * 1000;
         if secs == 0 {
-            self.settle(qid, seq);
+            let delay_ms = u64::from(delay) * 1000;
+            self.settle(qid, seq, LeaseEnd::Released { delay_ms });
         } else {
             q.set_state(&mut self.context, seq, State::Leased, lease_expires_at);
         }

@@ -21,6 +21,8 @@ mod redrive;
 mod references;
 mod stored;
 
+use redrive::LeaseEnd;
+
 /// The result of applying one entry: the command's outcome (or why it was refused) and what
 /// the store must persist with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,7 +133,7 @@ impl Engine {
                 };
                 match q.messages.get(&seq).map(|m| m.state) {
                     Some(State::Delayed) => q.set_state(&mut self.context, seq, State::Visible, 0),
-                    Some(State::Leased) => self.settle(qid, seq),
+                    Some(State::Leased) => self.settle(qid, seq, LeaseEnd::Expired),
                     _ => {}
                 }
             }
@@ -196,7 +198,8 @@ impl Engine {
                 queue,
                 receipt,
                 lease_seconds,
-            } => self.change_lease(&account, &queue, receipt, lease_seconds),
+                delay_seconds,
+            } => self.change_lease(&account, &queue, receipt, lease_seconds, delay_seconds),
             Command::Purge { account, queue } => {
                 let qid = self.lookup(&account, &queue)?;
                 if let Some(q) = self.queues.get_mut(&qid) {

@@ -82,12 +82,15 @@ impl Engine {
             .values()
             .next()
             .map_or(0, |m| now.saturating_sub(m.enqueued_at) / 1000);
+        let (active_tenants, largest_tenant_in_flight) = q.tenants();
         QueueStats {
             visible: q.count(State::Visible),
             leased: q.count(State::Leased),
             delayed: q.count(State::Delayed),
             pending_redrive: q.count(State::Pending),
             oldest_message_age_seconds: oldest,
+            active_tenants,
+            largest_tenant_in_flight,
         }
     }
 
@@ -189,6 +192,7 @@ impl Engine {
             max_message_bytes: c.max_message_bytes,
             redrive_policy,
             redrive_allow_policy,
+            retry_backoff: c.retry_backoff,
         })
     }
 

@@ -7,11 +7,23 @@ use crate::rows::RowKey;
 
 use super::Engine;
 
+/// How a message's lease ended, which decides how long it stays invisible when it is not
+/// redriven.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LeaseEnd {
+    /// The lease expired: the queue's retry backoff applies.
+    Expired,
+    /// The consumer released it (a lease changed to 0 seconds, or a zero-length receive), or a
+    /// pending redrive no longer applies: visible again after `delay_ms`.
+    Released { delay_ms: u64 },
+}
+
 impl Engine {
     /// A message whose lease ended unacknowledged, or that waits for redrive: moves it to the
     /// dead-letter target when its receive count has reached the policy's maximum and the
-    /// target accepts it, keeps it pending when the target does not, else makes it visible.
-    pub(super) fn settle(&mut self, qid: u32, seq: u64) {
+    /// target accepts it, keeps it pending when the target does not, else makes it visible,
+    /// after the wait `end` calls for.
+    pub(super) fn settle(&mut self, qid: u32, seq: u64, end: LeaseEnd) {
         let Some(q) = self.queues.get(&qid) else {
             return;
         };
@@ -22,6 +34,13 @@ impl Engine {
             .config
             .redrive_policy
             .filter(|p| msg.receive_count >= p.max_receive_count);
+        let wait_ms = match end {
+            LeaseEnd::Expired => q
+                .config
+                .retry_backoff
+                .map_or(0, |b| b.wait_ms(msg.receive_count)),
+            LeaseEnd::Released { delay_ms } => delay_ms,
+        };
         let state = msg.state;
         match due {
             Some(policy) if self.accepts(qid, policy.target) => {
@@ -29,6 +48,12 @@ impl Engine {
             }
             Some(_) if state == State::Pending => {}
             Some(_) => self.set_state(qid, seq, State::Pending),
+            None if wait_ms > 0 => {
+                let until = self.context.now.saturating_add(wait_ms);
+                if let Some(q) = self.queues.get_mut(&qid) {
+                    q.set_state(&mut self.context, seq, State::Delayed, until);
+                }
+            }
             None => self.set_state(qid, seq, State::Visible),
         }
     }
@@ -57,7 +82,7 @@ impl Engine {
             None => return,
         };
         for seq in pending {
-            self.settle(qid, seq);
+            self.settle(qid, seq, LeaseEnd::Released { delay_ms: 0 });
         }
     }
 

@@ -107,7 +107,7 @@ impl Engine {
     ) -> Result<Engine, RowError> {
         let mut engine = Engine::new(region);
         let mut meta: Option<MetaRow> = None;
-        let mut queues: Vec<(u32, QueueRow)> = Vec::new();
+        let mut queues: Vec<(u32, Vec<u8>)> = Vec::new();
         let mut messages: Vec<(u32, u64, MessageRow)> = Vec::new();
         let mut dedups: Vec<(u32, String, DedupRow)> = Vec::new();
         let mut reclaims: Vec<(u32, ReclaimRow)> = Vec::new();
@@ -115,9 +115,7 @@ impl Engine {
             match decode_key(&key)? {
                 KeyKind::Payload(_) => {}
                 KeyKind::Engine(RowKey::Meta) => meta = Some(postcard::from_bytes(&value)?),
-                KeyKind::Engine(RowKey::Queue(qid)) => {
-                    queues.push((qid, postcard::from_bytes(&value)?))
-                }
+                KeyKind::Engine(RowKey::Queue(qid)) => queues.push((qid, value)),
                 KeyKind::Engine(RowKey::Message(qid, seq)) => {
                     messages.push((qid, seq, postcard::from_bytes(&value)?))
                 }
@@ -141,7 +139,8 @@ impl Engine {
         engine.context.now = meta.now;
         engine.next_seq = meta.next_seq;
         engine.next_qid = meta.next_qid;
-        for (qid, row) in queues {
+        for (qid, bytes) in queues {
+            let row = QueueRow::decode(meta.version, &bytes)?;
             engine
                 .by_name
                 .entry(row.account.clone())

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use raftq_engine::rows::{decode_payload, encode_payload, payload_key};
 use raftq_engine::{
-    Applied, Changes, Command, Delivery, Engine, EngineError, Entry, NewMessage, Outcome, Payload,
-    PayloadOp, QueueAttributes, QueueView, SendResult,
+    Applied, Changes, Command, Delivery, Engine, EngineError, Entry, MessageMeta, MessageState,
+    NewMessage, Outcome, Payload, PayloadOp, QueueAttributes, QueueView, SendResult,
 };
 use uuid::Uuid;
 
@@ -200,6 +200,12 @@ impl Harness {
         self.try_send_msg(queue, m).expect("send")
     }
 
+    /// Sends to a standard queue as the tenant `group`.
+    pub fn send_as(&mut self, queue: &str, group: &str, body: &str) -> SendResult {
+        let m = self.message(body).in_group(group);
+        self.try_send_msg(queue, m).expect("send as a tenant")
+    }
+
     /// Sends to a FIFO queue with the body as deduplication ID.
     pub fn send_fifo(&mut self, queue: &str, group: &str, body: &str) -> SendResult {
         let mut m = self.message(body);
@@ -264,11 +270,23 @@ impl Harness {
         receipt: &str,
         secs: i64,
     ) -> Result<u64, EngineError> {
+        self.change_lease_with(queue, receipt, secs, None)
+    }
+
+    /// Changes a lease to `secs`, with the delay of a release (`secs` 0).
+    pub fn change_lease_with(
+        &mut self,
+        queue: &str,
+        receipt: &str,
+        secs: i64,
+        delay_seconds: Option<i64>,
+    ) -> Result<u64, EngineError> {
         match self.apply(Command::ChangeLease {
             account: ACCOUNT.into(),
             queue: queue.into(),
             receipt: receipt.into(),
             lease_seconds: secs,
+            delay_seconds,
         })? {
             Outcome::LeaseChanged {
                 lease_expires_at, ..
@@ -291,5 +309,64 @@ pub fn redrive(target: &str, max_receive_count: i64) -> QueueAttributes {
             max_receive_count: Some(max_receive_count),
         })),
         ..Default::default()
+    }
+}
+
+/// Attributes that set a retry backoff.
+pub fn backoff(initial_seconds: i64, max_seconds: i64, multiplier: f64) -> QueueAttributes {
+    QueueAttributes {
+        retry_backoff: Some(Some(raftq_engine::RetryBackoffInput {
+            initial_seconds: Some(initial_seconds),
+            max_seconds: Some(max_seconds),
+            multiplier: Some(multiplier),
+        })),
+        ..Default::default()
+    }
+}
+
+/// Replays a receive from a standard queue against the fair rule, starting from the messages
+/// `before` it (a full peek): before each message taken, no tenant with a visible message has
+/// fewer in flight than the chosen one, none with as few has an older visible message, and the
+/// message is its tenant's oldest visible one.
+pub fn check_fair_choices(h: &Harness, before: &[MessageMeta], got: &[Delivery]) {
+    let tenant = |key: u64| {
+        h.store
+            .payload(key)
+            .and_then(|p| p.message_group_id)
+            .unwrap_or_default()
+    };
+    let now = h.engine.now();
+    let mut in_flight: BTreeMap<String, u32> = BTreeMap::new();
+    let mut visible: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for m in before {
+        let t = tenant(m.storage_key);
+        let lease_ended = m.until.is_some_and(|u| u <= now);
+        match m.state {
+            MessageState::Leased if !lease_ended => *in_flight.entry(t).or_default() += 1,
+            MessageState::Visible => visible.entry(t).or_default().push(m.seq),
+            MessageState::Delayed | MessageState::Leased if lease_ended => {
+                // Due now: the receive's entry makes it visible first.
+                visible.entry(t).or_default().push(m.seq);
+            }
+            _ => {}
+        }
+    }
+    for list in visible.values_mut() {
+        list.sort_unstable();
+    }
+    for d in got {
+        let best = visible
+            .iter()
+            .filter(|(_, seqs)| !seqs.is_empty())
+            .map(|(t, seqs)| (in_flight.get(t).copied().unwrap_or(0), seqs[0], t.clone()))
+            .min()
+            .expect("a delivery with nothing visible");
+        assert_eq!(
+            d.meta.seq, best.1,
+            "chose {:?}, fairest was {best:?}",
+            d.meta
+        );
+        visible.get_mut(&best.2).expect("tenant").remove(0);
+        *in_flight.entry(best.2).or_default() += 1;
     }
 }
