@@ -1,7 +1,7 @@
-//! Test setup shared by the REST (`http.rs`) and gRPC (`grpc.rs`) tests: a real single-node
-//! cluster on loopback in a temporary directory, `raftq_api::router` served on another loopback
-//! port, a time bound for every test, and a key file of two accounts. Each test stops its server
-//! and node with [`Serving::shutdown`].
+//! Test setup shared by the tests of the client API (`api`, `http`, `grpc`): a real single-node
+//! cluster on loopback in a temporary directory (or a node that cannot elect a leader),
+//! `raftq_api::router` served on another loopback port, a time bound for every test, and a key
+//! file of two accounts. Each test stops its server and node with [`Serving::shutdown`].
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -76,8 +76,13 @@ impl Serving {
         Serving::start_with(keys, &[], true).await
     }
 
+    /// Node 1 of a cluster of two whose node 2 never starts: alone, it cannot elect a leader.
+    pub async fn without_quorum(keys: Keys) -> Serving {
+        Serving::start_with(keys, &[(2, absent_peer().await)], false).await
+    }
+
     /// Node 1 of a cluster with `extra_peers`; waits until it leads when `leader`.
-    pub async fn start_with(keys: Keys, extra_peers: &[(u64, String)], leader: bool) -> Serving {
+    async fn start_with(keys: Keys, extra_peers: &[(u64, String)], leader: bool) -> Serving {
         let dir = TempDir::new().expect("temp dir");
         let node = Arc::new(start_node(extra_peers, &dir).await);
         if leader {
@@ -127,7 +132,7 @@ impl Serving {
 /// The address of a peer that never starts: a port that was free a moment ago, on a loopback
 /// address no test listens on. (On 127.0.0.1 another test's node could be given the same port
 /// and answer as this peer: two clusters' nodes 1 then met, and openraft's engine panicked.)
-pub async fn absent_peer() -> String {
+async fn absent_peer() -> String {
     let absent = tokio::net::TcpListener::bind("127.0.0.2:0")
         .await
         .expect("bind");

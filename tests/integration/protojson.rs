@@ -1,0 +1,480 @@
+//! The gRPC front's translation, by hand, between the JSON of the REST API and the protobuf
+//! messages of `raftq.v1`: a request's JSON input into the rpc's request, the rpc's answer
+//! and errors into JSON in the shape REST answers with.
+//!
+//! The translation is strict: an input field that protobuf has no place for, or a value of a
+//! type its field cannot hold (a string for a number, `1.5` for an integer), panics, since such
+//! a case can only be sent over REST and belongs to its tests. Absent and `null` fields are
+//! both "not given", as in the API; a patch's `"redrive_policy": null` and `"retry_backoff":
+//! null` are `clear_redrive_policy` and `clear_retry_backoff`. On the way back, fields protobuf
+//! leaves out are left out of the JSON where REST leaves them out too, and are `null` where
+//! REST always writes them (`redrive_policy`, `retry_backoff`, `first_received_at`,
+//! `next_after`, `leader`).
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Map, Value};
+use tonic::Status;
+
+use raftq_api::grpc::pb;
+
+use crate::front::{Client, Op};
+
+/// Makes the rpc of `op` on `c` with `input` translated, and translates its answer.
+pub async fn call(mut c: Client, op: Op<'_>, input: Value) -> Result<Value, Status> {
+    Ok(match op {
+        Op::CreateQueue => {
+            let request = Input::read(input, create_request);
+            queue(&c.create_queue(request).await?.into_inner())
+        }
+        Op::ListQueues => {
+            let request = Input::read(input, |i| pb::ListQueuesRequest {
+                prefix: i.string("prefix"),
+            });
+            let list = c.list_queues(request).await?.into_inner();
+            json!({"queues": list.queues.iter().map(queue).collect::<Vec<_>>()})
+        }
+        Op::GetQueue(q) => {
+            let request = Input::read(input, |_| pb::GetQueueRequest { queue: q.into() });
+            queue(&c.get_queue(request).await?.into_inner())
+        }
+        Op::PatchQueue(q) => {
+            let request = Input::read(input, |i| patch_request(q, i));
+            queue(&c.patch_queue(request).await?.into_inner())
+        }
+        Op::DeleteQueue(q) => {
+            let request = Input::read(input, |_| pb::DeleteQueueRequest { queue: q.into() });
+            c.delete_queue(request).await?;
+            Value::Null
+        }
+        Op::DeadLetterSources(q) => {
+            let request = Input::read(input, |_| pb::ListDeadLetterSourcesRequest {
+                queue: q.into(),
+            });
+            let list = c.list_dead_letter_sources(request).await?.into_inner();
+            json!({"queues": refs(&list.queues)})
+        }
+        Op::Send(q) => {
+            let request = Input::read(input, |i| send_request(q, i));
+            sent(&c.send_message(request).await?.into_inner())
+        }
+        Op::SendBatch(q) => {
+            let request = Input::read(input, |i| pb::SendMessageBatchRequest {
+                queue: q.into(),
+                entries: i
+                    .opt("entries", |v| v.as_array().cloned())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|entry| Input::read(entry, batch_entry))
+                    .collect(),
+            });
+            let answer = c.send_message_batch(request).await?.into_inner();
+            json!({"results": answer.results.iter().map(batch_result).collect::<Vec<_>>()})
+        }
+        Op::Receive(q) => {
+            let request = Input::read(input, |i| pb::ReceiveMessagesRequest {
+                queue: q.into(),
+                max_messages: i.int("max_messages"),
+                lease_seconds: i.int("lease_seconds"),
+                wait_seconds: i.int("wait_seconds"),
+            });
+            let answer = c.receive_messages(request).await?.into_inner();
+            json!({"messages": answer.messages.iter().map(message).collect::<Vec<_>>()})
+        }
+        Op::Ack(q) => {
+            let request = Input::read(input, |i| pb::AckRequest {
+                queue: q.into(),
+                receipts: i.strings("receipts"),
+            });
+            let answer = c.ack(request).await?.into_inner();
+            json!({"results": answer.results.iter().map(ack_result).collect::<Vec<_>>()})
+        }
+        Op::ChangeLease(q) => {
+            let request = Input::read(input, |i| pb::ChangeLeaseRequest {
+                queue: q.into(),
+                receipt: i.string("receipt"),
+                lease_seconds: i.int("lease_seconds"),
+                delay_seconds: i.int("delay_seconds"),
+            });
+            let changed = c.change_lease(request).await?.into_inner();
+            json!({"receipt": changed.receipt, "lease_expires_at": changed.lease_expires_at})
+        }
+        Op::Peek(q) => {
+            let request = Input::read(input, |i| pb::PeekMessagesRequest {
+                queue: q.into(),
+                limit: i.int("limit"),
+                after: i.opt("after", Value::as_u64),
+            });
+            let page = c.peek_messages(request).await?.into_inner();
+            json!({
+                "messages": page.messages.iter().map(message).collect::<Vec<_>>(),
+                "next_after": page.next_after,
+            })
+        }
+        Op::Purge(q) => {
+            let request = Input::read(input, |_| pb::PurgeQueueRequest { queue: q.into() });
+            c.purge_queue(request).await?;
+            Value::Null
+        }
+        Op::Stats(q) => {
+            let request = Input::read(input, |_| pb::GetQueueStatsRequest { queue: q.into() });
+            let s = c.get_queue_stats(request).await?.into_inner();
+            json!({
+                "visible": s.visible,
+                "leased": s.leased,
+                "delayed": s.delayed,
+                "pending_redrive": s.pending_redrive,
+                "oldest_message_age_seconds": s.oldest_message_age_seconds,
+                "active_tenants": s.active_tenants,
+                "largest_tenant_in_flight": s.largest_tenant_in_flight,
+            })
+        }
+        Op::Cluster => {
+            let request = Input::read(input, |_| pb::GetClusterRequest {});
+            cluster(c.get_cluster(request).await?.into_inner())
+        }
+        Op::AddNode => {
+            let request = Input::read(input, |i| pb::AddNodeRequest {
+                id: i.opt("id", Value::as_u64).unwrap_or_default(),
+                raft_addr: i.string("raft_addr"),
+            });
+            cluster(c.add_node(request).await?.into_inner())
+        }
+        Op::RemoveNode => {
+            let request = Input::read(input, |i| pb::RemoveNodeRequest {
+                id: i.opt("id", Value::as_u64).unwrap_or_default(),
+            });
+            cluster(c.remove_node(request).await?.into_inner())
+        }
+        Op::Accounts => {
+            let request = Input::read(input, |_| pb::ListAccountsRequest {});
+            let list = c.list_accounts(request).await?.into_inner();
+            let accounts: Vec<Value> = list
+                .accounts
+                .iter()
+                .map(|a| json!({"account": a.account, "queues": a.queues}))
+                .collect();
+            json!({ "accounts": accounts })
+        }
+    })
+}
+
+/// The fields of a JSON object, read one by one into a protobuf message.
+struct Input(Map<String, Value>);
+
+impl Input {
+    /// The message `build` reads from `input` (`null` has no fields); every field must be read.
+    fn read<T>(input: Value, build: impl FnOnce(&mut Input) -> T) -> T {
+        let fields = match input {
+            Value::Null => Map::new(),
+            Value::Object(fields) => fields,
+            other => panic!("{other}: not a protobuf message, a REST-only case"),
+        };
+        let mut input = Input(fields);
+        let message = build(&mut input);
+        let unread: Vec<&String> = input.0.keys().collect();
+        assert!(
+            unread.is_empty(),
+            "{unread:?}: no protobuf field, a REST-only case"
+        );
+        message
+    }
+
+    /// A field that is given (present and not `null`).
+    fn take(&mut self, name: &str) -> Option<Value> {
+        self.0.remove(name).filter(|value| !value.is_null())
+    }
+
+    /// A given field as `convert` reads it into its protobuf field's type.
+    fn opt<T>(&mut self, name: &str, convert: impl FnOnce(&Value) -> Option<T>) -> Option<T> {
+        self.take(name).map(|value| {
+            convert(&value)
+                .unwrap_or_else(|| panic!("{name}: {value} has no protobuf form, a REST-only case"))
+        })
+    }
+
+    fn int(&mut self, name: &str) -> Option<i64> {
+        self.opt(name, Value::as_i64)
+    }
+
+    fn text(&mut self, name: &str) -> Option<String> {
+        self.opt(name, text)
+    }
+
+    /// A string field, empty when not given (as protobuf has it).
+    fn string(&mut self, name: &str) -> String {
+        self.text(name).unwrap_or_default()
+    }
+
+    /// A repeated string field, empty when not given.
+    fn strings(&mut self, name: &str) -> Vec<String> {
+        let strings =
+            |value: &Value| -> Option<Vec<String>> { value.as_array()?.iter().map(text).collect() };
+        self.opt(name, strings).unwrap_or_default()
+    }
+}
+
+fn text(value: &Value) -> Option<String> {
+    value.as_str().map(str::to_string)
+}
+
+fn redrive_policy(policy: Value) -> pb::RedrivePolicyInput {
+    Input::read(policy, |p| pb::RedrivePolicyInput {
+        dead_letter_target: p.text("dead_letter_target"),
+        max_receive_count: p.int("max_receive_count"),
+    })
+}
+
+fn allow_policy(policy: Value) -> pb::RedriveAllowPolicyInput {
+    Input::read(policy, |p| pb::RedriveAllowPolicyInput {
+        permission: p.text("permission"),
+        source_queues: p.strings("source_queues"),
+    })
+}
+
+fn retry_backoff(backoff: Value) -> pb::RetryBackoffInput {
+    Input::read(backoff, |b| pb::RetryBackoffInput {
+        initial_seconds: b.int("initial_seconds"),
+        max_seconds: b.int("max_seconds"),
+        multiplier: b.opt("multiplier", Value::as_f64),
+    })
+}
+
+fn create_request(i: &mut Input) -> pb::CreateQueueRequest {
+    pb::CreateQueueRequest {
+        name: i.string("name"),
+        r#type: i.text("type"),
+        content_based_deduplication: i.opt("content_based_deduplication", Value::as_bool),
+        lease_seconds: i.int("lease_seconds"),
+        delay_seconds: i.int("delay_seconds"),
+        retention_seconds: i.int("retention_seconds"),
+        max_message_bytes: i.int("max_message_bytes"),
+        redrive_policy: i.take("redrive_policy").map(redrive_policy),
+        redrive_allow_policy: i.take("redrive_allow_policy").map(allow_policy),
+        retry_backoff: i.take("retry_backoff").map(retry_backoff),
+    }
+}
+
+/// A patch: the settings of a create, with the redrive policy and the retry backoff each set,
+/// cleared (`null`) or left (absent).
+fn patch_request(queue: &str, i: &mut Input) -> pb::PatchQueueRequest {
+    use pb::patch_queue_request::{Backoff, Redrive};
+    let redrive = match i.0.remove("redrive_policy") {
+        None => None,
+        Some(Value::Null) => Some(Redrive::ClearRedrivePolicy(true)),
+        Some(policy) => Some(Redrive::RedrivePolicy(redrive_policy(policy))),
+    };
+    let backoff = match i.0.remove("retry_backoff") {
+        None => None,
+        Some(Value::Null) => Some(Backoff::ClearRetryBackoff(true)),
+        Some(backoff) => Some(Backoff::RetryBackoff(retry_backoff(backoff))),
+    };
+    let settings = create_request(i);
+    assert!(
+        settings.name.is_empty() && settings.r#type.is_none(),
+        "a patch names no queue and no type: a REST-only case"
+    );
+    pb::PatchQueueRequest {
+        queue: queue.into(),
+        content_based_deduplication: settings.content_based_deduplication,
+        lease_seconds: settings.lease_seconds,
+        delay_seconds: settings.delay_seconds,
+        retention_seconds: settings.retention_seconds,
+        max_message_bytes: settings.max_message_bytes,
+        redrive,
+        redrive_allow_policy: settings.redrive_allow_policy,
+        backoff,
+    }
+}
+
+fn send_request(queue: &str, i: &mut Input) -> pb::SendMessageRequest {
+    pb::SendMessageRequest {
+        queue: queue.into(),
+        body: i.string("body"),
+        attributes: i.opt("attributes", attributes).unwrap_or_default(),
+        delay_seconds: i.int("delay_seconds"),
+        message_group_id: i.text("message_group_id"),
+        message_deduplication_id: i.text("message_deduplication_id"),
+    }
+}
+
+/// Attributes: an object of strings.
+fn attributes(value: &Value) -> Option<BTreeMap<String, String>> {
+    let attributes = value.as_object()?;
+    attributes
+        .iter()
+        .map(|(name, value)| Some((name.clone(), text(value)?)))
+        .collect()
+}
+
+/// A batch entry: an `id` and the fields of a send.
+fn batch_entry(i: &mut Input) -> pb::SendMessageBatchEntry {
+    let id = i.string("id");
+    let send = send_request("", i);
+    pb::SendMessageBatchEntry {
+        id,
+        body: send.body,
+        attributes: send.attributes,
+        delay_seconds: send.delay_seconds,
+        message_group_id: send.message_group_id,
+        message_deduplication_id: send.message_deduplication_id,
+    }
+}
+
+/// `object` with the `optional` fields that are given.
+fn with_optional<const N: usize>(mut object: Value, optional: [(&str, Option<Value>); N]) -> Value {
+    for (name, value) in optional {
+        if let Some(value) = value {
+            object[name] = value;
+        }
+    }
+    object
+}
+
+/// An error object: `{"code", "message", "field"?, "sources"?}`.
+pub fn error(e: &pb::Error) -> Value {
+    with_optional(
+        json!({"code": e.code, "message": e.message}),
+        [
+            ("field", e.field.clone().map(Value::from)),
+            ("sources", (!e.sources.is_empty()).then(|| refs(&e.sources))),
+        ],
+    )
+}
+
+fn queue_ref(r: &pb::QueueRef) -> Value {
+    json!({"id": r.id, "name": r.name, "crn": r.crn})
+}
+
+fn refs(list: &[pb::QueueRef]) -> Value {
+    list.iter().map(queue_ref).collect()
+}
+
+fn queue(q: &pb::Queue) -> Value {
+    let redrive_policy = q.redrive_policy.as_ref().map(|p| {
+        json!({
+            "dead_letter_target": p.dead_letter_target.as_ref().map(queue_ref),
+            "max_receive_count": p.max_receive_count,
+        })
+    });
+    let allow_policy = q.redrive_allow_policy.as_ref().map(|p| {
+        with_optional(
+            json!({"permission": p.permission}),
+            [(
+                "source_queues",
+                (!p.source_queues.is_empty()).then(|| refs(&p.source_queues)),
+            )],
+        )
+    });
+    let retry_backoff = q.retry_backoff.as_ref().map(|b| {
+        json!({
+            "initial_seconds": b.initial_seconds,
+            "max_seconds": b.max_seconds,
+            "multiplier": b.multiplier,
+        })
+    });
+    json!({
+        "id": q.id,
+        "name": q.name,
+        "crn": q.crn,
+        "type": q.r#type,
+        "created_at": q.created_at,
+        "content_based_deduplication": q.content_based_deduplication,
+        "lease_seconds": q.lease_seconds,
+        "delay_seconds": q.delay_seconds,
+        "retention_seconds": q.retention_seconds,
+        "max_message_bytes": q.max_message_bytes,
+        "redrive_policy": redrive_policy,
+        "redrive_allow_policy": allow_policy,
+        "retry_backoff": retry_backoff,
+    })
+}
+
+/// A delivered or peeked message; a peeked message's state as REST writes it (`visible`...).
+fn message(m: &pb::Message) -> Value {
+    let state = m.state.map(|state| {
+        let state = pb::MessageState::try_from(state).expect("a known state");
+        let name = state.as_str_name().strip_prefix("MESSAGE_STATE_");
+        Value::from(name.expect("a state name").to_lowercase())
+    });
+    let text = |value: &Option<String>| value.clone().map(Value::from);
+    with_optional(
+        json!({
+            "message_id": m.message_id,
+            "body": m.body,
+            "attributes": m.attributes,
+            "receive_count": m.receive_count,
+            "sent_at": m.sent_at,
+            "first_received_at": m.first_received_at,
+        }),
+        [
+            ("receipt", text(&m.receipt)),
+            ("lease_expires_at", text(&m.lease_expires_at)),
+            ("message_group_id", text(&m.message_group_id)),
+            (
+                "message_deduplication_id",
+                text(&m.message_deduplication_id),
+            ),
+            ("sequence_number", m.sequence_number.map(Value::from)),
+            (
+                "dead_letter_source",
+                m.dead_letter_source.as_ref().map(queue_ref),
+            ),
+            ("moved_at", text(&m.moved_at)),
+            ("state", state),
+            ("visible_at", text(&m.visible_at)),
+        ],
+    )
+}
+
+fn sent(s: &pb::SendMessageResponse) -> Value {
+    with_optional(
+        json!({"message_id": s.message_id, "duplicate": s.duplicate}),
+        [("sequence_number", s.sequence_number.map(Value::from))],
+    )
+}
+
+/// `{"id", "message_id", "duplicate", ...}` or `{"id", "error"}`.
+fn batch_result(r: &pb::SendMessageBatchResult) -> Value {
+    use pb::send_message_batch_result::Outcome;
+    let mut result = match r.outcome.as_ref().expect("an outcome") {
+        Outcome::Sent(s) => sent(s),
+        Outcome::Error(e) => json!({ "error": error(e) }),
+    };
+    result["id"] = r.id.clone().into();
+    result
+}
+
+/// `{"receipt", "ok": true}` or `{"receipt", "error"}`.
+fn ack_result(r: &pb::AckResult) -> Value {
+    use pb::ack_result::Outcome;
+    let mut result = match r.outcome.as_ref().expect("an outcome") {
+        Outcome::Ok(ok) => json!({ "ok": ok }),
+        Outcome::Error(e) => json!({ "error": error(e) }),
+    };
+    result["receipt"] = r.receipt.clone().into();
+    result
+}
+
+fn cluster(c: pb::Cluster) -> Value {
+    let nodes: Vec<Value> = c
+        .nodes
+        .iter()
+        .map(|n| json!({"id": n.id, "raft_addr": n.raft_addr, "role": n.role}))
+        .collect();
+    with_optional(
+        json!({
+            "leader": c.leader,
+            "nodes": nodes,
+            "term": c.term,
+            "commit_index": c.commit_index,
+            "node_id": c.node_id,
+            "region": c.region,
+        }),
+        [
+            ("cluster_id", c.cluster_id.map(Value::from)),
+            ("clock_offset_ms", c.clock_offset_ms.map(Value::from)),
+            ("clock_skewed", c.clock_skewed.map(Value::from)),
+        ],
+    )
+}
