@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use raftq_engine::{
-    Command, EngineError, NewMessage, Outcome, QueueAttributes, QueueStats, SendResult,
+    Command, EngineError, MessageState, NewMessage, Outcome, QueueAttributes, QueueStats,
+    RetryBackoffInput, SendResult,
 };
 use raftq_node::{
     now_ms, Change, ChangeError, ChangeResult, Node, NodeConfig, NodeError, Query, QueryResult,
@@ -371,6 +372,108 @@ async fn losing_the_leader_keeps_acknowledged_sends_dedup_and_timers() {
                 .expect("receive"),
         ) {
             Outcome::Received(d) => assert_eq!(d[0].meta.receive_count, 2),
+            other => panic!("unexpected {other:?}"),
+        }
+    })
+    .await
+    .expect("bounded");
+}
+
+/// A retry backoff is stamped by the leader whose timer ended the lease; after that leader is
+/// gone, the next one keeps the same end: the message stays delayed, still blocks its FIFO
+/// group, and is delivered (before the rest of its group) once the end passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retry_backoff_stamped_by_one_leader_holds_under_the_next() {
+    timeout(BOUND, async {
+        let mut cluster = Cluster::start(3, 10_000).await;
+        let leader = cluster.leader().await;
+        let node = cluster.node(leader);
+        let backoff = QueueAttributes {
+            retry_backoff: Some(Some(RetryBackoffInput {
+                initial_seconds: Some(6),
+                max_seconds: Some(6),
+                multiplier: Some(1.0),
+            })),
+            ..QueueAttributes::default()
+        };
+        outcome(
+            node.write(create("retry.fifo", backoff))
+                .await
+                .expect("create"),
+        );
+        for (dedup, body) in [("d0", "m0"), ("d1", "m1")] {
+            sent(
+                node.write(send("retry.fifo", "g", dedup, body))
+                    .await
+                    .expect("send"),
+            );
+        }
+        outcome(
+            node.write(receive("retry.fifo", 1, 1))
+                .await
+                .expect("receive"),
+        );
+        // The head's lease ends after 1 s; the leader's timer stamps the end of its backoff.
+        let head = |node: &Node| {
+            node.with_engine(|e| e.peek(ACCOUNT, "retry.fifo", None, Some(1)))
+                .expect("engine")
+                .expect("peek")
+                .remove(0)
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let waiting = loop {
+            let m = head(node);
+            if m.state == MessageState::Delayed {
+                break m;
+            }
+            assert!(Instant::now() < deadline, "the lease did not end: {m:?}");
+            sleep(Duration::from_millis(50)).await;
+        };
+        let visible_at = waiting.until.expect("the end of the backoff");
+        cluster.stop(leader).await;
+        let new_leader = cluster.leader().await;
+        let node = cluster.node(new_leader);
+        // Its applied state may trail the commit of the expiry for a moment after the election.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while head(node).state != MessageState::Delayed {
+            assert!(
+                Instant::now() < deadline,
+                "the expiry never reached the new leader"
+            );
+            sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            head(node).until,
+            Some(visible_at),
+            "the same end of the backoff"
+        );
+        let during = outcome(
+            node.write(receive("retry.fifo", 10, 30))
+                .await
+                .expect("receive"),
+        );
+        if now_ms() + 500 < visible_at {
+            assert_eq!(
+                during,
+                Outcome::Received(Vec::new()),
+                "the group stays blocked"
+            );
+        }
+        sleep(Duration::from_millis(
+            visible_at.saturating_sub(now_ms()) + 100,
+        ))
+        .await;
+        match outcome(
+            node.write(receive("retry.fifo", 10, 30))
+                .await
+                .expect("receive"),
+        ) {
+            Outcome::Received(d) => {
+                let seqs: Vec<u64> = d.iter().map(|d| d.meta.seq).collect();
+                assert_eq!(seqs.len(), 2, "{d:?}");
+                assert_eq!(seqs[0], waiting.seq, "the waiting head first");
+                assert_eq!(d[0].meta.receive_count, 2);
+            }
             other => panic!("unexpected {other:?}"),
         }
     })
