@@ -34,6 +34,7 @@ pub mod codec;
 pub mod command;
 mod engine;
 pub mod error;
+mod interned;
 pub mod legacy;
 pub mod model;
 mod queue;

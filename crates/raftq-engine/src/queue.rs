@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use foldhash::HashMap;
 use uuid::Uuid;
 
+use crate::interned::Interned;
 use crate::model::{Millis, QueueConfig, QueueName, QueueType};
 use crate::rows::{Changes, RowKey};
 
@@ -95,85 +96,6 @@ pub(crate) struct ApplyContext {
     pub now: Millis,
     pub timers: BTreeSet<(Millis, Timer)>,
     pub changes: Changes,
-}
-
-/// Names interned to small numbers, each with a value; numbers of forgotten names are reused.
-#[derive(Debug, Clone)]
-struct Interned<T> {
-    slots: Vec<Option<(Box<str>, T)>>,
-    free: Vec<u32>,
-    numbers: HashMap<Box<str>, u32>,
-}
-
-impl<T> Default for Interned<T> {
-    fn default() -> Self {
-        Interned {
-            slots: Vec::new(),
-            free: Vec::new(),
-            numbers: HashMap::default(),
-        }
-    }
-}
-
-impl<T: Default> Interned<T> {
-    /// The number of `name`, interned with a default value if it was not.
-    fn intern(&mut self, name: &str) -> u32 {
-        if let Some(&n) = self.numbers.get(name) {
-            return n;
-        }
-        let slot = Some((name.into(), T::default()));
-        let n = match self.free.pop() {
-            Some(n) => {
-                self.slots[n as usize] = slot;
-                n
-            }
-            None => {
-                self.slots.push(slot);
-                (self.slots.len() - 1) as u32
-            }
-        };
-        self.numbers.insert(name.into(), n);
-        n
-    }
-}
-
-impl<T> Interned<T> {
-    fn get(&self, n: u32) -> Option<&T> {
-        self.slots
-            .get(n as usize)
-            .and_then(Option::as_ref)
-            .map(|(_, v)| v)
-    }
-
-    fn get_mut(&mut self, n: u32) -> Option<&mut T> {
-        self.slots
-            .get_mut(n as usize)
-            .and_then(Option::as_mut)
-            .map(|(_, v)| v)
-    }
-
-    fn name(&self, n: u32) -> Option<&str> {
-        self.slots
-            .get(n as usize)
-            .and_then(Option::as_ref)
-            .map(|(name, _)| &**name)
-    }
-
-    /// Forgets `n` and its name; the number may be given to another name.
-    fn forget(&mut self, n: u32) {
-        if let Some((name, _)) = self.slots.get_mut(n as usize).and_then(Option::take) {
-            self.numbers.remove(&name);
-            self.free.push(n);
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.numbers.len()
-    }
-
-    fn contains(&self, name: &str) -> bool {
-        self.numbers.contains_key(name)
-    }
 }
 
 #[derive(Debug, Clone, Default)]
