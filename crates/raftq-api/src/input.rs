@@ -149,6 +149,20 @@ impl<'a> Fields<'a> {
         self.map.get(key).filter(|v| !v.is_null())
     }
 
+    /// A nested object that `null` clears, read by `read`: absent is `None` (leave as it is),
+    /// `null` is `Some(None)` (clear), an object is `Some(Some(..))`.
+    pub fn clearable<T>(
+        &self,
+        key: &str,
+        read: impl FnOnce(Fields<'a>) -> Result<T, ApiError>,
+    ) -> Result<Option<Option<T>>, ApiError> {
+        match self.raw(key) {
+            None => Ok(None),
+            Some(v) if v.is_null() => Ok(Some(None)),
+            Some(v) => read(Fields::nested(v, self.path(key))?).map(|t| Some(Some(t))),
+        }
+    }
+
     pub fn required<T>(&self, key: &str, value: Option<T>) -> Result<T, ApiError> {
         value.ok_or_else(|| ApiError::invalid(self.path(key), "is required"))
     }

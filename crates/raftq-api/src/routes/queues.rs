@@ -171,26 +171,12 @@ fn source_queues() -> ArrayBuilder {
 
 /// Reads the optional settings; `"redrive_policy": null` clears the policy.
 fn attributes(f: &Fields<'_>) -> Result<QueueAttributes, ApiError> {
-    let redrive_policy = match f.raw("redrive_policy") {
-        None => None,
-        Some(v) if v.is_null() => Some(None),
-        Some(v) => Some(Some(redrive_policy(Fields::nested(
-            v,
-            f.path("redrive_policy"),
-        )?)?)),
-    };
+    let redrive_policy = f.clearable("redrive_policy", redrive_policy)?;
     let redrive_allow_policy = f
         .value("redrive_allow_policy")
         .map(|v| allow_policy(Fields::nested(v, f.path("redrive_allow_policy"))?))
         .transpose()?;
-    let retry_backoff = match f.raw("retry_backoff") {
-        None => None,
-        Some(v) if v.is_null() => Some(None),
-        Some(v) => Some(Some(retry_backoff(Fields::nested(
-            v,
-            f.path("retry_backoff"),
-        )?)?)),
-    };
+    let retry_backoff = f.clearable("retry_backoff", retry_backoff)?;
     Ok(QueueAttributes {
         content_based_deduplication: f.boolean("content_based_deduplication")?,
         lease_seconds: f.integer("lease_seconds")?,
