@@ -8,15 +8,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::InstallSnapshotRequest;
 use raftq_engine::{
     Command, EngineError, MessageState, NewMessage, Outcome, QueueAttributes, QueueStats,
     RetryBackoffInput, SendResult,
 };
 use raftq_node::{
-    now_ms, Change, ChangeError, ChangeResult, Node, NodeConfig, NodeError, Query, QueryResult,
-    Response, WallClock,
+    now_ms, send_snapshot_chunk, Change, ChangeError, ChangeResult, Node, NodeConfig, NodeError,
+    Query, QueryResult, Response, WallClock,
 };
 use tempfile::TempDir;
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 use tokio::time::{sleep, timeout, Instant};
 use uuid::Uuid;
@@ -607,6 +610,89 @@ async fn a_node_down_while_the_log_is_purged_catches_up_through_a_snapshot() {
         cluster.restart(down).await;
         cluster.converged().await;
         assert_eq!(stats(cluster.node(down), "q").await.visible, 120);
+    })
+    .await
+    .expect("bounded");
+}
+
+/// Snapshot chunks that arrive out of step (a gap, as a write cut short by a cancelled call
+/// leaves, or a damaged byte) are refused and the leader asked to start over, never installed:
+/// a failed install would stop Raft on the follower for good. The whole snapshot sent again in
+/// order is installed, and the follower goes on following.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_snapshot_received_out_of_step_is_asked_for_again_not_installed() {
+    timeout(BOUND, async {
+        let cluster = Cluster::start(3, 20).await;
+        let leader = cluster.leader().await;
+        let node = cluster.node(leader);
+        outcome(
+            node.write(create("q", QueueAttributes::default()))
+                .await
+                .expect("create"),
+        );
+        for i in 0..40 {
+            sent(
+                node.write(plain("q", &format!("m{i}")))
+                    .await
+                    .expect("send"),
+            );
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while node.raft().metrics().borrow().snapshot.is_none() {
+            assert!(Instant::now() < deadline, "the leader built no snapshot");
+            sleep(Duration::from_millis(50)).await;
+        }
+        let mut snapshot = node
+            .raft()
+            .get_snapshot()
+            .await
+            .expect("read the snapshot")
+            .expect("a snapshot");
+        let mut bytes = Vec::new();
+        snapshot
+            .snapshot
+            .read_to_end(&mut bytes)
+            .await
+            .expect("snapshot bytes");
+        let vote = node.raft().metrics().borrow().vote;
+        let cluster_id = node.status().await.cluster_id.expect("a cluster id");
+        let follower = cluster.follower().await;
+        let addr = cluster.peers[&follower].clone();
+        let send = |offset: usize, data: &[u8], done: bool| {
+            let chunk = InstallSnapshotRequest {
+                vote,
+                meta: snapshot.meta.clone(),
+                offset: offset as u64,
+                data: data.to_vec(),
+                done,
+            };
+            let addr = addr.clone();
+            async move {
+                send_snapshot_chunk(&addr, cluster_id, &chunk)
+                    .await
+                    .expect("the follower answers")
+            }
+        };
+        let asked_again = |reply: Result<_, RaftError<u64, InstallSnapshotError>>| match reply {
+            Err(RaftError::APIError(InstallSnapshotError::SnapshotMismatch(m))) => {
+                assert_eq!(m.expect.offset, 0, "{m}")
+            }
+            other => panic!("expected to be asked for the snapshot again, got {other:?}"),
+        };
+        let half = bytes.len() / 2;
+        asked_again(send(half, &bytes[half..], true).await);
+        send(0, &bytes[..half], false).await.expect("first half");
+        asked_again(send(half + 1, &bytes[half + 1..], true).await);
+        let mut damaged = bytes[half..].to_vec();
+        damaged[0] ^= 1;
+        asked_again(send(half, &damaged, true).await);
+        send(0, &bytes[..half], false)
+            .await
+            .expect("first half again");
+        send(half, &bytes[half..], true).await.expect("installed");
+        sent(node.write(plain("q", "after")).await.expect("send"));
+        cluster.converged().await;
+        assert_eq!(stats(cluster.node(follower), "q").await.visible, 41);
     })
     .await
     .expect("bounded");

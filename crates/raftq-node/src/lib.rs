@@ -20,6 +20,7 @@ mod node;
 #[cfg(feature = "testing")]
 mod probe;
 mod query;
+mod receiving;
 mod routing;
 mod service;
 mod shared;
@@ -45,4 +46,4 @@ pub use status::{Member, NodeStatus, Role};
 #[cfg(feature = "testing")]
 pub use network::{CallError, Method as PeerMethod, Partition};
 #[cfg(feature = "testing")]
-pub use probe::call_peer;
+pub use probe::{call_peer, send_snapshot_chunk};

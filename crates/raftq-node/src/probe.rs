@@ -3,7 +3,10 @@
 
 use std::time::Duration;
 
-use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{
+    AppendEntriesRequest, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
+};
 use openraft::{SnapshotMeta, Vote};
 use raftq_store::{NodeId, TypeConfig};
 use tonic::transport::ClientTlsConfig;
@@ -63,4 +66,22 @@ pub async fn call_peer(
         }
         Method::Ping | Method::Elect | Method::Admit => client.call(method, &(), timeout).await,
     }
+}
+
+/// Sends one snapshot chunk to the peer service at `addr` (no TLS) in the name of `cluster`, and
+/// returns what the node answered: for tests of how a node receives snapshots.
+pub async fn send_snapshot_chunk(
+    addr: &str,
+    cluster: uuid::Uuid,
+    chunk: &InstallSnapshotRequest<TypeConfig>,
+) -> Result<
+    Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
+    CallError,
+> {
+    let dial = Dial::default();
+    dial.cluster.set(cluster);
+    let mut client = PeerClient::new(0, addr, &dial);
+    client
+        .call(Method::Snapshot, chunk, Some(Duration::from_secs(10)))
+        .await
 }

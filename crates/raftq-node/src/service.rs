@@ -23,6 +23,7 @@ use raftq_store::{NodeId, TypeConfig};
 
 use crate::admission::{PeerCall, Standing, CLUSTER_HEADER};
 use crate::error::NodeError;
+use crate::receiving::SnapshotReceiver;
 use crate::routing::{ForwardReply, Forwarded};
 use crate::rpc::raft_server::Raft as RaftRpc;
 use crate::rpc::Blob;
@@ -33,6 +34,7 @@ pub(crate) struct PeerService {
     core: Arc<Core>,
     /// Whether callers show certificates (mutual TLS), by which they are known.
     authenticated: bool,
+    receiver: SnapshotReceiver,
 }
 
 impl PeerService {
@@ -40,6 +42,7 @@ impl PeerService {
         PeerService {
             core,
             authenticated,
+            receiver: SnapshotReceiver::default(),
         }
     }
 }
@@ -151,7 +154,7 @@ impl RaftRpc for PeerService {
         let caller = self.screen(PeerCall::Snapshot, &request).await?;
         let rpc: InstallSnapshotRequest<TypeConfig> = decode(request)?;
         check_sender(caller, &rpc.vote)?;
-        encode(&self.core.raft.install_snapshot(rpc).await)
+        encode(&self.receiver.receive(&self.core.raft, rpc).await)
     }
 
     async fn elect(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {

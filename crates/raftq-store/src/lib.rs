@@ -84,8 +84,17 @@ pub enum StorageError {
     Database(#[from] rocksdb::Error),
     #[error("cannot open the log: {0}")]
     Log(#[from] LogStoreError),
+    #[error("cannot read the log: {0}")]
+    LogRead(openraft::AnyError),
     #[error("cannot open the state machine: {0}")]
     StateMachine(#[from] OpenError),
+    #[error(
+        "the log was purged up to entry {purged} but the state machine applied only up to {}: \
+         entries it never applied are gone (a snapshot install that did not finish); \
+         this node's data cannot serve: remove its data directory and replace the node",
+        applied.map_or("none".to_string(), |a| a.to_string())
+    )]
+    PurgedPastApplied { purged: u64, applied: Option<u64> },
 }
 
 impl StorageError {
@@ -93,8 +102,9 @@ impl StorageError {
     pub fn is_damage(&self) -> bool {
         match self {
             StorageError::Database(e) => is_damage(e),
-            StorageError::Log(_) => false,
+            StorageError::Log(_) | StorageError::LogRead(_) => false,
             StorageError::StateMachine(e) => e.is_damage(),
+            StorageError::PurgedPastApplied { .. } => true,
         }
     }
 }
@@ -106,6 +116,14 @@ pub fn open(data_dir: &std::path::Path, region: &str) -> Result<Storage, Storage
     let database = Database(std::sync::Arc::downgrade(&db));
     let log = RocksLogStore::new(std::sync::Arc::clone(&db), LOGS_CF, META_CF)?;
     let state_machine = RocksStateMachine::open(db, region, data_dir.join("snapshots"))?;
+    let purged = log
+        .last_purged()
+        .map_err(StorageError::LogRead)?
+        .map(|id| id.index);
+    let applied = state_machine.last_applied().map(|id| id.index);
+    if let Some(purged) = purged.filter(|p| applied.is_none_or(|a| a < *p)) {
+        return Err(StorageError::PurgedPastApplied { purged, applied });
+    }
     Ok(Storage {
         log,
         state_machine,
@@ -144,6 +162,37 @@ pub fn is_damage(error: &rocksdb::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use openraft::storage::RaftLogStorage;
+    use openraft::{CommittedLeaderId, LogId};
+
+    #[test]
+    fn a_log_purged_past_the_applied_state_is_refused_as_damage() {
+        let tmp = tempfile::TempDir::new().expect("temp dir");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let mut storage = open(tmp.path(), "local").expect("open");
+        runtime
+            .block_on(
+                storage
+                    .log
+                    .purge(LogId::new(CommittedLeaderId::new(1, 1), 5)),
+            )
+            .expect("purge");
+        drop(storage);
+        let error = open(tmp.path(), "local").err().expect("refused");
+        assert!(
+            matches!(
+                error,
+                StorageError::PurgedPastApplied {
+                    purged: 5,
+                    applied: None
+                }
+            ),
+            "{error}"
+        );
+        assert!(error.is_damage());
+    }
 
     /// The largest table file in `dir`.
     fn largest_table(dir: &std::path::Path) -> std::path::PathBuf {

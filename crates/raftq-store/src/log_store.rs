@@ -351,6 +351,11 @@ where
         Ok(false)
     }
 
+    /// The id of the last entry purged from the log (none before the first purge).
+    pub fn last_purged(&self) -> Result<Option<LogId<C::NodeId>>, AnyError> {
+        self.get_meta(KEY_LAST_PURGED)
+    }
+
     /// The id of the last entry in the log (the last purged one when every entry was purged):
     /// what a candidate's log is compared with. Kept in memory as entries are appended.
     pub fn last_log_id_now(&self) -> Result<Option<LogId<C::NodeId>>, AnyError> {

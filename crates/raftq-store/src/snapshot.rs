@@ -175,19 +175,25 @@ fn invalid(message: &str) -> io::Error {
 /// its end marker, or with a different row count or digest, is an error.
 pub fn read_rows(path: &Path) -> io::Result<Rows> {
     let mut rows = Vec::new();
-    for_each_row(path, |key, value| rows.push((key, value)))?;
+    rows_of(File::open(path)?, |key, value| rows.push((key, value)))?;
     Ok(rows)
 }
 
 /// Checks the snapshot file at `path` as [`read_rows`] does, without keeping its rows.
 pub fn verify(path: &Path) -> io::Result<()> {
-    for_each_row(path, |_, _| {})
+    check(File::open(path)?)
 }
 
-/// Calls `row` with every row of the snapshot file at `path`, then checks its end: the rows seen
-/// before an error may be wrong.
-fn for_each_row(path: &Path, mut row: impl FnMut(Vec<u8>, Vec<u8>)) -> io::Result<()> {
-    let mut input = Hashing::new(BufReader::new(File::open(path)?));
+/// Checks the snapshot file read from `source` (from its first byte to its last) as [`read_rows`]
+/// does, without keeping its rows.
+pub fn check(source: impl Read) -> io::Result<()> {
+    rows_of(source, |_, _| {})
+}
+
+/// Calls `row` with every row of the snapshot file read from `source`, then checks its end: the
+/// rows seen before an error may be wrong.
+fn rows_of(source: impl Read, mut row: impl FnMut(Vec<u8>, Vec<u8>)) -> io::Result<()> {
+    let mut input = Hashing::new(BufReader::new(source));
     let mut magic = [0u8; 8];
     input.read_exact(&mut magic)?;
     let digested = match &magic {

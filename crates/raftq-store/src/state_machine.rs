@@ -302,6 +302,11 @@ impl RocksStateMachine {
     }
 
     /// The count of writes this node waits for; its proposer must count each one.
+    /// The id of the last entry applied (none before the first).
+    pub fn last_applied(&self) -> Option<LogId<NodeId>> {
+        self.applied.last_applied
+    }
+
     pub fn awaited(&self) -> Awaited {
         self.awaited.clone()
     }
