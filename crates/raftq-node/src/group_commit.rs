@@ -106,6 +106,7 @@ async fn write(raft: &Raft<TypeConfig>, group: Vec<(Command, Reply)>, now: u64, 
         now,
         commands: Arc::new(commands),
     };
+    tracing::trace!(target: "raftq::stage", stage = "propose", commands = replies.len());
     let failure = match tokio::time::timeout(timeout, raft.client_write(entry)).await {
         Ok(Ok(written)) => {
             let mut answers = written.data.into_iter();

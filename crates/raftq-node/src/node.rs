@@ -332,7 +332,10 @@ impl Node {
     /// Commits a command through the leader (forwarding when this node is not it) and returns
     /// the state machine's response. Success means committed on a majority and applied.
     pub async fn write(&self, command: Command) -> Result<Response, NodeError> {
-        match self.core.route(Forwarded::Write(command)).await? {
+        tracing::trace!(target: "raftq::stage", stage = "write");
+        let reply = self.core.route(Forwarded::Write(command)).await;
+        tracing::trace!(target: "raftq::stage", stage = "written");
+        match reply? {
             ForwardReply::Written(response) => Ok(response),
             _ => Err(mismatched()),
         }

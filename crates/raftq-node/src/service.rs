@@ -131,7 +131,17 @@ impl RaftRpc for PeerService {
         let rpc: AppendEntriesRequest<TypeConfig> = decode(request)?;
         check_sender(caller, &rpc.vote)?;
         self.core.note_append();
-        encode(&self.core.raft.append_entries(rpc).await)
+        // Stage events for `scripts/latency`, of appends that carry entries.
+        let entries = (rpc.entries.first().zip(rpc.entries.last()))
+            .map(|(first, last)| (first.log_id.index, last.log_id.index));
+        if let Some((first, last)) = entries {
+            tracing::trace!(target: "raftq::stage", stage = "append_received", first, last);
+        }
+        let reply = self.core.raft.append_entries(rpc).await;
+        if let Some((first, last)) = entries {
+            tracing::trace!(target: "raftq::stage", stage = "append_answered", first, last);
+        }
+        encode(&reply)
     }
 
     async fn ping(&self, _request: Request<Blob>) -> Result<Response<Blob>, Status> {

@@ -136,7 +136,7 @@ pub struct RocksLogStore<C: RaftTypeConfig> {
     logs_cf: Arc<str>,
     meta_cf: Arc<str>,
     /// Appends waiting for the write-ahead log to reach the disk.
-    syncer: std::sync::mpsc::Sender<LogFlushed<C>>,
+    syncer: std::sync::mpsc::Sender<Flush<C>>,
     /// The entries appended last, shared by every clone.
     recent: Arc<Mutex<Recent<C::Entry>>>,
     /// The id of the last entry, shared by every clone.
@@ -179,12 +179,14 @@ impl Appended {
     }
 }
 
+/// An append waiting for the write-ahead log to reach the disk: the indexes of its first and last
+/// entries, and openraft's callback.
+type Flush<C> = (Option<(u64, u64)>, LogFlushed<C>);
+
 /// The WAL sync thread: one fsync for every append that queued while the previous one ran,
 /// then each append's callback, in order.
-fn spawn_syncer<C: RaftTypeConfig>(
-    db: Arc<DB>,
-) -> io::Result<std::sync::mpsc::Sender<LogFlushed<C>>> {
-    let (tx, rx) = std::sync::mpsc::channel::<LogFlushed<C>>();
+fn spawn_syncer<C: RaftTypeConfig>(db: Arc<DB>) -> io::Result<std::sync::mpsc::Sender<Flush<C>>> {
+    let (tx, rx) = std::sync::mpsc::channel::<Flush<C>>();
     // A weak handle: the thread must not keep the database open after the store is gone.
     let db = Arc::downgrade(&db);
     std::thread::Builder::new()
@@ -197,7 +199,10 @@ fn spawn_syncer<C: RaftTypeConfig>(
                     Some(db) => db.flush_wal(true).map_err(|e| e.to_string()),
                     None => Err("the database is closed".to_string()),
                 };
-                for callback in waiting {
+                for (entries, callback) in waiting {
+                    if let Some((first, last)) = entries {
+                        tracing::trace!(target: "raftq::stage", stage = "synced", first, last);
+                    }
                     let result = synced.clone().map_err(io::Error::other);
                     callback.log_io_completed(result);
                 }
@@ -553,6 +558,8 @@ where
         let mut batch = WriteBatch::with_capacity_bytes(bytes);
         let mut written = Vec::with_capacity(encoded.len());
         let last = encoded.last().map(|(entry, _)| entry.get_log_id().clone());
+        let entries = (encoded.first().zip(encoded.last()))
+            .map(|((first, _), (last, _))| (first.get_log_id().index, last.get_log_id().index));
         for (entry, value) in encoded {
             let index = entry.get_log_id().index;
             batch.put_cf(logs, index_key(index), &value);
@@ -568,6 +575,9 @@ where
             callback.log_io_completed(Err(io::Error::other(e.to_string())));
             return Err(StorageIOError::write_logs(&e).into());
         }
+        if let Some((first, last)) = entries {
+            tracing::trace!(target: "raftq::stage", stage = "appended", first, last);
+        }
         let mut recent = self.recent();
         for (index, entry, size) in written {
             self.appended.add(size);
@@ -577,7 +587,9 @@ where
         if let Some(last) = last {
             *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(Some(last));
         }
-        if let Err(std::sync::mpsc::SendError(callback)) = self.syncer.send(callback) {
+        if let Err(std::sync::mpsc::SendError((_, callback))) =
+            self.syncer.send((entries, callback))
+        {
             callback.log_io_completed(Err(io::Error::other("the WAL sync thread stopped")));
         }
         Ok(())

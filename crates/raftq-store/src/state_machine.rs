@@ -417,6 +417,8 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
             .engine
             .write()
             .map_err(|_| io_err(std::io::Error::other("engine lock poisoned")))?;
+        let first = self.applied.last_applied.map_or(0, |id| id.index + 1);
+        tracing::trace!(target: "raftq::stage", stage = "apply", first);
         for entry in entries {
             self.applied.last_applied = Some(entry.log_id);
             let mut answers = Vec::new();
@@ -485,6 +487,8 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
             // No subscriber is not an error: nobody is waiting.
             let _ = self.wakeups.send(queue);
         }
+        let last = self.applied.last_applied.map_or(0, |id| id.index);
+        tracing::trace!(target: "raftq::stage", stage = "applied", first, last);
         Ok(responses)
     }
 
