@@ -341,7 +341,17 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         let fit = prefix_within(&rpc.entries, APPEND_BYTES);
         let cut = (fit < rpc.entries.len()).then(|| rpc.entries[fit - 1].log_id);
         rpc.entries.truncate(fit);
-        let reply = self.raft_call(Method::Append, &rpc, &option).await?;
+        // Stage events for `scripts/latency`, of appends that carry entries.
+        let entries = (rpc.entries.first().zip(rpc.entries.last()))
+            .map(|(first, last)| (first.log_id.index, last.log_id.index));
+        if let Some((first, last)) = entries {
+            tracing::trace!(target: "raftq::stage", stage = "append_sent", first, last);
+        }
+        let reply = self.raft_call(Method::Append, &rpc, &option).await;
+        if let Some((first, last)) = entries {
+            tracing::trace!(target: "raftq::stage", stage = "append_acked", first, last);
+        }
+        let reply = reply?;
         Ok(match (reply, cut) {
             (AppendEntriesResponse::Success, Some(last)) => {
                 AppendEntriesResponse::PartialSuccess(Some(last))
