@@ -41,7 +41,8 @@ impl QueueSpec {
 pub struct Outgoing {
     /// Starts with the send time (see [`stamp_body`]), padded to the message size.
     pub body: String,
-    /// FIFO: the message group.
+    /// FIFO: the message group. Standard queue: the tenant (see
+    /// [`Driver::supports_fair_queues`]).
     pub group: Option<String>,
     /// FIFO: the deduplication ID (unique per message in these workloads).
     pub dedup_id: Option<String>,
@@ -52,6 +53,8 @@ pub struct Outgoing {
 pub struct Received<R> {
     /// When it was sent, in nanoseconds since [`epoch`], read back from its body.
     pub sent_nanos: Option<u64>,
+    /// Who sent it, read back from a body made by [`sender_body`].
+    pub sender: Option<u32>,
     /// Whether this is a second or later delivery.
     pub redelivered: bool,
     /// What [`Driver::ack`] and [`Driver::abandon`] take.
@@ -81,6 +84,12 @@ pub trait Driver: Send + Sync + 'static {
     /// Whether abandoned deliveries can move to a dead-letter queue.
     fn supports_dead_letter(&self) -> bool {
         true
+    }
+
+    /// Whether a standard queue shares its deliveries fairly among the tenants named by the
+    /// messages' group IDs (raftq's fair queues); the fair-queue rows need it.
+    fn supports_fair_queues(&self) -> bool {
+        false
     }
 
     /// How many of `wanted` consumers may take from `spec` at once (fewer where keeping order
@@ -137,6 +146,10 @@ pub trait Driver: Send + Sync + 'static {
 
 /// Digits of the send stamp at the start of every body.
 const STAMP_DIGITS: usize = 20;
+/// What follows the stamp in a body that names its sender, before the sender's digits.
+const SENDER_MARK: u8 = b's';
+/// Digits of the sender in a body that names it.
+const SENDER_DIGITS: usize = 10;
 
 /// The clock every stamp counts from (the first call in this process).
 pub fn epoch() -> Instant {
@@ -146,21 +159,55 @@ pub fn epoch() -> Instant {
 
 /// Nanoseconds since [`epoch`].
 pub fn now_nanos() -> u64 {
-    u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX)
+    nanos_at(Instant::now())
+}
+
+/// Nanoseconds from [`epoch`] to `t` (0 for a time before it).
+pub fn nanos_at(t: Instant) -> u64 {
+    u64::try_from(t.saturating_duration_since(epoch()).as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// A body of `size` bytes (at least the stamp) that starts with the current time.
 pub fn stamp_body(size: usize) -> String {
-    // The padding is copied in one piece, not pushed a `char` at a time: the load generator
-    // shares its cores with the servers.
-    let mut body = format!("{:0width$}", now_nanos(), width = STAMP_DIGITS);
-    body.push_str(&"x".repeat(size.saturating_sub(STAMP_DIGITS)));
-    body
+    padded(
+        format!("{:0width$}", now_nanos(), width = STAMP_DIGITS),
+        size,
+    )
 }
 
-/// The send time written by [`stamp_body`], if `body` has one.
+/// A body of `size` bytes (at least the stamp and the sender) that starts with the send time
+/// `sent_nanos` and then names `sender`, for workloads that measure their senders apart.
+pub fn sender_body(sent_nanos: u64, sender: u32, size: usize) -> String {
+    let head = format!(
+        "{sent_nanos:0stamp$}{}{sender:0digits$}",
+        char::from(SENDER_MARK),
+        stamp = STAMP_DIGITS,
+        digits = SENDER_DIGITS
+    );
+    padded(head, size)
+}
+
+/// `head` padded to `size` bytes.
+fn padded(mut head: String, size: usize) -> String {
+    // The padding is copied in one piece, not pushed a `char` at a time: the load generator
+    // shares its cores with the servers.
+    head.push_str(&"x".repeat(size.saturating_sub(head.len())));
+    head
+}
+
+/// The send time written by [`stamp_body`] or [`sender_body`], if `body` has one.
 pub fn read_stamp(body: &[u8]) -> Option<u64> {
     let digits = std::str::from_utf8(body.get(..STAMP_DIGITS)?).ok()?;
+    digits.parse().ok()
+}
+
+/// The sender written by [`sender_body`], if `body` names one.
+pub fn read_sender(body: &[u8]) -> Option<u32> {
+    let (&mark, rest) = body.get(STAMP_DIGITS..)?.split_first()?;
+    if mark != SENDER_MARK {
+        return None;
+    }
+    let digits = std::str::from_utf8(rest.get(..SENDER_DIGITS)?).ok()?;
     digits.parse().ok()
 }
 
@@ -186,5 +233,33 @@ mod tests {
     fn bodies_without_a_stamp_have_none() {
         assert_eq!(read_stamp(b"hello"), None);
         assert_eq!(read_stamp(&[b'y'; 64]), None);
+    }
+
+    #[test]
+    fn sender_bodies_carry_their_sender_send_time_and_size() {
+        let body = sender_body(123_456_789, 7, 1024);
+        assert_eq!(body.len(), 1024);
+        assert_eq!(read_sender(body.as_bytes()), Some(7));
+        assert_eq!(read_stamp(body.as_bytes()), Some(123_456_789));
+        let longest = sender_body(u64::MAX, u32::MAX, 0);
+        assert_eq!(read_stamp(longest.as_bytes()), Some(u64::MAX));
+        assert_eq!(read_sender(longest.as_bytes()), Some(u32::MAX));
+    }
+
+    #[test]
+    fn plain_bodies_name_no_sender() {
+        assert_eq!(read_sender(stamp_body(1024).as_bytes()), None);
+        assert_eq!(read_sender(stamp_body(0).as_bytes()), None);
+        assert_eq!(read_sender(b"hello"), None);
+    }
+
+    #[test]
+    fn times_before_the_epoch_count_as_its_start() {
+        let start = epoch();
+        assert_eq!(nanos_at(start), 0);
+        assert_eq!(nanos_at(start + Duration::from_millis(3)), 3_000_000);
+        if let Some(earlier) = start.checked_sub(Duration::from_secs(1)) {
+            assert_eq!(nanos_at(earlier), 0);
+        }
     }
 }

@@ -12,7 +12,7 @@ use async_nats::jetstream::{self, Context, Message};
 use futures_util::future::try_join_all;
 use futures_util::{FutureExt, StreamExt};
 
-use crate::driver::{read_stamp, Driver, Outgoing, QueueSpec, Received, SystemNotes};
+use crate::driver::{read_sender, read_stamp, Driver, Outgoing, QueueSpec, Received, SystemNotes};
 
 /// How long a new cluster may take to accept its first stream.
 const STARTUP: Duration = Duration::from_secs(30);
@@ -261,6 +261,7 @@ impl Driver for JetStream {
                 .delivered;
             out.push(Received {
                 sent_nanos: read_stamp(&message.payload),
+                sender: read_sender(&message.payload),
                 redelivered: delivered > 1,
                 receipt: message,
             });

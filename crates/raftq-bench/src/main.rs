@@ -5,7 +5,8 @@
 //!
 //! - `run`: the workloads against one system; appends one JSON line per measurement.
 //! - `machine`: the report header (cores, kernel, fsync latency, versions given as facts).
-//! - `report`: markdown and JSON from the machine header and the results.
+//! - `report`: markdown and JSON from the machine header and the results, or from an earlier
+//!   report with the rows of the workloads measured again replaced (`--merge`).
 
 mod driver;
 mod h2_channel;
@@ -21,7 +22,7 @@ mod workloads;
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -31,7 +32,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use driver::Driver;
 use machine::Machine;
 use report::{Line, Results, SystemLine};
-use workloads::{Bench, Settings};
+use workloads::{Bench, FairSettings, Settings};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -71,6 +72,31 @@ impl System {
             System::Jetstream => "jetstream",
         }
     }
+}
+
+/// The workloads `run --workloads` chooses from; each stands for the rows of its flags below.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Workload {
+    /// Single sends (`--send-in-flight`).
+    Send,
+    /// Sends in batches of 10 (`--batch-in-flight`).
+    Batch,
+    /// Sends at a fixed rate (`--rate`).
+    Rate,
+    /// Send+receive+ack (`--e2e-in-flight`).
+    E2e,
+    /// FIFO send+receive+ack (`--fifo-groups`).
+    Fifo,
+    /// Redelivery of abandoned deliveries (`--redeliver`).
+    Redeliver,
+    /// Redrive to a dead-letter queue (`--redrive`).
+    Redrive,
+    /// A fair queue's quiet tenants alone and beside a noisy one (`--fair-*`).
+    Fair,
+    /// The backlog drained against a near-empty queue's (`--backlog`).
+    Backlog,
+    /// The leader killed under load (`--failover-seconds`).
+    Failover,
 }
 
 #[derive(Debug, clap::Args)]
@@ -134,9 +160,27 @@ struct RunArgs {
     /// Messages of the redrive run (0: none).
     #[arg(long, default_value_t = 10_000)]
     redrive: u64,
+    /// Messages/s of each quiet tenant of the fair-queue rows.
+    #[arg(long, default_value_t = 2.0)]
+    fair_quiet_rate: f64,
+    /// How many times a quiet tenant's rate the noisy tenant of the fair-queue rows sends.
+    #[arg(long, default_value_t = 100)]
+    fair_noisy_times: u32,
+    /// Quiet tenants of the fair-queue rows.
+    #[arg(long, default_value_t = 9)]
+    fair_quiet_tenants: u32,
+    /// Consumers of the fair-queue rows, each working on one message at a time.
+    #[arg(long, default_value_t = 8)]
+    fair_consumers: usize,
+    /// Milliseconds a consumer of the fair-queue rows works on a message before it acks it.
+    #[arg(long, default_value_t = 50.0)]
+    fair_work_ms: f64,
     /// Seconds the failover run goes on after killing the leader (0: no failover run).
     #[arg(long, default_value_t = 0.0)]
     failover_seconds: f64,
+    /// Only these workloads, comma-separated (default: all; each still needs its flags above).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    workloads: Option<Vec<Workload>>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -167,6 +211,10 @@ struct ReportArgs {
     /// Machine, systems and results in one JSON document.
     #[arg(long)]
     json: PathBuf,
+    /// An earlier report's JSON to merge these results into: its header and its rows stay,
+    /// except the rows of the workloads measured again here, which the new rows replace.
+    #[arg(long)]
+    merge: Option<PathBuf>,
 }
 
 fn list<T: FromStr>(text: &str) -> Result<Vec<T>>
@@ -193,19 +241,49 @@ impl RunArgs {
             warmup: Duration::from_secs_f64(self.warmup),
             seconds: Duration::from_secs_f64(self.seconds),
             size: self.size,
-            send_in_flight: list(&self.send_in_flight)?,
-            batch_in_flight: list(&self.batch_in_flight)?,
-            rate: (self.rate > 0.0).then_some(self.rate),
+            send_in_flight: self.only(Workload::Send, list(&self.send_in_flight)?),
+            batch_in_flight: self.only(Workload::Batch, list(&self.batch_in_flight)?),
+            rate: self.only(Workload::Rate, (self.rate > 0.0).then_some(self.rate)),
             rate_workers: self.rate_workers,
-            e2e_in_flight: list(&self.e2e_in_flight)?,
-            fifo_groups: list(&self.fifo_groups)?,
+            e2e_in_flight: self.only(Workload::E2e, list(&self.e2e_in_flight)?),
+            fifo_groups: self.only(Workload::Fifo, list(&self.fifo_groups)?),
             fifo_in_flight: self.fifo_in_flight,
-            backlog: positive(self.backlog),
+            backlog: self.only(Workload::Backlog, positive(self.backlog)),
             backlog_baseline: self.backlog_baseline,
-            redeliver: positive(self.redeliver),
-            redrive: positive(self.redrive),
-            failover: (self.failover_seconds > 0.0)
-                .then(|| Duration::from_secs_f64(self.failover_seconds)),
+            redeliver: self.only(Workload::Redeliver, positive(self.redeliver)),
+            redrive: self.only(Workload::Redrive, positive(self.redrive)),
+            fair: self.only(Workload::Fair, Some(self.fair()?)),
+            failover: self.only(
+                Workload::Failover,
+                (self.failover_seconds > 0.0)
+                    .then(|| Duration::from_secs_f64(self.failover_seconds)),
+            ),
+        })
+    }
+
+    /// `settings` when `--workloads` includes `workload` (or is not given), else none.
+    fn only<T: Default>(&self, workload: Workload, settings: T) -> T {
+        match &self.workloads {
+            Some(chosen) if !chosen.contains(&workload) => T::default(),
+            _ => settings,
+        }
+    }
+
+    fn fair(&self) -> Result<FairSettings> {
+        if self.fair_quiet_rate <= 0.0 || self.fair_work_ms <= 0.0 {
+            bail!("--fair-quiet-rate and --fair-work-ms must be positive");
+        }
+        if self.fair_quiet_tenants == 0 || self.fair_noisy_times == 0 || self.fair_consumers == 0 {
+            bail!(
+                "--fair-quiet-tenants, --fair-noisy-times and --fair-consumers must be at least 1"
+            );
+        }
+        Ok(FairSettings {
+            quiet_rate: self.fair_quiet_rate,
+            noisy_times: self.fair_noisy_times,
+            quiet_tenants: self.fair_quiet_tenants,
+            consumers: self.fair_consumers,
+            work: Duration::from_secs_f64(self.fair_work_ms / 1000.0),
         })
     }
 }
@@ -277,14 +355,19 @@ fn machine(args: MachineArgs) -> Result<()> {
     Ok(())
 }
 
+fn read(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+}
+
 fn report(args: ReportArgs) -> Result<()> {
-    let machine: Machine = serde_json::from_str(
-        &std::fs::read_to_string(&args.machine)
-            .with_context(|| format!("reading {}", args.machine.display()))?,
-    )?;
-    let lines = std::fs::read_to_string(&args.results)
-        .with_context(|| format!("reading {}", args.results.display()))?;
-    let results = Results::parse(machine, &lines)?;
+    let machine: Machine = serde_json::from_str(&read(&args.machine)?)
+        .with_context(|| format!("parsing {}", args.machine.display()))?;
+    let mut results = Results::parse(machine, &read(&args.results)?)?;
+    if let Some(earlier) = &args.merge {
+        let earlier: Results = serde_json::from_str(&read(earlier)?)
+            .with_context(|| format!("parsing {}", earlier.display()))?;
+        results = earlier.merge(results);
+    }
     std::fs::write(&args.markdown, results.markdown())
         .with_context(|| format!("writing {}", args.markdown.display()))?;
     std::fs::write(&args.json, serde_json::to_string_pretty(&results)? + "\n")

@@ -140,6 +140,10 @@ pub struct Measurement {
     pub extra: BTreeMap<String, f64>,
     /// Why a row is missing numbers, or the first error seen.
     pub note: Option<String>,
+    /// The run that measured this row when it is not the report's own: a row merged in from a
+    /// later run of some workloads (its command, date and raftq version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
 }
 
 impl Measurement {
@@ -174,6 +178,7 @@ impl Measurement {
             cpu_per_1k: (messages > 0).then(|| cpu.server * 1000.0 / messages as f64),
             extra: BTreeMap::new(),
             note: recorder.first_error.clone(),
+            run: None,
         }
     }
 

@@ -13,7 +13,7 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, Consumer};
 
-use crate::driver::{read_stamp, Driver, Outgoing, QueueSpec, Received, SystemNotes};
+use crate::driver::{read_sender, read_stamp, Driver, Outgoing, QueueSpec, Received, SystemNotes};
 
 /// Unacknowledged deliveries a consumer may hold (RabbitMQ's usual advice is 100–300).
 const PREFETCH: u16 = 100;
@@ -196,6 +196,7 @@ impl Driver for RabbitMq {
             let delivery = delivery?;
             out.push(Received {
                 sent_nanos: read_stamp(&delivery.data),
+                sender: read_sender(&delivery.data),
                 redelivered: delivery.redelivered,
                 receipt: delivery.delivery_tag,
             });

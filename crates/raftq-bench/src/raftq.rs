@@ -9,7 +9,7 @@ use pb::queues_client::QueuesClient;
 use raftq_proto::v1 as pb;
 use serde_json::{json, Value};
 
-use crate::driver::{read_stamp, Driver, Outgoing, QueueSpec, Received, SystemNotes};
+use crate::driver::{read_sender, read_stamp, Driver, Outgoing, QueueSpec, Received, SystemNotes};
 use crate::h2_channel::H2Channel;
 use crate::producer::Producer;
 
@@ -143,6 +143,10 @@ impl Driver for RaftqGrpc {
         notes()
     }
 
+    fn supports_fair_queues(&self) -> bool {
+        true
+    }
+
     async fn create_queue(&self, spec: &QueueSpec) -> Result<()> {
         let redrive_policy = spec.dead_letter.as_ref().map(|dlq| pb::RedrivePolicyInput {
             dead_letter_target: Some(dlq.clone()),
@@ -252,6 +256,7 @@ impl Driver for RaftqGrpc {
             .map(|m| {
                 Ok(Received {
                     sent_nanos: read_stamp(m.body.as_bytes()),
+                    sender: read_sender(m.body.as_bytes()),
                     redelivered: m.receive_count > 1,
                     receipt: m
                         .receipt
@@ -349,6 +354,10 @@ impl Driver for RaftqRest {
         notes()
     }
 
+    fn supports_fair_queues(&self) -> bool {
+        true
+    }
+
     async fn create_queue(&self, spec: &QueueSpec) -> Result<()> {
         let mut attributes = json!({ "lease_seconds": lease_seconds(spec) });
         if let Some(dlq) = &spec.dead_letter {
@@ -436,8 +445,10 @@ impl Driver for RaftqRest {
         messages
             .iter()
             .map(|m| {
+                let body = m["body"].as_str().map(str::as_bytes);
                 Ok(Received {
-                    sent_nanos: m["body"].as_str().and_then(|b| read_stamp(b.as_bytes())),
+                    sent_nanos: body.and_then(read_stamp),
+                    sender: body.and_then(read_sender),
                     redelivered: m["receive_count"].as_u64().unwrap_or(1) > 1,
                     receipt: m["receipt"]
                         .as_str()
@@ -480,7 +491,7 @@ mod tests {
     use tokio::net::TcpListener;
 
     use super::*;
-    use crate::driver::stamp_body;
+    use crate::driver::{now_nanos, sender_body, stamp_body};
 
     /// A single-node raftq serving its API on loopback; stops with the returned sender.
     async fn serve(dir: &std::path::Path) -> (String, tokio::sync::oneshot::Sender<()>) {
@@ -507,38 +518,43 @@ mod tests {
         (endpoint, stop)
     }
 
-    /// Sends one message and a batch, receives them all and acks them, through `driver`.
+    /// Sends one message and a batch whose messages name their sender and tenant, receives them
+    /// all and acks them, through `driver`.
     async fn round_trip<D: Driver>(driver: D) {
         let spec = QueueSpec::standard("round_trip".into());
         driver.create_queue(&spec).await.expect("create");
         assert_eq!(driver.leader(&spec).await.expect("leader"), Some(0));
         let mut session = driver.session(&spec, 0).await.expect("session");
-        let outgoing = |n: usize| {
-            (0..n)
-                .map(|_| Outgoing {
-                    body: stamp_body(64),
-                    group: None,
-                    dedup_id: None,
-                })
-                .collect::<Vec<_>>()
+        let single = Outgoing {
+            body: stamp_body(64),
+            group: None,
+            dedup_id: None,
         };
-        driver.send(&mut session, outgoing(1)).await.expect("send");
-        driver
-            .send(&mut session, outgoing(10))
-            .await
-            .expect("batch");
+        let tenants = (1..=10)
+            .map(|sender| Outgoing {
+                body: sender_body(now_nanos(), sender, 64),
+                group: Some(format!("tenant{}", sender % 3)),
+                dedup_id: None,
+            })
+            .collect();
+        driver.send(&mut session, vec![single]).await.expect("send");
+        driver.send(&mut session, tenants).await.expect("batch");
         assert_eq!(driver.depth(&spec).await.expect("depth"), 11);
         let mut acked = 0;
+        let mut senders = Vec::new();
         while acked < 11 {
             let delivered = driver.receive(&mut session, 10).await.expect("receive");
             assert!(!delivered.is_empty(), "{} messages are waiting", 11 - acked);
             assert!(delivered
                 .iter()
                 .all(|d| d.sent_nanos.is_some() && !d.redelivered));
+            senders.extend(delivered.iter().filter_map(|d| d.sender));
             acked += delivered.len();
             let receipts = delivered.into_iter().map(|d| d.receipt).collect();
             driver.ack(&mut session, receipts).await.expect("ack");
         }
+        senders.sort_unstable();
+        assert_eq!(senders, (1..=10).collect::<Vec<u32>>());
         assert_eq!(acked, 11);
         assert!(driver
             .receive(&mut session, 10)

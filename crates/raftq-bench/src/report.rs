@@ -60,6 +60,34 @@ impl Results {
         })
     }
 
+    /// These results with `newer`'s rows in place of all rows of the same workloads, so that a
+    /// workload's rows still come from one run; `newer`'s rows say which run measured them (its
+    /// command, date, version and load), and its systems not listed yet are added. The header
+    /// stays this one's.
+    pub fn merge(mut self, newer: Results) -> Results {
+        let fact = |k: &str| newer.machine.facts.get(k).map_or("?", String::as_str);
+        let run = format!(
+            "`{}` at {}, raftq {}, /proc/loadavg before it {}",
+            fact("command"),
+            fact("date"),
+            fact("raftq"),
+            newer.machine.load
+        );
+        self.results
+            .retain(|m| !newer.results.iter().any(|n| n.key == m.key));
+        for system in newer.systems {
+            if self.system(&system.label).is_none() {
+                self.systems.push(system);
+            }
+        }
+        self.results
+            .extend(newer.results.into_iter().map(|m| Measurement {
+                run: Some(run.clone()),
+                ..m
+            }));
+        self
+    }
+
     fn system(&self, label: &str) -> Option<&SystemLine> {
         self.systems.iter().find(|s| s.label == label)
     }
@@ -249,6 +277,34 @@ impl Results {
                 )
             }),
         );
+        let fair = raftq.and_then(|r| {
+            let p99 = |key: &str| {
+                let m = self.get(r, key)?;
+                Some((m.latency?.p99_ms, m))
+            };
+            Some((p99("fair/alone")?, p99("fair/fair")?, p99("fair/unfair")))
+        });
+        row(
+            "quiet tenants' p99 time in queue beside a noisy tenant within 2× their p99 alone \
+             (3-node raftq, fair standard queue)",
+            fair.map(|((alone, _), (beside, measured), unfair)| {
+                let x = beside / alone;
+                let unfair = unfair.map_or("not measured".into(), |(p99, _)| {
+                    format!("{p99:.1} ms = {:.2}×", p99 / alone)
+                });
+                let run = measured
+                    .run
+                    .as_ref()
+                    .map_or(String::new(), |run| format!(" (measured by {run})"));
+                (
+                    format!(
+                        "alone {alone:.1} ms; beside the noisy tenant {beside:.1} ms = {x:.2}×; \
+                         the same without group IDs {unfair}{run}"
+                    ),
+                    x <= 2.0,
+                )
+            }),
+        );
         let missing: Vec<&str> = self
             .systems
             .iter()
@@ -316,7 +372,8 @@ impl Results {
             "msg/s counts messages confirmed (sends) or acknowledged (receive workloads) in the \
              measured window after the warm-up. Latency: per request for sends (a batch is one \
              request), from the send to the ack's return for send+receive+ack, per receive+ack \
-             round trip for drains. Server CPU is user + system time of the server processes \
+             round trip for drains, the quiet tenants' time in queue (send to receive) for the \
+             fair queue. Server CPU is user + system time of the server processes \
              over the window; `CPU s/1k` divides it by the messages.\n"
         );
         for (key, what) in self.keys() {
@@ -333,6 +390,9 @@ impl Results {
                     .iter()
                     .map(|(k, v)| format!("{k} {}", fmt_num(*v)))
                     .collect();
+                if let Some(run) = &m.run {
+                    notes.push(format!("measured by {run}"));
+                }
                 if let Some(n) = &m.note {
                     // The first error in full is in the JSON; its start says enough here.
                     let short: String = n.chars().take(NOTE_CHARS).collect();
@@ -394,6 +454,20 @@ const METHOD: &str = "## How the numbers are made
   to the last ack of a second delivery, so raftq and JetStream include their 1 s wait.
 - **Redrive**: the same, but the abandoned messages go to a dead-letter queue after one delivery;
   the time runs from the first abandonment until the dead-letter queue holds all of them.
+- **Fair queue**: one raftq standard queue, quiet tenants each sending at a fixed rate
+  (intended times handed out as for the fixed-rate sends, the tenants' turns evenly interleaved)
+  and a fixed pool of consumers, each receiving one message, holding its lease while it works on
+  it, then acking it; a message's work takes from half to 1.5 times a mean time, spread evenly,
+  so that the busy consumers do not ask for messages in lockstep. The consumers can take less
+  than everything sent with the noisy tenant, so a backlog builds (`backlog_at_end`: messages waiting when the senders
+  stopped). Three runs on fresh queues: the quiet tenants alone, beside one tenant sending many
+  times as much with every message's tenant as its group ID, and the same without group IDs (one
+  tenant: oldest first). Latency is the quiet tenants' time in queue, from the send to the
+  receive, of every message sent inside the measured window: after the window the consumers go
+  on until all of them were received. `quiet_p99_vs_alone` divides a run's quiet p99 by the p99
+  alone; `noisy_p99_ms` is the noisy tenant's over its messages received by then; `send_p99_ms`
+  is the sends' own latency (to the confirmation), all tenants. msg/s counts the acks inside the
+  window. RabbitMQ and JetStream have no fair delivery across tenants.
 - **Leader killed**: 16 senders through the nodes that do not lead the queue; after 3 s the
   leader's process gets SIGKILL and the senders go on for 10 s. `unavailable_ms` is the longest
   time without a successful send after the kill; `first_ok_after_kill_ms` is when the first send
@@ -481,8 +555,12 @@ mod tests {
     }
 
     fn result(label: &str, key: &str, messages: u64) -> Line {
+        timed(label, key, messages, Duration::from_millis(3))
+    }
+
+    fn timed(label: &str, key: &str, messages: u64, latency: Duration) -> Line {
         let mut rec = Recorder::new();
-        rec.record(messages, Duration::from_millis(3));
+        rec.record(messages, latency);
         let cpu = CpuSpent {
             server: 1.0,
             client: 0.5,
@@ -498,6 +576,107 @@ mod tests {
         ))
     }
 
+    fn parse(lines: &[Line], machine: Machine) -> Results {
+        let text: String = lines
+            .iter()
+            .map(|l| serde_json::to_string(l).expect("json") + "\n")
+            .collect();
+        Results::parse(machine, &text).expect("parse")
+    }
+
+    #[test]
+    fn the_fair_queue_target_compares_the_quiet_p99_beside_the_noisy_tenant_with_alone() {
+        // Below 2.048 ms the histogram keeps every microsecond, so these ratios are exact.
+        let target_line = |beside_micros: u64| {
+            let lines = [
+                system("raftq-3", "raftq-grpc", 3),
+                timed("raftq-3", "fair/alone", 100, Duration::from_micros(1000)),
+                timed(
+                    "raftq-3",
+                    "fair/fair",
+                    100,
+                    Duration::from_micros(beside_micros),
+                ),
+                timed("raftq-3", "fair/unfair", 100, Duration::from_micros(1900)),
+            ];
+            let md = parse(&lines, machine()).markdown();
+            md.lines()
+                .find(|l| l.starts_with("| quiet tenants' p99 time in queue"))
+                .expect("the fair-queue target")
+                .to_string()
+        };
+        let met = target_line(2000);
+        assert!(
+            met.ends_with(
+                "| alone 1.0 ms; beside the noisy tenant 2.0 ms = 2.00×; the same without \
+                 group IDs 1.9 ms = 1.90× | yes |"
+            ),
+            "{met}"
+        );
+        let missed = target_line(2010);
+        assert!(
+            missed.ends_with("= 2.01×; the same without group IDs 1.9 ms = 1.90× | **no** |"),
+            "{missed}"
+        );
+    }
+
+    #[test]
+    fn merged_rows_replace_their_workloads_and_say_which_run_measured_them() {
+        let earlier = parse(
+            &[
+                system("raftq-3", "raftq-grpc", 3),
+                system("rabbitmq-3", "rabbitmq", 3),
+                result("raftq-3", "send/b1/c256", 30_000),
+                result("rabbitmq-3", "send/b1/c256", 10_000),
+                result("raftq-3", "fair/alone", 50),
+                result("rabbitmq-3", "fair/alone", 0),
+            ],
+            machine(),
+        );
+        let mut later_machine = machine();
+        later_machine
+            .facts
+            .insert("command".into(), "scripts/bench --workloads fair".into());
+        later_machine
+            .facts
+            .insert("date".into(), "2026-12-03".into());
+        later_machine.facts.insert("raftq".into(), "abc1234".into());
+        let later = parse(
+            &[
+                system("raftq-3", "raftq-grpc", 3),
+                system("raftq-1", "raftq-grpc", 1),
+                result("raftq-3", "fair/alone", 70),
+            ],
+            later_machine,
+        );
+        let merged = earlier.merge(later);
+        let rows: Vec<(&str, &str, u64)> = merged
+            .results
+            .iter()
+            .map(|m| (m.label.as_str(), m.key.as_str(), m.messages))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("raftq-3", "send/b1/c256", 30_000),
+                ("rabbitmq-3", "send/b1/c256", 10_000),
+                ("raftq-3", "fair/alone", 70),
+            ]
+        );
+        let labels: Vec<&str> = merged.systems.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["raftq-3", "rabbitmq-3", "raftq-1"]);
+        assert!(merged.results[..2].iter().all(|m| m.run.is_none()));
+        let md = merged.markdown();
+        assert!(
+            md.contains(
+                "measured by `scripts/bench --workloads fair` at 2026-12-03, raftq abc1234, \
+                 /proc/loadavg before it 0.00 |"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("30000 vs 10000 msg/s = 3.00× | yes"), "{md}");
+    }
+
     #[test]
     fn ratios_and_targets_come_from_the_same_run() {
         let lines = [
@@ -508,12 +687,7 @@ mod tests {
             result("rabbitmq-3", "send/b1/c256", 10_000),
             result("jetstream-r3", "send/b1/c256", 20_000),
         ];
-        let text: String = lines
-            .iter()
-            .map(|l| serde_json::to_string(l).expect("json") + "\n")
-            .collect();
-        let results = Results::parse(machine(), &text).expect("parse");
-        let md = results.markdown();
+        let md = parse(&lines, machine()).markdown();
         assert!(md.contains("30000 vs 10000 msg/s = 3.00× | yes"), "{md}");
         assert!(md.contains("30000 vs 20000 msg/s = 1.50× | **no**"), "{md}");
         assert!(md.contains("### raftq-3 ÷ jetstream-r3"), "{md}");

@@ -1,6 +1,11 @@
 //! The workloads, written once against [`Driver`]: closed-loop and fixed-rate sends, send +
 //! receive + ack end to end (standard and FIFO), a backlog filled then drained, redelivery after
-//! abandoned deliveries, redrive to a dead-letter queue, and the leader killed under load.
+//! abandoned deliveries, redrive to a dead-letter queue, a fair queue's quiet tenants beside a
+//! noisy one ([`fair`]), and the leader killed under load.
+
+mod fair;
+
+pub use fair::FairSettings;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -59,6 +64,7 @@ pub struct Settings {
     pub backlog_baseline: u64,
     pub redeliver: Option<u64>,
     pub redrive: Option<u64>,
+    pub fair: Option<FairSettings>,
     pub failover: Option<Duration>,
 }
 
@@ -109,6 +115,25 @@ impl Messages {
 enum Pace {
     Closed,
     Rate(Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Instant>>>),
+}
+
+impl Pace {
+    /// Sends at `rate` messages/s over `window` (warm-up included), and the dispatcher handing
+    /// out their intended times.
+    fn at_rate(rate: f64, window: Window) -> (Pace, tokio::task::JoinHandle<()>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let pace = Pace::Rate(Arc::new(tokio::sync::Mutex::new(rx)));
+        (pace, tokio::spawn(dispatch(tx, rate, window)))
+    }
+
+    /// When the next send is meant to start: now while `window` is open (closed loop), or the
+    /// next intended time handed out; `None` once sending is over.
+    async fn next(&self, window: Window) -> Option<Instant> {
+        match self {
+            Pace::Closed => window.open().then(Instant::now),
+            Pace::Rate(intended) => intended.lock().await.recv().await,
+        }
+    }
 }
 
 /// A shared record of the last successful send, to find the longest stretch without one.
@@ -190,7 +215,7 @@ async fn ack_counted<D: Driver>(
     let count = receipts.len() as u64;
     driver.ack(session, receipts).await?;
     if count > 0 {
-        lock_span(span)?.count(count, Instant::now());
+        lock(span)?.count(count, Instant::now());
     }
     Ok(count)
 }
@@ -212,9 +237,11 @@ async fn settle(
     rec
 }
 
-fn lock_span(span: &Mutex<Span>) -> Result<std::sync::MutexGuard<'_, Span>> {
-    span.lock()
-        .map_err(|_| anyhow!("a worker panicked holding the span"))
+/// A record the workers share, locked.
+fn lock<T>(shared: &Mutex<T>) -> Result<std::sync::MutexGuard<'_, T>> {
+    shared
+        .lock()
+        .map_err(|_| anyhow!("a worker panicked holding a shared record"))
 }
 
 async fn join_all(mut tasks: JoinSet<Result<Recorder>>) -> Result<Recorder> {
@@ -308,6 +335,11 @@ impl<D: Driver> Bench<D> {
             };
             emit(self.row("redrive".into(), what, row))?;
         }
+        if let Some(fair) = &s.fair {
+            for row in self.fair_rows(fair).await {
+                emit(row)?;
+            }
+        }
         if let Some(n) = s.backlog {
             for row in self.backlog(n).await {
                 emit(row)?;
@@ -395,13 +427,12 @@ impl<D: Driver> Bench<D> {
         let messages = Messages::new(self.settings.size, None);
         let (pace, dispatcher) = match rate {
             Some(rate) => {
-                let (tx, rx) = mpsc::unbounded_channel();
-                let pace = Pace::Rate(Arc::new(tokio::sync::Mutex::new(rx)));
-                (Some(pace), Some(tokio::spawn(dispatch(tx, rate, window))))
+                let (pace, dispatcher) = Pace::at_rate(rate, window);
+                (pace, Some(dispatcher))
             }
-            None => (None, None),
+            None => (Pace::Closed, None),
         };
-        let pace = Arc::new(pace.unwrap_or(Pace::Closed));
+        let pace = Arc::new(pace);
         let cpu = tokio::spawn(self.probe.clone().during(window));
         let mut tasks = JoinSet::new();
         for _ in 0..workers {
@@ -413,15 +444,7 @@ impl<D: Driver> Bench<D> {
             );
             tasks.spawn(async move {
                 let mut rec = Recorder::new();
-                loop {
-                    let intended = match pace.as_ref() {
-                        Pace::Closed if window.open() => Instant::now(),
-                        Pace::Closed => break,
-                        Pace::Rate(rx) => match rx.lock().await.recv().await {
-                            Some(t) => t,
-                            None => break,
-                        },
-                    };
+                while let Some(intended) = pace.next(window).await {
                     let result = driver.send(&mut session, messages.batch(batch)).await;
                     let done = Instant::now();
                     let counted = window.contains(intended) && window.contains(done);
@@ -656,7 +679,7 @@ impl<D: Driver> Bench<D> {
             )
             .await?;
         let total = settle(tasks, &done, n, "draining").await;
-        let span = std::mem::take(&mut *lock_span(&span)?);
+        let span = std::mem::take(&mut *lock(&span)?);
         Ok((total?, span))
     }
 
@@ -731,7 +754,7 @@ impl<D: Driver> Bench<D> {
                             let (again, first): (Vec<_>, Vec<_>) =
                                 delivered.into_iter().partition(|d| d.redelivered);
                             if !first.is_empty() {
-                                lock_span(&span)?.begin(Instant::now());
+                                lock(&span)?.begin(Instant::now());
                                 let receipts = first.into_iter().map(|d| d.receipt).collect();
                                 driver.abandon(&mut session, receipts).await?;
                             }
@@ -747,7 +770,7 @@ impl<D: Driver> Bench<D> {
         let rec = settle(tasks, &redelivered, n, "redelivery").await?;
         let cpu = self.probe.since(&before);
         self.drop_queue(&spec).await;
-        let (seconds, _) = lock_span(&span)?.measured()?;
+        let (seconds, _) = lock(&span)?.measured()?;
         Ok(self.measurement((DRAIN_CONSUMERS, RECEIVE_MAX), seconds, &rec, cpu))
     }
 
@@ -783,7 +806,7 @@ impl<D: Driver> Bench<D> {
                             let delivered = driver.receive(&mut session, RECEIVE_MAX).await?;
                             let count = delivered.len() as u64;
                             if count > 0 {
-                                lock_span(&span)?.begin(Instant::now());
+                                lock(&span)?.begin(Instant::now());
                             }
                             let receipts = delivered.into_iter().map(|d| d.receipt).collect();
                             driver.abandon(&mut session, receipts).await?;
@@ -800,7 +823,7 @@ impl<D: Driver> Bench<D> {
             let depth = self.driver.depth(&dlq).await?;
             let now = Instant::now();
             if depth >= n {
-                lock_span(&span)?.count(n, now);
+                lock(&span)?.count(n, now);
                 break Ok(());
             }
             if depth != last.0 {
@@ -819,7 +842,7 @@ impl<D: Driver> Bench<D> {
         let cpu = self.probe.since(&before);
         self.drop_queue(&spec).await;
         self.drop_queue(&dlq).await;
-        let (seconds, _) = lock_span(&span)?.measured()?;
+        let (seconds, _) = lock(&span)?.measured()?;
         rec.messages = n;
         Ok(self.measurement((DRAIN_CONSUMERS, RECEIVE_MAX), seconds, &rec, cpu))
     }

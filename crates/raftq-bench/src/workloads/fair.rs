@@ -1,0 +1,529 @@
+//! The fair-queue rows: on one standard queue, quiet tenants each send at a low fixed rate while a
+//! fixed pool of consumers works through the queue; in two of the three runs one noisy tenant
+//! sends many times as much, more than the consumers can take, so a backlog builds. A consumer
+//! holds one message at a time (leased) while it works on it, then acks it, as a worker pool on
+//! a standard queue does. A message's time in queue runs from its send to its receive; every
+//! row's latency is the quiet tenants' time in queue.
+//!
+//! - `fair/alone`: the quiet tenants without the noisy one, each message carrying its tenant as
+//!   group ID;
+//! - `fair/fair`: the same beside the noisy tenant;
+//! - `fair/unfair`: the same without group IDs, so the queue has one tenant and delivers oldest
+//!   first: a quiet message waits behind the noisy tenant's backlog.
+//!
+//! raftq serves the tenant with the fewest messages in flight first (`docs/semantics.md`), so a
+//! quiet tenant's message goes ahead of the noisy tenant's backlog; the target is a quiet p99
+//! beside the noisy tenant within 2× the p99 alone. Systems without fair queues get rows saying
+//! so.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use tokio::task::JoinSet;
+
+use super::{join_all, lock, wait_for, Bench, Pace, ERROR_PAUSE, QUEUE_LEASE};
+use crate::driver::{nanos_at, now_nanos, sender_body, since_stamp, Driver, Outgoing, QueueSpec};
+use crate::measure::{Latency, Measurement, Recorder, Window};
+
+/// Tasks that carry out the paced sends of every tenant.
+const SENDERS: usize = 16;
+/// Messages a consumer takes at a time: it holds each one's lease while it works on it, so the
+/// queue picks every message by the tenants' messages in flight at that moment.
+const RECEIVE_MAX: usize = 1;
+/// The fractional part of the golden ratio: adding it over and over spreads points evenly over
+/// [0, 1) in an order that never repeats.
+const GOLDEN_FRACTION: f64 = 0.618_033_988_749_895;
+
+/// The shape of the fair-queue rows.
+#[derive(Debug, Clone)]
+pub struct FairSettings {
+    /// Messages/s of each quiet tenant.
+    pub quiet_rate: f64,
+    /// How many times the quiet tenants' rate the noisy tenant sends.
+    pub noisy_times: u32,
+    pub quiet_tenants: u32,
+    pub consumers: usize,
+    /// How long a consumer works on a message before it acks it, on average (see [`work_time`]).
+    pub work: Duration,
+}
+
+impl FairSettings {
+    /// Messages/s the consumers could take if receive and ack cost nothing.
+    fn capacity(&self) -> f64 {
+        self.consumers as f64 / self.work.as_secs_f64()
+    }
+}
+
+/// The three runs of the fair-queue rows, in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Run {
+    Alone,
+    Fair,
+    Unfair,
+}
+
+const RUNS: [Run; 3] = [Run::Alone, Run::Fair, Run::Unfair];
+
+impl Run {
+    fn key(self) -> &'static str {
+        match self {
+            Run::Alone => "fair/alone",
+            Run::Fair => "fair/fair",
+            Run::Unfair => "fair/unfair",
+        }
+    }
+
+    fn tenants(self, settings: &FairSettings) -> Tenants {
+        Tenants {
+            quiet: settings.quiet_tenants,
+            noisy_times: (self != Run::Alone).then_some(settings.noisy_times),
+        }
+    }
+
+    fn group_ids(self) -> bool {
+        self != Run::Unfair
+    }
+
+    fn workload(self, s: &FairSettings) -> String {
+        let quiet = format!(
+            "fair queue: {} quiet tenants at {}/s each",
+            s.quiet_tenants, s.quiet_rate
+        );
+        let beside = match self {
+            Run::Alone => "alone".to_string(),
+            Run::Fair => format!("beside one at {}×, group IDs", s.noisy_times),
+            Run::Unfair => format!("beside one at {}×, no group IDs", s.noisy_times),
+        };
+        format!(
+            "{quiet}, {beside} ({} consumers × {} ms a message on average); quiet tenants' \
+             time in queue",
+            s.consumers,
+            s.work.as_millis()
+        )
+    }
+}
+
+/// Whose message it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Quiet,
+    Noisy,
+}
+
+/// Who sends in a run: the quiet tenants, numbered from 0, then the noisy one when there is one.
+#[derive(Debug, Clone, Copy)]
+struct Tenants {
+    quiet: u32,
+    noisy_times: Option<u32>,
+}
+
+impl Tenants {
+    fn class(self, sender: u32) -> Class {
+        if sender < self.quiet {
+            Class::Quiet
+        } else {
+            Class::Noisy
+        }
+    }
+
+    /// One cycle of senders, taken in turn at the quiet rate times its length: each quiet tenant
+    /// once, spread evenly, and the noisy tenant `noisy_times` times in between.
+    fn cycle(self) -> Vec<u32> {
+        let noisy = self.quiet;
+        let len = self.quiet + self.noisy_times.unwrap_or(0);
+        let mut cycle = vec![noisy; len as usize];
+        for tenant in 0..self.quiet {
+            cycle[(u64::from(tenant) * u64::from(len) / u64::from(self.quiet)) as usize] = tenant;
+        }
+        cycle
+    }
+
+    fn group(sender: u32) -> String {
+        format!("tenant{sender}")
+    }
+}
+
+/// The send times that count: those inside the measured window, in nanoseconds since the epoch.
+#[derive(Debug, Clone, Copy)]
+struct Stamps {
+    start: u64,
+    end: u64,
+}
+
+impl Stamps {
+    fn of(window: Window) -> Stamps {
+        Stamps {
+            start: nanos_at(window.start),
+            end: nanos_at(window.end),
+        }
+    }
+
+    fn contain(self, sent_nanos: u64) -> bool {
+        (self.start..=self.end).contains(&sent_nanos)
+    }
+}
+
+/// The quiet and the noisy tenants' times in queue, of the messages sent inside the window.
+#[derive(Debug, Default)]
+struct TimesInQueue {
+    quiet: Recorder,
+    noisy: Recorder,
+}
+
+impl TimesInQueue {
+    /// Records a first delivery received at `received_nanos`, sent by `sender` at `sent_nanos`:
+    /// the class it counted for, `None` when it was sent outside `stamps` or says not by whom.
+    fn record(
+        &mut self,
+        tenants: Tenants,
+        stamps: Stamps,
+        (sender, sent_nanos): (Option<u32>, Option<u64>),
+        received_nanos: u64,
+    ) -> Option<Class> {
+        let (sender, sent_nanos) = (sender?, sent_nanos?);
+        if !stamps.contain(sent_nanos) {
+            return None;
+        }
+        let class = tenants.class(sender);
+        let recorder = match class {
+            Class::Quiet => &mut self.quiet,
+            Class::Noisy => &mut self.noisy,
+        };
+        let waited = Duration::from_nanos(received_nanos.saturating_sub(sent_nanos));
+        recorder.record(1, waited);
+        Some(class)
+    }
+}
+
+/// How long a consumer works on its `nth` message: from half to one and a half times `mean`,
+/// spread evenly (a golden-ratio sequence from `offset`, in [0, 1), one per consumer). With one
+/// fixed time the busy consumers would run in lockstep, all asking for their next message at
+/// once, and a message sent just after would wait a whole round whatever the queue's order.
+fn work_time(mean: Duration, offset: f64, nth: u64) -> Duration {
+    let spread = (offset + nth as f64 * GOLDEN_FRACTION).fract();
+    mean.mul_f64(0.5 + spread)
+}
+
+/// How many times the quiet tenants' p99 alone their p99 in `row` is.
+fn p99_ratio(alone: Option<Latency>, row: Option<Latency>) -> Option<f64> {
+    let (alone, row) = (alone?.p99_ms, row?.p99_ms);
+    (alone > 0.0).then(|| row / alone)
+}
+
+/// Counts of what a run sent and delivered, shared by its tasks.
+#[derive(Default)]
+struct Counts {
+    /// The quiet tenants' sends confirmed whose send time is inside the window.
+    quiet_sent: AtomicU64,
+    /// First deliveries of the quiet tenants' messages sent inside the window.
+    quiet_received: AtomicU64,
+    /// Set once every counted quiet message was received: the consumers stop.
+    stop: AtomicBool,
+}
+
+impl<D: Driver> Bench<D> {
+    /// The three fair-queue rows; the rows beside the noisy tenant also give their quiet p99 as
+    /// a multiple of the p99 alone.
+    pub(super) async fn fair_rows(&self, settings: &FairSettings) -> Vec<Measurement> {
+        let mut rows: Vec<Measurement> = Vec::new();
+        for run in RUNS {
+            let what = run.workload(settings);
+            let row = if self.driver.supports_fair_queues() {
+                self.fair(run, settings).await
+            } else {
+                let why = "no fair delivery across tenants on a standard queue";
+                Ok(self.not_applicable(run.key(), &what, why))
+            };
+            let mut row = self.row(run.key().into(), what, row);
+            let alone = rows.first().and_then(|alone| alone.latency);
+            if let Some(ratio) = p99_ratio(alone, row.latency) {
+                row.extra.insert("quiet_p99_vs_alone".into(), ratio);
+            }
+            rows.push(row);
+        }
+        rows
+    }
+
+    /// One run on a fresh queue, deleted afterwards whether the run succeeded or not.
+    async fn fair(&self, run: Run, settings: &FairSettings) -> Result<Measurement> {
+        let spec = self.queue("fair", false, QUEUE_LEASE).await?;
+        let measured = self.fair_on(&spec, run, settings).await;
+        self.drop_queue(&spec).await;
+        measured
+    }
+
+    /// Paced senders and the consumers over the warm-up and the window; then the consumers go on
+    /// until every quiet message sent inside the window was received, so that the last ones,
+    /// which waited longest, count too.
+    async fn fair_on(
+        &self,
+        spec: &QueueSpec,
+        run: Run,
+        settings: &FairSettings,
+    ) -> Result<Measurement> {
+        let node = self.home(spec).await?;
+        let tenants = run.tenants(settings);
+        let cycle = Arc::new(tenants.cycle());
+        let arrival = settings.quiet_rate * cycle.len() as f64;
+        let window = Window::after(self.settings.warmup, self.settings.seconds);
+        let stamps = Stamps::of(window);
+        let counts = Arc::new(Counts::default());
+        let times = Arc::new(Mutex::new(TimesInQueue::default()));
+        let cpu = tokio::spawn(self.probe.clone().during(window));
+
+        let mut consumers = JoinSet::new();
+        for consumer in 0..settings.consumers {
+            let mut session = self.driver.session(spec, node).await?;
+            let (driver, counts, times) = (
+                Arc::clone(&self.driver),
+                Arc::clone(&counts),
+                Arc::clone(&times),
+            );
+            let (work, offset) = (settings.work, consumer as f64 / settings.consumers as f64);
+            consumers.spawn(async move {
+                let mut rec = Recorder::new();
+                let mut worked_on = 0;
+                while !counts.stop.load(Ordering::Relaxed) {
+                    let acked = async {
+                        let mut acked = 0;
+                        for delivery in driver.receive(&mut session, RECEIVE_MAX).await? {
+                            let received = now_nanos();
+                            let sent = (delivery.sender, delivery.sent_nanos);
+                            if !delivery.redelivered
+                                && lock(&times)?.record(tenants, stamps, sent, received)
+                                    == Some(Class::Quiet)
+                            {
+                                counts.quiet_received.fetch_add(1, Ordering::Relaxed);
+                            }
+                            tokio::time::sleep(work_time(work, offset, worked_on)).await;
+                            worked_on += 1;
+                            driver.ack(&mut session, vec![delivery.receipt]).await?;
+                            if window.contains(Instant::now()) {
+                                acked += 1;
+                            }
+                        }
+                        anyhow::Ok(acked)
+                    }
+                    .await;
+                    match acked {
+                        Ok(acked) => rec.messages += acked,
+                        Err(e) => {
+                            rec.error(&e);
+                            tokio::time::sleep(ERROR_PAUSE).await;
+                        }
+                    }
+                }
+                Ok(rec)
+            });
+        }
+
+        let (pace, dispatcher) = Pace::at_rate(arrival, window);
+        let (pace, next) = (Arc::new(pace), Arc::new(AtomicU64::new(0)));
+        let size = self.settings.size;
+        let mut senders = JoinSet::new();
+        for _ in 0..SENDERS {
+            let mut session = self.driver.session(spec, node).await?;
+            let (driver, counts, cycle, pace, next) = (
+                Arc::clone(&self.driver),
+                Arc::clone(&counts),
+                Arc::clone(&cycle),
+                Arc::clone(&pace),
+                Arc::clone(&next),
+            );
+            senders.spawn(async move {
+                let mut rec = Recorder::new();
+                while pace.next(window).await.is_some() {
+                    let turn = next.fetch_add(1, Ordering::Relaxed) as usize;
+                    let sender = cycle[turn % cycle.len()];
+                    let sent_nanos = now_nanos();
+                    let message = Outgoing {
+                        body: sender_body(sent_nanos, sender, size),
+                        group: run.group_ids().then(|| Tenants::group(sender)),
+                        dedup_id: None,
+                    };
+                    match driver.send(&mut session, vec![message]).await {
+                        Ok(()) if stamps.contain(sent_nanos) => {
+                            rec.record(1, since_stamp(sent_nanos));
+                            if tenants.class(sender) == Class::Quiet {
+                                counts.quiet_sent.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        Ok(()) => {}
+                        Err(e) => {
+                            rec.error(&e);
+                            tokio::time::sleep(ERROR_PAUSE).await;
+                        }
+                    }
+                }
+                Ok(rec)
+            });
+        }
+        let sent = join_all(senders).await?;
+        dispatcher.await?;
+        let backlog = self.driver.depth(spec).await?;
+        let quiet_sent = counts.quiet_sent.load(Ordering::Relaxed);
+        let waited = wait_for(
+            &counts.quiet_received,
+            quiet_sent,
+            "the quiet tenants' messages",
+        )
+        .await;
+        counts.stop.store(true, Ordering::Relaxed);
+        if waited.is_err() {
+            consumers.abort_all();
+        }
+        let delivered = join_all(consumers).await;
+        waited?;
+        let cpu = cpu.await?;
+
+        // The row: the quiet tenants' time in queue, the acks inside the window, and the
+        // consumers' and the senders' errors.
+        let delivered = delivered?;
+        let times = std::mem::take(&mut *lock(&times)?);
+        let mut rec = times.quiet.clone();
+        rec.messages = delivered.messages;
+        rec.errors = delivered.errors + sent.errors;
+        rec.first_error = delivered.first_error.or_else(|| sent.first_error.clone());
+        let seconds = window.seconds();
+        let mut m = self.measurement((settings.consumers, RECEIVE_MAX), seconds, &rec, cpu);
+        m.extra
+            .insert("quiet_messages".into(), times.quiet.messages as f64);
+        m.extra.insert("arrival_per_sec".into(), arrival);
+        m.extra
+            .insert("sends_per_sec".into(), sent.messages as f64 / seconds);
+        if let Some(send) = sent.latency_summary() {
+            m.extra.insert("send_p99_ms".into(), send.p99_ms);
+        }
+        m.extra
+            .insert("capacity_per_sec".into(), settings.capacity());
+        m.extra.insert("backlog_at_end".into(), backlog as f64);
+        if let Some(noisy) = times.noisy.latency_summary() {
+            m.extra.insert("noisy_p99_ms".into(), noisy.p99_ms);
+        }
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SETTINGS: FairSettings = FairSettings {
+        quiet_rate: 2.0,
+        noisy_times: 100,
+        quiet_tenants: 9,
+        consumers: 8,
+        work: Duration::from_millis(50),
+    };
+
+    #[test]
+    fn a_cycle_holds_each_quiet_tenant_once_spread_among_the_noisy_turns() {
+        let tenants = Run::Fair.tenants(&SETTINGS);
+        let cycle = tenants.cycle();
+        assert_eq!(cycle.len(), 109);
+        let noisy = cycle.iter().filter(|s| tenants.class(**s) == Class::Noisy);
+        assert!(noisy.clone().all(|s| *s == 9));
+        assert_eq!(noisy.count(), 100);
+        let (quiet, in_order): (Vec<usize>, Vec<u32>) = cycle
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| **s < 9)
+            .map(|(i, s)| (i, *s))
+            .unzip();
+        assert_eq!(in_order, (0..9).collect::<Vec<_>>());
+        // Evenly spread: consecutive quiet turns (round the cycle) are 12 or 13 apart.
+        for (i, at) in quiet.iter().enumerate() {
+            let next = quiet.get(i + 1).copied().unwrap_or(quiet[0] + cycle.len());
+            assert!((12..=13).contains(&(next - at)), "{quiet:?}");
+        }
+    }
+
+    #[test]
+    fn alone_the_cycle_is_the_quiet_tenants_in_turn() {
+        let tenants = Run::Alone.tenants(&SETTINGS);
+        assert_eq!(tenants.cycle(), (0..9).collect::<Vec<u32>>());
+        assert_eq!(Run::Unfair.tenants(&SETTINGS).cycle().len(), 109);
+    }
+
+    #[test]
+    fn times_in_queue_are_split_by_tenant_class_and_count_only_sends_inside_the_window() {
+        let tenants = Run::Fair.tenants(&SETTINGS);
+        let stamps = Stamps {
+            start: 1_000_000_000,
+            end: 2_000_000_000,
+        };
+        let ms = 1_000_000;
+        let mut times = TimesInQueue::default();
+        // 99 quiet messages that waited 10 ms, one that waited 500 ms; noisy ones 2 s each.
+        for i in 0..100u64 {
+            let sent = stamps.start + i * ms;
+            let waited = if i == 99 { 500 * ms } else { 10 * ms };
+            let quiet = times.record(tenants, stamps, (Some(3), Some(sent)), sent + waited);
+            assert_eq!(quiet, Some(Class::Quiet));
+            let noisy = times.record(tenants, stamps, (Some(9), Some(sent)), sent + 2000 * ms);
+            assert_eq!(noisy, Some(Class::Noisy));
+        }
+        // Sent before or after the window, or from a body that does not say: not counted.
+        let outside = [
+            (Some(3), Some(stamps.start - 1)),
+            (Some(3), Some(stamps.end + 1)),
+            (None, Some(stamps.start)),
+            (Some(3), None),
+        ];
+        for sent in outside {
+            assert_eq!(times.record(tenants, stamps, sent, stamps.end), None);
+        }
+        assert_eq!((times.quiet.messages, times.noisy.messages), (100, 100));
+        let quiet = times.quiet.latency_summary().expect("quiet");
+        assert!((quiet.p50_ms - 10.0).abs() < 0.1, "{quiet:?}");
+        assert!((quiet.p99_ms - 10.0).abs() < 0.1, "{quiet:?}");
+        assert!((quiet.max_ms - 500.0).abs() < 1.0, "{quiet:?}");
+        let noisy = times.noisy.latency_summary().expect("noisy");
+        assert!((noisy.p99_ms - 2000.0).abs() < 2.0, "{noisy:?}");
+    }
+
+    #[test]
+    fn work_times_spread_between_half_and_one_and_a_half_times_the_mean() {
+        let mean = Duration::from_millis(50);
+        for offset in [0.0, 0.375, 0.875] {
+            let times: Vec<Duration> = (0..1000).map(|n| work_time(mean, offset, n)).collect();
+            assert!(times.iter().all(|t| *t >= mean / 2 && *t < mean * 3 / 2));
+            let average = times.iter().sum::<Duration>() / 1000;
+            assert!(
+                average.abs_diff(mean) < Duration::from_micros(500),
+                "{average:?}"
+            );
+            // Spread, not bunched: each tenth of the range holds about a tenth of them.
+            for tenth in 0..10u32 {
+                let low = mean / 2 + mean * tenth / 10;
+                let count = times
+                    .iter()
+                    .filter(|t| **t >= low && **t < low + mean / 10)
+                    .count();
+                assert!((90..=110).contains(&count), "{offset} {tenth}: {count}");
+            }
+        }
+        // Consumers starting elsewhere in the sequence do not work in step.
+        assert_ne!(work_time(mean, 0.0, 0), work_time(mean, 0.5, 0));
+    }
+
+    #[test]
+    fn the_ratio_divides_by_the_p99_alone() {
+        let latency = |p99_ms| Latency {
+            p50_ms: 1.0,
+            p90_ms: 1.0,
+            p99_ms,
+            p999_ms: p99_ms,
+            max_ms: p99_ms,
+        };
+        assert_eq!(
+            p99_ratio(Some(latency(10.0)), Some(latency(15.0))),
+            Some(1.5)
+        );
+        assert_eq!(p99_ratio(Some(latency(0.0)), Some(latency(15.0))), None);
+        assert_eq!(p99_ratio(None, Some(latency(15.0))), None);
+        assert_eq!(p99_ratio(Some(latency(10.0)), None), None);
+    }
+}
