@@ -172,7 +172,8 @@ struct RunArgs {
     /// Consumers of the fair-queue rows, each working on one message at a time.
     #[arg(long, default_value_t = 8)]
     fair_consumers: usize,
-    /// Milliseconds a consumer of the fair-queue rows works on a message before it acks it.
+    /// Milliseconds a consumer of the fair-queue rows works on a message before it acks it, on
+    /// average (each message from half to 1.5 times this).
     #[arg(long, default_value_t = 50.0)]
     fair_work_ms: f64,
     /// Seconds the failover run goes on after killing the leader (0: no failover run).

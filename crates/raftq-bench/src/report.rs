@@ -462,8 +462,9 @@ const METHOD: &str = "## How the numbers are made
   than everything sent with the noisy tenant, so a backlog builds (`backlog_at_end`: messages waiting when the senders
   stopped). Three runs on fresh queues: the quiet tenants alone, beside one tenant sending many
   times as much with every message's tenant as its group ID, and the same without group IDs (one
-  tenant: oldest first). Latency is the quiet tenants' time in queue, from the send to the
-  receive, of every message sent inside the measured window: after the window the consumers go
+  tenant: oldest first). Latency is the quiet tenants' time in queue, from the start of the send
+  (so the send's own latency is in it) to the receive, of every message sent inside the measured
+  window: after the window the consumers go
   on until all of them were received. `quiet_p99_vs_alone` divides a run's quiet p99 by the p99
   alone; `noisy_p99_ms` is the noisy tenant's over its messages received by then; `send_p99_ms`
   is the sends' own latency (to the confirmation), all tenants. msg/s counts the acks inside the

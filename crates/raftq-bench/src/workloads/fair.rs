@@ -2,8 +2,9 @@
 //! fixed pool of consumers works through the queue; in two of the three runs one noisy tenant
 //! sends many times as much, more than the consumers can take, so a backlog builds. A consumer
 //! holds one message at a time (leased) while it works on it, then acks it, as a worker pool on
-//! a standard queue does. A message's time in queue runs from its send to its receive; every
-//! row's latency is the quiet tenants' time in queue.
+//! a standard queue does. A message's time in queue runs from the start of its send (the stamp
+//! in its body) to its receive, so it includes the send's own latency; every row's latency is
+//! the quiet tenants' time in queue.
 //!
 //! - `fair/alone`: the quiet tenants without the noisy one, each message carrying its tenant as
 //!   group ID;
