@@ -230,6 +230,27 @@ fn sent(response: Response) -> SendResult {
     }
 }
 
+/// Sends `count` messages `m0`, `m1`, ... to `queue` through `node`, one after the other.
+async fn fill(node: &Node, queue: &str, count: usize) {
+    for i in 0..count {
+        sent(
+            node.write(plain(queue, &format!("m{i}")))
+                .await
+                .expect("send"),
+        );
+    }
+}
+
+/// Creates the standard queue `queue` through `node` and [`fill`]s it with `count` messages.
+async fn create_and_fill(node: &Node, queue: &str, count: usize) {
+    outcome(
+        node.write(create(queue, QueueAttributes::default()))
+            .await
+            .expect("create"),
+    );
+    fill(node, queue, count).await;
+}
+
 /// A queue's counters, read through `node`; retried while no leader is known (an election may
 /// take longer than one request waits).
 async fn stats(node: &Node, queue: &str) -> QueueStats {
@@ -590,18 +611,7 @@ async fn a_node_down_while_the_log_is_purged_catches_up_through_a_snapshot() {
             .expect("follower");
         cluster.stop(down).await;
         let node = cluster.node(leader);
-        outcome(
-            node.write(create("q", QueueAttributes::default()))
-                .await
-                .expect("create"),
-        );
-        for i in 0..120 {
-            sent(
-                node.write(plain("q", &format!("m{i}")))
-                    .await
-                    .expect("send"),
-            );
-        }
+        create_and_fill(node, "q", 120).await;
         let deadline = Instant::now() + Duration::from_secs(10);
         while node.raft().metrics().borrow().purged.is_none() {
             assert!(Instant::now() < deadline, "the leader never purged its log");
@@ -625,18 +635,7 @@ async fn a_snapshot_received_out_of_step_is_asked_for_again_not_installed() {
         let cluster = Cluster::start(3, 20).await;
         let leader = cluster.leader().await;
         let node = cluster.node(leader);
-        outcome(
-            node.write(create("q", QueueAttributes::default()))
-                .await
-                .expect("create"),
-        );
-        for i in 0..40 {
-            sent(
-                node.write(plain("q", &format!("m{i}")))
-                    .await
-                    .expect("send"),
-            );
-        }
+        create_and_fill(node, "q", 40).await;
         let deadline = Instant::now() + Duration::from_secs(10);
         while node.raft().metrics().borrow().snapshot.is_none() {
             assert!(Instant::now() < deadline, "the leader built no snapshot");
@@ -732,13 +731,7 @@ async fn a_snapshot_is_rebuilt_only_once_the_log_outweighs_the_last_one() {
         // The policy may see its 20 entries before the last large sends are applied: the
         // cluster's own first entries and the queue's creation count among them.
         assert!(first_bytes > 16 * 16 * 1024, "{first_bytes} bytes");
-        for i in 0..100 {
-            sent(
-                node.write(plain("q", &format!("m{i}")))
-                    .await
-                    .expect("send"),
-            );
-        }
+        fill(node, "q", 100).await;
         let (written, _) = node.digest().expect("applied state");
         let mut not_due = node.snapshot_not_due();
         timeout(
@@ -1087,18 +1080,7 @@ async fn nodes_are_added_and_removed_while_the_cluster_serves() {
         let mut cluster = Cluster::start(3, 10_000).await;
         let leader = cluster.leader().await;
         let node = cluster.node(leader);
-        outcome(
-            node.write(create("q", QueueAttributes::default()))
-                .await
-                .expect("create"),
-        );
-        for i in 0..20 {
-            sent(
-                node.write(plain("q", &format!("m{i}")))
-                    .await
-                    .expect("send"),
-            );
-        }
+        create_and_fill(node, "q", 20).await;
         let follower = cluster.follower().await;
         let addr = cluster.launch_joining(4).await;
         change(cluster.node(follower), add(4, &addr))
@@ -1201,18 +1183,7 @@ async fn a_node_that_lost_its_disk_votes_again_once_replaced() {
     timeout(BOUND, async {
         let mut cluster = Cluster::start(3, 10_000).await;
         let node = cluster.node(cluster.leader().await);
-        outcome(
-            node.write(create("q", QueueAttributes::default()))
-                .await
-                .expect("create"),
-        );
-        for i in 0..10 {
-            sent(
-                node.write(plain("q", &format!("m{i}")))
-                    .await
-                    .expect("send"),
-            );
-        }
+        create_and_fill(node, "q", 10).await;
         let lost = cluster.follower().await;
         cluster.stop(lost).await;
         std::fs::remove_dir_all(cluster.dir.path().join(format!("node-{lost}"))).expect("wipe");

@@ -63,6 +63,12 @@ fn prefix_within<T: Serialize>(entries: &[T], budget: usize) -> usize {
     entries.len()
 }
 
+/// The indexes of the first and the last of `entries`, if any.
+pub(crate) fn index_range(entries: &[openraft::Entry<TypeConfig>]) -> Option<(u64, u64)> {
+    (entries.first().zip(entries.last()))
+        .map(|(first, last)| (first.log_id.index, last.log_id.index))
+}
+
 /// Peers this node refuses to talk to: a switch for partition tests, empty in production.
 #[derive(Debug, Clone, Default)]
 pub struct Partition {
@@ -342,8 +348,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         let cut = (fit < rpc.entries.len()).then(|| rpc.entries[fit - 1].log_id);
         rpc.entries.truncate(fit);
         // Stage events for `scripts/latency`, of appends that carry entries.
-        let entries = (rpc.entries.first().zip(rpc.entries.last()))
-            .map(|(first, last)| (first.log_id.index, last.log_id.index));
+        let entries = index_range(&rpc.entries);
         if let Some((first, last)) = entries {
             tracing::trace!(target: "raftq::stage", stage = "append_sent", first, last);
         }

@@ -23,6 +23,7 @@ use raftq_store::{NodeId, TypeConfig};
 
 use crate::admission::{PeerCall, Standing, CLUSTER_HEADER};
 use crate::error::NodeError;
+use crate::network::index_range;
 use crate::receiving::SnapshotReceiver;
 use crate::routing::{ForwardReply, Forwarded};
 use crate::rpc::raft_server::Raft as RaftRpc;
@@ -132,8 +133,7 @@ impl RaftRpc for PeerService {
         check_sender(caller, &rpc.vote)?;
         self.core.note_append();
         // Stage events for `scripts/latency`, of appends that carry entries.
-        let entries = (rpc.entries.first().zip(rpc.entries.last()))
-            .map(|(first, last)| (first.log_id.index, last.log_id.index));
+        let entries = index_range(&rpc.entries);
         if let Some((first, last)) = entries {
             tracing::trace!(target: "raftq::stage", stage = "append_received", first, last);
         }
