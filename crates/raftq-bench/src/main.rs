@@ -176,6 +176,10 @@ struct RunArgs {
     /// average (each message from half to 1.5 times this).
     #[arg(long, default_value_t = 50.0)]
     fair_work_ms: f64,
+    /// Length of the measured window of each fair-queue row, in seconds: longer than the other
+    /// rows' because the quiet tenants send only 2 messages/s each, and a p99 needs samples.
+    #[arg(long, default_value_t = 90.0)]
+    fair_seconds: f64,
     /// Seconds the failover run goes on after killing the leader (0: no failover run).
     #[arg(long, default_value_t = 0.0)]
     failover_seconds: f64,
@@ -271,8 +275,8 @@ impl RunArgs {
     }
 
     fn fair(&self) -> Result<FairSettings> {
-        if self.fair_quiet_rate <= 0.0 || self.fair_work_ms <= 0.0 {
-            bail!("--fair-quiet-rate and --fair-work-ms must be positive");
+        if self.fair_quiet_rate <= 0.0 || self.fair_work_ms <= 0.0 || self.fair_seconds <= 0.0 {
+            bail!("--fair-quiet-rate, --fair-work-ms and --fair-seconds must be positive");
         }
         if self.fair_quiet_tenants == 0 || self.fair_noisy_times == 0 || self.fair_consumers == 0 {
             bail!(
@@ -285,6 +289,7 @@ impl RunArgs {
             quiet_tenants: self.fair_quiet_tenants,
             consumers: self.fair_consumers,
             work: Duration::from_secs_f64(self.fair_work_ms / 1000.0),
+            seconds: Duration::from_secs_f64(self.fair_seconds),
         })
     }
 }

@@ -48,6 +48,8 @@ pub struct FairSettings {
     pub consumers: usize,
     /// How long a consumer works on a message before it acks it, on average (see [`work_time`]).
     pub work: Duration,
+    /// The measured window of each row.
+    pub seconds: Duration,
 }
 
 impl FairSettings {
@@ -268,7 +270,7 @@ impl<D: Driver> Bench<D> {
         let tenants = run.tenants(settings);
         let cycle = Arc::new(tenants.cycle());
         let arrival = settings.quiet_rate * cycle.len() as f64;
-        let window = Window::after(self.settings.warmup, self.settings.seconds);
+        let window = Window::after(self.settings.warmup, settings.seconds);
         let stamps = Stamps::of(window);
         let counts = Arc::new(Counts::default());
         let times = Arc::new(Mutex::new(TimesInQueue::default()));
@@ -417,6 +419,7 @@ mod tests {
         quiet_tenants: 9,
         consumers: 8,
         work: Duration::from_millis(50),
+        seconds: Duration::from_secs(90),
     };
 
     #[test]
