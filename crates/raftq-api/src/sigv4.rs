@@ -7,6 +7,10 @@
 //! normalized and URI-encoded once more, the query's parameters decoded, re-encoded and sorted,
 //! exactly the signed headers with their values trimmed, the body's SHA-256), derives the signing
 //! key from the stored secret and compares the HMAC with the one sent, in constant time.
+//! `aws-sigv4`, the AWS SDK for Rust's signer, keeps its canonical request to itself and signs
+//! the headers it picks rather than those a request names, so the canonical request is built
+//! here; the tests check it against AWS's published test suite and against requests signed by
+//! `aws-sigv4` and by botocore.
 //!
 //! # Rules beyond the algorithm
 //! - `X-Amz-Date` must be within [`DATE_WINDOW`] of the server's clock, either way, and the
