@@ -1,5 +1,8 @@
-//! API keys: the key table and the principal a key names. A request names its account with `Authorization: Bearer <key>`; the key table maps
-//! keys to accounts and roles. The table comes from a TOML file with one `[[keys]]` table per key:
+//! API keys: the key table and the principal a key names. A REST or gRPC request names its
+//! account with `Authorization: Bearer <key>`; a request to the SQS-compatible endpoint is signed
+//! with AWS Signature Version 4 by an access key pair ([`Keys::authenticate_sigv4`], checked by
+//! [`crate::sigv4`]). The key table maps keys to accounts and roles. It comes from a TOML file
+//! with one `[[keys]]` table per credential:
 //!
 //! ```toml
 //! [[keys]]
@@ -7,17 +10,26 @@
 //! key = "s3cret"            # or: key_sha256 = "<64 hex digits of SHA-256(key)>"
 //! role = "admin"            # or "account", the default
 //! not_after = 2027-06-30T00:00:00Z   # optional: the key stops working at this instant
+//!
+//! [[keys]]
+//! account = "acme"
+//! access_key_id = "AKIAACME0001"     # an access key pair instead of a bearer key
+//! secret_access_key = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 //! ```
 //!
-//! An `admin` key may also change the cluster's membership; an `account` key gets `403
-//! permission_denied` there. Only SHA-256 digests of the keys are kept in memory. Without a key
-//! file the server runs in open mode ([`Keys::open`]): every request is made by an admin of the
-//! account [`OPEN_ACCOUNT`] and the `Authorization` header is ignored.
+//! Each entry holds exactly one credential: `key`, `key_sha256`, or `access_key_id` with
+//! `secret_access_key`; an account with both kinds has an entry for each, so each can be rotated
+//! and expire on its own. An `admin` key may also change the cluster's membership; an `account`
+//! key gets `403 permission_denied` there. Only SHA-256 digests of bearer keys are kept in
+//! memory, but secret access keys are kept as they are: verifying an HMAC needs the secret. Without
+//! a key file the server runs in open mode ([`Keys::open`]): every request is made by an admin of
+//! the account [`OPEN_ACCOUNT`], whatever its `Authorization` header says.
 //!
 //! The table is live: [`Keys::reload`] swaps in the file's new content for the next request, and
 //! a file that does not parse leaves the table as it was.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::SystemTime;
@@ -28,12 +40,19 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use crate::error::ApiError;
+use crate::sigv4::{self, SigV4Error, SignedRequest};
 
 /// The account of every request in open mode.
 pub const OPEN_ACCOUNT: &str = "dev";
 
 /// Longest account name.
 const ACCOUNT_MAX: usize = 64;
+
+/// Longest access key id.
+const ACCESS_KEY_ID_MAX: usize = 128;
+
+/// Longest secret access key.
+const SECRET_MAX: usize = 256;
 
 /// The SHA-256 of an API key: what the table keeps, and what limits count a key by.
 pub type KeyDigest = [u8; 32];
@@ -51,7 +70,7 @@ pub enum Role {
 
 /// Who a request is made by: an account, and the role of its key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Principal {
+pub struct Principal {
     pub account: String,
     pub role: Role,
 }
@@ -63,7 +82,49 @@ struct Grant {
     not_after: Option<OffsetDateTime>,
 }
 
-type Table = HashMap<KeyDigest, Grant>;
+impl Grant {
+    /// The principal, unless the key expired at or before `now`; then when it expired.
+    fn principal_at(&self, now: OffsetDateTime) -> Result<&Principal, String> {
+        match self.not_after {
+            Some(end) if now >= end => {
+                Err(end.format(&Rfc3339).unwrap_or_else(|_| end.to_string()))
+            }
+            _ => Ok(&self.principal),
+        }
+    }
+}
+
+/// A secret access key; its `Debug` shows nothing of it.
+#[derive(Clone, PartialEq, Eq)]
+struct Secret(String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+/// What an access key pair grants, with the secret that verifies its signatures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct AccessKey {
+    secret: Secret,
+    grant: Grant,
+}
+
+/// The credentials of a key file, by what a request shows of them.
+#[derive(Debug, Default)]
+struct Table {
+    /// Bearer keys, by their SHA-256.
+    bearer: HashMap<KeyDigest, Grant>,
+    /// Access key pairs, by access key id.
+    access: HashMap<String, AccessKey>,
+}
+
+impl Table {
+    fn len(&self) -> usize {
+        self.bearer.len() + self.access.len()
+    }
+}
 
 /// The key table, or open mode. Clones share one table, which [`Keys::reload`] replaces.
 #[derive(Debug, Clone)]
@@ -103,6 +164,8 @@ struct KeyEntry {
     account: String,
     key: Option<String>,
     key_sha256: Option<String>,
+    access_key_id: Option<String>,
+    secret_access_key: Option<String>,
     #[serde(default)]
     role: Role,
     not_after: Option<toml::value::Datetime>,
@@ -185,10 +248,7 @@ impl Keys {
         now: OffsetDateTime,
     ) -> Result<Principal, ApiError> {
         let Some(table) = self.current() else {
-            return Ok(Principal {
-                account: OPEN_ACCOUNT.to_string(),
-                role: Role::Admin,
-            });
+            return Ok(open_principal());
         };
         let header = authorization.ok_or_else(|| {
             ApiError::unauthenticated("missing Authorization header: send Bearer <api key>")
@@ -200,15 +260,49 @@ impl Keys {
                 ApiError::unauthenticated("the Authorization header must be Bearer <api key>")
             })?;
         let grant = table
+            .bearer
             .get(&digest(key))
             .ok_or_else(|| ApiError::unauthenticated("unknown API key"))?;
-        match grant.not_after {
-            Some(end) if now >= end => Err(ApiError::unauthenticated(format!(
-                "the API key expired at {}",
-                end.format(&Rfc3339).unwrap_or_else(|_| end.to_string())
-            ))),
-            _ => Ok(grant.principal.clone()),
-        }
+        grant
+            .principal_at(now)
+            .cloned()
+            .map_err(|end| ApiError::unauthenticated(format!("the API key expired at {end}")))
+    }
+
+    /// Who a request to the SQS-compatible endpoint is made by, at `now`: the principal of the
+    /// access key that signed it with AWS Signature Version 4 ([`crate::sigv4`] says what is
+    /// checked). In open mode every request, signed or not, is the admin of [`OPEN_ACCOUNT`].
+    pub fn authenticate_sigv4(
+        &self,
+        request: &SignedRequest<'_>,
+        now: SystemTime,
+    ) -> Result<Principal, SigV4Error> {
+        let Some(table) = self.current() else {
+            return Ok(open_principal());
+        };
+        let authorization = sigv4::read_authorization(request)?;
+        let access_key_id = authorization.access_key_id;
+        let access = table
+            .access
+            .get(access_key_id)
+            .ok_or_else(|| SigV4Error::UnknownAccessKey(access_key_id.to_string()))?;
+        let principal =
+            access
+                .grant
+                .principal_at(now.into())
+                .map_err(|at| SigV4Error::ExpiredAccessKey {
+                    access_key_id: access_key_id.to_string(),
+                    at,
+                })?;
+        sigv4::verify(request, &authorization, &access.secret.0, now)?;
+        Ok(principal.clone())
+    }
+}
+
+fn open_principal() -> Principal {
+    Principal {
+        account: OPEN_ACCOUNT.to_string(),
+        role: Role::Admin,
     }
 }
 
@@ -218,50 +312,104 @@ fn parse_table(text: &str) -> Result<Table, KeysError> {
     if file.keys.is_empty() {
         return Err(KeysError::Empty);
     }
-    let mut table = HashMap::with_capacity(file.keys.len());
+    let mut table = Table::default();
     for (index, entry) in file.keys.into_iter().enumerate() {
-        let invalid = |reason: &str| KeysError::Invalid {
-            index,
-            reason: reason.to_string(),
-        };
-        if !valid_account(&entry.account) {
-            return Err(invalid(
-                "account must be 1-64 characters of A-Z a-z 0-9 _ - .",
-            ));
-        }
-        let hash = match (entry.key, entry.key_sha256) {
-            (Some(key), None) if !key.is_empty() => digest(&key),
-            (Some(_), None) => return Err(invalid("key must not be empty")),
-            (None, Some(hex_digest)) => parse_digest(&hex_digest)
-                .ok_or_else(|| invalid("key_sha256 must be 64 hex digits"))?,
-            _ => return Err(invalid("give exactly one of key and key_sha256")),
-        };
-        let not_after = entry
-            .not_after
-            .map(|at| OffsetDateTime::parse(&at.to_string(), &Rfc3339))
-            .transpose()
-            .map_err(|_| {
-                invalid(
-                    "not_after must be a date and time with an offset, e.g. 2027-06-30T00:00:00Z",
-                )
-            })?;
-        let grant = Grant {
-            principal: Principal {
-                account: entry.account,
-                role: entry.role,
+        let invalid = |reason: String| KeysError::Invalid { index, reason };
+        let (credential, grant) = parse_entry(entry).map_err(invalid)?;
+        match credential {
+            Credential::Bearer(hash) => match table.bearer.insert(hash, grant.clone()) {
+                Some(other) if other.principal != grant.principal => {
+                    return Err(invalid(
+                        "the same key is given to two accounts, or with two roles".to_string(),
+                    ))
+                }
+                _ => {}
             },
-            not_after,
-        };
-        match table.insert(hash, grant.clone()) {
-            Some(other) if other.principal != grant.principal => {
-                return Err(invalid(
-                    "the same key is given to two accounts, or with two roles",
-                ))
+            Credential::Access { id, secret } => {
+                if table.access.contains_key(&id) {
+                    return Err(invalid(format!("access_key_id {id} is given twice")));
+                }
+                table.access.insert(id, AccessKey { secret, grant });
             }
-            _ => {}
         }
     }
     Ok(table)
+}
+
+/// The one credential of a key file entry.
+enum Credential {
+    /// A bearer key, by its SHA-256.
+    Bearer(KeyDigest),
+    /// An access key pair.
+    Access { id: String, secret: Secret },
+}
+
+/// An entry's credential and what it grants, or why the entry is refused.
+fn parse_entry(entry: KeyEntry) -> Result<(Credential, Grant), String> {
+    if !valid_account(&entry.account) {
+        return Err("account must be 1-64 characters of A-Z a-z 0-9 _ - .".to_string());
+    }
+    let credential = parse_credential(&entry)?;
+    let not_after = entry
+        .not_after
+        .map(|at| OffsetDateTime::parse(&at.to_string(), &Rfc3339))
+        .transpose()
+        .map_err(|_| {
+            "not_after must be a date and time with an offset, e.g. 2027-06-30T00:00:00Z"
+                .to_string()
+        })?;
+    let principal = Principal {
+        account: entry.account,
+        role: entry.role,
+    };
+    Ok((
+        credential,
+        Grant {
+            principal,
+            not_after,
+        },
+    ))
+}
+
+/// Exactly one of `key`, `key_sha256`, or `access_key_id` with `secret_access_key`.
+fn parse_credential(entry: &KeyEntry) -> Result<Credential, String> {
+    let fields = (
+        entry.key.as_deref(),
+        entry.key_sha256.as_deref(),
+        entry.access_key_id.as_deref(),
+        entry.secret_access_key.as_deref(),
+    );
+    match fields {
+        (Some(""), None, None, None) => Err("key must not be empty".to_string()),
+        (Some(key), None, None, None) => Ok(Credential::Bearer(digest(key))),
+        (None, Some(hex_digest), None, None) => parse_digest(hex_digest)
+            .map(Credential::Bearer)
+            .ok_or_else(|| "key_sha256 must be 64 hex digits".to_string()),
+        (None, None, Some(id), Some(secret)) => {
+            if !valid_access_key_id(id) {
+                return Err(format!(
+                    "access_key_id must be 1-{ACCESS_KEY_ID_MAX} characters of A-Z a-z 0-9 _"
+                ));
+            }
+            if !valid_secret(secret) {
+                return Err(format!(
+                    "secret_access_key must be 1-{SECRET_MAX} printable ASCII characters \
+                     without spaces"
+                ));
+            }
+            Ok(Credential::Access {
+                id: id.to_string(),
+                secret: Secret(secret.to_string()),
+            })
+        }
+        (None, None, Some(_), None) => Err("access_key_id needs secret_access_key".to_string()),
+        (None, None, None, Some(_)) => Err("secret_access_key needs access_key_id".to_string()),
+        _ => Err(
+            "give exactly one credential: key, key_sha256, or access_key_id with \
+                  secret_access_key"
+                .to_string(),
+        ),
+    }
 }
 
 fn valid_account(account: &str) -> bool {
@@ -270,6 +418,16 @@ fn valid_account(account: &str) -> bool {
         && account
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+fn valid_access_key_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= ACCESS_KEY_ID_MAX
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+fn valid_secret(secret: &str) -> bool {
+    !secret.is_empty() && secret.len() <= SECRET_MAX && secret.bytes().all(|b| b.is_ascii_graphic())
 }
 
 fn parse_digest(text: &str) -> Option<KeyDigest> {
@@ -437,5 +595,106 @@ mod tests {
         for text in bad {
             assert!(Keys::from_toml(text).is_err(), "{text:?}");
         }
+    }
+
+    const PAIR: &str = "access_key_id = \"AKIA1\"\nsecret_access_key = \"s3cret/KEY+1\"\n";
+
+    #[test]
+    fn access_key_pairs_are_kept_apart_from_bearer_keys() {
+        let text = format!(
+            "[[keys]]\naccount = \"acme\"\nkey = \"alpha\"\n[[keys]]\naccount = \"acme\"\n{PAIR}"
+        );
+        let keys = Keys::from_toml(&text).unwrap();
+        assert_eq!(keys.key_count(), 2);
+        let table = keys.current().unwrap();
+        let access = &table.access["AKIA1"];
+        assert_eq!(access.secret, Secret("s3cret/KEY+1".into()));
+        assert_eq!(access.grant.principal.account, "acme");
+        assert_eq!(access.grant.principal.role, Role::Account);
+        let e = keys.authenticate(Some(b"Bearer AKIA1")).unwrap_err();
+        assert_eq!(e.code, "unauthenticated");
+        let e = keys.authenticate(Some(b"Bearer s3cret/KEY+1")).unwrap_err();
+        assert_eq!(e.code, "unauthenticated");
+        assert!(keys.authenticate(Some(b"Bearer alpha")).is_ok());
+    }
+
+    #[test]
+    fn secrets_stay_out_of_debug_output() {
+        let keys = Keys::from_toml(&format!("[[keys]]\naccount = \"acme\"\n{PAIR}")).unwrap();
+        let shown = format!("{keys:?}");
+        assert!(shown.contains("AKIA1"), "{shown}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
+
+    #[test]
+    fn bad_access_key_entries_are_refused_naming_the_field() {
+        let cases = [
+            (
+                "access_key_id = \"AKIA1\"\n".to_string(),
+                "keys[0]: access_key_id needs secret_access_key",
+            ),
+            (
+                "secret_access_key = \"s\"\n".to_string(),
+                "keys[0]: secret_access_key needs access_key_id",
+            ),
+            (
+                format!("key = \"k\"\n{PAIR}"),
+                "keys[0]: give exactly one credential: key, key_sha256, or access_key_id with \
+                 secret_access_key",
+            ),
+            (
+                "access_key_id = \"AKIA/1\"\nsecret_access_key = \"s\"\n".to_string(),
+                "keys[0]: access_key_id must be 1-128 characters of A-Z a-z 0-9 _",
+            ),
+            (
+                format!(
+                    "access_key_id = \"{}\"\nsecret_access_key = \"s\"\n",
+                    "A".repeat(129)
+                ),
+                "keys[0]: access_key_id must be 1-128 characters of A-Z a-z 0-9 _",
+            ),
+            (
+                "access_key_id = \"AKIA1\"\nsecret_access_key = \"\"\n".to_string(),
+                "keys[0]: secret_access_key must be 1-256 printable ASCII characters without \
+                 spaces",
+            ),
+            (
+                "access_key_id = \"AKIA1\"\nsecret_access_key = \"two words\"\n".to_string(),
+                "keys[0]: secret_access_key must be 1-256 printable ASCII characters without \
+                 spaces",
+            ),
+            (
+                format!("{PAIR}[[keys]]\naccount = \"b\"\n{PAIR}"),
+                "keys[1]: access_key_id AKIA1 is given twice",
+            ),
+        ];
+        for (entry, message) in cases {
+            let text = format!("[[keys]]\naccount = \"a\"\n{entry}");
+            let e = Keys::from_toml(&text).unwrap_err();
+            assert!(matches!(e, KeysError::Invalid { .. }), "{text}: {e:?}");
+            assert_eq!(e.to_string(), message, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_reload_swaps_access_keys_and_a_bad_file_changes_nothing() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let path = dir.path().join("keys.toml");
+        let pair = |id: &str| {
+            format!(
+                "[[keys]]\naccount = \"a\"\naccess_key_id = \"{id}\"\nsecret_access_key = \"s\"\n"
+            )
+        };
+        std::fs::write(&path, pair("OLD")).unwrap();
+        let keys = load_keys(&path).unwrap();
+        let shared = keys.clone();
+        std::fs::write(&path, pair("NEW")).unwrap();
+        assert_eq!(keys.reload(&path).unwrap(), 1);
+        let table = shared.current().unwrap();
+        assert!(table.access.contains_key("NEW"));
+        assert!(!table.access.contains_key("OLD"));
+        std::fs::write(&path, "[[keys]]\naccount = \"a\"\naccess_key_id = \"X\"\n").unwrap();
+        assert!(matches!(keys.reload(&path), Err(KeysError::Invalid { .. })));
+        assert!(shared.current().unwrap().access.contains_key("NEW"));
     }
 }

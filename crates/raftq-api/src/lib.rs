@@ -5,8 +5,10 @@
 //! one port. Every call turns into one [`raftq_engine::Command`] (a write through Raft) or one
 //! [`raftq_node::Query`] (a linearizable read), through the same code for both front ends.
 //!
-//! - `keys`: API keys (`Authorization: Bearer <key>`), their roles, and the open mode of a
-//!   keyless server; `auth`: the extractors that authenticate a request with them.
+//! - `keys`: API keys (`Authorization: Bearer <key>`) and access key pairs, their roles, and the
+//!   open mode of a keyless server; `auth`: the extractors that authenticate a request with them;
+//!   `sigv4`: the check of AWS Signature Version 4, which the SQS-compatible endpoint calls
+//!   through [`Keys::authenticate_sigv4`].
 //! - `state`: what every handler shares ([`Api`]: the node, the region, the keys).
 //! - `ops`: the operations, independent of the wire format: the checks that need no state,
 //!   defaults, the command or query and the reading of its outcome. REST and gRPC both call them.
@@ -49,6 +51,7 @@ mod openapi;
 mod ops;
 mod routes;
 mod schemas;
+mod sigv4;
 mod state;
 mod status;
 mod throttle;
@@ -57,7 +60,8 @@ use std::sync::Arc;
 
 pub use error::{CODE_METADATA, ERROR_METADATA, FIELD_METADATA};
 pub use front::Front;
-pub use keys::{load_keys, Keys, KeysError, OPEN_ACCOUNT};
+pub use keys::{load_keys, Keys, KeysError, Principal, Role, OPEN_ACCOUNT};
+pub use sigv4::{SigV4Error, SignedRequest, DATE_WINDOW};
 pub use state::Api;
 pub use throttle::{Caller, Limits};
 
