@@ -3,8 +3,8 @@
 //! A task owns the messages its queue held when it started (sequence numbers below `end_seq`)
 //! that match its filter, and goes through them oldest first, from `cursor` on. Its pace is a
 //! token bucket in thousandths of a message: each step adds `rate` per millisecond elapsed since
-//! the last step (so `rate` messages a second), at most [`MoveTask::burst`] messages' worth, and
-//! each message moved takes 1,000. Everything is integer arithmetic on times stamped into the
+//! the last step (so `rate` messages a second), at most [`MoveTask::burst`] messages' worth
+//! (and the rounding of a millisecond), and each message moved takes 1,000. Everything is integer arithmetic on times stamped into the
 //! log, so every replica, and a replica rebuilt from rows, takes the same steps at the same
 //! times, and the next step's due time follows from the task alone.
 
@@ -55,13 +55,13 @@ impl MoveTask {
         (u64::from(self.rate) / 10).max(1)
     }
 
-    /// Adds the pace earned since the last step, up to the burst, and records the step's time.
+    /// Adds the pace earned since the last step and records the step's time. The credit holds
+    /// at most the burst and what one millisecond earns: steps fall due at whole milliseconds,
+    /// rounded up, and the part of a message that rounding earned is carried, not lost.
     pub fn refill(&mut self, now: Millis) {
         let earned = u64::from(self.rate).saturating_mul(now.saturating_sub(self.last_step_at));
-        self.credit = self
-            .credit
-            .saturating_add(earned)
-            .min(self.burst() * MESSAGE);
+        let most = self.burst() * MESSAGE + u64::from(self.rate).saturating_sub(1);
+        self.credit = self.credit.saturating_add(earned).min(most);
         self.last_step_at = self.last_step_at.max(now);
     }
 
@@ -178,8 +178,8 @@ mod tests {
         t.refill(60_000);
         assert_eq!(
             t.credit,
-            10 * MESSAGE,
-            "a tenth of a second's worth at most"
+            10 * MESSAGE + 99,
+            "a tenth of a second's worth, and a millisecond's rounding, at most"
         );
     }
 

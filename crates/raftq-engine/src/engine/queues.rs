@@ -148,7 +148,9 @@ impl Engine {
         let changes = &mut self.context.changes;
         changes.ranges.push(rows::dedup_range(qid));
         changes.rows.push(RowKey::Queue(qid));
-        changes.rows.push(RowKey::MoveTasks(qid));
+        if !q.move_tasks.is_empty() {
+            changes.rows.push(RowKey::MoveTasks(qid));
+        }
         if let Some(t) = q
             .config
             .redrive_policy
