@@ -48,9 +48,10 @@ impl MoveTask {
         self.status == MoveTaskStatus::Running
     }
 
-    /// The most messages one step moves, and the credit the bucket holds at most: a tenth of a
-    /// second's worth, at least one. So a step comes about every 100 ms whatever the rate, and a
-    /// task that waited (a leader change, a late tick) never catches up in a burst.
+    /// The most messages one step moves, and (with a millisecond's rounding) the most credit
+    /// the bucket holds: a tenth of a second's worth, at least one. So a step comes about every
+    /// 100 ms whatever the rate, and a task that waited (a leader change, a late tick) never
+    /// catches up in a burst.
     pub fn burst(&self) -> u64 {
         (u64::from(self.rate) / 10).max(1)
     }
