@@ -1,8 +1,10 @@
-//! The operations of SPEC.md §3, independent of the wire format. Both front ends decode a
-//! request into the plain values taken here (REST from JSON in `routes`, gRPC from protobuf in
-//! `grpc`), and render the answer through the shapes of `json`; everything in between is here,
-//! once: the checks that need no state (run before anything is proposed), defaults, the command
-//! or query, and the reading of its outcome. So REST and gRPC share every rule and every error.
+//! The operations of SPEC.md §3 and the message move tasks (start, cancel and list, which the
+//! SQS actions StartMessageMoveTask, CancelMessageMoveTask and ListMessageMoveTasks map to),
+//! independent of the wire format. Both front ends decode a request into the plain values taken
+//! here (REST from JSON in `routes`, gRPC from protobuf in `grpc`), and render the answer
+//! through the shapes of `json`; everything in between is here, once: the checks that need no
+//! state (run before anything is proposed), defaults, the command or query, and the reading of
+//! its outcome. So REST and gRPC share every rule and every error.
 //!
 //! Field names in errors are the JSON/protobuf field names (they are the same), JSON-path style:
 //! `redrive_policy.max_receive_count`, `entries[1].id`. Checks that need the queue (its own size

@@ -133,13 +133,6 @@ fn names(range: std::ops::Range<usize>) -> Vec<String> {
     range.map(|i| format!("m{i}")).collect()
 }
 
-#[track_caller]
-fn refused<T: std::fmt::Debug>(result: Result<T, EngineError>, code: &str, field: Option<&str>) {
-    let err = result.expect_err("expected a refusal");
-    assert_eq!(err.code(), code, "{err}");
-    assert_eq!(err.field(), field, "{err}");
-}
-
 #[test]
 fn the_pace_is_exact_under_the_times_given() {
     let mut h = with_dead_letters(25);

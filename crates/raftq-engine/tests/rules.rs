@@ -18,19 +18,6 @@ use support::*;
 
 // ---- helpers ----------------------------------------------------------------------------------
 
-/// The error of a refused result, checked against `code` and `field`.
-#[track_caller]
-fn refused<T: Debug>(
-    result: Result<T, EngineError>,
-    code: &str,
-    field: Option<&str>,
-) -> EngineError {
-    let err = result.expect_err("expected a refusal");
-    assert_eq!(err.code(), code, "{err}");
-    assert_eq!(err.field(), field, "{err}");
-    err
-}
-
 /// An `invalid_argument` refusal naming `field`.
 #[track_caller]
 fn invalid<T: Debug>(result: Result<T, EngineError>, field: &str) -> EngineError {
