@@ -63,6 +63,7 @@ on_both_fronts! {
     admin_keys_see_the_cluster_details_and_every_account: Serving::start(two_accounts());
     only_admin_keys_change_membership_and_bad_changes_are_refused: Serving::start(two_accounts());
     fair_queues_serve_quiet_tenants_first_and_leases_end_with_a_backoff: Serving::start(Keys::open());
+    move_tasks_count_move_back_filter_cancel_and_refuse_bad_input: Serving::start(Keys::open());
 }
 
 /// The string `name` of each of `items`.
@@ -988,4 +989,176 @@ async fn fair_queues_serve_quiet_tenants_first_and_leases_end_with_a_backoff(api
         .ok(Op::PatchQueue("fair"), json!({"retry_backoff": null}))
         .await;
     assert_eq!(cleared["retry_backoff"], Value::Null);
+}
+
+/// The queue's newest move task once it has ended (polled).
+async fn ended_task(api: &Front, queue: &str) -> Value {
+    loop {
+        let list = api.ok(Op::MoveTasks(queue), Value::Null).await;
+        let newest = list["tasks"][0].clone();
+        if newest["status"] != "running" {
+            return newest;
+        }
+        sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A dead-letter queue's messages are counted by a dry run, moved back by a task (all of them,
+/// or those a filter names), and a slow task is cancelled; the tasks are listed newest first, and
+/// bad input is refused naming its field.
+async fn move_tasks_count_move_back_filter_cancel_and_refuse_bad_input(api: &Front) {
+    let dlq = api.create(json!({"name": "dlq"})).await;
+    api.create(json!({"name": "work", "redrive_policy": {"dead_letter_target": "dlq", "max_receive_count": 1}}))
+        .await;
+    api.create(json!({"name": "plain"})).await;
+    api.create(json!({"name": "other.fifo"})).await;
+    for i in 0..3 {
+        api.send("work", json!({"body": format!("m{i}")})).await;
+    }
+    let got = api
+        .receive("work", json!({"max_messages": 10, "lease_seconds": 0}))
+        .await;
+    assert_eq!(got.len(), 3);
+    assert_eq!(api.stats("dlq").await["visible"], 3);
+
+    let refusals = [
+        ("plain", json!({}), "invalid_argument", Some("destination")),
+        (
+            "dlq",
+            json!({"destination": "other.fifo"}),
+            "invalid_argument",
+            Some("destination"),
+        ),
+        (
+            "dlq",
+            json!({"destination": "dlq"}),
+            "invalid_argument",
+            Some("destination"),
+        ),
+        (
+            "dlq",
+            json!({"max_messages_per_second": 0}),
+            "invalid_argument",
+            Some("max_messages_per_second"),
+        ),
+        (
+            "dlq",
+            json!({"max_messages_per_second": 501}),
+            "invalid_argument",
+            Some("max_messages_per_second"),
+        ),
+        (
+            "dlq",
+            json!({"filter": {"message_ids": ["x"]}}),
+            "invalid_argument",
+            Some("filter.message_ids[0]"),
+        ),
+        (
+            "dlq",
+            json!({"filter": {"moved_since": "yesterday"}}),
+            "invalid_argument",
+            Some("filter.moved_since"),
+        ),
+        (
+            "dlq",
+            json!({"filter": {"moved_since": "2024-05-02T00:00:00Z", "moved_before": "2024-05-01T00:00:00Z"}}),
+            "invalid_argument",
+            Some("filter.moved_before"),
+        ),
+        ("nope", json!({}), "queue_not_found", None),
+    ];
+    for (queue, input, code, field) in refusals {
+        refused(api.call(Op::StartMoveTask(queue), input).await, code, field);
+    }
+    let unknown = api
+        .call(
+            Op::CancelMoveTask("dlq", &uuid::Uuid::new_v4().to_string()),
+            Value::Null,
+        )
+        .await;
+    refused(unknown, "move_task_not_found", None);
+    assert_eq!(
+        api.ok(Op::MoveTasks("dlq"), Value::Null).await,
+        json!({"tasks": []}),
+        "refusals start nothing"
+    );
+
+    let dry = api
+        .ok(Op::StartMoveTask("dlq"), json!({"dry_run": true}))
+        .await;
+    assert_eq!(dry["status"], "completed");
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(
+        (dry["to_move"].clone(), dry["moved"].clone()),
+        (json!(3), json!(0))
+    );
+    assert_eq!(
+        dry["source"],
+        json!({"id": dlq["id"], "name": "dlq", "crn": dlq["crn"]})
+    );
+    assert_eq!(dry["destination"], Value::Null);
+    assert_eq!(dry["filter"], Value::Null);
+    assert_eq!(dry["max_messages_per_second"], 500);
+    assert!(
+        is_rfc3339_utc(&dry["started_at"]) && is_rfc3339_utc(&dry["ended_at"]),
+        "{dry}"
+    );
+    assert!(dry.get("failure_reason").is_none(), "{dry}");
+
+    let peeked = api.ok(Op::Peek("dlq"), Value::Null).await;
+    let second = peeked["messages"][1]["message_id"].clone();
+    let by_id = api
+        .ok(
+            Op::StartMoveTask("dlq"),
+            json!({"filter": {"message_ids": [second]}}),
+        )
+        .await;
+    assert_eq!(by_id["filter"], json!({"message_ids": [second]}));
+    let by_id = ended_task(api, "dlq").await;
+    assert_eq!(by_id["status"], "completed");
+    assert_eq!(
+        (by_id["to_move"].clone(), by_id["moved"].clone()),
+        (json!(1), json!(1))
+    );
+    let back = api.ok(Op::Peek("work"), Value::Null).await;
+    assert_eq!(back["messages"][0]["message_id"], second);
+    assert_eq!(back["messages"][0]["body"], "m1");
+    assert!(
+        back["messages"][0].get("dead_letter_source").is_none(),
+        "{back}"
+    );
+
+    let slow = api
+        .ok(
+            Op::StartMoveTask("dlq"),
+            json!({"destination": "plain", "max_messages_per_second": 1}),
+        )
+        .await;
+    assert_eq!(slow["status"], "running");
+    assert_eq!(slow["destination"]["name"], "plain");
+    let handle = slow["task_handle"].as_str().expect("task_handle");
+    let second_task = api.call(Op::StartMoveTask("dlq"), json!({})).await;
+    refused(second_task, "move_task_running", None);
+    let cancelled = api.ok(Op::CancelMoveTask("dlq", handle), Value::Null).await;
+    assert_eq!(cancelled["status"], "cancelled");
+    assert_eq!(cancelled["task_handle"], handle);
+    let again = api
+        .call(Op::CancelMoveTask("dlq", handle), Value::Null)
+        .await;
+    refused(again, "move_task_not_running", None);
+    let moved_to_plain = cancelled["moved"].as_u64().expect("moved");
+    assert_eq!(api.stats("plain").await["visible"], moved_to_plain);
+
+    let all = api.ok(Op::StartMoveTask("dlq"), json!({})).await;
+    assert_eq!(all["to_move"], 2 - moved_to_plain);
+    assert_eq!(ended_task(api, "dlq").await["status"], "completed");
+    assert_eq!(api.stats("dlq").await["visible"], 0);
+    assert_eq!(api.stats("work").await["visible"], 3 - moved_to_plain);
+
+    let list = api.ok(Op::MoveTasks("dlq"), Value::Null).await;
+    let statuses: Vec<&str> = strings(list["tasks"].as_array().expect("tasks"), "status");
+    assert_eq!(
+        statuses,
+        ["completed", "cancelled", "completed", "completed"]
+    );
 }

@@ -11,8 +11,8 @@ use futures_util::future::join_all;
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::InstallSnapshotRequest;
 use raftq_engine::{
-    Command, EngineError, MessageState, NewMessage, Outcome, QueueAttributes, QueueStats,
-    RetryBackoffInput, SendResult,
+    Command, EngineError, MessageState, MoveTaskInput, MoveTaskStatus, NewMessage, Outcome,
+    QueueAttributes, QueueStats, RedrivePolicyInput, RetryBackoffInput, SendResult,
 };
 use raftq_node::{
     now_ms, send_snapshot_chunk, Change, ChangeError, ChangeResult, Node, NodeConfig, NodeError,
@@ -1315,6 +1315,94 @@ async fn a_leader_whose_clock_jumps_an_hour_ahead_cannot_end_leases_early() {
             "the state machine's clock stays near real time ({} ms ahead)",
             engine_now.saturating_sub(now_ms())
         );
+    })
+    .await
+    .expect("bounded");
+}
+
+/// A move task started under one leader goes on under the next, from the state every node holds:
+/// the new leader's timer takes the remaining steps, and every message goes back to its source
+/// exactly once, oldest first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_move_task_goes_on_under_the_next_leader() {
+    timeout(BOUND, async {
+        let mut cluster = Cluster::start(3, 10_000).await;
+        let leader = cluster.leader().await;
+        let node = cluster.node(leader);
+        outcome(
+            node.write(create("dlq", QueueAttributes::default()))
+                .await
+                .expect("create"),
+        );
+        let redrive = QueueAttributes {
+            redrive_policy: Some(Some(RedrivePolicyInput {
+                dead_letter_target: Some("dlq".into()),
+                max_receive_count: Some(1),
+            })),
+            ..QueueAttributes::default()
+        };
+        outcome(node.write(create("work", redrive)).await.expect("create"));
+        fill(node, "work", 40).await;
+        // A zero-length lease ends at once: each message is dead-lettered by its receive.
+        while stats(node, "work").await.visible > 0 {
+            outcome(node.write(receive("work", 10, 0)).await.expect("receive"));
+        }
+        assert_eq!(stats(node, "dlq").await.visible, 40);
+        let start = Command::StartMoveTask {
+            account: ACCOUNT.into(),
+            queue: "dlq".into(),
+            task_handle: Uuid::new_v4(),
+            task: MoveTaskInput {
+                max_messages_per_second: Some(20),
+                ..MoveTaskInput::default()
+            },
+        };
+        match outcome(node.write(start).await.expect("start")) {
+            Outcome::MoveTask(task) => assert_eq!(task.to_move, 40),
+            other => panic!("unexpected {other:?}"),
+        }
+        let task_of = |node: &Node| {
+            node.with_engine(|e| e.move_tasks(ACCOUNT, "dlq"))
+                .expect("engine")
+                .expect("tasks")
+                .remove(0)
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while task_of(node).moved < 6 {
+            assert!(Instant::now() < deadline, "the task did not start moving");
+            sleep(Duration::from_millis(20)).await;
+        }
+        cluster.stop(leader).await;
+        let new_leader = cluster.leader().await;
+        assert_ne!(new_leader, leader);
+        let node = cluster.node(new_leader);
+        let moved_before = task_of(node).moved;
+        assert!(
+            moved_before < 40,
+            "the old leader did not finish it: {moved_before}"
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let task = task_of(node);
+            if task.status != MoveTaskStatus::Running {
+                assert_eq!(task.status, MoveTaskStatus::Completed, "{task:?}");
+                assert_eq!((task.moved, task.skipped), (40, 0));
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the new leader did not go on: {task:?}"
+            );
+            sleep(Duration::from_millis(50)).await;
+        }
+        let expected: Vec<String> = (0..40).map(|i| format!("m{i}")).collect();
+        assert_eq!(
+            bodies(node, "work").await,
+            expected,
+            "each once, oldest first"
+        );
+        assert!(bodies(node, "dlq").await.is_empty());
+        cluster.converged().await;
     })
     .await
     .expect("bounded");

@@ -27,9 +27,9 @@ use tonic::{Code, Status};
 use crate::protojson;
 use crate::serving::Serving;
 
-/// One operation of the API, with the queue it names. Its input is the JSON body of the REST
-/// request, or for `ListQueues` (`prefix`), `Peek` (`limit`, `after`) and `RemoveNode` (`id`)
-/// the parameters REST puts in the query or the path.
+/// One operation of the API, with the queue it names (and the task, for `CancelMoveTask`). Its
+/// input is the JSON body of the REST request, or for `ListQueues` (`prefix`), `Peek` (`limit`,
+/// `after`) and `RemoveNode` (`id`) the parameters REST puts in the query or the path.
 #[derive(Clone, Copy, Debug)]
 pub enum Op<'q> {
     CreateQueue,
@@ -46,6 +46,9 @@ pub enum Op<'q> {
     Peek(&'q str),
     Purge(&'q str),
     Stats(&'q str),
+    StartMoveTask(&'q str),
+    MoveTasks(&'q str),
+    CancelMoveTask(&'q str, &'q str),
     Cluster,
     AddNode,
     RemoveNode,
@@ -53,11 +56,14 @@ pub enum Op<'q> {
 }
 
 /// The HTTP status and the gRPC code that answer each of the spec's error codes.
-const STATUSES: [(&str, u16, Code); 12] = [
+const STATUSES: [(&str, u16, Code); 15] = [
     ("invalid_argument", 400, Code::InvalidArgument),
     ("unauthenticated", 401, Code::Unauthenticated),
     ("permission_denied", 403, Code::PermissionDenied),
     ("queue_not_found", 404, Code::NotFound),
+    ("move_task_not_found", 404, Code::NotFound),
+    ("move_task_running", 409, Code::FailedPrecondition),
+    ("move_task_not_running", 409, Code::FailedPrecondition),
     ("not_found", 404, Code::Unimplemented),
     ("method_not_allowed", 405, Code::Unimplemented),
     ("queue_exists", 409, Code::AlreadyExists),
@@ -401,6 +407,12 @@ impl Rest {
             }
             Op::Purge(q) => (Method::POST, queue(q, "/purge"), no_input(input)),
             Op::Stats(q) => (Method::GET, queue(q, "/stats"), no_input(input)),
+            Op::StartMoveTask(q) => (Method::POST, queue(q, "/move_tasks"), input),
+            Op::MoveTasks(q) => (Method::GET, queue(q, "/move_tasks"), no_input(input)),
+            Op::CancelMoveTask(q, task) => {
+                let path = queue(q, &format!("/move_tasks/{}/cancel", enc(task)));
+                (Method::POST, path, no_input(input))
+            }
             Op::Cluster => (Method::GET, "/v1/cluster".into(), no_input(input)),
             Op::AddNode => (Method::POST, "/v1/cluster/nodes".into(), input),
             Op::RemoveNode => {
@@ -412,7 +424,7 @@ impl Rest {
         let reply = self.request(method, &path, body).await;
         if (200..300).contains(&reply.status) {
             let expected = match op {
-                Op::CreateQueue => 201,
+                Op::CreateQueue | Op::StartMoveTask(_) => 201,
                 Op::DeleteQueue(_) | Op::Purge(_) => 204,
                 _ => 200,
             };

@@ -182,6 +182,63 @@ fn the_cli_drives_a_queue_end_to_end() {
     );
 }
 
+/// `raftq dlq move | tasks | cancel`: a dry run counts a dead-letter queue's messages, a task
+/// moves them back, the list shows both, and refusals come back as errors.
+#[test]
+fn the_cli_moves_a_dead_letter_queue_back() {
+    let dir = TempDir::new().expect("temp dir");
+    let server = serve(dir.path());
+    ok(&server, &["queue", "create", "dlq"]);
+    let with_dlq = [
+        "queue",
+        "create",
+        "work",
+        "--dead-letter-target",
+        "dlq",
+        "--max-receive-count",
+        "1",
+    ];
+    ok(&server, &with_dlq);
+    for body in ["m0", "m1", "m2"] {
+        ok(&server, &["send", "work", body]);
+    }
+    ok(&server, &["receive", "work", "--max", "10", "--lease", "0"]);
+    assert_eq!(ok(&server, &["stats", "dlq"])["visible"], 3);
+
+    let dry = ok(&server, &["dlq", "move", "dlq", "--dry-run"]);
+    assert_eq!(
+        (dry["status"].as_str(), dry["to_move"].as_u64()),
+        (Some("completed"), Some(3))
+    );
+    let task = ok(&server, &["dlq", "move", "dlq", "--rate", "100"]);
+    let handle = task["task_handle"].as_str().expect("task_handle");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let tasks = loop {
+        let tasks = ok(&server, &["dlq", "tasks", "dlq"]);
+        if tasks["tasks"][0]["status"] == "completed" {
+            break tasks;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the task did not complete: {tasks}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(tasks["tasks"][0]["task_handle"], handle);
+    assert_eq!(tasks["tasks"][0]["moved"], 3);
+    assert_eq!(tasks["tasks"][1]["dry_run"], true);
+    assert_eq!(ok(&server, &["stats", "work"])["visible"], 3);
+    assert_eq!(ok(&server, &["stats", "dlq"])["visible"], 0);
+
+    let err = cli(&server, &["dlq", "cancel", "dlq", handle]).expect_err("it has ended");
+    assert!(err.contains("move_task_not_running"), "{err}");
+    let err = cli(&server, &["dlq", "move", "dlq", "--destination", "nope"]).expect_err("refused");
+    assert!(
+        err.contains("invalid_argument") && err.contains("destination"),
+        "{err}"
+    );
+}
+
 /// Waits (at most 10 s) until `raftq --key KEY queue list` succeeds (`works`) or fails.
 fn key_comes_to(server: &Server, key: &str, works: bool) {
     let deadline = Instant::now() + Duration::from_secs(10);

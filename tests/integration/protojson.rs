@@ -9,7 +9,7 @@
 //! null` are `clear_redrive_policy` and `clear_retry_backoff`. On the way back, fields protobuf
 //! leaves out are left out of the JSON where REST leaves them out too, and are `null` where
 //! REST always writes them (`redrive_policy`, `retry_backoff`, `first_received_at`,
-//! `next_after`, `leader`).
+//! `next_after`, `leader`, a move task's `destination` and `filter`).
 
 use std::collections::BTreeMap;
 
@@ -129,6 +129,28 @@ pub async fn call(mut c: Client, op: Op<'_>, input: Value) -> Result<Value, Stat
                 "largest_tenant_in_flight": s.largest_tenant_in_flight,
             })
         }
+        Op::StartMoveTask(q) => {
+            let request = Input::read(input, |i| pb::StartMoveTaskRequest {
+                queue: q.into(),
+                destination: i.text("destination"),
+                max_messages_per_second: i.int("max_messages_per_second"),
+                filter: i.take("filter").map(move_filter_input),
+                dry_run: i.opt("dry_run", Value::as_bool).unwrap_or_default(),
+            });
+            move_task(&c.start_move_task(request).await?.into_inner())
+        }
+        Op::MoveTasks(q) => {
+            let request = Input::read(input, |_| pb::ListMoveTasksRequest { queue: q.into() });
+            let list = c.list_move_tasks(request).await?.into_inner();
+            json!({"tasks": list.tasks.iter().map(move_task).collect::<Vec<_>>()})
+        }
+        Op::CancelMoveTask(q, task) => {
+            let request = Input::read(input, |_| pb::CancelMoveTaskRequest {
+                queue: q.into(),
+                task_handle: task.into(),
+            });
+            move_task(&c.cancel_move_task(request).await?.into_inner())
+        }
         Op::Cluster => {
             let request = Input::read(input, |_| pb::GetClusterRequest {});
             cluster(c.get_cluster(request).await?.into_inner())
@@ -237,6 +259,14 @@ fn retry_backoff(backoff: Value) -> pb::RetryBackoffInput {
         initial_seconds: b.int("initial_seconds"),
         max_seconds: b.int("max_seconds"),
         multiplier: b.opt("multiplier", Value::as_f64),
+    })
+}
+
+fn move_filter_input(filter: Value) -> pb::MoveFilter {
+    Input::read(filter, |f| pb::MoveFilter {
+        message_ids: f.strings("message_ids"),
+        moved_since: f.text("moved_since"),
+        moved_before: f.text("moved_before"),
     })
 }
 
@@ -423,6 +453,42 @@ fn message(m: &pb::Message) -> Value {
             ("moved_at", text(&m.moved_at)),
             ("state", state),
             ("visible_at", text(&m.visible_at)),
+        ],
+    )
+}
+
+/// A move task; its status as REST writes it (`running`...), its filter's times and the end
+/// only where they are given.
+fn move_task(t: &pb::MoveTask) -> Value {
+    let status = pb::MoveTaskStatus::try_from(t.status).expect("a known status");
+    let status = status.as_str_name().strip_prefix("MOVE_TASK_STATUS_");
+    let text = |value: &Option<String>| value.clone().map(Value::from);
+    let filter = t.filter.as_ref().map(|f| {
+        with_optional(
+            json!({"message_ids": f.message_ids}),
+            [
+                ("moved_since", text(&f.moved_since)),
+                ("moved_before", text(&f.moved_before)),
+            ],
+        )
+    });
+    with_optional(
+        json!({
+            "task_handle": t.task_handle,
+            "status": status.expect("a status name").to_lowercase(),
+            "source": t.source.as_ref().map(queue_ref),
+            "destination": t.destination.as_ref().map(queue_ref),
+            "max_messages_per_second": t.max_messages_per_second,
+            "filter": filter,
+            "dry_run": t.dry_run,
+            "started_at": t.started_at,
+            "to_move": t.to_move,
+            "moved": t.moved,
+            "skipped": t.skipped,
+        }),
+        [
+            ("ended_at", text(&t.ended_at)),
+            ("failure_reason", text(&t.failure_reason)),
         ],
     )
 }

@@ -9,9 +9,10 @@
 //! | `unauthenticated` | 401 | `UNAUTHENTICATED` | a missing or unknown API key |
 //! | `permission_denied` | 403 | `PERMISSION_DENIED` | a cluster operation with a key that is not an admin's |
 //! | `queue_not_found` | 404 | `NOT_FOUND` | [`EngineError::QueueNotFound`] (also another account's queue) |
+//! | `move_task_not_found` | 404 | `NOT_FOUND` | [`EngineError::MoveTaskNotFound`] |
 //! | `not_found`, `method_not_allowed` | 404, 405 | `UNIMPLEMENTED` | a path or method the API does not have |
 //! | `queue_exists` | 409 | `ALREADY_EXISTS` | [`EngineError::QueueExists`] |
-//! | `queue_in_use`, `lease_expired` | 409 | `FAILED_PRECONDITION` | the engine's errors of those names |
+//! | `queue_in_use`, `lease_expired`, `move_task_running`, `move_task_not_running` | 409 | `FAILED_PRECONDITION` | the engine's errors of those names |
 //! | `membership_conflict` | 409 | `FAILED_PRECONDITION` | a membership change that the cluster's state refuses ([`ChangeError`]) |
 //! | `message_too_large` | 413 | `RESOURCE_EXHAUSTED` | [`EngineError::MessageTooLarge`], a request body over the limit |
 //! | `too_many_requests` | 429 | `RESOURCE_EXHAUSTED` | a request over a rate or long-poll limit (`throttle`), with `Retry-After` |
@@ -129,10 +130,14 @@ impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> ApiError {
         let status = match &e {
             EngineError::InvalidArgument { .. } => StatusCode::BAD_REQUEST,
-            EngineError::QueueNotFound(_) => StatusCode::NOT_FOUND,
+            EngineError::QueueNotFound(_) | EngineError::MoveTaskNotFound(_) => {
+                StatusCode::NOT_FOUND
+            }
             EngineError::QueueExists(_)
             | EngineError::QueueInUse { .. }
-            | EngineError::LeaseExpired => StatusCode::CONFLICT,
+            | EngineError::LeaseExpired
+            | EngineError::MoveTaskRunning(_)
+            | EngineError::MoveTaskNotRunning(_) => StatusCode::CONFLICT,
             EngineError::MessageTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         };
         let sources = match &e {
@@ -197,10 +202,14 @@ impl ApiError {
             "invalid_argument" => Code::InvalidArgument,
             "unauthenticated" => Code::Unauthenticated,
             "permission_denied" => Code::PermissionDenied,
-            "queue_not_found" => Code::NotFound,
+            "queue_not_found" | "move_task_not_found" => Code::NotFound,
             "not_found" | "method_not_allowed" => Code::Unimplemented,
             "queue_exists" => Code::AlreadyExists,
-            "queue_in_use" | "lease_expired" | "membership_conflict" => Code::FailedPrecondition,
+            "queue_in_use"
+            | "lease_expired"
+            | "move_task_running"
+            | "move_task_not_running"
+            | "membership_conflict" => Code::FailedPrecondition,
             "message_too_large" | "too_many_requests" => Code::ResourceExhausted,
             "unavailable" => Code::Unavailable,
             _ => Code::Internal,
@@ -283,6 +292,21 @@ mod tests {
                 "queue_in_use",
             ),
             (EngineError::LeaseExpired, 409, "lease_expired"),
+            (
+                EngineError::MoveTaskNotFound("t".into()),
+                404,
+                "move_task_not_found",
+            ),
+            (
+                EngineError::MoveTaskRunning("t".into()),
+                409,
+                "move_task_running",
+            ),
+            (
+                EngineError::MoveTaskNotRunning("completed".into()),
+                409,
+                "move_task_not_running",
+            ),
             (
                 EngineError::MessageTooLarge {
                     field: "body".into(),
@@ -376,6 +400,18 @@ mod tests {
                 Code::FailedPrecondition,
             ),
             (EngineError::LeaseExpired.into(), Code::FailedPrecondition),
+            (
+                EngineError::MoveTaskNotFound("t".into()).into(),
+                Code::NotFound,
+            ),
+            (
+                EngineError::MoveTaskRunning("t".into()).into(),
+                Code::FailedPrecondition,
+            ),
+            (
+                EngineError::MoveTaskNotRunning("cancelled".into()).into(),
+                Code::FailedPrecondition,
+            ),
             (ApiError::body_too_large(1), Code::ResourceExhausted),
             (NodeError::NotLeader(None).into(), Code::Unavailable),
             (ApiError::internal("disk"), Code::Internal),

@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 
 use raftq_engine::{
-    AckResult, BatchResult, Delivery, MessageMeta, MessageState, Millis, Payload, QueueRef,
-    QueueView, SendResult,
+    AckResult, BatchResult, Delivery, MessageMeta, MessageState, Millis, MoveTaskStatus,
+    MoveTaskView, Payload, QueueRef, QueueView, SendResult,
 };
 use serde::Serialize;
 use time::macros::format_description;
@@ -335,6 +335,92 @@ impl LeaseChanged {
         LeaseChanged {
             receipt: change.receipt,
             lease_expires_at: rfc3339(change.lease_expires_at),
+        }
+    }
+}
+
+/// A message move task.
+#[derive(Serialize, ToSchema)]
+pub struct MoveTask<'a> {
+    /// Names the task in a cancel.
+    pub task_handle: Uuid,
+    #[schema(schema_with = schemas::move_task_status)]
+    pub status: MoveTaskStatus,
+    /// The queue the messages leave.
+    #[schema(value_type = schemas::QueueRef)]
+    pub source: &'a QueueRef,
+    /// Where the messages go; `null`: each back to its own `dead_letter_source`.
+    #[schema(value_type = Option<schemas::QueueRef>, required = true)]
+    pub destination: Option<&'a QueueRef>,
+    pub max_messages_per_second: u32,
+    #[schema(required = true)]
+    pub filter: Option<MoveFilter>,
+    /// A dry run only counts (`to_move`) and moves nothing.
+    pub dry_run: bool,
+    #[schema(format = DateTime)]
+    pub started_at: String,
+    /// When the task completed, was cancelled or failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
+    pub ended_at: Option<String>,
+    /// The messages that could move when the task started.
+    pub to_move: u64,
+    pub moved: u64,
+    /// Messages the task reached but left in place: leased by a consumer, or without a
+    /// `dead_letter_source` to go back to.
+    pub skipped: u64,
+    /// Why a failed task failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_reason: Option<&'a str>,
+}
+
+/// The messages a move task takes: those with one of `message_ids` (when any are given) and
+/// moved to the queue from `moved_since` (inclusive) to `moved_before` (exclusive), when given.
+#[derive(Serialize, ToSchema)]
+pub struct MoveFilter {
+    pub message_ids: Vec<Uuid>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
+    pub moved_since: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
+    pub moved_before: Option<String>,
+}
+
+impl<'a> MoveTask<'a> {
+    pub fn new(task: &'a MoveTaskView) -> MoveTask<'a> {
+        MoveTask {
+            task_handle: task.task_handle,
+            status: task.status,
+            source: &task.source,
+            destination: task.destination.as_ref(),
+            max_messages_per_second: task.max_messages_per_second,
+            filter: task.filter.as_ref().map(|f| MoveFilter {
+                message_ids: f.message_ids.clone(),
+                moved_since: f.moved_since.map(rfc3339),
+                moved_before: f.moved_before.map(rfc3339),
+            }),
+            dry_run: task.dry_run,
+            started_at: rfc3339(task.started_at),
+            ended_at: task.ended_at.map(rfc3339),
+            to_move: task.to_move,
+            moved: task.moved,
+            skipped: task.skipped,
+            failure_reason: task.failure_reason.as_deref(),
+        }
+    }
+}
+
+/// `{"tasks": [...]}`: a queue's last move tasks, the newest first.
+#[derive(Serialize, ToSchema)]
+pub struct MoveTaskList<'a> {
+    pub tasks: Vec<MoveTask<'a>>,
+}
+
+impl<'a> MoveTaskList<'a> {
+    pub fn new(tasks: &'a [MoveTaskView]) -> MoveTaskList<'a> {
+        MoveTaskList {
+            tasks: tasks.iter().map(MoveTask::new).collect(),
         }
     }
 }

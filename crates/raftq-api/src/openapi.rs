@@ -50,6 +50,7 @@ pub use crate::schemas::{permission, queue_reference, queue_type, ErrorBody, Que
         (name = "queues", description = "Create, read, change and delete queues"),
         (name = "messages", description = "Send, peek and purge messages"),
         (name = "leases", description = "Receive messages, acknowledge them, change their leases"),
+        (name = "move_tasks", description = "Move a queue's messages, paced, back to their dead-letter sources or to another queue"),
         (name = "cluster", description = "Cluster status and membership, liveness, metrics and this document"),
     )
 )]

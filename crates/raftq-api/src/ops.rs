@@ -1,8 +1,10 @@
-//! The operations of SPEC.md §3, independent of the wire format. Both front ends decode a
-//! request into the plain values taken here (REST from JSON in `routes`, gRPC from protobuf in
-//! `grpc`), and render the answer through the shapes of `json`; everything in between is here,
-//! once: the checks that need no state (run before anything is proposed), defaults, the command
-//! or query, and the reading of its outcome. So REST and gRPC share every rule and every error.
+//! The operations of SPEC.md §3 and the message move tasks (start, cancel and list, which the
+//! SQS actions StartMessageMoveTask, CancelMessageMoveTask and ListMessageMoveTasks map to),
+//! independent of the wire format. Both front ends decode a request into the plain values taken
+//! here (REST from JSON in `routes`, gRPC from protobuf in `grpc`), and render the answer
+//! through the shapes of `json`; everything in between is here, once: the checks that need no
+//! state (run before anything is proposed), defaults, the command or query, and the reading of
+//! its outcome. So REST and gRPC share every rule and every error.
 //!
 //! Field names in errors are the JSON/protobuf field names (they are the same), JSON-path style:
 //! `redrive_policy.max_receive_count`, `entries[1].id`. Checks that need the queue (its own size
@@ -14,10 +16,12 @@ use std::time::Duration;
 use raftq_engine::model::{limits, AccountSummary, QueueConfig};
 use raftq_engine::{
     validate, AckResult, BatchEntry, BatchResult, Command, EngineError, MessageMeta, Millis,
-    NewMessage, Outcome, Payload, QueueAttributes, QueueRef, QueueStats, QueueType, QueueView,
-    SendResult,
+    MoveFilter, MoveTaskInput, MoveTaskView, NewMessage, Outcome, Payload, QueueAttributes,
+    QueueRef, QueueStats, QueueType, QueueView, SendResult,
 };
 use raftq_node::{Change, Query, QueryResult};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::error::ApiError;
@@ -65,6 +69,82 @@ pub struct ReceiveOptions {
 pub struct LeaseChange {
     pub receipt: String,
     pub lease_expires_at: Millis,
+}
+
+/// A message move task as a client asks for it (the SQS action StartMessageMoveTask, and more).
+#[derive(Default)]
+pub struct MoveTaskRequest {
+    /// A queue of the same type; `None`: each message goes back to its dead-letter source.
+    pub destination: Option<String>,
+    /// 1–500, default 500.
+    pub max_messages_per_second: Option<i64>,
+    pub filter: Option<MoveFilterRequest>,
+    /// Only count the messages that would move.
+    pub dry_run: bool,
+}
+
+/// A move task's filter as a client writes it: message IDs, and RFC 3339 times bounding when
+/// the messages were moved to the queue (`moved_since` inclusive, `moved_before` exclusive).
+#[derive(Default)]
+pub struct MoveFilterRequest {
+    pub message_ids: Vec<String>,
+    pub moved_since: Option<String>,
+    pub moved_before: Option<String>,
+}
+
+impl MoveFilterRequest {
+    /// The filter with its IDs and times read, or `None` when it names nothing.
+    fn checked(self) -> Result<Option<MoveFilter>, ApiError> {
+        let message_ids = self
+            .message_ids
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                Uuid::parse_str(text).map_err(|_| {
+                    ApiError::invalid(
+                        format!("filter.message_ids[{i}]"),
+                        "is not a message ID (a UUID)",
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let moved_since = time_field("filter.moved_since", self.moved_since)?;
+        let moved_before = time_field("filter.moved_before", self.moved_before)?;
+        if message_ids.is_empty() && moved_since.is_none() && moved_before.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(MoveFilter {
+            message_ids,
+            storage_keys: Vec::new(),
+            moved_since,
+            moved_before,
+        }))
+    }
+}
+
+/// An RFC 3339 time of a request, as milliseconds since the Unix epoch.
+fn time_field(field: &str, text: Option<String>) -> Result<Option<Millis>, ApiError> {
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    let millis = OffsetDateTime::parse(&text, &Rfc3339)
+        .ok()
+        .and_then(|t| Millis::try_from(t.unix_timestamp_nanos() / 1_000_000).ok())
+        .ok_or_else(|| {
+            ApiError::invalid(
+                field,
+                "must be an RFC 3339 time after 1970 (2024-05-01T12:00:00Z)",
+            )
+        })?;
+    Ok(Some(millis))
+}
+
+/// The task of a move task outcome.
+fn move_task_view(outcome: Outcome) -> Option<Box<MoveTaskView>> {
+    match outcome {
+        Outcome::MoveTask(view) => Some(view),
+        _ => None,
+    }
 }
 
 impl MessageInput {
@@ -404,6 +484,77 @@ impl Shared {
     pub async fn purge(&self, account: String, queue: String) -> Result<(), ApiError> {
         self.write_for(Command::Purge { account, queue }, |o| {
             matches!(o, Outcome::Purged).then_some(())
+        })
+        .await
+    }
+
+    /// Starts a message move task on `queue` (SQS StartMessageMoveTask): its messages go, paced,
+    /// to `destination` or each back to its dead-letter source. A filter that names message IDs
+    /// is resolved to the messages' storage keys first, by a read of the queue's payloads.
+    pub async fn start_move_task(
+        &self,
+        account: String,
+        queue: String,
+        request: MoveTaskRequest,
+    ) -> Result<Box<MoveTaskView>, ApiError> {
+        let filter = match request.filter {
+            Some(filter) => filter.checked()?,
+            None => None,
+        };
+        let mut task = MoveTaskInput {
+            destination: request.destination,
+            max_messages_per_second: request.max_messages_per_second,
+            filter,
+            dry_run: request.dry_run,
+        };
+        validate::move_task(&task)?;
+        if let Some(f) = task.filter.as_mut().filter(|f| !f.message_ids.is_empty()) {
+            let query = Query::StorageKeys {
+                account: account.clone(),
+                queue: queue.clone(),
+                message_ids: f.message_ids.clone(),
+            };
+            f.storage_keys = self
+                .read_for(query, |r| match r {
+                    QueryResult::StorageKeys(keys) => Some(keys),
+                    _ => None,
+                })
+                .await?;
+        }
+        let command = Command::StartMoveTask {
+            account,
+            queue,
+            task_handle: Uuid::new_v4(),
+            task,
+        };
+        self.write_for(command, move_task_view).await
+    }
+
+    /// Cancels a running move task (SQS CancelMessageMoveTask), found by its handle among the
+    /// account's queues, or among those of `queue` when given; answers the task as cancelled.
+    pub async fn cancel_move_task(
+        &self,
+        account: String,
+        queue: Option<String>,
+        task_handle: String,
+    ) -> Result<Box<MoveTaskView>, ApiError> {
+        let command = Command::CancelMoveTask {
+            account,
+            queue,
+            task_handle,
+        };
+        self.write_for(command, move_task_view).await
+    }
+
+    /// The last 10 move tasks of `queue`, the newest first (SQS ListMessageMoveTasks).
+    pub async fn list_move_tasks(
+        &self,
+        account: String,
+        queue: String,
+    ) -> Result<Vec<MoveTaskView>, ApiError> {
+        self.read_for(Query::MoveTasks { account, queue }, |r| match r {
+            QueryResult::MoveTasks(tasks) => Some(tasks),
+            _ => None,
         })
         .await
     }

@@ -20,9 +20,9 @@ pub struct ErrorBody {
 #[derive(Serialize, ToSchema)]
 pub struct Error {
     /// `invalid_argument`, `unauthenticated`, `permission_denied`, `queue_not_found`,
-    /// `not_found`, `method_not_allowed`, `queue_exists`, `queue_in_use`, `lease_expired`,
-    /// `membership_conflict`, `message_too_large`, `too_many_requests`, `unavailable` or
-    /// `internal`.
+    /// `move_task_not_found`, `not_found`, `method_not_allowed`, `queue_exists`, `queue_in_use`,
+    /// `lease_expired`, `move_task_running`, `move_task_not_running`, `membership_conflict`,
+    /// `message_too_large`, `too_many_requests`, `unavailable` or `internal`.
     code: String,
     /// What went wrong; for `invalid_argument`, `<field>: <rule>`.
     message: String,
@@ -68,6 +68,9 @@ pub struct QueueStats {
 /// The states a peeked message can be in, as the engine's `MessageState` serializes them.
 pub(crate) const MESSAGE_STATES: &[&str] = &["visible", "leased", "delayed", "pending_redrive"];
 
+/// The states of a move task, as the engine's `MoveTaskStatus` serializes them.
+pub(crate) const MOVE_TASK_STATUSES: &[&str] = &["running", "completed", "cancelled", "failed"];
+
 /// The permissions of a redrive allow policy.
 pub(crate) const PERMISSIONS: &[&str] = &["allow_all", "deny_all", "by_queue"];
 
@@ -86,6 +89,11 @@ pub fn queue_type() -> ObjectBuilder {
 /// Schema of a peeked message's state.
 pub fn message_state() -> ObjectBuilder {
     one_of_strings(MESSAGE_STATES)
+}
+
+/// Schema of a move task's status.
+pub fn move_task_status() -> ObjectBuilder {
+    one_of_strings(MOVE_TASK_STATUSES)
 }
 
 /// Schema of a redrive allow policy's permission.
@@ -120,7 +128,7 @@ mod tests {
     #[test]
     fn mirrors_serialize_as_the_engine_types() {
         use raftq_engine::model::RedrivePolicyView;
-        use raftq_engine::{EngineError, MessageState};
+        use raftq_engine::{EngineError, MessageState, MoveTaskStatus};
 
         let id = Uuid::from_u128(7);
         let crn = raftq_engine::model::crn("local", "dev", id);
@@ -194,5 +202,22 @@ mod tests {
         ]
         .map(|state| json(listed(state)));
         assert_eq!(states.as_slice(), MESSAGE_STATES);
+        let listed = |status: MoveTaskStatus| match status {
+            MoveTaskStatus::Running
+            | MoveTaskStatus::Completed
+            | MoveTaskStatus::Cancelled
+            | MoveTaskStatus::Failed => status,
+        };
+        let statuses = [
+            MoveTaskStatus::Running,
+            MoveTaskStatus::Completed,
+            MoveTaskStatus::Cancelled,
+            MoveTaskStatus::Failed,
+        ]
+        .map(|status| {
+            assert_eq!(json(listed(status)), json(status.as_str()));
+            json(status)
+        });
+        assert_eq!(statuses.as_slice(), MOVE_TASK_STATUSES);
     }
 }

@@ -233,6 +233,40 @@ impl Client {
         .await
     }
 
+    /// Starts a message move task on `queue`; `task` holds the optional `destination`,
+    /// `max_messages_per_second`, `filter` and `dry_run`.
+    pub async fn start_move_task(&self, queue: &str, task: &Value) -> Result<Value> {
+        self.call(
+            Method::POST,
+            &["v1", "queues", queue, "move_tasks"],
+            &[],
+            Some(task),
+        )
+        .await
+    }
+
+    /// The last move tasks of `queue`, the newest first.
+    pub async fn move_tasks(&self, queue: &str) -> Result<Value> {
+        self.call(
+            Method::GET,
+            &["v1", "queues", queue, "move_tasks"],
+            &[],
+            None,
+        )
+        .await
+    }
+
+    /// Cancels the running move task `task` of `queue`.
+    pub async fn cancel_move_task(&self, queue: &str, task: &str) -> Result<Value> {
+        self.call(
+            Method::POST,
+            &["v1", "queues", queue, "move_tasks", task, "cancel"],
+            &[],
+            None,
+        )
+        .await
+    }
+
     /// Sends one message; `message` holds `body` and the optional send fields.
     pub async fn send(&self, queue: &str, message: &Value) -> Result<Value> {
         self.call(

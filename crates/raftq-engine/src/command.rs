@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::error::EngineError;
-use crate::model::{MessageState, Millis, QueueRef, QueueView};
+use crate::model::{MessageState, Millis, MoveFilter, MoveTaskView, QueueRef, QueueView};
 
 /// One Raft log entry's payload: the leader's clock reading and the command.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -69,9 +69,37 @@ pub enum Command {
         account: String,
         queue: String,
     },
-    /// Advances time only: expires leases and messages, moves messages to dead-letter queues and
-    /// prunes deduplication records that are due.
+    /// Advances time only: expires leases and messages, moves messages to dead-letter queues,
+    /// prunes deduplication records and takes the steps of move tasks that are due.
     Tick,
+    /// Starts a task that moves the messages of a queue (a dead-letter queue, typically) back to
+    /// their dead-letter sources or to a destination, paced, over the following ticks.
+    StartMoveTask {
+        account: String,
+        queue: String,
+        /// Stamped by the proposer; becomes the task's handle.
+        task_handle: Uuid,
+        task: MoveTaskInput,
+    },
+    /// Cancels a running move task, found by its handle among the account's queues (or among
+    /// those of `queue` when given).
+    CancelMoveTask {
+        account: String,
+        queue: Option<String>,
+        task_handle: String,
+    },
+}
+
+/// A move task as a client asks for it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct MoveTaskInput {
+    /// A queue of the same type; `None`: each message back to its own dead-letter source.
+    pub destination: Option<String>,
+    /// 1–500; default 500.
+    pub max_messages_per_second: Option<i64>,
+    pub filter: Option<MoveFilter>,
+    /// Only count the messages that would move.
+    pub dry_run: bool,
 }
 
 /// Optional queue settings, for create and patch.
@@ -182,6 +210,7 @@ pub enum Outcome {
     },
     Purged,
     Ticked,
+    MoveTask(Box<MoveTaskView>),
 }
 
 /// The answer to one send.

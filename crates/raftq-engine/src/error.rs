@@ -28,6 +28,15 @@ pub enum EngineError {
         "{field}: the message is {size} bytes, more than the queue's max_message_bytes of {max}"
     )]
     MessageTooLarge { field: String, size: u64, max: u64 },
+    /// No move task of the account (or of the queue named) has this handle.
+    #[error("move task not found: {0}")]
+    MoveTaskNotFound(String),
+    /// The queue already has a running move task; one runs at a time.
+    #[error("the queue already has a running move task, {0}; cancel it or wait for it to end")]
+    MoveTaskRunning(String),
+    /// The move task has ended (completed, cancelled or failed) and cannot be cancelled.
+    #[error("the move task has ended ({0}); only a running task can be cancelled")]
+    MoveTaskNotRunning(String),
 }
 
 fn names(sources: &[QueueRef]) -> String {
@@ -56,6 +65,9 @@ impl EngineError {
             EngineError::QueueInUse { .. } => "queue_in_use",
             EngineError::LeaseExpired => "lease_expired",
             EngineError::MessageTooLarge { .. } => "message_too_large",
+            EngineError::MoveTaskNotFound(_) => "move_task_not_found",
+            EngineError::MoveTaskRunning(_) => "move_task_running",
+            EngineError::MoveTaskNotRunning(_) => "move_task_not_running",
         }
     }
 

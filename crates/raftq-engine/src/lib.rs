@@ -8,9 +8,10 @@
 //!
 //! ## Time
 //! Every entry first advances the engine's clock to `max(clock, entry.now)`, so time never goes
-//! backwards, and fires every timer that is due: lease ends, delay ends, retention expiry and
-//! deduplication pruning. A leader-only timer proposes [`Command::Tick`] at [`Engine::next_due`]
-//! so that these happen without traffic. Applying a tick twice, or late, changes nothing more.
+//! backwards, and fires every timer that is due: lease ends, delay ends, retention expiry,
+//! deduplication pruning and the paced steps of message move tasks. A leader-only timer
+//! proposes [`Command::Tick`] at [`Engine::next_due`] so that these happen without traffic.
+//! Applying a tick twice, or late, changes nothing more.
 //!
 //! ## The boundary with the store
 //! Message bodies, attributes, IDs and `sent_at` never change after a send; they form the
@@ -37,6 +38,7 @@ pub mod error;
 mod interned;
 pub mod legacy;
 pub mod model;
+mod move_task;
 mod queue;
 pub mod receipt;
 pub mod rows;
@@ -44,12 +46,13 @@ pub mod validate;
 
 pub use command::{
     AckResult, AllowPolicyInput, BatchEntry, BatchResult, Command, Delivery, Entry, MessageMeta,
-    NewMessage, Outcome, Payload, QueueAttributes, RedrivePolicyInput, RetryBackoffInput,
-    SendResult,
+    MoveTaskInput, NewMessage, Outcome, Payload, QueueAttributes, RedrivePolicyInput,
+    RetryBackoffInput, SendResult,
 };
 pub use engine::{Applied, Engine, RECLAIM_PER_TICK};
 pub use error::EngineError;
 pub use model::{
-    MessageState, Millis, QueueGauges, QueueRef, QueueStats, QueueType, QueueView, RetryBackoff,
+    MessageState, Millis, MoveFilter, MoveTaskStatus, MoveTaskView, QueueGauges, QueueRef,
+    QueueStats, QueueType, QueueView, RetryBackoff,
 };
 pub use rows::{Changes, PayloadOp, RowKey};

@@ -37,6 +37,13 @@ pub mod limits {
     pub const BACKOFF_MAX_SECONDS_MAX: i64 = 43_200;
     pub const BACKOFF_MULTIPLIER_MIN: f64 = 1.0;
     pub const BACKOFF_MULTIPLIER_MAX: f64 = 10.0;
+    /// A move task's pace when it asks for none, and the fastest it may ask for.
+    pub const MOVE_RATE_DEFAULT: u32 = 500;
+    pub const MOVE_RATE_MAX: i64 = 500;
+    /// The most message IDs a move task's filter names.
+    pub const MOVE_FILTER_IDS_MAX: usize = 100;
+    /// The move tasks of a queue that are kept (and listed), the newest first.
+    pub const MOVE_TASKS_KEPT: usize = 10;
 }
 
 /// `standard` or `fifo`; a queue is FIFO exactly when its name ends in `.fifo`.
@@ -251,6 +258,63 @@ pub enum MessageState {
     Leased,
     Delayed,
     PendingRedrive,
+}
+
+/// Where a message move task is: it runs until it has gone through its messages (completed),
+/// is cancelled, or fails (its destination, or a message's dead-letter source, was deleted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MoveTaskStatus {
+    Running,
+    Completed,
+    Cancelled,
+    Failed,
+}
+
+impl MoveTaskStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MoveTaskStatus::Running => "running",
+            MoveTaskStatus::Completed => "completed",
+            MoveTaskStatus::Cancelled => "cancelled",
+            MoveTaskStatus::Failed => "failed",
+        }
+    }
+}
+
+/// Which messages of its queue a move task takes: those with one of `message_ids` (when any
+/// are named) and moved to the queue within `[moved_since, moved_before)` (when either bound
+/// is given). `storage_keys` are the named messages' storage keys, which the proposer looked
+/// up (the engine keeps no message IDs); an ID that named no message of the queue has none.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct MoveFilter {
+    pub message_ids: Vec<Uuid>,
+    pub storage_keys: Vec<u64>,
+    pub moved_since: Option<Millis>,
+    pub moved_before: Option<Millis>,
+}
+
+/// A message move task as the API returns it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MoveTaskView {
+    pub task_handle: Uuid,
+    pub status: MoveTaskStatus,
+    /// The queue the messages leave.
+    pub source: QueueRef,
+    /// Where they go; `None`: each message back to its own dead-letter source.
+    pub destination: Option<QueueRef>,
+    pub max_messages_per_second: u32,
+    pub filter: Option<MoveFilter>,
+    pub dry_run: bool,
+    pub started_at: Millis,
+    pub ended_at: Option<Millis>,
+    /// The messages that could move when the task started.
+    pub to_move: u64,
+    pub moved: u64,
+    /// Messages the task reached but left in place: leased by a consumer, or without a
+    /// dead-letter source to go back to.
+    pub skipped: u64,
+    pub failure_reason: Option<String>,
 }
 
 /// Queue counters as `GET .../stats` returns them.

@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use crate::interned::Interned;
 use crate::model::{Millis, QueueConfig, QueueName, QueueType};
+use crate::move_task::MoveTask;
 use crate::rows::{Changes, RowKey};
 
 /// The group number of a message not in a FIFO group or tenant: before [`Queue::insert`] gives it
@@ -75,6 +76,8 @@ pub(crate) enum Timer {
     Retention(u32),
     /// The queue's oldest deduplication record may have left the window.
     Dedup(u32),
+    /// The queue's running move task may take its next step.
+    MoveTask(u32),
 }
 
 /// Deduplication records are pruned at whole seconds: the records of a queue that leave the
@@ -428,8 +431,11 @@ pub(crate) struct Queue {
     pub sources: BTreeSet<u32>,
     /// Messages redrive has moved out of this queue to its dead-letter queue, ever.
     pub dead_lettered: u64,
+    /// The queue's last move tasks, the newest (the only one that may be running) first.
+    pub move_tasks: VecDeque<MoveTask>,
     retention_timer: Option<Millis>,
     dedup_timer: Option<Millis>,
+    move_timer: Option<Millis>,
 }
 
 impl Queue {
@@ -456,8 +462,10 @@ impl Queue {
             dedup_order: VecDeque::new(),
             sources: BTreeSet::new(),
             dead_lettered: 0,
+            move_tasks: VecDeque::new(),
             retention_timer: None,
             dedup_timer: None,
+            move_timer: None,
         }
     }
 
@@ -690,6 +698,29 @@ impl Queue {
             self.arm_dedup_timer(context, expires);
         }
         self.schedule_retention(context);
+        self.arm_move_timer(context);
+    }
+
+    /// The running move task, if any.
+    pub(crate) fn running_task(&mut self) -> Option<&mut MoveTask> {
+        self.move_tasks.front_mut().filter(|t| t.running())
+    }
+
+    /// Sets the move timer to the running task's next step (none without one), replacing the
+    /// timer set before.
+    pub(crate) fn arm_move_timer(&mut self, context: &mut ApplyContext) {
+        self.clear_move_timer(context);
+        if let Some(due) = self.running_task().map(|t| t.next_due()) {
+            context.timers.insert((due, Timer::MoveTask(self.qid)));
+            self.move_timer = Some(due);
+        }
+    }
+
+    /// Drops the move timer (for a step, a cancel, or deletion).
+    pub(crate) fn clear_move_timer(&mut self, context: &mut ApplyContext) {
+        if let Some(due) = self.move_timer.take() {
+            context.timers.remove(&(due, Timer::MoveTask(self.qid)));
+        }
     }
 
     /// Takes every message out at once (purge, deletion), in constant time: the queue is left

@@ -7,19 +7,22 @@
 //! Keys are a tag byte followed by big-endian numbers, so rows sort by queue and sequence number:
 //! `0` meta, `1` queue(qid), `2` message(qid, seq), `3` dedup(qid, id), `4` payload(storage key),
 //! `5` reclaim(qid): the messages of `qid` below a sequence number that a purge or the queue's
-//! deletion took away and whose rows are still being deleted.
+//! deletion took away and whose rows are still being deleted, `6` move tasks(qid): the queue's
+//! last message move tasks.
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::command::Payload;
 use crate::model::{AllowPolicy, Millis, QueueConfig, QueueName, RedrivePolicy};
+use crate::move_task::MoveTask;
 
 /// Version of the row format, kept in the meta row.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 /// The oldest row format this build reads: version 3 only added reclaim rows, version 4 the
-/// retry backoff to queue rows (older queue rows read as [`QueueRowV3`]).
+/// retry backoff to queue rows (older queue rows read as [`QueueRowV3`]), version 5 only added
+/// move task rows.
 pub const OLDEST_READABLE_VERSION: u32 = 2;
 
 const TAG_META: u8 = 0;
@@ -28,6 +31,7 @@ const TAG_MESSAGE: u8 = 2;
 const TAG_DEDUP: u8 = 3;
 const TAG_PAYLOAD: u8 = 4;
 const TAG_RECLAIM: u8 = 5;
+const TAG_MOVE_TASKS: u8 = 6;
 
 /// The key of an engine-owned row.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -37,6 +41,7 @@ pub enum RowKey {
     Message(u32, u64),
     Dedup(u32, String),
     Reclaim(u32),
+    MoveTasks(u32),
 }
 
 impl RowKey {
@@ -60,6 +65,10 @@ impl RowKey {
             }
             RowKey::Reclaim(qid) => {
                 out.push(TAG_RECLAIM);
+                out.extend_from_slice(&qid.to_be_bytes());
+            }
+            RowKey::MoveTasks(qid) => {
+                out.push(TAG_MOVE_TASKS);
                 out.extend_from_slice(&qid.to_be_bytes());
             }
         }
@@ -132,6 +141,7 @@ pub fn decode_key(key: &[u8]) -> Result<KeyKind, RowError> {
         }
         TAG_PAYLOAD if rest.len() == 8 => KeyKind::Payload(u64_of(rest)?),
         TAG_RECLAIM if rest.len() == 4 => KeyKind::Engine(RowKey::Reclaim(u32_at(rest)?)),
+        TAG_MOVE_TASKS if rest.len() == 4 => KeyKind::Engine(RowKey::MoveTasks(u32_at(rest)?)),
         _ => return Err(RowError::BadKey),
     })
 }
@@ -259,6 +269,12 @@ pub(crate) struct ReclaimRow {
     pub below: u64,
 }
 
+/// The last move tasks of a queue, the newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct MoveTasksRow {
+    pub tasks: Vec<MoveTask>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct DedupRow {
     pub message_id: Uuid,
@@ -297,6 +313,7 @@ mod tests {
             RowKey::Message(2, 1),
             RowKey::Dedup(1, "a".into()),
             RowKey::Reclaim(1),
+            RowKey::MoveTasks(1),
         ];
         let encoded: Vec<Vec<u8>> = keys.iter().map(RowKey::encode).collect();
         let mut sorted = encoded.clone();

@@ -4,7 +4,8 @@
 use sha2::{Digest, Sha256};
 
 use crate::command::{
-    AllowPolicyInput, NewMessage, QueueAttributes, RedrivePolicyInput, RetryBackoffInput,
+    AllowPolicyInput, MoveTaskInput, NewMessage, QueueAttributes, RedrivePolicyInput,
+    RetryBackoffInput,
 };
 use crate::error::{EngineError, Result};
 use crate::model::{limits, QueueConfig, QueueType, RetryBackoff};
@@ -325,6 +326,32 @@ pub fn allow_permission(input: &AllowPolicyInput) -> Result<&str> {
         ));
     }
     Ok(permission)
+}
+
+/// The rules of a move task that need no state: the rate (returned, 500 when absent) and the
+/// filter's size and time range.
+pub fn move_task(input: &MoveTaskInput) -> Result<u32> {
+    let rate = match input.max_messages_per_second {
+        Some(v) => in_range("max_messages_per_second", v, 1, limits::MOVE_RATE_MAX)?,
+        None => limits::MOVE_RATE_DEFAULT,
+    };
+    if let Some(f) = &input.filter {
+        if f.message_ids.len() > limits::MOVE_FILTER_IDS_MAX {
+            return Err(EngineError::invalid(
+                "filter.message_ids",
+                format!("must hold at most {} IDs", limits::MOVE_FILTER_IDS_MAX),
+            ));
+        }
+        if let (Some(since), Some(before)) = (f.moved_since, f.moved_before) {
+            if before <= since {
+                return Err(EngineError::invalid(
+                    "filter.moved_before",
+                    "must be later than filter.moved_since",
+                ));
+            }
+        }
+    }
+    Ok(rate)
 }
 
 /// A list of 1..=max items.

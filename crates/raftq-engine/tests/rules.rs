@@ -18,19 +18,6 @@ use support::*;
 
 // ---- helpers ----------------------------------------------------------------------------------
 
-/// The error of a refused result, checked against `code` and `field`.
-#[track_caller]
-fn refused<T: Debug>(
-    result: Result<T, EngineError>,
-    code: &str,
-    field: Option<&str>,
-) -> EngineError {
-    let err = result.expect_err("expected a refusal");
-    assert_eq!(err.code(), code, "{err}");
-    assert_eq!(err.field(), field, "{err}");
-    err
-}
-
 /// An `invalid_argument` refusal naming `field`.
 #[track_caller]
 fn invalid<T: Debug>(result: Result<T, EngineError>, field: &str) -> EngineError {
@@ -2008,8 +1995,8 @@ fn rows_of_format_3_restore_with_their_settings_and_no_retry_backoff() {
     }
     let meta = engine.row_value(&RowKey::Meta).expect("meta row");
     assert_eq!(
-        meta[0], 4,
-        "the meta row is written in format 4 from now on"
+        meta[0], 5,
+        "the meta row is written in format 5 from now on"
     );
 }
 

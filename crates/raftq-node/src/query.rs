@@ -1,10 +1,15 @@
 //! Linearizable reads: the queries a client can ask, run against the applied state with the
 //! payloads joined from the store.
 
+use std::collections::BTreeSet;
+
 use raftq_engine::model::AccountSummary;
-use raftq_engine::{Engine, EngineError, MessageMeta, Payload, QueueRef, QueueStats, QueueView};
+use raftq_engine::{
+    Engine, EngineError, MessageMeta, MoveTaskView, Payload, QueueRef, QueueStats, QueueView,
+};
 use raftq_store::{PayloadView, StateReader};
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 use crate::error::NodeError;
 
@@ -40,6 +45,18 @@ pub enum Query {
     },
     /// Every account that holds queues.
     Accounts,
+    /// The last move tasks of a queue.
+    MoveTasks {
+        account: String,
+        queue: String,
+    },
+    /// The storage keys of the messages of a queue that have these IDs (for a move task's
+    /// filter): read from the payloads, which the engine does not keep.
+    StorageKeys {
+        account: String,
+        queue: String,
+        message_ids: Vec<Uuid>,
+    },
 }
 
 /// The answer to a [`Query`].
@@ -52,13 +69,16 @@ pub enum QueryResult {
     Refs(Vec<QueueRef>),
     Deliverable(bool),
     Accounts(Vec<AccountSummary>),
+    MoveTasks(Vec<MoveTaskView>),
+    StorageKeys(Vec<u64>),
 }
 
 /// What the engine answers under its lock: a final result, or messages whose payloads are read
-/// after the lock is released.
+/// after the lock is released (to show them, or to find those with given IDs).
 enum Answer {
     Done(QueryResult),
     Messages(Vec<MessageMeta>),
+    Keys(Vec<u64>),
 }
 
 /// Runs a query on this node's applied state, at time `now`. The engine is held only while it
@@ -71,7 +91,7 @@ pub fn run(
 ) -> Result<Result<QueryResult, EngineError>, NodeError> {
     let poisoned = || NodeError::Storage("engine lock poisoned".into());
     let answer_of = |e: &Engine| answer(e, query, now);
-    let (answer, view) = if matches!(query, Query::Peek { .. }) {
+    let (answer, view) = if matches!(query, Query::Peek { .. } | Query::StorageKeys { .. }) {
         let (answer, view) = reader
             .with_engine_and_view(answer_of)
             .ok_or_else(poisoned)?;
@@ -79,11 +99,20 @@ pub fn run(
     } else {
         (reader.with_engine(answer_of).ok_or_else(poisoned)?, None)
     };
+    let no_view = || NodeError::Storage("payloads read without a view".into());
     Ok(match answer {
         Ok(Answer::Done(result)) => Ok(result),
         Ok(Answer::Messages(metas)) => {
-            let view = view.ok_or_else(|| NodeError::Storage("peek without a view".into()))?;
+            let view = view.ok_or_else(no_view)?;
             Ok(QueryResult::Messages(join_payloads(&view, metas)?))
+        }
+        Ok(Answer::Keys(keys)) => {
+            let view = view.ok_or_else(no_view)?;
+            let ids = match query {
+                Query::StorageKeys { message_ids, .. } => message_ids.iter().copied().collect(),
+                _ => BTreeSet::new(),
+            };
+            Ok(QueryResult::StorageKeys(keys_of(&view, keys, ids)?))
         }
         Err(refused) => Err(refused),
     })
@@ -113,7 +142,35 @@ fn answer(e: &Engine, query: &Query, now: u64) -> Result<Answer, EngineError> {
             e.has_deliverable(account, queue),
         ))),
         Query::Accounts => Ok(Answer::Done(QueryResult::Accounts(e.accounts()))),
+        Query::MoveTasks { account, queue } => e
+            .move_tasks(account, queue)
+            .map(|t| Answer::Done(QueryResult::MoveTasks(t))),
+        Query::StorageKeys { account, queue, .. } => {
+            e.storage_keys(account, queue).map(Answer::Keys)
+        }
     }
+}
+
+/// Of the messages stored under `keys`, the keys of those whose ID is in `ids`; stops reading
+/// once every ID is found.
+fn keys_of(
+    view: &PayloadView<'_>,
+    keys: Vec<u64>,
+    mut ids: BTreeSet<Uuid>,
+) -> Result<Vec<u64>, NodeError> {
+    let mut found = Vec::new();
+    for key in keys {
+        if ids.is_empty() {
+            break;
+        }
+        let payload = view
+            .payload(key)
+            .map_err(|e| NodeError::Storage(e.to_string()))?;
+        if payload.is_some_and(|p| ids.remove(&p.message_id)) {
+            found.push(key);
+        }
+    }
+    Ok(found)
 }
 
 fn join_payloads(

@@ -162,6 +162,71 @@ pub enum QueueCmd {
 pub enum DlqCmd {
     /// Queues whose redrive policy targets this queue.
     Sources { queue: String },
+    /// Start moving a (dead-letter) queue's messages, paced, back to their dead-letter sources
+    /// or to --destination.
+    Move {
+        queue: String,
+        #[command(flatten)]
+        task: MoveTaskArgs,
+    },
+    /// The queue's last move tasks, the newest first.
+    Tasks { queue: String },
+    /// Cancel a running move task.
+    Cancel { queue: String, task: String },
+}
+
+/// The settings of a move task, for `dlq move`.
+#[derive(Debug, Args, Default)]
+pub struct MoveTaskArgs {
+    /// Where the messages go (name, UUID or CRN of a queue of the same type); default: each
+    /// message back to its own dead-letter source.
+    #[arg(long)]
+    pub destination: Option<String>,
+    /// The most messages moved per second, 1-500 (default 500).
+    #[arg(long)]
+    pub rate: Option<u64>,
+    /// Only the message with this ID (repeatable, at most 100).
+    #[arg(long = "message-id")]
+    pub message_ids: Vec<String>,
+    /// Only messages moved to the queue at or after this RFC 3339 time.
+    #[arg(long)]
+    pub moved_since: Option<String>,
+    /// Only messages moved to the queue before this RFC 3339 time.
+    #[arg(long)]
+    pub moved_before: Option<String>,
+    /// Only count the messages that would move.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+impl MoveTaskArgs {
+    /// The request body of a start: only the settings given.
+    pub fn to_json(&self) -> Value {
+        let mut task = json!({});
+        if let Some(d) = &self.destination {
+            task["destination"] = d.as_str().into();
+        }
+        if let Some(r) = self.rate {
+            task["max_messages_per_second"] = r.into();
+        }
+        let mut filter = json!({});
+        if !self.message_ids.is_empty() {
+            filter["message_ids"] = self.message_ids.clone().into();
+        }
+        if let Some(t) = &self.moved_since {
+            filter["moved_since"] = t.as_str().into();
+        }
+        if let Some(t) = &self.moved_before {
+            filter["moved_before"] = t.as_str().into();
+        }
+        if filter.as_object().is_some_and(|f| !f.is_empty()) {
+            task["filter"] = filter;
+        }
+        if self.dry_run {
+            task["dry_run"] = true.into();
+        }
+        task
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -374,6 +439,13 @@ pub async fn run(conn: &Connection, cmd: ClientCmd) -> Result<(), ClientError> {
         } => client.peek(&queue, limit, after).await?,
         ClientCmd::Stats { queue } => client.stats(&queue).await?,
         ClientCmd::Dlq(DlqCmd::Sources { queue }) => client.dead_letter_sources(&queue).await?,
+        ClientCmd::Dlq(DlqCmd::Move { queue, task }) => {
+            client.start_move_task(&queue, &task.to_json()).await?
+        }
+        ClientCmd::Dlq(DlqCmd::Tasks { queue }) => client.move_tasks(&queue).await?,
+        ClientCmd::Dlq(DlqCmd::Cancel { queue, task }) => {
+            client.cancel_move_task(&queue, &task).await?
+        }
         ClientCmd::Cluster(ClusterCmd::Status) => client.cluster().await?,
         ClientCmd::Cluster(ClusterCmd::Accounts) => client.accounts().await?,
         ClientCmd::Cluster(ClusterCmd::Add { id, raft_addr }) => {
@@ -432,6 +504,20 @@ fn print(value: &Value, as_json: bool) {
         }
         return;
     }
+    if let Some(tasks) = value["tasks"].as_array() {
+        for t in tasks {
+            println!(
+                "{}\t{}\tmoved {} of {}\tskipped {}\t{}",
+                str_of(&t["task_handle"]),
+                str_of(&t["status"]),
+                str_of(&t["moved"]),
+                str_of(&t["to_move"]),
+                str_of(&t["skipped"]),
+                str_of(&t["failure_reason"]),
+            );
+        }
+        return;
+    }
     if let Some(messages) = value["messages"].as_array() {
         for m in messages {
             let handle = m
@@ -467,6 +553,28 @@ fn str_of(v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_move_task_sends_only_the_settings_given() {
+        assert_eq!(MoveTaskArgs::default().to_json(), json!({}));
+        let args = MoveTaskArgs {
+            destination: Some("orders".into()),
+            rate: Some(20),
+            message_ids: vec!["a".into()],
+            moved_since: Some("2024-05-01T00:00:00Z".into()),
+            moved_before: None,
+            dry_run: true,
+        };
+        assert_eq!(
+            args.to_json(),
+            json!({
+                "destination": "orders",
+                "max_messages_per_second": 20,
+                "filter": {"message_ids": ["a"], "moved_since": "2024-05-01T00:00:00Z"},
+                "dry_run": true,
+            })
+        );
+    }
 
     #[test]
     fn a_membership_change_is_waited_for_as_long_as_the_leader_may_take() {

@@ -8,14 +8,14 @@
 //! backoff with `clear_retry_backoff: true`).
 
 use raftq_engine::{
-    AllowPolicyInput, MessageState, QueueAttributes, QueueRef, QueueStats, RedrivePolicyInput,
-    RetryBackoffInput, SendResult,
+    AllowPolicyInput, MessageState, MoveTaskStatus, QueueAttributes, QueueRef, QueueStats,
+    RedrivePolicyInput, RetryBackoffInput, SendResult,
 };
 
 use super::pb;
 use crate::error::ApiError;
 use crate::json::{self, EntryOutcome};
-use crate::ops::{BatchEntryInput, MessageInput, NewQueue};
+use crate::ops::{BatchEntryInput, MessageInput, MoveFilterRequest, MoveTaskRequest, NewQueue};
 use crate::status::RaftStatus;
 
 /// The queue a request names; unlike a REST path, a protobuf field may be left empty.
@@ -128,6 +128,21 @@ pub fn send_batch(
         })
         .collect();
     Ok((queue(r.queue)?, entries))
+}
+
+/// The queue reference and the task of a move task start.
+pub fn start_move_task(r: pb::StartMoveTaskRequest) -> Result<(String, MoveTaskRequest), ApiError> {
+    let task = MoveTaskRequest {
+        destination: r.destination,
+        max_messages_per_second: r.max_messages_per_second,
+        filter: r.filter.map(|f| MoveFilterRequest {
+            message_ids: f.message_ids,
+            moved_since: f.moved_since,
+            moved_before: f.moved_before,
+        }),
+        dry_run: r.dry_run,
+    };
+    Ok((queue(r.queue)?, task))
 }
 
 fn queue_ref(r: &QueueRef) -> pb::QueueRef {
@@ -292,6 +307,47 @@ impl From<json::LeaseChanged> for pb::ChangeLeaseResponse {
         pb::ChangeLeaseResponse {
             receipt: c.receipt,
             lease_expires_at: c.lease_expires_at,
+        }
+    }
+}
+
+fn move_task_status(status: MoveTaskStatus) -> pb::MoveTaskStatus {
+    match status {
+        MoveTaskStatus::Running => pb::MoveTaskStatus::Running,
+        MoveTaskStatus::Completed => pb::MoveTaskStatus::Completed,
+        MoveTaskStatus::Cancelled => pb::MoveTaskStatus::Cancelled,
+        MoveTaskStatus::Failed => pb::MoveTaskStatus::Failed,
+    }
+}
+
+impl From<json::MoveTask<'_>> for pb::MoveTask {
+    fn from(t: json::MoveTask<'_>) -> Self {
+        pb::MoveTask {
+            task_handle: t.task_handle.to_string(),
+            status: move_task_status(t.status).into(),
+            source: Some(queue_ref(t.source)),
+            destination: t.destination.map(queue_ref),
+            max_messages_per_second: t.max_messages_per_second,
+            filter: t.filter.map(|f| pb::MoveFilter {
+                message_ids: f.message_ids.iter().map(ToString::to_string).collect(),
+                moved_since: f.moved_since,
+                moved_before: f.moved_before,
+            }),
+            dry_run: t.dry_run,
+            started_at: t.started_at,
+            ended_at: t.ended_at,
+            to_move: t.to_move,
+            moved: t.moved,
+            skipped: t.skipped,
+            failure_reason: t.failure_reason.map(str::to_string),
+        }
+    }
+}
+
+impl From<json::MoveTaskList<'_>> for pb::ListMoveTasksResponse {
+    fn from(list: json::MoveTaskList<'_>) -> Self {
+        pb::ListMoveTasksResponse {
+            tasks: list.tasks.into_iter().map(pb::MoveTask::from).collect(),
         }
     }
 }

@@ -262,6 +262,41 @@ impl Queues for QueuesService {
         reply(convert::stats(stats))
     }
 
+    async fn start_move_task(
+        &self,
+        request: Request<pb::StartMoveTaskRequest>,
+    ) -> Reply<pb::MoveTask> {
+        let (account, r) = self.open(request)?;
+        let (queue, task) = convert::start_move_task(r)?;
+        let task = self.state.start_move_task(account, queue, task).await?;
+        reply(json::MoveTask::new(&task))
+    }
+
+    async fn list_move_tasks(
+        &self,
+        request: Request<pb::ListMoveTasksRequest>,
+    ) -> Reply<pb::ListMoveTasksResponse> {
+        let (account, r) = self.open(request)?;
+        let tasks = self
+            .state
+            .list_move_tasks(account, convert::queue(r.queue)?)
+            .await?;
+        reply(json::MoveTaskList::new(&tasks))
+    }
+
+    async fn cancel_move_task(
+        &self,
+        request: Request<pb::CancelMoveTaskRequest>,
+    ) -> Reply<pb::MoveTask> {
+        let (account, r) = self.open(request)?;
+        let queue = convert::queue(r.queue)?;
+        let task = self
+            .state
+            .cancel_move_task(account, Some(queue), r.task_handle)
+            .await?;
+        reply(json::MoveTask::new(&task))
+    }
+
     async fn get_cluster(&self, request: Request<pb::GetClusterRequest>) -> Reply<pb::Cluster> {
         let (principal, _) = self.principal(request)?;
         let status = status::of(&self.state.api.node, &self.state.api.region).await;

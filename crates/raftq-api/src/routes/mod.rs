@@ -5,12 +5,14 @@
 //! - [`queues`]: create, list, get, patch, delete, dead-letter sources, stats.
 //! - [`messages`]: send, batch send, peek, purge.
 //! - [`leases`]: receive (with long polling), ack, lease change.
+//! - [`move_tasks`]: start, list and cancel message move tasks.
 //! - [`cluster`]: cluster status and membership, liveness, Prometheus metrics and the OpenAPI
 //!   document.
 
 mod cluster;
 mod leases;
 mod messages;
+mod move_tasks;
 mod queues;
 
 use std::convert::Infallible;
@@ -52,6 +54,8 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(leases::receive))
         .routes(routes!(leases::ack))
         .routes(routes!(leases::change))
+        .routes(routes!(move_tasks::start, move_tasks::list))
+        .routes(routes!(move_tasks::cancel))
         .routes(routes!(cluster::show))
         .routes(routes!(cluster::add_node))
         .routes(routes!(cluster::remove_node))
@@ -109,7 +113,7 @@ mod tests {
     #[test]
     fn openapi_request_schemas_name_the_fields_the_handlers_accept() {
         let doc = document_value();
-        let cases: [(&str, Vec<&str>); 11] = [
+        let cases: [(&str, Vec<&str>); 13] = [
             ("CreateQueue", queues::create_fields()),
             ("QueueSettings", queues::ATTRIBUTE_FIELDS.to_vec()),
             ("RedrivePolicyBody", queues::REDRIVE_POLICY_FIELDS.to_vec()),
@@ -121,6 +125,8 @@ mod tests {
             ("Ack", leases::ACK_FIELDS.to_vec()),
             ("ChangeLease", leases::CHANGE_FIELDS.to_vec()),
             ("AddNode", cluster::ADD_NODE_FIELDS.to_vec()),
+            ("StartMoveTask", move_tasks::START_FIELDS.to_vec()),
+            ("MoveFilterBody", move_tasks::FILTER_FIELDS.to_vec()),
         ];
         for (schema, fields) in cases {
             let (props, required) = properties(&doc, component(&doc, schema));

@@ -1,8 +1,8 @@
 //! The engine: applies entries to the state of every queue of every account, answers queries,
 //! and materializes its rows for the store. This file holds the state and the apply loop (the
 //! clock, timers, the dispatch of commands); each concept's rules are in a file of their own:
-//! [`references`] (finding queues), [`queues`], [`messages`], [`redrive`], [`queries`] and
-//! [`stored`] (the engine as rows, and rebuilt from them).
+//! [`references`] (finding queues), [`queues`], [`messages`], [`redrive`], [`move_tasks`],
+//! [`queries`] and [`stored`] (the engine as rows, and rebuilt from them).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -15,6 +15,7 @@ use crate::queue::{ApplyContext, Queue, ReclaimSet, State, Timer};
 use crate::rows::{Changes, PayloadOp, RowKey};
 
 mod messages;
+mod move_tasks;
 mod queries;
 mod queues;
 mod redrive;
@@ -83,8 +84,8 @@ impl Engine {
         self.context.now
     }
 
-    /// When the next lease, delay, retention or deduplication timer falls due, or now while
-    /// purged or deleted messages remain to be deleted; the leader proposes a
+    /// When the next lease, delay, retention, deduplication or move task timer falls due, or
+    /// now while purged or deleted messages remain to be deleted; the leader proposes a
     /// [`Command::Tick`] then.
     pub fn next_due(&self) -> Option<Millis> {
         if !self.reclaim.is_empty() {
@@ -152,6 +153,7 @@ impl Engine {
                     q.prune_dedup(&mut self.context);
                 }
             }
+            Timer::MoveTask(qid) => self.step_move_task(qid),
         }
     }
 
@@ -213,6 +215,17 @@ impl Engine {
                 self.reclaim_some(RECLAIM_PER_TICK);
                 Ok(Outcome::Ticked)
             }
+            Command::StartMoveTask {
+                account,
+                queue,
+                task_handle,
+                task,
+            } => self.start_move_task(&account, &queue, task_handle, task),
+            Command::CancelMoveTask {
+                account,
+                queue,
+                task_handle,
+            } => self.cancel_move_task(&account, queue.as_deref(), &task_handle),
         }
     }
 }

@@ -143,7 +143,7 @@ impl Engine {
         })
     }
 
-    fn name_ref(&self, account: &str, named: &QueueName) -> QueueRef {
+    pub(super) fn name_ref(&self, account: &str, named: &QueueName) -> QueueRef {
         let name = self
             .by_id
             .get(&named.id)

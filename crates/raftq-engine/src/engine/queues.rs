@@ -143,10 +143,14 @@ impl Engine {
         };
         let taken = q.take_for_reclaim(&mut self.context);
         q.clear_dedup_timer(&mut self.context);
+        q.clear_move_timer(&mut self.context);
         self.reclaim_later(qid, u64::MAX, taken);
         let changes = &mut self.context.changes;
         changes.ranges.push(rows::dedup_range(qid));
         changes.rows.push(RowKey::Queue(qid));
+        if !q.move_tasks.is_empty() {
+            changes.rows.push(RowKey::MoveTasks(qid));
+        }
         if let Some(t) = q
             .config
             .redrive_policy

@@ -86,15 +86,42 @@ impl Engine {
         }
     }
 
-    /// Moves a message to the end of `target` in one step: it leaves the source and enters the
-    /// target in the same apply, so it is never in both and never in neither.
+    /// Redrives a message: moves it to its dead-letter target, recording where it came from,
+    /// and counts the move on the source.
     fn move_message(&mut self, source: u32, seq: u64, target: u32) {
-        if !self.queues.contains_key(&target) {
+        let Some(sq) = self.queues.get(&source) else {
             return;
+        };
+        let from = QueueName {
+            id: sq.id,
+            name: sq.name.clone(),
+        };
+        if self.transfer(source, seq, target, Some(from)) {
+            if let Some(sq) = self.queues.get_mut(&source) {
+                sq.dead_lettered += 1;
+            }
+            self.context.changes.rows.push(RowKey::Queue(source));
+        }
+    }
+
+    /// Moves a message to the end of `target` in one step: it leaves the source and enters the
+    /// target in the same apply, so it is never in both and never in neither. It enters as a new
+    /// message of the target (visible, never received, its retention counted from now) with its
+    /// group ID, and with `dead_letter_source` when redrive moves it. Returns whether it moved
+    /// (the message and both queues exist).
+    pub(super) fn transfer(
+        &mut self,
+        source: u32,
+        seq: u64,
+        target: u32,
+        dead_letter_source: Option<QueueName>,
+    ) -> bool {
+        if !self.queues.contains_key(&target) {
+            return false;
         }
         let now = self.context.now;
         let Some(sq) = self.queues.get_mut(&source) else {
-            return;
+            return false;
         };
         let group = sq
             .messages
@@ -102,15 +129,9 @@ impl Engine {
             .and_then(|m| sq.group_name(m.group))
             .unwrap_or_default()
             .to_string();
-        let from = QueueName {
-            id: sq.id,
-            name: sq.name.clone(),
-        };
         let Some(msg) = sq.remove(&mut self.context, seq) else {
-            return;
+            return false;
         };
-        sq.dead_lettered += 1;
-        self.context.changes.rows.push(RowKey::Queue(source));
         let new_seq = self.alloc_seq();
         if let Some(tq) = self.queues.get_mut(&target) {
             let moved = Msg {
@@ -122,9 +143,10 @@ impl Engine {
                 size: msg.size,
                 group: NO_GROUP,
                 state: State::Visible,
-                moved: Some(Box::new(from)),
+                moved: dead_letter_source.map(Box::new),
             };
             tq.insert(&mut self.context, new_seq, moved, &group);
         }
+        true
     }
 }

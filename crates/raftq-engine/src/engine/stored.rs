@@ -6,8 +6,8 @@ use std::collections::VecDeque;
 use crate::error::Result;
 use crate::queue::{DedupRecord, Msg, Queue, ReclaimSet, State, NO_GROUP};
 use crate::rows::{
-    self, decode_key, Changes, DedupRow, KeyKind, MessageRow, MetaRow, QueueRow, ReclaimRow,
-    RowError, RowKey, FORMAT_VERSION, OLDEST_READABLE_VERSION,
+    self, decode_key, Changes, DedupRow, KeyKind, MessageRow, MetaRow, MoveTasksRow, QueueRow,
+    ReclaimRow, RowError, RowKey, FORMAT_VERSION, OLDEST_READABLE_VERSION,
 };
 
 use super::{Engine, Reclaim};
@@ -69,6 +69,12 @@ impl Engine {
                 .reclaim
                 .get(qid)
                 .map(|r| rows::encode(&ReclaimRow { below: r.below })),
+            RowKey::MoveTasks(qid) => {
+                let q = self.queues.get(qid).filter(|q| !q.move_tasks.is_empty())?;
+                Some(rows::encode(&MoveTasksRow {
+                    tasks: q.move_tasks.iter().cloned().collect(),
+                }))
+            }
         }
     }
 
@@ -84,6 +90,7 @@ impl Engine {
             keys.push(RowKey::Queue(qid));
             keys.extend(q.messages.keys().map(|&seq| RowKey::Message(qid, seq)));
             keys.extend(q.dedup.keys().map(|id| RowKey::Dedup(qid, id.clone())));
+            keys.push(RowKey::MoveTasks(qid));
         }
         for (&qid, r) in &self.reclaim {
             keys.push(RowKey::Reclaim(qid));
@@ -111,6 +118,7 @@ impl Engine {
         let mut messages: Vec<(u32, u64, MessageRow)> = Vec::new();
         let mut dedups: Vec<(u32, String, DedupRow)> = Vec::new();
         let mut reclaims: Vec<(u32, ReclaimRow)> = Vec::new();
+        let mut move_tasks: Vec<(u32, MoveTasksRow)> = Vec::new();
         for (key, value) in rows {
             match decode_key(&key)? {
                 KeyKind::Payload(_) => {}
@@ -124,6 +132,9 @@ impl Engine {
                 }
                 KeyKind::Engine(RowKey::Reclaim(qid)) => {
                     reclaims.push((qid, postcard::from_bytes(&value)?))
+                }
+                KeyKind::Engine(RowKey::MoveTasks(qid)) => {
+                    move_tasks.push((qid, postcard::from_bytes(&value)?))
                 }
             }
         }
@@ -170,6 +181,13 @@ impl Engine {
                 .ok_or(RowError::MissingQueue(target))?
                 .sources
                 .insert(source);
+        }
+        for (qid, row) in move_tasks {
+            engine
+                .queues
+                .get_mut(&qid)
+                .ok_or(RowError::MissingQueue(qid))?
+                .move_tasks = row.tasks.into();
         }
         for (qid, row) in reclaims {
             engine.reclaim.insert(

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Debug;
 
 use raftq_engine::rows::{decode_payload, encode_payload, payload_key};
 use raftq_engine::{
@@ -299,6 +300,19 @@ impl Harness {
     pub fn snapshot(&self) -> BTreeMap<Vec<u8>, Vec<u8>> {
         self.store.rows.clone()
     }
+}
+
+/// The error of a refused result, checked against `code` and `field`.
+#[track_caller]
+pub fn refused<T: Debug>(
+    result: Result<T, EngineError>,
+    code: &str,
+    field: Option<&str>,
+) -> EngineError {
+    let err = result.expect_err("expected a refusal");
+    assert_eq!(err.code(), code, "{err}");
+    assert_eq!(err.field(), field, "{err}");
+    err
 }
 
 /// Attributes that set a redrive policy.
