@@ -119,6 +119,7 @@ fn command(h: &mut Harness, op: &Op, receipts: &[(usize, String)]) -> Option<Com
             queue: QUEUES[queue].into(),
             max_messages: Some(max),
             lease_seconds: Some(lease),
+            attempt_id: None,
         },
         Op::Ack { pick } => {
             let (queue, receipt) = receipts.get(pick % receipts.len().max(1))?.clone();

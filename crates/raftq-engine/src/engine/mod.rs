@@ -152,6 +152,11 @@ impl Engine {
                     q.prune_dedup(&mut self.context);
                 }
             }
+            Timer::Attempts(qid) => {
+                if let Some(q) = self.queues.get_mut(&qid) {
+                    q.attempts.prune(&mut self.context, qid);
+                }
+            }
         }
     }
 
@@ -187,7 +192,8 @@ impl Engine {
                 queue,
                 max_messages,
                 lease_seconds,
-            } => self.receive(&account, &queue, max_messages, lease_seconds),
+                attempt_id,
+            } => self.receive(&account, &queue, max_messages, lease_seconds, attempt_id),
             Command::Ack {
                 account,
                 queue,
