@@ -159,7 +159,11 @@ async fn a_tag_both_set_and_removed_is_refused_naming_it() {
             remove_tags: vec!["env".into(), "team".into()],
             ..Default::default()
         };
-        refused(c.patch_queue(patch).await, "invalid_argument", Some("remove_tags[1]"));
+        refused(
+            c.patch_queue(patch).await,
+            "invalid_argument",
+            Some("remove_tags[1]"),
+        );
         let got = c
             .get_queue(pb::GetQueueRequest {
                 queue: "tagged".into(),

@@ -474,6 +474,7 @@ fn patch_changes_only_the_given_fields() {
     assert_eq!(after.lease_seconds, 99);
     let mut expected = before;
     expected.lease_seconds = 99;
+    expected.modified_at = h.now;
     assert_eq!(after, expected);
     assert_eq!(
         h.engine.get_queue(ACCOUNT, "orders.fifo").expect("get"),

@@ -303,17 +303,17 @@ fn fifo_with_three(h: &mut Harness) {
 fn a_retried_attempt_returns_the_same_messages_and_receipts_and_restarts_their_leases() {
     let mut h = Harness::new();
     fifo_with_three(&mut h);
-    let first = receive_attempt(&mut h, "f.fifo", 2, 60, "try-1").expect("receive");
+    let first = receive_attempt(&mut h, "f.fifo", 2, 30, "try-1").expect("receive");
     assert_eq!(h.bodies(&first), ["a", "b"]);
-    assert_eq!(first[0].lease_expires_at, START + 60_000);
+    assert_eq!(first[0].lease_expires_at, START + 30_000);
 
     h.advance(10);
-    let again = receive_attempt(&mut h, "f.fifo", 10, 30, "try-1").expect("retry");
+    let again = receive_attempt(&mut h, "f.fifo", 10, 60, "try-1").expect("retry");
     assert_eq!(receipts(&again), receipts(&first));
     assert_eq!(h.bodies(&again), ["a", "b"]);
     for d in &again {
         assert_eq!(d.meta.receive_count, 1, "a retry is not a new receive");
-        assert_eq!(d.lease_expires_at, START + 40_000, "the lease starts again");
+        assert_eq!(d.lease_expires_at, START + 70_000, "the lease starts again");
         assert_eq!(d.meta.first_received_at, Some(START));
     }
     // The leases really moved: the old end passes, the messages stay leased.
