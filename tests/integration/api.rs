@@ -9,7 +9,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use raftq_api::Keys;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use tokio::time::{sleep, Instant};
 
 use crate::front::{is_rfc3339_utc, refused, Front, Kind, Op};
@@ -64,6 +64,10 @@ on_both_fronts! {
     only_admin_keys_change_membership_and_bad_changes_are_refused: Serving::start(two_accounts());
     fair_queues_serve_quiet_tenants_first_and_leases_end_with_a_backoff: Serving::start(Keys::open());
     move_tasks_count_move_back_filter_cancel_and_refuse_bad_input: Serving::start(Keys::open());
+    typed_attributes_round_trip_and_plain_ones_keep_their_shape: Serving::start(Keys::open());
+    tags_default_waits_and_modified_at_are_queue_settings: Serving::start(Keys::open());
+    fifo_receive_attempts_replay_their_answer: Serving::start(Keys::open());
+    arns_name_queues_and_other_accounts_arns_are_refused: Serving::start(two_accounts());
 }
 
 /// The string `name` of each of `items`.
@@ -1160,5 +1164,297 @@ async fn move_tasks_count_move_back_filter_cancel_and_refuse_bad_input(api: &Fro
     assert_eq!(
         statuses,
         ["completed", "cancelled", "completed", "completed"]
+    );
+}
+
+/// Typed attributes come back with their types and values (base64 for binary ones), plain ones
+/// without `attribute_types`, as before; a 1 MiB message with a binary attribute fits; a bad
+/// type, number or base64 value is refused naming the field and stores nothing.
+async fn typed_attributes_round_trip_and_plain_ones_keep_their_shape(api: &Front) {
+    api.create(json!({"name": "t", "max_message_bytes": 1024 * 1024}))
+        .await;
+    api.send(
+        "t",
+        json!({
+            "body": "typed",
+            "attributes": {"plain": "x", "price": "-12.50e3", "img": "AP/Y/w==", "tag": "v"},
+            "attribute_types": {"price": "Number.float", "img": "Binary.jpg", "tag": "String.label"},
+        }),
+    )
+    .await;
+    api.send("t", json!({"body": "plain", "attributes": {"k": "v"}}))
+        .await;
+    let got = api.receive("t", json!({"max_messages": 10})).await;
+    assert_eq!(strings(&got, "body"), ["typed", "plain"]);
+    assert_eq!(
+        got[0]["attributes"],
+        json!({"plain": "x", "price": "-12.50e3", "img": "AP/Y/w==", "tag": "v"})
+    );
+    assert_eq!(
+        got[0]["attribute_types"],
+        json!({"price": "Number.float", "img": "Binary.jpg", "tag": "String.label"})
+    );
+    assert_eq!(got[1]["attributes"], json!({"k": "v"}));
+    assert!(got[1].get("attribute_types").is_none(), "{}", got[1]);
+
+    let cases = [
+        (
+            json!({"Bin": "not base64!"}),
+            json!({"Bin": "Binary"}),
+            "attributes.Bin",
+        ),
+        (
+            json!({"n": "1.2.3"}),
+            json!({"n": "Number"}),
+            "attributes.n",
+        ),
+        (
+            json!({"n": "1"}),
+            json!({"n": "Integer"}),
+            "attribute_types.n",
+        ),
+        (
+            json!({"n": "1"}),
+            json!({"m": "Number"}),
+            "attribute_types.m",
+        ),
+    ];
+    for (attributes, types, field) in cases {
+        let body = json!({"body": "b", "attributes": attributes, "attribute_types": types});
+        refused(
+            api.call(Op::Send("t"), body).await,
+            "invalid_argument",
+            Some(field),
+        );
+    }
+    assert_eq!(api.stats("t").await["visible"], 0);
+
+    // 512 KiB of body, a 4-byte name, a 6-byte type and the rest in bytes: exactly 1 MiB.
+    let largest = |len: usize| {
+        json!({
+            "body": "x".repeat(512 * 1024),
+            "attributes": {"blob": base64_of(&vec![0xA5u8; len])},
+            "attribute_types": {"blob": "Binary"},
+        })
+    };
+    let fits = 512 * 1024 - 10;
+    api.send("t", largest(fits)).await;
+    let got = api.receive("t", json!({})).await;
+    let blob = got[0]["attributes"]["blob"].as_str().map(str::to_string);
+    assert_eq!(blob, Some(base64_of(&vec![0xA5u8; fits])));
+    let over = api.call(Op::Send("t"), largest(fits + 1)).await;
+    refused(over, "message_too_large", Some("body"));
+}
+
+/// Standard base64 with padding.
+fn base64_of(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Tags are set on create, merged and removed by a patch and shown on the queue; a queue's
+/// `receive_wait_seconds` is the wait of a receive that names none; `modified_at` moves when
+/// a setting changes, not for tags; bad values are refused naming the field.
+async fn tags_default_waits_and_modified_at_are_queue_settings(api: &Front) {
+    let q = api
+        .create(
+            json!({"name": "w", "tags": {"team": "pay", "env": "prod"}, "receive_wait_seconds": 1}),
+        )
+        .await;
+    assert_eq!(q["tags"], json!({"team": "pay", "env": "prod"}));
+    assert_eq!(q["receive_wait_seconds"], 1);
+    assert_eq!(q["modified_at"], q["created_at"]);
+    assert!(is_rfc3339_utc(&q["modified_at"]), "{q}");
+
+    sleep(Duration::from_millis(20)).await;
+    let tagged = api
+        .ok(
+            Op::PatchQueue("w"),
+            json!({"tags": {"team": "billing", "env": null, "new": ""}}),
+        )
+        .await;
+    assert_eq!(tagged["tags"], json!({"team": "billing", "new": ""}));
+    assert_eq!(
+        tagged["modified_at"], q["created_at"],
+        "tags are not settings"
+    );
+
+    // No wait given: the queue's second. A wait given wins.
+    let started = Instant::now();
+    assert!(api.receive("w", json!({})).await.is_empty());
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(950), "{waited:?}");
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
+    let started = Instant::now();
+    assert!(api
+        .receive("w", json!({"wait_seconds": 0}))
+        .await
+        .is_empty());
+    assert!(started.elapsed() < Duration::from_millis(900));
+
+    let patched = api
+        .ok(Op::PatchQueue("w"), json!({"receive_wait_seconds": 0}))
+        .await;
+    assert!(
+        patched["modified_at"].as_str() > q["modified_at"].as_str(),
+        "{patched}"
+    );
+    let started = Instant::now();
+    assert!(api.receive("w", json!({})).await.is_empty());
+    assert!(started.elapsed() < Duration::from_millis(900));
+
+    let too_many: Map<String, Value> = (0..51).map(|i| (format!("k{i}"), json!("v"))).collect();
+    let cases = [
+        (
+            Op::CreateQueue,
+            json!({"name": "x", "receive_wait_seconds": 21}),
+            "receive_wait_seconds",
+        ),
+        (
+            Op::CreateQueue,
+            json!({"name": "x", "tags": too_many}),
+            "tags",
+        ),
+        (
+            Op::PatchQueue("w"),
+            json!({"tags": {"aws:cost": "1"}}),
+            "tags.aws:cost",
+        ),
+        (
+            Op::PatchQueue("w"),
+            json!({"tags": {"k": "v".repeat(257)}}),
+            "tags.k",
+        ),
+        (
+            Op::PatchQueue("w"),
+            json!({"receive_wait_seconds": -1}),
+            "receive_wait_seconds",
+        ),
+        (
+            Op::Receive("w"),
+            json!({"wait_seconds": 21}),
+            "wait_seconds",
+        ),
+    ];
+    for (op, input, field) in cases {
+        refused(api.call(op, input).await, "invalid_argument", Some(field));
+    }
+    let after = api.ok(Op::GetQueue("w"), Value::Null).await;
+    assert_eq!(after["tags"], tagged["tags"]);
+    assert_eq!(after["modified_at"], patched["modified_at"]);
+}
+
+/// A FIFO receive retried with its attempt ID gets the same messages and receipts; a standard
+/// queue refuses attempt IDs, and a malformed one is refused.
+async fn fifo_receive_attempts_replay_their_answer(api: &Front) {
+    api.create(json!({"name": "a.fifo", "content_based_deduplication": true}))
+        .await;
+    api.create(json!({"name": "plain"})).await;
+    for body in ["one", "two", "three"] {
+        api.send("a.fifo", json!({"body": body, "message_group_id": "g"}))
+            .await;
+    }
+    let attempt = json!({"max_messages": 2, "receive_attempt_id": "attempt-1"});
+    let first = api.receive("a.fifo", attempt.clone()).await;
+    assert_eq!(strings(&first, "body"), ["one", "two"]);
+    let again = api.receive("a.fifo", attempt.clone()).await;
+    assert_eq!(strings(&again, "receipt"), strings(&first, "receipt"));
+    assert_eq!(again[0]["receive_count"], 1);
+    // Another attempt finds the group blocked by those leases.
+    let other = json!({"max_messages": 2, "receive_attempt_id": "attempt-2"});
+    assert!(api.receive("a.fifo", other).await.is_empty());
+
+    // Once a message was acknowledged, the retry is a new receive.
+    let receipt = first[0]["receipt"].clone();
+    api.ok(Op::Ack("a.fifo"), json!({"receipts": [receipt]}))
+        .await;
+    assert!(api.receive("a.fifo", attempt).await.is_empty());
+
+    let cases = [
+        (Op::Receive("plain"), json!({"receive_attempt_id": "x"})),
+        (
+            Op::Receive("a.fifo"),
+            json!({"receive_attempt_id": "has space"}),
+        ),
+        (
+            Op::Receive("a.fifo"),
+            json!({"receive_attempt_id": "x".repeat(129)}),
+        ),
+    ];
+    for (op, input) in cases {
+        refused(
+            api.call(op, input).await,
+            "invalid_argument",
+            Some("receive_attempt_id"),
+        );
+    }
+}
+
+/// A queue's ARN names it in a path and as a dead-letter target or allowed source; another
+/// account's ARN is not found in a path and refused as a target.
+async fn arns_name_queues_and_other_accounts_arns_are_refused(api: &Front) {
+    let acme = api.with_key(Some("acme-key"));
+    let globex = api.with_key(Some("globex-key"));
+    let dlq = acme.create(json!({"name": "dlq"})).await;
+    let arn = dlq["arn"].as_str().expect("arn").to_string();
+    let prefix = "arn:aws:sqs:local:";
+    let number = arn
+        .strip_prefix(prefix)
+        .and_then(|r| r.strip_suffix(":dlq"));
+    assert!(
+        number.is_some_and(|n| n.len() == 12 && n.bytes().all(|b| b.is_ascii_digit())),
+        "{arn}"
+    );
+    let by_arn = acme.ok(Op::GetQueue(&arn), Value::Null).await;
+    assert_eq!(by_arn["id"], dlq["id"]);
+    acme.send(&arn, json!({"body": "via arn"})).await;
+    let src = acme
+        .create(json!({"name": "src", "redrive_policy": {"dead_letter_target": arn, "max_receive_count": 2}}))
+        .await;
+    assert_eq!(src["redrive_policy"]["dead_letter_target"]["id"], dlq["id"]);
+    let src_arn = src["arn"].as_str().expect("arn");
+    let allowed = acme
+        .ok(
+            Op::PatchQueue("dlq"),
+            json!({"redrive_allow_policy": {"permission": "by_queue", "source_queues": [src_arn]}}),
+        )
+        .await;
+    assert_eq!(
+        allowed["redrive_allow_policy"]["source_queues"][0]["name"],
+        "src"
+    );
+
+    globex.create(json!({"name": "dlq"})).await;
+    refused(
+        globex.call(Op::GetQueue(&arn), Value::Null).await,
+        "queue_not_found",
+        None,
+    );
+    let theirs = json!({"name": "mine", "redrive_policy": {"dead_letter_target": arn, "max_receive_count": 2}});
+    let r = refused(
+        globex.call(Op::CreateQueue, theirs).await,
+        "invalid_argument",
+        Some("redrive_policy.dead_letter_target"),
+    );
+    assert!(
+        r.error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("same account")),
+        "{}",
+        r.error
     );
 }

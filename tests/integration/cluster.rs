@@ -213,6 +213,7 @@ fn receive(queue: &str, max: i64, lease: i64) -> Command {
         queue: queue.into(),
         max_messages: Some(max),
         lease_seconds: Some(lease),
+        attempt_id: None,
     }
 }
 

@@ -1,7 +1,7 @@
 //! What only the gRPC API has, end to end on a real single-node cluster on loopback (set up by
 //! `serving`) with the tonic client generated from `proto/raftq.proto`: send streams (in order,
-//! past a refusal, with API keys and accounts), a queue field that protobuf lets be empty, and
-//! REST and gRPC sharing one port. The operations both fronts share, with gRPC's status codes
+//! past a refusal, with API keys and accounts), a queue field that protobuf lets be empty, a
+//! patch that both sets and removes a tag, and REST and gRPC sharing one port. The operations both fronts share, with gRPC's status codes
 //! and error metadata, are tested through both in `api`. Every test is bounded in time and
 //! stops its server and node.
 
@@ -138,6 +138,40 @@ async fn an_empty_queue_is_invalid_naming_the_field() {
             })
             .await;
         refused(got, "invalid_argument", Some("queue"));
+    })
+    .await;
+    s.shutdown().await;
+}
+
+/// A patch names tags to set and tags to remove in two fields, where JSON has one object: a
+/// key in both is `invalid_argument` naming it in `remove_tags`, and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_both_set_and_removed_is_refused_naming_it() {
+    let s = Grpc::start(Keys::open()).await;
+    bounded(async {
+        let mut c = s.client();
+        let mut create = new_queue("tagged");
+        create.tags.insert("team".into(), "pay".into());
+        c.create_queue(create).await.expect("create");
+        let patch = pb::PatchQueueRequest {
+            queue: "tagged".into(),
+            set_tags: [("team".to_string(), "billing".to_string())].into(),
+            remove_tags: vec!["env".into(), "team".into()],
+            ..Default::default()
+        };
+        refused(
+            c.patch_queue(patch).await,
+            "invalid_argument",
+            Some("remove_tags[1]"),
+        );
+        let got = c
+            .get_queue(pb::GetQueueRequest {
+                queue: "tagged".into(),
+            })
+            .await
+            .expect("get")
+            .into_inner();
+        assert_eq!(got.tags, [("team".to_string(), "pay".to_string())].into());
     })
     .await;
     s.shutdown().await;

@@ -6,7 +6,8 @@
 //! type its field cannot hold (a string for a number, `1.5` for an integer), panics, since such
 //! a case can only be sent over REST and belongs to its tests. Absent and `null` fields are
 //! both "not given", as in the API; a patch's `"redrive_policy": null` and `"retry_backoff":
-//! null` are `clear_redrive_policy` and `clear_retry_backoff`. On the way back, fields protobuf
+//! null` are `clear_redrive_policy` and `clear_retry_backoff`, and a patch's tags with a value
+//! or `null` are `set_tags` and `remove_tags`. On the way back, fields protobuf
 //! leaves out are left out of the JSON where REST leaves them out too, and are `null` where
 //! REST always writes them (`redrive_policy`, `retry_backoff`, `first_received_at`,
 //! `next_after`, `leader`, a move task's `destination` and `filter`).
@@ -77,6 +78,7 @@ pub async fn call(mut c: Client, op: Op<'_>, input: Value) -> Result<Value, Stat
                 max_messages: i.int("max_messages"),
                 lease_seconds: i.int("lease_seconds"),
                 wait_seconds: i.int("wait_seconds"),
+                receive_attempt_id: i.text("receive_attempt_id"),
             });
             let answer = c.receive_messages(request).await?.into_inner();
             json!({"messages": answer.messages.iter().map(message).collect::<Vec<_>>()})
@@ -282,6 +284,8 @@ fn create_request(i: &mut Input) -> pb::CreateQueueRequest {
         redrive_policy: i.take("redrive_policy").map(redrive_policy),
         redrive_allow_policy: i.take("redrive_allow_policy").map(allow_policy),
         retry_backoff: i.take("retry_backoff").map(retry_backoff),
+        receive_wait_seconds: i.int("receive_wait_seconds"),
+        tags: i.opt("tags", strings_map).unwrap_or_default(),
     }
 }
 
@@ -299,6 +303,18 @@ fn patch_request(queue: &str, i: &mut Input) -> pb::PatchQueueRequest {
         Some(Value::Null) => Some(Backoff::ClearRetryBackoff(true)),
         Some(backoff) => Some(Backoff::RetryBackoff(retry_backoff(backoff))),
     };
+    let mut set_tags = BTreeMap::new();
+    let mut remove_tags = Vec::new();
+    let tags = i.0.remove("tags").unwrap_or(Value::Null);
+    for (key, value) in tags.as_object().into_iter().flatten() {
+        match value {
+            Value::Null => remove_tags.push(key.clone()),
+            other => {
+                let text = text(other).expect("a tag value is a string or null");
+                set_tags.insert(key.clone(), text);
+            }
+        }
+    }
     let settings = create_request(i);
     assert!(
         settings.name.is_empty() && settings.r#type.is_none(),
@@ -314,6 +330,9 @@ fn patch_request(queue: &str, i: &mut Input) -> pb::PatchQueueRequest {
         redrive,
         redrive_allow_policy: settings.redrive_allow_policy,
         backoff,
+        receive_wait_seconds: settings.receive_wait_seconds,
+        set_tags,
+        remove_tags,
     }
 }
 
@@ -321,15 +340,16 @@ fn send_request(queue: &str, i: &mut Input) -> pb::SendMessageRequest {
     pb::SendMessageRequest {
         queue: queue.into(),
         body: i.string("body"),
-        attributes: i.opt("attributes", attributes).unwrap_or_default(),
+        attributes: i.opt("attributes", strings_map).unwrap_or_default(),
         delay_seconds: i.int("delay_seconds"),
         message_group_id: i.text("message_group_id"),
         message_deduplication_id: i.text("message_deduplication_id"),
+        attribute_types: i.opt("attribute_types", strings_map).unwrap_or_default(),
     }
 }
 
-/// Attributes: an object of strings.
-fn attributes(value: &Value) -> Option<BTreeMap<String, String>> {
+/// Attributes, their types or tags: an object of strings.
+fn strings_map(value: &Value) -> Option<BTreeMap<String, String>> {
     let attributes = value.as_object()?;
     attributes
         .iter()
@@ -348,6 +368,7 @@ fn batch_entry(i: &mut Input) -> pb::SendMessageBatchEntry {
         delay_seconds: send.delay_seconds,
         message_group_id: send.message_group_id,
         message_deduplication_id: send.message_deduplication_id,
+        attribute_types: send.attribute_types,
     }
 }
 
@@ -407,8 +428,10 @@ fn queue(q: &pb::Queue) -> Value {
         "id": q.id,
         "name": q.name,
         "crn": q.crn,
+        "arn": q.arn,
         "type": q.r#type,
         "created_at": q.created_at,
+        "modified_at": q.modified_at,
         "content_based_deduplication": q.content_based_deduplication,
         "lease_seconds": q.lease_seconds,
         "delay_seconds": q.delay_seconds,
@@ -417,6 +440,8 @@ fn queue(q: &pb::Queue) -> Value {
         "redrive_policy": redrive_policy,
         "redrive_allow_policy": allow_policy,
         "retry_backoff": retry_backoff,
+        "receive_wait_seconds": q.receive_wait_seconds,
+        "tags": q.tags,
     })
 }
 
@@ -453,6 +478,10 @@ fn message(m: &pb::Message) -> Value {
             ("moved_at", text(&m.moved_at)),
             ("state", state),
             ("visible_at", text(&m.visible_at)),
+            (
+                "attribute_types",
+                (!m.attribute_types.is_empty()).then(|| json!(m.attribute_types)),
+            ),
         ],
     )
 }

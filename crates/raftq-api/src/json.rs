@@ -18,6 +18,7 @@ use time::OffsetDateTime;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::attributes;
 use crate::error::ApiError;
 use crate::longpoll::Received;
 use crate::ops::LeaseChange;
@@ -39,11 +40,17 @@ pub struct Queue<'a> {
     pub id: Uuid,
     pub name: &'a str,
     pub crn: &'a str,
+    /// `arn:aws:sqs:<region>:<account number>:<name>`, which names the queue wherever a
+    /// name, UUID or CRN does.
+    pub arn: &'a str,
     #[serde(rename = "type")]
     #[schema(schema_with = schemas::queue_type)]
     pub queue_type: &'static str,
     #[schema(format = DateTime)]
     pub created_at: String,
+    /// When a setting last changed (its creation until then); tags do not count.
+    #[schema(format = DateTime)]
+    pub modified_at: String,
     pub content_based_deduplication: bool,
     pub lease_seconds: u32,
     pub delay_seconds: u32,
@@ -54,6 +61,8 @@ pub struct Queue<'a> {
     pub redrive_allow_policy: AllowPolicy<'a>,
     #[schema(required = true)]
     pub retry_backoff: Option<RetryBackoff>,
+    pub receive_wait_seconds: u32,
+    pub tags: &'a BTreeMap<String, String>,
 }
 
 /// A queue's retry backoff: a message whose lease expired waits `min(max_seconds,
@@ -80,8 +89,10 @@ impl<'a> Queue<'a> {
             id: view.id,
             name: &view.name,
             crn: &view.crn,
+            arn: &view.arn,
             queue_type: view.queue_type.as_str(),
             created_at: rfc3339(view.created_at),
+            modified_at: rfc3339(view.modified_at),
             content_based_deduplication: view.content_based_deduplication,
             lease_seconds: view.lease_seconds,
             delay_seconds: view.delay_seconds,
@@ -97,6 +108,8 @@ impl<'a> Queue<'a> {
                 max_seconds: b.max_seconds,
                 multiplier: b.multiplier(),
             }),
+            receive_wait_seconds: view.receive_wait_seconds,
+            tags: &view.tags,
         }
     }
 }
@@ -132,7 +145,11 @@ pub struct Message<'a> {
     #[schema(format = DateTime)]
     pub lease_expires_at: Option<String>,
     pub body: &'a str,
-    pub attributes: &'a BTreeMap<String, String>,
+    /// The attributes' values: text, or base64 for a `Binary` type.
+    pub attributes: BTreeMap<String, String>,
+    /// The data type of each attribute whose type is not plain `String`; left out when none.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub attribute_types: BTreeMap<String, String>,
     pub receive_count: u32,
     #[schema(format = DateTime)]
     pub sent_at: String,
@@ -161,12 +178,14 @@ pub struct Message<'a> {
 
 impl<'a> Message<'a> {
     fn new(meta: &'a MessageMeta, payload: &'a Payload) -> Message<'a> {
+        let (attributes, attribute_types) = attributes::to_text(&payload.attributes);
         Message {
             message_id: payload.message_id,
             receipt: None,
             lease_expires_at: None,
             body: &payload.body,
-            attributes: &payload.attributes,
+            attributes,
+            attribute_types,
             receive_count: meta.receive_count,
             sent_at: rfc3339(payload.sent_at),
             first_received_at: meta.first_received_at.map(rfc3339),

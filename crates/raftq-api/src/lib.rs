@@ -15,6 +15,8 @@
 //! - `input`: REST request parsing — bodies as JSON values read field by field, so every type
 //!   error, unknown field or missing field is a `400` that names the field, before anything is
 //!   proposed.
+//! - `attributes`: the text form of typed message attributes (`attributes` and
+//!   `attribute_types`) in requests and answers of both front ends.
 //! - `json`: the response shapes (queue object, messages, results) and RFC 3339 times; gRPC
 //!   converts the same shapes to protobuf.
 //! - `error`: the one mapping from engine and node errors to error codes, HTTP statuses and
@@ -35,6 +37,7 @@
 //!
 //! Choices where the spec is silent are written down in `docs/api.md`.
 
+mod attributes;
 mod auth;
 mod call;
 mod claims;

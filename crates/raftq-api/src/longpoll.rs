@@ -29,6 +29,7 @@ pub struct ReceiveRequest {
     pub queue: String,
     pub max_messages: Option<i64>,
     pub lease_seconds: Option<i64>,
+    pub attempt_id: Option<String>,
     pub wait: Duration,
 }
 
@@ -108,6 +109,7 @@ async fn receive_once(shared: &Shared, request: &ReceiveRequest) -> Result<Recei
             queue: request.queue.clone(),
             max_messages: request.max_messages,
             lease_seconds: request.lease_seconds,
+            attempt_id: request.attempt_id.clone(),
         })
         .await?;
     match written.outcome {

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use raftq_engine::model::{limits, AccountSummary, QueueConfig};
 use raftq_engine::{
-    validate, AckResult, BatchEntry, BatchResult, Command, EngineError, MessageMeta, Millis,
-    MoveFilter, MoveTaskInput, MoveTaskView, NewMessage, Outcome, Payload, QueueAttributes,
-    QueueRef, QueueStats, QueueType, QueueView, SendResult,
+    attempts, tags, validate, AckResult, Attribute, BatchEntry, BatchResult, Command, EngineError,
+    MessageMeta, Millis, MoveFilter, MoveTaskInput, MoveTaskView, NewMessage, Outcome, Payload,
+    QueueAttributes, QueueRef, QueueStats, QueueType, QueueView, SendResult,
 };
 use raftq_node::{Change, Query, QueryResult};
 use time::format_description::well_known::Rfc3339;
@@ -30,9 +30,6 @@ use crate::state::Shared;
 use crate::status::{self, RaftStatus};
 use crate::throttle::Caller;
 
-/// Longest long poll, in seconds.
-const WAIT_SECONDS_MAX: i64 = 20;
-
 /// A queue to create, as a client asks for it.
 pub struct NewQueue {
     pub name: String,
@@ -44,7 +41,7 @@ pub struct NewQueue {
 /// A message as a client sends it, before it gets its UUID.
 pub struct MessageInput {
     pub body: String,
-    pub attributes: BTreeMap<String, String>,
+    pub attributes: BTreeMap<String, Attribute>,
     pub delay_seconds: Option<i64>,
     pub message_group_id: Option<String>,
     pub message_deduplication_id: Option<String>,
@@ -60,7 +57,10 @@ pub struct BatchEntryInput {
 pub struct ReceiveOptions {
     pub max_messages: Option<i64>,
     pub lease_seconds: Option<i64>,
+    /// Absent: the queue's `receive_wait_seconds`.
     pub wait_seconds: Option<i64>,
+    /// FIFO queues: a retry with the same ID within 5 minutes gets the same answer.
+    pub receive_attempt_id: Option<String>,
     /// Who asks, for the limits on long polls.
     pub caller: Caller,
 }
@@ -182,10 +182,14 @@ fn precheck(msg: &mut NewMessage) -> Result<(), EngineError> {
 }
 
 /// The rules of queue settings that need no state: required fields and ranges of the redrive
-/// policy, a permission for the allow policy, and the scalar settings for a queue of `queue_type`.
+/// policy, a permission for the allow policy, the form of tags, and the scalar settings for a
+/// queue of `queue_type`.
 fn precheck_attributes(attrs: &QueueAttributes, queue_type: QueueType) -> Result<(), ApiError> {
     if let Some(Some(policy)) = &attrs.redrive_policy {
         validate::redrive_policy(policy)?;
+    }
+    if let Some(change) = &attrs.tags {
+        tags::check(change)?;
     }
     if let Some(allow) = &attrs.redrive_allow_policy {
         validate::allow_permission(allow)?;
@@ -387,9 +391,12 @@ impl Shared {
         if let Some(v) = options.lease_seconds {
             validate::lease_seconds(v)?;
         }
+        if let Some(id) = &options.receive_attempt_id {
+            attempts::check_id(id)?;
+        }
         let wait = match options.wait_seconds {
-            Some(v) => validate::in_range("wait_seconds", v, 0, WAIT_SECONDS_MAX)?,
-            None => 0,
+            Some(v) => validate::receive_wait_seconds("wait_seconds", v)?,
+            None => self.default_wait(&account, &queue).await?,
         };
         // A receive that may wait holds a place under the long-poll limits until it ends.
         let _slot = match wait {
@@ -401,9 +408,29 @@ impl Shared {
             queue,
             max_messages: options.max_messages,
             lease_seconds: options.lease_seconds,
+            attempt_id: options.receive_attempt_id,
             wait: Duration::from_secs(wait.into()),
         };
         longpoll::receive(self, request).await
+    }
+
+    /// The wait of a receive that names none: its queue's `receive_wait_seconds`, as this node
+    /// applied it (a setting changed a moment ago may apply from the next receive on), or as
+    /// the leader has it when this node does not know the queue yet.
+    async fn default_wait(&self, account: &str, queue: &str) -> Result<u32, ApiError> {
+        let local = self
+            .api
+            .node
+            .with_engine(|e| e.get_queue(account, queue).ok())
+            .ok()
+            .flatten();
+        if let Some(view) = local {
+            return Ok(view.receive_wait_seconds);
+        }
+        let view = self
+            .get_queue(account.to_string(), queue.to_string())
+            .await?;
+        Ok(view.receive_wait_seconds)
     }
 
     /// Acknowledges 1-10 receipts, each with its own result.

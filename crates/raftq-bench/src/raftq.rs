@@ -247,6 +247,7 @@ impl Driver for RaftqGrpc {
                 max_messages: Some(i64::try_from(max)?),
                 lease_seconds: Some(session.lease_seconds),
                 wait_seconds: Some(RECEIVE_WAIT_SECONDS),
+                receive_attempt_id: None,
             })
             .await?
             .into_inner();

@@ -74,6 +74,7 @@ impl Fixture {
             queue: self.queue.into(),
             max_messages: Some(1),
             lease_seconds: Some(300),
+            attempt_id: None,
         }
     }
 

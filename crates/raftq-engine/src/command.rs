@@ -7,8 +7,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::attributes::Attribute;
 use crate::error::EngineError;
 use crate::model::{MessageState, Millis, MoveFilter, MoveTaskView, QueueRef, QueueView};
+use crate::tags::TagChange;
 
 /// One Raft log entry's payload: the leader's clock reading and the command.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,6 +53,8 @@ pub enum Command {
         queue: String,
         max_messages: Option<i64>,
         lease_seconds: Option<i64>,
+        /// FIFO queues: a retry with the same ID within 5 minutes replays the answer.
+        attempt_id: Option<String>,
     },
     Ack {
         account: String,
@@ -115,6 +119,9 @@ pub struct QueueAttributes {
     pub redrive_allow_policy: Option<AllowPolicyInput>,
     /// `Some(None)` clears the backoff (PATCH with `null`).
     pub retry_backoff: Option<Option<RetryBackoffInput>>,
+    pub receive_wait_seconds: Option<i64>,
+    /// Tags to set (a value) or remove (`None`).
+    pub tags: Option<TagChange>,
 }
 
 /// A retry backoff as a client writes it.
@@ -144,7 +151,7 @@ pub struct AllowPolicyInput {
 pub struct NewMessage {
     pub message_id: Uuid,
     pub body: String,
-    pub attributes: BTreeMap<String, String>,
+    pub attributes: BTreeMap<String, Attribute>,
     pub delay_seconds: Option<i64>,
     pub message_group_id: Option<String>,
     pub message_deduplication_id: Option<String>,
@@ -189,7 +196,7 @@ pub struct BatchEntry {
 pub struct Payload {
     pub message_id: Uuid,
     pub body: String,
-    pub attributes: BTreeMap<String, String>,
+    pub attributes: BTreeMap<String, Attribute>,
     pub message_group_id: Option<String>,
     pub message_deduplication_id: Option<String>,
     pub sent_at: Millis,

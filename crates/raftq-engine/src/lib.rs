@@ -31,6 +31,9 @@
 //! `(due, what)`, and deduplication records in window order. Retention needs no per-message
 //! timer: messages enter a queue in time order, so the oldest is always first.
 
+pub mod arn;
+pub mod attempts;
+pub mod attributes;
 pub mod codec;
 pub mod command;
 mod engine;
@@ -42,8 +45,10 @@ mod move_task;
 mod queue;
 pub mod receipt;
 pub mod rows;
+pub mod tags;
 pub mod validate;
 
+pub use attributes::{Attribute, AttributeValue};
 pub use command::{
     AckResult, AllowPolicyInput, BatchEntry, BatchResult, Command, Delivery, Entry, MessageMeta,
     MoveTaskInput, NewMessage, Outcome, Payload, QueueAttributes, RedrivePolicyInput,

@@ -1,6 +1,8 @@
 //! The queue model: limits and defaults of SPEC.md, queue configuration, redrive policies,
 //! resource references and CRNs, and the views the engine returns.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -23,6 +25,7 @@ pub mod limits {
     pub const MAX_RECEIVE_COUNT_MAX: i64 = 1000;
     pub const ATTRIBUTES_MAX: usize = 10;
     pub const ATTRIBUTE_NAME_MAX: usize = 256;
+    pub const ATTRIBUTE_TYPE_MAX: usize = 256;
     pub const GROUP_ID_MAX: usize = 128;
     pub const DEDUP_ID_MAX: usize = 128;
     /// How long an accepted deduplication ID suppresses resends.
@@ -44,6 +47,14 @@ pub mod limits {
     pub const MOVE_FILTER_IDS_MAX: usize = 100;
     /// The move tasks of a queue that are kept (and listed), the newest first.
     pub const MOVE_TASKS_KEPT: usize = 10;
+    /// Longest long poll, in seconds, and so the longest default wait of a queue.
+    pub const RECEIVE_WAIT_SECONDS_MAX: i64 = 20;
+    pub const TAGS_MAX: usize = 50;
+    pub const TAG_KEY_MAX: usize = 128;
+    pub const TAG_VALUE_MAX: usize = 256;
+    pub const RECEIVE_ATTEMPT_ID_MAX: usize = 128;
+    /// How long a FIFO receive's attempt ID replays its answer.
+    pub const RECEIVE_ATTEMPT_WINDOW_MS: u64 = 5 * 60 * 1000;
 }
 
 /// `standard` or `fifo`; a queue is FIFO exactly when its name ends in `.fifo`.
@@ -153,6 +164,8 @@ pub struct QueueConfig {
     pub redrive_policy: Option<RedrivePolicy>,
     pub redrive_allow_policy: AllowPolicy,
     pub retry_backoff: Option<RetryBackoff>,
+    /// How long a receive that names no wait waits for a message, 0-20 seconds.
+    pub receive_wait_seconds: u32,
 }
 
 impl Default for QueueConfig {
@@ -166,6 +179,7 @@ impl Default for QueueConfig {
             redrive_policy: None,
             redrive_allow_policy: AllowPolicy::AllowAll,
             retry_backoff: None,
+            receive_wait_seconds: 0,
         }
     }
 }
@@ -238,8 +252,12 @@ pub struct QueueView {
     pub id: Uuid,
     pub name: String,
     pub crn: String,
+    /// `arn:aws:sqs:<region>:<account number>:<name>`.
+    pub arn: String,
     pub queue_type: QueueType,
     pub created_at: Millis,
+    /// When its settings last changed (its creation until then).
+    pub modified_at: Millis,
     pub content_based_deduplication: bool,
     pub lease_seconds: u32,
     pub delay_seconds: u32,
@@ -248,6 +266,8 @@ pub struct QueueView {
     pub redrive_policy: Option<RedrivePolicyView>,
     pub redrive_allow_policy: AllowPolicyView,
     pub retry_backoff: Option<RetryBackoff>,
+    pub receive_wait_seconds: u32,
+    pub tags: BTreeMap<String, String>,
 }
 
 /// Where a message is in its life, as peek shows it.

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use foldhash::HashMap;
 use uuid::Uuid;
 
+use crate::attempts::ReceiveAttempts;
 use crate::interned::Interned;
 use crate::model::{Millis, QueueConfig, QueueName, QueueType};
 use crate::move_task::MoveTask;
@@ -78,6 +79,8 @@ pub(crate) enum Timer {
     Dedup(u32),
     /// The queue's running move task may take its next step.
     MoveTask(u32),
+    /// The queue's oldest receive attempt record may have left the window.
+    Attempts(u32),
 }
 
 /// Deduplication records are pruned at whole seconds: the records of a queue that leave the
@@ -88,8 +91,9 @@ pub(crate) enum Timer {
 /// one that applied every entry.
 const PRUNE_EVERY_MS: Millis = 1_000;
 
-/// When the record that leaves the window at `expires` is pruned.
-fn prune_due(expires: Millis) -> Millis {
+/// When the record that leaves the window at `expires` is pruned (deduplication and receive
+/// attempt records alike).
+pub(crate) fn prune_due(expires: Millis) -> Millis {
     expires.div_ceil(PRUNE_EVERY_MS) * PRUNE_EVERY_MS
 }
 
@@ -421,8 +425,11 @@ pub(crate) struct Queue {
     pub account: String,
     pub name: String,
     pub created_at: Millis,
+    /// When its settings last changed.
+    pub modified_at: Millis,
     pub queue_type: QueueType,
     pub config: QueueConfig,
+    pub tags: BTreeMap<String, String>,
     pub messages: BTreeMap<u64, Msg>,
     index: Index,
     pub dedup: HashMap<String, DedupRecord>,
@@ -433,6 +440,8 @@ pub(crate) struct Queue {
     pub dead_lettered: u64,
     /// The queue's last move tasks, the newest (the only one that may be running) first.
     pub move_tasks: VecDeque<MoveTask>,
+    /// FIFO receives by attempt ID.
+    pub attempts: ReceiveAttempts,
     retention_timer: Option<Millis>,
     dedup_timer: Option<Millis>,
     move_timer: Option<Millis>,
@@ -455,7 +464,9 @@ impl Queue {
             queue_type,
             name,
             created_at,
+            modified_at: created_at,
             config,
+            tags: BTreeMap::new(),
             messages: BTreeMap::new(),
             index: Index::new(qid, id, queue_type == QueueType::Fifo),
             dedup: HashMap::default(),
@@ -463,6 +474,7 @@ impl Queue {
             sources: BTreeSet::new(),
             dead_lettered: 0,
             move_tasks: VecDeque::new(),
+            attempts: ReceiveAttempts::default(),
             retention_timer: None,
             dedup_timer: None,
             move_timer: None,

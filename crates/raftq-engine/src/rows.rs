@@ -8,22 +8,37 @@
 //! `0` meta, `1` queue(qid), `2` message(qid, seq), `3` dedup(qid, id), `4` payload(storage key),
 //! `5` reclaim(qid): the messages of `qid` below a sequence number that a purge or the queue's
 //! deletion took away and whose rows are still being deleted, `6` move tasks(qid): the queue's
-//! last message move tasks.
+//! last message move tasks, `7` attempt(qid, id): a FIFO receive's answer under its attempt ID.
+//!
+//! Payload rows carry their own format (a leading [`PAYLOAD_FORMAT`] byte), since a payload
+//! outlives the build that wrote it: those of row formats up to 4, with plain string attributes,
+//! start with the length of their message UUID (16) instead and are read as such.
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use std::collections::BTreeMap;
+
+use crate::attempts::AttemptLease;
+use crate::attributes;
 use crate::command::Payload;
-use crate::model::{AllowPolicy, Millis, QueueConfig, QueueName, RedrivePolicy};
+use crate::model::{AllowPolicy, Millis, QueueConfig, QueueName, RedrivePolicy, RetryBackoff};
 use crate::move_task::MoveTask;
 
 /// Version of the row format, kept in the meta row.
 pub const FORMAT_VERSION: u32 = 5;
 
 /// The oldest row format this build reads: version 3 only added reclaim rows, version 4 the
-/// retry backoff to queue rows (older queue rows read as [`QueueRowV3`]), version 5 only added
-/// move task rows.
+/// retry backoff to queue rows, version 5 a queue's default wait, tags and `modified_at`,
+/// receive attempt rows, move task rows, and typed attributes in payloads (older rows read as
+/// [`QueueRowV3`], [`QueueRowV4`] and [`PayloadV4`]).
 pub const OLDEST_READABLE_VERSION: u32 = 2;
+
+/// The first byte of a payload row of today's format.
+pub const PAYLOAD_FORMAT: u8 = 1;
+
+/// The first byte of a payload row of row formats 2 to 4: the length of its message UUID.
+const PAYLOAD_V4_FIRST_BYTE: u8 = 16;
 
 const TAG_META: u8 = 0;
 const TAG_QUEUE: u8 = 1;
@@ -32,6 +47,7 @@ const TAG_DEDUP: u8 = 3;
 const TAG_PAYLOAD: u8 = 4;
 const TAG_RECLAIM: u8 = 5;
 const TAG_MOVE_TASKS: u8 = 6;
+const TAG_ATTEMPT: u8 = 7;
 
 /// The key of an engine-owned row.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -42,6 +58,7 @@ pub enum RowKey {
     Dedup(u32, String),
     Reclaim(u32),
     MoveTasks(u32),
+    Attempt(u32, String),
 }
 
 impl RowKey {
@@ -71,19 +88,35 @@ impl RowKey {
                 out.push(TAG_MOVE_TASKS);
                 out.extend_from_slice(&qid.to_be_bytes());
             }
+            RowKey::Attempt(qid, id) => {
+                out.push(TAG_ATTEMPT);
+                out.extend_from_slice(&qid.to_be_bytes());
+                out.extend_from_slice(id.as_bytes());
+            }
         }
         out
     }
 }
 
-/// The keys of every deduplication row of queue `qid`: from `start` (inclusive) to `end`
-/// (exclusive). No ID contains the byte 0xFF (IDs are UTF-8), so `end` follows all of them.
-pub fn dedup_range(qid: u32) -> KeyRange {
-    let mut start = vec![TAG_DEDUP];
+/// The keys of every row of kind `tag` of queue `qid` keyed by an ID after it: from `start`
+/// (inclusive) to `end` (exclusive). No ID contains the byte 0xFF (IDs are UTF-8), so `end`
+/// follows all of them.
+fn id_range(tag: u8, qid: u32) -> KeyRange {
+    let mut start = vec![tag];
     start.extend_from_slice(&qid.to_be_bytes());
     let mut end = start.clone();
     end.push(0xFF);
     KeyRange { start, end }
+}
+
+/// The keys of every deduplication row of queue `qid`.
+pub fn dedup_range(qid: u32) -> KeyRange {
+    id_range(TAG_DEDUP, qid)
+}
+
+/// The keys of every receive attempt row of queue `qid`.
+pub fn attempt_range(qid: u32) -> KeyRange {
+    id_range(TAG_ATTEMPT, qid)
 }
 
 /// Keys from `start` (inclusive) to `end` (exclusive), deleted together.
@@ -142,6 +175,10 @@ pub fn decode_key(key: &[u8]) -> Result<KeyKind, RowError> {
         TAG_PAYLOAD if rest.len() == 8 => KeyKind::Payload(u64_of(rest)?),
         TAG_RECLAIM if rest.len() == 4 => KeyKind::Engine(RowKey::Reclaim(u32_at(rest)?)),
         TAG_MOVE_TASKS if rest.len() == 4 => KeyKind::Engine(RowKey::MoveTasks(u32_at(rest)?)),
+        TAG_ATTEMPT if rest.len() > 4 => {
+            let id = String::from_utf8(rest[4..].to_vec()).map_err(|_| RowError::BadKey)?;
+            KeyKind::Engine(RowKey::Attempt(u32_at(rest)?, id))
+        }
         _ => return Err(RowError::BadKey),
     })
 }
@@ -179,6 +216,8 @@ pub enum RowError {
     UnsupportedVersion(u32),
     #[error("row refers to queue {0}, which has no queue row")]
     MissingQueue(u32),
+    #[error("payload row of an unknown format")]
+    BadPayload,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -197,15 +236,30 @@ pub(crate) struct QueueRow {
     pub created_at: Millis,
     pub config: QueueConfig,
     pub dead_lettered: u64,
+    pub modified_at: Millis,
+    pub tags: BTreeMap<String, String>,
 }
 
 impl QueueRow {
-    /// Reads a queue row written in row format `version`.
+    /// Reads a queue row written in row format `version`. Rows before format 5 had no tags and
+    /// no default wait; their `modified_at` reads as their creation.
     pub(crate) fn decode(version: u32, bytes: &[u8]) -> Result<QueueRow, RowError> {
-        if version >= 4 {
+        if version >= 5 {
             return Ok(postcard::from_bytes(bytes)?);
         }
-        let old: QueueRowV3 = postcard::from_bytes(bytes)?;
+        let old: QueueRowV4 = if version == 4 {
+            postcard::from_bytes(bytes)?
+        } else {
+            let v3: QueueRowV3 = postcard::from_bytes(bytes)?;
+            QueueRowV4 {
+                id: v3.id,
+                account: v3.account,
+                name: v3.name,
+                created_at: v3.created_at,
+                config: QueueConfigV4::from(v3.config),
+                dead_lettered: v3.dead_lettered,
+            }
+        };
         let c = old.config;
         Ok(QueueRow {
             id: old.id,
@@ -220,15 +274,56 @@ impl QueueRow {
                 max_message_bytes: c.max_message_bytes,
                 redrive_policy: c.redrive_policy,
                 redrive_allow_policy: c.redrive_allow_policy,
-                retry_backoff: None,
+                retry_backoff: c.retry_backoff,
+                receive_wait_seconds: 0,
             },
             dead_lettered: old.dead_lettered,
+            modified_at: old.created_at,
+            tags: BTreeMap::new(),
         })
     }
 }
 
+/// A queue row of row format 4: settings without a default wait, no tags, no `modified_at`.
+#[derive(Debug, Serialize, Deserialize)]
+struct QueueRowV4 {
+    id: Uuid,
+    account: String,
+    name: String,
+    created_at: Millis,
+    config: QueueConfigV4,
+    dead_lettered: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct QueueConfigV4 {
+    content_based_deduplication: bool,
+    lease_seconds: u32,
+    delay_seconds: u32,
+    retention_seconds: u32,
+    max_message_bytes: u32,
+    redrive_policy: Option<RedrivePolicy>,
+    redrive_allow_policy: AllowPolicy,
+    retry_backoff: Option<RetryBackoff>,
+}
+
+impl From<QueueConfigV3> for QueueConfigV4 {
+    fn from(c: QueueConfigV3) -> Self {
+        QueueConfigV4 {
+            content_based_deduplication: c.content_based_deduplication,
+            lease_seconds: c.lease_seconds,
+            delay_seconds: c.delay_seconds,
+            retention_seconds: c.retention_seconds,
+            max_message_bytes: c.max_message_bytes,
+            redrive_policy: c.redrive_policy,
+            redrive_allow_policy: c.redrive_allow_policy,
+            retry_backoff: None,
+        }
+    }
+}
+
 /// A queue row of row formats 2 and 3, whose settings had no retry backoff.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 struct QueueRowV3 {
     id: Uuid,
     account: String,
@@ -238,7 +333,7 @@ struct QueueRowV3 {
     dead_lettered: u64,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 struct QueueConfigV3 {
     content_based_deduplication: bool,
     lease_seconds: u32,
@@ -275,6 +370,13 @@ pub(crate) struct MoveTasksRow {
     pub tasks: Vec<MoveTask>,
 }
 
+/// A FIFO receive's answer under its attempt ID.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct AttemptRow {
+    pub expires_at: Millis,
+    pub leases: Vec<AttemptLease>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct DedupRow {
     pub message_id: Uuid,
@@ -288,19 +390,45 @@ pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     crate::codec::to_vec(value).unwrap_or_default()
 }
 
-/// Encodes a payload row's value.
+/// Encodes a payload row's value: [`PAYLOAD_FORMAT`], then the payload.
 pub fn encode_payload(payload: &Payload) -> Vec<u8> {
-    encode(payload)
+    encode(&(PAYLOAD_FORMAT, payload))
 }
 
-/// Decodes a payload row's value.
+/// Decodes a payload row's value, of today's format or of row formats 2 to 4.
 pub fn decode_payload(bytes: &[u8]) -> Result<Payload, RowError> {
-    Ok(postcard::from_bytes(bytes)?)
+    match bytes.first() {
+        Some(&PAYLOAD_FORMAT) => Ok(postcard::from_bytes(&bytes[1..])?),
+        Some(&PAYLOAD_V4_FIRST_BYTE) => {
+            let old: PayloadV4 = postcard::from_bytes(bytes)?;
+            Ok(Payload {
+                message_id: old.message_id,
+                body: old.body,
+                attributes: attributes::plain(old.attributes),
+                message_group_id: old.message_group_id,
+                message_deduplication_id: old.message_deduplication_id,
+                sent_at: old.sent_at,
+            })
+        }
+        _ => Err(RowError::BadPayload),
+    }
+}
+
+/// A payload of row formats 2 to 4, whose attributes were plain strings.
+#[derive(Debug, Serialize, Deserialize)]
+struct PayloadV4 {
+    message_id: Uuid,
+    body: String,
+    attributes: BTreeMap<String, String>,
+    message_group_id: Option<String>,
+    message_deduplication_id: Option<String>,
+    sent_at: Millis,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attributes::Attribute;
 
     #[test]
     fn keys_round_trip_and_sort_by_queue_then_sequence() {
@@ -314,6 +442,7 @@ mod tests {
             RowKey::Dedup(1, "a".into()),
             RowKey::Reclaim(1),
             RowKey::MoveTasks(1),
+            RowKey::Attempt(1, "a".into()),
         ];
         let encoded: Vec<Vec<u8>> = keys.iter().map(RowKey::encode).collect();
         let mut sorted = encoded.clone();
@@ -331,5 +460,50 @@ mod tests {
         assert!(!range.contains(&RowKey::Dedup(0, "z".into()).encode()));
         assert!(!range.contains(&RowKey::Message(1, 5).encode()));
         assert!(decode_key(&[]).is_err());
+        let attempts = attempt_range(1);
+        assert!(attempts.contains(&RowKey::Attempt(1, "x".into()).encode()));
+        assert!(!attempts.contains(&RowKey::Dedup(1, "x".into()).encode()));
+        assert!(!attempts.contains(&RowKey::Attempt(2, "x".into()).encode()));
+    }
+
+    fn payload(attributes: BTreeMap<String, Attribute>) -> Payload {
+        Payload {
+            message_id: Uuid::from_u128(9),
+            body: "hello".into(),
+            attributes,
+            message_group_id: Some("g".into()),
+            message_deduplication_id: None,
+            sent_at: 1_700_000_000_000,
+        }
+    }
+
+    /// A payload row as row format 4 wrote it: UUID 9, body `hello`, attribute `k` = `v`,
+    /// group `g`, no deduplication ID, sent at 1,700,000,000,000 ms.
+    const PAYLOAD_V4: &str = "10000000000000000000000000000000090568656c6c6f01016b017601016700\
+        80d095ffbc31";
+
+    #[test]
+    fn payloads_of_row_format_4_read_with_plain_attributes() {
+        let bytes = hex::decode(PAYLOAD_V4).expect("hex");
+        let read = decode_payload(&bytes).expect("a format 4 payload");
+        let plain = BTreeMap::from([("k".to_string(), Attribute::string("v"))]);
+        assert_eq!(read, payload(plain));
+    }
+
+    #[test]
+    fn payloads_round_trip_with_typed_attributes() {
+        let typed = BTreeMap::from([
+            (
+                "b".to_string(),
+                Attribute::bytes("Binary.jpg", vec![0, 255, 16]),
+            ),
+            ("n".to_string(), Attribute::text("Number", "1.5")),
+            ("s".to_string(), Attribute::string("")),
+        ]);
+        let p = payload(typed);
+        let bytes = encode_payload(&p);
+        assert_eq!(bytes[0], PAYLOAD_FORMAT);
+        assert_eq!(decode_payload(&bytes).expect("decodes"), p);
+        assert!(matches!(decode_payload(&[7, 1]), Err(RowError::BadPayload)));
     }
 }

@@ -3,6 +3,7 @@
 
 use sha2::{Digest, Sha256};
 
+use crate::attributes;
 use crate::command::{
     AllowPolicyInput, MoveTaskInput, NewMessage, QueueAttributes, RedrivePolicyInput,
     RetryBackoffInput,
@@ -82,6 +83,9 @@ pub fn scalar_attributes(
         Some(Some(input)) => config.retry_backoff = Some(retry_backoff(input)?),
         Some(None) => config.retry_backoff = None,
         None => {}
+    }
+    if let Some(v) = attrs.receive_wait_seconds {
+        config.receive_wait_seconds = receive_wait_seconds("receive_wait_seconds", v)?;
     }
     Ok(())
 }
@@ -166,26 +170,7 @@ pub fn message(
     if msg.body.is_empty() {
         return Err(EngineError::invalid("body", "must be at least 1 byte"));
     }
-    if msg.attributes.len() > limits::ATTRIBUTES_MAX {
-        return Err(EngineError::invalid(
-            "attributes",
-            format!("at most {} attributes", limits::ATTRIBUTES_MAX),
-        ));
-    }
-    let mut size = msg.body.len() as u64;
-    for (name, value) in &msg.attributes {
-        let chars = name.chars().count();
-        if chars == 0 || chars > limits::ATTRIBUTE_NAME_MAX {
-            return Err(EngineError::invalid(
-                "attributes",
-                format!(
-                    "attribute names must be 1-{} characters",
-                    limits::ATTRIBUTE_NAME_MAX
-                ),
-            ));
-        }
-        size += (name.len() + value.len()) as u64;
-    }
+    let size = msg.body.len() as u64 + attributes::check(&msg.attributes)?;
     if size > u64::from(config.max_message_bytes) {
         return Err(EngineError::MessageTooLarge {
             field: "body".into(),
@@ -288,6 +273,11 @@ pub fn max_messages(value: Option<i64>) -> Result<u32> {
         1,
         limits::RECEIVE_MAX_MESSAGES,
     )
+}
+
+/// A long poll's wait, or a queue's default one: 0-20 seconds.
+pub fn receive_wait_seconds(field: &str, value: i64) -> Result<u32> {
+    in_range(field, value, 0, limits::RECEIVE_WAIT_SECONDS_MAX)
 }
 
 /// A lease length in seconds.

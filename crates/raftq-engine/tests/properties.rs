@@ -1,6 +1,7 @@
 //! Property tests: random command sequences with random (sometimes backward) timestamps, checked
 //! after every step against the invariants of SPEC.md §2, for determinism, and for restore. The
-//! source queues retry with a backoff, and the standard one serves its tenants fairly.
+//! source queues retry with a backoff, and the standard one serves its tenants fairly. FIFO
+//! receives sometimes carry one of a few attempt IDs, so that retries replay their answer.
 
 mod support;
 
@@ -29,6 +30,8 @@ enum Op {
         queue: usize,
         max: i64,
         lease: i64,
+        /// FIFO queues: the receive attempt ID `a<n>`.
+        attempt: Option<u8>,
     },
     Ack {
         pick: usize,
@@ -60,8 +63,16 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (0..4usize, 0..3u8, 0..12u8, prop_oneof![Just(0i64), 1..20i64])
             .prop_map(|(queue, group, dedup, delay)| Op::Send { queue, group, dedup, delay }),
-        5 => (0..4usize, 1..5i64, prop_oneof![Just(0i64), 1..40i64])
-            .prop_map(|(queue, max, lease)| Op::Receive { queue, max, lease }),
+        5 => (0..4usize, 1..5i64, prop_oneof![Just(0i64), 1..40i64], prop::option::weighted(0.7, 0..2u8))
+            .prop_map(|(queue, max, lease, attempt)| Op::Receive { queue, max, lease, attempt }),
+        // Receives of the FIFO source under a few attempt IDs, with leases long enough to be
+        // retried while they hold.
+        3 => (1..5i64, 30..120i64, 0..2u8).prop_map(|(max, lease, n)| Op::Receive {
+            queue: 2,
+            max,
+            lease,
+            attempt: Some(n),
+        }),
         4 => any::<usize>().prop_map(|pick| Op::Ack { pick }),
         1 => (any::<usize>(), 0..30i64, prop::option::of(0..20i64))
             .prop_map(|(pick, secs, delay)| Op::ChangeLease { pick, secs, delay }),
@@ -114,11 +125,19 @@ fn command(h: &mut Harness, op: &Op, receipts: &[(usize, String)]) -> Option<Com
                 message: m,
             }
         }
-        Op::Receive { queue, max, lease } => Command::Receive {
+        Op::Receive {
+            queue,
+            max,
+            lease,
+            attempt,
+        } => Command::Receive {
             account,
             queue: QUEUES[queue].into(),
             max_messages: Some(max),
             lease_seconds: Some(lease),
+            attempt_id: attempt
+                .filter(|_| QUEUES[queue].ends_with(".fifo"))
+                .map(|n| format!("a{n}")),
         },
         Op::Ack { pick } => {
             let (queue, receipt) = receipts.get(pick % receipts.len().max(1))?.clone();
@@ -252,6 +271,34 @@ fn check_outcome(
             } else {
                 assert!(model.sent.insert(r.message_id, *queue).is_none());
             }
+        }
+        (Op::Receive { queue, .. }, Ok(Outcome::Received(ds)))
+            if !ds.is_empty()
+                && ds
+                    .iter()
+                    .all(|d| model.receipt_ids.contains_key(&d.receipt)) =>
+        {
+            // Receipts already handed out: a replay of an attempt, whose every message must
+            // still be under that very lease; the leases start again.
+            for d in &ds {
+                let id = model.receipt_ids[&d.receipt];
+                let lease = model.leases.get(&id);
+                assert!(
+                    lease.is_some_and(|(receipt, _)| *receipt == d.receipt),
+                    "a replay of a touched lease"
+                );
+                if d.lease_expires_at > now {
+                    model
+                        .leases
+                        .insert(id, (d.receipt.clone(), d.lease_expires_at));
+                } else {
+                    model.leases.remove(&id);
+                }
+            }
+            assert!(
+                QUEUES[*queue].ends_with(".fifo"),
+                "a replay on a standard queue"
+            );
         }
         (Op::Receive { queue, .. }, Ok(Outcome::Received(ds))) => {
             for d in &ds {

@@ -10,9 +10,9 @@ use std::fmt::Debug;
 use raftq_engine::model::crn;
 use raftq_engine::validate::content_hash;
 use raftq_engine::{
-    AllowPolicyInput, BatchEntry, Command, Delivery, Engine, EngineError, Entry, MessageMeta,
-    MessageState, NewMessage, Outcome, Payload, QueueAttributes, QueueStats, QueueType,
-    RedrivePolicyInput, RowKey, SendResult, RECLAIM_PER_TICK,
+    AllowPolicyInput, Attribute, BatchEntry, Command, Delivery, Engine, EngineError, Entry,
+    MessageMeta, MessageState, NewMessage, Outcome, Payload, QueueAttributes, QueueStats,
+    QueueType, RedrivePolicyInput, RowKey, SendResult, RECLAIM_PER_TICK,
 };
 use support::*;
 
@@ -103,6 +103,7 @@ fn receive_cmd(queue: &str, max: i64) -> Command {
         queue: queue.into(),
         max_messages: Some(max),
         lease_seconds: None,
+        attempt_id: None,
     }
 }
 
@@ -460,6 +461,7 @@ fn patch_changes_only_the_given_fields() {
     assert_eq!(after.lease_seconds, 99);
     let mut expected = before;
     expected.lease_seconds = 99;
+    expected.modified_at = h.now;
     assert_eq!(after, expected);
     assert_eq!(
         h.engine.get_queue(ACCOUNT, "orders.fifo").expect("get"),
@@ -577,7 +579,7 @@ fn content_based_dedup_id_is_sha256_of_the_body_without_attributes() {
     let send = |h: &mut Harness, attr: &str| {
         let mut m = h.message("abc");
         m.message_group_id = Some("g".into());
-        m.attributes.insert(attr.into(), attr.into());
+        m.attributes.insert(attr.into(), Attribute::string(attr));
         h.try_send_msg("c.fifo", m).expect("send")
     };
     let first = send(&mut h, "k");
@@ -785,7 +787,7 @@ fn message_size_counts_body_attribute_names_and_values() {
     h.create_with("small", attrs(&[("max_message_bytes", 10)]));
     let sized = |h: &mut Harness, body: &str, name: &str, value: &str| {
         let mut m = h.message(body);
-        m.attributes.insert(name.into(), value.into());
+        m.attributes.insert(name.into(), Attribute::string(value));
         h.try_send_msg("small", m)
     };
     sized(&mut h, "12345", "abc", "de").expect("exactly 10 bytes");
@@ -826,7 +828,10 @@ fn empty_body_and_bad_attributes_are_refused() {
     invalid(h.try_send_msg("q", m), "body");
     let with_attrs = |h: &mut Harness, names: Vec<String>| {
         let mut m = h.message("b");
-        m.attributes = names.into_iter().map(|n| (n, "v".to_string())).collect();
+        m.attributes = names
+            .into_iter()
+            .map(|n| (n, Attribute::string("v")))
+            .collect();
         h.try_send_msg("q", m)
     };
     invalid(
@@ -1516,7 +1521,7 @@ fn moved_message_keeps_its_payload_and_gets_a_new_life_in_the_target() {
     h.try_patch(dlq, attrs(&[("retention_seconds", 60)]))
         .expect("patch");
     let mut m = msg_for(&mut h, src, "grp", "body");
-    m.attributes = BTreeMap::from([("k".to_string(), "v".to_string())]);
+    m.attributes = BTreeMap::from([("k".to_string(), Attribute::text("Number.n", "1"))]);
     m.message_deduplication_id = Some("dedup".into());
     let sent = h.try_send_msg(src, m).expect("send");
     let before = payload(&h, &peek(&h, src)[0]);
@@ -1529,7 +1534,10 @@ fn moved_message_keeps_its_payload_and_gets_a_new_life_in_the_target() {
     let moved = &metas[1];
     assert_eq!(payload(&h, moved), before);
     assert_eq!(before.message_id, sent.message_id);
-    assert_eq!(before.attributes.get("k").map(String::as_str), Some("v"));
+    assert_eq!(
+        before.attributes.get("k"),
+        Some(&Attribute::text("Number.n", "1"))
+    );
     assert_eq!(before.message_group_id.as_deref(), Some("grp"));
     assert_eq!(before.message_deduplication_id.as_deref(), Some("dedup"));
     assert_eq!(before.sent_at, START);
@@ -1987,6 +1995,7 @@ fn rows_of_format_3_restore_with_their_settings_and_no_retry_backoff() {
             queue: "work".into(),
             max_messages: Some(10),
             lease_seconds: None,
+            attempt_id: None,
         },
     });
     match received.result {

@@ -333,7 +333,7 @@ impl Node {
     /// the state machine's response. Success means committed on a majority and applied.
     pub async fn write(&self, command: Command) -> Result<Response, NodeError> {
         tracing::trace!(target: "raftq::stage", stage = "write");
-        let reply = self.core.route(Forwarded::Write(command)).await;
+        let reply = self.core.route(Forwarded::Write(Box::new(command))).await;
         tracing::trace!(target: "raftq::stage", stage = "written");
         match reply? {
             ForwardReply::Written(response) => Ok(response),

@@ -26,10 +26,11 @@ const RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// only just came back, after a partition healed, gets the time to answer pings again.)
 const SILENT: Duration = Duration::from_secs(1);
 
-/// A client request a follower hands to the leader.
+/// A client request a follower hands to the leader. A command is boxed: it is by far the
+/// largest kind (a queue's settings), and boxing leaves its encoding as it is.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum Forwarded {
-    Write(Command),
+    Write(Box<Command>),
     Read(Query),
     Change(Change),
 }
@@ -170,7 +171,7 @@ impl Core {
         }
         match request {
             Forwarded::Write(command) => self
-                .propose(command.clone())
+                .propose(Command::clone(command))
                 .await
                 .map(ForwardReply::Written),
             Forwarded::Read(query) => {

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use raftq_engine::legacy::CommandV0;
+use raftq_engine::legacy::{CommandV0, CommandV1};
 use raftq_engine::{Command, EngineError, Outcome, Payload};
 use serde::de::{self, SeqAccess, Visitor};
 use serde::ser::SerializeTuple;
@@ -33,7 +33,8 @@ pub type NodeId = u64;
 /// Encoded as `(LOG_FORMAT, now, commands)`. Entries of log format 0, written before the log
 /// had a format number, are `(now, commands)`: their first number is a wall-clock reading in
 /// milliseconds, far above any format number, and their commands are read as
-/// [`CommandV0`]s. A format newer than this build's is refused, never guessed at.
+/// [`CommandV0`]s; entries of format 1 are read as [`CommandV1`]s. A format newer than this
+/// build's is refused, never guessed at.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommandGroup {
     pub now: u64,
@@ -41,11 +42,12 @@ pub struct CommandGroup {
 }
 
 /// The log entry format this build writes: 1 added queue retry backoffs and release delays, 2
-/// the move task commands. Format 2 only appended commands, so format 1 entries read as they are.
+/// typed message attributes, queue tags and default waits, receive attempt IDs, and the move
+/// task commands.
 pub const LOG_FORMAT: u64 = 2;
 
-/// The oldest format whose commands decode as today's [`Command`]s.
-const OLDEST_CURRENT_FORMAT: u64 = 1;
+/// The log entry format before typed attributes, tags, default waits, attempt IDs and move tasks.
+const LOG_FORMAT_1: u64 = 1;
 
 /// Below this, an entry's first number is a format number; from it up, the time of a format 0
 /// entry (2^32 ms is in 1970).
@@ -77,8 +79,13 @@ impl<'de> Deserialize<'de> for CommandGroup {
                 let first: u64 = seq.next_element()?.ok_or_else(missing)?;
                 let (now, commands) = if first >= FIRST_WALL_CLOCK {
                     let old: Vec<CommandV0> = seq.next_element()?.ok_or_else(missing)?;
-                    (first, old.into_iter().map(Command::from).collect())
-                } else if (OLDEST_CURRENT_FORMAT..=LOG_FORMAT).contains(&first) {
+                    let v1 = old.into_iter().map(CommandV1::from);
+                    (first, v1.map(Command::from).collect())
+                } else if first == LOG_FORMAT_1 {
+                    let now = seq.next_element()?.ok_or_else(missing)?;
+                    let old: Vec<CommandV1> = seq.next_element()?.ok_or_else(missing)?;
+                    (now, old.into_iter().map(Command::from).collect())
+                } else if first == LOG_FORMAT {
                     let now = seq.next_element()?.ok_or_else(missing)?;
                     (now, seq.next_element()?.ok_or_else(missing)?)
                 } else {
@@ -151,6 +158,37 @@ mod tests {
                 delay_seconds: None,
             },
             Command::Tick,
+        ];
+        assert_eq!(*group.commands, expected);
+    }
+
+    /// `(1, now, commands)` as log format 1 wrote it: a send with the plain attribute `k` = `v`
+    /// and a receive of 2, at 1,700,000,000,000 ms.
+    const FORMAT_1_ENTRY: &str = "0180d095ffbc3102030364657604776f726b1000000000000000000000000000\
+        0000090568656c6c6f01016b0176000000050364657604776f726b010400";
+
+    #[test]
+    fn entries_of_log_format_1_read_with_plain_attributes_and_no_attempt_id() {
+        let bytes = hex::decode(FORMAT_1_ENTRY).expect("hex");
+        let group: CommandGroup = postcard::from_bytes(&bytes).expect("format 1 decodes");
+        assert_eq!(group.now, 1_700_000_000_000);
+        let mut message = NewMessage::new(Uuid::from_u128(9), "hello");
+        message
+            .attributes
+            .insert("k".into(), raftq_engine::Attribute::string("v"));
+        let expected = vec![
+            Command::Send {
+                account: "dev".into(),
+                queue: "work".into(),
+                message,
+            },
+            Command::Receive {
+                account: "dev".into(),
+                queue: "work".into(),
+                max_messages: Some(2),
+                lease_seconds: None,
+                attempt_id: None,
+            },
         ];
         assert_eq!(*group.commands, expected);
     }

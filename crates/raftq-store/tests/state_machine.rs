@@ -8,7 +8,7 @@ use std::sync::Arc;
 use openraft::storage::RaftStateMachine;
 use openraft::testing::{StoreBuilder, Suite};
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftSnapshotBuilder, StorageError};
-use raftq_engine::{Command, NewMessage, Outcome, QueueAttributes};
+use raftq_engine::{Attribute, Command, NewMessage, Outcome, QueueAttributes};
 use raftq_store::{
     open_db, CommandGroup, NodeId, RocksLogStore, RocksStateMachine, TypeConfig, LOGS_CF, META_CF,
 };
@@ -73,7 +73,7 @@ fn workload() -> Vec<Entry<TypeConfig>> {
                 account: "dev".into(),
                 queue: "jobs.fifo".into(),
                 message: NewMessage {
-                    attributes: BTreeMap::from([("k".to_string(), "v".to_string())]),
+                    attributes: BTreeMap::from([("k".to_string(), Attribute::string("v"))]),
                     ..NewMessage::new(Uuid::from_u128(100 + u128::from(i)), format!("job {i}"))
                         .in_group("g")
                         .deduplicated_by(format!("d{i}"))
@@ -89,6 +89,7 @@ fn workload() -> Vec<Entry<TypeConfig>> {
             queue: "jobs.fifo".into(),
             max_messages: Some(2),
             lease_seconds: Some(60),
+            attempt_id: None,
         },
     ));
     entries
@@ -128,7 +129,7 @@ async fn applied_state_and_payloads_survive_a_reopen() {
         .expect("read")
         .expect("payload present");
     assert_eq!(payload.body, "job 0");
-    assert_eq!(payload.attributes["k"], "v");
+    assert_eq!(payload.attributes["k"], Attribute::string("v"));
 }
 
 #[tokio::test]

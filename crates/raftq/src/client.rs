@@ -69,6 +69,22 @@ pub struct QueueSettings {
     /// (seconds, seconds, factor), e.g. 5,600,2.
     #[arg(long, value_parser = retry_backoff, value_name = "INITIAL,MAX,MULTIPLIER")]
     pub retry_backoff: Option<Value>,
+    /// How long a receive that gives no --wait waits for a message (0-20 seconds).
+    #[arg(long)]
+    pub receive_wait_seconds: Option<u64>,
+    /// Tag KEY=VALUE to set (repeatable).
+    #[arg(long = "tag", value_name = "KEY=VALUE")]
+    pub tags: Vec<String>,
+}
+
+/// `NAME=VALUE` pairs as a JSON object of strings (a pair without `=` has an empty value).
+fn pairs(list: &[String]) -> Map<String, Value> {
+    list.iter()
+        .map(|a| match a.split_once('=') {
+            Some((k, v)) => (k.to_string(), Value::from(v)),
+            None => (a.clone(), Value::from("")),
+        })
+        .collect()
 }
 
 /// Reads `--retry-backoff INITIAL,MAX,MULTIPLIER` into the API's object; the server checks
@@ -123,6 +139,14 @@ impl QueueSettings {
             }),
         );
         put("retry_backoff", self.retry_backoff.clone());
+        put(
+            "receive_wait_seconds",
+            self.receive_wait_seconds.map(Value::from),
+        );
+        put(
+            "tags",
+            (!self.tags.is_empty()).then(|| Value::Object(pairs(&self.tags))),
+        );
         Value::Object(m)
     }
 }
@@ -153,6 +177,9 @@ pub enum QueueCmd {
         /// Remove the retry backoff: an expired lease makes the message visible at once.
         #[arg(long, conflicts_with = "retry_backoff")]
         no_retry_backoff: bool,
+        /// Tag KEY to remove (repeatable).
+        #[arg(long = "untag", value_name = "KEY")]
+        untag: Vec<String>,
     },
     /// Delete a queue.
     Delete { queue: String },
@@ -273,9 +300,13 @@ pub enum ClientCmd {
         dedup: Option<String>,
         #[arg(long)]
         delay: Option<u64>,
-        /// Attribute NAME=VALUE (repeatable).
+        /// Attribute NAME=VALUE (repeatable); base64 for a Binary type.
         #[arg(long = "attr")]
         attributes: Vec<String>,
+        /// The data type of an attribute that is not a plain String, NAME=TYPE (repeatable):
+        /// Number, Binary, or either (or String) with a label, e.g. Number.float.
+        #[arg(long = "attr-type", value_name = "NAME=TYPE")]
+        attribute_types: Vec<String>,
     },
     /// Receive (and lease) messages.
     Receive {
@@ -284,8 +315,12 @@ pub enum ClientCmd {
         max: u64,
         #[arg(long)]
         lease: Option<u64>,
-        #[arg(long, default_value_t = 0)]
-        wait: u64,
+        /// Seconds to wait for a message (0-20); default: the queue's receive_wait_seconds.
+        #[arg(long)]
+        wait: Option<u64>,
+        /// FIFO queues: a retry with the same ID within 5 minutes gets the same answer.
+        #[arg(long)]
+        attempt_id: Option<String>,
     },
     /// Give a leased message back without an ack, visible again at once or after --delay.
     Release {
@@ -372,8 +407,12 @@ pub async fn run(conn: &Connection, cmd: ClientCmd) -> Result<(), ClientError> {
                 settings,
                 detach_dead_letter,
                 no_retry_backoff,
+                untag,
             } => {
                 let mut patch = settings.to_json();
+                for key in untag {
+                    patch["tags"][key] = Value::Null;
+                }
                 if detach_dead_letter {
                     patch["redrive_policy"] = Value::Null;
                 }
@@ -391,17 +430,14 @@ pub async fn run(conn: &Connection, cmd: ClientCmd) -> Result<(), ClientError> {
             dedup,
             delay,
             attributes,
+            attribute_types,
         } => {
-            let attrs: Map<String, Value> = attributes
-                .iter()
-                .map(|a| match a.split_once('=') {
-                    Some((k, v)) => (k.to_string(), Value::from(v)),
-                    None => (a.clone(), Value::from("")),
-                })
-                .collect();
             let mut m = json!({ "body": body });
-            if !attrs.is_empty() {
-                m["attributes"] = Value::Object(attrs);
+            if !attributes.is_empty() {
+                m["attributes"] = Value::Object(pairs(&attributes));
+            }
+            if !attribute_types.is_empty() {
+                m["attribute_types"] = Value::Object(pairs(&attribute_types));
             }
             if let Some(g) = group {
                 m["message_group_id"] = g.into();
@@ -419,10 +455,17 @@ pub async fn run(conn: &Connection, cmd: ClientCmd) -> Result<(), ClientError> {
             max,
             lease,
             wait,
+            attempt_id,
         } => {
-            let mut o = json!({ "max_messages": max, "wait_seconds": wait });
+            let mut o = json!({ "max_messages": max });
             if let Some(l) = lease {
                 o["lease_seconds"] = l.into();
+            }
+            if let Some(w) = wait {
+                o["wait_seconds"] = w.into();
+            }
+            if let Some(id) = attempt_id {
+                o["receive_attempt_id"] = id.into();
             }
             client.receive(&queue, &o).await?
         }

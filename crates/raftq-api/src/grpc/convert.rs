@@ -5,14 +5,20 @@
 //! Protobuf has no `null`: an absent `optional` field is an absent JSON field, an empty
 //! `source_queues` is no list, and a PATCH detaches its redrive policy with
 //! `clear_redrive_policy: true` where JSON says `"redrive_policy": null` (and clears its retry
-//! backoff with `clear_retry_backoff: true`).
+//! backoff with `clear_retry_backoff: true`); it sets tags with `set_tags` and removes them
+//! with `remove_tags` where JSON gives a tag a value or `null`.
 
 use raftq_engine::{
     AllowPolicyInput, MessageState, MoveTaskStatus, QueueAttributes, QueueRef, QueueStats,
     RedrivePolicyInput, RetryBackoffInput, SendResult,
 };
 
+use std::collections::BTreeMap;
+
+use raftq_engine::tags::TagChange;
+
 use super::pb;
+use crate::attributes;
 use crate::error::ApiError;
 use crate::json::{self, EntryOutcome};
 use crate::ops::{BatchEntryInput, MessageInput, MoveFilterRequest, MoveTaskRequest, NewQueue};
@@ -30,9 +36,9 @@ pub fn queue(reference: String) -> Result<String, ApiError> {
 }
 
 /// The settings of a create or patch request (same field names in both), with the given
-/// redrive policy and retry backoff changes.
+/// redrive policy, retry backoff and tag changes.
 macro_rules! queue_attributes {
-    ($request:expr, $redrive_policy:expr, $retry_backoff:expr) => {
+    ($request:expr, $redrive_policy:expr, $retry_backoff:expr, $tags:expr) => {
         QueueAttributes {
             content_based_deduplication: $request.content_based_deduplication,
             lease_seconds: $request.lease_seconds,
@@ -42,16 +48,23 @@ macro_rules! queue_attributes {
             redrive_policy: $redrive_policy,
             redrive_allow_policy: $request.redrive_allow_policy.map(allow_policy),
             retry_backoff: $retry_backoff,
+            receive_wait_seconds: $request.receive_wait_seconds,
+            tags: $tags,
         }
     };
 }
 
-/// The message of a send or batch entry request (same field names in both).
+/// The message of a send or batch entry request (same field names in both); `prefix` leads the
+/// names of its fields in errors.
 macro_rules! message_input {
-    ($request:expr) => {
+    ($request:expr, $prefix:expr) => {
         MessageInput {
+            attributes: attributes::from_text(
+                $request.attributes,
+                $request.attribute_types,
+                $prefix,
+            )?,
             body: $request.body,
-            attributes: $request.attributes,
             delay_seconds: $request.delay_seconds,
             message_group_id: $request.message_group_id,
             message_deduplication_id: $request.message_deduplication_id,
@@ -85,8 +98,14 @@ impl From<pb::CreateQueueRequest> for NewQueue {
     fn from(r: pb::CreateQueueRequest) -> Self {
         let redrive_policy = r.redrive_policy.map(|p| Some(redrive_policy(p)));
         let retry_backoff = r.retry_backoff.map(|b| Some(retry_backoff(b)));
+        let tags = (!r.tags.is_empty()).then(|| {
+            r.tags
+                .into_iter()
+                .map(|(key, value)| (key, Some(value)))
+                .collect()
+        });
         NewQueue {
-            attributes: queue_attributes!(r, redrive_policy, retry_backoff),
+            attributes: queue_attributes!(r, redrive_policy, retry_backoff, tags),
             name: r.name,
             queue_type: r.r#type,
         }
@@ -106,13 +125,40 @@ pub fn patch(r: pb::PatchQueueRequest) -> Result<(String, QueueAttributes), ApiE
         Some(Backoff::ClearRetryBackoff(true)) => Some(None),
         Some(Backoff::ClearRetryBackoff(false)) | None => None,
     };
-    let attributes = queue_attributes!(r, redrive_policy, retry_backoff);
+    let tags = tag_change(r.set_tags, r.remove_tags)?;
+    let attributes = queue_attributes!(r, redrive_policy, retry_backoff, tags);
     Ok((queue(r.queue)?, attributes))
+}
+
+/// The tag change of a patch: none when it sets and removes nothing; a key both set and
+/// removed is refused.
+fn tag_change(
+    set: BTreeMap<String, String>,
+    remove: Vec<String>,
+) -> Result<Option<TagChange>, ApiError> {
+    if set.is_empty() && remove.is_empty() {
+        return Ok(None);
+    }
+    let mut change: TagChange = set
+        .into_iter()
+        .map(|(key, value)| (key, Some(value)))
+        .collect();
+    for (i, key) in remove.into_iter().enumerate() {
+        if change.contains_key(&key) {
+            return Err(ApiError::invalid(
+                format!("remove_tags[{i}]"),
+                "is also in set_tags",
+            ));
+        }
+        change.insert(key, None);
+    }
+    Ok(Some(change))
 }
 
 /// The queue reference and the message of a send.
 pub fn send(r: pb::SendMessageRequest) -> Result<(String, MessageInput), ApiError> {
-    Ok((queue(r.queue)?, message_input!(r)))
+    let queue = queue(r.queue)?;
+    Ok((queue, message_input!(r, "")))
 }
 
 /// The queue reference and the entries of a batch send.
@@ -122,11 +168,14 @@ pub fn send_batch(
     let entries = r
         .entries
         .into_iter()
-        .map(|e| BatchEntryInput {
-            id: e.id,
-            message: message_input!(e),
+        .enumerate()
+        .map(|(i, e)| {
+            Ok(BatchEntryInput {
+                message: message_input!(e, &format!("entries[{i}].")),
+                id: e.id,
+            })
         })
-        .collect();
+        .collect::<Result<_, ApiError>>()?;
     Ok((queue(r.queue)?, entries))
 }
 
@@ -163,8 +212,10 @@ impl From<json::Queue<'_>> for pb::Queue {
             id: q.id.to_string(),
             name: q.name.to_string(),
             crn: q.crn.to_string(),
+            arn: q.arn.to_string(),
             r#type: q.queue_type.to_string(),
             created_at: q.created_at,
+            modified_at: q.modified_at,
             content_based_deduplication: q.content_based_deduplication,
             lease_seconds: q.lease_seconds,
             delay_seconds: q.delay_seconds,
@@ -183,6 +234,8 @@ impl From<json::Queue<'_>> for pb::Queue {
                 max_seconds: b.max_seconds,
                 multiplier: b.multiplier,
             }),
+            receive_wait_seconds: q.receive_wait_seconds,
+            tags: q.tags.clone(),
         }
     }
 }
@@ -219,7 +272,8 @@ impl From<json::Message<'_>> for pb::Message {
             receipt: m.receipt.map(str::to_string),
             lease_expires_at: m.lease_expires_at,
             body: m.body.to_string(),
-            attributes: m.attributes.clone(),
+            attributes: m.attributes,
+            attribute_types: m.attribute_types,
             receive_count: m.receive_count,
             sent_at: m.sent_at,
             first_received_at: m.first_received_at,

@@ -188,6 +188,7 @@ impl Queues for QueuesService {
             max_messages: r.max_messages,
             lease_seconds: r.lease_seconds,
             wait_seconds: r.wait_seconds,
+            receive_attempt_id: r.receive_attempt_id,
             caller,
         };
         let received = self

@@ -20,7 +20,12 @@ use crate::state::AppState;
 use crate::throttle::Caller;
 
 /// The fields of a receive.
-pub const RECEIVE_FIELDS: &[&str] = &["max_messages", "lease_seconds", "wait_seconds"];
+pub const RECEIVE_FIELDS: &[&str] = &[
+    "max_messages",
+    "lease_seconds",
+    "wait_seconds",
+    "receive_attempt_id",
+];
 
 /// The fields of an ack.
 pub const ACK_FIELDS: &[&str] = &["receipts"];
@@ -30,7 +35,7 @@ pub const CHANGE_FIELDS: &[&str] = &["receipt", "lease_seconds", "delay_seconds"
 
 /// The body of `POST /v1/queues/{q}/receive`; an empty body takes every default.
 #[derive(Serialize, ToSchema)]
-#[schema(example = json!({"max_messages": 10, "lease_seconds": 60, "wait_seconds": 20}))]
+#[schema(example = json!({"max_messages": 10, "lease_seconds": 60, "wait_seconds": 20, "receive_attempt_id": "poll-7f3a"}))]
 pub struct Receive {
     /// At most this many messages, 1–10. Default 1.
     #[schema(minimum = 1, maximum = 10)]
@@ -39,9 +44,15 @@ pub struct Receive {
     #[schema(minimum = 0, maximum = 43200)]
     lease_seconds: Option<i64>,
     /// With nothing to deliver, wait up to this long for a message, 0–20 seconds (long
-    /// polling). Default 0.
+    /// polling). Default: the queue's `receive_wait_seconds`.
     #[schema(minimum = 0, maximum = 20)]
     wait_seconds: Option<i64>,
+    /// FIFO queues only: 1–128 characters of `A-Z a-z 0-9` and punctuation. A retry with the
+    /// same ID within 5 minutes of the first receive returns the same messages with the same
+    /// receipts (their leases start again), as long as none of them was acknowledged,
+    /// released, had its lease changed or expired; otherwise it is a new receive.
+    #[schema(min_length = 1, max_length = 128)]
+    receive_attempt_id: Option<String>,
 }
 
 /// The body of `POST /v1/queues/{q}/ack`.
@@ -100,6 +111,7 @@ pub async fn receive(
         max_messages: f.integer("max_messages")?,
         lease_seconds: f.integer("lease_seconds")?,
         wait_seconds: f.integer("wait_seconds")?,
+        receive_attempt_id: f.string("receive_attempt_id")?.map(str::to_string),
         caller: caller.map(|c| c.0).unwrap_or_default(),
     };
     let received = state.receive(account, queue, options).await?;

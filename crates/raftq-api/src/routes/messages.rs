@@ -17,6 +17,7 @@ use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::attributes;
 use crate::auth::Account;
 use crate::error::ApiError;
 use crate::input::{Fields, JsonBody, Params, QueuePath};
@@ -29,6 +30,7 @@ use crate::state::AppState;
 pub const MESSAGE_FIELDS: &[&str] = &[
     "body",
     "attributes",
+    "attribute_types",
     "delay_seconds",
     "message_group_id",
     "message_deduplication_id",
@@ -49,7 +51,8 @@ pub fn entry_fields() -> Vec<&'static str> {
 #[derive(Serialize, ToSchema)]
 #[schema(example = json!({
     "body": "order 42 paid",
-    "attributes": {"kind": "payment"},
+    "attributes": {"kind": "payment", "amount": "12.50", "receipt": "JVBERi0xLjQ="},
+    "attribute_types": {"amount": "Number", "receipt": "Binary.pdf"},
     "delay_seconds": 0,
     "message_group_id": "customer-7",
     "message_deduplication_id": "order-42-paid"
@@ -58,8 +61,14 @@ pub struct SendMessage {
     /// UTF-8 text, at least 1 byte; with the attributes at most the queue's
     /// `max_message_bytes`.
     body: String,
-    /// Up to 10 string attributes, names 1–256 characters; counted in the size.
+    /// Up to 10 attributes, names 1–256 characters: each value as text, or base64 for a
+    /// `Binary` type. Names, values and types other than `String` count toward the size.
     attributes: Option<BTreeMap<String, String>>,
+    /// The data type of each attribute that is not a plain `String`: `String`, `Number` or
+    /// `Binary`, optionally with a custom label (`Number.float`, `Binary.jpg`), at most 256
+    /// characters. A `Number` value is an integer or decimal number (38 significant digits,
+    /// magnitude 10^-128 to 10^126).
+    attribute_types: Option<BTreeMap<String, String>>,
     /// Seconds before the message can be received, 0–900. Default: the queue's.
     #[schema(minimum = 0, maximum = 900)]
     delay_seconds: Option<i64>,
@@ -94,25 +103,30 @@ pub struct BatchEntry {
     message: SendMessage,
 }
 
+/// A JSON object of strings, such as a message's attributes or their types.
+fn strings(f: &Fields<'_>, key: &str) -> Result<BTreeMap<String, String>, ApiError> {
+    let Some(map) = f.object(key)? else {
+        return Ok(BTreeMap::new());
+    };
+    map.iter()
+        .map(|(name, value)| {
+            value
+                .as_str()
+                .map(|v| (name.clone(), v.to_string()))
+                .ok_or_else(|| {
+                    ApiError::invalid(format!("{}.{name}", f.path(key)), "must be a string")
+                })
+        })
+        .collect()
+}
+
 /// Reads a message.
 fn message(f: &Fields<'_>) -> Result<MessageInput, ApiError> {
-    let attributes = match f.object("attributes")? {
-        None => BTreeMap::new(),
-        Some(map) => map
-            .iter()
-            .map(|(name, value)| {
-                value
-                    .as_str()
-                    .map(|v| (name.clone(), v.to_string()))
-                    .ok_or_else(|| {
-                        ApiError::invalid(
-                            format!("{}.{name}", f.path("attributes")),
-                            "must be a string",
-                        )
-                    })
-            })
-            .collect::<Result<_, _>>()?,
-    };
+    let attributes = attributes::from_text(
+        strings(f, "attributes")?,
+        strings(f, "attribute_types")?,
+        &f.path(""),
+    )?;
     Ok(MessageInput {
         body: f.required_string("body")?.to_string(),
         attributes,

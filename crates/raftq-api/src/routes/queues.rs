@@ -13,8 +13,12 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use std::collections::BTreeMap;
+
+use raftq_engine::tags::TagChange;
 use raftq_engine::{AllowPolicyInput, QueueAttributes, RedrivePolicyInput, RetryBackoffInput};
 use serde::Serialize;
+use serde_json::Value;
 use utoipa::openapi::schema::{ArrayBuilder, OneOfBuilder};
 use utoipa::ToSchema;
 
@@ -39,6 +43,8 @@ pub const ATTRIBUTE_FIELDS: &[&str] = &[
     "redrive_policy",
     "redrive_allow_policy",
     "retry_backoff",
+    "receive_wait_seconds",
+    "tags",
 ];
 
 /// The fields of a redrive policy.
@@ -75,7 +81,9 @@ pub fn create_fields() -> Vec<&'static str> {
     "max_message_bytes": 65536,
     "redrive_policy": {"dead_letter_target": "orders-dlq.fifo", "max_receive_count": 5},
     "redrive_allow_policy": {"permission": "deny_all"},
-    "retry_backoff": {"initial_seconds": 5, "max_seconds": 600, "multiplier": 2.0}
+    "retry_backoff": {"initial_seconds": 5, "max_seconds": 600, "multiplier": 2.0},
+    "receive_wait_seconds": 20,
+    "tags": {"team": "payments", "cost-center": "42"}
 }))]
 pub struct CreateQueue {
     /// 1–80 characters of `A-Z a-z 0-9 _ -`, unique in the account; a name ending in `.fifo`
@@ -91,7 +99,7 @@ pub struct CreateQueue {
 /// The settings of a queue: the body of `PATCH /v1/queues/{q}`, and of a create with its name.
 /// An absent (or `null`) setting keeps its default on a create, its value on a patch.
 #[derive(Serialize, ToSchema)]
-#[schema(example = json!({"lease_seconds": 120, "redrive_policy": null}))]
+#[schema(example = json!({"lease_seconds": 120, "redrive_policy": null, "tags": {"team": "billing", "old": null}}))]
 pub struct QueueSettings {
     /// FIFO queues: a send without `message_deduplication_id` is deduplicated by the hex
     /// SHA-256 of its body. Default `false`.
@@ -116,6 +124,13 @@ pub struct QueueSettings {
     /// How long a message whose lease expired waits before it is visible again. `null` (the
     /// default) makes it visible at once; absent leaves it as it is.
     retry_backoff: Option<RetryBackoffBody>,
+    /// How long a receive that gives no `wait_seconds` waits for a message, 0–20 seconds
+    /// (SQS ReceiveMessageWaitTimeSeconds). Default 0.
+    #[schema(minimum = 0, maximum = 20)]
+    receive_wait_seconds: Option<i64>,
+    /// Tags to set, and with `null` to remove (a merge: tags not named stay). Keys 1–128
+    /// characters, not starting with `aws:`; values 0–256 characters; at most 50 tags.
+    tags: Option<BTreeMap<String, Option<String>>>,
 }
 
 /// A retry backoff in a request; all three fields are required. A message whose lease expired
@@ -177,6 +192,21 @@ fn attributes(f: &Fields<'_>) -> Result<QueueAttributes, ApiError> {
         .map(|v| allow_policy(Fields::nested(v, f.path("redrive_allow_policy"))?))
         .transpose()?;
     let retry_backoff = f.clearable("retry_backoff", retry_backoff)?;
+    let tags = f
+        .object("tags")?
+        .map(|map| {
+            map.iter()
+                .map(|(key, value)| match value {
+                    Value::Null => Ok((key.clone(), None)),
+                    Value::String(text) => Ok((key.clone(), Some(text.clone()))),
+                    _ => Err(ApiError::invalid(
+                        format!("{}.{key}", f.path("tags")),
+                        "must be a string, or null to remove the tag",
+                    )),
+                })
+                .collect::<Result<TagChange, ApiError>>()
+        })
+        .transpose()?;
     Ok(QueueAttributes {
         content_based_deduplication: f.boolean("content_based_deduplication")?,
         lease_seconds: f.integer("lease_seconds")?,
@@ -186,6 +216,8 @@ fn attributes(f: &Fields<'_>) -> Result<QueueAttributes, ApiError> {
         redrive_policy,
         redrive_allow_policy,
         retry_backoff,
+        receive_wait_seconds: f.integer("receive_wait_seconds")?,
+        tags,
     })
 }
 

@@ -7,7 +7,7 @@ use crate::error::{EngineError, Result};
 use crate::model::limits;
 use crate::queue::{DedupRecord, Msg, State, NO_GROUP};
 use crate::rows::PayloadOp;
-use crate::{receipt, validate};
+use crate::{attempts, receipt, validate};
 
 use super::{Engine, LeaseEnd};
 
@@ -102,6 +102,7 @@ impl Engine {
         reference: &str,
         max_messages: Option<i64>,
         lease_seconds: Option<i64>,
+        attempt_id: Option<String>,
     ) -> Result<Outcome> {
         let qid = self.lookup(account, reference)?;
         let max = validate::max_messages(max_messages)?;
@@ -112,7 +113,29 @@ impl Engine {
             Some(v) => validate::lease_seconds(v)?,
             None => q.config.lease_seconds,
         };
-        let leased = q.receive(&mut self.context, max as usize, u64::from(lease) * 1000);
+        if let Some(id) = &attempt_id {
+            attempts::check_id(id)?;
+            if !q.fifo() {
+                return Err(EngineError::invalid(
+                    "receive_attempt_id",
+                    "applies only to FIFO queues",
+                ));
+            }
+        }
+        let lease_ms = u64::from(lease) * 1000;
+        let replayed = attempt_id
+            .as_deref()
+            .and_then(|id| q.replay(&mut self.context, id, lease_ms));
+        let leased = match replayed {
+            Some(leased) => leased,
+            None => {
+                let leased = q.receive(&mut self.context, max as usize, lease_ms);
+                if let Some(id) = attempt_id.filter(|_| !leased.is_empty()) {
+                    q.record_attempt(&mut self.context, id, &leased);
+                }
+                leased
+            }
+        };
         let q = self.queue(qid)?;
         let deliveries = leased
             .iter()

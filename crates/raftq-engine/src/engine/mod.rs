@@ -154,6 +154,11 @@ impl Engine {
                 }
             }
             Timer::MoveTask(qid) => self.step_move_task(qid),
+            Timer::Attempts(qid) => {
+                if let Some(q) = self.queues.get_mut(&qid) {
+                    q.attempts.prune(&mut self.context, qid);
+                }
+            }
         }
     }
 
@@ -189,7 +194,8 @@ impl Engine {
                 queue,
                 max_messages,
                 lease_seconds,
-            } => self.receive(&account, &queue, max_messages, lease_seconds),
+                attempt_id,
+            } => self.receive(&account, &queue, max_messages, lease_seconds, attempt_id),
             Command::Ack {
                 account,
                 queue,

@@ -1,5 +1,6 @@
 //! Queries: the read-only answers (queues, stats, peeks, dead-letter sources, gauges).
 
+use crate::arn::arn;
 use crate::command::MessageMeta;
 use crate::error::{EngineError, Result};
 use crate::model::{
@@ -183,8 +184,10 @@ impl Engine {
             id: q.id,
             name: q.name.clone(),
             crn: crn(&self.region, &q.account, q.id),
+            arn: arn(&self.region, &q.account, &q.name),
             queue_type: q.queue_type,
             created_at: q.created_at,
+            modified_at: q.modified_at,
             content_based_deduplication: c.content_based_deduplication,
             lease_seconds: c.lease_seconds,
             delay_seconds: c.delay_seconds,
@@ -193,6 +196,8 @@ impl Engine {
             redrive_policy,
             redrive_allow_policy,
             retry_backoff: c.retry_backoff,
+            receive_wait_seconds: c.receive_wait_seconds,
+            tags: q.tags.clone(),
         })
     }
 

@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 
 use uuid::Uuid;
 
+use crate::arn::parse_arn;
 use crate::command::{AllowPolicyInput, Outcome, QueueAttributes, RedrivePolicyInput};
 use crate::error::{EngineError, Result};
 use crate::model::{
@@ -12,7 +13,7 @@ use crate::model::{
 };
 use crate::queue::{Queue, ReclaimSet};
 use crate::rows::{self, PayloadOp, RowKey};
-use crate::validate;
+use crate::{tags, validate};
 
 use super::{Engine, Reclaim};
 
@@ -55,6 +56,13 @@ impl Engine {
         if let Some(allow) = &attrs.redrive_allow_policy {
             config.redrive_allow_policy = self.check_allow(&account, allow)?;
         }
+        let queue_tags = match &attrs.tags {
+            Some(change) => {
+                tags::check(change)?;
+                tags::merged(&Default::default(), change)?
+            }
+            None => Default::default(),
+        };
         let qid = self.next_qid;
         self.next_qid += 1;
         if let Some(target) = config
@@ -68,7 +76,8 @@ impl Engine {
             .or_default()
             .insert(name.clone(), qid);
         self.by_id.insert(queue_id, qid);
-        let queue = Queue::new(qid, queue_id, account, name, self.context.now, config);
+        let mut queue = Queue::new(qid, queue_id, account, name, self.context.now, config);
+        queue.tags = queue_tags;
         self.queues.insert(qid, queue);
         self.context.changes.rows.push(RowKey::Queue(qid));
         self.view(qid).map(|v| Outcome::Queue(Box::new(v)))
@@ -99,6 +108,13 @@ impl Engine {
         if let Some(allow) = &attrs.redrive_allow_policy {
             config.redrive_allow_policy = self.check_allow(account, allow)?;
         }
+        let queue_tags = match &attrs.tags {
+            Some(change) => {
+                tags::check(change)?;
+                Some(tags::merged(&q.tags, change)?)
+            }
+            None => None,
+        };
         let old_target = q.config.redrive_policy.map(|p| p.target);
         let new_target = config.redrive_policy.map(|p| p.target);
         if old_target != new_target {
@@ -113,7 +129,13 @@ impl Engine {
             return Err(EngineError::QueueNotFound(reference.to_string()));
         };
         let retention_changed = q.config.retention_seconds != config.retention_seconds;
+        if q.config != config {
+            q.modified_at = self.context.now;
+        }
         q.config = config;
+        if let Some(queue_tags) = queue_tags {
+            q.tags = queue_tags;
+        }
         if retention_changed {
             q.clear_retention_timer(&mut self.context);
             q.schedule_retention(&mut self.context);
@@ -144,9 +166,11 @@ impl Engine {
         let taken = q.take_for_reclaim(&mut self.context);
         q.clear_dedup_timer(&mut self.context);
         q.clear_move_timer(&mut self.context);
+        q.attempts.clear_timer(&mut self.context, qid);
         self.reclaim_later(qid, u64::MAX, taken);
         let changes = &mut self.context.changes;
         changes.ranges.push(rows::dedup_range(qid));
+        changes.ranges.push(rows::attempt_range(qid));
         changes.rows.push(RowKey::Queue(qid));
         if !q.move_tasks.is_empty() {
             changes.rows.push(RowKey::MoveTasks(qid));
@@ -237,27 +261,13 @@ impl Engine {
                 "must differ from the source queue",
             ));
         }
-        let target = match parse_crn(reference) {
-            Some(parsed) if parsed.region != self.region => {
-                return Err(EngineError::invalid(
-                    TARGET,
-                    "must be in the same region as the source queue",
-                ))
-            }
-            Some(parsed) if parsed.account != account => {
-                return Err(EngineError::invalid(
-                    TARGET,
-                    "must be in the same account as the source queue",
-                ))
-            }
-            None if reference.starts_with("crn:") => {
-                return Err(EngineError::invalid(TARGET, "is not a valid queue CRN"))
-            }
-            _ => self
-                .find(account, reference)
-                .and_then(|qid| self.queues.get(&qid))
-                .ok_or_else(|| EngineError::invalid(TARGET, "names no existing queue"))?,
-        };
+        if let Some(rule) = self.foreign_reference(account, reference) {
+            return Err(EngineError::invalid(TARGET, rule));
+        }
+        let target = self
+            .find(account, reference)
+            .and_then(|qid| self.queues.get(&qid))
+            .ok_or_else(|| EngineError::invalid(TARGET, "names no existing queue"))?;
         if target.id == source.id {
             return Err(EngineError::invalid(
                 TARGET,
@@ -285,6 +295,38 @@ impl Engine {
         })
     }
 
+    /// Why a CRN or ARN in a body cannot name a queue of `account` here: it is malformed, or
+    /// names another region or account. `None` for any other reference.
+    fn foreign_reference(&self, account: &str, reference: &str) -> Option<&'static str> {
+        const REGION: &str = "must name a queue in the same region";
+        const ACCOUNT: &str = "must name a queue in the same account";
+        if let Some(parsed) = parse_crn(reference) {
+            return if parsed.region != self.region {
+                Some(REGION)
+            } else if parsed.account != account {
+                Some(ACCOUNT)
+            } else {
+                None
+            };
+        }
+        if let Some(parsed) = parse_arn(reference) {
+            return if parsed.region != self.region {
+                Some(REGION)
+            } else if !parsed.is_of(account) {
+                Some(ACCOUNT)
+            } else {
+                None
+            };
+        }
+        if reference.starts_with("crn:") {
+            return Some("is not a valid queue CRN");
+        }
+        if reference.starts_with("arn:") {
+            return Some("is not a valid queue ARN (arn:aws:sqs:<region>:<account number>:<name>)");
+        }
+        None
+    }
+
     fn check_allow(&self, account: &str, input: &AllowPolicyInput) -> Result<AllowPolicy> {
         const SOURCES: &str = "redrive_allow_policy.source_queues";
         let permission = validate::allow_permission(input)?;
@@ -302,6 +344,9 @@ impl Engine {
                 validate::count(SOURCES, refs.len(), limits::ALLOW_POLICY_SOURCES_MAX)?;
                 let mut list: Vec<QueueName> = Vec::with_capacity(refs.len());
                 for (i, reference) in refs.iter().enumerate() {
+                    if let Some(rule) = self.foreign_reference(account, reference) {
+                        return Err(EngineError::invalid(format!("{SOURCES}[{i}]"), rule));
+                    }
                     let q = self
                         .find(account, reference)
                         .and_then(|qid| self.queues.get(&qid))

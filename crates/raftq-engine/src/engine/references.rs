@@ -1,7 +1,8 @@
-//! Finding a queue by name, UUID or CRN, and allocating sequence numbers.
+//! Finding a queue by name, UUID, CRN or ARN, and allocating sequence numbers.
 
 use uuid::Uuid;
 
+use crate::arn::parse_arn;
 use crate::error::{EngineError, Result};
 use crate::model::parse_crn;
 use crate::queue::Queue;
@@ -9,13 +10,19 @@ use crate::queue::Queue;
 use super::Engine;
 
 impl Engine {
-    /// Finds a queue of `account` by name, UUID or CRN.
+    /// Finds a queue of `account` by name, UUID, CRN or ARN.
     pub(super) fn find(&self, account: &str, reference: &str) -> Option<u32> {
         if let Some(parsed) = parse_crn(reference) {
             if parsed.region != self.region || parsed.account != account {
                 return None;
             }
             return self.find_id(account, parsed.id);
+        }
+        if let Some(parsed) = parse_arn(reference) {
+            if parsed.region != self.region || !parsed.is_of(account) {
+                return None;
+            }
+            return self.by_name.get(account)?.get(parsed.name).copied();
         }
         if let Ok(id) = Uuid::parse_str(reference) {
             if let Some(qid) = self.find_id(account, id) {

@@ -3,11 +3,12 @@
 
 use std::collections::VecDeque;
 
+use crate::attempts::AttemptRecord;
 use crate::error::Result;
 use crate::queue::{DedupRecord, Msg, Queue, ReclaimSet, State, NO_GROUP};
 use crate::rows::{
-    self, decode_key, Changes, DedupRow, KeyKind, MessageRow, MetaRow, MoveTasksRow, QueueRow,
-    ReclaimRow, RowError, RowKey, FORMAT_VERSION, OLDEST_READABLE_VERSION,
+    self, decode_key, AttemptRow, Changes, DedupRow, KeyKind, MessageRow, MetaRow, MoveTasksRow,
+    QueueRow, ReclaimRow, RowError, RowKey, FORMAT_VERSION, OLDEST_READABLE_VERSION,
 };
 
 use super::{Engine, Reclaim};
@@ -30,6 +31,8 @@ impl Engine {
                     created_at: q.created_at,
                     config: q.config.clone(),
                     dead_lettered: q.dead_lettered,
+                    modified_at: q.modified_at,
+                    tags: q.tags.clone(),
                 })
             }),
             RowKey::Message(qid, seq) => {
@@ -75,6 +78,13 @@ impl Engine {
                     tasks: q.move_tasks.iter().cloned().collect(),
                 }))
             }
+            RowKey::Attempt(qid, id) => {
+                let r = self.queues.get(qid)?.attempts.records.get(id)?;
+                Some(rows::encode(&AttemptRow {
+                    expires_at: r.expires_at,
+                    leases: r.leases.clone(),
+                }))
+            }
         }
     }
 
@@ -91,6 +101,12 @@ impl Engine {
             keys.extend(q.messages.keys().map(|&seq| RowKey::Message(qid, seq)));
             keys.extend(q.dedup.keys().map(|id| RowKey::Dedup(qid, id.clone())));
             keys.push(RowKey::MoveTasks(qid));
+            keys.extend(
+                q.attempts
+                    .records
+                    .keys()
+                    .map(|id| RowKey::Attempt(qid, id.clone())),
+            );
         }
         for (&qid, r) in &self.reclaim {
             keys.push(RowKey::Reclaim(qid));
@@ -119,6 +135,7 @@ impl Engine {
         let mut dedups: Vec<(u32, String, DedupRow)> = Vec::new();
         let mut reclaims: Vec<(u32, ReclaimRow)> = Vec::new();
         let mut move_tasks: Vec<(u32, MoveTasksRow)> = Vec::new();
+        let mut attempts: Vec<(u32, String, AttemptRow)> = Vec::new();
         for (key, value) in rows {
             match decode_key(&key)? {
                 KeyKind::Payload(_) => {}
@@ -135,6 +152,9 @@ impl Engine {
                 }
                 KeyKind::Engine(RowKey::MoveTasks(qid)) => {
                     move_tasks.push((qid, postcard::from_bytes(&value)?))
+                }
+                KeyKind::Engine(RowKey::Attempt(qid, id)) => {
+                    attempts.push((qid, id, postcard::from_bytes(&value)?))
                 }
             }
         }
@@ -167,6 +187,8 @@ impl Engine {
                 row.config,
             );
             q.dead_lettered = row.dead_lettered;
+            q.modified_at = row.modified_at;
+            q.tags = row.tags;
             engine.queues.insert(qid, q);
         }
         let targets: Vec<(u32, u32)> = engine
@@ -242,8 +264,22 @@ impl Engine {
                 },
             );
         }
-        for q in engine.queues.values_mut() {
+        for (qid, id, row) in attempts {
+            let q = engine
+                .queues
+                .get_mut(&qid)
+                .ok_or(RowError::MissingQueue(qid))?;
+            q.attempts.restore(
+                id,
+                AttemptRecord {
+                    expires_at: row.expires_at,
+                    leases: row.leases,
+                },
+            );
+        }
+        for (&qid, q) in engine.queues.iter_mut() {
             q.finish_restore(&mut engine.context);
+            q.attempts.finish_restore(&mut engine.context, qid);
         }
         engine.context.changes = Changes::default();
         Ok(engine)

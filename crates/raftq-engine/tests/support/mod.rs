@@ -226,6 +226,7 @@ impl Harness {
             queue: queue.into(),
             max_messages: Some(max),
             lease_seconds,
+            attempt_id: None,
         })? {
             Outcome::Received(d) => Ok(d),
             other => panic!("unexpected outcome {other:?}"),
