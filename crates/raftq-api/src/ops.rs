@@ -9,7 +9,6 @@
 //! limit, FIFO IDs, redrive targets) are the engine's.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use raftq_engine::model::{limits, AccountSummary, QueueConfig};
 use raftq_engine::{
@@ -25,9 +24,6 @@ use crate::longpoll::{self, ReceiveRequest, Received};
 use crate::state::Shared;
 use crate::status::{self, RaftStatus};
 use crate::throttle::Caller;
-
-/// Longest long poll, in seconds.
-const WAIT_SECONDS_MAX: i64 = 20;
 
 /// A queue to create, as a client asks for it.
 pub struct NewQueue {
@@ -308,7 +304,7 @@ impl Shared {
             validate::lease_seconds(v)?;
         }
         let wait = match options.wait_seconds {
-            Some(v) => validate::in_range("wait_seconds", v, 0, WAIT_SECONDS_MAX)?,
+            Some(v) => validate::in_range("wait_seconds", v, 0, limits::WAIT_SECONDS_MAX)?,
             None => 0,
         };
         // A receive that may wait holds a place under the long-poll limits until it ends.
@@ -321,7 +317,7 @@ impl Shared {
             queue,
             max_messages: options.max_messages,
             lease_seconds: options.lease_seconds,
-            wait: Duration::from_secs(wait.into()),
+            wait_seconds: wait,
         };
         longpoll::receive(self, request).await
     }

@@ -72,6 +72,23 @@ pub enum Command {
     /// Advances time only: expires leases and messages, moves messages to dead-letter queues and
     /// prunes deduplication records that are due.
     Tick,
+    /// A receive that, finding nothing, parks in the queue as `waiter` (an ID stamped by the
+    /// proposer) for up to `wait_seconds`: later entries that make messages deliverable on the
+    /// queue deliver them to the parked receives, oldest first, and answer each with a
+    /// [`WaitAnswer`].
+    ReceiveWait {
+        account: String,
+        queue: String,
+        max_messages: Option<i64>,
+        lease_seconds: Option<i64>,
+        wait_seconds: i64,
+        waiter: Uuid,
+    },
+    /// Ends the wait of `waiter` if it is still parked (its [`WaitAnswer`] then delivers nothing);
+    /// of a wait that already ended, nothing.
+    EndWait {
+        waiter: Uuid,
+    },
 }
 
 /// Optional queue settings, for create and patch.
@@ -182,6 +199,18 @@ pub enum Outcome {
     },
     Purged,
     Ticked,
+    /// A [`Command::ReceiveWait`] found nothing and waits for a [`WaitAnswer`].
+    Parked,
+    WaitEnded,
+}
+
+/// How the wait of a parked receive ended: with the messages an entry delivered to it, or with
+/// none (at its deadline, by [`Command::EndWait`], or when its queue was deleted). Every parked
+/// receive gets exactly one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitAnswer {
+    pub waiter: Uuid,
+    pub deliveries: Vec<Delivery>,
 }
 
 /// The answer to one send.

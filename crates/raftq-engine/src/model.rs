@@ -30,6 +30,8 @@ pub mod limits {
     pub const BATCH_MAX: usize = 10;
     pub const BATCH_ENTRY_ID_MAX: usize = 80;
     pub const RECEIVE_MAX_MESSAGES: i64 = 10;
+    /// Longest long poll, in seconds.
+    pub const WAIT_SECONDS_MAX: i64 = 20;
     pub const ALLOW_POLICY_SOURCES_MAX: usize = 10;
     pub const PEEK_LIMIT_MAX: usize = 100;
     pub const PEEK_LIMIT_DEFAULT: usize = 10;

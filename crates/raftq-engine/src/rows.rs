@@ -7,7 +7,8 @@
 //! Keys are a tag byte followed by big-endian numbers, so rows sort by queue and sequence number:
 //! `0` meta, `1` queue(qid), `2` message(qid, seq), `3` dedup(qid, id), `4` payload(storage key),
 //! `5` reclaim(qid): the messages of `qid` below a sequence number that a purge or the queue's
-//! deletion took away and whose rows are still being deleted.
+//! deletion took away and whose rows are still being deleted, `6` waiter(qid, order): a receive
+//! parked on `qid`, in the order receives parked.
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -16,10 +17,10 @@ use crate::command::Payload;
 use crate::model::{AllowPolicy, Millis, QueueConfig, QueueName, RedrivePolicy};
 
 /// Version of the row format, kept in the meta row.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 /// The oldest row format this build reads: version 3 only added reclaim rows, version 4 the
-/// retry backoff to queue rows (older queue rows read as [`QueueRowV3`]).
+/// retry backoff to queue rows (older queue rows read as [`QueueRowV3`]), version 5 waiter rows.
 pub const OLDEST_READABLE_VERSION: u32 = 2;
 
 const TAG_META: u8 = 0;
@@ -28,6 +29,7 @@ const TAG_MESSAGE: u8 = 2;
 const TAG_DEDUP: u8 = 3;
 const TAG_PAYLOAD: u8 = 4;
 const TAG_RECLAIM: u8 = 5;
+const TAG_WAITER: u8 = 6;
 
 /// The key of an engine-owned row.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -37,6 +39,7 @@ pub enum RowKey {
     Message(u32, u64),
     Dedup(u32, String),
     Reclaim(u32),
+    Waiter(u32, u64),
 }
 
 impl RowKey {
@@ -61,6 +64,11 @@ impl RowKey {
             RowKey::Reclaim(qid) => {
                 out.push(TAG_RECLAIM);
                 out.extend_from_slice(&qid.to_be_bytes());
+            }
+            RowKey::Waiter(qid, order) => {
+                out.push(TAG_WAITER);
+                out.extend_from_slice(&qid.to_be_bytes());
+                out.extend_from_slice(&order.to_be_bytes());
             }
         }
         out
@@ -132,6 +140,9 @@ pub fn decode_key(key: &[u8]) -> Result<KeyKind, RowError> {
         }
         TAG_PAYLOAD if rest.len() == 8 => KeyKind::Payload(u64_of(rest)?),
         TAG_RECLAIM if rest.len() == 4 => KeyKind::Engine(RowKey::Reclaim(u32_at(rest)?)),
+        TAG_WAITER if rest.len() == 12 => {
+            KeyKind::Engine(RowKey::Waiter(u32_at(rest)?, u64_of(&rest[4..])?))
+        }
         _ => return Err(RowError::BadKey),
     })
 }
@@ -144,8 +155,7 @@ pub enum PayloadOp {
 }
 
 /// What one apply changed: key ranges to delete (first), rows to rewrite (or delete, where
-/// [`Engine::row_value`] has none), payload writes, and queues that gained a deliverable message
-/// (for long polls).
+/// [`Engine::row_value`] has none) and payload writes.
 ///
 /// [`Engine::row_value`]: crate::Engine::row_value
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -153,7 +163,6 @@ pub struct Changes {
     pub ranges: Vec<KeyRange>,
     pub rows: Vec<RowKey>,
     pub payloads: Vec<PayloadOp>,
-    pub woken: Vec<Uuid>,
 }
 
 /// A row that cannot be read back.
@@ -259,6 +268,15 @@ pub(crate) struct ReclaimRow {
     pub below: u64,
 }
 
+/// A parked receive (see [`crate::Command::ReceiveWait`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct WaiterRow {
+    pub waiter: Uuid,
+    pub max_messages: u32,
+    pub lease_seconds: Option<u32>,
+    pub deadline: Millis,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct DedupRow {
     pub message_id: Uuid,
@@ -297,6 +315,9 @@ mod tests {
             RowKey::Message(2, 1),
             RowKey::Dedup(1, "a".into()),
             RowKey::Reclaim(1),
+            RowKey::Waiter(1, 7),
+            RowKey::Waiter(1, 300),
+            RowKey::Waiter(2, 1),
         ];
         let encoded: Vec<Vec<u8>> = keys.iter().map(RowKey::encode).collect();
         let mut sorted = encoded.clone();

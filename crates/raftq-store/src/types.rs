@@ -40,8 +40,10 @@ pub struct CommandGroup {
     pub commands: Arc<Vec<Command>>,
 }
 
-/// The log entry format this build writes: 1 added queue retry backoffs and release delays.
-pub const LOG_FORMAT: u64 = 1;
+/// The log entry format this build writes: 1 added queue retry backoffs and release delays, 2
+/// the commands of parked receives (at the end of the list, so entries of format 1 read as
+/// format 2 does).
+pub const LOG_FORMAT: u64 = 2;
 
 /// Below this, an entry's first number is a format number; from it up, the time of a format 0
 /// entry (2^32 ms is in 1970).
@@ -74,7 +76,7 @@ impl<'de> Deserialize<'de> for CommandGroup {
                 let (now, commands) = if first >= FIRST_WALL_CLOCK {
                     let old: Vec<CommandV0> = seq.next_element()?.ok_or_else(missing)?;
                     (first, old.into_iter().map(Command::from).collect())
-                } else if first == LOG_FORMAT {
+                } else if (1..=LOG_FORMAT).contains(&first) {
                     let now = seq.next_element()?.ok_or_else(missing)?;
                     (now, seq.next_element()?.ok_or_else(missing)?)
                 } else {
@@ -166,13 +168,25 @@ mod tests {
     }
 
     #[test]
+    fn entries_of_log_format_1_read_as_format_2() {
+        let group = CommandGroup {
+            now: 7,
+            commands: Arc::new(vec![Command::Tick]),
+        };
+        let mut bytes = postcard::to_allocvec(&group).expect("encode");
+        bytes[0] = 1;
+        let back: CommandGroup = postcard::from_bytes(&bytes).expect("format 1 decodes");
+        assert_eq!(back, group);
+    }
+
+    #[test]
     fn a_newer_log_format_is_refused_by_number() {
         let mut bytes = postcard::to_allocvec(&CommandGroup {
             now: 1,
             commands: Arc::new(vec![]),
         })
         .expect("encode");
-        bytes[0] = 2;
+        bytes[0] = LOG_FORMAT as u8 + 1;
         assert!(
             postcard::from_bytes::<CommandGroup>(&bytes).is_err(),
             "a format this build does not know is refused"

@@ -5,7 +5,7 @@ use crate::command::{
 };
 use crate::error::{EngineError, Result};
 use crate::model::limits;
-use crate::queue::{DedupRecord, Msg, State, NO_GROUP};
+use crate::queue::{DedupRecord, Msg, ReceiveRequest, State, NO_GROUP};
 use crate::rows::PayloadOp;
 use crate::{receipt, validate};
 
@@ -103,17 +103,38 @@ impl Engine {
         max_messages: Option<i64>,
         lease_seconds: Option<i64>,
     ) -> Result<Outcome> {
+        let request = self.receive_request(account, reference, max_messages, lease_seconds)?;
+        Ok(Outcome::Received(self.lease(&request)))
+    }
+
+    /// A receive's queue and options, checked.
+    pub(super) fn receive_request(
+        &self,
+        account: &str,
+        reference: &str,
+        max_messages: Option<i64>,
+        lease_seconds: Option<i64>,
+    ) -> Result<ReceiveRequest> {
         let qid = self.lookup(account, reference)?;
-        let max = validate::max_messages(max_messages)?;
+        Ok(ReceiveRequest {
+            qid,
+            max_messages: validate::max_messages(max_messages)?,
+            lease_seconds: lease_seconds.map(validate::lease_seconds).transpose()?,
+        })
+    }
+
+    /// Leases what `request` may take now: the one rule of every receive, parked or not.
+    pub(super) fn lease(&mut self, request: &ReceiveRequest) -> Vec<Delivery> {
+        let qid = request.qid;
         let Some(q) = self.queues.get_mut(&qid) else {
-            return Err(EngineError::QueueNotFound(reference.to_string()));
+            return Vec::new();
         };
-        let lease = match lease_seconds {
-            Some(v) => validate::lease_seconds(v)?,
-            None => q.config.lease_seconds,
+        let lease = request.lease_seconds.unwrap_or(q.config.lease_seconds);
+        let max = request.max_messages as usize;
+        let leased = q.receive(&mut self.context, max, u64::from(lease) * 1000);
+        let Some(q) = self.queues.get(&qid) else {
+            return Vec::new();
         };
-        let leased = q.receive(&mut self.context, max as usize, u64::from(lease) * 1000);
-        let q = self.queue(qid)?;
         let deliveries = leased
             .iter()
             .map(|(seq, msg)| Delivery {
@@ -129,7 +150,7 @@ impl Engine {
                 self.settle(qid, seq, LeaseEnd::Released { delay_ms: 0 });
             }
         }
-        Ok(Outcome::Received(deliveries))
+        deliveries
     }
 
     pub(super) fn ack(

@@ -1,14 +1,14 @@
 //! The engine: applies entries to the state of every queue of every account, answers queries,
 //! and materializes its rows for the store. This file holds the state and the apply loop (the
 //! clock, timers, the dispatch of commands); each concept's rules are in a file of their own:
-//! [`references`] (finding queues), [`queues`], [`messages`], [`redrive`], [`queries`] and
-//! [`stored`] (the engine as rows, and rebuilt from them).
+//! [`references`] (finding queues), [`queues`], [`messages`], [`redrive`], [`waiters`] (parked
+//! receives), [`queries`] and [`stored`] (the engine as rows, and rebuilt from them).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use uuid::Uuid;
 
-use crate::command::{Command, Entry, Outcome};
+use crate::command::{Command, Entry, Outcome, WaitAnswer};
 use crate::error::Result;
 use crate::model::Millis;
 use crate::queue::{ApplyContext, Queue, ReclaimSet, State, Timer};
@@ -20,15 +20,17 @@ mod queues;
 mod redrive;
 mod references;
 mod stored;
+mod waiters;
 
 use redrive::LeaseEnd;
 
-/// The result of applying one entry: the command's outcome (or why it was refused) and what
-/// the store must persist with it.
+/// The result of applying one entry: the command's outcome (or why it was refused), what the
+/// store must persist with it, and the parked receives whose wait the entry ended, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
     pub result: Result<Outcome>,
     pub changes: Changes,
+    pub answers: Vec<WaitAnswer>,
 }
 
 /// How many purged or deleted messages one tick deletes for good. Purging or deleting a queue
@@ -47,6 +49,8 @@ pub struct Engine {
     by_id: HashMap<Uuid, u32>,
     /// Purged or deleted messages still to delete, by queue; ticks delete them in key order.
     reclaim: BTreeMap<u32, Reclaim>,
+    /// Where each parked receive waits: its queue and its place in the queue's order.
+    parked: HashMap<Uuid, (u32, u64)>,
     context: ApplyContext,
 }
 
@@ -70,6 +74,7 @@ impl Engine {
             by_name: BTreeMap::new(),
             by_id: HashMap::new(),
             reclaim: BTreeMap::new(),
+            parked: HashMap::new(),
             context: ApplyContext::default(),
         }
     }
@@ -83,7 +88,7 @@ impl Engine {
         self.context.now
     }
 
-    /// When the next lease, delay, retention or deduplication timer falls due, or now while
+    /// When the next lease, delay, retention, deduplication or wait timer falls due, or now while
     /// purged or deleted messages remain to be deleted; the leader proposes a
     /// [`Command::Tick`] then.
     pub fn next_due(&self) -> Option<Millis> {
@@ -103,15 +108,24 @@ impl Engine {
     }
 
     /// Applies one entry: first advances the clock (time never goes backwards) and fires what
-    /// is due, then runs the command. A refused command changes nothing.
+    /// is due, then runs the command; after each timer and after the command, parked receives
+    /// take what became deliverable (so those that waited go before the command's own receive).
+    /// A refused command changes nothing.
     pub fn apply(&mut self, entry: Entry) -> Applied {
         self.advance(entry.now);
         let result = self.execute(entry.command);
+        self.serve_waiters();
         self.context.changes.rows.push(RowKey::Meta);
         Applied {
             result,
             changes: std::mem::take(&mut self.context.changes),
+            answers: std::mem::take(&mut self.context.answers),
         }
+    }
+
+    /// How many receives are parked, waiting for messages.
+    pub fn parked_count(&self) -> usize {
+        self.parked.len()
     }
 
     fn advance(&mut self, now: Millis) {
@@ -122,6 +136,9 @@ impl Engine {
             }
             self.context.timers.pop_first();
             self.fire(timer);
+            // In the order things fell due: a message that became deliverable goes to the
+            // receives parked then, before a later deadline ends one of them.
+            self.serve_waiters();
         }
     }
 
@@ -152,6 +169,7 @@ impl Engine {
                     q.prune_dedup(&mut self.context);
                 }
             }
+            Timer::Wait { qid, order } => self.end_wait(qid, order),
         }
     }
 
@@ -213,6 +231,19 @@ impl Engine {
                 self.reclaim_some(RECLAIM_PER_TICK);
                 Ok(Outcome::Ticked)
             }
+            Command::ReceiveWait {
+                account,
+                queue,
+                max_messages,
+                lease_seconds,
+                wait_seconds,
+                waiter,
+            } => {
+                let request =
+                    self.receive_request(&account, &queue, max_messages, lease_seconds)?;
+                self.receive_or_park(request, wait_seconds, waiter)
+            }
+            Command::EndWait { waiter } => Ok(self.end_wait_of(waiter)),
         }
     }
 }

@@ -4,10 +4,10 @@
 use std::collections::VecDeque;
 
 use crate::error::Result;
-use crate::queue::{DedupRecord, Msg, Queue, ReclaimSet, State, NO_GROUP};
+use crate::queue::{DedupRecord, Msg, Parked, Queue, ReceiveRequest, ReclaimSet, State, NO_GROUP};
 use crate::rows::{
     self, decode_key, Changes, DedupRow, KeyKind, MessageRow, MetaRow, QueueRow, ReclaimRow,
-    RowError, RowKey, FORMAT_VERSION, OLDEST_READABLE_VERSION,
+    RowError, RowKey, WaiterRow, FORMAT_VERSION, OLDEST_READABLE_VERSION,
 };
 
 use super::{Engine, Reclaim};
@@ -69,6 +69,15 @@ impl Engine {
                 .reclaim
                 .get(qid)
                 .map(|r| rows::encode(&ReclaimRow { below: r.below })),
+            RowKey::Waiter(qid, order) => {
+                let parked = self.queues.get(qid)?.waiters.get(order)?;
+                Some(rows::encode(&WaiterRow {
+                    waiter: parked.waiter,
+                    max_messages: parked.request.max_messages,
+                    lease_seconds: parked.request.lease_seconds,
+                    deadline: parked.deadline,
+                }))
+            }
         }
     }
 
@@ -84,6 +93,7 @@ impl Engine {
             keys.push(RowKey::Queue(qid));
             keys.extend(q.messages.keys().map(|&seq| RowKey::Message(qid, seq)));
             keys.extend(q.dedup.keys().map(|id| RowKey::Dedup(qid, id.clone())));
+            keys.extend(q.waiters.keys().map(|&order| RowKey::Waiter(qid, order)));
         }
         for (&qid, r) in &self.reclaim {
             keys.push(RowKey::Reclaim(qid));
@@ -111,6 +121,7 @@ impl Engine {
         let mut messages: Vec<(u32, u64, MessageRow)> = Vec::new();
         let mut dedups: Vec<(u32, String, DedupRow)> = Vec::new();
         let mut reclaims: Vec<(u32, ReclaimRow)> = Vec::new();
+        let mut waiters: Vec<(u32, u64, WaiterRow)> = Vec::new();
         for (key, value) in rows {
             match decode_key(&key)? {
                 KeyKind::Payload(_) => {}
@@ -124,6 +135,9 @@ impl Engine {
                 }
                 KeyKind::Engine(RowKey::Reclaim(qid)) => {
                     reclaims.push((qid, postcard::from_bytes(&value)?))
+                }
+                KeyKind::Engine(RowKey::Waiter(qid, order)) => {
+                    waiters.push((qid, order, postcard::from_bytes(&value)?))
                 }
             }
         }
@@ -224,10 +238,27 @@ impl Engine {
                 },
             );
         }
+        for (qid, order, row) in waiters {
+            if !engine.queues.contains_key(&qid) {
+                return Err(RowError::MissingQueue(qid));
+            }
+            let request = ReceiveRequest {
+                qid,
+                max_messages: row.max_messages,
+                lease_seconds: row.lease_seconds,
+            };
+            let parked = Parked {
+                waiter: row.waiter,
+                request,
+                deadline: row.deadline,
+            };
+            engine.park(order, parked);
+        }
         for q in engine.queues.values_mut() {
             q.finish_restore(&mut engine.context);
         }
         engine.context.changes = Changes::default();
+        engine.context.woken.clear();
         Ok(engine)
     }
 }
