@@ -8,9 +8,10 @@
 //!
 //! Should no answer come by a moment after the deadline (this node lags, or skipped the entry by
 //! installing a snapshot), the task ends the wait itself with [`Command::EndWait`] and takes
-//! what this node applies up to it: the deliveries of an earlier entry, or nothing. A client
-//! that goes away ends its wait the same way, from a task of its own; messages delivered to it
-//! meanwhile wait out their lease, as those of any consumer that vanished do.
+//! what this node applies up to it: the deliveries of an earlier entry, or nothing. A request
+//! cancelled while it waits (its client went away, or a write failed) ends its wait the same
+//! way, from a task of its own; messages delivered to it meanwhile wait out their lease, as
+//! those of any consumer that vanished do.
 
 use std::sync::Arc;
 use std::time::Duration;
