@@ -697,7 +697,8 @@ async fn api_keys_separate_accounts(api: &Front) {
 }
 
 /// A long poll ends at its deadline when nothing comes (a send to another queue does not end
-/// it, and waiting adds no log entries), and wakes on a send or when a delay ends.
+/// it, and waiting adds no log entries but the tick that ends it), is answered by the entry of
+/// the send that wakes it, and wakes when a delay ends.
 async fn long_polls_wake_on_a_send_and_end_at_their_deadline(api: &Front) {
     api.create(json!({"name": "lp"})).await;
     api.create(json!({"name": "elsewhere"})).await;
@@ -707,8 +708,8 @@ async fn long_polls_wake_on_a_send_and_end_at_their_deadline(api: &Front) {
         index.unwrap_or(0)
     };
 
-    // A send to another queue does not end the wait, and waiting adds no log entries
-    // beyond the two receives around it.
+    // A send to another queue does not end the wait, and waiting adds no log entries beyond
+    // the parked receive and the tick at its deadline.
     let log_before = last_log_index();
     let started = Instant::now();
     let poll = api.receive("lp", json!({"wait_seconds": 1}));
@@ -724,6 +725,8 @@ async fn long_polls_wake_on_a_send_and_end_at_their_deadline(api: &Front) {
     let entries = last_log_index() - log_before;
     assert!(entries <= 3, "{entries} entries while one poll waited");
 
+    // The send's own entry answers the poll: two entries, the parked receive and the send.
+    let log_before = last_log_index();
     let started = Instant::now();
     let poll = api.receive("lp", json!({"wait_seconds": 10}));
     let send = async {
@@ -734,8 +737,15 @@ async fn long_polls_wake_on_a_send_and_end_at_their_deadline(api: &Front) {
     let waited = started.elapsed();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0]["message_id"], sent["message_id"]);
+    assert_eq!(got[0]["body"], "wake");
+    assert_eq!(got[0]["receive_count"], 1);
     assert!(waited >= Duration::from_millis(300), "{waited:?}");
     assert!(waited < Duration::from_secs(3), "{waited:?}");
+    let entries = last_log_index() - log_before;
+    assert!(
+        entries <= 2,
+        "{entries} entries: a parked receive, the send that answered it"
+    );
 
     // A delayed message wakes the poll when its delay ends.
     api.send("lp", json!({"body": "later", "delay_seconds": 1}))

@@ -1,6 +1,6 @@
-//! In-process clusters on loopback: replication through followers, leader loss, full restarts,
-//! catch-up through snapshots, when snapshots are rebuilt, a partitioned leader and a cut-off
-//! follower. Every test is bounded in time and removes its data directories.
+//! In-process clusters on loopback: replication through followers, leader loss (with receives
+//! parked), full restarts, catch-up through snapshots, when snapshots are rebuilt, a partitioned
+//! leader and a cut-off follower. Every test is bounded in time and removes its data directories.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -217,6 +217,19 @@ fn receive(queue: &str, max: i64, lease: i64) -> Command {
     }
 }
 
+/// A receive of one message with a lease of `lease` seconds that parks as `waiter` for up to
+/// `wait` seconds.
+fn receive_wait(queue: &str, wait: i64, lease: i64, waiter: Uuid) -> Command {
+    Command::ReceiveWait {
+        account: ACCOUNT.into(),
+        queue: queue.into(),
+        max_messages: Some(1),
+        lease_seconds: Some(lease),
+        wait_seconds: wait,
+        waiter,
+    }
+}
+
 fn outcome(response: Response) -> Outcome {
     match response.result {
         Some(Ok(o)) => o,
@@ -399,6 +412,101 @@ async fn losing_the_leader_keeps_acknowledged_sends_dedup_and_timers() {
             Outcome::Received(d) => assert_eq!(d[0].meta.receive_count, 2),
             other => panic!("unexpected {other:?}"),
         }
+    })
+    .await
+    .expect("bounded");
+}
+
+/// Receives parked before the leader stops stay parked under the next one: a send delivers to
+/// the oldest in its own entry, answered on the follower whose client waits; the new leader's
+/// timer ends a wait at its deadline; a message delivered to a receive whose node is gone is
+/// delivered again once its lease ends; and the old leader, back, holds the same state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn parked_receives_outlive_a_leader_change_and_lose_no_message() {
+    timeout(BOUND, async {
+        let mut cluster = Cluster::start(3, 10_000).await;
+        let leader = cluster.leader().await;
+        let follower = cluster.follower().await;
+        outcome(
+            cluster
+                .node(leader)
+                .write(create("jobs", QueueAttributes::default()))
+                .await
+                .expect("create"),
+        );
+        let (kept, lost, late) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        let mut kept_slot = cluster.node(follower).await_answer(kept);
+        let parked = cluster
+            .node(follower)
+            .write(receive_wait("jobs", 20, 30, kept))
+            .await
+            .expect("park on the follower");
+        assert_eq!(outcome(parked), Outcome::Parked);
+        // Parked by the leader's own client, which goes away with it.
+        let parked = cluster
+            .node(leader)
+            .write(receive_wait("jobs", 20, 2, lost))
+            .await
+            .expect("park on the leader");
+        assert_eq!(outcome(parked), Outcome::Parked);
+
+        cluster.stop(leader).await;
+        let new_leader = cluster.leader().await;
+        assert_ne!(new_leader, leader);
+        let node = cluster.node(new_leader);
+        assert_eq!(node.with_engine(|e| e.parked_count()).expect("engine"), 2);
+
+        // A wait parked now ends at its deadline, by the new leader's timer.
+        let mut late_slot = cluster.node(follower).await_answer(late);
+        let started = Instant::now();
+        let parked = cluster
+            .node(follower)
+            .write(receive_wait("jobs", 1, 30, late))
+            .await
+            .expect("park");
+        assert_eq!(outcome(parked), Outcome::Parked);
+        let ended = timeout(Duration::from_secs(10), late_slot.answer())
+            .await
+            .expect("the wait ends at its deadline")
+            .expect("an answer");
+        assert_eq!(outcome(ended), Outcome::Received(vec![]));
+        assert!(started.elapsed() >= Duration::from_millis(900));
+
+        // The first send goes to the receive that parked first, answered in the send's entry.
+        sent(node.write(plain("jobs", "m0")).await.expect("send m0"));
+        let answer = timeout(Duration::from_secs(10), kept_slot.answer())
+            .await
+            .expect("answered")
+            .expect("an answer");
+        let payloads = answer.payloads.clone();
+        let Outcome::Received(got) = outcome(answer) else {
+            panic!("not a receive's answer");
+        };
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].meta.receive_count, 1);
+        assert_eq!(payloads.len(), 1);
+        assert_eq!(payloads[0].1.body, "m0");
+
+        // The second goes to the receive whose node is gone: nobody reads it, and it is
+        // delivered again once its 2 s lease ends.
+        sent(node.write(plain("jobs", "m1")).await.expect("send m1"));
+        assert_eq!(node.with_engine(|e| e.parked_count()).expect("engine"), 0);
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let again = loop {
+            match outcome(node.write(receive("jobs", 10, 30)).await.expect("receive")) {
+                Outcome::Received(d) if !d.is_empty() => break d,
+                Outcome::Received(_) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+            assert!(Instant::now() < deadline, "m1 is stuck beyond its lease");
+            sleep(Duration::from_millis(200)).await;
+        };
+        assert_eq!(again.len(), 1, "m0 stays leased to the receive that got it");
+        assert_eq!(again[0].meta.receive_count, 2);
+        assert_eq!(bodies(node, "jobs").await, ["m0", "m1"]);
+
+        cluster.restart(leader).await;
+        cluster.converged().await;
     })
     .await
     .expect("bounded");

@@ -21,7 +21,7 @@
 //!   converts the same shapes to protobuf.
 //! - `error`: the one mapping from engine and node errors to error codes, HTTP statuses and
 //!   gRPC statuses.
-//! - `longpoll`: receives that wait for a wake-up of their queue instead of polling the log.
+//! - `longpoll`: receives that park in the engine until an entry delivers to them.
 //! - `metrics`: request logs (REST and gRPC), request counters and latency histograms, and the
 //!   Prometheus text of `GET /metrics` with Raft and per-queue gauges.
 //! - `routes`: the REST handlers, grouped by resource, each with its OpenAPI operation.
@@ -40,7 +40,6 @@
 mod attributes;
 mod auth;
 mod call;
-mod claims;
 mod error;
 mod front;
 pub mod grpc;
@@ -75,7 +74,6 @@ pub fn router(api: Api) -> Front {
         throttle: throttle::Throttle::new(api.limits),
         api,
         metrics: metrics::Metrics::default(),
-        claims: claims::Claims::default(),
     });
     let rest = routes::build(state.clone()).layer(axum::middleware::from_fn_with_state(
         state.clone(),

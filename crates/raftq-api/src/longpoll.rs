@@ -1,27 +1,35 @@
-//! Long polling. A receive with `wait_seconds` that finds nothing waits for a wake-up of its
-//! queue (the node broadcasts the UUID of every queue that gains a deliverable message as
-//! entries apply) or for the deadline, and only then receives again. The log is never polled:
-//! each further receive follows a wake-up. A lagged subscription may have missed the wake-up it
-//! waits for, so it counts as one. The subscription is taken before the first receive, so a
-//! message that becomes deliverable between the two cannot be missed.
+//! Long polling, parked in the engine. A receive with `wait_seconds` is one
+//! [`Command::ReceiveWait`]: it delivers what is deliverable at once, or parks in its queue as a
+//! waiter (a fresh UUID, registered on this node before the command is proposed). Whatever entry
+//! then makes messages deliverable on the queue (a send, an ack that frees a FIFO group, a lease
+//! or delay that ends) delivers to the parked receives in the order they parked, and this node,
+//! applying that entry, hands the waiter its answer: a long poll is answered in the commit that
+//! wakes it. The engine ends a wait at its deadline, answering it with nothing.
 //!
-//! One wake-up wakes every waiter of the queue on this node, and most of them would find nothing:
-//! a FIFO group freed by an ack feeds one receive, not the 31 other consumers waiting on it. So a
-//! woken waiter receives again only while the queue, as this node applied it, has more places a
-//! receive could start from than the receives this node already sent after wake-ups will take
-//! (`claims`); the others wait for the next wake-up or for one of those receives to end, which
-//! wakes them too. This only decides when to ask: every receive still goes through the log.
+//! Should no answer come by a moment after the deadline (this node lags, or skipped the entry by
+//! installing a snapshot), the task ends the wait itself with [`Command::EndWait`] and takes
+//! what this node applies up to it: the deliveries of an earlier entry, or nothing. A request
+//! cancelled while it waits (its client went away, or a write failed) ends its wait the same
+//! way, from a task of its own; messages delivered to it meanwhile wait out their lease, as
+//! those of any consumer that vanished do.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use raftq_engine::{Command, Delivery, Outcome, Payload};
-use raftq_node::{Query, QueryResult};
-use tokio::sync::broadcast::{error::RecvError, Receiver};
-use tokio::time::{timeout_at, Instant};
+use raftq_node::{Node, Response};
+use tokio::time::{timeout, timeout_at, Instant};
 use uuid::Uuid;
 
 use crate::error::ApiError;
 use crate::state::Shared;
+
+/// How long after its deadline a waiting task waits for the engine's answer before it ends the
+/// wait itself: the leader proposes the tick that ends it at the deadline.
+const ANSWER_GRACE: Duration = Duration::from_secs(1);
+
+/// How long a task that ended its wait waits for this node to apply up to that end.
+const END_APPLIED_WAIT: Duration = Duration::from_secs(5);
 
 /// A receive request, checked.
 pub struct ReceiveRequest {
@@ -29,11 +37,14 @@ pub struct ReceiveRequest {
     pub queue: String,
     pub max_messages: Option<i64>,
     pub lease_seconds: Option<i64>,
+    /// FIFO queues: the receive's attempt ID (see `Command::Receive`).
     pub attempt_id: Option<String>,
-    pub wait: Duration,
+    /// How long it may wait for messages; 0: not at all.
+    pub wait_seconds: u32,
 }
 
 /// What a receive delivered, with the payloads to join.
+#[derive(Default)]
 pub struct Received {
     pub deliveries: Vec<Delivery>,
     pub payloads: Vec<(u64, Payload)>,
@@ -53,115 +64,111 @@ impl Received {
             })
             .collect()
     }
-}
 
-/// Why a wait for a wake-up ended.
-enum Wake {
-    /// The queue may have something to deliver.
-    Woken,
-    /// The node stopped broadcasting; nothing will wake this wait.
-    Closed,
-}
-
-/// Receives, waiting up to `request.wait` for something to deliver.
-pub async fn receive(shared: &Shared, request: ReceiveRequest) -> Result<Received, ApiError> {
-    let deadline = Instant::now() + request.wait;
-    let mut wakeups = shared.api.node.wakeups();
-    let mut ended = shared.claims.subscribe();
-    let first = receive_once(shared, &request).await?;
-    if !first.deliveries.is_empty() || request.wait.is_zero() {
-        return Ok(first);
+    /// The deliveries of a receive's outcome (or a waiter's answer).
+    fn of(outcome: Outcome, payloads: Vec<(u64, Payload)>) -> Result<Received, ApiError> {
+        match outcome {
+            Outcome::Received(deliveries) => Ok(Received {
+                deliveries,
+                payloads,
+            }),
+            _ => Err(ApiError::unexpected_answer()),
+        }
     }
-    let queue_id = queue_uuid(shared, &request).await?;
-    let wants = request
-        .max_messages
-        .and_then(|m| usize::try_from(m).ok())
-        .unwrap_or(1);
-    loop {
-        match timeout_at(deadline, next_wakeup(&mut wakeups, &mut ended, queue_id)).await {
-            Err(_elapsed) => return Ok(first),
-            Ok(Wake::Closed) => {
-                tokio::time::sleep_until(deadline).await;
-                return Ok(first);
-            }
-            Ok(Wake::Woken) => {
-                let ready = shared
-                    .api
-                    .node
-                    .with_engine(|e| e.ready_count(&request.account, &request.queue))
-                    .unwrap_or(usize::MAX);
-                let Some(_claim) = shared.claims.claim(queue_id, ready, wants) else {
-                    continue;
-                };
-                let again = receive_once(shared, &request).await?;
-                if !again.deliveries.is_empty() {
-                    return Ok(again);
-                }
-            }
+
+    /// The deliveries of the answer to a parked receive.
+    fn answered(response: Response) -> Result<Received, ApiError> {
+        match response.result {
+            Some(Ok(outcome)) => Received::of(outcome, response.payloads),
+            _ => Err(ApiError::unexpected_answer()),
         }
     }
 }
 
-async fn receive_once(shared: &Shared, request: &ReceiveRequest) -> Result<Received, ApiError> {
-    let written = shared
-        .write(Command::Receive {
+/// Receives, waiting up to `request.wait_seconds` for something to deliver.
+pub async fn receive(shared: &Shared, request: ReceiveRequest) -> Result<Received, ApiError> {
+    // A receive under an attempt ID goes first as a plain one, so that its answer is recorded
+    // (and a retry replayed); only if it finds nothing does it park, without the ID.
+    if request.wait_seconds == 0 || request.attempt_id.is_some() {
+        let command = Command::Receive {
             account: request.account.clone(),
             queue: request.queue.clone(),
             max_messages: request.max_messages,
             lease_seconds: request.lease_seconds,
             attempt_id: request.attempt_id.clone(),
-        })
-        .await?;
-    match written.outcome {
-        Outcome::Received(deliveries) => Ok(Received {
-            deliveries,
-            payloads: written.payloads,
-        }),
-        _ => Err(ApiError::unexpected_answer()),
+        };
+        let written = shared.write(command).await?;
+        let received = Received::of(written.outcome, written.payloads)?;
+        if request.wait_seconds == 0 || !received.deliveries.is_empty() {
+            return Ok(received);
+        }
     }
-}
-
-/// The UUID the wake-ups name the queue by. The wake-ups come from this node's own applies, so
-/// its own applied state is the one to ask, without a quorum round; only a node that has not
-/// applied the queue's creation yet asks the leader.
-async fn queue_uuid(shared: &Shared, request: &ReceiveRequest) -> Result<Uuid, ApiError> {
-    let local = shared
+    let deadline = Instant::now() + Duration::from_secs(request.wait_seconds.into());
+    let waiter = Uuid::new_v4();
+    let mut slot = shared.api.node.await_answer(waiter);
+    // From here until the wait is known to have ended, dropping the guard ends it.
+    let mut waiting = Waiting {
+        node: Arc::clone(&shared.api.node),
+        waiter: Some(waiter),
+    };
+    let response = shared
         .api
         .node
-        .with_engine(|e| e.resolve(&request.account, &request.queue).ok())
-        .ok()
-        .flatten();
-    if let Some(queue) = local {
-        return Ok(queue.id);
-    }
-    let query = Query::GetQueue {
-        account: request.account.clone(),
-        queue: request.queue.clone(),
-    };
-    shared
-        .read_for(query, |r| match r {
-            QueryResult::Queue(view) => Some(view.id),
-            _ => None,
+        .write(Command::ReceiveWait {
+            account: request.account,
+            queue: request.queue,
+            max_messages: request.max_messages,
+            lease_seconds: request.lease_seconds,
+            wait_seconds: request.wait_seconds.into(),
+            waiter,
         })
-        .await
+        .await?;
+    match response.result {
+        Some(Ok(Outcome::Parked)) => {}
+        Some(Ok(outcome)) => {
+            waiting.waiter = None;
+            return Received::of(outcome, response.payloads);
+        }
+        Some(Err(refused)) => {
+            waiting.waiter = None;
+            return Err(refused.into());
+        }
+        None => return Err(ApiError::unexpected_answer()),
+    }
+    if let Ok(Some(response)) = timeout_at(deadline + ANSWER_GRACE, slot.answer()).await {
+        waiting.waiter = None;
+        return Received::answered(response);
+    }
+    shared.write(Command::EndWait { waiter }).await?;
+    waiting.waiter = None;
+    // The end, or an entry before it, answered the waiter; this node applies it soon.
+    match timeout(END_APPLIED_WAIT, slot.answer()).await {
+        Ok(Some(response)) => Received::answered(response),
+        _ => Ok(Received::default()),
+    }
 }
 
-/// The next wake-up of `queue_id`: a message became deliverable, or a claim on it ended.
-async fn next_wakeup(
-    wakeups: &mut Receiver<Uuid>,
-    ended: &mut Receiver<Uuid>,
-    queue_id: Uuid,
-) -> Wake {
-    loop {
-        let heard = tokio::select! {
-            heard = wakeups.recv() => heard,
-            heard = ended.recv() => heard,
+/// A wait that may still be parked in the engine: dropped so (the client went away, a write
+/// failed), it ends the wait from a task of its own.
+struct Waiting {
+    node: Arc<Node>,
+    waiter: Option<Uuid>,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let Some(waiter) = self.waiter.take() else {
+            return;
         };
-        match heard {
-            Ok(id) if id == queue_id => return Wake::Woken,
-            Ok(_) => {}
-            Err(RecvError::Lagged(_)) => return Wake::Woken,
-            Err(RecvError::Closed) => return Wake::Closed,
-        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let node = Arc::clone(&self.node);
+        runtime.spawn(async move {
+            if let Err(e) = node.write(Command::EndWait { waiter }).await {
+                // The engine ends the wait at its deadline anyway.
+                tracing::debug!(error = %e, %waiter, "ending an abandoned wait");
+            }
+        });
     }
 }

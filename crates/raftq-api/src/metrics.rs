@@ -77,8 +77,15 @@ impl Metrics {
     }
 
     /// The Prometheus text of the request metrics, the Raft gauges of `raft`, the gauges of
-    /// `queues`, and how many purged or deleted messages are still to be deleted.
-    pub fn render(&self, raft: &RaftStatus, queues: &[QueueGauges], reclaiming: u64) -> String {
+    /// `queues`, how many purged or deleted messages are still to be deleted and how many
+    /// receives are parked.
+    pub fn render(
+        &self,
+        raft: &RaftStatus,
+        queues: &[QueueGauges],
+        reclaiming: u64,
+        parked: usize,
+    ) -> String {
         let mut registry = Registry::with_prefix("raftq");
         registry.register(
             "requests",
@@ -97,6 +104,12 @@ impl Metrics {
             "reclaim_backlog_messages",
             "Purged or deleted messages whose rows and payloads are not deleted yet",
             i64::try_from(reclaiming).unwrap_or(i64::MAX),
+        );
+        gauge(
+            &mut registry,
+            "parked_receives",
+            "Receives with a wait parked in the replicated state, of every node's clients",
+            i64::try_from(parked).unwrap_or(i64::MAX),
         );
         let mut out = String::new();
         // Writing to a String cannot fail.
@@ -372,7 +385,7 @@ mod tests {
             },
             dead_lettered: 5,
         }];
-        let text = m.render(&status(), &queues, 7);
+        let text = m.render(&status(), &queues, 7, 3);
         let labels = r#"protocol="http",method="GET",route="/v1/queues/{q}",status="404""#;
         for line in [
             format!("raftq_requests_total{{{labels}}} 2\n"),
@@ -386,6 +399,7 @@ mod tests {
             "raftq_raft_leader_unreachable 1\n".into(),
             "raftq_raft_elections_held_back_total 4\n".into(),
             "raftq_reclaim_backlog_messages 7\n".into(),
+            "raftq_parked_receives 3\n".into(),
             "raftq_queue_visible_messages{account=\"dev\",queue=\"orders\"} 4\n".into(),
             "raftq_queue_leased_messages{account=\"dev\",queue=\"orders\"} 2\n".into(),
             "raftq_queue_oldest_message_age_seconds{account=\"dev\",queue=\"orders\"} 30\n".into(),

@@ -11,7 +11,6 @@
 //! limit, FIFO IDs, redrive targets) are the engine's.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use raftq_engine::model::{limits, AccountSummary, QueueConfig};
 use raftq_engine::{
@@ -409,7 +408,7 @@ impl Shared {
             max_messages: options.max_messages,
             lease_seconds: options.lease_seconds,
             attempt_id: options.receive_attempt_id,
-            wait: Duration::from_secs(wait.into()),
+            wait_seconds: wait,
         };
         longpoll::receive(self, request).await
     }

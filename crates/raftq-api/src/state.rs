@@ -1,11 +1,10 @@
 //! What every handler shares: the node, the key table and the limits ([`Api`]), with this
-//! node's request metrics, the claims of its long polls and the limits' state.
+//! node's request metrics and the limits' state.
 
 use std::sync::Arc;
 
 use raftq_node::Node;
 
-use crate::claims::Claims;
 use crate::keys::Keys;
 use crate::metrics::Metrics;
 use crate::throttle::{Limits, Throttle};
@@ -40,7 +39,6 @@ impl Api {
 pub(crate) struct Shared {
     pub api: Api,
     pub metrics: Metrics,
-    pub claims: Claims,
     pub throttle: Throttle,
 }
 

@@ -92,6 +92,23 @@ pub enum Command {
         queue: Option<String>,
         task_handle: String,
     },
+    /// A receive that, finding nothing, parks in the queue as `waiter` (an ID stamped by the
+    /// proposer) for up to `wait_seconds`: later entries that make messages deliverable on the
+    /// queue deliver them to the parked receives, oldest first, and answer each with a
+    /// [`WaitAnswer`].
+    ReceiveWait {
+        account: String,
+        queue: String,
+        max_messages: Option<i64>,
+        lease_seconds: Option<i64>,
+        wait_seconds: i64,
+        waiter: Uuid,
+    },
+    /// Ends the wait of `waiter` if it is still parked (its [`WaitAnswer`] then delivers nothing);
+    /// of a wait that already ended, nothing.
+    EndWait {
+        waiter: Uuid,
+    },
 }
 
 /// A move task as a client asks for it.
@@ -218,6 +235,18 @@ pub enum Outcome {
     Purged,
     Ticked,
     MoveTask(Box<MoveTaskView>),
+    /// A [`Command::ReceiveWait`] found nothing and waits for a [`WaitAnswer`].
+    Parked,
+    WaitEnded,
+}
+
+/// How the wait of a parked receive ended: with the messages an entry delivered to it, or with
+/// none (at its deadline, by [`Command::EndWait`], or when its queue was deleted). Every parked
+/// receive gets exactly one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitAnswer {
+    pub waiter: Uuid,
+    pub deliveries: Vec<Delivery>,
 }
 
 /// The answer to one send.

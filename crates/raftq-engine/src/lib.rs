@@ -13,6 +13,14 @@
 //! proposes [`Command::Tick`] at [`Engine::next_due`] so that these happen without traffic.
 //! Applying a tick twice, or late, changes nothing more.
 //!
+//! ## Parked receives
+//! A [`Command::ReceiveWait`] that finds nothing parks in its queue until its deadline. Whatever
+//! entry later makes a message deliverable there (a send, a delay or lease that ends, an ack that
+//! frees a FIFO group, a redrive) delivers to the parked receives in the order they parked, in
+//! that entry, by the rules of any receive; [`Applied::answers`] carries what each got, for the
+//! node whose client waits. A wait that ends without messages (its deadline, a
+//! [`Command::EndWait`], its queue's deletion) is answered too, with none.
+//!
 //! ## The boundary with the store
 //! Message bodies, attributes, IDs and `sent_at` never change after a send; they form the
 //! [`Payload`], which the engine hands to the store in [`Changes::payloads`] and never keeps in
@@ -52,7 +60,7 @@ pub use attributes::{Attribute, AttributeValue};
 pub use command::{
     AckResult, AllowPolicyInput, BatchEntry, BatchResult, Command, Delivery, Entry, MessageMeta,
     MoveTaskInput, NewMessage, Outcome, Payload, QueueAttributes, RedrivePolicyInput,
-    RetryBackoffInput, SendResult,
+    RetryBackoffInput, SendResult, WaitAnswer,
 };
 pub use engine::{Applied, Engine, RECLAIM_PER_TICK};
 pub use error::EngineError;

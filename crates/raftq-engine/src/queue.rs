@@ -14,6 +14,7 @@ use foldhash::HashMap;
 use uuid::Uuid;
 
 use crate::attempts::ReceiveAttempts;
+use crate::command::WaitAnswer;
 use crate::interned::Interned;
 use crate::model::{Millis, QueueConfig, QueueName, QueueType};
 use crate::move_task::MoveTask;
@@ -81,6 +82,8 @@ pub(crate) enum Timer {
     MoveTask(u32),
     /// The queue's oldest receive attempt record may have left the window.
     Attempts(u32),
+    /// The wait of the receive parked in `qid` as `order` ends.
+    Wait { qid: u32, order: u64 },
 }
 
 /// Deduplication records are pruned at whole seconds: the records of a queue that leave the
@@ -97,12 +100,33 @@ pub(crate) fn prune_due(expires: Millis) -> Millis {
     expires.div_ceil(PRUNE_EVERY_MS) * PRUNE_EVERY_MS
 }
 
-/// The engine's clock, timer set and change log, lent to queue mutations.
+/// The engine's clock, timer set and change log, lent to queue mutations, with the queues that
+/// gained a deliverable message since their parked receives were last served and the answers
+/// to parked receives the entry gave.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ApplyContext {
     pub now: Millis,
     pub timers: BTreeSet<(Millis, Timer)>,
     pub changes: Changes,
+    pub woken: Vec<u32>,
+    pub answers: Vec<WaitAnswer>,
+}
+
+/// A receive's queue and options, checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReceiveRequest {
+    pub qid: u32,
+    pub max_messages: u32,
+    /// The lease it asked for; the queue's own when `None`, as of the delivery.
+    pub lease_seconds: Option<u32>,
+}
+
+/// A receive parked in its queue until its deadline or until messages are delivered to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Parked {
+    pub waiter: Uuid,
+    pub request: ReceiveRequest,
+    pub deadline: Millis,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -158,7 +182,6 @@ pub(crate) struct DedupRecord {
 #[derive(Debug, Clone)]
 struct Index {
     qid: u32,
-    id: Uuid,
     fifo: bool,
     ready: BTreeSet<(u64, u32)>,
     groups: Interned<Group>,
@@ -173,10 +196,9 @@ struct Index {
 }
 
 impl Index {
-    fn new(qid: u32, id: Uuid, fifo: bool) -> Index {
+    fn new(qid: u32, fifo: bool) -> Index {
         Index {
             qid,
-            id,
             fifo,
             ready: BTreeSet::new(),
             groups: Interned::default(),
@@ -339,7 +361,7 @@ impl Index {
         }
         if new == Some(State::Visible) {
             t.visible.insert(seq);
-            context.changes.woken.push(self.id);
+            context.woken.push(self.qid);
         }
         if new == Some(State::Leased) {
             t.leased += 1;
@@ -383,7 +405,7 @@ impl Index {
             g.ready_key = want;
             if let Some(head) = want {
                 self.ready.insert((head, group));
-                context.changes.woken.push(self.id);
+                context.woken.push(self.qid);
             }
         }
         if g.msgs.is_empty() {
@@ -442,6 +464,8 @@ pub(crate) struct Queue {
     pub move_tasks: VecDeque<MoveTask>,
     /// FIFO receives by attempt ID.
     pub attempts: ReceiveAttempts,
+    /// Receives parked on this queue, in the order they parked.
+    pub waiters: BTreeMap<u64, Parked>,
     retention_timer: Option<Millis>,
     dedup_timer: Option<Millis>,
     move_timer: Option<Millis>,
@@ -468,13 +492,14 @@ impl Queue {
             config,
             tags: BTreeMap::new(),
             messages: BTreeMap::new(),
-            index: Index::new(qid, id, queue_type == QueueType::Fifo),
+            index: Index::new(qid, queue_type == QueueType::Fifo),
             dedup: HashMap::default(),
             dedup_order: VecDeque::new(),
             sources: BTreeSet::new(),
             dead_lettered: 0,
             move_tasks: VecDeque::new(),
             attempts: ReceiveAttempts::default(),
+            waiters: BTreeMap::new(),
             retention_timer: None,
             dedup_timer: None,
             move_timer: None,
@@ -743,7 +768,7 @@ impl Queue {
         let fifo = self.fifo();
         ReclaimSet {
             messages: std::mem::take(&mut self.messages),
-            index: std::mem::replace(&mut self.index, Index::new(self.qid, self.id, fifo)),
+            index: std::mem::replace(&mut self.index, Index::new(self.qid, fifo)),
         }
     }
 
@@ -770,7 +795,7 @@ impl ReclaimSet {
     pub(crate) fn new(qid: u32) -> ReclaimSet {
         ReclaimSet {
             messages: BTreeMap::new(),
-            index: Index::new(qid, Uuid::nil(), true),
+            index: Index::new(qid, true),
         }
     }
 

@@ -8,7 +8,8 @@
 //! `0` meta, `1` queue(qid), `2` message(qid, seq), `3` dedup(qid, id), `4` payload(storage key),
 //! `5` reclaim(qid): the messages of `qid` below a sequence number that a purge or the queue's
 //! deletion took away and whose rows are still being deleted, `6` move tasks(qid): the queue's
-//! last message move tasks, `7` attempt(qid, id): a FIFO receive's answer under its attempt ID.
+//! last message move tasks, `7` attempt(qid, id): a FIFO receive's answer under its attempt ID, `8` waiter(qid, order):
+//! a receive parked on `qid`, in the order receives parked.
 //!
 //! Payload rows carry their own format (a leading [`PAYLOAD_FORMAT`] byte), since a payload
 //! outlives the build that wrote it: those of row formats up to 4, with plain string attributes,
@@ -30,7 +31,7 @@ pub const FORMAT_VERSION: u32 = 5;
 
 /// The oldest row format this build reads: version 3 only added reclaim rows, version 4 the
 /// retry backoff to queue rows, version 5 a queue's default wait, tags and `modified_at`,
-/// receive attempt rows, move task rows, and typed attributes in payloads (older rows read as
+/// receive attempt rows, move task rows, waiter rows, and typed attributes in payloads (older rows read as
 /// [`QueueRowV3`], [`QueueRowV4`] and [`PayloadV4`]).
 pub const OLDEST_READABLE_VERSION: u32 = 2;
 
@@ -48,6 +49,7 @@ const TAG_PAYLOAD: u8 = 4;
 const TAG_RECLAIM: u8 = 5;
 const TAG_MOVE_TASKS: u8 = 6;
 const TAG_ATTEMPT: u8 = 7;
+const TAG_WAITER: u8 = 8;
 
 /// The key of an engine-owned row.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -59,6 +61,7 @@ pub enum RowKey {
     Reclaim(u32),
     MoveTasks(u32),
     Attempt(u32, String),
+    Waiter(u32, u64),
 }
 
 impl RowKey {
@@ -92,6 +95,11 @@ impl RowKey {
                 out.push(TAG_ATTEMPT);
                 out.extend_from_slice(&qid.to_be_bytes());
                 out.extend_from_slice(id.as_bytes());
+            }
+            RowKey::Waiter(qid, order) => {
+                out.push(TAG_WAITER);
+                out.extend_from_slice(&qid.to_be_bytes());
+                out.extend_from_slice(&order.to_be_bytes());
             }
         }
         out
@@ -179,6 +187,9 @@ pub fn decode_key(key: &[u8]) -> Result<KeyKind, RowError> {
             let id = String::from_utf8(rest[4..].to_vec()).map_err(|_| RowError::BadKey)?;
             KeyKind::Engine(RowKey::Attempt(u32_at(rest)?, id))
         }
+        TAG_WAITER if rest.len() == 12 => {
+            KeyKind::Engine(RowKey::Waiter(u32_at(rest)?, u64_of(&rest[4..])?))
+        }
         _ => return Err(RowError::BadKey),
     })
 }
@@ -191,8 +202,7 @@ pub enum PayloadOp {
 }
 
 /// What one apply changed: key ranges to delete (first), rows to rewrite (or delete, where
-/// [`Engine::row_value`] has none), payload writes, and queues that gained a deliverable message
-/// (for long polls).
+/// [`Engine::row_value`] has none) and payload writes.
 ///
 /// [`Engine::row_value`]: crate::Engine::row_value
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -200,7 +210,6 @@ pub struct Changes {
     pub ranges: Vec<KeyRange>,
     pub rows: Vec<RowKey>,
     pub payloads: Vec<PayloadOp>,
-    pub woken: Vec<Uuid>,
 }
 
 /// A row that cannot be read back.
@@ -377,6 +386,15 @@ pub(crate) struct AttemptRow {
     pub leases: Vec<AttemptLease>,
 }
 
+/// A parked receive (see [`crate::Command::ReceiveWait`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct WaiterRow {
+    pub waiter: Uuid,
+    pub max_messages: u32,
+    pub lease_seconds: Option<u32>,
+    pub deadline: Millis,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct DedupRow {
     pub message_id: Uuid,
@@ -443,6 +461,9 @@ mod tests {
             RowKey::Reclaim(1),
             RowKey::MoveTasks(1),
             RowKey::Attempt(1, "a".into()),
+            RowKey::Waiter(1, 7),
+            RowKey::Waiter(1, 300),
+            RowKey::Waiter(2, 1),
         ];
         let encoded: Vec<Vec<u8>> = keys.iter().map(RowKey::encode).collect();
         let mut sorted = encoded.clone();

@@ -280,6 +280,12 @@ pub fn receive_wait_seconds(field: &str, value: i64) -> Result<u32> {
     in_range(field, value, 0, limits::RECEIVE_WAIT_SECONDS_MAX)
 }
 
+/// How long a receive that parks may wait, in seconds (a receive that may not wait is a plain
+/// receive, never parked).
+pub fn wait_seconds(value: i64) -> Result<u32> {
+    in_range("wait_seconds", value, 1, limits::RECEIVE_WAIT_SECONDS_MAX)
+}
+
 /// A lease length in seconds.
 pub fn lease_seconds(value: i64) -> Result<u32> {
     in_range("lease_seconds", value, 0, limits::LEASE_SECONDS_MAX)

@@ -5,8 +5,8 @@
 //! reads, and the leader-only timer that proposes ticks when the state machine has something
 //! due. [`Node`] is the whole face the front ends see: writes, linearizable reads and membership
 //! changes through the leader, this node's [`NodeStatus`], its applied state for reads that may
-//! lag, and the wake-ups of long polls. Openraft and the store stay inside; tests that look
-//! inside build with the `testing` feature.
+//! lag, and the answers to its clients' parked receives. Openraft and the store stay inside;
+//! tests that look inside build with the `testing` feature.
 
 mod admission;
 mod clock;
@@ -40,7 +40,7 @@ pub use error::{Halted, NodeError, StartError};
 pub use membership::{Change, ChangeError, ChangeResult, LONGEST as LONGEST_CHANGE};
 pub use node::{Node, NodeConfig};
 pub use query::{Query, QueryResult};
-pub use raftq_store::{NodeId, Response};
+pub use raftq_store::{NodeId, Response, WaitSlot};
 pub use status::{Member, NodeStatus, Role};
 
 #[cfg(feature = "testing")]

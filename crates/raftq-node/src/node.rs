@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use futures_util::FutureExt;
 use openraft::{Config, Raft, SnapshotPolicy};
 use raftq_engine::{Command, Engine, EngineError};
-use raftq_store::{Database, NodeId, Response, Storage, TypeConfig};
+use raftq_store::{Database, NodeId, Response, Storage, TypeConfig, WaitSlot};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -391,9 +391,11 @@ impl Node {
         }
     }
 
-    /// Queues that gained a deliverable message on this node (for long polls).
-    pub fn wakeups(&self) -> tokio::sync::broadcast::Receiver<uuid::Uuid> {
-        self.core.reader.subscribe()
+    /// Registers a parked receive of this node's client as `waiter`, until the slot is dropped:
+    /// the slot gets the answer to its wait when this node applies the entry that ends it. Take
+    /// it before proposing the receive.
+    pub fn await_answer(&self, waiter: uuid::Uuid) -> WaitSlot {
+        self.core.reader.waiters().register(waiter)
     }
 
     /// Stops the node: Raft, the peer service and the timer.

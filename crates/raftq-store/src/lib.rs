@@ -8,6 +8,7 @@
 //!   payloads, the last applied log id and the membership written in one atomic batch per apply.
 //! - [`snapshot`]: snapshot files, streamed from one view of the state to disk and back.
 //! - [`types`]: the Raft type configuration both share.
+//! - [`waiters`]: the parked receives of this node's clients, which applies answer.
 //!
 //! Both live in one RocksDB instance (one write-ahead log), opened with [`column_families`].
 
@@ -16,6 +17,7 @@ mod recent;
 pub mod snapshot;
 pub mod state_machine;
 pub mod types;
+pub mod waiters;
 
 #[cfg(feature = "testing")]
 pub use log_store::FailingDisk;
@@ -27,6 +29,7 @@ pub use state_machine::{
     STATE_CF,
 };
 pub use types::{CommandGroup, NodeId, Response, TypeConfig};
+pub use waiters::{WaitSlot, Waiters};
 
 /// Every column family of a raftq node's database.
 pub fn column_families() -> Vec<rocksdb::ColumnFamilyDescriptor> {

@@ -18,6 +18,8 @@
 //! Answers: applying a command answers its outcome, and for a receive the payloads it delivers,
 //! read from the database. Only the node that proposed a write reads its answer, so the payloads
 //! are read only while this node awaits writes of its own ([`Awaited`]): never on a follower.
+//! The answers to parked receives go to the waiters registered on this node ([`Waiters`]), with
+//! their payloads, once the apply is written.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::{self, Seek, SeekFrom};
@@ -32,7 +34,7 @@ use openraft::{
     SnapshotMeta, StorageError, StorageIOError, StoredMembership,
 };
 use raftq_engine::rows::{decode_payload, encode_payload, payload_key, RowKey};
-use raftq_engine::{Changes, Engine, Outcome, Payload, PayloadOp};
+use raftq_engine::{Changes, Delivery, Engine, Outcome, Payload, PayloadOp};
 use rocksdb::{
     ColumnFamilyDescriptor, FlushOptions, IteratorMode, Options, WriteBatch, WriteOptions, DB,
 };
@@ -40,11 +42,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::fs::File;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::broadcast;
-use uuid::Uuid;
+use tokio::sync::oneshot;
 
 use crate::snapshot::{self, SnapshotDir};
 use crate::types::{NodeId, Response, TypeConfig};
+use crate::waiters::Waiters;
 
 /// Column family of engine rows and payloads.
 pub const STATE_CF: &str = "sm_state";
@@ -102,15 +104,12 @@ struct Applied {
     membership: Membership,
 }
 
-/// How many wake-ups a slow subscriber may fall behind before it is told it lagged.
-const WAKEUP_BACKLOG: usize = 4096;
-
 /// Read access to the applied state, for queries on any node.
 #[derive(Debug, Clone)]
 pub struct StateReader {
     db: Arc<DB>,
     engine: Arc<RwLock<Engine>>,
-    wakeups: broadcast::Sender<Uuid>,
+    waiters: Waiters,
     snapshots: SnapshotDir,
 }
 
@@ -120,10 +119,9 @@ impl StateReader {
         self.snapshots.kept_bytes()
     }
 
-    /// Queues (by UUID) that gained a deliverable message, as entries apply on this node. A
-    /// receiver that lags has missed some and should re-check what it waits for.
-    pub fn subscribe(&self) -> broadcast::Receiver<Uuid> {
-        self.wakeups.subscribe()
+    /// The parked receives of this node's clients, where their answers go.
+    pub fn waiters(&self) -> &Waiters {
+        &self.waiters
     }
 
     /// Runs `f` on the engine.
@@ -250,7 +248,7 @@ pub struct RocksStateMachine {
     awaited: Awaited,
     snapshot_count: u64,
     snapshots: Snapshots,
-    wakeups: broadcast::Sender<Uuid>,
+    waiters: Waiters,
     /// The size of the last apply's write batch: the next one starts at that capacity rather
     /// than growing by copying what it holds.
     batch_bytes: usize,
@@ -297,7 +295,7 @@ impl RocksStateMachine {
                 dir,
                 current: Arc::default(),
             },
-            wakeups: broadcast::channel(WAKEUP_BACKLOG).0,
+            waiters: Waiters::default(),
         })
     }
 
@@ -316,7 +314,7 @@ impl RocksStateMachine {
         StateReader {
             db: Arc::clone(&self.db),
             engine: Arc::clone(&self.engine),
-            wakeups: self.wakeups.clone(),
+            waiters: self.waiters.clone(),
             snapshots: self.snapshots.dir.clone(),
         }
     }
@@ -379,6 +377,35 @@ fn stage_rows(
     }
 }
 
+/// The payloads of `deliveries`, by storage key: from `fresh` for those put earlier in the same
+/// apply (not in the database yet), else read from the database in one batch.
+fn delivered(
+    reader: &StateReader,
+    fresh: &HashMap<u64, Payload>,
+    deliveries: &[Delivery],
+) -> Result<Vec<(u64, Payload)>, AnyError> {
+    let mut payloads = Vec::new();
+    let mut stored = Vec::new();
+    for key in deliveries.iter().map(|d| d.meta.storage_key) {
+        match fresh.get(&key) {
+            Some(p) => payloads.push((key, p.clone())),
+            None => stored.push(key),
+        }
+    }
+    let read = reader.payloads(&stored)?;
+    payloads.extend(
+        stored
+            .into_iter()
+            .zip(read)
+            .filter_map(|(k, p)| p.map(|p| (k, p))),
+    );
+    Ok(payloads)
+}
+
+fn read_failed(e: AnyError) -> StorageError<NodeId> {
+    StorageIOError::read_state_machine(e).into()
+}
+
 fn cf<'a>(db: &'a DB, name: &'static str) -> io::Result<&'a rocksdb::ColumnFamily> {
     db.cf_handle(name)
         .ok_or_else(|| io::Error::other(format!("column family {name} is missing")))
@@ -410,9 +437,9 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         let mut fresh: HashMap<u64, Payload> = HashMap::new();
         let mut rows = BTreeSet::new();
         let mut responses = Vec::new();
-        let mut woken: Vec<Uuid> = Vec::new();
-        // A write proposed after this check is in a later apply.
-        let answered = self.awaited.any();
+        let mut answered_waiters: Vec<(oneshot::Sender<Response>, Response)> = Vec::new();
+        // A write proposed or a waiter registered after this check is in a later apply.
+        let answered = self.awaited.any() || self.waiters.any();
         let mut engine = self
             .engine
             .write()
@@ -433,7 +460,6 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
                             now: proposed.now,
                             command,
                         });
-                        woken.extend_from_slice(&applied.changes.woken);
                         stage(
                             &mut batch,
                             state,
@@ -441,27 +467,24 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
                             &mut rows,
                             answered.then_some(&mut fresh),
                         );
-                        let mut payloads = Vec::new();
-                        if let (true, Ok(Outcome::Received(deliveries))) =
-                            (answered, &applied.result)
-                        {
-                            let mut stored = Vec::new();
-                            for key in deliveries.iter().map(|d| d.meta.storage_key) {
-                                match fresh.get(&key) {
-                                    Some(p) => payloads.push((key, p.clone())),
-                                    None => stored.push(key),
-                                }
-                            }
-                            let read = reader.payloads(&stored).map_err(|e| {
-                                StorageError::from(StorageIOError::read_state_machine(e))
-                            })?;
-                            payloads.extend(
-                                stored
-                                    .into_iter()
-                                    .zip(read)
-                                    .filter_map(|(k, p)| p.map(|p| (k, p))),
-                            );
+                        for answer in applied.answers {
+                            let Some(sender) = self.waiters.take(answer.waiter) else {
+                                continue;
+                            };
+                            let payloads = delivered(&reader, &fresh, &answer.deliveries)
+                                .map_err(read_failed)?;
+                            let response = Response {
+                                result: Some(Ok(Outcome::Received(answer.deliveries))),
+                                payloads,
+                            };
+                            answered_waiters.push((sender, response));
                         }
+                        let payloads = match (answered, &applied.result) {
+                            (true, Ok(Outcome::Received(deliveries))) => {
+                                delivered(&reader, &fresh, deliveries).map_err(read_failed)?
+                            }
+                            _ => Vec::new(),
+                        };
                         answers.push(Response {
                             result: Some(applied.result),
                             payloads,
@@ -482,10 +505,9 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         unlogged.disable_wal(true);
         self.db.write_opt(batch, &unlogged).map_err(io_err)?;
         drop(engine);
-        woken.dedup();
-        for queue in woken {
-            // No subscriber is not an error: nobody is waiting.
-            let _ = self.wakeups.send(queue);
+        for (sender, response) in answered_waiters {
+            // A waiter that went away meanwhile leaves its messages to their leases.
+            let _ = sender.send(response);
         }
         let last = self.applied.last_applied.map_or(0, |id| id.index);
         tracing::trace!(target: "raftq::stage", stage = "applied", first, last);

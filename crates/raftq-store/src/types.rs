@@ -42,11 +42,12 @@ pub struct CommandGroup {
 }
 
 /// The log entry format this build writes: 1 added queue retry backoffs and release delays, 2
-/// typed message attributes, queue tags and default waits, receive attempt IDs, and the move
-/// task commands.
+/// typed message attributes, queue tags and default waits, receive attempt IDs, the move task
+/// commands and those of parked receives.
 pub const LOG_FORMAT: u64 = 2;
 
-/// The log entry format before typed attributes, tags, default waits, attempt IDs and move tasks.
+/// The log entry format before typed attributes, tags, default waits, attempt IDs, move tasks and
+/// parked receives.
 const LOG_FORMAT_1: u64 = 1;
 
 /// Below this, an entry's first number is a format number; from it up, the time of a format 0

@@ -246,14 +246,17 @@ pub async fn healthz(State(state): State<AppState>) -> Response {
 pub async fn metrics(State(state): State<AppState>) -> Response {
     let status = status::of(&state.api.node, &state.api.region).await;
     let now = raftq_node::now_ms();
-    let (queues, reclaiming) = state
+    let (queues, reclaiming, parked) = state
         .api
         .node
-        .with_engine(|engine| (engine.queue_gauges(now), engine.reclaim_backlog()))
+        .with_engine(|engine| {
+            let backlog = engine.reclaim_backlog();
+            (engine.queue_gauges(now), backlog, engine.parked_count())
+        })
         .unwrap_or_default();
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-        state.metrics.render(&status, &queues, reclaiming),
+        state.metrics.render(&status, &queues, reclaiming, parked),
     )
         .into_response()
 }

@@ -5,7 +5,7 @@ use crate::command::{
 };
 use crate::error::{EngineError, Result};
 use crate::model::limits;
-use crate::queue::{DedupRecord, Msg, State, NO_GROUP};
+use crate::queue::{DedupRecord, Msg, ReceiveRequest, State, NO_GROUP};
 use crate::rows::PayloadOp;
 use crate::{attempts, receipt, validate};
 
@@ -104,24 +104,49 @@ impl Engine {
         lease_seconds: Option<i64>,
         attempt_id: Option<String>,
     ) -> Result<Outcome> {
-        let qid = self.lookup(account, reference)?;
-        let max = validate::max_messages(max_messages)?;
-        let Some(q) = self.queues.get_mut(&qid) else {
-            return Err(EngineError::QueueNotFound(reference.to_string()));
-        };
-        let lease = match lease_seconds {
-            Some(v) => validate::lease_seconds(v)?,
-            None => q.config.lease_seconds,
-        };
+        let request = self.receive_request(account, reference, max_messages, lease_seconds)?;
         if let Some(id) = &attempt_id {
             attempts::check_id(id)?;
-            if !q.fifo() {
+            if !self.queue(request.qid)?.fifo() {
                 return Err(EngineError::invalid(
                     "receive_attempt_id",
                     "applies only to FIFO queues",
                 ));
             }
         }
+        Ok(Outcome::Received(self.lease(&request, attempt_id)))
+    }
+
+    /// A receive's queue and options, checked.
+    pub(super) fn receive_request(
+        &self,
+        account: &str,
+        reference: &str,
+        max_messages: Option<i64>,
+        lease_seconds: Option<i64>,
+    ) -> Result<ReceiveRequest> {
+        let qid = self.lookup(account, reference)?;
+        Ok(ReceiveRequest {
+            qid,
+            max_messages: validate::max_messages(max_messages)?,
+            lease_seconds: lease_seconds.map(validate::lease_seconds).transpose()?,
+        })
+    }
+
+    /// Leases what `request` may take now: the one rule of every receive, parked or not. Under
+    /// an attempt ID (FIFO queues), a retry within the window replays the first answer, and a
+    /// first answer with messages is recorded for that.
+    pub(super) fn lease(
+        &mut self,
+        request: &ReceiveRequest,
+        attempt_id: Option<String>,
+    ) -> Vec<Delivery> {
+        let qid = request.qid;
+        let Some(q) = self.queues.get_mut(&qid) else {
+            return Vec::new();
+        };
+        let lease = request.lease_seconds.unwrap_or(q.config.lease_seconds);
+        let max = request.max_messages as usize;
         let lease_ms = u64::from(lease) * 1000;
         let replayed = attempt_id
             .as_deref()
@@ -129,14 +154,16 @@ impl Engine {
         let leased = match replayed {
             Some(leased) => leased,
             None => {
-                let leased = q.receive(&mut self.context, max as usize, lease_ms);
+                let leased = q.receive(&mut self.context, max, lease_ms);
                 if let Some(id) = attempt_id.filter(|_| !leased.is_empty()) {
                     q.record_attempt(&mut self.context, id, &leased);
                 }
                 leased
             }
         };
-        let q = self.queue(qid)?;
+        let Some(q) = self.queues.get(&qid) else {
+            return Vec::new();
+        };
         let deliveries = leased
             .iter()
             .map(|(seq, msg)| Delivery {
@@ -152,7 +179,7 @@ impl Engine {
                 self.settle(qid, seq, LeaseEnd::Released { delay_ms: 0 });
             }
         }
-        Ok(Outcome::Received(deliveries))
+        deliveries
     }
 
     pub(super) fn ack(

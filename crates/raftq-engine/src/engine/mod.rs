@@ -2,13 +2,14 @@
 //! and materializes its rows for the store. This file holds the state and the apply loop (the
 //! clock, timers, the dispatch of commands); each concept's rules are in a file of their own:
 //! [`references`] (finding queues), [`queues`], [`messages`], [`redrive`], [`move_tasks`],
-//! [`queries`] and [`stored`] (the engine as rows, and rebuilt from them).
+//! [`waiters`] (parked receives), [`queries`] and [`stored`] (the engine as rows, and rebuilt
+//! from them).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use uuid::Uuid;
 
-use crate::command::{Command, Entry, Outcome};
+use crate::command::{Command, Entry, Outcome, WaitAnswer};
 use crate::error::Result;
 use crate::model::Millis;
 use crate::queue::{ApplyContext, Queue, ReclaimSet, State, Timer};
@@ -21,15 +22,17 @@ mod queues;
 mod redrive;
 mod references;
 mod stored;
+mod waiters;
 
 use redrive::LeaseEnd;
 
-/// The result of applying one entry: the command's outcome (or why it was refused) and what
-/// the store must persist with it.
+/// The result of applying one entry: the command's outcome (or why it was refused), what the
+/// store must persist with it, and the parked receives whose wait the entry ended, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
     pub result: Result<Outcome>,
     pub changes: Changes,
+    pub answers: Vec<WaitAnswer>,
 }
 
 /// How many purged or deleted messages one tick deletes for good. Purging or deleting a queue
@@ -48,6 +51,8 @@ pub struct Engine {
     by_id: HashMap<Uuid, u32>,
     /// Purged or deleted messages still to delete, by queue; ticks delete them in key order.
     reclaim: BTreeMap<u32, Reclaim>,
+    /// Where each parked receive waits: its queue and its place in the queue's order.
+    parked: HashMap<Uuid, (u32, u64)>,
     context: ApplyContext,
 }
 
@@ -71,6 +76,7 @@ impl Engine {
             by_name: BTreeMap::new(),
             by_id: HashMap::new(),
             reclaim: BTreeMap::new(),
+            parked: HashMap::new(),
             context: ApplyContext::default(),
         }
     }
@@ -84,8 +90,8 @@ impl Engine {
         self.context.now
     }
 
-    /// When the next lease, delay, retention, deduplication or move task timer falls due, or
-    /// now while purged or deleted messages remain to be deleted; the leader proposes a
+    /// When the next lease, delay, retention, deduplication, move task or wait timer falls due,
+    /// or now while purged or deleted messages remain to be deleted; the leader proposes a
     /// [`Command::Tick`] then.
     pub fn next_due(&self) -> Option<Millis> {
         if !self.reclaim.is_empty() {
@@ -104,15 +110,24 @@ impl Engine {
     }
 
     /// Applies one entry: first advances the clock (time never goes backwards) and fires what
-    /// is due, then runs the command. A refused command changes nothing.
+    /// is due, then runs the command; after each timer and after the command, parked receives
+    /// take what became deliverable (so those that waited go before the command's own receive).
+    /// A refused command changes nothing.
     pub fn apply(&mut self, entry: Entry) -> Applied {
         self.advance(entry.now);
         let result = self.execute(entry.command);
+        self.serve_waiters();
         self.context.changes.rows.push(RowKey::Meta);
         Applied {
             result,
             changes: std::mem::take(&mut self.context.changes),
+            answers: std::mem::take(&mut self.context.answers),
         }
+    }
+
+    /// How many receives are parked, waiting for messages.
+    pub fn parked_count(&self) -> usize {
+        self.parked.len()
     }
 
     fn advance(&mut self, now: Millis) {
@@ -123,6 +138,9 @@ impl Engine {
             }
             self.context.timers.pop_first();
             self.fire(timer);
+            // In the order things fell due: a message that became deliverable goes to the
+            // receives parked then, before a later deadline ends one of them.
+            self.serve_waiters();
         }
     }
 
@@ -159,6 +177,7 @@ impl Engine {
                     q.attempts.prune(&mut self.context, qid);
                 }
             }
+            Timer::Wait { qid, order } => self.end_wait(qid, order),
         }
     }
 
@@ -232,6 +251,19 @@ impl Engine {
                 queue,
                 task_handle,
             } => self.cancel_move_task(&account, queue.as_deref(), &task_handle),
+            Command::ReceiveWait {
+                account,
+                queue,
+                max_messages,
+                lease_seconds,
+                wait_seconds,
+                waiter,
+            } => {
+                let request =
+                    self.receive_request(&account, &queue, max_messages, lease_seconds)?;
+                self.receive_or_park(request, wait_seconds, waiter)
+            }
+            Command::EndWait { waiter } => Ok(self.end_wait_of(waiter)),
         }
     }
 }

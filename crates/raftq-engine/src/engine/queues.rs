@@ -160,6 +160,7 @@ impl Engine {
                 .collect();
             return Err(EngineError::QueueInUse { sources });
         }
+        self.end_waits_on(qid);
         let Some(mut q) = self.queues.remove(&qid) else {
             return Err(EngineError::QueueNotFound(reference.to_string()));
         };

@@ -5,10 +5,10 @@ use std::collections::VecDeque;
 
 use crate::attempts::AttemptRecord;
 use crate::error::Result;
-use crate::queue::{DedupRecord, Msg, Queue, ReclaimSet, State, NO_GROUP};
+use crate::queue::{DedupRecord, Msg, Parked, Queue, ReceiveRequest, ReclaimSet, State, NO_GROUP};
 use crate::rows::{
     self, decode_key, AttemptRow, Changes, DedupRow, KeyKind, MessageRow, MetaRow, MoveTasksRow,
-    QueueRow, ReclaimRow, RowError, RowKey, FORMAT_VERSION, OLDEST_READABLE_VERSION,
+    QueueRow, ReclaimRow, RowError, RowKey, WaiterRow, FORMAT_VERSION, OLDEST_READABLE_VERSION,
 };
 
 use super::{Engine, Reclaim};
@@ -85,6 +85,15 @@ impl Engine {
                     leases: r.leases.clone(),
                 }))
             }
+            RowKey::Waiter(qid, order) => {
+                let parked = self.queues.get(qid)?.waiters.get(order)?;
+                Some(rows::encode(&WaiterRow {
+                    waiter: parked.waiter,
+                    max_messages: parked.request.max_messages,
+                    lease_seconds: parked.request.lease_seconds,
+                    deadline: parked.deadline,
+                }))
+            }
         }
     }
 
@@ -107,6 +116,7 @@ impl Engine {
                     .keys()
                     .map(|id| RowKey::Attempt(qid, id.clone())),
             );
+            keys.extend(q.waiters.keys().map(|&order| RowKey::Waiter(qid, order)));
         }
         for (&qid, r) in &self.reclaim {
             keys.push(RowKey::Reclaim(qid));
@@ -136,6 +146,7 @@ impl Engine {
         let mut reclaims: Vec<(u32, ReclaimRow)> = Vec::new();
         let mut move_tasks: Vec<(u32, MoveTasksRow)> = Vec::new();
         let mut attempts: Vec<(u32, String, AttemptRow)> = Vec::new();
+        let mut waiters: Vec<(u32, u64, WaiterRow)> = Vec::new();
         for (key, value) in rows {
             match decode_key(&key)? {
                 KeyKind::Payload(_) => {}
@@ -155,6 +166,9 @@ impl Engine {
                 }
                 KeyKind::Engine(RowKey::Attempt(qid, id)) => {
                     attempts.push((qid, id, postcard::from_bytes(&value)?))
+                }
+                KeyKind::Engine(RowKey::Waiter(qid, order)) => {
+                    waiters.push((qid, order, postcard::from_bytes(&value)?))
                 }
             }
         }
@@ -277,11 +291,28 @@ impl Engine {
                 },
             );
         }
+        for (qid, order, row) in waiters {
+            if !engine.queues.contains_key(&qid) {
+                return Err(RowError::MissingQueue(qid));
+            }
+            let request = ReceiveRequest {
+                qid,
+                max_messages: row.max_messages,
+                lease_seconds: row.lease_seconds,
+            };
+            let parked = Parked {
+                waiter: row.waiter,
+                request,
+                deadline: row.deadline,
+            };
+            engine.park(order, parked);
+        }
         for (&qid, q) in engine.queues.iter_mut() {
             q.finish_restore(&mut engine.context);
             q.attempts.finish_restore(&mut engine.context, qid);
         }
         engine.context.changes = Changes::default();
+        engine.context.woken.clear();
         Ok(engine)
     }
 }

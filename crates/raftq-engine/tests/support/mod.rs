@@ -9,7 +9,7 @@ use std::fmt::Debug;
 use raftq_engine::rows::{decode_payload, encode_payload, payload_key};
 use raftq_engine::{
     Applied, Changes, Command, Delivery, Engine, EngineError, Entry, MessageMeta, MessageState,
-    NewMessage, Outcome, Payload, PayloadOp, QueueAttributes, QueueView, SendResult,
+    NewMessage, Outcome, Payload, PayloadOp, QueueAttributes, QueueView, SendResult, WaitAnswer,
 };
 use uuid::Uuid;
 
@@ -240,6 +240,26 @@ impl Harness {
     pub fn receive_leased(&mut self, queue: &str, max: i64, lease_seconds: i64) -> Vec<Delivery> {
         self.try_receive(queue, max, Some(lease_seconds))
             .expect("receive")
+    }
+
+    /// A receive that parks as `waiter` for `wait_seconds` when it finds nothing: its outcome,
+    /// and the answers to parked receives its entry gave.
+    pub fn receive_wait(
+        &mut self,
+        queue: &str,
+        max: i64,
+        wait_seconds: i64,
+        waiter: Uuid,
+    ) -> (Result<Outcome, EngineError>, Vec<WaitAnswer>) {
+        let applied = self.apply_changes(Command::ReceiveWait {
+            account: ACCOUNT.into(),
+            queue: queue.into(),
+            max_messages: Some(max),
+            lease_seconds: None,
+            wait_seconds,
+            waiter,
+        });
+        (applied.result, applied.answers)
     }
 
     /// Bodies of deliveries, joined from the payload store.
