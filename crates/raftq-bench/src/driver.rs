@@ -65,6 +65,10 @@ pub struct Received<R> {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SystemNotes {
     pub durability: String,
+    /// Whether a send is acknowledged only after the message was synced to disk (on a majority,
+    /// when replicated). Reports written before this was recorded read as `false`.
+    #[serde(default)]
+    pub syncs_before_ack: bool,
     pub fifo: String,
     pub redelivery: String,
     pub dead_letter: String,

@@ -1,5 +1,7 @@
 //! NATS JetStream (async-nats): a work-queue stream on file storage with one or three replicas,
-//! acknowledged publishes, and a durable pull consumer with explicit acks.
+//! acknowledged publishes, and a durable pull consumer with explicit acks. The servers' sync
+//! setting ([`SyncInterval`]) is theirs, set in their configuration; the driver is told it only
+//! to say in its notes what an ack promises.
 
 use std::future::IntoFuture;
 use std::time::{Duration, Instant};
@@ -34,6 +36,16 @@ pub struct JetStream {
     contexts: Vec<Context>,
     /// Server names `n1`, `n2`, ... in endpoint order (as `scripts/bench` names them).
     replicas: usize,
+    sync: SyncInterval,
+}
+
+/// The servers' `jetstream { sync_interval }` setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SyncInterval {
+    /// Not set: nats-server's default, a sync of the store every 2 minutes.
+    Default,
+    /// `sync_interval: always`: every write to the store is synced as it is made.
+    Always,
 }
 
 /// One task's context and, once it received, its pull stream.
@@ -46,7 +58,11 @@ pub struct JetStreamSession {
 }
 
 impl JetStream {
-    pub async fn connect(endpoints: &[String], replicas: usize) -> Result<JetStream> {
+    pub async fn connect(
+        endpoints: &[String],
+        replicas: usize,
+        sync: SyncInterval,
+    ) -> Result<JetStream> {
         let mut contexts = Vec::new();
         for endpoint in endpoints {
             let client = async_nats::connect(endpoint)
@@ -57,7 +73,11 @@ impl JetStream {
         if contexts.is_empty() {
             bail!("no endpoint");
         }
-        Ok(JetStream { contexts, replicas })
+        Ok(JetStream {
+            contexts,
+            replicas,
+            sync,
+        })
     }
 
     /// The stream's current info.
@@ -86,14 +106,31 @@ impl Driver for JetStream {
     type Receipt = Message;
 
     fn notes(&self) -> SystemNotes {
-        SystemNotes {
-            durability: format!(
-                "file storage, {} replica(s), work-queue retention; a publish ack comes after a \
-                 majority stored the message, but nats-server 2.9 does not fsync per message: \
-                 it flushes to the OS and syncs the store every 2 minutes (its default sync \
-                 interval); consumer acks are not confirmed (no double ack)",
+        let stored = if self.replicas > 1 {
+            "a majority of the replicas"
+        } else {
+            "the server"
+        };
+        let durability = match self.sync {
+            SyncInterval::Default => format!(
+                "file storage, {} replica(s), work-queue retention, nats-server's default \
+                 `sync_interval` (2 minutes): a publish ack comes after {stored} wrote the \
+                 message to the OS's buffers, without an fsync; the store is synced every 2 \
+                 minutes, so a power loss (of a majority) can lose acknowledged messages; \
+                 consumer acks are not confirmed (no double ack)",
                 self.replicas
             ),
+            SyncInterval::Always => format!(
+                "file storage, {} replica(s), work-queue retention, `sync_interval: always`: \
+                 every write to the store is fsynced as it is made, so a publish ack comes after \
+                 {stored} synced the message, as raftq's does; consumer acks are not confirmed \
+                 (no double ack)",
+                self.replicas
+            ),
+        };
+        SystemNotes {
+            durability,
+            syncs_before_ack: self.sync == SyncInterval::Always,
             fifo: "subject per group (`<stream>.g<group>`) in one stream with a single pull \
                    consumer of at most 10 unacknowledged messages, so one consumer orders every \
                    message whatever the group count; Nats-Msg-Id carries the deduplication ID"

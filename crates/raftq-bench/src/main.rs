@@ -115,6 +115,10 @@ struct RunArgs {
     /// Copies of each message (JetStream: the stream's replicas; else the number of nodes).
     #[arg(long)]
     replicas: Option<usize>,
+    /// JetStream only: the servers' `sync_interval`, as they were started with it (for the
+    /// system's durability notes; default: `default`, nats-server's own).
+    #[arg(long, value_enum)]
+    jetstream_sync: Option<jetstream::SyncInterval>,
     /// Results file; each measurement is appended as one JSON line.
     #[arg(long)]
     out: PathBuf,
@@ -327,6 +331,12 @@ async fn run(args: RunArgs) -> Result<()> {
     if args.pids.len() != args.endpoints.len() {
         bail!("one pid per endpoint");
     }
+    if args.jetstream_sync.is_some() && !matches!(args.system, System::Jetstream) {
+        bail!(
+            "--jetstream-sync applies to --system jetstream only, not {}",
+            args.system.name()
+        );
+    }
     let endpoints = &args.endpoints;
     match args.system {
         System::RaftqGrpc => run_system(raftq::RaftqGrpc::connect(endpoints).await?, &args).await,
@@ -334,7 +344,10 @@ async fn run(args: RunArgs) -> Result<()> {
         System::Rabbitmq => run_system(rabbitmq::RabbitMq::connect(endpoints).await?, &args).await,
         System::Jetstream => {
             let replicas = args.replicas.unwrap_or(1);
-            let driver = jetstream::JetStream::connect(endpoints, replicas).await?;
+            let sync = args
+                .jetstream_sync
+                .unwrap_or(jetstream::SyncInterval::Default);
+            let driver = jetstream::JetStream::connect(endpoints, replicas, sync).await?;
             run_system(driver, &args).await
         }
     }
@@ -374,8 +387,11 @@ fn report(args: ReportArgs) -> Result<()> {
             .with_context(|| format!("parsing {}", earlier.display()))?;
         results = earlier.merge(results);
     }
-    std::fs::write(&args.markdown, results.markdown())
-        .with_context(|| format!("writing {}", args.markdown.display()))?;
+    std::fs::write(
+        &args.markdown,
+        results.markdown(&args.json.display().to_string()),
+    )
+    .with_context(|| format!("writing {}", args.markdown.display()))?;
     std::fs::write(&args.json, serde_json::to_string_pretty(&results)? + "\n")
         .with_context(|| format!("writing {}", args.json.display()))?;
     Ok(())

@@ -1,5 +1,6 @@
 //! What a workload records: latency histograms, message counts, errors, the measured window
-//! after the warm-up, and the CPU time of the server processes and of this client.
+//! after the warm-up, the CPU time of the server processes and of this client, and the bytes the
+//! server processes wrote to storage.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -136,6 +137,13 @@ pub struct Measurement {
     pub client_cpu_seconds: f64,
     /// Server CPU seconds per 1,000 messages.
     pub cpu_per_1k: Option<f64>,
+    /// Bytes the server processes wrote to storage over the window, per message and per server
+    /// process (see [`Written::per_message_per_node`]); absent from rows of older reports.
+    #[serde(default)]
+    pub written_bytes_per_msg_per_node: Option<f64>,
+    /// The size of each message's body; absent from rows of older reports.
+    #[serde(default)]
+    pub body_bytes: Option<usize>,
     /// Workload-specific numbers (sends/s of an end-to-end run, unavailability, ...).
     pub extra: BTreeMap<String, f64>,
     /// Why a row is missing numbers, or the first error seen.
@@ -147,7 +155,7 @@ pub struct Measurement {
 }
 
 impl Measurement {
-    /// A row from a recorder over `seconds` with `cpu` spent.
+    /// A row from a recorder over `seconds` with `usage` spent.
     pub fn new(
         label: &str,
         key: String,
@@ -155,7 +163,7 @@ impl Measurement {
         shape: (usize, usize),
         seconds: f64,
         recorder: &Recorder,
-        cpu: CpuSpent,
+        usage: Usage,
     ) -> Measurement {
         let messages = recorder.messages;
         Measurement {
@@ -173,9 +181,13 @@ impl Measurement {
             },
             latency: recorder.latency_summary(),
             errors: recorder.errors,
-            server_cpu_seconds: cpu.server,
-            client_cpu_seconds: cpu.client,
-            cpu_per_1k: (messages > 0).then(|| cpu.server * 1000.0 / messages as f64),
+            server_cpu_seconds: usage.server_cpu,
+            client_cpu_seconds: usage.client_cpu,
+            cpu_per_1k: (messages > 0).then(|| usage.server_cpu * 1000.0 / messages as f64),
+            written_bytes_per_msg_per_node: usage
+                .written
+                .and_then(|w| w.per_message_per_node(messages)),
+            body_bytes: None,
             extra: BTreeMap::new(),
             note: recorder.first_error.clone(),
             run: None,
@@ -191,37 +203,63 @@ impl Measurement {
             (0, 0),
             0.0,
             &Recorder::new(),
-            CpuSpent::default(),
+            Usage::default(),
         );
         m.note = Some(format!("n/a: {why}"));
         m
     }
 }
 
-/// CPU seconds spent between two samples.
+/// What the server processes and this client used between two samples.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct CpuSpent {
-    pub server: f64,
-    pub client: f64,
+pub struct Usage {
+    /// CPU seconds (user + system) of the server processes.
+    pub server_cpu: f64,
+    /// CPU seconds of this load generator.
+    pub client_cpu: f64,
+    /// Bytes the server processes wrote to storage; `None` when no server's `/proc/<pid>/io`
+    /// could be read at both samples.
+    pub written: Option<Written>,
 }
 
-/// Reads the CPU time (user + system) of the server processes and of this process.
+/// Bytes written to storage by the server processes read at both ends of a window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    pub bytes: u64,
+    /// How many server processes the bytes add up over.
+    pub servers: usize,
+}
+
+impl Written {
+    /// Bytes per message per server process: the storage cost of one message on one node.
+    /// `None` for a window without messages.
+    pub fn per_message_per_node(self, messages: u64) -> Option<f64> {
+        if messages == 0 || self.servers == 0 {
+            return None;
+        }
+        Some(self.bytes as f64 / messages as f64 / self.servers as f64)
+    }
+}
+
+/// Reads what the server processes and this process used: CPU time from `/proc/<pid>/stat`,
+/// bytes written to storage from `/proc/<pid>/io`.
 #[derive(Debug, Clone)]
-pub struct CpuProbe {
+pub struct Probe {
     pids: Vec<u32>,
     ticks_per_second: f64,
 }
 
-/// A CPU sample: clock ticks used so far by each server (`None` once it is gone) and by this
-/// client.
+/// One sample: per server, its CPU clock ticks and its `write_bytes` so far (each `None` once
+/// it is gone, or when it cannot be read), and this client's ticks.
 #[derive(Debug, Clone)]
-pub struct CpuSample {
-    servers: Vec<Option<u64>>,
+pub struct Sample {
+    ticks: Vec<Option<u64>>,
+    written: Vec<Option<u64>>,
     client: u64,
 }
 
-impl CpuProbe {
-    pub fn new(pids: Vec<u32>) -> Result<CpuProbe> {
+impl Probe {
+    pub fn new(pids: Vec<u32>) -> Result<Probe> {
         let output = std::process::Command::new("getconf")
             .arg("CLK_TCK")
             .output()
@@ -230,46 +268,65 @@ impl CpuProbe {
             .trim()
             .parse()
             .context("getconf CLK_TCK printed no number")?;
-        Ok(CpuProbe {
+        Ok(Probe {
             pids,
             ticks_per_second: ticks,
         })
     }
 
-    pub fn sample(&self) -> CpuSample {
-        CpuSample {
-            servers: self
+    pub fn sample(&self) -> Sample {
+        Sample {
+            ticks: self
                 .pids
                 .iter()
                 .map(|pid| process_ticks(&format!("/proc/{pid}/stat")))
+                .collect(),
+            written: self
+                .pids
+                .iter()
+                .map(|pid| written_bytes(&format!("/proc/{pid}/io")))
                 .collect(),
             client: process_ticks("/proc/self/stat").unwrap_or(0),
         }
     }
 
-    /// CPU spent since `before`; a server that is gone now (killed by the failover workload)
-    /// counts for nothing.
-    pub fn since(&self, before: &CpuSample) -> CpuSpent {
-        let now = self.sample();
-        let server: u64 = before
-            .servers
-            .iter()
-            .zip(&now.servers)
-            .filter_map(|(b, n)| Some(n.as_ref()?.saturating_sub(*b.as_ref()?)))
-            .sum();
-        CpuSpent {
-            server: server as f64 / self.ticks_per_second,
-            client: now.client.saturating_sub(before.client) as f64 / self.ticks_per_second,
+    /// What was used since `before`; a server that is gone now (killed by the failover
+    /// workload) counts for nothing, and is not one of the servers its bytes are divided by.
+    pub fn since(&self, before: &Sample) -> Usage {
+        self.between(before, &self.sample())
+    }
+
+    fn between(&self, before: &Sample, now: &Sample) -> Usage {
+        let ticks: u64 = both_ends(&before.ticks, &now.ticks).sum();
+        let written: Vec<u64> = both_ends(&before.written, &now.written).collect();
+        Usage {
+            server_cpu: ticks as f64 / self.ticks_per_second,
+            client_cpu: now.client.saturating_sub(before.client) as f64 / self.ticks_per_second,
+            written: (!written.is_empty()).then(|| Written {
+                bytes: written.iter().sum(),
+                servers: written.len(),
+            }),
         }
     }
 
-    /// The CPU spent during `window`, sampled at its edges (spawn before it opens).
-    pub async fn during(self, window: Window) -> CpuSpent {
+    /// What was used during `window`, sampled at its edges (spawn before it opens).
+    pub async fn during(self, window: Window) -> Usage {
         tokio::time::sleep_until(window.start.into()).await;
         let before = self.sample();
         tokio::time::sleep_until(window.end.into()).await;
         self.since(&before)
     }
+}
+
+/// Per server read at both samples, how much its counter grew.
+fn both_ends<'a>(
+    before: &'a [Option<u64>],
+    now: &'a [Option<u64>],
+) -> impl Iterator<Item = u64> + 'a {
+    before
+        .iter()
+        .zip(now)
+        .filter_map(|(b, n)| Some(n.as_ref()?.saturating_sub(*b.as_ref()?)))
 }
 
 /// utime + stime (fields 14 and 15) of `/proc/<pid>/stat`, in clock ticks.
@@ -283,6 +340,21 @@ fn process_ticks(path: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// `write_bytes` of `/proc/<pid>/io`: the bytes the process caused to be written to storage.
+/// The kernel counts a page when the process dirties it (or writes it with direct I/O), so a
+/// page written, synced and written again counts twice, as it goes to the disk twice.
+fn written_bytes(path: &str) -> Option<u64> {
+    parse_write_bytes(&std::fs::read_to_string(path).ok()?)
+}
+
+fn parse_write_bytes(io: &str) -> Option<u64> {
+    io.lines()
+        .find_map(|line| line.strip_prefix("write_bytes:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,6 +363,97 @@ mod tests {
     fn this_process_has_cpu_ticks() {
         assert!(process_ticks("/proc/self/stat").is_some());
         assert!(process_ticks("/proc/0/stat").is_none());
+    }
+
+    #[test]
+    fn this_process_has_written_bytes() {
+        assert!(written_bytes("/proc/self/io").is_some());
+        assert!(written_bytes("/proc/0/io").is_none());
+    }
+
+    #[test]
+    fn write_bytes_is_read_from_its_own_line() {
+        let io = "rchar: 6976\nwchar: 10\nsyscr: 10\nsyscw: 1\nread_bytes: 4096\n\
+                  write_bytes: 12288\ncancelled_write_bytes: 4096\n";
+        assert_eq!(parse_write_bytes(io), Some(12_288));
+        assert_eq!(parse_write_bytes("rchar: 1\n"), None);
+        assert_eq!(parse_write_bytes("write_bytes: lots\n"), None);
+    }
+
+    #[test]
+    fn written_bytes_are_divided_by_messages_and_servers() {
+        let written = Written {
+            bytes: 3 * 1000 * 2048,
+            servers: 3,
+        };
+        assert_eq!(written.per_message_per_node(1000), Some(2048.0));
+        assert_eq!(written.per_message_per_node(0), None);
+        let none = Written {
+            bytes: 0,
+            servers: 0,
+        };
+        assert_eq!(none.per_message_per_node(10), None);
+    }
+
+    #[test]
+    fn a_server_gone_or_unreadable_at_either_end_counts_for_nothing() {
+        let probe = Probe {
+            pids: vec![1, 2, 3],
+            ticks_per_second: 100.0,
+        };
+        let before = Sample {
+            ticks: vec![Some(100), Some(200), Some(300)],
+            written: vec![Some(1_000), Some(2_000), None],
+            client: 50,
+        };
+        // The first server was killed in between; the third's io could never be read.
+        let now = Sample {
+            ticks: vec![None, Some(250), Some(310)],
+            written: vec![None, Some(6_000), Some(9_000)],
+            client: 70,
+        };
+        let usage = probe.between(&before, &now);
+        assert!((usage.server_cpu - 0.6).abs() < 1e-9);
+        assert!((usage.client_cpu - 0.2).abs() < 1e-9);
+        assert_eq!(
+            usage.written,
+            Some(Written {
+                bytes: 4_000,
+                servers: 1
+            })
+        );
+        let unreadable = Sample {
+            written: vec![None, None, None],
+            ..now
+        };
+        assert_eq!(probe.between(&before, &unreadable).written, None);
+    }
+
+    #[test]
+    fn rows_carry_the_written_bytes_per_message_per_node() {
+        let mut rec = Recorder::new();
+        rec.record(500, Duration::from_millis(1));
+        let usage = Usage {
+            server_cpu: 1.0,
+            client_cpu: 0.5,
+            written: Some(Written {
+                bytes: 3_000_000,
+                servers: 3,
+            }),
+        };
+        let m = Measurement::new("l", "k".into(), "w".into(), (1, 1), 1.0, &rec, usage);
+        assert_eq!(m.written_bytes_per_msg_per_node, Some(2000.0));
+        assert_eq!(m.cpu_per_1k, Some(2.0));
+        let empty = Measurement::new(
+            "l",
+            "k".into(),
+            "w".into(),
+            (1, 1),
+            1.0,
+            &Recorder::new(),
+            usage,
+        );
+        assert_eq!(empty.written_bytes_per_msg_per_node, None);
     }
 
     #[test]

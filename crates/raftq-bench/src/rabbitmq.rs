@@ -69,6 +69,7 @@ impl Driver for RabbitMq {
                          fsynced Raft log (WAL); RabbitMQ's basic.ack is not confirmed to the \
                          client"
                 .into(),
+            syncs_before_ack: true,
             fifo: "no message groups: a quorum queue with single-active-consumer, so one \
                    consumer takes every message in order whatever the group count (the group \
                    travels as a header); prefetch 100"

@@ -27,6 +27,7 @@ fn notes() -> SystemNotes {
         durability: "every Raft log append fsynced (group commit), success after a majority \
                      committed and the leader applied it; receive and ack are Raft writes too"
             .into(),
+        syncs_before_ack: true,
         fifo: "FIFO queue (`.fifo`), one message group per group, deduplication ID per message"
             .into(),
         redelivery: "lease (visibility timeout) of 1 s expires; the leader's timer proposes the \

@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+mod targets;
+
 use crate::driver::SystemNotes;
 use crate::machine::Machine;
 use crate::measure::Measurement;
@@ -117,10 +119,6 @@ impl Results {
         keys
     }
 
-    fn per_sec(&self, label: &str, key: &str) -> Option<f64> {
-        self.get(label, key).map(|m| m.per_sec)
-    }
-
     /// raftq (gRPC) against each peer with as many copies, as (raftq label, peer label).
     fn pairs(&self) -> Vec<(&str, &str)> {
         let mut pairs = Vec::new();
@@ -136,9 +134,10 @@ impl Results {
         pairs
     }
 
-    pub fn markdown(&self) -> String {
+    /// The report, naming `json` as where its raw rows are.
+    pub fn markdown(&self, json: &str) -> String {
         let mut out = String::new();
-        self.header(&mut out);
+        self.header(&mut out, json);
         self.systems_table(&mut out);
         self.targets(&mut out);
         self.headline(&mut out);
@@ -147,7 +146,7 @@ impl Results {
         out
     }
 
-    fn header(&self, out: &mut String) {
+    fn header(&self, out: &mut String, json: &str) {
         let m = &self.machine;
         let fact = |k: &str| m.facts.get(k).map_or("?", String::as_str);
         let _ = writeln!(
@@ -156,7 +155,7 @@ impl Results {
         );
         let _ = writeln!(
             out,
-            "Written by `scripts/bench`; the raw rows are in `docs/benchmarks.json`. \
+            "Written by `scripts/bench`; the raw rows are in `{json}`. \
              Every system ran on this one machine, on loopback, one after the other, driven by \
              the same load generator (`crates/raftq-bench`, one `Driver` trait per system) in \
              the same run.\n"
@@ -219,114 +218,6 @@ impl Results {
         let _ = writeln!(out);
     }
 
-    fn targets(&self, out: &mut String) {
-        let _ = writeln!(out, "## Targets\n");
-        let _ = writeln!(out, "| target | measured | met |\n|---|---|---|");
-        let raftq = self.find("raftq-grpc", 3);
-        let rabbit = self.find("rabbitmq", 3);
-        let js = self.find("jetstream", 3);
-        let send = "send/b1/c256";
-        let ratio = |peer: Option<&str>, key: &str| -> Option<(f64, f64, f64)> {
-            let r = self.per_sec(raftq?, key)?;
-            let p = self.per_sec(peer?, key)?;
-            Some((r, p, r / p))
-        };
-        let mut row = |what: &str, measured: Option<(String, bool)>| {
-            let (text, met) = measured.unwrap_or_else(|| ("not measured".into(), false));
-            let verdict = if met { "yes" } else { "**no**" };
-            let _ = writeln!(out, "| {what} | {text} | {verdict} |");
-        };
-        for (peer, goal, name) in [(rabbit, 1.5, "RabbitMQ quorum"), (js, 2.0, "JetStream R3")] {
-            row(
-                &format!("3-node raftq, 256 in flight, 1 KiB sends ≥ {goal}× {name}"),
-                ratio(peer, send)
-                    .map(|(r, p, x)| (format!("{r:.0} vs {p:.0} msg/s = {x:.2}×"), x >= goal)),
-            );
-        }
-        let e2e = "e2e/c256";
-        let best_peer = [rabbit, js]
-            .into_iter()
-            .flatten()
-            .filter_map(|p| Some((p, self.per_sec(p, e2e)?)))
-            .max_by(|a, b| a.1.total_cmp(&b.1));
-        row(
-            "send+receive+ack, 256 in flight, ≥ 1.5× the better peer",
-            raftq
-                .and_then(|r| self.per_sec(r, e2e))
-                .zip(best_peer)
-                .map(|(r, (p, pv))| {
-                    let x = r / pv;
-                    (format!("{r:.0} vs {pv:.0} msg/s ({p}) = {x:.2}×"), x >= 1.5)
-                }),
-        );
-        let drained = raftq.and_then(|r| {
-            let baseline = self.get(r, "drain/baseline")?;
-            let backlog = self.get(r, "drain/backlog")?;
-            Some((baseline, backlog))
-        });
-        row(
-            "raftq backlog drain within 1.5× of a near-empty queue's",
-            drained.map(|(b, d)| {
-                let x = b.per_sec / d.per_sec;
-                (
-                    format!(
-                        "{} messages: {:.0} msg/s; {} messages: {:.0} msg/s; near-empty ÷ backlog = {x:.2}×",
-                        d.messages, d.per_sec, b.messages, b.per_sec
-                    ),
-                    x <= 1.5,
-                )
-            }),
-        );
-        let fair = raftq.and_then(|r| {
-            let p99 = |key: &str| {
-                let m = self.get(r, key)?;
-                Some((m.latency?.p99_ms, m))
-            };
-            Some((p99("fair/alone")?, p99("fair/fair")?, p99("fair/unfair")))
-        });
-        row(
-            "quiet tenants' p99 time in queue beside a noisy tenant within 2× their p99 alone \
-             (3-node raftq, fair standard queue)",
-            fair.map(|((alone, _), (beside, measured), unfair)| {
-                let x = beside / alone;
-                let unfair = unfair.map_or("not measured".into(), |(p99, _)| {
-                    format!("{p99:.1} ms = {:.2}×", p99 / alone)
-                });
-                let run = measured
-                    .run
-                    .as_ref()
-                    .map_or(String::new(), |run| format!(" (measured by {run})"));
-                (
-                    format!(
-                        "alone {alone:.1} ms; beside the noisy tenant {beside:.1} ms = {x:.2}×; \
-                         the same without group IDs {unfair}{run}"
-                    ),
-                    x <= 2.0,
-                )
-            }),
-        );
-        let missing: Vec<&str> = self
-            .systems
-            .iter()
-            .filter(|s| {
-                !self
-                    .results
-                    .iter()
-                    .any(|m| m.label == s.label && m.cpu_per_1k.is_some())
-            })
-            .map(|s| s.label.as_str())
-            .collect();
-        row(
-            "CPU seconds per 1,000 messages printed for every system",
-            Some(if missing.is_empty() {
-                ("in every table below".into(), !self.systems.is_empty())
-            } else {
-                (format!("missing for {}", missing.join(", ")), false)
-            }),
-        );
-        let _ = writeln!(out);
-    }
-
     fn headline(&self, out: &mut String) {
         let _ = writeln!(out, "## Headline: raftq ÷ peer, same run\n");
         let _ = writeln!(
@@ -386,10 +277,11 @@ impl Results {
             for m in self.results.iter().filter(|m| m.key == key) {
                 let l = m.latency;
                 let mut notes: Vec<String> = m
-                    .extra
-                    .iter()
-                    .map(|(k, v)| format!("{k} {}", fmt_num(*v)))
+                    .written_bytes_per_msg_per_node
+                    .map(|w| format!("written_bytes_per_msg_per_node {w:.0}"))
+                    .into_iter()
                     .collect();
+                notes.extend(m.extra.iter().map(|(k, v)| format!("{k} {}", fmt_num(*v))));
                 if let Some(run) = &m.run {
                     notes.push(format!("measured by {run}"));
                 }
@@ -496,12 +388,24 @@ const METHOD: &str = "## How the numbers are made
   writes costs this again: a system that writes more bytes pays more for it here than on
   dedicated hardware. Between systems `scripts/bench` drops the page cache (when it runs as
   root), so each starts from the same state.
+- **Bytes written**: `written_bytes_per_msg_per_node` (notes column; JSON field of the same
+  name) is how much `write_bytes` in `/proc/<pid>/io` grew over the measured window, summed over
+  the server processes read at both ends of it (one killed by the failover run counts for
+  nothing), divided by the row's messages and by the number of those processes. The kernel
+  counts a page when a process dirties a clean page of a file (or writes it with direct I/O),
+  whether or not it reaches the disk inside the window: a log synced after every small append
+  and appended to again counts a page per sync, as the disk writes it, while pages left dirty
+  and appended to count once. For receive workloads it includes what the receives and acks
+  wrote; for a drain, only the drain (not the fill).
 - **Durability differs**: raftq fsyncs every Raft append before it answers, and its receives and
   acks are fsynced Raft writes too; RabbitMQ's quorum queues fsync their Raft log before a
-  publisher confirm, and record acks in the log without telling the client when; JetStream 2.9
-  answers a publish after a majority stored it in memory/OS buffers and syncs the files
-  periodically (every 2 minutes by default), so a power loss of a majority can lose
-  acknowledged messages there and not in the other two.
+  publisher confirm, and record acks in the log without telling the client when. JetStream runs
+  twice. With nats-server's default `sync_interval` (2 minutes, as documented for 2.15) a
+  publish is answered once a majority wrote it to the OS's buffers, without an fsync: the files
+  are synced every 2 minutes, so a power loss of a majority can lose acknowledged messages there
+  and not in the other two (the rows labelled without `-sync`). With `sync_interval: always`
+  (the `-sync` rows) every write to the store is fsynced as it is made, so the ack follows a
+  sync, as in the other two; the header names the version and both settings.
 ";
 
 fn fmt_opt(v: Option<f64>) -> String {
@@ -520,11 +424,11 @@ fn fmt_num(v: f64) -> String {
 mod tests {
     use super::*;
     use crate::machine::Fsync;
-    use crate::measure::{CpuSpent, Recorder};
+    use crate::measure::{Recorder, Usage, Written};
     use std::collections::BTreeMap;
     use std::time::Duration;
 
-    fn machine() -> Machine {
+    pub(in crate::report) fn machine() -> Machine {
         Machine {
             cpu_model: "test".into(),
             cores: 2,
@@ -543,13 +447,20 @@ mod tests {
         }
     }
 
-    fn system(label: &str, system: &str, replicas: usize) -> Line {
+    /// A system whose sends are acknowledged after a sync or not.
+    pub(in crate::report) fn synced(
+        label: &str,
+        system: &str,
+        replicas: usize,
+        syncs_before_ack: bool,
+    ) -> Line {
         Line::System(SystemLine {
             label: label.into(),
             system: system.into(),
             replicas,
             notes: SystemNotes {
                 durability: "d".into(),
+                syncs_before_ack,
                 fifo: "f".into(),
                 redelivery: "r".into(),
                 dead_letter: "x".into(),
@@ -557,70 +468,50 @@ mod tests {
         })
     }
 
-    fn result(label: &str, key: &str, messages: u64) -> Line {
+    pub(in crate::report) fn system(label: &str, system: &str, replicas: usize) -> Line {
+        synced(label, system, replicas, true)
+    }
+
+    pub(in crate::report) fn result(label: &str, key: &str, messages: u64) -> Line {
         timed(label, key, messages, Duration::from_millis(3))
     }
 
-    fn timed(label: &str, key: &str, messages: u64, latency: Duration) -> Line {
-        let mut rec = Recorder::new();
-        rec.record(messages, latency);
-        let cpu = CpuSpent {
-            server: 1.0,
-            client: 0.5,
-        };
-        Line::Result(Measurement::new(
-            label,
-            key.into(),
-            key.into(),
-            (256, 1),
-            1.0,
-            &rec,
-            cpu,
-        ))
+    pub(in crate::report) fn timed(
+        label: &str,
+        key: &str,
+        messages: u64,
+        latency: Duration,
+    ) -> Line {
+        Line::Result(row(label, key, messages, latency))
     }
 
-    fn parse(lines: &[Line], machine: Machine) -> Results {
+    /// A row of `messages` in one second, each taking `latency`, with 1 s of server CPU and
+    /// 1 KiB bodies.
+    pub(in crate::report) fn row(
+        label: &str,
+        key: &str,
+        messages: u64,
+        latency: Duration,
+    ) -> Measurement {
+        let mut rec = Recorder::new();
+        rec.record(messages, latency);
+        let usage = Usage {
+            server_cpu: 1.0,
+            client_cpu: 0.5,
+            written: None,
+        };
+        Measurement {
+            body_bytes: Some(1024),
+            ..Measurement::new(label, key.into(), key.into(), (256, 1), 1.0, &rec, usage)
+        }
+    }
+
+    pub(in crate::report) fn parse(lines: &[Line], machine: Machine) -> Results {
         let text: String = lines
             .iter()
             .map(|l| serde_json::to_string(l).expect("json") + "\n")
             .collect();
         Results::parse(machine, &text).expect("parse")
-    }
-
-    #[test]
-    fn the_fair_queue_target_compares_the_quiet_p99_beside_the_noisy_tenant_with_alone() {
-        // Below 2.048 ms the histogram keeps every microsecond, so these ratios are exact.
-        let target_line = |beside_micros: u64| {
-            let lines = [
-                system("raftq-3", "raftq-grpc", 3),
-                timed("raftq-3", "fair/alone", 100, Duration::from_micros(1000)),
-                timed(
-                    "raftq-3",
-                    "fair/fair",
-                    100,
-                    Duration::from_micros(beside_micros),
-                ),
-                timed("raftq-3", "fair/unfair", 100, Duration::from_micros(1900)),
-            ];
-            let md = parse(&lines, machine()).markdown();
-            md.lines()
-                .find(|l| l.starts_with("| quiet tenants' p99 time in queue"))
-                .expect("the fair-queue target")
-                .to_string()
-        };
-        let met = target_line(2000);
-        assert!(
-            met.ends_with(
-                "| alone 1.0 ms; beside the noisy tenant 2.0 ms = 2.00×; the same without \
-                 group IDs 1.9 ms = 1.90× | yes |"
-            ),
-            "{met}"
-        );
-        let missed = target_line(2010);
-        assert!(
-            missed.ends_with("= 2.01×; the same without group IDs 1.9 ms = 1.90× | **no** |"),
-            "{missed}"
-        );
     }
 
     #[test]
@@ -669,7 +560,7 @@ mod tests {
         let labels: Vec<&str> = merged.systems.iter().map(|s| s.label.as_str()).collect();
         assert_eq!(labels, ["raftq-3", "rabbitmq-3", "raftq-1"]);
         assert!(merged.results[..2].iter().all(|m| m.run.is_none()));
-        let md = merged.markdown();
+        let md = merged.markdown("docs/benchmarks.json");
         assert!(
             md.contains(
                 "measured by `scripts/bench --workloads fair` at 2026-12-03, raftq abc1234, \
@@ -677,26 +568,111 @@ mod tests {
             ),
             "{md}"
         );
-        assert!(md.contains("30000 vs 10000 msg/s = 3.00× | yes"), "{md}");
-    }
-
-    #[test]
-    fn ratios_and_targets_come_from_the_same_run() {
-        let lines = [
-            system("raftq-3", "raftq-grpc", 3),
-            system("rabbitmq-3", "rabbitmq", 3),
-            system("jetstream-r3", "jetstream", 3),
-            result("raftq-3", "send/b1/c256", 30_000),
-            result("rabbitmq-3", "send/b1/c256", 10_000),
-            result("jetstream-r3", "send/b1/c256", 20_000),
-        ];
-        let md = parse(&lines, machine()).markdown();
-        assert!(md.contains("30000 vs 10000 msg/s = 3.00× | yes"), "{md}");
-        assert!(md.contains("30000 vs 20000 msg/s = 1.50× | **no**"), "{md}");
-        assert!(md.contains("### raftq-3 ÷ jetstream-r3"), "{md}");
         assert!(
             md.contains("| send/b1/c256 | 30000 | 10000 | 3.00 |"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn the_headline_pairs_raftq_with_every_peer_of_as_many_copies_sync_rows_included() {
+        let lines = [
+            system("raftq-3", "raftq-grpc", 3),
+            system("raftq-1", "raftq-grpc", 1),
+            system("rabbitmq-3", "rabbitmq", 3),
+            synced("jetstream-r3", "jetstream", 3, false),
+            synced("jetstream-r3-sync", "jetstream", 3, true),
+            synced("jetstream-r1-sync", "jetstream", 1, true),
+            result("raftq-3", "send/b1/c256", 30_000),
+            result("raftq-1", "send/b1/c256", 40_000),
+            result("rabbitmq-3", "send/b1/c256", 10_000),
+            result("jetstream-r3", "send/b1/c256", 20_000),
+            result("jetstream-r3-sync", "send/b1/c256", 15_000),
+            result("jetstream-r1-sync", "send/b1/c256", 50_000),
+        ];
+        let md = parse(&lines, machine()).markdown("docs/benchmarks.json");
+        let sections: Vec<&str> = md
+            .lines()
+            .filter(|l| l.starts_with("### ") && l.contains('÷'))
+            .collect();
+        assert_eq!(
+            sections,
+            [
+                "### raftq-3 ÷ rabbitmq-3",
+                "### raftq-3 ÷ jetstream-r3",
+                "### raftq-3 ÷ jetstream-r3-sync",
+                "### raftq-1 ÷ jetstream-r1-sync",
+            ]
+        );
+        assert!(
+            md.contains("| send/b1/c256 | 30000 | 15000 | 2.00 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| send/b1/c256 | 40000 | 50000 | 0.80 |"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn every_row_prints_its_written_bytes_per_message_per_node() {
+        let mut rec = Recorder::new();
+        rec.record(1000, Duration::from_millis(1));
+        let usage = Usage {
+            server_cpu: 1.0,
+            client_cpu: 0.5,
+            written: Some(Written {
+                bytes: 3 * 1000 * 2048,
+                servers: 3,
+            }),
+        };
+        let m = Measurement::new(
+            "raftq-3",
+            "send/b1/c16".into(),
+            "send, 16 in flight".into(),
+            (16, 1),
+            1.0,
+            &rec,
+            usage,
+        );
+        let results = parse(
+            &[system("raftq-3", "raftq-grpc", 3), Line::Result(m)],
+            machine(),
+        );
+        let md = results.markdown("docs/benchmarks.json");
+        let line = md
+            .lines()
+            .find(|l| l.starts_with("| raftq-3 (3×) | 1000 |"))
+            .expect("the row");
+        assert!(
+            line.ends_with("| written_bytes_per_msg_per_node 2048 |"),
+            "{line}"
+        );
+        let json = serde_json::to_value(&results).expect("json");
+        assert_eq!(
+            json["results"][0]["written_bytes_per_msg_per_node"],
+            serde_json::json!(2048.0)
+        );
+    }
+
+    #[test]
+    fn reports_written_before_bytes_and_sync_were_recorded_still_parse() {
+        let mut json = serde_json::to_value(parse(
+            &[
+                system("jetstream-r3", "jetstream", 3),
+                result("jetstream-r3", "send/b1/c1", 10),
+            ],
+            machine(),
+        ))
+        .expect("json");
+        let notes = json["systems"][0]["notes"].as_object_mut().expect("notes");
+        notes.remove("syncs_before_ack");
+        let row = json["results"][0].as_object_mut().expect("row");
+        row.remove("written_bytes_per_msg_per_node");
+        row.remove("body_bytes");
+        let old: Results = serde_json::from_value(json).expect("an older report");
+        assert!(!old.systems[0].notes.syncs_before_ack);
+        assert_eq!(old.results[0].written_bytes_per_msg_per_node, None);
+        assert_eq!(old.results[0].body_bytes, None);
     }
 }

@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::driver::{since_stamp, stamp_body, Driver, Outgoing, QueueSpec};
-use crate::measure::{CpuProbe, CpuSpent, Measurement, Recorder, Window};
+use crate::measure::{Measurement, Probe, Recorder, Usage, Window};
 
 /// Most messages a receive asks for (the largest raftq allows).
 const RECEIVE_MAX: usize = 10;
@@ -73,7 +73,7 @@ pub struct Bench<D: Driver> {
     driver: Arc<D>,
     label: String,
     pids: Vec<u32>,
-    probe: CpuProbe,
+    probe: Probe,
     settings: Settings,
     run_id: String,
     queues: AtomicU64,
@@ -271,7 +271,7 @@ async fn wait_for(done: &AtomicU64, target: u64, what: &str) -> Result<()> {
 
 impl<D: Driver> Bench<D> {
     pub fn new(driver: D, label: String, pids: Vec<u32>, settings: Settings) -> Result<Bench<D>> {
-        let probe = CpuProbe::new(pids.clone())?;
+        let probe = Probe::new(pids.clone())?;
         let run_id = format!("b{}", std::process::id());
         Ok(Bench {
             driver: Arc::new(driver),
@@ -356,8 +356,9 @@ impl<D: Driver> Bench<D> {
         Ok(())
     }
 
+    /// The row a workload emits: its key and description, the body size, or its error.
     fn row(&self, key: String, workload: String, row: Result<Measurement>) -> Measurement {
-        match row {
+        let mut m = match row {
             Ok(mut m) => {
                 m.key = key;
                 m.workload = workload;
@@ -368,7 +369,9 @@ impl<D: Driver> Bench<D> {
                 m.note = Some(format!("failed: {e:#}"));
                 m
             }
-        }
+        };
+        m.body_bytes = Some(self.settings.size);
+        m
     }
 
     fn not_applicable(&self, key: &str, workload: &str, why: &str) -> Measurement {
@@ -380,7 +383,7 @@ impl<D: Driver> Bench<D> {
         shape: (usize, usize),
         seconds: f64,
         recorder: &Recorder,
-        cpu: CpuSpent,
+        usage: Usage,
     ) -> Measurement {
         Measurement::new(
             &self.label,
@@ -389,7 +392,7 @@ impl<D: Driver> Bench<D> {
             shape,
             seconds,
             recorder,
-            cpu,
+            usage,
         )
     }
 
@@ -433,7 +436,7 @@ impl<D: Driver> Bench<D> {
             None => (Pace::Closed, None),
         };
         let pace = Arc::new(pace);
-        let cpu = tokio::spawn(self.probe.clone().during(window));
+        let usage = tokio::spawn(self.probe.clone().during(window));
         let mut tasks = JoinSet::new();
         for _ in 0..workers {
             let mut session = self.driver.session(&spec, node).await?;
@@ -466,9 +469,9 @@ impl<D: Driver> Bench<D> {
         if let Some(d) = dispatcher {
             d.await?;
         }
-        let cpu = cpu.await?;
+        let usage = usage.await?;
         self.drop_queue(&spec).await;
-        let mut m = self.measurement((workers, batch), window.seconds(), &total, cpu);
+        let mut m = self.measurement((workers, batch), window.seconds(), &total, usage);
         if let Some(rate) = rate {
             m.extra.insert("intended_per_sec".into(), rate);
         }
@@ -486,7 +489,7 @@ impl<D: Driver> Bench<D> {
             .consumers(&spec, (senders / 8).clamp(1, DRAIN_CONSUMERS));
         let window = Window::after(self.settings.warmup, self.settings.seconds);
         let messages = Messages::new(self.settings.size, groups);
-        let cpu = tokio::spawn(self.probe.clone().during(window));
+        let usage = tokio::spawn(self.probe.clone().during(window));
         let sent = Arc::new(AtomicU64::new(0));
         // One permit per message in flight: taken by its send, given back by its ack.
         let in_flight = Arc::new(Semaphore::new(senders));
@@ -556,10 +559,10 @@ impl<D: Driver> Bench<D> {
         }
         let mut total = join_all(receive_tasks).await?;
         total.merge(&join_all(send_tasks).await?);
-        let cpu = cpu.await?;
+        let usage = usage.await?;
         self.drop_queue(&spec).await;
         let seconds = window.seconds();
-        let mut m = self.measurement((senders, 1), seconds, &total, cpu);
+        let mut m = self.measurement((senders, 1), seconds, &total, usage);
         m.extra.insert(
             "sends_per_sec".into(),
             sent.load(Ordering::Relaxed) as f64 / seconds,
@@ -718,10 +721,10 @@ impl<D: Driver> Bench<D> {
         let fill_seconds = self.fill(&spec, node, n).await?;
         let before = self.probe.sample();
         let (rec, span) = self.drain(&spec, node, n).await?;
-        let cpu = self.probe.since(&before);
+        let usage = self.probe.since(&before);
         self.drop_queue(&spec).await;
         let (seconds, counted) = span.measured()?;
-        let mut m = self.measurement((DRAIN_CONSUMERS, RECEIVE_MAX), seconds, &rec, cpu);
+        let mut m = self.measurement((DRAIN_CONSUMERS, RECEIVE_MAX), seconds, &rec, usage);
         // The acks of the first batch opened the span: the rate is that of the ones after.
         m.per_sec = counted as f64 / seconds;
         m.extra
@@ -768,10 +771,10 @@ impl<D: Driver> Bench<D> {
             )
             .await?;
         let rec = settle(tasks, &redelivered, n, "redelivery").await?;
-        let cpu = self.probe.since(&before);
+        let usage = self.probe.since(&before);
         self.drop_queue(&spec).await;
         let (seconds, _) = lock(&span)?.measured()?;
-        Ok(self.measurement((DRAIN_CONSUMERS, RECEIVE_MAX), seconds, &rec, cpu))
+        Ok(self.measurement((DRAIN_CONSUMERS, RECEIVE_MAX), seconds, &rec, usage))
     }
 
     /// `n` messages each received once and abandoned on a queue whose dead-letter queue takes
@@ -839,12 +842,12 @@ impl<D: Driver> Bench<D> {
         let rec = join_all(tasks).await;
         outcome?;
         let mut rec = rec?;
-        let cpu = self.probe.since(&before);
+        let usage = self.probe.since(&before);
         self.drop_queue(&spec).await;
         self.drop_queue(&dlq).await;
         let (seconds, _) = lock(&span)?.measured()?;
         rec.messages = n;
-        Ok(self.measurement((DRAIN_CONSUMERS, RECEIVE_MAX), seconds, &rec, cpu))
+        Ok(self.measurement((DRAIN_CONSUMERS, RECEIVE_MAX), seconds, &rec, usage))
     }
 
     /// Senders through the nodes that are not the queue's leader; the leader's process is
@@ -927,13 +930,13 @@ impl<D: Driver> Bench<D> {
             bail!("kill -KILL {pid} failed");
         }
         let rec = join_all(tasks).await?;
-        let cpu = self.probe.since(&before);
+        let usage = self.probe.since(&before);
         let g = gaps.lock().map_err(|_| anyhow!("poisoned"))?;
         // A send that never succeeded again leaves the window open until the end.
         let longest = g
             .longest
             .max(window.end.saturating_duration_since(g.last_ok));
-        let mut m = self.measurement((FAILOVER_SENDERS, 1), window.seconds(), &rec, cpu);
+        let mut m = self.measurement((FAILOVER_SENDERS, 1), window.seconds(), &rec, usage);
         m.extra
             .insert("unavailable_ms".into(), longest.as_secs_f64() * 1000.0);
         if let Some(first) = g.first_ok_after_kill {

@@ -274,7 +274,7 @@ impl<D: Driver> Bench<D> {
         let stamps = Stamps::of(window);
         let counts = Arc::new(Counts::default());
         let times = Arc::new(Mutex::new(TimesInQueue::default()));
-        let cpu = tokio::spawn(self.probe.clone().during(window));
+        let usage = tokio::spawn(self.probe.clone().during(window));
 
         let mut consumers = JoinSet::new();
         for consumer in 0..settings.consumers {
@@ -379,7 +379,7 @@ impl<D: Driver> Bench<D> {
         }
         let delivered = join_all(consumers).await;
         waited?;
-        let cpu = cpu.await?;
+        let usage = usage.await?;
 
         // The row: the quiet tenants' time in queue, the acks inside the window, and the
         // consumers' and the senders' errors.
@@ -390,7 +390,7 @@ impl<D: Driver> Bench<D> {
         rec.errors = delivered.errors + sent.errors;
         rec.first_error = delivered.first_error.or_else(|| sent.first_error.clone());
         let seconds = window.seconds();
-        let mut m = self.measurement((settings.consumers, RECEIVE_MAX), seconds, &rec, cpu);
+        let mut m = self.measurement((settings.consumers, RECEIVE_MAX), seconds, &rec, usage);
         m.extra
             .insert("quiet_messages".into(), times.quiet.messages as f64);
         m.extra.insert("arrival_per_sec".into(), arrival);
