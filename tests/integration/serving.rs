@@ -1,6 +1,7 @@
 //! Test setup shared by the tests of the client API (`api`, `http`, `grpc`): a real single-node
 //! cluster on loopback in a temporary directory (or a node that cannot elect a leader),
-//! `raftq_api::router` served on another loopback port, a time bound for every test, and a key
+//! `raftq_api::router` with the SQS-compatible endpoint served on another loopback port, as
+//! `raftq serve` serves them, a time bound for every test, and a key
 //! file of two accounts. Each test stops its server and node with [`Serving::shutdown`].
 
 use std::collections::BTreeMap;
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use raftq_api::{router, Api, Keys};
 use raftq_node::{Node, NodeConfig};
+use raftq_sqs::Sqs;
 use sha2::Digest;
 use tempfile::TempDir;
 use tokio::net::TcpListener;
@@ -94,7 +96,9 @@ impl Serving {
         }
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind api");
         let addr = listener.local_addr().expect("addr");
-        let app = router(Api::new(Arc::clone(&node), "local", keys));
+        let advertised = format!("http://{addr}");
+        let app = router(Api::new(Arc::clone(&node), "local", keys))
+            .serving(|ops| Sqs::new(ops, &advertised, BTreeMap::new()));
         let (stop, stopped) = oneshot::channel::<()>();
         let serving = tokio::spawn(async move {
             let _ = axum::serve(listener, app)

@@ -18,7 +18,7 @@ pub struct Written {
 
 impl Shared {
     /// Commits `command` (through the leader) and returns its outcome.
-    pub async fn write(&self, command: Command) -> Result<Written, ApiError> {
+    pub(crate) async fn write(&self, command: Command) -> Result<Written, ApiError> {
         let response = self.api.node.write(command).await?;
         match response.result {
             Some(Ok(outcome)) => Ok(Written {
@@ -32,7 +32,7 @@ impl Shared {
 
     /// Commits `command` and takes its outcome apart with `expected`, which answers `None` for
     /// an outcome of another kind than the command's (a bug, answered as `internal`).
-    pub async fn write_for<T>(
+    pub(crate) async fn write_for<T>(
         &self,
         command: Command,
         expected: impl FnOnce(Outcome) -> Option<T>,
@@ -42,12 +42,12 @@ impl Shared {
     }
 
     /// Runs a linearizable query.
-    pub async fn read(&self, query: Query) -> Result<QueryResult, ApiError> {
+    pub(crate) async fn read(&self, query: Query) -> Result<QueryResult, ApiError> {
         Ok(self.api.node.read(query).await??)
     }
 
     /// Runs `query` and takes its result apart with `expected`, as [`Shared::write_for`] does.
-    pub async fn read_for<T>(
+    pub(crate) async fn read_for<T>(
         &self,
         query: Query,
         expected: impl FnOnce(QueryResult) -> Option<T>,

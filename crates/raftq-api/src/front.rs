@@ -1,6 +1,8 @@
 //! The service every connection is served by: calls under `/raftq.v1.Queues/` go straight to the
-//! tonic server, everything else to the REST router (which answers gRPC calls to other paths
-//! `UNIMPLEMENTED`). Both are logged, counted and timed the same way (`metrics`).
+//! tonic server, requests a further [`Protocol`] claims (the SQS-compatible endpoint) to it,
+//! everything else to the REST router (which answers gRPC calls to other paths
+//! `UNIMPLEMENTED`). All of them pass the same limits (`throttle`) first and are logged, counted
+//! and timed the same way (`metrics`).
 //!
 //! gRPC calls bypass the router: at thousands of calls per second its route lookup, its boxed
 //! per-route service and the middleware's boxed continuation were a visible share of the CPU
@@ -9,6 +11,7 @@
 use std::convert::Infallible;
 use std::future::{ready, Future, Ready};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
@@ -19,16 +22,33 @@ use axum::serve::{IncomingStream, Listener};
 use axum::Router;
 use tower_service::Service;
 
+use crate::error::ApiError;
 use crate::grpc;
 use crate::metrics::Observation;
-use crate::state::AppState;
+use crate::state::{AppState, Shared};
 
-/// REST and gRPC on one port; cheap to clone (one per connection).
+/// A response on its way.
+pub type Responding = Pin<Box<dyn Future<Output = Response> + Send>>;
+
+/// A further protocol on the port of REST and gRPC, over the same operations ([`crate::ops`]):
+/// it claims its requests by their method, path and headers, before their body is read.
+pub trait Protocol: Send + Sync + 'static {
+    /// Whether `request` is one of this protocol's.
+    fn claims(&self, request: &Request) -> bool;
+    /// Answers `request`; every failure is an answer in the protocol's own error format.
+    fn serve(&self, request: Request) -> Responding;
+    /// The answer to a claimed request that the limits refused before it was served.
+    fn refuse(&self, request: &Request, refused: ApiError) -> Response;
+}
+
+/// REST and gRPC (and a further [`Protocol`], if any) on one port; cheap to clone (one per
+/// connection).
 #[derive(Clone)]
 pub struct Front {
     rest: Router,
     grpc: grpc::Server,
     state: AppState,
+    protocol: Option<Arc<dyn Protocol>>,
 }
 
 impl Front {
@@ -37,7 +57,14 @@ impl Front {
             rest,
             grpc: grpc::server(state.clone()),
             state,
+            protocol: None,
         }
+    }
+
+    /// This front with the protocol that `make` builds over the operations layer served too.
+    pub fn serving<P: Protocol>(mut self, make: impl FnOnce(Arc<Shared>) -> P) -> Front {
+        self.protocol = Some(Arc::new(make(Arc::clone(&self.state))));
+        self
     }
 }
 
@@ -52,19 +79,33 @@ impl Service<Request> for Front {
     }
 
     fn call(&mut self, mut request: Request) -> Self::Future {
-        let service_path = grpc::is_service_path(request.uri().path());
+        let protocol = self
+            .protocol
+            .as_ref()
+            .filter(|p| p.claims(&request))
+            .map(Arc::clone);
+        let service_path = protocol.is_none() && grpc::is_service_path(request.uri().path());
         let caller = self.state.throttle.caller(&self.state.api.keys, &request);
         if let Err(refused) = self.state.throttle.admit(&caller) {
             let observation = Observation::start(&request, grpc::is_grpc(request.headers()));
-            let response = if service_path {
-                tonic::Status::from(refused).into_http::<Body>()
-            } else {
-                refused.into_response()
+            let response = match &protocol {
+                Some(protocol) => protocol.refuse(&request, refused),
+                None if service_path => tonic::Status::from(refused).into_http::<Body>(),
+                None => refused.into_response(),
             };
             observation.finish(&self.state.metrics, &response);
             return Box::pin(ready(Ok(response)));
         }
         request.extensions_mut().insert(caller);
+        if let Some(protocol) = protocol {
+            let observation = Observation::start(&request, false);
+            let state = self.state.clone();
+            return Box::pin(async move {
+                let response = protocol.serve(request).await;
+                observation.finish(&state.metrics, &response);
+                Ok(response)
+            });
+        }
         if !service_path {
             return Box::pin(self.rest.call(request));
         }

@@ -10,8 +10,9 @@
 //!   `sigv4`: the check of AWS Signature Version 4, which the SQS-compatible endpoint calls
 //!   through [`Keys::authenticate_sigv4`].
 //! - `state`: what every handler shares ([`Api`]: the node, the region, the keys).
-//! - `ops`: the operations, independent of the wire format: the checks that need no state,
-//!   defaults, the command or query and the reading of its outcome. REST and gRPC both call them.
+//! - [`ops`]: the operations, independent of the wire format: the checks that need no state,
+//!   defaults, the command or query and the reading of its outcome. REST and gRPC both call them,
+//!   and so does any further [`Protocol`] served beside them (`raftq-sqs`).
 //! - `input`: REST request parsing — bodies as JSON values read field by field, so every type
 //!   error, unknown field or missing field is a `400` that names the field, before anything is
 //!   proposed.
@@ -31,8 +32,9 @@
 //!   engine types the API returns as they are.
 //! - `limits`: the request body limits; `throttle`: the limits against abuse (request rates and
 //!   long polls per API key and per connection), off unless configured.
-//! - `front`: the service each connection gets: gRPC calls to the tonic server, the rest to the
-//!   REST router, each logged, counted and timed.
+//! - `front`: the service each connection gets: gRPC calls to the tonic server, requests a
+//!   further [`Protocol`] claims to it, the rest to the REST router, each throttled, logged,
+//!   counted and timed.
 //! - [`grpc`]: the gRPC service `raftq.v1.Queues` and its generated client ([`grpc::pb`]).
 //!
 //! Choices where the spec is silent are written down in `docs/api.md`.
@@ -50,7 +52,7 @@ mod limits;
 mod longpoll;
 mod metrics;
 mod openapi;
-mod ops;
+pub mod ops;
 mod routes;
 mod schemas;
 mod sigv4;
@@ -60,9 +62,11 @@ mod throttle;
 
 use std::sync::Arc;
 
-pub use error::{CODE_METADATA, ERROR_METADATA, FIELD_METADATA};
-pub use front::Front;
+pub use error::{ApiError, CODE_METADATA, ERROR_METADATA, FIELD_METADATA};
+pub use front::{Front, Protocol, Responding};
 pub use keys::{load_keys, Keys, KeysError, Principal, Role, OPEN_ACCOUNT};
+pub use limits::BODY_LIMIT;
+pub use metrics::Route;
 pub use sigv4::{SigV4Error, SignedRequest, DATE_WINDOW};
 pub use state::Api;
 pub use throttle::{Caller, Limits};

@@ -264,6 +264,12 @@ fn grpc_status<B>(response: &http::Response<B>) -> String {
         .to_string()
 }
 
+/// The route label of a response that a further protocol ([`crate::Protocol`]) answered, set
+/// by it in the response's extensions: one of a fixed set (e.g. `AmazonSQS.SendMessage`), so
+/// that labels cannot grow without bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route(pub &'static str);
+
 /// One request being answered: what it is counted and logged by, and since when.
 pub(crate) struct Observation {
     started: Instant,
@@ -308,7 +314,14 @@ impl Observation {
             };
             ("grpc", status, route)
         } else {
-            let route = matched.unwrap_or_else(|| UNMATCHED.to_string());
+            let route = matched
+                .or_else(|| {
+                    response
+                        .extensions()
+                        .get::<Route>()
+                        .map(|r| r.0.to_string())
+                })
+                .unwrap_or_else(|| UNMATCHED.to_string());
             ("http", response.status().as_u16().to_string(), route)
         };
         let latency_ms = elapsed.as_secs_f64() * 1000.0;

@@ -9,6 +9,10 @@
 //! Field names in errors are the JSON/protobuf field names (they are the same), JSON-path style:
 //! `redrive_policy.max_receive_count`, `entries[1].id`. Checks that need the queue (its own size
 //! limit, FIFO IDs, redrive targets) are the engine's.
+//!
+//! This module is the crate's public face for other front ends (the SQS-compatible endpoint):
+//! the operations are methods of [`Shared`], which [`crate::Front::serving`] hands to a further
+//! [`crate::Protocol`]; they answer [`ApiError`]s, which such a front end maps to its own errors.
 
 use std::collections::BTreeMap;
 
@@ -23,11 +27,13 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::error::ApiError;
-use crate::longpoll::{self, ReceiveRequest, Received};
-use crate::state::Shared;
+use crate::longpoll::{self, ReceiveRequest};
 use crate::status::{self, RaftStatus};
 use crate::throttle::Caller;
+
+pub use crate::error::ApiError;
+pub use crate::longpoll::Received;
+pub use crate::state::Shared;
 
 /// A queue to create, as a client asks for it.
 pub struct NewQueue {

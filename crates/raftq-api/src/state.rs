@@ -35,11 +35,18 @@ impl Api {
     }
 }
 
-/// The state every handler shares.
-pub(crate) struct Shared {
-    pub api: Api,
-    pub metrics: Metrics,
-    pub throttle: Throttle,
+/// The state every handler shares; the operations of [`crate::ops`] are its methods.
+pub struct Shared {
+    pub(crate) api: Api,
+    pub(crate) metrics: Metrics,
+    pub(crate) throttle: Throttle,
+}
+
+impl Shared {
+    /// The node, region, keys and limits this API serves.
+    pub fn api(&self) -> &Api {
+        &self.api
+    }
 }
 
 pub(crate) type AppState = Arc<Shared>;

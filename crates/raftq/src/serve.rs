@@ -70,6 +70,15 @@ pub struct ServeArgs {
     /// Long polls one connection may have under way at once. Off unless set.
     #[arg(long, env = "RAFTQ_MAX_LONG_POLLS_PER_CONNECTION")]
     pub max_long_polls_per_connection: Option<NonZeroU32>,
+    /// The base of the queue URLs the SQS-compatible endpoint hands out,
+    /// `http(s)://HOST[:PORT]` as clients reach this node (e.g. a compose service name); queue
+    /// URLs are `<base>/<account number>/<queue name>`. Default: the listen address.
+    #[arg(long, env = "RAFTQ_ADVERTISE_URL", value_parser = raftq_sqs::names::parse_base_url)]
+    pub advertise_url: Option<String>,
+    /// The 12-digit SQS account numbers of accounts, `ACCOUNT=NUMBER,...`; an account not
+    /// named here gets a number derived from its name.
+    #[arg(long, env = "RAFTQ_ACCOUNT_NUMBERS", value_parser = raftq_sqs::names::parse_account_numbers)]
+    pub account_numbers: Option<BTreeMap<String, String>>,
     /// This node's id in the cluster.
     #[arg(long, env = "RAFTQ_NODE_ID")]
     pub node_id: Option<u64>,
@@ -221,7 +230,10 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     // The bound address, not the flag's: `--listen 127.0.0.1:0` takes a free port and says which.
     let listen = listener.local_addr()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
-    tracing::info!(%listen, scheme, node = id, data_dir = %args.data_dir.display(), "raftq serving");
+    let advertised = args
+        .advertise_url
+        .unwrap_or_else(|| format!("{scheme}://{listen}"));
+    tracing::info!(%listen, scheme, node = id, data_dir = %args.data_dir.display(), sqs = %advertised, "raftq serving");
     let leaving = Arc::clone(&node);
     let stop = async move {
         shutdown_signal().await;
@@ -232,7 +244,10 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
             Err(e) => tracing::warn!(error = %e, "could not hand leadership over"),
         }
     };
-    let serving = crate::listener::serve(listener.into_std()?, raftq_api::router(api), tls, stop);
+    let numbers = args.account_numbers.unwrap_or_default();
+    let front =
+        raftq_api::router(api).serving(|ops| raftq_sqs::Sqs::new(ops, &advertised, numbers));
+    let serving = crate::listener::serve(listener.into_std()?, front, tls, stop);
     // A node whose Raft core stopped under it exits at once (non-zero), so that a supervisor
     // restarts it and clients go to the nodes that still work.
     tokio::select! {
@@ -306,5 +321,24 @@ mod tests {
             text.contains("--heartbeat-ms") && text.contains("10..=10000"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn sqs_names_are_configured_by_flags() {
+        let args = serve(&[]).unwrap();
+        assert_eq!((args.advertise_url, args.account_numbers), (None, None));
+        let args = serve(&[
+            "--advertise-url",
+            "http://raftq-1:8080/",
+            "--account-numbers",
+            "dev=000000000001",
+        ])
+        .unwrap();
+        assert_eq!(args.advertise_url.as_deref(), Some("http://raftq-1:8080"));
+        let numbers = args.account_numbers.unwrap();
+        assert_eq!(numbers["dev"], "000000000001");
+        let error = serve(&["--advertise-url", "raftq-1:8080"]).unwrap_err();
+        assert!(error.to_string().contains("--advertise-url"), "{error}");
+        assert!(serve(&["--account-numbers", "dev=1"]).is_err());
     }
 }

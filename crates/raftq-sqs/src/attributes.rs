@@ -1,0 +1,760 @@
+//! Queue attributes: SQS's names and string values, translated to raftq's queue settings for
+//! `CreateQueue` and `SetQueueAttributes`, and rendered from raftq's queue object for
+//! `GetQueueAttributes`. raftq's rules (ranges, the FIFO-only settings, redrive targets) are
+//! checked by raftq itself; here only the SQS spelling is read and written.
+//!
+//! | SQS attribute | raftq |
+//! |---|---|
+//! | `VisibilityTimeout` | `lease_seconds` |
+//! | `MessageRetentionPeriod` | `retention_seconds` |
+//! | `DelaySeconds` | `delay_seconds` |
+//! | `MaximumMessageSize` | `max_message_bytes` |
+//! | `ReceiveMessageWaitTimeSeconds` | `receive_wait_seconds` |
+//! | `FifoQueue` | the queue's type (its name's `.fifo`), on create only |
+//! | `ContentBasedDeduplication` | `content_based_deduplication` |
+//! | `RedrivePolicy` | `redrive_policy`, with the target's ARN |
+//! | `RedriveAllowPolicy` | `redrive_allow_policy`, with the sources' ARNs |
+//! | `DeduplicationScope`, `FifoThroughputLimit` | what raftq does (`queue`, `perQueue`) only |
+//! | `SqsManagedSseEnabled` | `false` only: raftq does not encrypt messages at rest |
+//! | `QueueArn`, `CreatedTimestamp`, `LastModifiedTimestamp`, `ApproximateNumberOfMessages*` | read only |
+//! | `Policy`, `KmsMasterKeyId`, `KmsDataKeyReusePeriodSeconds` | refused (`InvalidAttributeName`) |
+
+use std::collections::BTreeMap;
+
+use raftq_engine::{
+    AllowPolicyInput, QueueAttributes, QueueStats, QueueType, QueueView, RedrivePolicyInput,
+};
+use serde_json::{json, Map, Value};
+
+use crate::error::{Kind, SqsError};
+use crate::names::Names;
+
+/// What a queue attribute is to this endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attribute {
+    /// Read and written.
+    Settable,
+    /// Given on create only (`FifoQueue`).
+    CreateOnly,
+    /// Read only.
+    ReadOnly,
+    /// Taken with the one value that says what raftq does; refused with any other.
+    Fixed,
+    /// An SQS attribute raftq does not have.
+    Unsupported(&'static str),
+}
+
+/// Every attribute name SQS has, and what it is here.
+fn attribute(name: &str) -> Option<Attribute> {
+    Some(match name {
+        "VisibilityTimeout"
+        | "MessageRetentionPeriod"
+        | "DelaySeconds"
+        | "MaximumMessageSize"
+        | "ReceiveMessageWaitTimeSeconds"
+        | "ContentBasedDeduplication"
+        | "RedrivePolicy"
+        | "RedriveAllowPolicy" => Attribute::Settable,
+        "FifoQueue" => Attribute::CreateOnly,
+        "QueueArn"
+        | "CreatedTimestamp"
+        | "LastModifiedTimestamp"
+        | "ApproximateNumberOfMessages"
+        | "ApproximateNumberOfMessagesNotVisible"
+        | "ApproximateNumberOfMessagesDelayed" => Attribute::ReadOnly,
+        "DeduplicationScope" | "FifoThroughputLimit" | "SqsManagedSseEnabled" => Attribute::Fixed,
+        "Policy" => Attribute::Unsupported(
+            "raftq has no access policies: an account's keys reach all of its queues",
+        ),
+        "KmsMasterKeyId" | "KmsDataKeyReusePeriodSeconds" => {
+            Attribute::Unsupported("raftq does not encrypt messages with KMS keys")
+        }
+        _ => return None,
+    })
+}
+
+/// The attributes `GetQueueAttributes` with `All` returns, in SQS's order.
+const ALL: &[&str] = &[
+    "QueueArn",
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+    "CreatedTimestamp",
+    "LastModifiedTimestamp",
+    "VisibilityTimeout",
+    "MaximumMessageSize",
+    "MessageRetentionPeriod",
+    "DelaySeconds",
+    "ReceiveMessageWaitTimeSeconds",
+    "RedrivePolicy",
+    "RedriveAllowPolicy",
+    "SqsManagedSseEnabled",
+    "FifoQueue",
+    "ContentBasedDeduplication",
+    "DeduplicationScope",
+    "FifoThroughputLimit",
+];
+
+/// The attributes of a create or a set, in raftq's terms.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Requested {
+    pub attributes: QueueAttributes,
+    /// `FifoQueue`, when given.
+    pub fifo: Option<bool>,
+}
+
+/// Who the attributes are read for: the names, and the caller's account number (ARNs in
+/// redrive policies must be its own).
+pub struct Reader<'a> {
+    pub names: &'a Names,
+    pub account_number: &'a str,
+}
+
+fn integer(name: &str, value: &str) -> Result<i64, SqsError> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| SqsError::invalid_attribute_value(name, "must be an integer"))
+}
+
+fn boolean(name: &str, value: &str) -> Result<bool, SqsError> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(SqsError::invalid_attribute_value(
+            name,
+            "must be true or false",
+        )),
+    }
+}
+
+impl Reader<'_> {
+    /// Translates the attributes of a create (`creating`) or a set. Every name is checked:
+    /// unknown ones, read-only ones and those raftq does not have are refused, never ignored.
+    pub fn requested(
+        &self,
+        given: &BTreeMap<String, String>,
+        creating: bool,
+    ) -> Result<Requested, SqsError> {
+        let mut requested = Requested::default();
+        let attrs = &mut requested.attributes;
+        for (name, value) in given {
+            let name = name.as_str();
+            match attribute(name) {
+                None => {
+                    return Err(SqsError::new(
+                        Kind::InvalidAttributeName,
+                        format!("Unknown Attribute {name}."),
+                    ))
+                }
+                Some(Attribute::ReadOnly) => {
+                    return Err(SqsError::invalid_attribute_name(name, "it is read only"))
+                }
+                Some(Attribute::CreateOnly) if !creating => {
+                    return Err(SqsError::invalid_attribute_name(
+                        name,
+                        "a queue's type is fixed when it is created",
+                    ))
+                }
+                Some(Attribute::Unsupported(why)) => {
+                    return Err(SqsError::invalid_attribute_name(name, why))
+                }
+                _ => {}
+            }
+            match name {
+                "VisibilityTimeout" => attrs.lease_seconds = Some(integer(name, value)?),
+                "MessageRetentionPeriod" => attrs.retention_seconds = Some(integer(name, value)?),
+                "DelaySeconds" => attrs.delay_seconds = Some(integer(name, value)?),
+                "MaximumMessageSize" => attrs.max_message_bytes = Some(integer(name, value)?),
+                "ReceiveMessageWaitTimeSeconds" => {
+                    attrs.receive_wait_seconds = Some(integer(name, value)?)
+                }
+                "FifoQueue" => requested.fifo = Some(boolean(name, value)?),
+                "ContentBasedDeduplication" => {
+                    attrs.content_based_deduplication = Some(boolean(name, value)?)
+                }
+                "RedrivePolicy" => attrs.redrive_policy = Some(self.redrive_policy(value)?),
+                "RedriveAllowPolicy" => {
+                    attrs.redrive_allow_policy = Some(self.allow_policy(value)?)
+                }
+                "DeduplicationScope" => fixed(
+                    name,
+                    value,
+                    "queue",
+                    "raftq deduplicates per queue, not per message group",
+                )?,
+                "FifoThroughputLimit" => fixed(
+                    name,
+                    value,
+                    "perQueue",
+                    "raftq has no per-message-group throughput limit",
+                )?,
+                "SqsManagedSseEnabled" => fixed(
+                    name,
+                    value,
+                    "false",
+                    "raftq does not encrypt messages at rest",
+                )?,
+                _ => {}
+            }
+        }
+        Ok(requested)
+    }
+
+    /// The queue a redrive policy's ARN names, as a raftq reference (its name).
+    fn own_queue(&self, attribute: &str, arn: &str) -> Result<String, SqsError> {
+        self.names
+            .own_queue(arn, self.account_number)
+            .map(str::to_string)
+            .map_err(|_| {
+                SqsError::invalid_attribute_value(
+                    attribute,
+                    format!("{arn} is not the ARN of a queue of this account in this region"),
+                )
+            })
+    }
+
+    /// `{"deadLetterTargetArn": ARN, "maxReceiveCount": N}`; an empty string detaches.
+    fn redrive_policy(&self, text: &str) -> Result<Option<RedrivePolicyInput>, SqsError> {
+        const NAME: &str = "RedrivePolicy";
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        let policy = json_object(NAME, text)?;
+        let mut input = RedrivePolicyInput::default();
+        for (key, value) in &policy {
+            match (key.as_str(), value) {
+                ("deadLetterTargetArn", Value::String(arn)) => {
+                    input.dead_letter_target = Some(self.own_queue(NAME, arn)?)
+                }
+                ("maxReceiveCount", Value::Number(n)) => input.max_receive_count = n.as_i64(),
+                ("maxReceiveCount", Value::String(n)) => {
+                    input.max_receive_count = Some(integer(NAME, n)?)
+                }
+                ("deadLetterTargetArn" | "maxReceiveCount", _) => {
+                    return Err(SqsError::invalid_attribute_value(
+                        NAME,
+                        format!("{key} has the wrong type"),
+                    ))
+                }
+                _ => {
+                    return Err(SqsError::invalid_attribute_value(
+                        NAME,
+                        format!("unknown key {key}"),
+                    ))
+                }
+            }
+        }
+        Ok(Some(input))
+    }
+
+    /// `{"redrivePermission": "allowAll"|"denyAll"|"byQueue", "sourceQueueArns": [ARN...]}`.
+    fn allow_policy(&self, text: &str) -> Result<AllowPolicyInput, SqsError> {
+        const NAME: &str = "RedriveAllowPolicy";
+        let policy = json_object(NAME, text)?;
+        let mut input = AllowPolicyInput::default();
+        for (key, value) in &policy {
+            match (key.as_str(), value) {
+                ("redrivePermission", Value::String(permission)) => {
+                    let permission = match permission.as_str() {
+                        "allowAll" => "allow_all",
+                        "denyAll" => "deny_all",
+                        "byQueue" => "by_queue",
+                        _ => {
+                            return Err(SqsError::invalid_attribute_value(
+                                NAME,
+                                "redrivePermission must be allowAll, denyAll or byQueue",
+                            ))
+                        }
+                    };
+                    input.permission = Some(permission.to_string());
+                }
+                ("sourceQueueArns", Value::Array(arns)) => {
+                    let names = arns
+                        .iter()
+                        .map(|arn| match arn {
+                            Value::String(arn) => self.own_queue(NAME, arn),
+                            _ => Err(SqsError::invalid_attribute_value(
+                                NAME,
+                                "sourceQueueArns must be strings",
+                            )),
+                        })
+                        .collect::<Result<_, _>>()?;
+                    input.source_queues = Some(names);
+                }
+                _ => {
+                    return Err(SqsError::invalid_attribute_value(
+                        NAME,
+                        format!("unexpected key or value of {key}"),
+                    ))
+                }
+            }
+        }
+        Ok(input)
+    }
+
+    /// The attributes of `view` that `wanted` names (`All` for every one); `stats` is given when
+    /// a wanted attribute needs it ([`needs_stats`]).
+    pub fn render(
+        &self,
+        view: &QueueView,
+        stats: Option<&QueueStats>,
+        wanted: &[String],
+    ) -> Result<BTreeMap<String, String>, SqsError> {
+        let every = wanted.iter().any(|w| w == "All");
+        let mut names: Vec<&str> = if every { ALL.to_vec() } else { Vec::new() };
+        for name in wanted.iter().filter(|w| *w != "All") {
+            if attribute(name).is_none() {
+                return Err(SqsError::new(
+                    Kind::InvalidAttributeName,
+                    format!("Unknown Attribute {name}."),
+                ));
+            }
+            names.push(name.as_str());
+        }
+        let mut rendered = BTreeMap::new();
+        for name in names {
+            if let Some(value) = self.value(view, stats, name) {
+                rendered.insert(name.to_string(), value);
+            }
+        }
+        Ok(rendered)
+    }
+
+    /// One attribute of `view`; `None` when the queue has no such value (an attribute of the
+    /// other queue type, an unset policy, an attribute raftq does not have).
+    fn value(&self, view: &QueueView, stats: Option<&QueueStats>, name: &str) -> Option<String> {
+        let fifo = view.queue_type == QueueType::Fifo;
+        let arn = |name: &str| self.names.arn(self.account_number, name);
+        Some(match name {
+            "QueueArn" => arn(&view.name),
+            "ApproximateNumberOfMessages" => stats?.visible.to_string(),
+            "ApproximateNumberOfMessagesNotVisible" => {
+                (stats?.leased + stats?.pending_redrive).to_string()
+            }
+            "ApproximateNumberOfMessagesDelayed" => stats?.delayed.to_string(),
+            "CreatedTimestamp" => (view.created_at / 1000).to_string(),
+            "LastModifiedTimestamp" => (view.modified_at / 1000).to_string(),
+            "VisibilityTimeout" => view.lease_seconds.to_string(),
+            "MaximumMessageSize" => view.max_message_bytes.to_string(),
+            "MessageRetentionPeriod" => view.retention_seconds.to_string(),
+            "DelaySeconds" => view.delay_seconds.to_string(),
+            "ReceiveMessageWaitTimeSeconds" => view.receive_wait_seconds.to_string(),
+            "RedrivePolicy" => {
+                let policy = view.redrive_policy.as_ref()?;
+                json!({
+                    "deadLetterTargetArn": arn(&policy.dead_letter_target.name),
+                    "maxReceiveCount": policy.max_receive_count,
+                })
+                .to_string()
+            }
+            "RedriveAllowPolicy" => {
+                let allow = &view.redrive_allow_policy;
+                let mut policy = Map::new();
+                let permission = match allow.permission.as_str() {
+                    "deny_all" => "denyAll",
+                    "by_queue" => "byQueue",
+                    _ => "allowAll",
+                };
+                policy.insert("redrivePermission".into(), permission.into());
+                if let Some(sources) = &allow.source_queues {
+                    let arns = sources.iter().map(|s| Value::from(arn(&s.name))).collect();
+                    policy.insert("sourceQueueArns".into(), Value::Array(arns));
+                }
+                Value::Object(policy).to_string()
+            }
+            "SqsManagedSseEnabled" => "false".to_string(),
+            "FifoQueue" if fifo => "true".to_string(),
+            "ContentBasedDeduplication" if fifo => view.content_based_deduplication.to_string(),
+            "DeduplicationScope" if fifo => "queue".to_string(),
+            "FifoThroughputLimit" if fifo => "perQueue".to_string(),
+            _ => return None,
+        })
+    }
+
+    /// The first attribute of `requested` whose value differs from `view`'s, by SQS name: a
+    /// `CreateQueue` of an existing queue succeeds only when there is none.
+    pub fn differing(&self, view: &QueueView, requested: &Requested) -> Option<&'static str> {
+        let given = &requested.attributes;
+        let same = |asked: Option<i64>, has: u32| asked.is_none_or(|v| v == i64::from(has));
+        let fifo = view.queue_type == QueueType::Fifo;
+        if requested.fifo.is_some_and(|f| f != fifo) {
+            return Some("FifoQueue");
+        }
+        if !same(given.lease_seconds, view.lease_seconds) {
+            return Some("VisibilityTimeout");
+        }
+        if !same(given.retention_seconds, view.retention_seconds) {
+            return Some("MessageRetentionPeriod");
+        }
+        if !same(given.delay_seconds, view.delay_seconds) {
+            return Some("DelaySeconds");
+        }
+        if !same(given.max_message_bytes, view.max_message_bytes) {
+            return Some("MaximumMessageSize");
+        }
+        if !same(given.receive_wait_seconds, view.receive_wait_seconds) {
+            return Some("ReceiveMessageWaitTimeSeconds");
+        }
+        if given
+            .content_based_deduplication
+            .is_some_and(|c| c != view.content_based_deduplication)
+        {
+            return Some("ContentBasedDeduplication");
+        }
+        if let Some(policy) = &given.redrive_policy {
+            let has = view.redrive_policy.as_ref().map(|p| {
+                (
+                    p.dead_letter_target.name.as_str(),
+                    i64::from(p.max_receive_count),
+                )
+            });
+            let asked = policy.as_ref().map(|p| {
+                (
+                    p.dead_letter_target.as_deref().unwrap_or_default(),
+                    p.max_receive_count.unwrap_or_default(),
+                )
+            });
+            if has != asked {
+                return Some("RedrivePolicy");
+            }
+        }
+        if let Some(allow) = &given.redrive_allow_policy {
+            let has = &view.redrive_allow_policy;
+            let mut has_sources: Vec<&str> = has
+                .source_queues
+                .iter()
+                .flatten()
+                .map(|s| s.name.as_str())
+                .collect();
+            let mut asked_sources: Vec<&str> = allow
+                .source_queues
+                .iter()
+                .flatten()
+                .map(String::as_str)
+                .collect();
+            has_sources.sort_unstable();
+            asked_sources.sort_unstable();
+            if allow.permission.as_deref() != Some(has.permission.as_str())
+                || has_sources != asked_sources
+            {
+                return Some("RedriveAllowPolicy");
+            }
+        }
+        None
+    }
+}
+
+/// Whether rendering `wanted` needs the queue's message counts.
+pub fn needs_stats(wanted: &[String]) -> bool {
+    wanted
+        .iter()
+        .any(|w| w == "All" || w.starts_with("ApproximateNumberOfMessages"))
+}
+
+/// Takes `value` for attribute `name` only when it is `what_raftq_does`.
+fn fixed(name: &str, value: &str, what_raftq_does: &str, why: &str) -> Result<(), SqsError> {
+    if value == what_raftq_does {
+        Ok(())
+    } else {
+        Err(SqsError::invalid_attribute_value(
+            name,
+            format!("only {what_raftq_does} is supported: {why}"),
+        ))
+    }
+}
+
+fn json_object(name: &str, text: &str) -> Result<Map<String, Value>, SqsError> {
+    match serde_json::from_str(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        _ => Err(SqsError::invalid_attribute_value(
+            name,
+            "must be a JSON object",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use raftq_engine::model::{AllowPolicyView, RedrivePolicyView};
+    use raftq_engine::QueueRef;
+    use uuid::Uuid;
+
+    use super::*;
+
+    const NUMBER: &str = "123456789012";
+
+    fn names() -> Names {
+        Names::new("http://h:1", "local", BTreeMap::new())
+    }
+
+    fn given(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn queue_ref(name: &str) -> QueueRef {
+        QueueRef {
+            id: Uuid::nil(),
+            name: name.into(),
+            crn: String::new(),
+        }
+    }
+
+    fn view(name: &str) -> QueueView {
+        QueueView {
+            id: Uuid::nil(),
+            name: name.into(),
+            crn: String::new(),
+            arn: String::new(),
+            queue_type: QueueType::of_name(name),
+            created_at: 1_700_000_000_123,
+            content_based_deduplication: false,
+            lease_seconds: 30,
+            delay_seconds: 0,
+            retention_seconds: 345_600,
+            max_message_bytes: 262_144,
+            redrive_policy: None,
+            redrive_allow_policy: AllowPolicyView {
+                permission: "allow_all".into(),
+                source_queues: None,
+            },
+            retry_backoff: None,
+            modified_at: 1_700_000_000_123,
+            receive_wait_seconds: 0,
+            tags: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn settable_attributes_translate_to_raftq_settings() {
+        let names = names();
+        let reader = Reader {
+            names: &names,
+            account_number: NUMBER,
+        };
+        let requested = reader
+            .requested(
+                &given(&[
+                    ("VisibilityTimeout", "60"),
+                    ("MessageRetentionPeriod", "120"),
+                    ("DelaySeconds", "5"),
+                    ("MaximumMessageSize", "1048576"),
+                    ("FifoQueue", "true"),
+                    ("ContentBasedDeduplication", "TRUE"),
+                    ("DeduplicationScope", "queue"),
+                    ("FifoThroughputLimit", "perQueue"),
+                    ("ReceiveMessageWaitTimeSeconds", "0"),
+                    (
+                        "RedrivePolicy",
+                        r#"{"deadLetterTargetArn":"arn:aws:sqs:local:123456789012:dlq.fifo","maxReceiveCount":"3"}"#,
+                    ),
+                    (
+                        "RedriveAllowPolicy",
+                        r#"{"redrivePermission":"byQueue","sourceQueueArns":["arn:aws:sqs:local:123456789012:a"]}"#,
+                    ),
+                ]),
+                true,
+            )
+            .unwrap();
+        let a = &requested.attributes;
+        assert_eq!(requested.fifo, Some(true));
+        assert_eq!(
+            (
+                a.lease_seconds,
+                a.retention_seconds,
+                a.delay_seconds,
+                a.max_message_bytes
+            ),
+            (Some(60), Some(120), Some(5), Some(1_048_576))
+        );
+        assert_eq!(a.content_based_deduplication, Some(true));
+        assert_eq!(
+            a.redrive_policy,
+            Some(Some(RedrivePolicyInput {
+                dead_letter_target: Some("dlq.fifo".into()),
+                max_receive_count: Some(3),
+            }))
+        );
+        assert_eq!(
+            a.redrive_allow_policy,
+            Some(AllowPolicyInput {
+                permission: Some("by_queue".into()),
+                source_queues: Some(vec!["a".into()]),
+            })
+        );
+        let detach = reader
+            .requested(&given(&[("RedrivePolicy", "")]), false)
+            .unwrap();
+        assert_eq!(detach.attributes.redrive_policy, Some(None));
+    }
+
+    #[test]
+    fn what_raftq_lacks_is_refused_by_name() {
+        let names = names();
+        let reader = Reader {
+            names: &names,
+            account_number: NUMBER,
+        };
+        let cases = [
+            (("Bogus", "1"), true, Kind::InvalidAttributeName),
+            (("QueueArn", "x"), true, Kind::InvalidAttributeName),
+            (("Policy", "{}"), true, Kind::InvalidAttributeName),
+            (
+                ("KmsMasterKeyId", "alias/aws/sqs"),
+                true,
+                Kind::InvalidAttributeName,
+            ),
+            (("FifoQueue", "true"), false, Kind::InvalidAttributeName),
+            (
+                ("DeduplicationScope", "messageGroup"),
+                true,
+                Kind::InvalidAttributeValue,
+            ),
+            (
+                ("FifoThroughputLimit", "perMessageGroupId"),
+                true,
+                Kind::InvalidAttributeValue,
+            ),
+            (
+                ("SqsManagedSseEnabled", "true"),
+                true,
+                Kind::InvalidAttributeValue,
+            ),
+            (
+                ("VisibilityTimeout", "ten"),
+                true,
+                Kind::InvalidAttributeValue,
+            ),
+            (("FifoQueue", "yes"), true, Kind::InvalidAttributeValue),
+            (("RedrivePolicy", "[1]"), true, Kind::InvalidAttributeValue),
+            (
+                (
+                    "RedrivePolicy",
+                    r#"{"deadLetterTargetArn":"arn:aws:sqs:local:999999999999:d","maxReceiveCount":1}"#,
+                ),
+                true,
+                Kind::InvalidAttributeValue,
+            ),
+            (
+                ("RedrivePolicy", r#"{"other":1}"#),
+                true,
+                Kind::InvalidAttributeValue,
+            ),
+            (
+                ("RedriveAllowPolicy", r#"{"redrivePermission":"some"}"#),
+                true,
+                Kind::InvalidAttributeValue,
+            ),
+        ];
+        for ((name, value), creating, kind) in cases {
+            let e = reader
+                .requested(&given(&[(name, value)]), creating)
+                .unwrap_err();
+            assert_eq!(e.kind, kind, "{name}={value}: {e}");
+            assert!(e.message.contains(name), "{name}: {e}");
+        }
+    }
+
+    #[test]
+    fn attributes_render_as_sqs_returns_them() {
+        let names = names();
+        let reader = Reader {
+            names: &names,
+            account_number: NUMBER,
+        };
+        let mut fifo = view("jobs.fifo");
+        fifo.redrive_policy = Some(RedrivePolicyView {
+            dead_letter_target: queue_ref("dlq.fifo"),
+            max_receive_count: 4,
+        });
+        let stats = QueueStats {
+            visible: 3,
+            leased: 1,
+            delayed: 2,
+            pending_redrive: 1,
+            ..QueueStats::default()
+        };
+        let all = reader.render(&fifo, Some(&stats), &["All".into()]).unwrap();
+        assert_eq!(all["QueueArn"], "arn:aws:sqs:local:123456789012:jobs.fifo");
+        assert_eq!(all["CreatedTimestamp"], "1700000000");
+        assert_eq!(all["ApproximateNumberOfMessages"], "3");
+        assert_eq!(all["ApproximateNumberOfMessagesNotVisible"], "2");
+        assert_eq!(all["ApproximateNumberOfMessagesDelayed"], "2");
+        assert_eq!(all["FifoQueue"], "true");
+        assert_eq!(all["DeduplicationScope"], "queue");
+        assert_eq!(
+            all["RedriveAllowPolicy"],
+            r#"{"redrivePermission":"allowAll"}"#
+        );
+        let policy: Value = serde_json::from_str(&all["RedrivePolicy"]).unwrap();
+        assert_eq!(
+            policy,
+            json!({"deadLetterTargetArn": "arn:aws:sqs:local:123456789012:dlq.fifo", "maxReceiveCount": 4})
+        );
+        let standard = reader.render(&view("jobs"), None, &["All".into()]).unwrap();
+        assert!(!standard.contains_key("FifoQueue"));
+        assert!(!standard.contains_key("RedrivePolicy"));
+        assert!(!standard.contains_key("ApproximateNumberOfMessages"));
+        let some = reader
+            .render(
+                &view("jobs"),
+                None,
+                &["VisibilityTimeout".into(), "Policy".into()],
+            )
+            .unwrap();
+        assert_eq!(some, given(&[("VisibilityTimeout", "30")]));
+        let e = reader
+            .render(&view("jobs"), None, &["Nope".into()])
+            .unwrap_err();
+        assert_eq!(e.kind, Kind::InvalidAttributeName);
+        assert!(needs_stats(&["All".into()]));
+        assert!(!needs_stats(&["QueueArn".into()]));
+    }
+
+    #[test]
+    fn a_repeated_create_must_ask_for_what_the_queue_has() {
+        let names = names();
+        let reader = Reader {
+            names: &names,
+            account_number: NUMBER,
+        };
+        let has = view("jobs");
+        let ask = |pairs: &[(&str, &str)]| reader.requested(&given(pairs), true).unwrap();
+        assert_eq!(reader.differing(&has, &ask(&[])), None);
+        assert_eq!(
+            reader.differing(&has, &ask(&[("VisibilityTimeout", "30")])),
+            None
+        );
+        assert_eq!(
+            reader.differing(&has, &ask(&[("VisibilityTimeout", "31")])),
+            Some("VisibilityTimeout")
+        );
+        assert_eq!(
+            reader.differing(&has, &ask(&[("FifoQueue", "true")])),
+            Some("FifoQueue")
+        );
+        let policy =
+            r#"{"deadLetterTargetArn":"arn:aws:sqs:local:123456789012:dlq","maxReceiveCount":2}"#;
+        assert_eq!(
+            reader.differing(&has, &ask(&[("RedrivePolicy", policy)])),
+            Some("RedrivePolicy")
+        );
+        let mut with_policy = view("jobs");
+        with_policy.redrive_policy = Some(RedrivePolicyView {
+            dead_letter_target: queue_ref("dlq"),
+            max_receive_count: 2,
+        });
+        assert_eq!(
+            reader.differing(&with_policy, &ask(&[("RedrivePolicy", policy)])),
+            None
+        );
+        let allow = r#"{"redrivePermission":"allowAll"}"#;
+        assert_eq!(
+            reader.differing(&has, &ask(&[("RedriveAllowPolicy", allow)])),
+            None
+        );
+    }
+}

@@ -1,0 +1,446 @@
+//! SQS's errors, and the one mapping from raftq's ([`ApiError`]) to them.
+//!
+//! Each [`Kind`] has what both protocols need: the shape name of the JSON protocol's `__type`
+//! (`com.amazonaws.sqs#QueueDoesNotExist`), the code of the Query protocol and of the
+//! `x-amzn-query-error` header (`AWS.SimpleQueueService.NonExistentQueue`), whether the sender
+//! or the server is at fault, and the HTTP status, as SQS's service model gives them. Errors the
+//! model does not list (the common ones: `InvalidParameterValue`, `MissingParameter`,
+//! `InvalidAction`, ...) are named as SQS's Query protocol names them.
+//!
+//! | raftq | SQS |
+//! |---|---|
+//! | `invalid_argument` | `InvalidAttributeValue` for queue attributes, `ReceiptHandleIsInvalid` for receipts, `InvalidParameterValue` otherwise; the field is named as SQS names the parameter |
+//! | `queue_not_found` | `QueueDoesNotExist` |
+//! | `queue_exists` | `QueueNameExists` (`QueueAlreadyExists`) |
+//! | `queue_in_use` | `UnsupportedOperation` (raftq keeps a dead-letter queue that others name) |
+//! | `move_task_not_found` | `ResourceNotFoundException`, as is `queue_not_found` in a move task action |
+//! | `move_task_running`, `move_task_not_running` | `UnsupportedOperation` |
+//! | `lease_expired` | `MessageNotInflight` for a visibility change, `ReceiptHandleIsInvalid` for a delete |
+//! | `message_too_large` | `InvalidParameterValue` |
+//! | `too_many_requests` | `RequestThrottled` |
+//! | `unauthenticated`, `permission_denied` | `InvalidClientTokenId`, `AccessDenied` |
+//! | `unavailable` | `ServiceUnavailable` |
+//! | anything else | `InternalFailure` |
+
+use raftq_api::ApiError;
+
+/// An SQS error: its kind and message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {message}", .kind.code())]
+pub struct SqsError {
+    pub kind: Kind,
+    pub message: String,
+    /// Seconds to wait before a retry (`Retry-After`), for a throttled request.
+    pub retry_after: Option<u64>,
+}
+
+/// Every error this endpoint answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    QueueDoesNotExist,
+    QueueNameExists,
+    InvalidAttributeName,
+    InvalidAttributeValue,
+    InvalidParameterValue,
+    MissingParameter,
+    InvalidAddress,
+    InvalidMessageContents,
+    ReceiptHandleIsInvalid,
+    MessageNotInflight,
+    EmptyBatchRequest,
+    TooManyEntriesInBatchRequest,
+    BatchEntryIdsNotDistinct,
+    InvalidBatchEntryId,
+    UnsupportedOperation,
+    /// A message move task, or the queue one names, that does not exist.
+    ResourceNotFoundException,
+    /// An action SQS does not have.
+    InvalidAction,
+    /// A JSON body that does not parse, or a value of the wrong JSON type.
+    SerializationException,
+    /// A form body that does not parse.
+    MalformedQueryString,
+    RequestEntityTooLarge,
+    MissingAuthenticationToken,
+    IncompleteSignature,
+    SignatureDoesNotMatch,
+    RequestExpired,
+    InvalidClientTokenId,
+    AccessDenied,
+    RequestThrottled,
+    ServiceUnavailable,
+    InternalFailure,
+}
+
+impl Kind {
+    /// The Query protocol's code, also the first part of `x-amzn-query-error`.
+    pub fn code(self) -> &'static str {
+        match self {
+            Kind::QueueDoesNotExist => "AWS.SimpleQueueService.NonExistentQueue",
+            Kind::QueueNameExists => "QueueAlreadyExists",
+            Kind::MessageNotInflight => "AWS.SimpleQueueService.MessageNotInflight",
+            Kind::EmptyBatchRequest => "AWS.SimpleQueueService.EmptyBatchRequest",
+            Kind::TooManyEntriesInBatchRequest => {
+                "AWS.SimpleQueueService.TooManyEntriesInBatchRequest"
+            }
+            Kind::BatchEntryIdsNotDistinct => "AWS.SimpleQueueService.BatchEntryIdsNotDistinct",
+            Kind::InvalidBatchEntryId => "AWS.SimpleQueueService.InvalidBatchEntryId",
+            Kind::UnsupportedOperation => "AWS.SimpleQueueService.UnsupportedOperation",
+            Kind::SerializationException => "SerializationException",
+            other => other.name(),
+        }
+    }
+
+    /// The shape name, the part after `#` of the JSON protocol's `__type`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::QueueDoesNotExist => "QueueDoesNotExist",
+            Kind::QueueNameExists => "QueueNameExists",
+            Kind::InvalidAttributeName => "InvalidAttributeName",
+            Kind::InvalidAttributeValue => "InvalidAttributeValue",
+            Kind::InvalidParameterValue => "InvalidParameterValue",
+            Kind::MissingParameter => "MissingParameter",
+            Kind::InvalidAddress => "InvalidAddress",
+            Kind::InvalidMessageContents => "InvalidMessageContents",
+            Kind::ReceiptHandleIsInvalid => "ReceiptHandleIsInvalid",
+            Kind::MessageNotInflight => "MessageNotInflight",
+            Kind::EmptyBatchRequest => "EmptyBatchRequest",
+            Kind::TooManyEntriesInBatchRequest => "TooManyEntriesInBatchRequest",
+            Kind::BatchEntryIdsNotDistinct => "BatchEntryIdsNotDistinct",
+            Kind::InvalidBatchEntryId => "InvalidBatchEntryId",
+            Kind::UnsupportedOperation => "UnsupportedOperation",
+            Kind::ResourceNotFoundException => "ResourceNotFoundException",
+            Kind::InvalidAction => "InvalidAction",
+            Kind::SerializationException => "SerializationException",
+            Kind::MalformedQueryString => "MalformedQueryString",
+            Kind::RequestEntityTooLarge => "RequestEntityTooLarge",
+            Kind::MissingAuthenticationToken => "MissingAuthenticationToken",
+            Kind::IncompleteSignature => "IncompleteSignature",
+            Kind::SignatureDoesNotMatch => "SignatureDoesNotMatch",
+            Kind::RequestExpired => "RequestExpired",
+            Kind::InvalidClientTokenId => "InvalidClientTokenId",
+            Kind::AccessDenied => "AccessDenied",
+            Kind::RequestThrottled => "RequestThrottled",
+            Kind::ServiceUnavailable => "ServiceUnavailable",
+            Kind::InternalFailure => "InternalFailure",
+        }
+    }
+
+    /// The JSON protocol's `__type`.
+    pub fn json_type(self) -> String {
+        match self {
+            Kind::SerializationException => {
+                "com.amazon.coral.service#SerializationException".into()
+            }
+            Kind::InvalidAction => "com.amazon.coral.service#UnknownOperationException".into(),
+            other => format!("com.amazonaws.sqs#{}", other.name()),
+        }
+    }
+
+    /// Whether the sender is at fault (`Sender`), not the server (`Receiver`).
+    pub fn sender_fault(self) -> bool {
+        !matches!(self, Kind::ServiceUnavailable | Kind::InternalFailure)
+    }
+
+    /// The HTTP status.
+    pub fn status(self) -> u16 {
+        match self {
+            Kind::ReceiptHandleIsInvalid
+            | Kind::InvalidAddress
+            | Kind::ResourceNotFoundException => 404,
+            Kind::InvalidClientTokenId
+            | Kind::AccessDenied
+            | Kind::RequestThrottled
+            | Kind::MissingAuthenticationToken
+            | Kind::SignatureDoesNotMatch => 403,
+            Kind::RequestEntityTooLarge => 413,
+            Kind::ServiceUnavailable => 503,
+            Kind::InternalFailure => 500,
+            _ => 400,
+        }
+    }
+}
+
+/// What a refused request was doing, which decides the SQS error of a raftq error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Doing {
+    /// Creating a queue or setting its attributes: bad values are `InvalidAttributeValue`.
+    Attributes,
+    /// Deleting messages: a receipt whose lease ended is `ReceiptHandleIsInvalid`.
+    Deleting,
+    /// Changing a visibility timeout: a receipt whose lease ended is `MessageNotInflight`.
+    ChangingVisibility,
+    /// Moving messages: a queue or task that does not exist is `ResourceNotFoundException`.
+    Moving,
+    /// Anything else.
+    Other,
+}
+
+impl SqsError {
+    pub fn new(kind: Kind, message: impl Into<String>) -> SqsError {
+        SqsError {
+            kind,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// The Query protocol's code.
+    pub fn code(&self) -> &'static str {
+        self.kind.code()
+    }
+
+    pub fn queue_does_not_exist() -> SqsError {
+        SqsError::new(
+            Kind::QueueDoesNotExist,
+            "The specified queue does not exist.",
+        )
+    }
+
+    pub fn invalid_address(text: &str) -> SqsError {
+        SqsError::new(
+            Kind::InvalidAddress,
+            format!("The address {text} is not valid for this endpoint: give the queue's URL (<base>/<account number>/<queue name>) or ARN."),
+        )
+    }
+
+    pub fn missing(parameter: &str) -> SqsError {
+        SqsError::new(
+            Kind::MissingParameter,
+            format!("The request must contain the parameter {parameter}."),
+        )
+    }
+
+    /// A parameter whose value breaks `rule`.
+    pub fn invalid_parameter(parameter: &str, rule: impl std::fmt::Display) -> SqsError {
+        SqsError::new(
+            Kind::InvalidParameterValue,
+            format!("Value for parameter {parameter} is invalid. Reason: {rule}."),
+        )
+    }
+
+    /// A queue attribute whose value breaks `rule`.
+    pub fn invalid_attribute_value(attribute: &str, rule: impl std::fmt::Display) -> SqsError {
+        SqsError::new(
+            Kind::InvalidAttributeValue,
+            format!("Invalid value for the parameter {attribute}. Reason: {rule}."),
+        )
+    }
+
+    /// A queue attribute name that SQS or raftq does not have, or that cannot be set.
+    pub fn invalid_attribute_name(attribute: &str, why: impl std::fmt::Display) -> SqsError {
+        SqsError::new(
+            Kind::InvalidAttributeName,
+            format!("Unsupported attribute {attribute}: {why}."),
+        )
+    }
+
+    pub fn unsupported(what: impl std::fmt::Display) -> SqsError {
+        SqsError::new(Kind::UnsupportedOperation, what.to_string())
+    }
+
+    /// raftq's error `e`, met while `doing`.
+    pub fn from_api(e: ApiError, doing: Doing) -> SqsError {
+        let kind = match (e.code, doing) {
+            ("invalid_argument", _) if is_receipt(e.field.as_deref()) => {
+                Kind::ReceiptHandleIsInvalid
+            }
+            ("invalid_argument", Doing::Attributes) if e.field.as_deref() != Some("name") => {
+                Kind::InvalidAttributeValue
+            }
+            ("invalid_argument" | "message_too_large", _) => Kind::InvalidParameterValue,
+            ("queue_not_found" | "move_task_not_found", Doing::Moving) => {
+                Kind::ResourceNotFoundException
+            }
+            ("queue_not_found", _) => Kind::QueueDoesNotExist,
+            ("move_task_running" | "move_task_not_running", _) => Kind::UnsupportedOperation,
+            ("queue_exists", _) => Kind::QueueNameExists,
+            ("queue_in_use", _) => Kind::UnsupportedOperation,
+            ("lease_expired", Doing::ChangingVisibility) => Kind::MessageNotInflight,
+            ("lease_expired", _) => Kind::ReceiptHandleIsInvalid,
+            ("too_many_requests", _) => Kind::RequestThrottled,
+            ("unauthenticated", _) => Kind::InvalidClientTokenId,
+            ("permission_denied", _) => Kind::AccessDenied,
+            ("unavailable", _) => Kind::ServiceUnavailable,
+            _ => Kind::InternalFailure,
+        };
+        let message = match (kind, e.field.as_deref()) {
+            (Kind::QueueDoesNotExist, _) => return SqsError::queue_does_not_exist(),
+            (Kind::ReceiptHandleIsInvalid, _) if e.code == "lease_expired" => {
+                "The receipt handle is no longer valid: the lease it names ended (raftq deletes a message only under its active lease)".to_string()
+            }
+            (Kind::MessageNotInflight, _) => {
+                "The message referred to isn't in flight: the lease of this receipt handle ended".to_string()
+            }
+            (Kind::ReceiptHandleIsInvalid, _) => {
+                "The input receipt handle is not a valid receipt handle.".to_string()
+            }
+            (_, Some(field)) => {
+                let rule = e
+                    .message
+                    .strip_prefix(field)
+                    .and_then(|rest| rest.strip_prefix(": "))
+                    .unwrap_or(&e.message);
+                let parameter = parameter_name(field);
+                return match kind {
+                    Kind::InvalidAttributeValue => SqsError::invalid_attribute_value(&parameter, rule),
+                    Kind::InvalidParameterValue => SqsError::invalid_parameter(&parameter, rule),
+                    _ => SqsError::new(kind, format!("{parameter}: {rule}")),
+                };
+            }
+            _ => e.message,
+        };
+        SqsError {
+            kind,
+            message,
+            retry_after: e.retry_after,
+        }
+    }
+}
+
+/// Whether an error's field is a receipt (`receipt`, `receipts[3]`).
+fn is_receipt(field: Option<&str>) -> bool {
+    field.is_some_and(|f| f == "receipt" || f.starts_with("receipts"))
+}
+
+/// The SQS name of raftq's field `field` (JSON-path style), for messages: `max_messages` is
+/// `MaxNumberOfMessages`, `redrive_policy.max_receive_count` is `RedrivePolicy`...
+pub fn parameter_name(field: &str) -> String {
+    let head = field.split(['.', '[']).next().unwrap_or(field);
+    let name = match head {
+        "name" => "QueueName",
+        "type" => "FifoQueue",
+        "lease_seconds" => "VisibilityTimeout",
+        "delay_seconds" => "DelaySeconds",
+        "retention_seconds" => "MessageRetentionPeriod",
+        "max_message_bytes" => "MaximumMessageSize",
+        "content_based_deduplication" => "ContentBasedDeduplication",
+        "redrive_policy" => "RedrivePolicy",
+        "redrive_allow_policy" => "RedriveAllowPolicy",
+        "body" => "MessageBody",
+        "attributes" => "MessageAttributes",
+        "message_group_id" => "MessageGroupId",
+        "message_deduplication_id" => "MessageDeduplicationId",
+        "max_messages" => "MaxNumberOfMessages",
+        "wait_seconds" => "WaitTimeSeconds",
+        "receive_wait_seconds" => "ReceiveMessageWaitTimeSeconds",
+        "receive_attempt_id" => "ReceiveRequestAttemptId",
+        "tags" => "Tags",
+        "entries" | "receipts" => "Entries",
+        "receipt" => "ReceiptHandle",
+        "max_messages_per_second" => "MaxNumberOfMessagesPerSecond",
+        "destination" => "DestinationArn",
+        _ => return field.to_string(),
+    };
+    name.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use raftq_engine::EngineError;
+
+    use super::*;
+
+    fn api(e: EngineError) -> ApiError {
+        e.into()
+    }
+
+    #[test]
+    fn kinds_have_the_codes_statuses_and_types_of_sqs() {
+        let k = Kind::QueueDoesNotExist;
+        assert_eq!(k.code(), "AWS.SimpleQueueService.NonExistentQueue");
+        assert_eq!(k.json_type(), "com.amazonaws.sqs#QueueDoesNotExist");
+        assert_eq!((k.status(), k.sender_fault()), (400, true));
+        assert_eq!(Kind::QueueNameExists.code(), "QueueAlreadyExists");
+        assert_eq!(Kind::ReceiptHandleIsInvalid.status(), 404);
+        assert_eq!(
+            Kind::InvalidAction.json_type(),
+            "com.amazon.coral.service#UnknownOperationException"
+        );
+        assert!(!Kind::ServiceUnavailable.sender_fault());
+        assert_eq!(Kind::ServiceUnavailable.status(), 503);
+    }
+
+    #[test]
+    fn engine_errors_map_by_what_the_request_was_doing() {
+        let range = || {
+            api(EngineError::invalid(
+                "lease_seconds",
+                "must be between 0 and 43200",
+            ))
+        };
+        let e = SqsError::from_api(range(), Doing::Attributes);
+        assert_eq!(e.kind, Kind::InvalidAttributeValue);
+        assert_eq!(
+            e.message,
+            "Invalid value for the parameter VisibilityTimeout. Reason: must be between 0 and 43200."
+        );
+        let e = SqsError::from_api(range(), Doing::ChangingVisibility);
+        assert_eq!(e.kind, Kind::InvalidParameterValue);
+        assert!(
+            e.message.contains("parameter VisibilityTimeout"),
+            "{}",
+            e.message
+        );
+        let name = api(EngineError::invalid("name", "must be 1-80 characters"));
+        assert_eq!(
+            SqsError::from_api(name, Doing::Attributes).kind,
+            Kind::InvalidParameterValue
+        );
+        let expired = || api(EngineError::LeaseExpired);
+        assert_eq!(
+            SqsError::from_api(expired(), Doing::ChangingVisibility).kind,
+            Kind::MessageNotInflight
+        );
+        assert_eq!(
+            SqsError::from_api(expired(), Doing::Deleting).kind,
+            Kind::ReceiptHandleIsInvalid
+        );
+        let receipt = api(EngineError::invalid(
+            "receipts[0]",
+            "is not a receipt issued by raftq",
+        ));
+        assert_eq!(
+            SqsError::from_api(receipt, Doing::Deleting).kind,
+            Kind::ReceiptHandleIsInvalid
+        );
+        let missing = api(EngineError::QueueNotFound("q".into()));
+        let e = SqsError::from_api(missing, Doing::Other);
+        assert_eq!(e, SqsError::queue_does_not_exist());
+        let exists = api(EngineError::QueueExists("q".into()));
+        assert_eq!(
+            SqsError::from_api(exists, Doing::Attributes).kind,
+            Kind::QueueNameExists
+        );
+        let large = api(EngineError::MessageTooLarge {
+            field: "body".into(),
+            size: 2,
+            max: 1,
+        });
+        let e = SqsError::from_api(large, Doing::Other);
+        assert_eq!(e.kind, Kind::InvalidParameterValue);
+        assert!(e.message.contains("MessageBody"), "{}", e.message);
+    }
+
+    #[test]
+    fn server_failures_and_limits_keep_their_meaning() {
+        let throttled = ApiError::too_many_requests("slow down", 3);
+        let e = SqsError::from_api(throttled, Doing::Other);
+        assert_eq!((e.kind, e.retry_after), (Kind::RequestThrottled, Some(3)));
+        let e = SqsError::from_api(ApiError::internal("disk"), Doing::Other);
+        assert_eq!(e.kind, Kind::InternalFailure);
+        let e = SqsError::from_api(ApiError::unauthenticated("who"), Doing::Other);
+        assert_eq!(e.kind, Kind::InvalidClientTokenId);
+    }
+
+    #[test]
+    fn fields_are_named_as_sqs_names_its_parameters() {
+        assert_eq!(parameter_name("max_messages"), "MaxNumberOfMessages");
+        assert_eq!(
+            parameter_name("redrive_policy.max_receive_count"),
+            "RedrivePolicy"
+        );
+        assert_eq!(parameter_name("entries[3].id"), "Entries");
+        assert_eq!(parameter_name("QueueUrl"), "QueueUrl");
+    }
+}

@@ -1,0 +1,1448 @@
+//! The SQS-compatible endpoint end to end: the real AWS SDK for Rust (`aws-sdk-sqs`, AWS JSON
+//! 1.0) against a served node for every action the endpoint serves, FIFO order and
+//! deduplication, redrive to a dead-letter queue, long polling, batch partial failures and the
+//! MD5 digests; the Query protocol with forms built by hand; the limits, which apply to SQS
+//! requests as to the others; and signatures by the access keys of a key file.
+//!
+//! The SDK (1.x) does not check MD5 digests itself, so these tests check them: body digests
+//! against MD5 computed here, attribute digests against values computed independently (in
+//! Python with `hashlib`, by the encoding AWS documents).
+
+use std::time::{Duration, Instant};
+
+use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_sqs::primitives::Blob;
+use aws_sdk_sqs::types::{
+    ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry,
+    MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName,
+    SendMessageBatchRequestEntry,
+};
+use aws_sdk_sqs::Client;
+use md5::{Digest, Md5};
+use raftq_api::Keys;
+use tempfile::TempDir;
+
+use crate::process::start;
+use crate::serving::{bounded, Serving};
+
+/// The account number of the open mode's account `dev` (derived from its name).
+const DEV: &str = "081515226031";
+
+/// The account number of `acme` (derived from its name).
+const ACME: &str = "469329139872";
+
+/// An SDK client of the endpoint at `endpoint` with any credentials (open mode takes them all).
+fn sdk(endpoint: &str) -> Client {
+    sdk_as(endpoint, "AKIDEXAMPLE", "secret")
+}
+
+/// An SDK client of the endpoint at `endpoint` that signs with the access key `id` and its
+/// `secret`, over plain HTTP (no TLS stack: loopback only).
+fn sdk_as(endpoint: &str, id: &str, secret: &str) -> Client {
+    let http = aws_smithy_http_client::Builder::new().build_http();
+    let config = aws_sdk_sqs::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("local"))
+        .endpoint_url(endpoint)
+        .credentials_provider(Credentials::new(id, secret, None, None, "test"))
+        .http_client(http)
+        .build();
+    Client::from_conf(config)
+}
+
+async fn serving() -> (Serving, Client) {
+    let serving = Serving::start(Keys::open()).await;
+    let client = sdk(&format!("http://{}", serving.addr));
+    (serving, client)
+}
+
+/// The SQS error code (`x-amzn-query-error`'s) of a failed call.
+fn code<T, E, R>(result: Result<T, SdkError<E, R>>) -> String
+where
+    T: std::fmt::Debug,
+    E: ProvideErrorMetadata + std::fmt::Debug,
+    R: std::fmt::Debug,
+{
+    match result {
+        Ok(answer) => panic!("expected an error, got {answer:?}"),
+        Err(e) => e
+            .code()
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("{e:?}")),
+    }
+}
+
+fn md5_hex(text: &str) -> String {
+    Md5::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn string(value: &str) -> MessageAttributeValue {
+    MessageAttributeValue::builder()
+        .data_type("String")
+        .string_value(value)
+        .build()
+        .expect("attribute")
+}
+
+async fn create(client: &Client, name: &str, attributes: &[(QueueAttributeName, &str)]) -> String {
+    let mut request = client.create_queue().queue_name(name);
+    for (name, value) in attributes {
+        request = request.attributes(name.clone(), *value);
+    }
+    request
+        .send()
+        .await
+        .expect("create queue")
+        .queue_url
+        .expect("queue url")
+}
+
+#[tokio::test]
+async fn sqs_sdk_manages_queues() {
+    bounded(async {
+        let (serving, client) = serving().await;
+        let base = format!("http://{}", serving.addr);
+        let url = create(
+            &client,
+            "jobs",
+            &[(QueueAttributeName::VisibilityTimeout, "60")],
+        )
+        .await;
+        assert_eq!(url, format!("{base}/{DEV}/jobs"));
+        // The same attributes again: the same queue. Another value: QueueAlreadyExists.
+        let again = create(
+            &client,
+            "jobs",
+            &[(QueueAttributeName::VisibilityTimeout, "60")],
+        )
+        .await;
+        assert_eq!(again, url);
+        let other = client
+            .create_queue()
+            .queue_name("jobs")
+            .attributes(QueueAttributeName::VisibilityTimeout, "61")
+            .send()
+            .await;
+        assert_eq!(code(other), "QueueAlreadyExists");
+        for name in ["jobs-2", "jobs-3", "other"] {
+            create(&client, name, &[]).await;
+        }
+        let found = client
+            .get_queue_url()
+            .queue_name("jobs")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(found.queue_url.as_deref(), Some(url.as_str()));
+        let missing = client.get_queue_url().queue_name("nope").send().await;
+        assert_eq!(code(missing), "AWS.SimpleQueueService.NonExistentQueue");
+
+        // Pages of two by prefix, then the rest.
+        let first = client
+            .list_queues()
+            .queue_name_prefix("jobs")
+            .max_results(2)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(first.queue_urls().len(), 2);
+        let token = first.next_token.clone().expect("a next page");
+        let second = client
+            .list_queues()
+            .queue_name_prefix("jobs")
+            .max_results(2)
+            .next_token(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(second.queue_urls(), [format!("{base}/{DEV}/jobs-3")]);
+        assert_eq!(second.next_token, None);
+        assert_eq!(
+            client
+                .list_queues()
+                .send()
+                .await
+                .unwrap()
+                .queue_urls()
+                .len(),
+            4
+        );
+
+        // Attributes: all of them, some of them, set, refused.
+        let all = client
+            .get_queue_attributes()
+            .queue_url(&url)
+            .attribute_names(QueueAttributeName::All)
+            .send()
+            .await
+            .unwrap();
+        let attrs = all.attributes().expect("attributes");
+        assert_eq!(attrs[&QueueAttributeName::VisibilityTimeout], "60");
+        assert_eq!(
+            attrs[&QueueAttributeName::QueueArn],
+            format!("arn:aws:sqs:local:{DEV}:jobs")
+        );
+        assert_eq!(attrs[&QueueAttributeName::ApproximateNumberOfMessages], "0");
+        assert!(
+            attrs[&QueueAttributeName::CreatedTimestamp]
+                .parse::<u64>()
+                .unwrap()
+                > 1_700_000_000
+        );
+        client
+            .set_queue_attributes()
+            .queue_url(&url)
+            .attributes(QueueAttributeName::DelaySeconds, "2")
+            .attributes(QueueAttributeName::MaximumMessageSize, "1048576")
+            .send()
+            .await
+            .unwrap();
+        let some = client
+            .get_queue_attributes()
+            .queue_url(&url)
+            .attribute_names(QueueAttributeName::DelaySeconds)
+            .attribute_names(QueueAttributeName::MaximumMessageSize)
+            .send()
+            .await
+            .unwrap();
+        let attrs = some.attributes().unwrap();
+        assert_eq!(attrs.len(), 2);
+        assert_eq!(attrs[&QueueAttributeName::DelaySeconds], "2");
+        assert_eq!(attrs[&QueueAttributeName::MaximumMessageSize], "1048576");
+        let out_of_range = client
+            .set_queue_attributes()
+            .queue_url(&url)
+            .attributes(QueueAttributeName::VisibilityTimeout, "43201")
+            .send()
+            .await;
+        assert_eq!(code(out_of_range), "InvalidAttributeValue");
+        let policy = client
+            .set_queue_attributes()
+            .queue_url(&url)
+            .attributes(QueueAttributeName::Policy, "{}")
+            .send()
+            .await;
+        assert_eq!(code(policy), "InvalidAttributeName");
+        let scope = client
+            .create_queue()
+            .queue_name("scoped.fifo")
+            .attributes(QueueAttributeName::FifoQueue, "true")
+            .attributes(QueueAttributeName::DeduplicationScope, "messageGroup")
+            .send()
+            .await;
+        assert_eq!(code(scope), "InvalidAttributeValue");
+
+        // Tags: set, listed, removed.
+        let tags = client
+            .list_queue_tags()
+            .queue_url(&url)
+            .send()
+            .await
+            .unwrap();
+        assert!(tags.tags.is_none());
+        client
+            .tag_queue()
+            .queue_url(&url)
+            .tags("team", "core")
+            .tags("tier", "gold")
+            .send()
+            .await
+            .unwrap();
+        client
+            .untag_queue()
+            .queue_url(&url)
+            .tag_keys("tier")
+            .send()
+            .await
+            .unwrap();
+        let tags = client
+            .list_queue_tags()
+            .queue_url(&url)
+            .send()
+            .await
+            .unwrap();
+        let tags = tags.tags.expect("tags");
+        assert_eq!(tags.len(), 1);
+        assert_eq!(tags["team"], "core");
+
+        // A queue is found by the path of its URL, whatever the host; also by its ARN.
+        let elsewhere = format!("http://raftq-2.example:9999/{DEV}/jobs");
+        let by_host = client
+            .get_queue_attributes()
+            .queue_url(elsewhere)
+            .send()
+            .await;
+        assert!(by_host.is_ok(), "{by_host:?}");
+        let foreign = client
+            .get_queue_attributes()
+            .queue_url(format!("{base}/123456789012/jobs"))
+            .send()
+            .await;
+        assert_eq!(code(foreign), "AWS.SimpleQueueService.NonExistentQueue");
+
+        client.delete_queue().queue_url(&url).send().await.unwrap();
+        let gone = client.get_queue_url().queue_name("jobs").send().await;
+        assert_eq!(code(gone), "AWS.SimpleQueueService.NonExistentQueue");
+        drop(client);
+        serving.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn sqs_sdk_sends_receives_and_deletes_with_digests() {
+    bounded(async {
+        let (serving, client) = serving().await;
+        let url = create(&client, "mail", &[]).await;
+        let body = "héllo ✓ <xml> & \"quotes\"";
+        let sent = client
+            .send_message()
+            .queue_url(&url)
+            .message_body(body)
+            .message_attributes("color", string("red"))
+            .message_attributes("order.id", string("42"))
+            .message_attributes("order.note", string("héllo ✓"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(sent.md5_of_message_body(), Some(md5_hex(body).as_str()));
+        assert_eq!(
+            sent.md5_of_message_attributes(),
+            Some("c4b30a86b843f16cfe2a009a53cabba4")
+        );
+        let message_id = sent.message_id.clone().unwrap();
+
+        let received = client
+            .receive_message()
+            .queue_url(&url)
+            .message_attribute_names("order.*")
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .visibility_timeout(30)
+            .send()
+            .await
+            .unwrap();
+        let [message] = received.messages() else {
+            panic!("one message: {received:?}")
+        };
+        assert_eq!(message.message_id.as_deref(), Some(message_id.as_str()));
+        assert_eq!(message.body(), Some(body));
+        assert_eq!(message.md5_of_body(), Some(md5_hex(body).as_str()));
+        // The digest of the attributes returned: those the prefix selects.
+        assert_eq!(
+            message.md5_of_message_attributes(),
+            Some("b4c8c937e6f81289fc9226039fc80da6")
+        );
+        let attributes = message.message_attributes().unwrap();
+        assert_eq!(attributes.len(), 2);
+        assert_eq!(attributes["order.note"].string_value(), Some("héllo ✓"));
+        let system = message.attributes().unwrap();
+        assert_eq!(
+            system[&MessageSystemAttributeName::ApproximateReceiveCount],
+            "1"
+        );
+        assert_eq!(system[&MessageSystemAttributeName::SenderId], DEV);
+        assert!(system.contains_key(&MessageSystemAttributeName::SentTimestamp));
+        assert!(system.contains_key(&MessageSystemAttributeName::ApproximateFirstReceiveTimestamp));
+        let receipt = message.receipt_handle().unwrap().to_string();
+
+        // A visibility timeout of 0 releases the message at once.
+        client
+            .change_message_visibility()
+            .queue_url(&url)
+            .receipt_handle(&receipt)
+            .visibility_timeout(0)
+            .send()
+            .await
+            .unwrap();
+        let stale = client
+            .change_message_visibility()
+            .queue_url(&url)
+            .receipt_handle(&receipt)
+            .visibility_timeout(10)
+            .send()
+            .await;
+        assert_eq!(code(stale), "AWS.SimpleQueueService.MessageNotInflight");
+        let again = client
+            .receive_message()
+            .queue_url(&url)
+            .send()
+            .await
+            .unwrap();
+        let [message] = again.messages() else {
+            panic!("the released message: {again:?}")
+        };
+        assert!(
+            message.attributes.is_none(),
+            "no system attributes asked for"
+        );
+        assert!(
+            message.md5_of_message_attributes.is_none(),
+            "no attributes asked for"
+        );
+        let receipt_2 = message.receipt_handle().unwrap().to_string();
+        let old = client
+            .delete_message()
+            .queue_url(&url)
+            .receipt_handle(&receipt)
+            .send()
+            .await;
+        assert_eq!(code(old), "ReceiptHandleIsInvalid");
+        let garbage = client
+            .delete_message()
+            .queue_url(&url)
+            .receipt_handle("nope")
+            .send()
+            .await;
+        assert_eq!(code(garbage), "ReceiptHandleIsInvalid");
+        client
+            .delete_message()
+            .queue_url(&url)
+            .receipt_handle(&receipt_2)
+            .send()
+            .await
+            .unwrap();
+        let empty = client
+            .receive_message()
+            .queue_url(&url)
+            .send()
+            .await
+            .unwrap();
+        assert!(empty.messages.is_none(), "{empty:?}");
+
+        // Bad input changes nothing: a body SQS cannot carry, too many messages asked for.
+        let control = client
+            .send_message()
+            .queue_url(&url)
+            .message_body("a\u{1}b")
+            .send()
+            .await;
+        assert_eq!(code(control), "InvalidMessageContents");
+        let eleven = client
+            .receive_message()
+            .queue_url(&url)
+            .max_number_of_messages(11)
+            .send()
+            .await;
+        assert_eq!(code(eleven), "InvalidParameterValue");
+
+        // Typed attributes round-trip exactly, with their digest.
+        let number = MessageAttributeValue::builder()
+            .data_type("Number.int")
+            .string_value("42")
+            .build()
+            .unwrap();
+        let binary = MessageAttributeValue::builder()
+            .data_type("Binary")
+            .binary_value(Blob::new(vec![0, 1, 2, 255]))
+            .build()
+            .unwrap();
+        let typed = client
+            .send_message()
+            .queue_url(&url)
+            .message_body("typed")
+            .message_attributes("color", string("red"))
+            .message_attributes("count", number)
+            .message_attributes("blob", binary)
+            .send()
+            .await
+            .unwrap();
+        let digest = Some("f7fc96976c30d6b38ea3bcbdaf83295e");
+        assert_eq!(typed.md5_of_message_attributes(), digest);
+        let received = client
+            .receive_message()
+            .queue_url(&url)
+            .message_attribute_names("All")
+            .send()
+            .await
+            .unwrap();
+        let [message] = received.messages() else {
+            panic!("the typed message: {received:?}")
+        };
+        assert_eq!(message.md5_of_message_attributes(), digest);
+        let attributes = message.message_attributes().unwrap();
+        assert_eq!(attributes["count"].data_type(), "Number.int");
+        assert_eq!(attributes["count"].string_value(), Some("42"));
+        let blob = attributes["blob"]
+            .binary_value()
+            .map(|b| b.as_ref().to_vec());
+        assert_eq!(blob, Some(vec![0, 1, 2, 255]));
+        client
+            .delete_message()
+            .queue_url(&url)
+            .receipt_handle(message.receipt_handle().unwrap())
+            .send()
+            .await
+            .unwrap();
+
+        // Purge, counted by the queue's attributes.
+        for i in 0..3 {
+            client
+                .send_message()
+                .queue_url(&url)
+                .message_body(format!("m{i}"))
+                .send()
+                .await
+                .unwrap();
+        }
+        let count =
+            |attrs: aws_sdk_sqs::operation::get_queue_attributes::GetQueueAttributesOutput| {
+                attrs.attributes().unwrap()[&QueueAttributeName::ApproximateNumberOfMessages]
+                    .clone()
+            };
+        let before = client
+            .get_queue_attributes()
+            .queue_url(&url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(count(before), "3");
+        client.purge_queue().queue_url(&url).send().await.unwrap();
+        let after = client
+            .get_queue_attributes()
+            .queue_url(&url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(count(after), "0");
+        drop(client);
+        serving.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn sqs_sdk_batches_report_partial_failures() {
+    bounded(async {
+        let (serving, client) = serving().await;
+        let url = create(&client, "batch", &[]).await;
+        let entry = |id: &str, body: &str| {
+            SendMessageBatchRequestEntry::builder()
+                .id(id)
+                .message_body(body)
+                .build()
+                .unwrap()
+        };
+        let dedup_on_standard = SendMessageBatchRequestEntry::builder()
+            .id("dedup")
+            .message_body("x")
+            .message_deduplication_id("d")
+            .build()
+            .unwrap();
+        let sent = client
+            .send_message_batch()
+            .queue_url(&url)
+            .entries(entry("ok-1", "one"))
+            .entries(entry("control", "a\u{0}b"))
+            .entries(dedup_on_standard)
+            .entries(entry("ok-2", "two"))
+            .send()
+            .await
+            .unwrap();
+        let ok: Vec<&str> = sent.successful().iter().map(|s| s.id()).collect();
+        assert_eq!(ok, ["ok-1", "ok-2"]);
+        assert_eq!(sent.successful()[0].md5_of_message_body(), md5_hex("one"));
+        let mut failed: Vec<(&str, &str, bool)> = sent
+            .failed()
+            .iter()
+            .map(|f| (f.id(), f.code(), f.sender_fault()))
+            .collect();
+        failed.sort();
+        assert_eq!(
+            failed,
+            [
+                ("control", "InvalidMessageContents", true),
+                ("dedup", "InvalidParameterValue", true)
+            ]
+        );
+        let repeated = client
+            .send_message_batch()
+            .queue_url(&url)
+            .entries(entry("a", "1"))
+            .entries(entry("a", "2"))
+            .send()
+            .await;
+        assert_eq!(
+            code(repeated),
+            "AWS.SimpleQueueService.BatchEntryIdsNotDistinct"
+        );
+        let none = client
+            .send_message_batch()
+            .queue_url(&url)
+            .set_entries(Some(vec![]))
+            .send()
+            .await;
+        assert_eq!(code(none), "AWS.SimpleQueueService.EmptyBatchRequest");
+        let bad_id = client
+            .send_message_batch()
+            .queue_url(&url)
+            .entries(entry("a b", "1"))
+            .send()
+            .await;
+        assert_eq!(code(bad_id), "AWS.SimpleQueueService.InvalidBatchEntryId");
+        let eleven = (0..11).fold(client.send_message_batch().queue_url(&url), |r, i| {
+            r.entries(entry(&format!("e{i}"), "x"))
+        });
+        assert_eq!(
+            code(eleven.send().await),
+            "AWS.SimpleQueueService.TooManyEntriesInBatchRequest"
+        );
+
+        let received = client
+            .receive_message()
+            .queue_url(&url)
+            .max_number_of_messages(10)
+            .send()
+            .await
+            .unwrap();
+        let receipts: Vec<String> = received
+            .messages()
+            .iter()
+            .map(|m| m.receipt_handle().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            receipts.len(),
+            2,
+            "the two sent, not the refused: {received:?}"
+        );
+        let change = |id: &str, receipt: &str| {
+            ChangeMessageVisibilityBatchRequestEntry::builder()
+                .id(id)
+                .receipt_handle(receipt)
+                .visibility_timeout(60)
+                .build()
+                .unwrap()
+        };
+        let changed = client
+            .change_message_visibility_batch()
+            .queue_url(&url)
+            .entries(change("real", &receipts[0]))
+            .entries(change("fake", "000000000000000000000000"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            changed
+                .successful()
+                .iter()
+                .map(|s| s.id())
+                .collect::<Vec<_>>(),
+            ["real"]
+        );
+        let failure = &changed.failed()[0];
+        assert_eq!(
+            (failure.id(), failure.code()),
+            ("fake", "AWS.SimpleQueueService.MessageNotInflight")
+        );
+        let delete = |id: &str, receipt: &str| {
+            DeleteMessageBatchRequestEntry::builder()
+                .id(id)
+                .receipt_handle(receipt)
+                .build()
+                .unwrap()
+        };
+        let deleted = client
+            .delete_message_batch()
+            .queue_url(&url)
+            .entries(delete("first", &receipts[0]))
+            .entries(delete("garbage", "not-a-receipt"))
+            .entries(delete("second", &receipts[1]))
+            .send()
+            .await
+            .unwrap();
+        let ok: Vec<&str> = deleted.successful().iter().map(|s| s.id()).collect();
+        assert_eq!(ok, ["first", "second"]);
+        let failure = &deleted.failed()[0];
+        assert_eq!(
+            (failure.id(), failure.code()),
+            ("garbage", "ReceiptHandleIsInvalid")
+        );
+        drop(client);
+        serving.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn sqs_sdk_keeps_fifo_order_and_deduplicates() {
+    bounded(async {
+        let (serving, client) = serving().await;
+        let url = create(
+            &client,
+            "orders.fifo",
+            &[
+                (QueueAttributeName::FifoQueue, "true"),
+                (QueueAttributeName::ContentBasedDeduplication, "true"),
+            ],
+        )
+        .await;
+        let send = |body: &str, group: &str| {
+            client
+                .send_message()
+                .queue_url(&url)
+                .message_body(body)
+                .message_group_id(group)
+                .send()
+        };
+        let mut ids = Vec::new();
+        let mut sequence = Vec::new();
+        for (body, group) in [
+            ("a1", "a"),
+            ("b1", "b"),
+            ("a2", "a"),
+            ("b2", "b"),
+            ("a3", "a"),
+        ] {
+            let sent = send(body, group).await.unwrap();
+            ids.push(sent.message_id.unwrap());
+            sequence.push(sent.sequence_number.unwrap().parse::<u64>().unwrap());
+        }
+        assert!(sequence.windows(2).all(|w| w[0] < w[1]), "{sequence:?}");
+        // The same body within five minutes: a duplicate, answered with the first message's ID.
+        let duplicate = send("a1", "a").await.unwrap();
+        assert_eq!(duplicate.message_id.as_deref(), Some(ids[0].as_str()));
+        let explicit = client
+            .send_message()
+            .queue_url(&url)
+            .message_body("c1")
+            .message_group_id("c")
+            .message_deduplication_id("once")
+            .send()
+            .await
+            .unwrap();
+        let again = client
+            .send_message()
+            .queue_url(&url)
+            .message_body("c1 changed")
+            .message_group_id("c")
+            .message_deduplication_id("once")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(again.message_id, explicit.message_id);
+        let no_group = client
+            .send_message()
+            .queue_url(&url)
+            .message_body("x")
+            .send()
+            .await;
+        assert_eq!(code(no_group), "InvalidParameterValue");
+
+        // Every message once, each group in order.
+        let mut bodies: Vec<String> = Vec::new();
+        let mut receipts = Vec::new();
+        loop {
+            let received = client
+                .receive_message()
+                .queue_url(&url)
+                .max_number_of_messages(10)
+                .message_system_attribute_names(MessageSystemAttributeName::All)
+                .send()
+                .await
+                .unwrap();
+            if received.messages().is_empty() {
+                break;
+            }
+            for m in received.messages() {
+                let attrs = m.attributes().unwrap();
+                assert!(attrs.contains_key(&MessageSystemAttributeName::SequenceNumber));
+                assert!(attrs.contains_key(&MessageSystemAttributeName::MessageDeduplicationId));
+                bodies.push(m.body().unwrap().to_string());
+                receipts.push(m.receipt_handle().unwrap().to_string());
+            }
+            for receipt in receipts.drain(..) {
+                client
+                    .delete_message()
+                    .queue_url(&url)
+                    .receipt_handle(receipt)
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        }
+        let group = |g: char| -> Vec<&str> {
+            bodies
+                .iter()
+                .map(String::as_str)
+                .filter(|b| b.starts_with(g))
+                .collect()
+        };
+        assert_eq!(group('a'), ["a1", "a2", "a3"]);
+        assert_eq!(group('b'), ["b1", "b2"]);
+        assert_eq!(group('c'), ["c1"]);
+        assert_eq!(bodies.len(), 6);
+        // A retried receive with the same attempt ID gets the same messages and receipts.
+        send("d1", "d").await.unwrap();
+        let attempt = || {
+            client
+                .receive_message()
+                .queue_url(&url)
+                .receive_request_attempt_id("retry-1")
+                .send()
+        };
+        let first = attempt().await.unwrap();
+        let again = attempt().await.unwrap();
+        assert_eq!(first.messages().len(), 1);
+        assert_eq!(first.messages()[0].body(), Some("d1"));
+        assert_eq!(
+            first.messages()[0].receipt_handle(),
+            again.messages()[0].receipt_handle()
+        );
+        drop(client);
+        serving.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn sqs_sdk_redrives_to_a_dead_letter_queue() {
+    bounded(async {
+        let (serving, client) = serving().await;
+        let dlq = create(&client, "dead", &[]).await;
+        let dlq_arn = format!("arn:aws:sqs:local:{DEV}:dead");
+        let policy = format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"2"}}"#);
+        let source = create(
+            &client,
+            "work",
+            &[(QueueAttributeName::RedrivePolicy, policy.as_str())],
+        )
+        .await;
+        let attrs = client
+            .get_queue_attributes()
+            .queue_url(&source)
+            .attribute_names(QueueAttributeName::RedrivePolicy)
+            .send()
+            .await
+            .unwrap();
+        let shown: serde_json::Value =
+            serde_json::from_str(&attrs.attributes().unwrap()[&QueueAttributeName::RedrivePolicy])
+                .unwrap();
+        assert_eq!(
+            shown,
+            serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 2})
+        );
+        let sources = client
+            .list_dead_letter_source_queues()
+            .queue_url(&dlq)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(sources.queue_urls(), std::slice::from_ref(&source));
+
+        let sent = client
+            .send_message()
+            .queue_url(&source)
+            .message_body("poison")
+            .send()
+            .await
+            .unwrap();
+        // Received twice and released each time: the second release moves it.
+        for _ in 0..2 {
+            let received = client
+                .receive_message()
+                .queue_url(&source)
+                .send()
+                .await
+                .unwrap();
+            let [message] = received.messages() else {
+                panic!("the message: {received:?}")
+            };
+            client
+                .change_message_visibility()
+                .queue_url(&source)
+                .receipt_handle(message.receipt_handle().unwrap())
+                .visibility_timeout(0)
+                .send()
+                .await
+                .unwrap();
+        }
+        assert!(client
+            .receive_message()
+            .queue_url(&source)
+            .send()
+            .await
+            .unwrap()
+            .messages()
+            .is_empty());
+        let dead = client
+            .receive_message()
+            .queue_url(&dlq)
+            .message_system_attribute_names(MessageSystemAttributeName::DeadLetterQueueSourceArn)
+            .send()
+            .await
+            .unwrap();
+        let [message] = dead.messages() else {
+            panic!("the dead letter: {dead:?}")
+        };
+        assert_eq!(message.message_id, sent.message_id);
+        assert_eq!(
+            message.attributes().unwrap()[&MessageSystemAttributeName::DeadLetterQueueSourceArn],
+            format!("arn:aws:sqs:local:{DEV}:work")
+        );
+        // The dead-letter queue cannot go while a source names it; detached, it can.
+        let in_use = client.delete_queue().queue_url(&dlq).send().await;
+        assert_eq!(code(in_use), "AWS.SimpleQueueService.UnsupportedOperation");
+        client
+            .set_queue_attributes()
+            .queue_url(&source)
+            .attributes(QueueAttributeName::RedrivePolicy, "")
+            .send()
+            .await
+            .unwrap();
+        client.delete_queue().queue_url(&dlq).send().await.unwrap();
+        drop(client);
+        serving.shutdown().await;
+    })
+    .await;
+}
+
+/// Receives every message of the queue at `url` and releases it at once, `times` times over:
+/// under a redrive policy whose `maxReceiveCount` is `times`, they all go to its dead-letter
+/// queue.
+async fn dead_letter_all(client: &Client, url: &str, times: usize) {
+    for _ in 0..times {
+        let received = client
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .send()
+            .await
+            .unwrap();
+        for message in received.messages() {
+            client
+                .change_message_visibility()
+                .queue_url(url)
+                .receipt_handle(message.receipt_handle().unwrap())
+                .visibility_timeout(0)
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// The bodies of the messages of the queue at `url`, received (and left leased), sorted.
+async fn bodies(client: &Client, url: &str) -> Vec<String> {
+    let received = client
+        .receive_message()
+        .queue_url(url)
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .unwrap();
+    let mut bodies: Vec<String> = received
+        .messages()
+        .iter()
+        .filter_map(|m| m.body().map(str::to_string))
+        .collect();
+    bodies.sort();
+    bodies
+}
+
+#[tokio::test]
+async fn sqs_sdk_moves_dead_letters_back() {
+    bounded(async {
+        let (serving, client) = serving().await;
+        let dlq = create(&client, "dead", &[]).await;
+        let dlq_arn = format!("arn:aws:sqs:local:{DEV}:dead");
+        let policy = format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"1"}}"#);
+        let source = create(
+            &client,
+            "work",
+            &[(QueueAttributeName::RedrivePolicy, policy.as_str())],
+        )
+        .await;
+        for body in ["a", "b", "c"] {
+            client
+                .send_message()
+                .queue_url(&source)
+                .message_body(body)
+                .send()
+                .await
+                .unwrap();
+        }
+        dead_letter_all(&client, &source, 1).await;
+        let listed = client
+            .list_message_move_tasks()
+            .source_arn(&dlq_arn)
+            .send()
+            .await
+            .unwrap();
+        assert!(listed.results().is_empty(), "{listed:?}");
+
+        // Bad requests change nothing.
+        let too_fast = client
+            .start_message_move_task()
+            .source_arn(&dlq_arn)
+            .max_number_of_messages_per_second(501)
+            .send()
+            .await;
+        assert_eq!(code(too_fast), "InvalidParameterValue");
+        let missing = client
+            .start_message_move_task()
+            .source_arn(format!("arn:aws:sqs:local:{DEV}:nowhere"))
+            .send()
+            .await;
+        assert_eq!(code(missing), "ResourceNotFoundException");
+        let too_many = client
+            .list_message_move_tasks()
+            .source_arn(&dlq_arn)
+            .max_results(11)
+            .send()
+            .await;
+        assert_eq!(code(too_many), "InvalidParameterValue");
+        let unknown = client
+            .cancel_message_move_task()
+            .task_handle(uuid::Uuid::new_v4().to_string())
+            .send()
+            .await;
+        assert_eq!(code(unknown), "ResourceNotFoundException");
+
+        // Each dead letter goes back to its source.
+        let handle = client
+            .start_message_move_task()
+            .source_arn(&dlq_arn)
+            .send()
+            .await
+            .unwrap()
+            .task_handle
+            .expect("a task handle");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let task = loop {
+            let listed = client
+                .list_message_move_tasks()
+                .source_arn(&dlq_arn)
+                .send()
+                .await
+                .unwrap();
+            let [task] = listed.results() else {
+                panic!("one task: {listed:?}")
+            };
+            if task.status() != Some("RUNNING") || Instant::now() > deadline {
+                break task.clone();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(task.status(), Some("COMPLETED"), "{task:?}");
+        assert_eq!(
+            task.task_handle(),
+            None,
+            "only a running task shows its handle"
+        );
+        assert_eq!(task.source_arn(), Some(dlq_arn.as_str()));
+        assert_eq!(task.destination_arn(), None);
+        assert_eq!(task.approximate_number_of_messages_moved(), 3);
+        assert_eq!(task.approximate_number_of_messages_to_move(), Some(3));
+        assert_eq!(task.max_number_of_messages_per_second(), Some(500));
+        assert!(task.started_timestamp() > 0);
+        assert_eq!(bodies(&client, &source).await, ["a", "b", "c"]);
+        let ended = client
+            .cancel_message_move_task()
+            .task_handle(&handle)
+            .send()
+            .await;
+        assert_eq!(code(ended), "AWS.SimpleQueueService.UnsupportedOperation");
+
+        // A slow task, cancelled at once, moved at most what it was asked to.
+        let redo = create(&client, "redo", &[]).await;
+        for body in ["d", "e", "f"] {
+            client
+                .send_message()
+                .queue_url(&source)
+                .message_body(body)
+                .send()
+                .await
+                .unwrap();
+        }
+        dead_letter_all(&client, &source, 1).await;
+        let handle = client
+            .start_message_move_task()
+            .source_arn(&dlq_arn)
+            .destination_arn(format!("arn:aws:sqs:local:{DEV}:redo"))
+            .max_number_of_messages_per_second(1)
+            .send()
+            .await
+            .unwrap()
+            .task_handle
+            .expect("a task handle");
+        let cancelled = client
+            .cancel_message_move_task()
+            .task_handle(&handle)
+            .send()
+            .await
+            .unwrap();
+        assert!(cancelled.approximate_number_of_messages_moved() < 3);
+        let listed = client
+            .list_message_move_tasks()
+            .source_arn(&dlq_arn)
+            .max_results(10)
+            .send()
+            .await
+            .unwrap();
+        let statuses: Vec<_> = listed.results().iter().map(|t| t.status()).collect();
+        assert_eq!(statuses, [Some("CANCELLED"), Some("COMPLETED")]);
+        assert_eq!(
+            listed.results()[0].destination_arn(),
+            Some(format!("arn:aws:sqs:local:{DEV}:redo").as_str())
+        );
+        let moved = usize::try_from(cancelled.approximate_number_of_messages_moved()).unwrap();
+        assert_eq!(bodies(&client, &redo).await.len(), moved);
+        drop(client);
+        serving.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn sqs_sdk_long_polls() {
+    bounded(async {
+        let (serving, client) = serving().await;
+        let url = create(&client, "poll", &[]).await;
+        let started = Instant::now();
+        let empty = client
+            .receive_message()
+            .queue_url(&url)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .unwrap();
+        assert!(empty.messages().is_empty());
+        assert!(
+            started.elapsed() >= Duration::from_millis(950),
+            "{:?}",
+            started.elapsed()
+        );
+
+        let waiting = {
+            let (client, url) = (client.clone(), url.clone());
+            tokio::spawn(async move {
+                let started = Instant::now();
+                let received = client
+                    .receive_message()
+                    .queue_url(url)
+                    .wait_time_seconds(10)
+                    .send()
+                    .await;
+                (received, started.elapsed())
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        client
+            .send_message()
+            .queue_url(&url)
+            .message_body("wake")
+            .send()
+            .await
+            .unwrap();
+        let (received, waited) = waiting.await.unwrap();
+        let received = received.unwrap();
+        assert_eq!(received.messages()[0].body(), Some("wake"));
+        assert!(
+            waited < Duration::from_secs(5),
+            "answered when the message came: {waited:?}"
+        );
+        let too_long = client
+            .receive_message()
+            .queue_url(&url)
+            .wait_time_seconds(21)
+            .send()
+            .await;
+        assert_eq!(code(too_long), "InvalidParameterValue");
+        drop(client);
+        serving.shutdown().await;
+    })
+    .await;
+}
+
+/// A Query protocol request: a form posted to `path`.
+async fn query(serving: &Serving, path: &str, fields: &[(&str, &str)]) -> (u16, String) {
+    let response = reqwest::Client::new()
+        .post(format!("http://{}{path}", serving.addr))
+        .form(fields)
+        .send()
+        .await
+        .expect("an answer");
+    let status = response.status().as_u16();
+    assert_eq!(response.headers()["content-type"], "text/xml");
+    assert!(response.headers().contains_key("x-amzn-requestid"));
+    (status, response.text().await.expect("a body"))
+}
+
+#[tokio::test]
+async fn sqs_query_protocol_speaks_xml() {
+    bounded(async {
+        let serving = Serving::start(Keys::open()).await;
+        let (status, xml) = query(
+            &serving,
+            "/",
+            &[
+                ("Action", "CreateQueue"),
+                ("Version", "2012-11-05"),
+                ("QueueName", "legacy"),
+                ("Attribute.1.Name", "VisibilityTimeout"),
+                ("Attribute.1.Value", "45"),
+            ],
+        )
+        .await;
+        let url = format!("http://{}/{DEV}/legacy", serving.addr);
+        assert_eq!(status, 200, "{xml}");
+        assert!(xml.starts_with(r#"<CreateQueueResponse xmlns="http://queue.amazonaws.com/doc/2012-11-05/"><CreateQueueResult>"#), "{xml}");
+        assert!(xml.contains(&format!("<QueueUrl>{url}</QueueUrl>")), "{xml}");
+        assert!(xml.contains("<ResponseMetadata><RequestId>"), "{xml}");
+
+        let (status, xml) = query(
+            &serving,
+            "/",
+            &[
+                ("Action", "SendMessage"),
+                ("QueueUrl", &url),
+                ("MessageBody", "hello"),
+                ("MessageAttribute.1.Name", "color"),
+                ("MessageAttribute.1.Value.DataType", "String"),
+                ("MessageAttribute.1.Value.StringValue", "red"),
+            ],
+        )
+        .await;
+        assert_eq!(status, 200, "{xml}");
+        assert!(xml.contains("<MD5OfMessageBody>5d41402abc4b2a76b9719d911017c592</MD5OfMessageBody>"), "{xml}");
+        assert!(xml.contains("<MD5OfMessageAttributes>20ca9041878c8c65d5a4bf6eaf446c21</MD5OfMessageAttributes>"), "{xml}");
+
+        // Posted to the queue's URL path, without QueueUrl.
+        let (status, xml) = query(
+            &serving,
+            &format!("/{DEV}/legacy"),
+            &[
+                ("Action", "ReceiveMessage"),
+                ("AttributeName.1", "ApproximateReceiveCount"),
+                ("MessageAttributeName.1", "All"),
+            ],
+        )
+        .await;
+        assert_eq!(status, 200, "{xml}");
+        for part in [
+            "<ReceiveMessageResult><Message><MessageId>",
+            "<Body>hello</Body>",
+            "<Attribute><Name>ApproximateReceiveCount</Name><Value>1</Value></Attribute>",
+            "<MD5OfMessageAttributes>20ca9041878c8c65d5a4bf6eaf446c21</MD5OfMessageAttributes>",
+            "<MessageAttribute><Name>color</Name><Value><StringValue>red</StringValue><DataType>String</DataType></Value></MessageAttribute>",
+        ] {
+            assert!(xml.contains(part), "{part} in {xml}");
+        }
+        let receipt = xml
+            .split_once("<ReceiptHandle>")
+            .and_then(|(_, rest)| rest.split_once("</ReceiptHandle>"))
+            .map(|(receipt, _)| receipt.to_string())
+            .expect("a receipt handle");
+        let (status, xml) = query(
+            &serving,
+            "/",
+            &[
+                ("Action", "DeleteMessageBatch"),
+                ("QueueUrl", &url),
+                ("DeleteMessageBatchRequestEntry.1.Id", "one"),
+                ("DeleteMessageBatchRequestEntry.1.ReceiptHandle", &receipt),
+                ("DeleteMessageBatchRequestEntry.2.Id", "two"),
+                ("DeleteMessageBatchRequestEntry.2.ReceiptHandle", "bogus"),
+            ],
+        )
+        .await;
+        assert_eq!(status, 200, "{xml}");
+        assert!(xml.contains("<DeleteMessageBatchResultEntry><Id>one</Id></DeleteMessageBatchResultEntry>"), "{xml}");
+        assert!(xml.contains("<BatchResultErrorEntry><Id>two</Id><SenderFault>true</SenderFault><Code>ReceiptHandleIsInvalid</Code>"), "{xml}");
+
+        let (status, xml) = query(
+            &serving,
+            "/",
+            &[("Action", "GetQueueAttributes"), ("QueueUrl", &url), ("AttributeName.1", "VisibilityTimeout")],
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert!(xml.contains("<GetQueueAttributesResult><Attribute><Name>VisibilityTimeout</Name><Value>45</Value></Attribute></GetQueueAttributesResult>"), "{xml}");
+
+        // Errors, in SQS's ErrorResponse.
+        let missing = format!("http://{}/{DEV}/missing", serving.addr);
+        let (status, xml) = query(&serving, "/", &[("Action", "PurgeQueue"), ("QueueUrl", &missing)]).await;
+        assert_eq!(status, 400);
+        assert!(xml.contains("<Error><Type>Sender</Type><Code>AWS.SimpleQueueService.NonExistentQueue</Code>"), "{xml}");
+        let (status, xml) = query(&serving, "/", &[("Action", "Frobnicate")]).await;
+        assert_eq!(status, 400);
+        assert!(xml.contains("<Code>InvalidAction</Code>"), "{xml}");
+        let (status, xml) = query(&serving, "/", &[("Action", "ReceiveMessage"), ("QueueUrl", &url), ("MaxNumberOfMessages", "lots")]).await;
+        assert_eq!(status, 400);
+        assert!(xml.contains("<Code>InvalidParameterValue</Code>") && xml.contains("MaxNumberOfMessages"), "{xml}");
+        let (status, xml) = query(&serving, "/", &[("Action", "ListQueues"), ("Action", "ListQueues")]).await;
+        assert_eq!(status, 400);
+        assert!(xml.contains("<Code>MalformedQueryString</Code>"), "{xml}");
+        let (status, xml) = query(&serving, "/", &[("QueueName", "x")]).await;
+        assert_eq!(status, 400);
+        assert!(xml.contains("<Code>MissingParameter</Code>"), "{xml}");
+        // The REST API still answers form posts to its own paths as REST.
+        let rest = reqwest::Client::new()
+            .post(format!("http://{}/v1/queues", serving.addr))
+            .form(&[("name", "x")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(rest.status(), 400);
+        assert!(rest.text().await.unwrap().contains("\"error\""));
+        serving.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn sqs_json_errors_carry_the_query_error_header_and_are_counted() {
+    bounded(async {
+        let serving = Serving::start(Keys::open()).await;
+        let client = reqwest::Client::new();
+        let call = |target: &str, body: &str| {
+            client
+                .post(format!("http://{}/", serving.addr))
+                .header("x-amz-target", format!("AmazonSQS.{target}"))
+                .header("content-type", "application/x-amz-json-1.0")
+                .body(body.to_string())
+                .send()
+        };
+        let missing = call("GetQueueUrl", r#"{"QueueName":"nope"}"#)
+            .await
+            .unwrap();
+        assert_eq!(missing.status(), 400);
+        assert_eq!(
+            missing.headers()["x-amzn-query-error"],
+            "AWS.SimpleQueueService.NonExistentQueue;Sender"
+        );
+        assert_eq!(
+            missing.headers()["content-type"],
+            "application/x-amz-json-1.0"
+        );
+        let body: serde_json::Value = missing.json().await.unwrap();
+        assert_eq!(body["__type"], "com.amazonaws.sqs#QueueDoesNotExist");
+        assert!(body["message"].as_str().unwrap().contains("does not exist"));
+
+        let unknown = call("Frobnicate", "{}").await.unwrap();
+        assert_eq!(unknown.status(), 400);
+        assert_eq!(
+            unknown.headers()["x-amzn-query-error"],
+            "InvalidAction;Sender"
+        );
+        let malformed = call("ListQueues", "{not json").await.unwrap();
+        assert_eq!(malformed.status(), 400);
+        let body: serde_json::Value = malformed.json().await.unwrap();
+        assert_eq!(
+            body["__type"],
+            "com.amazon.coral.service#SerializationException"
+        );
+        let wrong_type = call("ListQueues", r#"{"MaxResults":"ten"}"#).await.unwrap();
+        assert_eq!(
+            wrong_type.headers()["x-amzn-query-error"],
+            "SerializationException;Sender"
+        );
+        let listed = call("ListQueues", "").await.unwrap();
+        assert_eq!(listed.status(), 200);
+        assert_eq!(
+            listed.json::<serde_json::Value>().await.unwrap(),
+            serde_json::json!({})
+        );
+
+        let metrics = client
+            .get(format!("http://{}/metrics", serving.addr))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let counted = metrics.lines().any(|l| {
+            l.contains(r#"route="AmazonSQS.GetQueueUrl""#) && l.contains(r#"status="400""#)
+        });
+        assert!(counted, "{metrics}");
+        serving.shutdown().await;
+    })
+    .await;
+}
+
+#[test]
+fn sqs_requests_pass_the_limits_and_signatures() {
+    let dir = TempDir::new().expect("temp dir");
+    let server = start(
+        &dir.path().join("data"),
+        &["--rate-limit-per-connection", "1"],
+        None,
+    );
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(1)
+            .http1_only()
+            .build()
+            .unwrap();
+        let list = || {
+            client
+                .post(format!("{}/", server.endpoint))
+                .header("x-amz-target", "AmazonSQS.ListQueues")
+                .header("content-type", "application/x-amz-json-1.0")
+                .body("{}")
+                .send()
+        };
+        let mut refused = None;
+        for _ in 0..5 {
+            let response = list().await.unwrap();
+            if response.status() != 200 {
+                refused = Some(response);
+                break;
+            }
+        }
+        let refused = refused.expect("a request over the rate is refused");
+        assert_eq!(refused.status(), 403);
+        assert_eq!(
+            refused.headers()["x-amzn-query-error"],
+            "RequestThrottled;Sender"
+        );
+        assert!(refused.headers().contains_key("retry-after"));
+    });
+    drop(server);
+
+    // With a key file, requests are signed with an access key pair, which names the account.
+    let dir = TempDir::new().expect("temp dir");
+    let keys = dir.path().join("keys.toml");
+    let file = "[[keys]]\naccount = \"acme\"\naccess_key_id = \"AKIDACME\"\nsecret_access_key = \"acme-secret\"\n";
+    std::fs::write(&keys, file).unwrap();
+    let server = start(
+        &dir.path().join("data"),
+        &["--keys", keys.to_str().unwrap()],
+        None,
+    );
+    runtime.block_on(async {
+        let acme = sdk_as(&server.endpoint, "AKIDACME", "acme-secret");
+        let url = create(&acme, "signed", &[]).await;
+        assert_eq!(url, format!("{}/{ACME}/signed", server.endpoint));
+        let wrong = sdk_as(&server.endpoint, "AKIDACME", "not-the-secret");
+        assert_eq!(
+            code(wrong.list_queues().send().await),
+            "SignatureDoesNotMatch"
+        );
+        let unknown = sdk_as(&server.endpoint, "AKIDNOBODY", "acme-secret");
+        assert_eq!(
+            code(unknown.list_queues().send().await),
+            "InvalidClientTokenId"
+        );
+        let unsigned = reqwest::Client::new()
+            .post(format!("{}/", server.endpoint))
+            .header("x-amz-target", "AmazonSQS.ListQueues")
+            .header("content-type", "application/x-amz-json-1.0")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(unsigned.status(), 403);
+        assert_eq!(
+            unsigned.headers()["x-amzn-query-error"],
+            "MissingAuthenticationToken;Sender"
+        );
+    });
+}
