@@ -426,11 +426,11 @@ impl Shared {
         let local = self
             .api
             .node
-            .with_engine(|e| e.get_queue(account, queue).ok())
+            .with_engine(|e| e.receive_wait_seconds(account, queue).ok())
             .ok()
             .flatten();
-        if let Some(view) = local {
-            return Ok(view.receive_wait_seconds);
+        if let Some(wait) = local {
+            return Ok(wait);
         }
         let view = self
             .get_queue(account.to_string(), queue.to_string())

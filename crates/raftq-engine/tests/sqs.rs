@@ -256,6 +256,10 @@ fn receive_wait_seconds_is_0_to_20_and_defaults_to_0() {
         h.create_with("w", receive_wait(20)).receive_wait_seconds,
         20
     );
+    let engine = &h.engine;
+    assert_eq!(engine.receive_wait_seconds(ACCOUNT, "w").ok(), Some(20));
+    assert_eq!(engine.receive_wait_seconds(ACCOUNT, "q").ok(), Some(0));
+    assert!(engine.receive_wait_seconds(ACCOUNT, "none").is_err());
     let before = h.snapshot();
     invalid(h.try_create("x", receive_wait(21)), "receive_wait_seconds");
     invalid(h.try_create("x", receive_wait(-1)), "receive_wait_seconds");

@@ -18,6 +18,15 @@ impl Engine {
         self.view(self.lookup(account, reference)?)
     }
 
+    /// How long a receive that names no wait waits on a queue: its `receive_wait_seconds`
+    /// (looked up on every such receive, so without building the queue's whole view).
+    pub fn receive_wait_seconds(&self, account: &str, reference: &str) -> Result<u32> {
+        Ok(self
+            .queue(self.lookup(account, reference)?)?
+            .config
+            .receive_wait_seconds)
+    }
+
     /// The resource reference of a queue.
     pub fn resolve(&self, account: &str, reference: &str) -> Result<QueueRef> {
         let qid = self.lookup(account, reference)?;
