@@ -10,6 +10,7 @@
 
 use std::time::{Duration, Instant};
 
+use aws_sdk_sqs::config::retry::RetryConfig;
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::primitives::Blob;
@@ -38,7 +39,8 @@ fn sdk(endpoint: &str) -> Client {
 }
 
 /// An SDK client of the endpoint at `endpoint` that signs with the access key `id` and its
-/// `secret`, over plain HTTP (no TLS stack: loopback only).
+/// `secret`, over plain HTTP (no TLS stack: loopback only), without retries: each call is one
+/// request, so what a test sees is what the server answered.
 fn sdk_as(endpoint: &str, id: &str, secret: &str) -> Client {
     let http = aws_smithy_http_client::Builder::new().build_http();
     let config = aws_sdk_sqs::Config::builder()
@@ -46,6 +48,7 @@ fn sdk_as(endpoint: &str, id: &str, secret: &str) -> Client {
         .region(Region::new("local"))
         .endpoint_url(endpoint)
         .credentials_provider(Credentials::new(id, secret, None, None, "test"))
+        .retry_config(RetryConfig::disabled())
         .http_client(http)
         .build();
     Client::from_conf(config)
@@ -1417,7 +1420,12 @@ fn sqs_requests_pass_the_limits_and_signatures() {
     std::fs::write(&keys, file).unwrap();
     let server = start(
         &dir.path().join("data"),
-        &["--keys", keys.to_str().unwrap()],
+        &[
+            "--keys",
+            keys.to_str().unwrap(),
+            "--rate-limit-per-key",
+            "3",
+        ],
         None,
     );
     runtime.block_on(async {
@@ -1447,5 +1455,23 @@ fn sqs_requests_pass_the_limits_and_signatures() {
             unsigned.headers()["x-amzn-query-error"],
             "MissingAuthenticationToken;Sender"
         );
+        // The per-key limit counts an access key's signed requests, and only those whose
+        // signature holds: ten forged ones use up nothing of acme's three a second.
+        for _ in 0..10 {
+            assert_eq!(
+                code(wrong.list_queues().send().await),
+                "SignatureDoesNotMatch"
+            );
+        }
+        acme.list_queues().send().await.expect("acme's own request");
+        let mut throttled = None;
+        for _ in 0..20 {
+            if let Err(e) = acme.list_queues().send().await {
+                throttled = Some(e);
+                break;
+            }
+        }
+        let throttled = throttled.expect("acme's requests over its rate are refused");
+        assert_eq!(throttled.code(), Some("RequestThrottled"), "{throttled:?}");
     });
 }

@@ -297,6 +297,15 @@ impl Keys {
         sigv4::verify(request, &authorization, &access.secret.0, now)?;
         Ok(principal.clone())
     }
+
+    /// The access key a signed request names, as the per-key limits count it; `None` in open
+    /// mode. Meant for a request [`Keys::authenticate_sigv4`] accepted: a key ID is no secret, so
+    /// an unchecked one must not use up its owner's requests.
+    pub fn signing_key(&self, request: &SignedRequest<'_>) -> Option<KeyDigest> {
+        self.current()?;
+        let authorization = sigv4::read_authorization(request).ok()?;
+        Some(digest(&format!("sigv4 {}", authorization.access_key_id)))
+    }
 }
 
 fn open_principal() -> Principal {

@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use raftq_node::Node;
 
-use crate::keys::Keys;
+use crate::error::ApiError;
+use crate::keys::{KeyDigest, Keys};
 use crate::metrics::Metrics;
-use crate::throttle::{Limits, Throttle};
+use crate::throttle::{Caller, Limits, Throttle};
 
 /// Everything the front ends need: the node it talks to, the region it serves, the key table
 /// that maps API keys to accounts, and the limits against abuse (none unless set).
@@ -46,6 +47,16 @@ impl Shared {
     /// The node, region, keys and limits this API serves.
     pub fn api(&self) -> &Api {
         &self.api
+    }
+
+    /// Counts one request of `key` under the per-key limits, for a protocol that authenticates
+    /// its requests itself (a signature over the body, checked after the front admitted the
+    /// request by its connection); refused as `too_many_requests` when the key is over its rate.
+    pub fn admit_key(&self, key: KeyDigest) -> Result<(), ApiError> {
+        self.throttle.admit(&Caller {
+            key: Some(key),
+            connection: None,
+        })
     }
 }
 

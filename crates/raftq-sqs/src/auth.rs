@@ -11,25 +11,37 @@
 use std::time::SystemTime;
 
 use axum::http::request::Parts;
-use raftq_api::{Keys, SigV4Error, SignedRequest};
+use raftq_api::{KeyDigest, Keys, SigV4Error, SignedRequest};
 
 use crate::error::{Kind, SqsError};
 
 /// The service a signature's credential scope must name.
 const SERVICE: &str = "sqs";
 
-/// The account a request (its head and its whole body, which the signature covers) is made for,
-/// on a server of `region`.
-pub fn account(
+/// Who made a request: its account, and the access key it signed with as the per-key limits
+/// count it (`None` in open mode).
+#[derive(Debug)]
+pub struct Requester {
+    pub account: String,
+    pub key: Option<KeyDigest>,
+}
+
+/// Who made a request (its head and its whole body, which the signature covers), on a server
+/// of `region`.
+pub fn requester(
     keys: &Keys,
     region: &str,
     request: &Parts,
     body: &[u8],
-) -> Result<String, SqsError> {
+) -> Result<Requester, SqsError> {
     let signed = SignedRequest::new(SERVICE, region, request, body);
-    keys.authenticate_sigv4(&signed, SystemTime::now())
-        .map(|principal| principal.account)
-        .map_err(refused)
+    let principal = keys
+        .authenticate_sigv4(&signed, SystemTime::now())
+        .map_err(refused)?;
+    Ok(Requester {
+        account: principal.account,
+        key: keys.signing_key(&signed),
+    })
 }
 
 /// SQS's error for a refused signature.
@@ -66,14 +78,18 @@ mod tests {
     fn open_mode_is_account_dev_whatever_the_credentials() {
         let unsigned = request(None);
         assert_eq!(
-            account(&Keys::open(), "local", &unsigned, b"{}").unwrap(),
+            requester(&Keys::open(), "local", &unsigned, b"{}")
+                .unwrap()
+                .account,
             "dev"
         );
         let signed = request(Some(
             "AWS4-HMAC-SHA256 Credential=AKID/20260101/local/sqs/aws4_request, SignedHeaders=host, Signature=00",
         ));
         assert_eq!(
-            account(&Keys::open(), "local", &signed, b"{}").unwrap(),
+            requester(&Keys::open(), "local", &signed, b"{}")
+                .unwrap()
+                .account,
             "dev"
         );
     }
@@ -82,7 +98,7 @@ mod tests {
     fn with_a_key_file_refused_signatures_get_sqs_codes() {
         let keys = Keys::from_toml(KEYS).unwrap();
         let code = |authorization: Option<&str>| {
-            account(&keys, "local", &request(authorization), b"")
+            requester(&keys, "local", &request(authorization), b"")
                 .unwrap_err()
                 .code()
         };
@@ -93,7 +109,7 @@ mod tests {
         );
         // A missing X-Amz-Date makes a signature incomplete too; unknown keys and wrong
         // secrets are checked with the SDK's real signatures (tests/integration/sqs.rs).
-        let e = account(&keys, "local", &request(Some(UNDATED)), b"").unwrap_err();
+        let e = requester(&keys, "local", &request(Some(UNDATED)), b"").unwrap_err();
         assert_eq!((e.code(), e.kind.status()), ("IncompleteSignature", 400));
     }
 }

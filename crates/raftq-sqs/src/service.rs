@@ -124,26 +124,33 @@ impl Endpoint {
                 return (None, Err(e));
             }
         };
-        let account = match auth::account(&self.ops.api().keys, self.names.region(), parts, &bytes)
-        {
-            Ok(account) => account,
-            Err(e) => return (None, Err(e)),
-        };
+        let requester =
+            match auth::requester(&self.ops.api().keys, self.names.region(), parts, &bytes) {
+                Ok(requester) => requester,
+                Err(e) => return (None, Err(e)),
+            };
+        let mut caller = parts
+            .extensions
+            .get::<Caller>()
+            .copied()
+            .unwrap_or_default();
+        if let Some(key) = requester.key {
+            if let Err(e) = self.ops.admit_key(key) {
+                return (None, Err(SqsError::from_api(e, Doing::Other)));
+            }
+            caller.key = Some(key);
+        }
         let (action, input) = match read(parts, &bytes, wire) {
             Ok(read) => read,
             Err(e) => return (None, Err(e)),
         };
-        let number = self.names.account_number(&account);
+        let number = self.names.account_number(&requester.account);
         let call = Call {
             ops: &self.ops,
             names: &self.names,
-            account,
+            account: requester.account,
             number,
-            caller: parts
-                .extensions
-                .get::<Caller>()
-                .copied()
-                .unwrap_or_default(),
+            caller,
             path: parts.uri.path(),
         };
         (Some(action), actions::run(&call, action.name, input).await)
