@@ -24,8 +24,9 @@ use raftq_api::{ApiError, Caller, Protocol, Responding, Route, BODY_LIMIT};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::actions::{self, Call};
+use crate::actions;
 use crate::auth;
+use crate::call::Call;
 use crate::error::{Doing, Kind, SqsError};
 use crate::names::Names;
 use crate::shapes::{self, Action, Form};

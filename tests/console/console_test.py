@@ -1,0 +1,438 @@
+"""The web console in headless Chromium (Debian's chromium through /usr/bin/chromedriver).
+
+Runs against one node that scripts/console-test started; with --key the node has a key file
+and the scenario signs in first. The scenario, at 1280 px wide: sign in (a wrong key first),
+create a dead-letter queue and a queue bound to it (a bad setting first: its error beside the
+field, nothing created), send and peek a message, see the binding from both sides, try to delete
+the bound dead-letter queue and see the refusal, dead-letter a message (received and released
+through the REST API) and move it back with a move task seen completing, detach, delete; the
+cluster page with its chart; then every page again at 390 px, where nothing may overflow the
+window sideways; a keyboard pass. With --open-mode it checks instead that a node without a key
+file opens the `dev` account directly. After each step the browser's log must hold no error or
+warning, except the network entries of the refusals the scenario provokes itself.
+
+Screenshots of each page go to --screenshots (docs/console/ when run by scripts/console-test).
+Exits non-zero on the first failed check.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+WAIT_SECONDS = 15
+
+
+class Failure(Exception):
+    pass
+
+
+def check(condition, what):
+    if not condition:
+        raise Failure(what)
+
+
+class Rest:
+    """The REST API, for what the console does not do (receiving) and for checking its work."""
+
+    def __init__(self, endpoint, key):
+        self.endpoint = endpoint
+        self.key = key
+
+    def call(self, method, path, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.endpoint + path, data=data, method=method)
+        if self.key:
+            request.add_header("Authorization", "Bearer " + self.key)
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                text = response.read().decode()
+                return response.status, (json.loads(text) if text else None)
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read().decode() or "null")
+
+
+class Console:
+    def __init__(self, endpoint, screenshots):
+        self.endpoint = endpoint
+        self.screenshots = screenshots
+        options = webdriver.ChromeOptions()
+        options.binary_location = "/usr/bin/chromium"
+        for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1280,900", "--hide-scrollbars", "--no-first-run",
+                     "--disable-extensions", "--disable-background-networking",
+                     "--disable-component-update", "--disable-sync", "--lang=en-US"):
+            options.add_argument(flag)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        self.driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+        self.driver.set_window_size(1280, 900)
+        self.width = 1280
+        # Network refusals the scenario provokes on purpose: (status, what it was).
+        self.expected_refusals = set()
+
+    def close(self):
+        self.driver.quit()
+
+    # --- waiting and finding ---
+
+    def wait(self, condition, what, seconds=WAIT_SECONDS):
+        try:
+            return WebDriverWait(self.driver, seconds, poll_frequency=0.1).until(
+                lambda d: condition())
+        except TimeoutException:
+            raise Failure("timed out waiting for " + what) from None
+
+    def find(self, css):
+        return self.wait(lambda: self.first(css), css)
+
+    def first(self, css):
+        found = self.driver.find_elements(By.CSS_SELECTOR, css)
+        return found[0] if found else None
+
+    def text(self, css):
+        element = self.first(css)
+        return element.text if element else ""
+
+    def wait_text(self, css, needle):
+        def seen():
+            try:
+                return needle in self.text(css)
+            except StaleElementReferenceException:
+                return False
+        self.wait(seen, f"{needle!r} in {css}")
+
+    def click(self, css):
+        for _ in range(20):
+            try:
+                self.find(css).click()
+                return
+            except StaleElementReferenceException:
+                time.sleep(0.05)
+        raise Failure("could not click " + css)
+
+    def type(self, css, text):
+        element = self.find(css)
+        element.clear()
+        element.send_keys(text)
+
+    def confirm(self):
+        self.click("dialog[open] #confirm-yes")
+        self.wait(lambda: self.first("dialog[open]") is None, "the dialog to close")
+
+    def go(self, hash_):
+        self.driver.get(self.endpoint + "/console" + hash_)
+
+    # --- the browser's log ---
+
+    def check_log(self, step):
+        problems = []
+        for entry in self.driver.get_log("browser"):
+            if entry["level"] not in ("SEVERE", "WARNING"):
+                continue
+            message = entry["message"]
+            if entry.get("source") == "network" and any(
+                    f"status of {status}" in message for status in self.expected_refusals):
+                continue
+            problems.append(f"{entry['level']} {entry.get('source')}: {message}")
+        check(not problems, f"the browser logged after {step}:\n  " + "\n  ".join(problems))
+        self.expected_refusals.clear()
+
+    def expect_refusal(self, status):
+        self.expected_refusals.add(status)
+
+    # --- screenshots and layout ---
+
+    def shoot(self, name):
+        if not self.screenshots:
+            return
+        height = self.driver.execute_script(
+            "return Math.max(document.documentElement.scrollHeight, document.body.scrollHeight)")
+        self.driver.set_window_size(self.width, min(max(int(height) + 20, 600), 3000))
+        time.sleep(0.2)
+        path = os.path.join(self.screenshots, name + ".png")
+        check(self.driver.save_screenshot(path), "saving " + path)
+        self.driver.set_window_size(self.width, 900)
+
+    def resize(self, width):
+        self.width = width
+        self.driver.set_window_size(width, 900)
+
+    def no_sideways_overflow(self, page):
+        wide = self.driver.execute_script(
+            "return [document.documentElement.scrollWidth, window.innerWidth]")
+        check(wide[0] <= wide[1], f"{page} at {self.width} px is {wide[0]} px wide")
+
+
+def field(form, name):
+    return f'#{form} [data-field="{name}"]'
+
+
+def error_beside(console, form, name):
+    """The error shown beside a field (empty when none)."""
+    element = console.find(field(form, name))
+    return console.text("#" + element.get_attribute("id") + "-error")
+
+
+def sign_in(console, key):
+    console.go("")
+    console.expect_refusal(401)
+    console.find("#sign-in")
+    check(console.first("#sections").get_attribute("hidden") is not None,
+          "sections are hidden before signing in")
+    console.type(field("sign-in", "key"), "not-the-key")
+    console.click("#sign-in button[type=submit]")
+    console.wait(lambda: error_beside(console, "sign-in", "key"), "the wrong key's error")
+    check("key" in error_beside(console, "sign-in", "key").lower(),
+          "the wrong key's error names the key: " + error_beside(console, "sign-in", "key"))
+    check(console.driver.execute_script("return sessionStorage.length") == 0,
+          "a wrong key is not kept")
+    console.shoot("sign-in")
+    console.type(field("sign-in", "key"), key)
+    console.click("#sign-in button[type=submit]")
+    console.find("#queues")
+    check(key not in console.driver.current_url, "the key is never in the URL")
+    check(console.driver.execute_script("return sessionStorage.getItem('raftq.console.key')") == key,
+          "the key is kept in session storage")
+    console.check_log("signing in")
+
+
+def create_queue(console, name, dlq=None, max_receives=None):
+    if console.first("#new-queue[open]") is None:
+        console.click("#new-queue summary")
+    console.type(field("create-queue", "name"), name)
+    if dlq:
+        console.type(field("create-queue", "redrive_policy.dead_letter_target"), dlq)
+        console.type(field("create-queue", "redrive_policy.max_receive_count"), str(max_receives))
+    console.click("#create-queue button[type=submit]")
+    console.wait_text("#queue-rows", name)
+
+
+def queues_page(console, rest):
+    console.go("#/queues")
+    console.find("#queues")
+    if console.first("#new-queue[open]") is None:
+        console.click("#new-queue summary")
+    # A refused create: the API's error beside the field, nothing created.
+    console.expect_refusal(400)
+    console.type(field("create-queue", "name"), "console-bad")
+    console.type(field("create-queue", "lease_seconds"), "99999")
+    console.click("#create-queue button[type=submit]")
+    console.wait(lambda: error_beside(console, "create-queue", "lease_seconds"),
+                 "the lease's error beside its field")
+    check(console.find(field("create-queue", "lease_seconds")).get_attribute("aria-invalid") == "true",
+          "the refused field is marked invalid")
+    status, _ = rest.call("GET", "/v1/queues/console-bad")
+    check(status == 404, f"a refused create created nothing ({status})")
+    check(console.find(field("create-queue", "name")).get_attribute("value") == "console-bad",
+          "the form keeps what was typed")
+    console.type(field("create-queue", "lease_seconds"), "")
+    console.check_log("a refused create")
+
+    create_queue(console, "orders-dlq")
+    create_queue(console, "orders", dlq="orders-dlq", max_receives=1)
+    row = console.find('tr[data-queue="orders"]')
+    check("standard" in row.text, "the table shows the type: " + row.text)
+    # The filter.
+    console.type("#prefix", "orders-d")
+    console.wait(lambda: console.first('tr[data-queue="orders"]') is None, "the filter")
+    check(console.first('tr[data-queue="orders-dlq"]') is not None, "the filter keeps matches")
+    console.type("#prefix", "")
+    console.find('tr[data-queue="orders"]')
+    console.check_log("creating queues")
+
+
+def queue_page(console, rest):
+    console.click('tr[data-queue="orders"] th a')
+    console.find("#send-message")
+    console.wait_text("#dead-letter-target", "orders-dlq")
+    console.type(field("send-message", "body"), '{"order": 1}')
+    console.type(field("send-message", "attributes"), "color=blue")
+    console.click("#send-message button[type=submit]")
+    console.wait_text("#peek-rows", '{"order": 1}')
+    peeked = console.text("#peek-rows")
+    check("visible" in peeked and "color=blue" in peeked, "the peeked message: " + peeked)
+    console.wait_text("#queue-stats", "1 visible")
+    # Peeking took no lease and counted no receive.
+    _, stats = rest.call("GET", "/v1/queues/orders/stats")
+    check(stats["visible"] == 1 and stats["leased"] == 0, f"peek changed nothing: {stats}")
+    # A refused send keeps the form and shows the error beside the field.
+    console.expect_refusal(400)
+    console.type(field("send-message", "body"), "x")
+    console.type(field("send-message", "delay_seconds"), "5000")
+    console.click("#send-message button[type=submit]")
+    console.wait(lambda: error_beside(console, "send-message", "delay_seconds"), "the delay's error")
+    console.type(field("send-message", "delay_seconds"), "")
+    console.type(field("send-message", "body"), "")
+    _, stats = rest.call("GET", "/v1/queues/orders/stats")
+    check(stats["visible"] + stats["delayed"] == 1, f"a refused send sent nothing: {stats}")
+    console.shoot("queue")
+    console.check_log("the queue page")
+
+
+def dead_letter_page(console, rest):
+    console.click("#dead-letter-target a")
+    console.wait_text("#dead-letter-sources", "orders")
+    console.find("#move")
+    # Deleting the bound dead-letter queue is refused, with its sources listed.
+    console.expect_refusal(409)
+    console.click("#delete-queue")
+    console.confirm()
+    console.wait_text("#delete-refusal", "orders")
+    check(console.first("#refusal-detach-orders") is not None, "the refusal offers a detach")
+    status, _ = rest.call("GET", "/v1/queues/orders-dlq")
+    check(status == 200, "the refused delete deleted nothing")
+    console.shoot("dead-letter-refusal")
+    console.check_log("the refused delete")
+
+    # A message dead-lettered (received, then released at its last receive) and moved back.
+    _, received = rest.call("POST", "/v1/queues/orders/receive", {"max_messages": 1})
+    check(len(received["messages"]) == 1, f"received the sent message: {received}")
+    receipt = received["messages"][0]["receipt"]
+    rest.call("POST", "/v1/queues/orders/lease", {"receipt": receipt, "lease_seconds": 0})
+    console.wait_text("#queue-stats", "1 visible")
+    console.click("#peek-refresh")
+    console.wait_text("#peek-rows", '{"order": 1}')
+    check("orders" in console.text("#peek-rows td:nth-child(7)"),
+          "the dead letter names its source: " + console.text("#peek-rows"))
+    console.click("#start-move button[type=submit]")
+    console.wait_text("#task-rows", "completed")
+    check("1 / 1" in console.text("#task-rows"), "the task moved one: " + console.text("#task-rows"))
+    console.wait_text("#peek-status", "No messages.")
+    _, stats = rest.call("GET", "/v1/queues/orders/stats")
+    check(stats["visible"] == 1, f"the message is back in orders: {stats}")
+    console.shoot("move-task")
+    console.check_log("the move task")
+
+    # Detach from the refusal's list, then the delete goes through.
+    console.click("#delete-queue")
+    console.expect_refusal(409)
+    console.confirm()
+    console.find("#refusal-detach-orders")
+    console.click("#refusal-detach-orders")
+    console.confirm()
+    console.wait(lambda: console.first("#dead-letter-sources") is None, "the detach")
+    _, orders = rest.call("GET", "/v1/queues/orders")
+    check(orders["redrive_policy"] is None, "the source's redrive policy is removed")
+    console.click("#delete-queue")
+    console.confirm()
+    console.find("#queues")
+    console.wait(lambda: console.first('tr[data-queue="orders-dlq"]') is None, "the deleted queue to go")
+    status, _ = rest.call("GET", "/v1/queues/orders-dlq")
+    check(status == 404, "the dead-letter queue is deleted")
+    console.check_log("detaching and deleting")
+
+
+def cluster_page(console):
+    console.click("#nav-cluster")
+    console.find("#nodes")
+    check("leader" in console.text("#nodes"), "a leader is shown: " + console.text("#nodes"))
+    # Enough samples for the chart's lines.
+    console.wait(lambda: console.driver.execute_script(
+        "const p = document.querySelector('#throughput-chart polyline');"
+        "return p !== null && p.getAttribute('points').split(' ').length >= 3"),
+        "the throughput chart", seconds=10)
+    console.shoot("cluster")
+    console.check_log("the cluster page")
+
+
+def narrow(console):
+    console.resize(390)
+    console.go("#/queues")
+    console.find('tr[data-queue="orders"]')
+    console.no_sideways_overflow("the queues page")
+    console.shoot("queues-390")
+    console.click('tr[data-queue="orders"] th a')
+    console.find("#peek-rows tr")
+    console.no_sideways_overflow("the queue page")
+    console.shoot("queue-390")
+    console.click("#nav-cluster")
+    console.find("#nodes")
+    console.no_sideways_overflow("the cluster page")
+    console.shoot("cluster-390")
+    console.resize(1280)
+    console.check_log("the narrow pages")
+
+
+def keyboard(console, rest):
+    """The queue page by keyboard: tabbing reaches only real controls, each showing its focus;
+    Escape cancels a confirmation, changing nothing."""
+    console.go("#/queues")
+    console.find('tr[data-queue="orders"]')
+    body = console.find("body")
+    body.send_keys(Keys.TAB)
+    seen = []
+    for _ in range(12):
+        active = console.driver.switch_to.active_element
+        tag = active.tag_name.lower()
+        check(tag in ("a", "button", "input", "select", "textarea", "summary", "div"),
+              "focus lands on a control, not " + tag)
+        if tag == "div":
+            check(active.get_attribute("tabindex") == "0", "a focusable region is a scroll area")
+        outline = console.driver.execute_script(
+            "return getComputedStyle(arguments[0]).outlineStyle", active)
+        check(outline != "none", f"{tag} {active.text!r} shows its focus")
+        seen.append(active.get_attribute("id") or active.text)
+        active.send_keys(Keys.TAB)
+    check(any("orders" in s for s in seen), f"tabbing reaches the queue links: {seen}")
+    console.find("#delete-orders").send_keys(Keys.ENTER)
+    console.find("dialog[open]")
+    console.driver.switch_to.active_element.send_keys(Keys.ESCAPE)
+    console.wait(lambda: console.first("dialog[open]") is None, "Escape to close the dialog")
+    status, _ = rest.call("GET", "/v1/queues/orders")
+    check(status == 200, "a cancelled delete deleted nothing")
+    console.shoot("queues")
+    console.check_log("the keyboard pass")
+
+
+def open_mode(console):
+    console.go("")
+    console.find("#queues")
+    check("open mode" in console.text("#who"), "open mode says so: " + console.text("#who"))
+    check(console.first("#sign-in") is None, "no sign-in in open mode")
+    console.check_log("opening in open mode")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--endpoint", required=True)
+    parser.add_argument("--key", help="the node's API key (sign-in scenario)")
+    parser.add_argument("--open-mode", action="store_true", help="check a node without a key file")
+    parser.add_argument("--screenshots", help="where to save the pages' screenshots")
+    args = parser.parse_args()
+    started = time.monotonic()
+    console = Console(args.endpoint, args.screenshots)
+    try:
+        if args.open_mode:
+            open_mode(console)
+        else:
+            rest = Rest(args.endpoint, args.key)
+            sign_in(console, args.key)
+            queues_page(console, rest)
+            queue_page(console, rest)
+            dead_letter_page(console, rest)
+            cluster_page(console)
+            narrow(console)
+            keyboard(console, rest)
+            rest.call("DELETE", "/v1/queues/orders")
+    except Failure as failure:
+        print(f"console test: FAILED: {failure}", file=sys.stderr)
+        return 1
+    finally:
+        console.close()
+    mode = "open mode" if args.open_mode else "signed in"
+    print(f"console test: passed ({mode}, {time.monotonic() - started:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
