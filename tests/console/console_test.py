@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -26,6 +27,7 @@ import urllib.request
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
@@ -83,6 +85,14 @@ class Console:
     def close(self):
         self.driver.quit()
 
+    def report(self):
+        """What the page showed and the browser logged, for a failure's diagnosis."""
+        print("at " + self.driver.current_url, file=sys.stderr)
+        print("page text:\n" + self.text("body"), file=sys.stderr)
+        for entry in self.driver.get_log("browser"):
+            print(f"browser log: {entry['level']} {entry.get('source')}: {entry['message']}",
+                  file=sys.stderr)
+
     # --- waiting and finding ---
 
     def wait(self, condition, what, seconds=WAIT_SECONDS):
@@ -121,9 +131,12 @@ class Console:
         raise Failure("could not click " + css)
 
     def type(self, css, text):
+        """Replaces a field's text by keyboard, so the page sees every change as typed."""
         element = self.find(css)
-        element.clear()
-        element.send_keys(text)
+        element.send_keys(Keys.CONTROL, "a")
+        element.send_keys(Keys.BACKSPACE)
+        if text:
+            element.send_keys(text)
 
     def confirm(self):
         self.click("dialog[open] #confirm-yes")
@@ -135,6 +148,10 @@ class Console:
     # --- the browser's log ---
 
     def check_log(self, step):
+        shown = self.text("body")
+        for slip in ("[object", "undefined", "NaN"):
+            check(slip not in shown, f"the page shows {slip!r} after {step}:\n{shown}")
+        check("null" not in shown.splitlines(), f"the page shows a bare null after {step}:\n{shown}")
         problems = []
         for entry in self.driver.get_log("browser"):
             if entry["level"] not in ("SEVERE", "WARNING"):
@@ -155,9 +172,12 @@ class Console:
     def shoot(self, name):
         if not self.screenshots:
             return
-        height = self.driver.execute_script(
-            "return Math.max(document.documentElement.scrollHeight, document.body.scrollHeight)")
-        self.driver.set_window_size(self.width, min(max(int(height) + 20, 600), 3000))
+        # The window's height around the page: the page's own plus what the browser keeps.
+        height, frame = self.driver.execute_script(
+            "return [Math.max(document.documentElement.scrollHeight, document.body.scrollHeight),"
+            " window.outerHeight - window.innerHeight]")
+        self.driver.set_window_size(self.width, min(max(int(height + frame), 600), 3200))
+        self.driver.execute_script("window.scrollTo(0, 0)")
         time.sleep(0.2)
         path = os.path.join(self.screenshots, name + ".png")
         check(self.driver.save_screenshot(path), "saving " + path)
@@ -332,15 +352,38 @@ def dead_letter_page(console, rest):
     console.check_log("detaching and deleting")
 
 
-def cluster_page(console):
+def traffic(rest, seconds):
+    """Sends, receives and acknowledges messages on `orders` for a while, for the charts."""
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        entries = [{"id": str(i), "body": f"load {i}"} for i in range(10)]
+        rest.call("POST", "/v1/queues/orders/messages/batch", {"entries": entries})
+        _, got = rest.call("POST", "/v1/queues/orders/receive", {"max_messages": 10})
+        receipts = [m["receipt"] for m in got["messages"] if m["body"].startswith("load ")]
+        if receipts:
+            rest.call("POST", "/v1/queues/orders/ack", {"receipts": receipts})
+        time.sleep(0.1)
+
+
+def cluster_page(console, rest):
     console.click("#nav-cluster")
     console.find("#nodes")
     check("leader" in console.text("#nodes"), "a leader is shown: " + console.text("#nodes"))
-    # Enough samples for the chart's lines.
+    load = threading.Thread(target=traffic, args=(rest, 5))
+    load.start()
+    try:
+        # The traffic seen in the chart's legend as it happens.
+        console.wait(lambda: any(f"{name}: 0.0 " not in console.text("#throughput-chart figcaption")
+                                 for name in ("sends/s", "acks/s")),
+                     "the throughput chart to show the traffic", seconds=10)
+        console.wait(lambda: "– ms" not in console.text("#latency-chart figcaption"),
+                     "the latency chart to show the writes", seconds=10)
+    finally:
+        load.join()
     console.wait(lambda: console.driver.execute_script(
         "const p = document.querySelector('#throughput-chart polyline');"
-        "return p !== null && p.getAttribute('points').split(' ').length >= 3"),
-        "the throughput chart", seconds=10)
+        "return p !== null && p.getAttribute('points').split(' ').length >= 6"),
+        "the throughput chart's line", seconds=10)
     console.shoot("cluster")
     console.check_log("the cluster page")
 
@@ -368,21 +411,30 @@ def keyboard(console, rest):
     Escape cancels a confirmation, changing nothing."""
     console.go("#/queues")
     console.find('tr[data-queue="orders"]')
-    body = console.find("body")
-    body.send_keys(Keys.TAB)
+    def tab():
+        ActionChains(console.driver).send_keys(Keys.TAB).perform()
+
+    console.driver.refresh()
+    console.find('tr[data-queue="orders"]')
+    # The page's first control, as a first Tab would reach it.
+    console.find("#skip").send_keys(Keys.SHIFT)
+    check(console.driver.switch_to.active_element.get_attribute("id") == "skip",
+          "the skip link comes first")
     seen = []
-    for _ in range(12):
+    for _ in range(30):
         active = console.driver.switch_to.active_element
         tag = active.tag_name.lower()
+        if tag == "body":
+            break  # past the page's last control
         check(tag in ("a", "button", "input", "select", "textarea", "summary", "div"),
-              "focus lands on a control, not " + tag)
+              f"focus lands on a control, not {tag} (after {seen})")
         if tag == "div":
             check(active.get_attribute("tabindex") == "0", "a focusable region is a scroll area")
         outline = console.driver.execute_script(
             "return getComputedStyle(arguments[0]).outlineStyle", active)
         check(outline != "none", f"{tag} {active.text!r} shows its focus")
         seen.append(active.get_attribute("id") or active.text)
-        active.send_keys(Keys.TAB)
+        tab()
     check(any("orders" in s for s in seen), f"tabbing reaches the queue links: {seen}")
     console.find("#delete-orders").send_keys(Keys.ENTER)
     console.find("dialog[open]")
@@ -420,12 +472,13 @@ def main():
             queues_page(console, rest)
             queue_page(console, rest)
             dead_letter_page(console, rest)
-            cluster_page(console)
+            cluster_page(console, rest)
             narrow(console)
             keyboard(console, rest)
             rest.call("DELETE", "/v1/queues/orders")
     except Failure as failure:
         print(f"console test: FAILED: {failure}", file=sys.stderr)
+        console.report()
         return 1
     finally:
         console.close()

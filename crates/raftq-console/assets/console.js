@@ -13,7 +13,8 @@ const CHART_SECONDS = 300;
 // ---------- small helpers ----------
 
 // Builds an element: h("a", {href: "#"}, "text", child...). Attributes starting with "on" are
-// listeners; `null`, `undefined` and `false` children and attributes are skipped.
+// listeners; children may be nested in arrays; `null`, `undefined` and `false` children and
+// attributes are skipped.
 function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
   for (const [name, value] of Object.entries(attrs || {})) {
@@ -22,7 +23,7 @@ function h(tag, attrs, ...children) {
     else if (value === true) el.setAttribute(name, "");
     else el.setAttribute(name, String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -90,10 +91,15 @@ function syncRows(tbody, items, keyOf, build) {
   });
 }
 
+// A short message at the foot of the window, gone after a while or at the next one.
+let noticeTimer = null;
+
 function notice(text) {
   const el = byId("notice");
   el.textContent = text;
   el.classList.toggle("shown", Boolean(text));
+  clearTimeout(noticeTimer);
+  if (text) noticeTimer = setTimeout(() => notice(""), 8000);
 }
 
 // An account's name from a queue's CRN (crn:v1:raftq:public:queues:<region>:a/<account>:<id>::).
@@ -342,7 +348,7 @@ function routeName() {
 
 function show(title, ...content) {
   const main = byId("main");
-  main.replaceChildren(...content);
+  main.replaceChildren(...content.filter(Boolean));
   document.title = title + " · raftq console";
   for (const [id, route] of [["nav-queues", "queues"], ["nav-cluster", "cluster"]]) {
     const link = byId(id);
@@ -852,11 +858,13 @@ function movePanel(queue, onChanged) {
     h("thead", {}, h("tr", {}, ["Task", "Status", "Destination", "Moved", "Skipped", "Rate", "Dry run", "Started", "Ended", "Action"]
       .map((t) => h("th", {scope: "col"}, t)))),
     rows);
+  const wrap = tableWrap("Move tasks", table);
   const panel = h("section", {class: "card", id: "move", "aria-labelledby": "move-title"},
     h("h2", {id: "move-title"}, "Move messages back"),
-    form, tableWrap("Move tasks", table), empty);
+    form, wrap, empty);
   const update = (tasks) => {
     syncRows(rows, tasks, (t) => t.task_handle, taskRow(queue, onChanged));
+    wrap.hidden = tasks.length === 0;
     empty.textContent = tasks.length ? "" : "No move task yet.";
   };
   return {panel, update};
@@ -879,11 +887,12 @@ async function liveFigures(name) {
 }
 
 async function renderQueue(gen, name) {
-  const [queue, sources, live] = await Promise.all([
+  const [queue, bound, live] = await Promise.all([
     api("GET", q(name)),
     api("GET", q(name) + "/dead_letter_sources"),
     liveFigures(name),
   ]);
+  const sources = bound.queues;
   if (gen !== generation) return;
   const peek = peekPanel(queue);
   await peek.first();
@@ -990,7 +999,7 @@ function chart(id, title, unit, series) {
     svg("text", {x: pad.l - 4, y: y(max * f / 1.1) + 4, class: "axis", "text-anchor": "end"}, (max * f / 1.1).toFixed(max < 11 ? 1 : 0)),
   ]).flat();
   const ticks = [300, 240, 180, 120, 60, 0].map((s) =>
-    svg("text", {x: x(now - s * 1000), y: height - 6, class: "axis", "text-anchor": "middle"}, s ? "-" + s / 60 + " min" : "now"));
+    svg("text", {x: x(now - s * 1000), y: height - 6, class: "axis", "text-anchor": s ? "middle" : "end"}, s ? "-" + s / 60 + " min" : "now"));
   const lines = series.map((s) => {
     const points = s.values.filter((p) => p.v !== null).map((p) => x(p.t).toFixed(1) + "," + y(p.v).toFixed(1));
     return svg("polyline", {points: points.join(" "), class: "line " + s.cls});

@@ -170,7 +170,10 @@ mod tests {
         for path in ["/console", "/console/"] {
             let response = fetch(Method::GET, path, None).await;
             assert_eq!(response.status(), StatusCode::OK, "{path}");
-            assert_eq!(header(&response, "content-type"), "text/html; charset=utf-8");
+            assert_eq!(
+                header(&response, "content-type"),
+                "text/html; charset=utf-8"
+            );
             let body = text(response).await;
             assert!(body.contains("/console/assets/console.js"), "{path}");
         }
@@ -179,7 +182,12 @@ mod tests {
     #[tokio::test]
     async fn every_asset_is_served_with_its_content_type() {
         for asset in ASSETS {
-            let response = fetch(Method::GET, &format!("/console/assets/{}", asset.name), None).await;
+            let response = fetch(
+                Method::GET,
+                &format!("/console/assets/{}", asset.name),
+                None,
+            )
+            .await;
             assert_eq!(response.status(), StatusCode::OK, "{}", asset.name);
             assert_eq!(header(&response, "content-type"), asset.content_type);
             let body = to_bytes(response.into_body(), usize::MAX)
@@ -199,10 +207,19 @@ mod tests {
             .collect();
         assert!(!referenced.is_empty());
         for name in referenced {
-            assert!(ASSETS.iter().any(|a| a.name == name), "{name} is not served");
+            assert!(
+                ASSETS.iter().any(|a| a.name == name),
+                "{name} is not served"
+            );
         }
-        assert!(!page.contains("<script>"), "inline scripts are refused by the policy");
-        assert!(!page.contains("style="), "inline styles are refused by the policy");
+        assert!(
+            !page.contains("<script>"),
+            "inline scripts are refused by the policy"
+        );
+        assert!(
+            !page.contains("style="),
+            "inline styles are refused by the policy"
+        );
     }
 
     #[tokio::test]
@@ -232,7 +249,10 @@ mod tests {
         let response = fetch(Method::GET, "/console/assets/console.css", None).await;
         assert_eq!(header(&response, "cache-control"), "no-cache");
         let etag = header(&response, "etag").to_string();
-        assert!(etag.starts_with('"') && etag.ends_with('"') && etag.len() == 18, "{etag}");
+        assert!(
+            etag.starts_with('"') && etag.ends_with('"') && etag.len() == 18,
+            "{etag}"
+        );
 
         let again = fetch(Method::GET, "/console/assets/console.css", Some(&etag)).await;
         assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
