@@ -948,7 +948,7 @@ async fn bodies(client: &Client, url: &str) -> Vec<String> {
 async fn sqs_sdk_moves_dead_letters_back() {
     bounded(async {
         let (serving, client) = serving().await;
-        let dlq = create(&client, "dead", &[]).await;
+        create(&client, "dead", &[]).await;
         let dlq_arn = format!("arn:aws:sqs:local:{DEV}:dead");
         let policy = format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"1"}}"#);
         let source = create(

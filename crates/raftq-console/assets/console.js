@@ -1043,21 +1043,23 @@ async function renderCluster(gen) {
     const applied = metricValue(samples, "raftq_raft_last_applied_index");
     const committed = cluster.commit_index;
     const lastLog = metricValue(samples, "raftq_raft_last_log_index");
+    const leading = cluster.leader === cluster.node_id;
     const rows = cluster.nodes.map((n) => {
       const self = n.id === cluster.node_id;
-      const answers = n.answering === undefined ? (self ? "yes" : "–") : (n.answering ? "yes" : "no");
+      const matched = n.matched_index;
       return h("tr", {"data-node": n.id, class: n.role === "leader" ? "leader" : null},
         h("th", {scope: "row"}, n.id + (self ? " (this node)" : "")),
         h("td", {}, n.raft_addr),
         h("td", {}, n.role),
-        h("td", {class: "num"}, n.matched_index !== undefined && n.matched_index !== null ? n.matched_index : (self ? committed : "–")),
-        h("td", {class: "num"}, n.applied_index !== undefined && n.applied_index !== null ? n.applied_index : (self ? applied : "–")),
-        h("td", {class: "num"}, n.lag !== undefined && n.lag !== null ? n.lag : (self && applied !== null ? committed - applied : "–")),
-        h("td", {}, answers));
+        h("td", {}, n.answering ? "yes" : "no"),
+        h("td", {class: "num"}, matched === null ? "–" : matched),
+        h("td", {class: "num"}, leading && matched !== null && lastLog !== null ? Math.max(0, lastLog - matched) : "–"),
+        h("td", {class: "num"}, self && applied !== null ? applied : "–"));
     });
     const table = h("table", {id: "nodes"},
-      h("caption", {}, "Members as node " + cluster.node_id + " sees them"),
-      h("thead", {}, h("tr", {}, ["Node", "Peer address", "Role", "Commit index", "Applied index", "Lag", "Answers"]
+      h("caption", {}, "Members as node " + cluster.node_id + " sees them" +
+        (leading ? "; as their leader it knows how far each one's log is replicated" : "; the leader's page shows each member's replication")),
+      h("thead", {}, h("tr", {}, ["Node", "Peer address", "Role", "Answers", "Log replicated to", "Lag (entries)", "Applied index"]
         .map((t) => h("th", {scope: "col"}, t)))),
       h("tbody", {}, rows));
     const facts = [
