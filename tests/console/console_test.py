@@ -298,6 +298,23 @@ def queue_page(console, rest):
     console.shoot("queue")
     console.check_log("the queue page")
 
+    # Settings: a refused change changes nothing, an accepted one shows.
+    console.click("#edit-queue-details summary")
+    console.expect_refusal(400)
+    console.type(field("edit-queue", "lease_seconds"), "45")
+    console.type(field("edit-queue", "retention_seconds"), "5")
+    console.click("#edit-queue button[type=submit]")
+    console.wait(lambda: error_beside(console, "edit-queue", "retention_seconds"), "the retention's error")
+    _, orders = rest.call("GET", "/v1/queues/orders")
+    check(orders["lease_seconds"] == 30, f"a refused patch changed nothing: {orders['lease_seconds']}")
+    console.type(field("edit-queue", "retention_seconds"), "345600")
+    console.click("#edit-queue button[type=submit]")
+    console.wait_text("#settings", "45 s")
+    _, orders = rest.call("GET", "/v1/queues/orders")
+    check(orders["lease_seconds"] == 45, "the patch applied")
+    check(orders["redrive_policy"] is not None, "the patch kept the redrive policy")
+    console.check_log("editing settings")
+
 
 def dead_letter_page(console, rest):
     console.click("#dead-letter-target a")
@@ -442,8 +459,23 @@ def keyboard(console, rest):
     console.wait(lambda: console.first("dialog[open]") is None, "Escape to close the dialog")
     status, _ = rest.call("GET", "/v1/queues/orders")
     check(status == 200, "a cancelled delete deleted nothing")
+    # The live rates, with traffic to show.
+    load = threading.Thread(target=traffic, args=(rest, 4))
+    load.start()
+    try:
+        console.wait(lambda: console.text('tr[data-queue="orders"] td:nth-child(8)') not in ("", "–", "0.0"),
+                     "the sends per second of orders")
+    finally:
+        load.join()
     console.shoot("queues")
     console.check_log("the keyboard pass")
+
+    console.click("#purge-orders")
+    console.confirm()
+    console.wait(lambda: console.text('tr[data-queue="orders"] td:nth-child(3)') == "0", "the purge")
+    _, stats = rest.call("GET", "/v1/queues/orders/stats")
+    check(stats["visible"] + stats["leased"] + stats["delayed"] == 0, f"the purge emptied orders: {stats}")
+    console.check_log("purging")
 
 
 def open_mode(console):

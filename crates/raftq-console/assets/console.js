@@ -928,7 +928,7 @@ async function renderQueue(gen, name) {
     peek.panel,
     h("section", {class: "card", "aria-labelledby": "settings-title"}, h("h2", {id: "settings-title"}, "Settings"),
       settingsList(queue),
-      h("details", {}, h("summary", {}, "Edit settings"), editForm(queue, afterChange))));
+      h("details", {id: "edit-queue-details"}, h("summary", {}, "Edit settings"), editForm(queue, afterChange))));
   let running = live.tasks.some((t) => t.status === "running");
   poll(gen, async () => {
     // Live parts only: the forms and the peeked page stay as the operator left them, except

@@ -1611,7 +1611,10 @@ fn queue_gauges_count_sends_and_acks_in_memory_only() {
     let got = h.receive(src, 10);
     assert_eq!(got.len(), 2);
     h.ack(src, &got[0].receipt).expect("ack");
-    assert!(h.ack(src, &got[0].receipt).is_err(), "a second ack is refused");
+    assert!(
+        h.ack(src, &got[0].receipt).is_err(),
+        "a second ack is refused"
+    );
     h.send_fifo(src, "k", "c");
     lapse(&mut h, src); // dead-letters "c": a move is no send to its target
     let gauges = |e: &Engine| {
