@@ -264,6 +264,24 @@ function numberOrText(value) {
   return /^-?\d+$/.test(text) ? Number(text) : text;
 }
 
+// The numeric settings `numeric` and the redrive policy a queue form holds, as the API takes
+// them; empty fields are left out, and so is a redrive policy with both fields empty.
+function settingsFrom(form, numeric) {
+  const body = {};
+  for (const n of numeric) {
+    const v = numberOrText(formValue(form, n));
+    if (v !== undefined) body[n] = v;
+  }
+  const target = formValue(form, "redrive_policy.dead_letter_target").trim();
+  const count = numberOrText(formValue(form, "redrive_policy.max_receive_count"));
+  if (target || count !== undefined) {
+    body.redrive_policy = {};
+    if (target) body.redrive_policy.dead_letter_target = target;
+    if (count !== undefined) body.redrive_policy.max_receive_count = count;
+  }
+  return body;
+}
+
 function formValue(form, name) {
   const el = form.querySelector('[data-field="' + name + '"]');
   if (!el) return undefined;
@@ -528,19 +546,11 @@ function createQueueForm(onCreated) {
     field({name: "content_based_deduplication", label: "Content-based deduplication (FIFO)", type: "checkbox"}),
     h("div", {class: "actions"}, h("button", {type: "submit", class: "primary"}, "Create queue")));
   onSubmit(form, async () => {
-    const body = {name: formValue(form, "name").trim()};
-    for (const n of ["lease_seconds", "delay_seconds", "retention_seconds", "max_message_bytes"]) {
-      const v = numberOrText(formValue(form, n));
-      if (v !== undefined) body[n] = v;
-    }
+    const body = {
+      name: formValue(form, "name").trim(),
+      ...settingsFrom(form, ["lease_seconds", "delay_seconds", "retention_seconds", "max_message_bytes"]),
+    };
     if (formValue(form, "content_based_deduplication")) body.content_based_deduplication = true;
-    const target = formValue(form, "redrive_policy.dead_letter_target").trim();
-    const count = numberOrText(formValue(form, "redrive_policy.max_receive_count"));
-    if (target || count !== undefined) {
-      body.redrive_policy = {};
-      if (target) body.redrive_policy.dead_letter_target = target;
-      if (count !== undefined) body.redrive_policy.max_receive_count = count;
-    }
     const created = await api("POST", "/v1/queues", body);
     form.reset();
     await onCreated();
@@ -653,21 +663,11 @@ function editForm(queue, onSaved) {
     fifo ? field({name: "content_based_deduplication", label: "Content-based deduplication", type: "checkbox", value: queue.content_based_deduplication}) : null,
     h("div", {class: "actions"}, h("button", {type: "submit", class: "primary"}, "Save settings")));
   onSubmit(form, async () => {
-    const body = {};
-    for (const n of ["lease_seconds", "delay_seconds", "retention_seconds", "max_message_bytes", "receive_wait_seconds"]) {
-      const v = numberOrText(formValue(form, n));
-      if (v !== undefined) body[n] = v;
-    }
+    const body = settingsFrom(form,
+      ["lease_seconds", "delay_seconds", "retention_seconds", "max_message_bytes", "receive_wait_seconds"]);
     if (fifo) body.content_based_deduplication = formValue(form, "content_based_deduplication");
-    const target = formValue(form, "redrive_policy.dead_letter_target").trim();
-    const count = numberOrText(formValue(form, "redrive_policy.max_receive_count"));
-    if (target || count !== undefined) {
-      body.redrive_policy = {};
-      if (target) body.redrive_policy.dead_letter_target = target;
-      if (count !== undefined) body.redrive_policy.max_receive_count = count;
-    } else if (policy) {
-      body.redrive_policy = null;
-    }
+    // An emptied dead-letter queue field detaches the queue.
+    if (!body.redrive_policy && policy) body.redrive_policy = null;
     await api("PATCH", q(queue.name), body);
     await onSaved();
     notice("Saved the settings of " + queue.name + ".");
