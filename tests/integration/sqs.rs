@@ -901,28 +901,35 @@ async fn sqs_sdk_redrives_to_a_dead_letter_queue() {
     .await;
 }
 
-/// Receives every message of the queue at `url` and releases it at once, `times` times over:
-/// under a redrive policy whose `maxReceiveCount` is `times`, they all go to its dead-letter
-/// queue.
-async fn dead_letter_all(client: &Client, url: &str, times: usize) {
-    for _ in 0..times {
-        let received = client
-            .receive_message()
+/// Sends `bodies` to the queue at `url`, then receives each message and releases it at once:
+/// under a redrive policy with `maxReceiveCount` 1, they all go to its dead-letter queue.
+async fn dead_letter(client: &Client, url: &str, bodies: &[&str]) {
+    for body in bodies {
+        client
+            .send_message()
             .queue_url(url)
-            .max_number_of_messages(10)
+            .message_body(*body)
             .send()
             .await
             .unwrap();
-        for message in received.messages() {
-            client
-                .change_message_visibility()
-                .queue_url(url)
-                .receipt_handle(message.receipt_handle().unwrap())
-                .visibility_timeout(0)
-                .send()
-                .await
-                .unwrap();
-        }
+    }
+    let received = client
+        .receive_message()
+        .queue_url(url)
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(received.messages().len(), bodies.len(), "{received:?}");
+    for message in received.messages() {
+        client
+            .change_message_visibility()
+            .queue_url(url)
+            .receipt_handle(message.receipt_handle().unwrap())
+            .visibility_timeout(0)
+            .send()
+            .await
+            .unwrap();
     }
 }
 
@@ -957,16 +964,7 @@ async fn sqs_sdk_moves_dead_letters_back() {
             &[(QueueAttributeName::RedrivePolicy, policy.as_str())],
         )
         .await;
-        for body in ["a", "b", "c"] {
-            client
-                .send_message()
-                .queue_url(&source)
-                .message_body(body)
-                .send()
-                .await
-                .unwrap();
-        }
-        dead_letter_all(&client, &source, 1).await;
+        dead_letter(&client, &source, &["a", "b", "c"]).await;
         let listed = client
             .list_message_move_tasks()
             .source_arn(&dlq_arn)
@@ -996,6 +994,14 @@ async fn sqs_sdk_moves_dead_letters_back() {
             .send()
             .await;
         assert_eq!(code(too_many), "InvalidParameterValue");
+        create(&client, "ordered.fifo", &[]).await;
+        let other_type = client
+            .start_message_move_task()
+            .source_arn(&dlq_arn)
+            .destination_arn(format!("arn:aws:sqs:local:{DEV}:ordered.fifo"))
+            .send()
+            .await;
+        assert_eq!(code(other_type), "InvalidParameterValue");
         let unknown = client
             .cancel_message_move_task()
             .task_handle(uuid::Uuid::new_v4().to_string())
@@ -1050,16 +1056,7 @@ async fn sqs_sdk_moves_dead_letters_back() {
 
         // A slow task, cancelled at once, moved at most what it was asked to.
         let redo = create(&client, "redo", &[]).await;
-        for body in ["d", "e", "f"] {
-            client
-                .send_message()
-                .queue_url(&source)
-                .message_body(body)
-                .send()
-                .await
-                .unwrap();
-        }
-        dead_letter_all(&client, &source, 1).await;
+        dead_letter(&client, &source, &["d", "e", "f"]).await;
         let handle = client
             .start_message_move_task()
             .source_arn(&dlq_arn)
@@ -1070,6 +1067,12 @@ async fn sqs_sdk_moves_dead_letters_back() {
             .unwrap()
             .task_handle
             .expect("a task handle");
+        let second = client
+            .start_message_move_task()
+            .source_arn(&dlq_arn)
+            .send()
+            .await;
+        assert_eq!(code(second), "AWS.SimpleQueueService.UnsupportedOperation");
         let cancelled = client
             .cancel_message_move_task()
             .task_handle(&handle)

@@ -10,7 +10,8 @@ attributes, QueueAlreadyExists otherwise), GetQueueUrl, SendMessage with typed m
 (String, Number, Binary and custom types) and the MD5 digests SQS computes, ReceiveMessage with
 system attributes, ChangeMessageVisibility, DeleteMessage, a FIFO queue's order and
 deduplication (explicit ids and content-based), a dead-letter queue filled by the redrive policy,
-ListDeadLetterSourceQueues, ListQueues with a prefix and pages, DeleteQueue, the same through
+ListDeadLetterSourceQueues, a message move task back to the source (Start, List,
+CancelMessageMoveTask), ListQueues with a prefix and pages, DeleteQueue, the same through
 the AWS CLI, and requests refused for a wrong secret (SignatureDoesNotMatch) or an unknown access
 key (InvalidClientTokenId). With --open (a server without a key file) the refusals are replaced
 by a check that any credentials are accepted.
@@ -91,6 +92,9 @@ class Run:
         self.sqs = self.client(args.access_key_id, args.secret_access_key)
         self.queues = []
         self.failed = []
+        # What the dead-letter check leaves for the move task check: the dead-letter queue's ARN
+        # and the source's URL.
+        self.dead_letters = None
 
     def client(self, access_key_id, secret_access_key):
         config = Config(
@@ -280,6 +284,31 @@ class Run:
         )
         sources = self.sqs.list_dead_letter_source_queues(QueueUrl=dead).get("queueUrls", [])
         expect_equal(sources, [source], "ListDeadLetterSourceQueues")
+        self.sqs.change_message_visibility(
+            QueueUrl=dead, ReceiptHandle=moved[0]["ReceiptHandle"], VisibilityTimeout=0
+        )
+        self.dead_letters = (dead_arn, source)
+
+    def message_move_task(self):
+        expect(self.dead_letters is not None, "the dead-letter check left a dead letter")
+        dead_arn, source = self.dead_letters
+        handle = self.sqs.start_message_move_task(SourceArn=dead_arn)["TaskHandle"]
+        expect(handle, "StartMessageMoveTask gave no TaskHandle")
+        task = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            results = self.sqs.list_message_move_tasks(SourceArn=dead_arn).get("Results", [])
+            expect_equal(len(results), 1, "ListMessageMoveTasks results")
+            task = results[0]
+            if task["Status"] != "RUNNING":
+                break
+            time.sleep(0.2)
+        expect_equal(task.get("Status"), "COMPLETED", "the move task's status")
+        expect_equal(task.get("SourceArn"), dead_arn, "the move task's SourceArn")
+        expect_equal(task.get("ApproximateNumberOfMessagesMoved"), 1, "messages moved")
+        back = self.receive(source, wait_seconds=5)
+        expect_equal([m["Body"] for m in back], ["poison"], "the message back in its source")
+        error_code(lambda: self.sqs.cancel_message_move_task(TaskHandle=handle))
 
     def list_queues(self):
         everything = self.sqs.list_queues(QueueNamePrefix=self.prefix).get("QueueUrls", [])
@@ -412,7 +441,8 @@ class Run:
         expect_equal(sorted(listed), sorted(self.queues), "ListQueues with made-up credentials")
 
     def delete_queues(self):
-        for url in self.queues:
+        # The newest first: a source goes before the dead-letter queue it names.
+        for url in reversed(self.queues):
             self.sqs.delete_queue(QueueUrl=url)
         for url in self.queues:
             name = url.rsplit("/", 1)[-1]
@@ -467,6 +497,7 @@ def main():
         ),
         ("FIFO order and deduplication", run.fifo_order_and_deduplication),
         ("dead-letter queue by redrive policy", run.dead_letter_queue_redrive),
+        ("message move task back to the source", run.message_move_task),
         ("ListQueues with a prefix and pages", run.list_queues),
         ("AWS CLI round trip", run.aws_cli_round_trip),
     ]

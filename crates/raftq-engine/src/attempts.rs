@@ -14,20 +14,10 @@ use std::collections::VecDeque;
 use foldhash::HashMap;
 use serde::{Deserialize, Serialize};
 
+use crate::context::{prune_due, ApplyContext, Timer};
 use crate::error::{EngineError, Result};
 use crate::model::{limits, Millis};
-use crate::queue::{prune_due, ApplyContext, Msg, Queue, State, Timer};
-use crate::rows::RowKey;
-
-/// One message a recorded receive leased.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct AttemptLease {
-    pub seq: u64,
-    /// The receive count the lease made: with `seq`, the receipt.
-    pub receive_count: u32,
-    /// When the lease ends, as the receive (or its last replay) set it.
-    pub until: Millis,
-}
+use crate::rows::{AttemptLease, RowKey};
 
 /// What a receive with an attempt ID leased, until `expires_at`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,89 +97,43 @@ impl ReceiveAttempts {
         }
     }
 
-    /// Drops the queue's timer (for deletion).
-    pub(crate) fn clear_timer(&mut self, context: &mut ApplyContext, qid: u32) {
-        if let Some(due) = self.timer.take() {
-            context.timers.remove(&(due, Timer::Attempts(qid)));
-        }
-    }
-}
-
-impl Queue {
-    /// The answer of the receive recorded under attempt `id`, again, if the record is within
-    /// its window and every message it leased is still under that lease, untouched: their
-    /// leases start again now, for `lease_ms`. `None`: the receive is a new one.
-    pub(crate) fn replay(
-        &mut self,
-        context: &mut ApplyContext,
-        id: &str,
-        lease_ms: u64,
-    ) -> Option<Vec<(u64, Msg)>> {
-        let now = context.now;
-        let record = self.attempts.records.get(id)?;
-        let untouched = record.expires_at > now
-            && record.leases.iter().all(|l| {
-                self.messages.get(&l.seq).is_some_and(|m| {
-                    m.state == State::Leased
-                        && m.receive_count == l.receive_count
-                        && m.until == l.until
-                        && m.until > now
-                })
-            });
-        if !untouched {
-            return None;
-        }
-        let seqs: Vec<u64> = record.leases.iter().map(|l| l.seq).collect();
-        let until = now.saturating_add(lease_ms);
-        let mut out = Vec::with_capacity(seqs.len());
-        for seq in seqs {
-            self.set_state(context, seq, State::Leased, until);
-            if let Some(msg) = self.messages.get(&seq) {
-                out.push((seq, msg.clone()));
-            }
-        }
-        if let Some(record) = self.attempts.records.get_mut(id) {
+    /// Starts the leases recorded under `id` again, until `until`, and marks its row dirty.
+    pub(crate) fn renew(&mut self, context: &mut ApplyContext, qid: u32, id: &str, until: Millis) {
+        if let Some(record) = self.records.get_mut(id) {
             for lease in &mut record.leases {
                 lease.until = until;
             }
+            context
+                .changes
+                .rows
+                .push(RowKey::Attempt(qid, id.to_string()));
         }
-        context
-            .changes
-            .rows
-            .push(RowKey::Attempt(self.qid, id.to_string()));
-        Some(out)
     }
 
-    /// Records what a receive with attempt `id` leased, for its retries within the window.
-    pub(crate) fn record_attempt(
+    /// Records the `leases` a receive with attempt `id` made, for its retries within the window.
+    pub(crate) fn record(
         &mut self,
         context: &mut ApplyContext,
+        qid: u32,
         id: String,
-        leased: &[(u64, Msg)],
+        leases: Vec<AttemptLease>,
     ) {
         let expires_at = context
             .now
             .saturating_add(limits::RECEIVE_ATTEMPT_WINDOW_MS);
-        let record = AttemptRecord {
-            expires_at,
-            leases: leased
-                .iter()
-                .map(|(seq, msg)| AttemptLease {
-                    seq: *seq,
-                    receive_count: msg.receive_count,
-                    until: msg.until,
-                })
-                .collect(),
-        };
-        context
-            .changes
-            .rows
-            .push(RowKey::Attempt(self.qid, id.clone()));
-        let attempts = &mut self.attempts;
-        attempts.order.push_back((expires_at, id.clone()));
-        attempts.records.insert(id, record);
-        if attempts.timer.is_none() {
-            attempts.arm(context, self.qid, expires_at);
+        context.changes.rows.push(RowKey::Attempt(qid, id.clone()));
+        self.order.push_back((expires_at, id.clone()));
+        self.records
+            .insert(id, AttemptRecord { expires_at, leases });
+        if self.timer.is_none() {
+            self.arm(context, qid, expires_at);
+        }
+    }
+
+    /// Drops the queue's timer (for deletion).
+    pub(crate) fn clear_timer(&mut self, context: &mut ApplyContext, qid: u32) {
+        if let Some(due) = self.timer.take() {
+            context.timers.remove(&(due, Timer::Attempts(qid)));
         }
     }
 }

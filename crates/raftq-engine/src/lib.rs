@@ -44,6 +44,7 @@ pub mod attempts;
 pub mod attributes;
 pub mod codec;
 pub mod command;
+mod context;
 mod engine;
 pub mod error;
 mod interned;

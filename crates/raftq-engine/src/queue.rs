@@ -14,11 +14,11 @@ use foldhash::HashMap;
 use uuid::Uuid;
 
 use crate::attempts::ReceiveAttempts;
-use crate::command::WaitAnswer;
+use crate::context::{prune_due, ApplyContext, Timer};
 use crate::interned::Interned;
 use crate::model::{Millis, QueueConfig, QueueName, QueueType};
 use crate::move_task::MoveTask;
-use crate::rows::{Changes, RowKey};
+use crate::rows::{AttemptLease, RowKey};
 
 /// The group number of a message not in a FIFO group or tenant: before [`Queue::insert`] gives it
 /// one, and in a reclaimed set when it had no group ID.
@@ -67,49 +67,6 @@ pub(crate) struct Msg {
     pub state: State,
     /// The queue it was moved from by redrive; `enqueued_at` is then the move time.
     pub moved: Option<Box<QueueName>>,
-}
-
-/// Something due at a time; the engine fires these in order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Timer {
-    /// A delay or lease of one message ends.
-    Message { qid: u32, seq: u64 },
-    /// The queue's oldest message may have reached its retention limit.
-    Retention(u32),
-    /// The queue's oldest deduplication record may have left the window.
-    Dedup(u32),
-    /// The queue's running move task may take its next step.
-    MoveTask(u32),
-    /// The queue's oldest receive attempt record may have left the window.
-    Attempts(u32),
-    /// The wait of the receive parked in `qid` as `order` ends.
-    Wait { qid: u32, order: u64 },
-}
-
-/// Deduplication records are pruned at whole seconds: the records of a queue that leave the
-/// window within one second go in one tick, not one tick each (after a burst of sends, a tick
-/// every few milliseconds for the length of the window). Sends ignore a record past its end
-/// whether it was pruned yet or not, so the rounding shows nowhere but in when rows go. The due
-/// time depends on the record alone, so a node that restored its state arms the same timers as
-/// one that applied every entry.
-const PRUNE_EVERY_MS: Millis = 1_000;
-
-/// When the record that leaves the window at `expires` is pruned (deduplication and receive
-/// attempt records alike).
-pub(crate) fn prune_due(expires: Millis) -> Millis {
-    expires.div_ceil(PRUNE_EVERY_MS) * PRUNE_EVERY_MS
-}
-
-/// The engine's clock, timer set and change log, lent to queue mutations, with the queues that
-/// gained a deliverable message since their parked receives were last served and the answers
-/// to parked receives the entry gave.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ApplyContext {
-    pub now: Millis,
-    pub timers: BTreeSet<(Millis, Timer)>,
-    pub changes: Changes,
-    pub woken: Vec<u32>,
-    pub answers: Vec<WaitAnswer>,
 }
 
 /// A receive's queue and options, checked.
@@ -861,4 +818,60 @@ fn transition(
     msg.until = if state.timed() { until } else { 0 };
     index.change(context, seq, msg.group, old, old_until, state, msg.until);
     context.changes.rows.push(RowKey::Message(index.qid, seq));
+}
+
+impl Queue {
+    /// The answer of the receive recorded under attempt `id`, again, if the record is within
+    /// its window and every message it leased is still under that lease, untouched: their
+    /// leases start again now, for `lease_ms`. `None`: the receive is a new one.
+    pub(crate) fn replay(
+        &mut self,
+        context: &mut ApplyContext,
+        id: &str,
+        lease_ms: u64,
+    ) -> Option<Vec<(u64, Msg)>> {
+        let now = context.now;
+        let record = self.attempts.records.get(id)?;
+        let untouched = record.expires_at > now
+            && record.leases.iter().all(|l| {
+                self.messages.get(&l.seq).is_some_and(|m| {
+                    m.state == State::Leased
+                        && m.receive_count == l.receive_count
+                        && m.until == l.until
+                        && m.until > now
+                })
+            });
+        if !untouched {
+            return None;
+        }
+        let seqs: Vec<u64> = record.leases.iter().map(|l| l.seq).collect();
+        let until = now.saturating_add(lease_ms);
+        let mut out = Vec::with_capacity(seqs.len());
+        for seq in seqs {
+            self.set_state(context, seq, State::Leased, until);
+            if let Some(msg) = self.messages.get(&seq) {
+                out.push((seq, msg.clone()));
+            }
+        }
+        self.attempts.renew(context, self.qid, id, until);
+        Some(out)
+    }
+
+    /// Records what a receive with attempt `id` leased, for its retries within the window.
+    pub(crate) fn record_attempt(
+        &mut self,
+        context: &mut ApplyContext,
+        id: String,
+        leased: &[(u64, Msg)],
+    ) {
+        let leases = leased
+            .iter()
+            .map(|(seq, msg)| AttemptLease {
+                seq: *seq,
+                receive_count: msg.receive_count,
+                until: msg.until,
+            })
+            .collect();
+        self.attempts.record(context, self.qid, id, leases);
+    }
 }

@@ -20,7 +20,6 @@ use uuid::Uuid;
 
 use std::collections::BTreeMap;
 
-use crate::attempts::AttemptLease;
 use crate::attributes;
 use crate::command::Payload;
 use crate::model::{AllowPolicy, Millis, QueueConfig, QueueName, RedrivePolicy, RetryBackoff};
@@ -377,6 +376,16 @@ pub(crate) struct ReclaimRow {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct MoveTasksRow {
     pub tasks: Vec<MoveTask>,
+}
+
+/// One message a recorded receive leased.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct AttemptLease {
+    pub seq: u64,
+    /// The receive count the lease made: with `seq`, the receipt.
+    pub receive_count: u32,
+    /// When the lease ends, as the receive (or its last replay) set it.
+    pub until: Millis,
 }
 
 /// A FIFO receive's answer under its attempt ID.

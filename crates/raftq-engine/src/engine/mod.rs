@@ -10,9 +10,10 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use uuid::Uuid;
 
 use crate::command::{Command, Entry, Outcome, WaitAnswer};
+use crate::context::{ApplyContext, Timer};
 use crate::error::Result;
 use crate::model::Millis;
-use crate::queue::{ApplyContext, Queue, ReclaimSet, State, Timer};
+use crate::queue::{Queue, ReclaimSet, State};
 use crate::rows::{Changes, PayloadOp, RowKey};
 
 mod messages;

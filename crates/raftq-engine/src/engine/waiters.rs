@@ -6,8 +6,9 @@
 use uuid::Uuid;
 
 use crate::command::{Outcome, WaitAnswer};
+use crate::context::Timer;
 use crate::error::{EngineError, Result};
-use crate::queue::{Parked, ReceiveRequest, Timer};
+use crate::queue::{Parked, ReceiveRequest};
 use crate::rows::RowKey;
 use crate::validate;
 
