@@ -97,7 +97,10 @@ class Console:
 
     def wait(self, condition, what, seconds=WAIT_SECONDS):
         try:
-            return WebDriverWait(self.driver, seconds, poll_frequency=0.1).until(
+            # The live parts of a page are redrawn every second: an element found a moment ago
+            # may be gone, so a stale one is a "not yet".
+            return WebDriverWait(self.driver, seconds, poll_frequency=0.1,
+                                 ignored_exceptions=(StaleElementReferenceException,)).until(
                 lambda d: condition())
         except TimeoutException:
             raise Failure("timed out waiting for " + what) from None
@@ -110,16 +113,18 @@ class Console:
         return found[0] if found else None
 
     def text(self, css):
-        element = self.first(css)
-        return element.text if element else ""
+        """The text of the first element matching `css` (empty when none), read again when a
+        redraw replaced the element meanwhile."""
+        for _ in range(20):
+            try:
+                element = self.first(css)
+                return element.text if element else ""
+            except StaleElementReferenceException:
+                time.sleep(0.05)
+        raise Failure("the page kept redrawing " + css)
 
     def wait_text(self, css, needle):
-        def seen():
-            try:
-                return needle in self.text(css)
-            except StaleElementReferenceException:
-                return False
-        self.wait(seen, f"{needle!r} in {css}")
+        self.wait(lambda: needle in self.text(css), f"{needle!r} in {css}")
 
     def click(self, css):
         for _ in range(20):
@@ -199,8 +204,7 @@ def field(form, name):
 
 def error_beside(console, form, name):
     """The error shown beside a field (empty when none)."""
-    element = console.find(field(form, name))
-    return console.text("#" + element.get_attribute("id") + "-error")
+    return console.text(field(form, name) + " ~ .field-error")
 
 
 def sign_in(console, key):
