@@ -335,22 +335,35 @@ def dead_letter_page(console, rest):
     console.shoot("dead-letter-refusal")
     console.check_log("the refused delete")
 
-    # A message dead-lettered (received, then released at its last receive) and moved back.
-    _, received = rest.call("POST", "/v1/queues/orders/receive", {"max_messages": 1})
-    check(len(received["messages"]) == 1, f"received the sent message: {received}")
-    receipt = received["messages"][0]["receipt"]
-    rest.call("POST", "/v1/queues/orders/lease", {"receipt": receipt, "lease_seconds": 0})
-    console.wait_text("#queue-stats", "1 visible")
+    # Three messages dead-lettered (received, then released at their last receive): a slow
+    # move task is cancelled, a second one moves the rest back.
+    for body in ('{"order": 2}', '{"order": 3}'):
+        rest.call("POST", "/v1/queues/orders/messages", {"body": body})
+    _, received = rest.call("POST", "/v1/queues/orders/receive", {"max_messages": 10})
+    check(len(received["messages"]) == 3, f"received the sent messages: {received}")
+    for message in received["messages"]:
+        rest.call("POST", "/v1/queues/orders/lease",
+                  {"receipt": message["receipt"], "lease_seconds": 0})
+    console.wait_text("#queue-stats", "3 visible")
     console.click("#peek-refresh")
     console.wait_text("#peek-rows", '{"order": 1}')
     check("orders" in console.text("#peek-rows td:nth-child(7)"),
-          "the dead letter names its source: " + console.text("#peek-rows"))
+          "a dead letter names its source: " + console.text("#peek-rows"))
+    console.type(field("start-move", "max_messages_per_second"), "1")
     console.click("#start-move button[type=submit]")
-    console.wait_text("#task-rows", "completed")
-    check("1 / 1" in console.text("#task-rows"), "the task moved one: " + console.text("#task-rows"))
+    console.wait_text("#task-rows", "running")
+    console.click("#task-rows button")
+    console.wait_text("#task-rows", "cancelled")
+    console.click("#start-move button[type=submit]")
+    console.wait(lambda: console.text("#task-rows tr:first-child td:nth-child(2)") == "completed",
+                 "the second task to complete")
     console.wait_text("#peek-status", "No messages.")
     _, stats = rest.call("GET", "/v1/queues/orders/stats")
-    check(stats["visible"] == 1, f"the message is back in orders: {stats}")
+    check(stats["visible"] == 3, f"the messages are back in orders: {stats}")
+    _, tasks = rest.call("GET", "/v1/queues/orders-dlq/move_tasks")
+    statuses = [t["status"] for t in tasks["tasks"]]
+    check(statuses == ["completed", "cancelled"], f"the tasks: {statuses}")
+    check(sum(t["moved"] for t in tasks["tasks"]) == 3, f"three moved in all: {tasks}")
     console.shoot("move-task")
     console.check_log("the move task")
 

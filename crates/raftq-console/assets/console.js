@@ -813,7 +813,8 @@ async function detach(source, target, onChanged) {
 function taskRow(queue, onChanged) {
   return (task) => {
     const cancel = task.status === "running"
-      ? h("button", {type: "button", class: "small", id: "cancel-" + task.task_handle, onclick: () => change(
+      ? h("button", {type: "button", class: "small", id: "cancel-" + task.task_handle,
+        "aria-label": "Cancel move task " + task.task_handle.slice(0, 8), onclick: () => change(
         () => api("POST", q(queue.name) + "/move_tasks/" + encodeURIComponent(task.task_handle) + "/cancel"),
         "Cancelled the move task.", onChanged)}, "Cancel")
       : null;
