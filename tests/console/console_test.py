@@ -495,6 +495,28 @@ def keyboard(console, rest):
     console.check_log("purging")
 
 
+def peek_pages(console, rest):
+    """Peek in pages of ten, forwards and back, leaving the messages as they were."""
+    rest.call("POST", "/v1/queues", {"name": "pages"})
+    for first in (0, 10):
+        entries = [{"id": str(i), "body": f"page message {first + i}"} for i in range(10)]
+        rest.call("POST", "/v1/queues/pages/messages/batch", {"entries": entries[:12 - first]})
+    console.go("#/queue/pages")
+    console.wait_text("#peek-status", "Page 1: 10 messages")
+    check("page message 0" in console.text("#peek-rows"), "the first page starts at the oldest")
+    check(console.find("#peek-prev").get_attribute("disabled") is not None, "no page before the first")
+    console.click("#peek-next")
+    console.wait_text("#peek-status", "Page 2: 2 messages")
+    check("page message 11" in console.text("#peek-rows"), "the second page: " + console.text("#peek-rows"))
+    check(console.find("#peek-next").get_attribute("disabled") is not None, "no page after the last")
+    console.click("#peek-prev")
+    console.wait_text("#peek-status", "Page 1: 10 messages")
+    _, stats = rest.call("GET", "/v1/queues/pages/stats")
+    check(stats["visible"] == 12 and stats["leased"] == 0, f"peeking changed nothing: {stats}")
+    rest.call("DELETE", "/v1/queues/pages")
+    console.check_log("peeking page by page")
+
+
 def open_mode(console):
     console.go("")
     console.find("#queues")
@@ -524,6 +546,7 @@ def main():
             cluster_page(console, rest)
             narrow(console)
             keyboard(console, rest)
+            peek_pages(console, rest)
             rest.call("DELETE", "/v1/queues/orders")
     except Failure as failure:
         print(f"console test: FAILED: {failure}", file=sys.stderr)
