@@ -516,6 +516,14 @@ def peek_pages(console, rest):
     rest.call("DELETE", "/v1/queues/pages")
     console.check_log("peeking page by page")
 
+    # A queue that does not exist (any more): the API's answer, and a way back.
+    console.expect_refusal(404)
+    console.go("#/queue/no-such-queue")
+    console.wait_text("main", "Cannot show this page")
+    check("no-such-queue" in console.text("main"), "the error names the queue: " + console.text("main"))
+    console.find('main a[href="#/queues"]')
+    console.check_log("a missing queue")
+
 
 def open_mode(console):
     console.go("")

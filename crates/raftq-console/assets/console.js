@@ -349,7 +349,7 @@ function poll(gen, step) {
       await step();
     } catch (e) {
       if (!(e instanceof ApiError)) throw e;
-      notice("Refresh failed: " + e.message);
+      if (gen === generation) notice("Refresh failed: " + e.message);
     }
     if (gen === generation) setTimeout(run, POLL_MS);
   };
@@ -362,6 +362,17 @@ function routeName() {
   if (hash === "#/cluster") return "cluster";
   if (hash === "#/sign-in") return "sign-in";
   return "queues";
+}
+
+// The queue a #/queue/<name> address names; a name that is not valid percent-encoding is
+// taken as it stands (the API then says whether such a queue exists).
+function queueInHash() {
+  const raw = location.hash.slice("#/queue/".length);
+  try {
+    return decodeURIComponent(raw);
+  } catch (e) {
+    return raw;
+  }
 }
 
 function show(title, ...content) {
@@ -397,7 +408,7 @@ async function render() {
   const name = routeName();
   try {
     if (name === "queue") {
-      await renderQueue(gen, decodeURIComponent(location.hash.slice("#/queue/".length)));
+      await renderQueue(gen, queueInHash());
     } else if (name === "cluster") {
       await renderCluster(gen);
     } else {
