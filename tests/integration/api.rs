@@ -810,8 +810,9 @@ async fn peek_pages_purge_empties_and_stats_count(api: &Front) {
     assert_eq!(again["duplicate"], true);
 }
 
-/// The cluster shows the node as its leader and only member, with its peer address, the term
-/// and commit index, the node answering and the region.
+/// The cluster shows the node as its leader and only member, with its peer address, whether it
+/// answers and how far its log goes, the term and commit index, the node answering and the
+/// region.
 async fn the_cluster_reports_the_node(api: &Front) {
     api.create(json!({"name": "m"})).await;
     let c = api.ok(Op::Cluster, Value::Null).await;
@@ -826,6 +827,10 @@ async fn the_cluster_reports_the_node(api: &Front) {
         .is_some_and(|a| a.starts_with("127.0.0.1:")));
     assert!(c["term"].as_u64().is_some_and(|t| t >= 1), "{c}");
     assert!(c["commit_index"].as_u64().is_some_and(|i| i >= 2), "{c}");
+    assert_eq!(c["nodes"][0]["answering"], true);
+    // The leader has its whole log: what it matched of itself is at least what it committed.
+    let matched = c["nodes"][0]["matched_index"].as_u64();
+    assert!(matched >= c["commit_index"].as_u64(), "{c}");
 }
 
 /// Without a quorum, writes and reads are `unavailable` soon, and the cluster shows no leader.

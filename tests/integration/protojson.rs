@@ -555,7 +555,10 @@ fn cluster(c: pb::Cluster) -> Value {
     let nodes: Vec<Value> = c
         .nodes
         .iter()
-        .map(|n| json!({"id": n.id, "raft_addr": n.raft_addr, "role": n.role}))
+        .map(|n| {
+            json!({"id": n.id, "raft_addr": n.raft_addr, "role": n.role,
+                "answering": n.answering, "matched_index": n.matched_index})
+        })
         .collect();
     with_optional(
         json!({

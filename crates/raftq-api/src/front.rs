@@ -1,7 +1,7 @@
 //! The service every connection is served by: calls under `/raftq.v1.Queues/` go straight to the
 //! tonic server, requests a further [`Protocol`] claims (the SQS-compatible endpoint) to it,
-//! everything else to the REST router (which answers gRPC calls to other paths
-//! `UNIMPLEMENTED`). All of them pass the same limits (`throttle`) first and are logged, counted
+//! everything else to the REST router, beside which further pages (the web console) may be
+//! merged (it answers gRPC calls to other paths `UNIMPLEMENTED`). All of them pass the same limits (`throttle`) first and are logged, counted
 //! and timed the same way (`metrics`).
 //!
 //! gRPC calls bypass the router: at thousands of calls per second its route lookup, its boxed
@@ -64,6 +64,17 @@ impl Front {
     /// This front with the protocol that `make` builds over the operations layer served too.
     pub fn serving<P: Protocol>(mut self, make: impl FnOnce(Arc<Shared>) -> P) -> Front {
         self.protocol = Some(Arc::new(make(Arc::clone(&self.state))));
+        self
+    }
+
+    /// This front with `pages` (routes that answer no API call, such as the web console) served
+    /// beside the REST routes, throttled, logged, counted and timed as they are.
+    pub fn with_pages(mut self, pages: Router) -> Front {
+        let observed = pages.layer(axum::middleware::from_fn_with_state(
+            self.state.clone(),
+            observe,
+        ));
+        self.rest = self.rest.merge(observed);
         self
     }
 }

@@ -234,15 +234,30 @@ fn register_queues(registry: &mut Registry, queues: &[QueueGauges]) {
         }
         queue_registry.register(name, help, family);
     }
-    let moves = Family::<QueueLabels, Counter>::default();
-    for g in queues {
-        moves.get_or_create(&labels(g)).inc_by(g.dead_lettered);
+    let counters: [(&str, &str, Figure); 3] = [
+        (
+            "dead_lettered_messages",
+            "Messages moved from this queue to its dead-letter queue",
+            |g| g.dead_lettered,
+        ),
+        (
+            "sent_messages",
+            "Messages sent to this queue since this node loaded it (duplicates not counted)",
+            |g| g.sent,
+        ),
+        (
+            "acked_messages",
+            "Messages acknowledged on this queue since this node loaded it",
+            |g| g.acked,
+        ),
+    ];
+    for (name, help, figure) in counters {
+        let family = Family::<QueueLabels, Counter>::default();
+        for g in queues {
+            family.get_or_create(&labels(g)).inc_by(figure(g));
+        }
+        queue_registry.register(name, help, family);
     }
-    queue_registry.register(
-        "dead_lettered_messages",
-        "Messages moved from this queue to its dead-letter queue",
-        moves,
-    );
 }
 
 fn labels(g: &QueueGauges) -> QueueLabels {
@@ -397,6 +412,8 @@ mod tests {
                 largest_tenant_in_flight: 2,
             },
             dead_lettered: 5,
+            sent: 11,
+            acked: 6,
         }];
         let text = m.render(&status(), &queues, 7, 3);
         let labels = r#"protocol="http",method="GET",route="/v1/queues/{q}",status="404""#;
@@ -420,6 +437,8 @@ mod tests {
             "raftq_queue_largest_tenant_in_flight_messages{account=\"dev\",queue=\"orders\"} 2\n"
                 .into(),
             "raftq_queue_dead_lettered_messages_total{account=\"dev\",queue=\"orders\"} 5\n".into(),
+            "raftq_queue_sent_messages_total{account=\"dev\",queue=\"orders\"} 11\n".into(),
+            "raftq_queue_acked_messages_total{account=\"dev\",queue=\"orders\"} 6\n".into(),
         ] {
             assert!(text.contains(&line), "{line}: {text}");
         }

@@ -15,6 +15,14 @@ pub struct Member {
     pub raft_addr: String,
     /// `leader`, `candidate`, `follower`, `learner` or `shutdown`.
     pub role: &'static str,
+    /// Whether it answered the answering node's pings in the last 2 s (the answering node
+    /// always does).
+    pub answering: bool,
+    /// When the answering node leads: the last log index it knows this member holds (its own
+    /// last log index for itself), so the leader's last index minus it is the member's lag;
+    /// `null` on other nodes and for a member not matched yet.
+    #[schema(required = true)]
+    pub matched_index: Option<u64>,
 }
 
 /// What `GET /v1/cluster` answers (plus a few fields for metrics, not serialized).
@@ -84,6 +92,8 @@ pub async fn of(node: &Node, region: &str) -> RaftStatus {
                 id: m.id,
                 raft_addr: m.raft_addr,
                 role: m.role.as_str(),
+                answering: m.answering,
+                matched_index: m.matched_index,
             })
             .collect(),
         term: status.term,

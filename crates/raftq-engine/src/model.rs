@@ -351,14 +351,18 @@ pub struct QueueStats {
     pub largest_tenant_in_flight: u64,
 }
 
-/// One queue's monitoring figures: its counters and how many messages redrive has moved out of
-/// it to its dead-letter queue since it was created.
+/// One queue's monitoring figures: its counters, how many messages redrive has moved out of it
+/// to its dead-letter queue since it was created, and how many were sent to it and acknowledged
+/// on it since this node loaded it (not replicated state: a restart or a snapshot starts them
+/// at zero).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueGauges {
     pub account: String,
     pub name: String,
     pub stats: QueueStats,
     pub dead_lettered: u64,
+    pub sent: u64,
+    pub acked: u64,
 }
 
 #[cfg(test)]

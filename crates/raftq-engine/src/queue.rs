@@ -417,6 +417,10 @@ pub(crate) struct Queue {
     pub sources: BTreeSet<u32>,
     /// Messages redrive has moved out of this queue to its dead-letter queue, ever.
     pub dead_lettered: u64,
+    /// Messages sent to this queue (duplicates not counted) and messages acknowledged on it
+    /// since this node loaded it: kept in memory only, for the send and ack rates of monitoring.
+    pub sent: u64,
+    pub acked: u64,
     /// The queue's last move tasks, the newest (the only one that may be running) first.
     pub move_tasks: VecDeque<MoveTask>,
     /// FIFO receives by attempt ID.
@@ -454,6 +458,8 @@ impl Queue {
             dedup_order: VecDeque::new(),
             sources: BTreeSet::new(),
             dead_lettered: 0,
+            sent: 0,
+            acked: 0,
             move_tasks: VecDeque::new(),
             attempts: ReceiveAttempts::default(),
             waiters: BTreeMap::new(),

@@ -1602,6 +1602,39 @@ fn queue_gauges_count_dead_letter_moves_per_source_and_survive_restore() {
 }
 
 #[test]
+fn queue_gauges_count_sends_and_acks_in_memory_only() {
+    let mut h = Harness::new();
+    let (src, dlq) = with_dlq(&mut h, true, 1);
+    h.send_fifo(src, "g", "a");
+    h.send_fifo(src, "g", "a"); // a duplicate: not a send
+    h.send_fifo(src, "h", "b");
+    let got = h.receive(src, 10);
+    assert_eq!(got.len(), 2);
+    h.ack(src, &got[0].receipt).expect("ack");
+    assert!(
+        h.ack(src, &got[0].receipt).is_err(),
+        "a second ack is refused"
+    );
+    h.send_fifo(src, "k", "c");
+    lapse(&mut h, src); // dead-letters "c": a move is no send to its target
+    let gauges = |e: &Engine| {
+        e.queue_gauges(h.now)
+            .into_iter()
+            .map(|g| (g.name, g.sent, g.acked))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        gauges(&h.engine),
+        vec![(dlq.to_string(), 0, 0), (src.to_string(), 3, 1)]
+    );
+    let restored = Engine::restore("local", h.store.rows.clone()).expect("restore");
+    assert_eq!(
+        gauges(&restored),
+        vec![(dlq.to_string(), 0, 0), (src.to_string(), 0, 0)]
+    );
+}
+
+#[test]
 fn moves_skip_the_targets_deduplication() {
     let mut h = Harness::new();
     let (src, dlq) = with_dlq(&mut h, true, 1);

@@ -1,5 +1,6 @@
 //! What a node reports of itself and of the cluster as it sees it: leader, term, commit and
-//! applied index, the members with their roles and whether they answer its pings, the cluster
+//! applied index, the members with their roles, whether they answer its pings and (on a leader)
+//! how far each one's log is replicated, the cluster
 //! id, this node's clock offset, whether its leader is cut off from it and the elections its
 //! election gate held it back from. `GET /v1/cluster`, the gRPC `Cluster` call and
 //! `GET /metrics` show it.
@@ -61,6 +62,10 @@ pub struct Member {
     /// Whether it answered this node's pings in the last 2 s (this node always does): the
     /// members a leader counts on to keep a majority when it is asked to remove a voter.
     pub answering: bool,
+    /// On a leader, the last log index it knows the member holds (its own last log index for
+    /// itself); `None` on other nodes, which do not track replication, and for a member the
+    /// leader has not matched yet.
+    pub matched_index: Option<u64>,
 }
 
 /// A node's view of itself and the cluster.
@@ -107,6 +112,15 @@ impl Core {
             let m = metrics.borrow();
             let membership = m.membership_config.membership();
             let voters: Vec<NodeId> = membership.voter_ids().collect();
+            let matched = |id: &NodeId| {
+                if *id == m.id && m.state == ServerState::Leader {
+                    return m.last_log_index;
+                }
+                m.replication
+                    .as_ref()
+                    .and_then(|r| r.get(id).cloned().flatten())
+                    .map(|l| l.index)
+            };
             let members = membership
                 .nodes()
                 .map(|(id, n)| Member {
@@ -122,6 +136,7 @@ impl Core {
                         Role::Learner
                     },
                     answering: answering.contains(id),
+                    matched_index: matched(id),
                 })
                 .collect();
             let last_applied = m.last_applied.map_or(0, |l| l.index);

@@ -245,8 +245,9 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         }
     };
     let numbers = args.account_numbers.unwrap_or_default();
-    let front =
-        raftq_api::router(api).serving(|ops| raftq_sqs::Sqs::new(ops, &advertised, numbers));
+    let front = raftq_api::router(api)
+        .serving(|ops| raftq_sqs::Sqs::new(ops, &advertised, numbers))
+        .with_pages(raftq_console::router());
     let serving = crate::listener::serve(listener.into_std()?, front, tls, stop);
     // A node whose Raft core stopped under it exits at once (non-zero), so that a supervisor
     // restarts it and clients go to the nodes that still work.

@@ -429,6 +429,8 @@ impl From<RaftStatus> for pb::Cluster {
                     id: n.id,
                     raft_addr: n.raft_addr,
                     role: n.role.to_string(),
+                    answering: n.answering,
+                    matched_index: n.matched_index,
                 })
                 .collect(),
             term: s.term,

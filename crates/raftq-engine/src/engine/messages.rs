@@ -34,6 +34,7 @@ impl Engine {
             d => (State::Delayed, now + u64::from(d) * 1000),
         };
         let fifo = q.fifo();
+        q.sent += 1;
         let stored = Msg {
             storage_key: seq,
             enqueued_at: now,
@@ -205,6 +206,7 @@ impl Engine {
                     )),
                     Some((seq, count)) => match q.take_leased(&mut self.context, seq, count, now) {
                         Some(msg) => {
+                            q.acked += 1;
                             let payload = PayloadOp::Delete(msg.storage_key);
                             self.context.changes.payloads.push(payload);
                             Ok(())

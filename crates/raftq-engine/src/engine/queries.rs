@@ -117,6 +117,8 @@ impl Engine {
                     name: name.clone(),
                     stats: self.stats_of(q, now),
                     dead_lettered: q.dead_lettered,
+                    sent: q.sent,
+                    acked: q.acked,
                 })
             })
             .collect()
