@@ -11,7 +11,8 @@ window sideways; a keyboard pass. With --open-mode it checks instead that a node
 file opens the `dev` account directly. After each step the browser's log must hold no error or
 warning, except the network entries of the refusals the scenario provokes itself.
 
-Screenshots of each page go to --screenshots (docs/console/ when run by scripts/console-test).
+Screenshots of each page go to --screenshots (`scripts/console-test --screenshots docs/console`
+refreshes those of docs/console.md).
 Exits non-zero on the first failed check.
 """
 

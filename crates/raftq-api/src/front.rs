@@ -1,8 +1,8 @@
 //! The service every connection is served by: calls under `/raftq.v1.Queues/` go straight to the
 //! tonic server, requests a further [`Protocol`] claims (the SQS-compatible endpoint) to it,
 //! everything else to the REST router, beside which further pages (the web console) may be
-//! merged (it answers gRPC calls to other paths `UNIMPLEMENTED`). All of them pass the same limits (`throttle`) first and are logged, counted
-//! and timed the same way (`metrics`).
+//! merged (it answers gRPC calls to other paths `UNIMPLEMENTED`). All of them pass the same
+//! limits (`throttle`) first and are logged, counted and timed the same way (`metrics`).
 //!
 //! gRPC calls bypass the router: at thousands of calls per second its route lookup, its boxed
 //! per-route service and the middleware's boxed continuation were a visible share of the CPU
