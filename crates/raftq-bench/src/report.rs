@@ -361,8 +361,11 @@ const METHOD: &str = "## How the numbers are made
   latency is in it) to the receive, of every message sent inside the measured window: after the
   window the consumers go on until all of them were received. `quiet_p99_vs_alone` divides a run's quiet p99 by the p99
   alone; `noisy_p99_ms` is the noisy tenant's over its messages received by then; `send_p99_ms`
-  is the sends' own latency (to the confirmation), all tenants. msg/s counts the acks inside the
-  window. RabbitMQ and JetStream have no fair delivery across tenants.
+  is the sends' own latency (to the confirmation), all tenants; `busy_wait_p99_ms`, beside the
+  noisy tenant, is how long a message that finds every consumer busy waits at p99 for the first
+  of them to finish (from the consumers' work times alone): no order of delivery can bring the
+  quiet p99 under it. msg/s counts the acks inside the window. RabbitMQ and JetStream have no
+  fair delivery across tenants.
 - **Leader killed**: 16 senders through the nodes that do not lead the queue; after 3 s the
   leader's process gets SIGKILL and the senders go on for 10 s. `unavailable_ms` is the longest
   time without a successful send after the kill; `first_ok_after_kill_ms` is when the first send

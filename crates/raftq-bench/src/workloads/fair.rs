@@ -57,6 +57,39 @@ impl FairSettings {
     fn capacity(&self) -> f64 {
         self.consumers as f64 / self.work.as_secs_f64()
     }
+
+    /// The p99 of how long a message that arrives while every consumer is busy waits for the
+    /// first of them to finish its message: the least a quiet message beside the noisy
+    /// tenant's backlog can wait, whatever order the queue delivers in, before even its receive
+    /// and the time of its send. Each consumer's work takes from half to one and a half times
+    /// the mean, spread evenly (see [`work_time`]), so the work left of a busy consumer at a
+    /// random moment is longer than `r` with probability `E[(W − r)⁺] / E[W]`; the first of
+    /// `consumers` to finish does so after `r` with that probability to the power `consumers`.
+    fn busy_wait_p99(&self) -> Duration {
+        let mean = self.work.as_secs_f64();
+        let (low, high) = (mean / 2.0, mean * 1.5);
+        // E[(W − r)⁺] for W spread evenly over [low, high].
+        let beyond = |r: f64| {
+            if r <= low {
+                mean - r
+            } else if r >= high {
+                0.0
+            } else {
+                (high - r).powi(2) / (2.0 * (high - low))
+            }
+        };
+        let none_done = |r: f64| (beyond(r) / mean).powi(self.consumers as i32);
+        let (mut below, mut above) = (0.0, high);
+        for _ in 0..60 {
+            let middle = (below + above) / 2.0;
+            if none_done(middle) > 0.01 {
+                below = middle;
+            } else {
+                above = middle;
+            }
+        }
+        Duration::from_secs_f64(above)
+    }
 }
 
 /// The three runs of the fair-queue rows, in the order they run.
@@ -402,6 +435,10 @@ impl<D: Driver> Bench<D> {
         m.extra
             .insert("capacity_per_sec".into(), settings.capacity());
         m.extra.insert("backlog_at_end".into(), backlog as f64);
+        if run != Run::Alone {
+            let floor = settings.busy_wait_p99().as_secs_f64() * 1000.0;
+            m.extra.insert("busy_wait_p99_ms".into(), floor);
+        }
         if let Some(noisy) = times.noisy.latency_summary() {
             m.extra.insert("noisy_p99_ms".into(), noisy.p99_ms);
         }
@@ -486,6 +523,52 @@ mod tests {
         assert!((quiet.max_ms - 500.0).abs() < 1.0, "{quiet:?}");
         let noisy = times.noisy.latency_summary().expect("noisy");
         assert!((noisy.p99_ms - 2000.0).abs() < 2.0, "{noisy:?}");
+    }
+
+    #[test]
+    fn the_busy_wait_floor_is_the_p99_of_the_first_of_the_consumers_to_finish() {
+        // Eight consumers, 25-75 ms a message: (1 − r/50)^8 = 0.01 at r = 50 × (1 − 0.01^⅛).
+        let floor = SETTINGS.busy_wait_p99().as_secs_f64() * 1000.0;
+        let expected = 50.0 * (1.0 - 0.01f64.powf(1.0 / 8.0));
+        assert!((floor - expected).abs() < 0.01, "{floor} vs {expected}");
+        // One consumer: the work left exceeds r with probability (75 − r)² / 5000.
+        let one = FairSettings {
+            consumers: 1,
+            ..SETTINGS
+        };
+        let floor = one.busy_wait_p99().as_secs_f64() * 1000.0;
+        let expected = 75.0 - (0.01f64 * 5000.0).sqrt();
+        assert!((floor - expected).abs() < 0.01, "{floor} vs {expected}");
+        // And by simulation: the first of eight to finish, at moments spread over a long run.
+        let mut waits: Vec<f64> = (0..8u32)
+            .map(|c| {
+                let mut ends = Vec::new();
+                let mut at = 0.0;
+                for n in 0..20_000u64 {
+                    at += work_time(SETTINGS.work, f64::from(c) / 8.0, n).as_secs_f64() * 1000.0;
+                    ends.push(at);
+                }
+                ends
+            })
+            .fold(Vec::new(), |mut first, ends| {
+                let horizon = 900_000.0;
+                let samples = 20_000;
+                for i in 0..samples {
+                    let moment = horizon * (i as f64 + 0.5) / samples as f64;
+                    let next = ends.get(ends.partition_point(|&end| end <= moment));
+                    let wait = next.map_or(f64::MAX, |end| end - moment);
+                    match first.get_mut(i) {
+                        Some(w) if wait < *w => *w = wait,
+                        Some(_) => {}
+                        None => first.push(wait),
+                    }
+                }
+                first
+            });
+        waits.sort_by(f64::total_cmp);
+        let simulated = waits[waits.len() * 99 / 100];
+        let floor = SETTINGS.busy_wait_p99().as_secs_f64() * 1000.0;
+        assert!((simulated - floor).abs() < 1.5, "{simulated} vs {floor}");
     }
 
     #[test]
