@@ -60,6 +60,18 @@ async fn serving() -> (Serving, Client) {
     (serving, client)
 }
 
+/// Runs `test` against a node served in open mode, with an SDK client of it, bounded in time;
+/// the node is shut down afterwards.
+async fn with_node(test: impl AsyncFnOnce(&Serving, &Client)) {
+    bounded(async {
+        let (serving, client) = serving().await;
+        test(&serving, &client).await;
+        drop(client);
+        serving.shutdown().await;
+    })
+    .await;
+}
+
 /// The SQS error code (`x-amzn-query-error`'s) of a failed call.
 fn code<T, E, R>(result: Result<T, SdkError<E, R>>) -> String
 where
@@ -106,11 +118,10 @@ async fn create(client: &Client, name: &str, attributes: &[(QueueAttributeName, 
 
 #[tokio::test]
 async fn sqs_sdk_manages_queues() {
-    bounded(async {
-        let (serving, client) = serving().await;
+    with_node(async |serving, client| {
         let base = format!("http://{}", serving.addr);
         let url = create(
-            &client,
+            client,
             "jobs",
             &[(QueueAttributeName::VisibilityTimeout, "60")],
         )
@@ -118,7 +129,7 @@ async fn sqs_sdk_manages_queues() {
         assert_eq!(url, format!("{base}/{DEV}/jobs"));
         // The same attributes again: the same queue. Another value: QueueAlreadyExists.
         let again = create(
-            &client,
+            client,
             "jobs",
             &[(QueueAttributeName::VisibilityTimeout, "60")],
         )
@@ -132,7 +143,7 @@ async fn sqs_sdk_manages_queues() {
             .await;
         assert_eq!(code(other), "QueueAlreadyExists");
         for name in ["jobs-2", "jobs-3", "other"] {
-            create(&client, name, &[]).await;
+            create(client, name, &[]).await;
         }
         let found = client
             .get_queue_url()
@@ -290,17 +301,14 @@ async fn sqs_sdk_manages_queues() {
         client.delete_queue().queue_url(&url).send().await.unwrap();
         let gone = client.get_queue_url().queue_name("jobs").send().await;
         assert_eq!(code(gone), "AWS.SimpleQueueService.NonExistentQueue");
-        drop(client);
-        serving.shutdown().await;
     })
     .await;
 }
 
 #[tokio::test]
 async fn sqs_sdk_sends_receives_and_deletes_with_digests() {
-    bounded(async {
-        let (serving, client) = serving().await;
-        let url = create(&client, "mail", &[]).await;
+    with_node(async |_serving, client| {
+        let url = create(client, "mail", &[]).await;
         let body = "héllo ✓ <xml> & \"quotes\"";
         let sent = client
             .send_message()
@@ -513,17 +521,14 @@ async fn sqs_sdk_sends_receives_and_deletes_with_digests() {
             .await
             .unwrap();
         assert_eq!(count(after), "0");
-        drop(client);
-        serving.shutdown().await;
     })
     .await;
 }
 
 #[tokio::test]
 async fn sqs_sdk_batches_report_partial_failures() {
-    bounded(async {
-        let (serving, client) = serving().await;
-        let url = create(&client, "batch", &[]).await;
+    with_node(async |_serving, client| {
+        let url = create(client, "batch", &[]).await;
         let entry = |id: &str, body: &str| {
             SendMessageBatchRequestEntry::builder()
                 .id(id)
@@ -665,18 +670,15 @@ async fn sqs_sdk_batches_report_partial_failures() {
             (failure.id(), failure.code()),
             ("garbage", "ReceiptHandleIsInvalid")
         );
-        drop(client);
-        serving.shutdown().await;
     })
     .await;
 }
 
 #[tokio::test]
 async fn sqs_sdk_keeps_fifo_order_and_deduplicates() {
-    bounded(async {
-        let (serving, client) = serving().await;
+    with_node(async |_serving, client| {
         let url = create(
-            &client,
+            client,
             "orders.fifo",
             &[
                 (QueueAttributeName::FifoQueue, "true"),
@@ -796,21 +798,18 @@ async fn sqs_sdk_keeps_fifo_order_and_deduplicates() {
             first.messages()[0].receipt_handle(),
             again.messages()[0].receipt_handle()
         );
-        drop(client);
-        serving.shutdown().await;
     })
     .await;
 }
 
 #[tokio::test]
 async fn sqs_sdk_redrives_to_a_dead_letter_queue() {
-    bounded(async {
-        let (serving, client) = serving().await;
-        let dlq = create(&client, "dead", &[]).await;
+    with_node(async |_serving, client| {
+        let dlq = create(client, "dead", &[]).await;
         let dlq_arn = format!("arn:aws:sqs:local:{DEV}:dead");
         let policy = format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"2"}}"#);
         let source = create(
-            &client,
+            client,
             "work",
             &[(QueueAttributeName::RedrivePolicy, policy.as_str())],
         )
@@ -898,8 +897,6 @@ async fn sqs_sdk_redrives_to_a_dead_letter_queue() {
             .await
             .unwrap();
         client.delete_queue().queue_url(&dlq).send().await.unwrap();
-        drop(client);
-        serving.shutdown().await;
     })
     .await;
 }
@@ -956,18 +953,17 @@ async fn bodies(client: &Client, url: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn sqs_sdk_moves_dead_letters_back() {
-    bounded(async {
-        let (serving, client) = serving().await;
-        create(&client, "dead", &[]).await;
+    with_node(async |_serving, client| {
+        create(client, "dead", &[]).await;
         let dlq_arn = format!("arn:aws:sqs:local:{DEV}:dead");
         let policy = format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"1"}}"#);
         let source = create(
-            &client,
+            client,
             "work",
             &[(QueueAttributeName::RedrivePolicy, policy.as_str())],
         )
         .await;
-        dead_letter(&client, &source, &["a", "b", "c"]).await;
+        dead_letter(client, &source, &["a", "b", "c"]).await;
         let listed = client
             .list_message_move_tasks()
             .source_arn(&dlq_arn)
@@ -997,7 +993,7 @@ async fn sqs_sdk_moves_dead_letters_back() {
             .send()
             .await;
         assert_eq!(code(too_many), "InvalidParameterValue");
-        create(&client, "ordered.fifo", &[]).await;
+        create(client, "ordered.fifo", &[]).await;
         let other_type = client
             .start_message_move_task()
             .source_arn(&dlq_arn)
@@ -1049,7 +1045,7 @@ async fn sqs_sdk_moves_dead_letters_back() {
         assert_eq!(task.approximate_number_of_messages_to_move(), Some(3));
         assert_eq!(task.max_number_of_messages_per_second(), Some(500));
         assert!(task.started_timestamp() > 0);
-        assert_eq!(bodies(&client, &source).await, ["a", "b", "c"]);
+        assert_eq!(bodies(client, &source).await, ["a", "b", "c"]);
         let ended = client
             .cancel_message_move_task()
             .task_handle(&handle)
@@ -1058,8 +1054,8 @@ async fn sqs_sdk_moves_dead_letters_back() {
         assert_eq!(code(ended), "AWS.SimpleQueueService.UnsupportedOperation");
 
         // A slow task, cancelled at once, moved at most what it was asked to.
-        let redo = create(&client, "redo", &[]).await;
-        dead_letter(&client, &source, &["d", "e", "f"]).await;
+        let redo = create(client, "redo", &[]).await;
+        dead_letter(client, &source, &["d", "e", "f"]).await;
         let handle = client
             .start_message_move_task()
             .source_arn(&dlq_arn)
@@ -1097,18 +1093,15 @@ async fn sqs_sdk_moves_dead_letters_back() {
             Some(format!("arn:aws:sqs:local:{DEV}:redo").as_str())
         );
         let moved = usize::try_from(cancelled.approximate_number_of_messages_moved()).unwrap();
-        assert_eq!(bodies(&client, &redo).await.len(), moved);
-        drop(client);
-        serving.shutdown().await;
+        assert_eq!(bodies(client, &redo).await.len(), moved);
     })
     .await;
 }
 
 #[tokio::test]
 async fn sqs_sdk_long_polls() {
-    bounded(async {
-        let (serving, client) = serving().await;
-        let url = create(&client, "poll", &[]).await;
+    with_node(async |_serving, client| {
+        let url = create(client, "poll", &[]).await;
         let started = Instant::now();
         let empty = client
             .receive_message()
@@ -1159,8 +1152,6 @@ async fn sqs_sdk_long_polls() {
             .send()
             .await;
         assert_eq!(code(too_long), "InvalidParameterValue");
-        drop(client);
-        serving.shutdown().await;
     })
     .await;
 }
