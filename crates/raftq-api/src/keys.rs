@@ -75,6 +75,13 @@ pub struct Principal {
     pub role: Role,
 }
 
+/// A request whose signature held: who made it, and its access key as the limits count it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signed {
+    pub principal: Principal,
+    pub key: Option<KeyDigest>,
+}
+
 /// What one key grants, and until when.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Grant {
@@ -277,8 +284,23 @@ impl Keys {
         request: &SignedRequest<'_>,
         now: SystemTime,
     ) -> Result<Principal, SigV4Error> {
+        self.authenticate_signed(request, now)
+            .map(|signed| signed.principal)
+    }
+
+    /// [`Keys::authenticate_sigv4`], with the access key that signed the request as the per-key
+    /// limits count it (`None` in open mode). The key is known only once the signature holds: a
+    /// key ID is no secret, so an unchecked one must not use up its owner's requests.
+    pub fn authenticate_signed(
+        &self,
+        request: &SignedRequest<'_>,
+        now: SystemTime,
+    ) -> Result<Signed, SigV4Error> {
         let Some(table) = self.current() else {
-            return Ok(open_principal());
+            return Ok(Signed {
+                principal: open_principal(),
+                key: None,
+            });
         };
         let authorization = sigv4::read_authorization(request)?;
         let access_key_id = authorization.access_key_id;
@@ -295,16 +317,10 @@ impl Keys {
                     at,
                 })?;
         sigv4::verify(request, &authorization, &access.secret.0, now)?;
-        Ok(principal.clone())
-    }
-
-    /// The access key a signed request names, as the per-key limits count it; `None` in open
-    /// mode. Meant for a request [`Keys::authenticate_sigv4`] accepted: a key ID is no secret, so
-    /// an unchecked one must not use up its owner's requests.
-    pub fn signing_key(&self, request: &SignedRequest<'_>) -> Option<KeyDigest> {
-        self.current()?;
-        let authorization = sigv4::read_authorization(request).ok()?;
-        Some(digest(&format!("sigv4 {}", authorization.access_key_id)))
+        Ok(Signed {
+            principal: principal.clone(),
+            key: Some(digest(&format!("sigv4 {access_key_id}"))),
+        })
     }
 }
 

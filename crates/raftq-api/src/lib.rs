@@ -64,7 +64,7 @@ use std::sync::Arc;
 
 pub use error::{ApiError, CODE_METADATA, ERROR_METADATA, FIELD_METADATA};
 pub use front::{Front, Protocol, Responding};
-pub use keys::{load_keys, KeyDigest, Keys, KeysError, Principal, Role, OPEN_ACCOUNT};
+pub use keys::{load_keys, KeyDigest, Keys, KeysError, Principal, Role, Signed, OPEN_ACCOUNT};
 pub use limits::BODY_LIMIT;
 pub use metrics::Route;
 pub use sigv4::{SigV4Error, SignedRequest, DATE_WINDOW};

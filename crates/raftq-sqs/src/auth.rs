@@ -11,20 +11,12 @@
 use std::time::SystemTime;
 
 use axum::http::request::Parts;
-use raftq_api::{KeyDigest, Keys, SigV4Error, SignedRequest};
+use raftq_api::{Keys, SigV4Error, Signed, SignedRequest};
 
 use crate::error::{Kind, SqsError};
 
 /// The service a signature's credential scope must name.
 const SERVICE: &str = "sqs";
-
-/// Who made a request: its account, and the access key it signed with as the per-key limits
-/// count it (`None` in open mode).
-#[derive(Debug)]
-pub struct Requester {
-    pub account: String,
-    pub key: Option<KeyDigest>,
-}
 
 /// Who made a request (its head and its whole body, which the signature covers), on a server
 /// of `region`.
@@ -33,15 +25,10 @@ pub fn requester(
     region: &str,
     request: &Parts,
     body: &[u8],
-) -> Result<Requester, SqsError> {
-    let signed = SignedRequest::new(SERVICE, region, request, body);
-    let principal = keys
-        .authenticate_sigv4(&signed, SystemTime::now())
-        .map_err(refused)?;
-    Ok(Requester {
-        account: principal.account,
-        key: keys.signing_key(&signed),
-    })
+) -> Result<Signed, SqsError> {
+    let request = SignedRequest::new(SERVICE, region, request, body);
+    keys.authenticate_signed(&request, SystemTime::now())
+        .map_err(refused)
 }
 
 /// SQS's error for a refused signature.
@@ -80,6 +67,7 @@ mod tests {
         assert_eq!(
             requester(&Keys::open(), "local", &unsigned, b"{}")
                 .unwrap()
+                .principal
                 .account,
             "dev"
         );
@@ -89,6 +77,7 @@ mod tests {
         assert_eq!(
             requester(&Keys::open(), "local", &signed, b"{}")
                 .unwrap()
+                .principal
                 .account,
             "dev"
         );

@@ -144,11 +144,11 @@ impl Endpoint {
             Ok(read) => read,
             Err(e) => return (None, Err(e)),
         };
-        let number = self.names.account_number(&requester.account);
+        let number = self.names.account_number(&requester.principal.account);
         let call = Call {
             ops: &self.ops,
             names: &self.names,
-            account: requester.account,
+            account: requester.principal.account,
             number,
             caller,
             path: parts.uri.path(),
