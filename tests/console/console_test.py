@@ -404,6 +404,12 @@ def cluster_page(console, rest):
     console.click("#nav-cluster")
     console.find("#nodes")
     check("leader" in console.text("#nodes"), "a leader is shown: " + console.text("#nodes"))
+    # Every member's own figures, as it answered the pings of the node serving the page.
+    for field in ("last_log_index", "commit_index", "applied_index"):
+        console.wait(lambda: console.driver.execute_script(
+            "const cells = [...document.querySelectorAll('#nodes td[data-field=\"" + field + "\"]')];"
+            "return cells.length === 3 && cells.every((c) => /^[0-9]+$/.test(c.textContent));"),
+            f"every member's {field} on the cluster page", seconds=10)
     load = threading.Thread(target=traffic, args=(rest, 5))
     load.start()
     try:
@@ -514,8 +520,16 @@ def peek_pages(console, rest):
     console.wait_text("#peek-status", "Page 1: 10 messages")
     _, stats = rest.call("GET", "/v1/queues/pages/stats")
     check(stats["visible"] == 12 and stats["leased"] == 0, f"peeking changed nothing: {stats}")
-    rest.call("DELETE", "/v1/queues/pages")
     console.check_log("peeking page by page")
+
+    # Deleted elsewhere while its page is open: the page says the queue is gone.
+    console.expect_refusal(404)
+    rest.call("DELETE", "/v1/queues/pages")
+    console.wait_text("main", "Cannot show this page")
+    check("pages" in console.text("main") and console.first("#peek-rows") is None,
+          "the page of a deleted queue says it is gone: " + console.text("main"))
+    check("Refresh failed" not in console.text("body"), "no refresh failure shown")
+    console.check_log("a queue deleted elsewhere")
 
     # A queue that does not exist (any more): the API's answer, and a way back.
     console.expect_refusal(404)

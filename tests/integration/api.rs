@@ -831,6 +831,11 @@ async fn the_cluster_reports_the_node(api: &Front) {
     // The leader has its whole log: what it matched of itself is at least what it committed.
     let matched = c["nodes"][0]["matched_index"].as_u64();
     assert!(matched >= c["commit_index"].as_u64(), "{c}");
+    // Its own figures: the cluster's commit index, and a log that holds it.
+    assert_eq!(c["nodes"][0]["commit_index"], c["commit_index"], "{c}");
+    let applied = c["nodes"][0]["applied_index"].as_u64();
+    assert!(applied.is_some_and(|a| a >= 2), "{c}");
+    assert!(c["nodes"][0]["last_log_index"].as_u64() >= applied, "{c}");
 }
 
 /// Without a quorum, writes and reads are `unavailable` soon, and the cluster shows no leader.

@@ -1219,6 +1219,69 @@ async fn nodes_are_added_and_removed_while_the_cluster_serves() {
     .expect("bounded");
 }
 
+/// A follower shows how far every member has come: its own figures, and the log, commit and
+/// applied index each other member answered its pings with; a member that stopped answering
+/// shows none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_follower_shows_every_members_log_commit_and_applied_index() {
+    timeout(BOUND, async {
+        let mut cluster = Cluster::start(3, 10_000).await;
+        let leader = cluster.leader().await;
+        create_and_fill(cluster.node(leader), "q", 10).await;
+        let written = cluster.node(leader).status().await.last_applied;
+        let follower = cluster.follower().await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let status = cluster.node(follower).status().await;
+            let caught_up = status.members.iter().all(|m| {
+                m.applied_index.is_some_and(|a| a >= written)
+                    && m.commit_index >= m.applied_index
+                    && m.last_log_index >= m.commit_index
+            });
+            if caught_up {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {follower} does not show every member at index {written}: {:?}",
+                status.members
+            );
+            sleep(Duration::from_millis(50)).await;
+        }
+        let other = cluster
+            .nodes
+            .keys()
+            .copied()
+            .find(|id| *id != leader && *id != follower)
+            .expect("a third node");
+        cluster.stop(other).await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let status = cluster.node(follower).status().await;
+            let stopped = status
+                .members
+                .iter()
+                .find(|m| m.id == other)
+                .expect("member");
+            if !stopped.answering {
+                assert_eq!(
+                    (
+                        stopped.last_log_index,
+                        stopped.commit_index,
+                        stopped.applied_index
+                    ),
+                    (None, None, None)
+                );
+                break;
+            }
+            assert!(Instant::now() < deadline, "node {other} still answers");
+            sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("bounded");
+}
+
 /// Each refused change names its rule and leaves the membership as it was. For the removal
 /// that would leave no majority answering, the test waits until the leader's status shows the
 /// stopped follower no longer answering its pings (the answers the leader counts when asked

@@ -557,7 +557,9 @@ fn cluster(c: pb::Cluster) -> Value {
         .iter()
         .map(|n| {
             json!({"id": n.id, "raft_addr": n.raft_addr, "role": n.role,
-                "answering": n.answering, "matched_index": n.matched_index})
+                "answering": n.answering, "matched_index": n.matched_index,
+                "last_log_index": n.last_log_index, "commit_index": n.commit_index,
+                "applied_index": n.applied_index})
         })
         .collect();
     with_optional(

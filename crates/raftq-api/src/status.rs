@@ -23,6 +23,17 @@ pub struct Member {
     /// `null` on other nodes and for a member not matched yet.
     #[schema(required = true)]
     pub matched_index: Option<u64>,
+    /// The last index of the member's log: the answering node's own, or what the member
+    /// answered its last ping with; `null` while the member does not answer.
+    #[schema(required = true)]
+    pub last_log_index: Option<u64>,
+    /// The highest index the member knows committed, likewise; `null` also from a member of an
+    /// earlier version.
+    #[schema(required = true)]
+    pub commit_index: Option<u64>,
+    /// The last index the member's state machine applied, likewise.
+    #[schema(required = true)]
+    pub applied_index: Option<u64>,
 }
 
 /// What `GET /v1/cluster` answers (plus a few fields for metrics, not serialized).
@@ -94,6 +105,9 @@ pub async fn of(node: &Node, region: &str) -> RaftStatus {
                 role: m.role.as_str(),
                 answering: m.answering,
                 matched_index: m.matched_index,
+                last_log_index: m.last_log_index,
+                commit_index: m.commit_index,
+                applied_index: m.applied_index,
             })
             .collect(),
         term: status.term,

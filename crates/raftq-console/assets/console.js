@@ -944,8 +944,18 @@ async function renderQueue(gen, name) {
   let running = live.tasks.some((t) => t.status === "running");
   poll(gen, async () => {
     // Live parts only: the forms and the peeked page stay as the operator left them, except
-    // that the page is peeked again when a move task ends.
-    const fresh = await liveFigures(name);
+    // that the page is peeked again when a move task ends. A queue deleted elsewhere is read
+    // again as a whole, which shows that it is gone.
+    let fresh;
+    try {
+      fresh = await liveFigures(name);
+    } catch (e) {
+      if (e instanceof ApiError && e.code === "queue_not_found" && gen === generation) {
+        await render();
+        return;
+      }
+      throw e;
+    }
     if (gen !== generation) return;
     stats.replaceChildren(statsLine(fresh.stats));
     if (move) move.update(fresh.tasks);
@@ -1056,22 +1066,27 @@ async function renderCluster(gen) {
     const committed = cluster.commit_index;
     const lastLog = metricValue(samples, "raftq_raft_last_log_index");
     const leading = cluster.leader === cluster.node_id;
+    const known = (v) => (v === null || v === undefined ? "–" : v);
     const rows = cluster.nodes.map((n) => {
       const self = n.id === cluster.node_id;
       const matched = n.matched_index;
+      const behind = n.applied_index === null || n.applied_index === undefined ? null : Math.max(0, committed - n.applied_index);
       return h("tr", {"data-node": n.id, class: n.role === "leader" ? "leader" : null},
         h("th", {scope: "row"}, n.id + (self ? " (this node)" : "")),
         h("td", {}, n.raft_addr),
         h("td", {}, n.role),
         h("td", {}, n.answering ? "yes" : "no"),
-        h("td", {class: "num"}, matched === null ? "–" : matched),
-        h("td", {class: "num"}, leading && matched !== null && lastLog !== null ? Math.max(0, lastLog - matched) : "–"),
-        h("td", {class: "num"}, self && applied !== null ? applied : "–"));
+        h("td", {class: "num", "data-field": "last_log_index"}, known(n.last_log_index)),
+        h("td", {class: "num", "data-field": "commit_index"}, known(n.commit_index)),
+        h("td", {class: "num", "data-field": "applied_index"}, known(n.applied_index)),
+        h("td", {class: "num", "data-field": "lag"}, known(behind)),
+        h("td", {class: "num"}, known(matched)));
     });
     const table = h("table", {id: "nodes"},
-      h("caption", {}, "Members as node " + cluster.node_id + " sees them" +
-        (leading ? "; as their leader it knows how far each one's log is replicated" : "; the leader's page shows each member's replication")),
-      h("thead", {}, h("tr", {}, ["Node", "Peer address", "Role", "Answers", "Log replicated to", "Lag (entries)", "Applied index"]
+      h("caption", {}, "Members as node " + cluster.node_id + " sees them: each one's indexes as it last answered this node's pings; " +
+        "lag: entries applied behind the commit index" +
+        (leading ? "; replicated to: how far this leader knows each one's log is replicated" : "")),
+      h("thead", {}, h("tr", {}, ["Node", "Peer address", "Role", "Answers", "Last log", "Commit", "Applied", "Lag", "Replicated to"]
         .map((t) => h("th", {scope: "col"}, t)))),
       h("tbody", {}, rows));
     const facts = [

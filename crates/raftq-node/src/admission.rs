@@ -66,6 +66,46 @@ impl PeerStatus {
     }
 }
 
+/// How far a node has come: what it knows committed and what its state machine applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// The highest log index it knows committed.
+    pub commit_index: u64,
+    /// The last log index its state machine applied.
+    pub applied_index: u64,
+}
+
+/// What a node answers a ping with: its [`PeerStatus`], then its [`Progress`], encoded one after
+/// the other. A node of an earlier version answers with the status alone and reads only the
+/// status of a longer answer (a postcard value ignores the bytes after it), so nodes of both
+/// versions can ping each other during a rolling upgrade.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PingAnswer {
+    pub status: PeerStatus,
+    /// `None` from a node of an earlier version.
+    pub progress: Option<Progress>,
+}
+
+impl PingAnswer {
+    /// The answer's bytes.
+    pub(crate) fn encode(
+        status: &PeerStatus,
+        progress: &Progress,
+    ) -> Result<Vec<u8>, postcard::Error> {
+        raftq_engine::codec::to_vec(&(status, progress))
+    }
+
+    /// Reads an answer of either version.
+    pub(crate) fn decode(bytes: &[u8]) -> Result<PingAnswer, postcard::Error> {
+        let (status, rest) = postcard::take_from_bytes::<PeerStatus>(bytes)?;
+        let progress = match rest {
+            [] => None,
+            rest => Some(postcard::from_bytes(rest)?),
+        };
+        Ok(PingAnswer { status, progress })
+    }
+}
+
 /// The Raft calls a peer makes, as far as admission tells them apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PeerCall {
@@ -292,6 +332,41 @@ mod tests {
         for standing in [Standing::Blank, Standing::Joining] {
             assert!(!peer(standing, None).would_vote_for(log(9, 9).as_ref()));
         }
+    }
+
+    #[test]
+    fn ping_answers_read_across_versions() {
+        let status = PeerStatus {
+            cluster_id: id(7),
+            standing: Standing::Member,
+            last_log: Some(openraft::testing::log_id(3, 1, 42)),
+            clock_ms: 1_700_000_000_000,
+        };
+        let progress = Progress {
+            commit_index: 41,
+            applied_index: 40,
+        };
+        let answer = PingAnswer::encode(&status, &progress).expect("encode");
+        assert_eq!(
+            PingAnswer::decode(&answer).expect("decode"),
+            PingAnswer {
+                status,
+                progress: Some(progress)
+            }
+        );
+        // A node of the earlier version reads the status and ignores the progress after it.
+        let read_by_earlier: PeerStatus = postcard::from_bytes(&answer).expect("earlier read");
+        assert_eq!(read_by_earlier, status);
+        // A node of the earlier version answers with the status alone.
+        let earlier = raftq_engine::codec::to_vec(&status).expect("encode");
+        assert_eq!(
+            PingAnswer::decode(&earlier).expect("decode"),
+            PingAnswer {
+                status,
+                progress: None
+            }
+        );
+        assert!(PingAnswer::decode(&answer[..answer.len() - 1]).is_err());
     }
 
     #[tokio::test]

@@ -84,7 +84,7 @@ pub(crate) async fn run(
         }
         let pings = others.iter().map(|(id, addr)| {
             let mut client = core.network.peers.get(*id, addr);
-            async move { (*id, client.ping(PING_TIMEOUT).await) }
+            async move { (*id, client.ping(PING_TIMEOUT).await.map(|a| a.status)) }
         });
         let answers = join_all(pings).await;
         match (standing, find(&answers)) {
@@ -136,7 +136,7 @@ pub(crate) async fn announce(core: Arc<Core>, member: String, mut shutdown: watc
         if core.admission.standing() != Standing::Joining {
             return;
         }
-        match client.ping(PING_TIMEOUT).await {
+        match client.ping(PING_TIMEOUT).await.map(|a| a.status) {
             Some(status) if status.cluster_id.is_some() => {
                 tracing::info!(
                     member = %member,

@@ -32,7 +32,7 @@ use raftq_store::NodeId;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::admission::PeerStatus;
+use crate::admission::{PeerStatus, PingAnswer};
 use crate::shared::Core;
 
 /// How often every member is pinged.
@@ -104,18 +104,18 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
                 let clock = Arc::clone(&core.clock);
                 async move {
                     let sent = clock.wall();
-                    let status = client.ping(PING_TIMEOUT).await;
+                    let answer = client.ping(PING_TIMEOUT).await;
                     // The peer read its clock about halfway through the round trip.
                     let midway = sent / 2 + clock.wall() / 2;
-                    (*id, midway, status)
+                    (*id, midway, answer)
                 }
             });
-        for (id, midway, status) in join_all(pings).await {
+        for (id, midway, answer) in join_all(pings).await {
             let now = Instant::now();
             if let Ok(mut reach) = core.reach.write() {
-                reach.entry(id).or_default().record(status.is_some(), now);
+                reach.entry(id).or_default().record(answer.as_ref(), now);
             }
-            if let Some(status) = status {
+            if let Some(PingAnswer { status, .. }) = answer {
                 let offset = status.clock_ms as i64 - midway as i64;
                 answers.insert(id, (now, status, offset));
             }

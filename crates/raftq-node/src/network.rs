@@ -23,7 +23,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
-use crate::admission::{ClusterId, PeerStatus, CLUSTER_HEADER};
+use crate::admission::{ClusterId, PingAnswer, CLUSTER_HEADER};
 use crate::rpc::raft_client::RaftClient;
 use crate::rpc::Blob;
 
@@ -251,6 +251,17 @@ impl PeerClient {
         request: &Req,
         timeout: Option<Duration>,
     ) -> Result<Resp, CallError> {
+        let reply = self.call_for_bytes(method, request, timeout).await?;
+        Ok(postcard::from_bytes(&reply)?)
+    }
+
+    /// Calls `method` and returns the reply's bytes, undecoded.
+    async fn call_for_bytes<Req: Serialize>(
+        &mut self,
+        method: Method,
+        request: &Req,
+        timeout: Option<Duration>,
+    ) -> Result<Vec<u8>, CallError> {
         if self.partition.is_cut(self.target) {
             return Err(CallError::Cut(self.target));
         }
@@ -278,7 +289,7 @@ impl PeerClient {
             Method::Elect => client.elect(request).await?,
             Method::Admit => client.admit(request).await?,
         };
-        Ok(postcard::from_bytes(&reply.into_inner().data)?)
+        Ok(reply.into_inner().data)
     }
 
     /// Sends a client request to this peer (the leader) and returns its reply.
@@ -290,13 +301,17 @@ impl PeerClient {
         self.call(Method::Forward, request, Some(timeout)).await
     }
 
-    /// This peer's status, if it answers within `timeout`.
-    pub(crate) async fn ping(&mut self, timeout: Duration) -> Option<PeerStatus> {
+    /// This peer's answer to a ping, if it answers within `timeout`.
+    pub(crate) async fn ping(&mut self, timeout: Duration) -> Option<PingAnswer> {
         // Bounded here too: a connection being made may take longer than the call's deadline.
-        tokio::time::timeout(timeout, self.call(Method::Ping, &(), Some(timeout)))
-            .await
-            .ok()?
-            .ok()
+        let reply = tokio::time::timeout(
+            timeout,
+            self.call_for_bytes(Method::Ping, &(), Some(timeout)),
+        )
+        .await
+        .ok()?
+        .ok()?;
+        PingAnswer::decode(&reply).ok()
     }
 
     /// Asks this peer to stand for election now.

@@ -205,6 +205,7 @@ impl Node {
             changing: tokio::sync::Mutex::new(()),
             reach: Default::default(),
             elections_held_back: Default::default(),
+            leader_commit: Default::default(),
             appends: Default::default(),
         });
         let (shutdown, signal) = watch::channel(false);

@@ -21,7 +21,7 @@ use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use openraft::Vote;
 use raftq_store::{NodeId, TypeConfig};
 
-use crate::admission::{PeerCall, Standing, CLUSTER_HEADER};
+use crate::admission::{PeerCall, PingAnswer, Standing, CLUSTER_HEADER};
 use crate::error::NodeError;
 use crate::network::index_range;
 use crate::receiving::SnapshotReceiver;
@@ -132,6 +132,8 @@ impl RaftRpc for PeerService {
         let rpc: AppendEntriesRequest<TypeConfig> = decode(request)?;
         check_sender(caller, &rpc.vote)?;
         self.core.note_append();
+        self.core
+            .note_leader_commit(rpc.leader_commit.map(|l| l.index));
         // Stage events for `scripts/latency`, of appends that carry entries.
         let entries = index_range(&rpc.entries);
         if let Some((first, last)) = entries {
@@ -150,7 +152,9 @@ impl RaftRpc for PeerService {
             .admission
             .status(self.core.clock.wall())
             .map_err(|e| Status::internal(format!("cannot read the log: {e}")))?;
-        encode(&status)
+        PingAnswer::encode(&status, &self.core.progress())
+            .map(|data| Response::new(Blob { data }))
+            .map_err(|e| Status::internal(format!("cannot encode reply: {e}")))
     }
 
     async fn vote(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {

@@ -11,7 +11,7 @@ use raftq_engine::Command;
 use raftq_store::{NodeId, Response, StateReader, TypeConfig};
 use tokio::time::Instant;
 
-use crate::admission::Admission;
+use crate::admission::{Admission, PingAnswer, Progress};
 use crate::clock::LeaderClock;
 use crate::error::NodeError;
 use crate::group_commit::GroupCommit;
@@ -41,6 +41,8 @@ pub(crate) struct Core {
     pub reach: RwLock<BTreeMap<NodeId, Reach>>,
     /// Elections the election gate kept this node from standing in (see `gate`).
     pub elections_held_back: AtomicU64,
+    /// The highest commit index a leader's append told this node.
+    pub leader_commit: AtomicU64,
     /// Since when a leader's appends and heartbeats have been reaching this node without a gap
     /// longer than [`APPENDING`], and when the last one came.
     pub appends: RwLock<Option<(Instant, Instant)>>,
@@ -56,16 +58,34 @@ pub(crate) struct Reach {
     pub answered: Option<Instant>,
     /// Since when its pings have gone unanswered (`None` while it answers).
     pub silent_since: Option<Instant>,
+    /// What it answered last.
+    pub last_answer: Option<LastAnswer>,
+}
+
+/// What a member's last answer to a ping told of its log.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct LastAnswer {
+    /// The last index of its log.
+    pub last_log_index: Option<u64>,
+    /// How far it has come; `None` from a node of an earlier version.
+    pub progress: Option<Progress>,
 }
 
 impl Reach {
-    /// Records the outcome of one ping at `now`.
-    pub(crate) fn record(&mut self, answered: bool, now: Instant) {
-        if answered {
-            self.answered = Some(now);
-            self.silent_since = None;
-        } else {
-            self.silent_since.get_or_insert(now);
+    /// Records the outcome of one ping at `now`: its answer, if any.
+    pub(crate) fn record(&mut self, answer: Option<&PingAnswer>, now: Instant) {
+        match answer {
+            Some(answer) => {
+                self.answered = Some(now);
+                self.silent_since = None;
+                self.last_answer = Some(LastAnswer {
+                    last_log_index: answer.status.last_log.map(|l| l.index),
+                    progress: answer.progress,
+                });
+            }
+            None => {
+                self.silent_since.get_or_insert(now);
+            }
         }
     }
 }
@@ -99,18 +119,22 @@ impl Core {
 
     /// The members that answered a ping `within` the last while, this node included.
     pub(crate) fn answering(&self, within: Duration) -> BTreeSet<NodeId> {
-        let mut answering: BTreeSet<NodeId> = self
-            .reach
+        let mut answering: BTreeSet<NodeId> = self.last_answers(within).into_keys().collect();
+        answering.insert(self.id);
+        answering
+    }
+
+    /// The last answers of the members that answered a ping `within` the last while.
+    pub(crate) fn last_answers(&self, within: Duration) -> BTreeMap<NodeId, LastAnswer> {
+        self.reach
             .read()
             .map(|r| {
                 r.iter()
                     .filter(|(_, reach)| reach.answered.is_some_and(|at| at.elapsed() <= within))
-                    .map(|(id, _)| *id)
+                    .filter_map(|(id, reach)| reach.last_answer.map(|answer| (*id, answer)))
                     .collect()
             })
-            .unwrap_or_default();
-        answering.insert(self.id);
-        answering
+            .unwrap_or_default()
     }
 
     /// Whether member `id` has left every ping unanswered for at least `this_long`.

@@ -11,12 +11,13 @@
 
 use std::sync::atomic::Ordering;
 
-use openraft::ServerState;
+use openraft::{BasicNode, RaftMetrics, ServerState};
 use raftq_store::NodeId;
 use uuid::Uuid;
 
+use crate::admission::Progress;
 use crate::membership::ANSWERED_WITHIN;
-use crate::shared::Core;
+use crate::shared::{Core, LastAnswer};
 
 /// A member's role as this node sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +67,13 @@ pub struct Member {
     /// itself); `None` on other nodes, which do not track replication, and for a member the
     /// leader has not matched yet.
     pub matched_index: Option<u64>,
+    /// The last index of the member's log, the highest index it knows committed and the last
+    /// index it applied: this node's own, or what the member answered this node's last ping
+    /// with; `None` while it does not answer. A node of an earlier version answers the first
+    /// only.
+    pub last_log_index: Option<u64>,
+    pub commit_index: Option<u64>,
+    pub applied_index: Option<u64>,
 }
 
 /// A node's view of itself and the cluster.
@@ -104,9 +112,36 @@ pub struct NodeStatus {
 }
 
 impl Core {
+    /// How far this node has come, as it answers a ping. Read from openraft's metrics and the
+    /// appends this node received, never by asking the Raft core: the election gate times
+    /// pings, and a busy core must not slow the answer. A follower knows committed what its
+    /// leader's appends said; a leader, what a majority of each voter set holds in its log.
+    pub(crate) fn progress(&self) -> Progress {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        let applied_index = m.last_applied.map_or(0, |l| l.index);
+        let commit = if m.state == ServerState::Leader {
+            held_by_majority(&m)
+        } else {
+            self.leader_commit.load(Ordering::Relaxed)
+        };
+        Progress {
+            commit_index: commit.max(applied_index),
+            applied_index,
+        }
+    }
+
+    /// Records the commit index a leader's append carried.
+    pub(crate) fn note_leader_commit(&self, index: Option<u64>) {
+        if let Some(index) = index {
+            self.leader_commit.fetch_max(index, Ordering::Relaxed);
+        }
+    }
+
     /// This node's status, read from openraft's metrics and, for the committed index, its state.
     pub(crate) async fn status(&self) -> NodeStatus {
         let answering = self.answering(ANSWERED_WITHIN);
+        let answers = self.last_answers(ANSWERED_WITHIN);
         let mut status = {
             let metrics = self.raft.metrics();
             let m = metrics.borrow();
@@ -137,6 +172,9 @@ impl Core {
                     },
                     answering: answering.contains(id),
                     matched_index: matched(id),
+                    last_log_index: None,
+                    commit_index: None,
+                    applied_index: None,
                 })
                 .collect();
             let last_applied = m.last_applied.map_or(0, |l| l.index);
@@ -167,6 +205,47 @@ impl Core {
         {
             status.commit_index = status.commit_index.max(committed);
         }
+        for member in &mut status.members {
+            let answer = if member.id == status.node_id {
+                LastAnswer {
+                    last_log_index: Some(status.last_log_index),
+                    progress: Some(Progress {
+                        commit_index: status.commit_index,
+                        applied_index: status.last_applied,
+                    }),
+                }
+            } else {
+                answers.get(&member.id).copied().unwrap_or_default()
+            };
+            member.last_log_index = answer.last_log_index;
+            member.commit_index = answer.progress.map(|p| p.commit_index);
+            member.applied_index = answer.progress.map(|p| p.applied_index);
+        }
         status
     }
+}
+
+/// The highest log index that a majority of every voter set holds, as a leader's replication
+/// metrics show it (its own log counts for itself).
+fn held_by_majority(m: &RaftMetrics<NodeId, BasicNode>) -> u64 {
+    let held = |id: &NodeId| {
+        if *id == m.id {
+            return m.last_log_index.unwrap_or(0);
+        }
+        m.replication
+            .as_ref()
+            .and_then(|r| r.get(id).cloned().flatten())
+            .map_or(0, |l| l.index)
+    };
+    m.membership_config
+        .membership()
+        .get_joint_config()
+        .iter()
+        .map(|voters| {
+            let mut indexes: Vec<u64> = voters.iter().map(held).collect();
+            indexes.sort_unstable_by(|a, b| b.cmp(a));
+            indexes.get(voters.len() / 2).copied().unwrap_or(0)
+        })
+        .min()
+        .unwrap_or(0)
 }

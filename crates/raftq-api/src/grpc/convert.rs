@@ -431,6 +431,9 @@ impl From<RaftStatus> for pb::Cluster {
                     role: n.role.to_string(),
                     answering: n.answering,
                     matched_index: n.matched_index,
+                    last_log_index: n.last_log_index,
+                    commit_index: n.commit_index,
+                    applied_index: n.applied_index,
                 })
                 .collect(),
             term: s.term,
