@@ -84,7 +84,7 @@ pub(crate) async fn run(
         }
         let pings = others.iter().map(|(id, addr)| {
             let mut client = core.network.peers.get(*id, addr);
-            async move { (*id, client.ping(PING_TIMEOUT).await.map(|a| a.status)) }
+            async move { (*id, client.ping_status(PING_TIMEOUT).await) }
         });
         let answers = join_all(pings).await;
         match (standing, find(&answers)) {
@@ -136,7 +136,7 @@ pub(crate) async fn announce(core: Arc<Core>, member: String, mut shutdown: watc
         if core.admission.standing() != Standing::Joining {
             return;
         }
-        match client.ping(PING_TIMEOUT).await.map(|a| a.status) {
+        match client.ping_status(PING_TIMEOUT).await {
             Some(status) if status.cluster_id.is_some() => {
                 tracing::info!(
                     member = %member,

@@ -132,7 +132,7 @@ impl Core {
             return Ok(Err(ChangeError::AlreadyVoter(id)));
         }
         let mut probe = PeerClient::new(id, addr, &self.network.peers.dial);
-        let Some(status) = probe.ping(PROBE_TIMEOUT).await.map(|a| a.status) else {
+        let Some(status) = probe.ping_status(PROBE_TIMEOUT).await else {
             return Ok(Err(ChangeError::Unreachable(addr.to_string())));
         };
         let ours = self.admission.cluster().get();

@@ -23,7 +23,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
-use crate::admission::{ClusterId, PingAnswer, CLUSTER_HEADER};
+use crate::admission::{ClusterId, PeerStatus, PingAnswer, CLUSTER_HEADER};
 use crate::rpc::raft_client::RaftClient;
 use crate::rpc::Blob;
 
@@ -312,6 +312,11 @@ impl PeerClient {
         .ok()?
         .ok()?;
         PingAnswer::decode(&reply).ok()
+    }
+
+    /// This peer's status, if it answers a ping within `timeout`.
+    pub(crate) async fn ping_status(&mut self, timeout: Duration) -> Option<PeerStatus> {
+        self.ping(timeout).await.map(|answer| answer.status)
     }
 
     /// Asks this peer to stand for election now.
