@@ -941,59 +941,71 @@ async fn an_isolated_leader_acknowledges_nothing_and_the_majority_goes_on() {
 }
 
 /// A follower cut off from the others does not stand for election, so when it comes back its
-/// term does not depose the leader. The test waits until the follower's election gate has held
-/// it back from three elections (those openraft would have started, counted in the node's
-/// status), then checks that its term did not move: with the gate held open, it would have
-/// stood in each of them.
+/// term does not depose the leader: with the gate held open, it would have stood in each of the
+/// elections the test waits for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cut_off_follower_does_not_stand_and_rejoins_under_the_same_leader() {
     timeout(BOUND, async {
         let cluster = Cluster::start(3, 10_000).await;
-        let leader = cluster.leader().await;
         let follower = cluster.follower().await;
-        let term = |id: u64| cluster.node(id).raft().metrics().borrow().current_term;
-        let before = term(leader);
-        let cut = |on: bool| {
-            for &o in cluster.nodes.keys().filter(|id| **id != follower) {
-                cluster.node(follower).partition().set(o, on);
-                cluster.node(o).partition().set(follower, on);
-            }
-        };
-        let cut_off = cluster.node(follower);
-        let held_back = || async move { cut_off.status().await.elections_held_back };
-        let before_cut = held_back().await;
-        cut(true);
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while held_back().await < before_cut + 3 {
-            assert!(
-                Instant::now() < deadline,
-                "the gate did not hold the cut-off follower back from three elections"
-            );
-            sleep(Duration::from_millis(50)).await;
-        }
-        assert_eq!(
-            term(follower),
-            before,
-            "the cut-off follower stood for election"
-        );
-        cut(false);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while cluster
-            .node(follower)
-            .raft()
-            .metrics()
-            .borrow()
-            .current_leader
-            != Some(leader)
-        {
-            assert!(Instant::now() < deadline, "the follower did not rejoin");
-            sleep(Duration::from_millis(50)).await;
-        }
-        assert_eq!(term(leader), before, "the leader was deposed");
-        assert_eq!(cluster.leader().await, leader);
+        held_back_while_cut(&cluster, follower, |on| isolate(&cluster, follower, on)).await;
     })
     .await
     .expect("bounded");
+}
+
+/// A follower cut off from its leader alone does not stand while the other follower still hears
+/// the leader: that follower would refuse its vote, and the higher term of a candidate that
+/// cannot win would depose the leader when the cut heals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_follower_cut_off_from_its_leader_alone_does_not_depose_it() {
+    timeout(BOUND, async {
+        let cluster = Cluster::start(3, 10_000).await;
+        let leader = cluster.leader().await;
+        let follower = cluster.follower().await;
+        held_back_while_cut(&cluster, follower, |on| {
+            cluster.node(follower).partition().set(leader, on);
+            cluster.node(leader).partition().set(follower, on);
+        })
+        .await;
+    })
+    .await
+    .expect("bounded");
+}
+
+/// Cuts `follower`'s links with `cut`, waits until its election gate held it back from three
+/// elections (those openraft would have started, counted in the node's status), checks that its
+/// term did not move, heals the cut, and checks that it rejoins under the same leader, whose
+/// term did not move either.
+async fn held_back_while_cut(cluster: &Cluster, follower: u64, cut: impl Fn(bool)) {
+    let leader = cluster.leader().await;
+    let term = |id: u64| cluster.node(id).raft().metrics().borrow().current_term;
+    let before = term(leader);
+    let cut_off = cluster.node(follower);
+    let held_back = || async move { cut_off.status().await.elections_held_back };
+    let before_cut = held_back().await;
+    cut(true);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while held_back().await < before_cut + 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the gate did not hold the cut-off follower back from three elections"
+        );
+        sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        term(follower),
+        before,
+        "the cut-off follower stood for election"
+    );
+    cut(false);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while cut_off.raft().metrics().borrow().current_leader != Some(leader) {
+        assert!(Instant::now() < deadline, "the follower did not rejoin");
+        sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(term(leader), before, "the leader was deposed");
+    assert_eq!(cluster.leader().await, leader);
 }
 
 /// A follower whose calls to the leader are lost while the leader's appends still reach it (a

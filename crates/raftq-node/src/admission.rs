@@ -18,6 +18,7 @@
 //! A node's [`Standing`] sums this up, and is what it tells its peers when they ping it.
 
 use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
 
 use openraft::LogId;
 use raftq_store::{Enrolment, NodeId, RocksLogStore, TypeConfig};
@@ -75,15 +76,43 @@ pub struct Progress {
     pub applied_index: u64,
 }
 
-/// What a node answers a ping with: its [`PeerStatus`], then its [`Progress`], encoded one after
-/// the other. A node of an earlier version answers with the status alone and reads only the
-/// status of a longer answer (a postcard value ignores the bytes after it), so nodes of both
-/// versions can ping each other during a rolling upgrade.
+/// How lately a node heard from a leader, as it answers a ping. A node that hears a leader
+/// refuses a candidate its vote (openraft's leader lease), so the election gate of a node that
+/// wants to stand counts such a node as refusing: a node that stands without the votes would
+/// only raise its term, and that term would depose the working leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LeaderContact {
+    /// It leads (and is not handing its leadership over).
+    Leading,
+    /// A leader's last append or heartbeat reached it this many milliseconds before it answered.
+    HeardMsAgo(u64),
+    /// No leader's append has reached it since it started.
+    NotHeard,
+}
+
+impl LeaderContact {
+    /// Whether the node that answered `age` ago still hears a leader, taking a leader heard
+    /// within `lease` as heard.
+    pub(crate) fn hears_a_leader(&self, age: Duration, lease: Duration) -> bool {
+        match self {
+            LeaderContact::Leading => true,
+            LeaderContact::HeardMsAgo(ms) => Duration::from_millis(*ms).saturating_add(age) < lease,
+            LeaderContact::NotHeard => false,
+        }
+    }
+}
+
+/// What a node answers a ping with: its [`PeerStatus`], then its [`Progress`] and its
+/// [`LeaderContact`], encoded one after the other. A node of an earlier version answers with the
+/// status alone and reads only the status of a longer answer (a postcard value ignores the bytes
+/// after it), so nodes of both versions can ping each other during a rolling upgrade.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PingAnswer {
     pub status: PeerStatus,
     /// `None` from a node of an earlier version.
     pub progress: Option<Progress>,
+    /// `None` from a node of an earlier version.
+    pub leader: Option<LeaderContact>,
 }
 
 impl PingAnswer {
@@ -91,18 +120,26 @@ impl PingAnswer {
     pub(crate) fn encode(
         status: &PeerStatus,
         progress: &Progress,
+        leader: &LeaderContact,
     ) -> Result<Vec<u8>, postcard::Error> {
-        raftq_engine::codec::to_vec(&(status, progress))
+        raftq_engine::codec::to_vec(&(status, progress, leader))
     }
 
     /// Reads an answer of either version.
     pub(crate) fn decode(bytes: &[u8]) -> Result<PingAnswer, postcard::Error> {
         let (status, rest) = postcard::take_from_bytes::<PeerStatus>(bytes)?;
-        let progress = match rest {
-            [] => None,
-            rest => Some(postcard::from_bytes(rest)?),
+        let (progress, leader) = match rest {
+            [] => (None, None),
+            rest => {
+                let (progress, leader) = postcard::from_bytes(rest)?;
+                (Some(progress), Some(leader))
+            }
         };
-        Ok(PingAnswer { status, progress })
+        Ok(PingAnswer {
+            status,
+            progress,
+            leader,
+        })
     }
 }
 
@@ -346,15 +383,17 @@ mod tests {
             commit_index: 41,
             applied_index: 40,
         };
-        let answer = PingAnswer::encode(&status, &progress).expect("encode");
+        let leader = LeaderContact::HeardMsAgo(12);
+        let answer = PingAnswer::encode(&status, &progress, &leader).expect("encode");
         assert_eq!(
             PingAnswer::decode(&answer).expect("decode"),
             PingAnswer {
                 status,
-                progress: Some(progress)
+                progress: Some(progress),
+                leader: Some(leader),
             }
         );
-        // A node of the earlier version reads the status and ignores the progress after it.
+        // A node of the earlier version reads the status and ignores what follows it.
         let read_by_earlier: PeerStatus = postcard::from_bytes(&answer).expect("earlier read");
         assert_eq!(read_by_earlier, status);
         // A node of the earlier version answers with the status alone.
@@ -363,10 +402,25 @@ mod tests {
             PingAnswer::decode(&earlier).expect("decode"),
             PingAnswer {
                 status,
-                progress: None
+                progress: None,
+                leader: None,
             }
         );
         assert!(PingAnswer::decode(&answer[..answer.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn a_node_hears_a_leader_while_it_leads_or_within_the_lease() {
+        let ms = Duration::from_millis;
+        let lease = ms(350);
+        assert!(LeaderContact::Leading.hears_a_leader(ms(400), lease));
+        assert!(LeaderContact::HeardMsAgo(0).hears_a_leader(ms(349), lease));
+        assert!(!LeaderContact::HeardMsAgo(0).hears_a_leader(ms(350), lease));
+        // The answer's age counts: it heard 200 ms before answering, 100 ms ago.
+        assert!(LeaderContact::HeardMsAgo(200).hears_a_leader(ms(100), lease));
+        assert!(!LeaderContact::HeardMsAgo(200).hears_a_leader(ms(150), lease));
+        assert!(!LeaderContact::HeardMsAgo(u64::MAX).hears_a_leader(ms(1), lease));
+        assert!(!LeaderContact::NotHeard.hears_a_leader(ms(0), lease));
     }
 
     #[tokio::test]

@@ -7,12 +7,18 @@
 //!   an election (seconds under load);
 //! - a node whose log is behind can never win, but each time it stands, the voters that refuse
 //!   it take its higher term and wait out a new election timeout: standing again and again, it
-//!   kept the node that could win from ever standing.
+//!   kept the node that could win from ever standing;
+//! - a follower that missed its leader's heartbeats for a moment (a stalled disk or CPU, a link
+//!   to the leader alone cut) stood while the others still heard the leader: they refused it,
+//!   but its higher term reached the leader with the next append's answer and deposed it.
 //!
 //! Here every node pings the members all the time (the answer carries the peer's standing, the
-//! id of its last log entry and its wall clock) and turns openraft's elections off while too few
-//! of them would vote for it. A node that could not get those votes could never win an election
-//! anyway, so the gate takes nothing away: once it could, it stands as before.
+//! id of its last log entry, how lately it heard a leader and its wall clock) and turns
+//! openraft's elections off while too few of them would vote for it: a peer votes only for a log
+//! at least as up to date as its own, and not while it heard a leader within the leader's lease.
+//! A node that could not get those votes could never win an election anyway, so the gate takes
+//! nothing away: once it could, it stands as before. While a leader leads, its followers' gates
+//! are closed.
 //!
 //! While the gate is closed and no leader's appends arrive, the node counts the elections it
 //! would have stood in (`elections_held_back` in its status): one once a leader's lease and an
@@ -28,11 +34,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
+use openraft::LogId;
 use raftq_store::NodeId;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::admission::{PeerStatus, PingAnswer};
+use crate::admission::PingAnswer;
 use crate::shared::Core;
 
 /// How often every member is pinged.
@@ -74,15 +81,35 @@ fn elections_in(quiet: Duration, timeout: Duration) -> u64 {
         .saturating_sub(1)
 }
 
-/// A member's last answer: when it came, what it said, and its clock minus this node's.
-type Answer = (Instant, PeerStatus, i64);
+/// A member's last answer to a ping.
+struct Answer {
+    /// When it came.
+    at: Instant,
+    /// What it said.
+    said: PingAnswer,
+    /// The member's clock minus this node's.
+    offset: i64,
+}
+
+impl Answer {
+    /// Whether the member would vote for a candidate whose log ends at `last_log`: it may vote,
+    /// its log is not ahead, and it does not still hear a leader (one heard within `lease`).
+    fn would_vote_for(&self, last_log: Option<&LogId<NodeId>>, lease: Duration) -> bool {
+        self.said.status.would_vote_for(last_log)
+            && !self
+                .said
+                .leader
+                .is_some_and(|leader| leader.hears_a_leader(self.at.elapsed(), lease))
+    }
+}
 
 pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
     let mut answers: BTreeMap<NodeId, Answer> = BTreeMap::new();
     let mut open = core.admission.may_stand();
     let mut skewed = false;
     // The longest election timeout, so that the elections counted are the fewest openraft
-    // would have started.
+    // would have started. It is also openraft's leader lease: a voter that heard a leader
+    // within it refuses its vote.
     let timeout = Duration::from_millis(core.raft.config().election_timeout_max);
     // Since when the gate has held this node back with no append from a leader, and the
     // elections counted since then.
@@ -115,22 +142,28 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
             if let Ok(mut reach) = core.reach.write() {
                 reach.entry(id).or_default().record(answer.as_ref(), now);
             }
-            if let Some(PingAnswer { status, .. }) = answer {
-                let offset = status.clock_ms as i64 - midway as i64;
-                answers.insert(id, (now, status, offset));
+            if let Some(said) = answer {
+                let offset = said.status.clock_ms as i64 - midway as i64;
+                answers.insert(
+                    id,
+                    Answer {
+                        at: now,
+                        said,
+                        offset,
+                    },
+                );
             }
         }
         let recent = || {
             answers
                 .iter()
-                .filter(|(_, (at, _, _))| at.elapsed() <= FRESH)
-                .map(|(id, (_, status, offset))| (*id, status, *offset))
+                .filter(|(_, answer)| answer.at.elapsed() <= FRESH)
         };
         let answering = recent().count() + 1;
         let voters = members.voters();
         let offsets: Vec<i64> = recent()
-            .filter(|(id, _, _)| voters.contains(id))
-            .map(|(_, _, offset)| offset)
+            .filter(|(id, _)| voters.contains(id))
+            .map(|(_, answer)| answer.offset)
             .collect();
         let offset = clock_offset(&offsets, voters.len());
         core.clock.set_offset(offset);
@@ -171,8 +204,8 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
             }
         };
         let mut voters_for_us: BTreeSet<NodeId> = recent()
-            .filter(|(_, status, _)| status.would_vote_for(own_log.as_ref()))
-            .map(|(id, _, _)| id)
+            .filter(|(_, answer)| answer.would_vote_for(own_log.as_ref(), timeout))
+            .map(|(id, _)| *id)
             .collect();
         voters_for_us.insert(core.id);
         let allow =

@@ -152,7 +152,7 @@ impl RaftRpc for PeerService {
             .admission
             .status(self.core.clock.wall())
             .map_err(|e| Status::internal(format!("cannot read the log: {e}")))?;
-        PingAnswer::encode(&status, &self.core.progress())
+        PingAnswer::encode(&status, &self.core.progress(), &self.core.leader_contact())
             .map(|data| Response::new(Blob { data }))
             .map_err(|e| Status::internal(format!("cannot encode reply: {e}")))
     }

@@ -15,7 +15,7 @@ use openraft::{BasicNode, RaftMetrics, ServerState};
 use raftq_store::NodeId;
 use uuid::Uuid;
 
-use crate::admission::Progress;
+use crate::admission::{LeaderContact, Progress};
 use crate::membership::ANSWERED_WITHIN;
 use crate::shared::{Core, LastAnswer};
 
@@ -128,6 +128,20 @@ impl Core {
         Progress {
             commit_index: commit.max(applied_index),
             applied_index,
+        }
+    }
+
+    /// How lately this node heard from a leader, as it answers a ping: from the appends it
+    /// received, never by asking the Raft core (see [`Core::progress`]).
+    pub(crate) fn leader_contact(&self) -> LeaderContact {
+        if self.is_leader() {
+            return LeaderContact::Leading;
+        }
+        match self.last_append() {
+            Some(at) => LeaderContact::HeardMsAgo(
+                u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX),
+            ),
+            None => LeaderContact::NotHeard,
         }
     }
 
