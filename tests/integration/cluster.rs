@@ -708,6 +708,37 @@ async fn restarting_every_node_loses_nothing() {
     .expect("bounded");
 }
 
+/// A leader replicates its entries before its own copy is flushed (`vendor/openraft/RAFTQ.md`),
+/// so after a crash its log may lack entries it sent: it must not lead again in the term it led
+/// in, where its next entries would take those entries' log ids with other contents. A single
+/// node that restarts leads again, in a new term, with everything it acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_that_restarts_leads_again_only_in_a_new_term() {
+    timeout(BOUND, async {
+        let mut cluster = Cluster::start(1, 10_000).await;
+        let leader = cluster.leader().await;
+        let node = cluster.node(leader);
+        outcome(
+            node.write(create("restart", QueueAttributes::default()))
+                .await
+                .expect("create"),
+        );
+        sent(node.write(plain("restart", "kept")).await.expect("send"));
+        let term = |cluster: &Cluster| cluster.node(leader).raft().metrics().borrow().current_term;
+        let before = term(&cluster);
+        cluster.stop(leader).await;
+        cluster.restart(leader).await;
+        assert_eq!(cluster.leader().await, leader);
+        assert!(
+            term(&cluster) > before,
+            "the restarted leader resumed term {before}"
+        );
+        assert_eq!(bodies(cluster.node(leader), "restart").await, ["kept"]);
+    })
+    .await
+    .expect("bounded");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_node_down_while_the_log_is_purged_catches_up_through_a_snapshot() {
     timeout(BOUND, async {
