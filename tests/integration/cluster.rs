@@ -717,13 +717,7 @@ async fn a_leader_that_restarts_leads_again_only_in_a_new_term() {
     timeout(BOUND, async {
         let mut cluster = Cluster::start(1, 10_000).await;
         let leader = cluster.leader().await;
-        let node = cluster.node(leader);
-        outcome(
-            node.write(create("restart", QueueAttributes::default()))
-                .await
-                .expect("create"),
-        );
-        sent(node.write(plain("restart", "kept")).await.expect("send"));
+        create_and_fill(cluster.node(leader), "restart", 1).await;
         let term = |cluster: &Cluster| cluster.node(leader).raft().metrics().borrow().current_term;
         let before = term(&cluster);
         cluster.stop(leader).await;
@@ -733,7 +727,7 @@ async fn a_leader_that_restarts_leads_again_only_in_a_new_term() {
             term(&cluster) > before,
             "the restarted leader resumed term {before}"
         );
-        assert_eq!(bodies(cluster.node(leader), "restart").await, ["kept"]);
+        assert_eq!(bodies(cluster.node(leader), "restart").await, ["m0"]);
     })
     .await
     .expect("bounded");
