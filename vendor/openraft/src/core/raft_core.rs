@@ -1663,20 +1663,9 @@ where
                         lh.replication_handler().update_local_progress(Some(last_log_id));
                     }
                 } else {
-                    let (tx, rx) = C::AsyncRuntime::oneshot();
-                    let callback = LogFlushed::new(LogIOId::new(vote.clone(), Some(last_log_id.clone())), tx);
+                    let callback = LogFlushed::to_core(vote, last_log_id, self.tx_notify.clone());
                     // Entries are readable once `append()` returns: replication may read them.
                     self.log_store.append(entries, callback).await?;
-                    let tx_notify = self.tx_notify.clone();
-                    #[allow(clippy::let_underscore_future)]
-                    let _ = C::AsyncRuntime::spawn(async move {
-                        let result = match rx.await {
-                            Ok(Ok(_)) => Ok(()),
-                            Ok(Err(e)) => Err(e.to_string()),
-                            Err(e) => Err(e.to_string()),
-                        };
-                        let _ = tx_notify.send(Notify::LocalFlushed { vote, log_id: last_log_id, result });
-                    });
                 }
             }
             Command::SaveVote { vote } => {

@@ -2,21 +2,38 @@
 
 use std::io;
 
+use tokio::sync::mpsc;
 use tokio::sync::oneshot;
 
 use crate::async_runtime::AsyncOneshotSendExt;
+use crate::core::notify::Notify;
 use crate::raft_state::io_state::log_io_id::LogIOId;
 use crate::type_config::alias::OneshotSenderOf;
 use crate::LogId;
 use crate::RaftTypeConfig;
 use crate::StorageIOError;
+use crate::Vote;
 
 /// A oneshot callback for completion of log io operation.
 pub struct LogFlushed<C>
 where C: RaftTypeConfig
 {
     log_io_id: LogIOId<C::NodeId>,
-    tx: OneshotSenderOf<C, Result<LogIOId<C::NodeId>, io::Error>>,
+    /// `None` once reported.
+    to: Option<FlushedTo<C>>,
+}
+
+/// raftq: who hears of the flush: the core awaiting it, or, for a leader's own append that the
+/// core did not wait for, the core's notification channel, as `Notify::LocalFlushed`.
+enum FlushedTo<C>
+where C: RaftTypeConfig
+{
+    Waiter(OneshotSenderOf<C, Result<LogIOId<C::NodeId>, io::Error>>),
+    Core {
+        tx_notify: mpsc::UnboundedSender<Notify<C>>,
+        vote: Vote<C::NodeId>,
+        log_id: LogId<C::NodeId>,
+    },
 }
 
 impl<C> LogFlushed<C>
@@ -26,22 +43,61 @@ where C: RaftTypeConfig
         log_io_id: LogIOId<C::NodeId>,
         tx: OneshotSenderOf<C, Result<LogIOId<C::NodeId>, io::Error>>,
     ) -> Self {
-        Self { log_io_id, tx }
+        Self {
+            log_io_id,
+            to: Some(FlushedTo::Waiter(tx)),
+        }
+    }
+
+    /// raftq: a callback that reports the flush of the leader's own append under `vote`, up to
+    /// `log_id`, as `Notify::LocalFlushed` on `tx_notify`.
+    pub(crate) fn to_core(
+        vote: Vote<C::NodeId>,
+        log_id: LogId<C::NodeId>,
+        tx_notify: mpsc::UnboundedSender<Notify<C>>,
+    ) -> Self {
+        Self {
+            log_io_id: LogIOId::new(vote.clone(), Some(log_id.clone())),
+            to: Some(FlushedTo::Core { tx_notify, vote, log_id }),
+        }
     }
 
     /// Report log io completion event.
     ///
     /// It will be called when the log is successfully appended to the storage or an error occurs.
-    pub fn log_io_completed(self, result: Result<(), io::Error>) {
-        let res = if let Err(e) = result {
+    pub fn log_io_completed(mut self, result: Result<(), io::Error>) {
+        if let Err(e) = &result {
             tracing::error!("LogFlush error: {}, while flushing upto {}", e, self.log_io_id);
-            self.tx.send(Err(e))
-        } else {
-            self.tx.send(Ok(self.log_io_id))
-        };
+        }
+        self.report(result);
+    }
 
-        if let Err(e) = res {
-            tracing::error!("failed to send log io completion event: {:?}", e);
+    fn report(&mut self, result: Result<(), io::Error>) {
+        match self.to.take() {
+            None => {}
+            Some(FlushedTo::Waiter(tx)) => {
+                let res = tx.send(result.map(|()| self.log_io_id.clone()));
+                if let Err(e) = res {
+                    tracing::error!("failed to send log io completion event: {:?}", e);
+                }
+            }
+            Some(FlushedTo::Core { tx_notify, vote, log_id }) => {
+                let result = result.map_err(|e| e.to_string());
+                // The core is gone when the channel is closed: nothing waits for this flush.
+                let _ = tx_notify.send(Notify::LocalFlushed { vote, log_id, result });
+            }
+        }
+    }
+}
+
+/// raftq: a callback dropped unreported fails the flush for the core, as a dropped oneshot does
+/// for a core that awaits it.
+impl<C> Drop for LogFlushed<C>
+where C: RaftTypeConfig
+{
+    fn drop(&mut self) {
+        if let Some(FlushedTo::Core { .. }) = &self.to {
+            self.report(Err(io::Error::other("the log store dropped the flush callback")));
         }
     }
 }
