@@ -7,10 +7,11 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 
-use raftq_node::{call_peer, tls::node_uri, CallError, PeerMethod};
+use raftq_node::tls::{client_config, node_uri};
+use raftq_node::{call_peer, CallError, PeerMethod};
 use tempfile::TempDir;
-use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 use uuid::Uuid;
 
 use crate::certs::{Authority, Issued};
@@ -29,21 +30,21 @@ fn peer_flags<'a>(issued: &'a Issued, ca: &'a Path) -> [&'a str; 6] {
 }
 
 /// Dials as `identity` (none: no client certificate), trusting `ca`.
-fn dialing(ca: &str, identity: Option<&Issued>) -> ClientTlsConfig {
-    let tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));
-    match identity {
-        Some(issued) => tls.identity(Identity::from_pem(
+fn dialing(ca: &str, identity: Option<&Issued>) -> Arc<rustls::ClientConfig> {
+    let pems = identity.map(|issued| {
+        (
             std::fs::read(&issued.cert).expect("certificate"),
             std::fs::read(&issued.key).expect("key"),
-        )),
-        None => tls,
-    }
+        )
+    });
+    let identity = pems.as_ref().map(|(cert, key)| (&cert[..], &key[..]));
+    client_config(ca.as_bytes(), identity).expect("a TLS configuration")
 }
 
 /// The status a call of `method` to `addr` in the name of node `sender` failed with.
 fn refusal(
     addr: &str,
-    tls: Option<ClientTlsConfig>,
+    tls: Option<Arc<rustls::ClientConfig>>,
     cluster: Option<Uuid>,
     method: PeerMethod,
     sender: u64,

@@ -9,7 +9,6 @@
 //!   report with the rows of the workloads measured again replaced (`--merge`).
 
 mod driver;
-mod h2_channel;
 mod jetstream;
 mod machine;
 mod measure;

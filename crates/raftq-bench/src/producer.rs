@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 use pb::queues_client::QueuesClient;
 use pb::send_message_stream_result::Outcome;
 
-use crate::h2_channel::H2Channel;
+use raftq_h2::H2Channel;
 
 type Answer = oneshot::Sender<pb::SendMessageStreamResult>;
 

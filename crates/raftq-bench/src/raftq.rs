@@ -10,8 +10,8 @@ use raftq_proto::v1 as pb;
 use serde_json::{json, Value};
 
 use crate::driver::{read_sender, read_stamp, Driver, Outgoing, QueueSpec, Received, SystemNotes};
-use crate::h2_channel::H2Channel;
 use crate::producer::Producer;
+use raftq_h2::{H2Channel, Target};
 
 /// Long-poll wait of a receive, in seconds.
 const RECEIVE_WAIT_SECONDS: i64 = 1;
@@ -19,6 +19,8 @@ const RECEIVE_WAIT_SECONDS: i64 = 1;
 /// as the peers' clients do with their one connection each; two keep each connection under the
 /// server's cap of 200 concurrent streams (hyper's default) at 256 calls in flight.
 const GRPC_CONNECTIONS_PER_NODE: usize = 2;
+/// How long connecting to a node may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long to wait for a leader before giving up.
 const LEADER_WAIT: Duration = Duration::from_secs(15);
 
@@ -103,7 +105,11 @@ impl RaftqGrpc {
                 .ok_or_else(|| anyhow!("endpoint {endpoint} has no host:port"))?
                 .to_string();
             for _ in 0..GRPC_CONNECTIONS_PER_NODE {
-                let channel = H2Channel::connect(&authority).await?;
+                let channel = H2Channel::new(Target::plain(authority.clone(), CONNECT_TIMEOUT));
+                channel
+                    .connect()
+                    .await
+                    .with_context(|| format!("connecting to {authority}"))?;
                 let client = QueuesClient::with_origin(channel, origin.clone());
                 let producer = Producer::open(client.clone()).await?;
                 clients.push(Connection { client, producer });

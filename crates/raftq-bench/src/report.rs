@@ -373,8 +373,8 @@ const METHOD: &str = "## How the numbers are made
   own timeout (JetStream's publish ack: 5 s by default), which counts.
 - **Clients**: one load-generator process for every system. raftq over gRPC: tonic's generated
   client and codec on two HTTP/2 connections per node, each call made by its own task straight
-  on its connection (the `h2` crate; tonic's `Channel` handed every call through three more
-  tasks); single sends go over one `SendMessageStream` per connection (pipelined, each answered
+  on its connection (`raftq-h2`, as between the nodes; tonic's `Channel` handed every call
+  through three more tasks); single sends go over one `SendMessageStream` per connection (pipelined, each answered
   on its own, as the peers' clients pipeline publishes), batches, receives and acks are unary
   calls; raftq over REST: `raftq-client` (reqwest, a pool of HTTP/1.1 connections); RabbitMQ:
   lapin, one connection per node; JetStream: async-nats, one connection per node.

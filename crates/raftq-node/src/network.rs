@@ -18,10 +18,10 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use openraft::BasicNode;
+use raftq_h2::{H2Channel, Target};
 use raftq_store::{NodeId, TypeConfig};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use crate::admission::{ClusterId, PeerStatus, PingAnswer, CLUSTER_HEADER};
 use crate::rpc::raft_client::RaftClient;
@@ -99,7 +99,7 @@ impl Partition {
 pub(crate) struct Dial {
     pub partition: Partition,
     pub cluster: ClusterId,
-    pub tls: Option<ClientTlsConfig>,
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// Clients of peers, one per peer and address, made on first use and shared after: clones of a
@@ -145,11 +145,12 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     }
 }
 
-/// The gRPC stub for one peer; it connects lazily and reconnects on its own.
+/// The gRPC stub for one peer, over one HTTP/2 connection made on first use and made again after
+/// it broke (`raftq-h2`: the calling task writes the request and reads the answer).
 #[derive(Debug, Clone)]
 pub struct PeerClient {
     target: NodeId,
-    client: Option<RaftClient<Channel>>,
+    client: Option<RaftClient<H2Channel>>,
     partition: Partition,
     cluster: ClusterId,
 }
@@ -163,6 +164,8 @@ pub enum CallError {
     Address(String),
     #[error("transport: {0}")]
     Transport(#[from] tonic::Status),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
     #[error("malformed reply: {0}")]
     Decode(#[from] postcard::Error),
 }
@@ -178,7 +181,7 @@ impl CallError {
         match self {
             CallError::Cut(_) | CallError::Address(_) => true,
             CallError::Transport(status) => never_connected(status),
-            CallError::Decode(_) => false,
+            CallError::Timeout(_) | CallError::Decode(_) => false,
         }
     }
 }
@@ -188,19 +191,7 @@ impl CallError {
 pub(crate) fn never_connected(status: &tonic::Status) -> bool {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(status);
     while let Some(e) = cause {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if matches!(
-                io.kind(),
-                std::io::ErrorKind::ConnectionRefused
-                    | std::io::ErrorKind::AddrNotAvailable
-                    | std::io::ErrorKind::HostUnreachable
-                    | std::io::ErrorKind::NetworkUnreachable
-            ) {
-                return true;
-            }
-        }
-        let text = e.to_string();
-        if text.contains("tcp connect error") || text.contains("error trying to connect") {
+        if let Some(raftq_h2::Error::Connect { .. }) = e.downcast_ref::<raftq_h2::Error>() {
             return true;
         }
         cause = e.source();
@@ -223,19 +214,18 @@ pub enum Method {
 impl PeerClient {
     pub(crate) fn new(target: NodeId, addr: &str, dial: &Dial) -> PeerClient {
         let scheme = if dial.tls.is_some() { "https" } else { "http" };
-        let client = Endpoint::from_shared(format!("{scheme}://{addr}"))
-            .and_then(|e| match &dial.tls {
-                Some(tls) => e.tls_config(tls.clone()),
-                None => Ok(e),
-            })
+        let client = format!("{scheme}://{addr}")
+            .parse::<tonic::codegen::http::Uri>()
             .ok()
-            .map(|e| {
-                let e = e
-                    .connect_timeout(CONNECT_TIMEOUT)
-                    .tcp_nodelay(true)
-                    .initial_stream_window_size(Some(WINDOW))
-                    .initial_connection_window_size(Some(WINDOW));
-                RaftClient::new(e.connect_lazy())
+            .filter(|origin| origin.authority().is_some())
+            .map(|origin| {
+                let channel = H2Channel::new(Target {
+                    authority: addr.to_string(),
+                    tls: dial.tls.clone(),
+                    connect_timeout: CONNECT_TIMEOUT,
+                    window: Some(WINDOW),
+                });
+                RaftClient::with_origin(channel, origin)
             });
         PeerClient {
             target,
@@ -280,14 +270,22 @@ impl PeerClient {
                 .map_err(|e| CallError::Address(format!("cluster id header: {e}")))?;
             request.metadata_mut().insert(CLUSTER_HEADER, value);
         }
-        let reply = match method {
-            Method::Append => client.append_entries(request).await?,
-            Method::Vote => client.vote(request).await?,
-            Method::Snapshot => client.install_snapshot(request).await?,
-            Method::Forward => client.forward(request).await?,
-            Method::Ping => client.ping(request).await?,
-            Method::Elect => client.elect(request).await?,
-            Method::Admit => client.admit(request).await?,
+        let reply = async {
+            match method {
+                Method::Append => client.append_entries(request).await,
+                Method::Vote => client.vote(request).await,
+                Method::Snapshot => client.install_snapshot(request).await,
+                Method::Forward => client.forward(request).await,
+                Method::Ping => client.ping(request).await,
+                Method::Elect => client.elect(request).await,
+                Method::Admit => client.admit(request).await,
+            }
+        };
+        let reply = match timeout {
+            Some(t) => tokio::time::timeout(t, reply)
+                .await
+                .map_err(|_| CallError::Timeout(t))??,
+            None => reply.await?,
         };
         Ok(reply.into_inner().data)
     }
@@ -303,14 +301,10 @@ impl PeerClient {
 
     /// This peer's answer to a ping, if it answers within `timeout`.
     pub(crate) async fn ping(&mut self, timeout: Duration) -> Option<PingAnswer> {
-        // Bounded here too: a connection being made may take longer than the call's deadline.
-        let reply = tokio::time::timeout(
-            timeout,
-            self.call_for_bytes(Method::Ping, &(), Some(timeout)),
-        )
-        .await
-        .ok()?
-        .ok()?;
+        let reply = self
+            .call_for_bytes(Method::Ping, &(), Some(timeout))
+            .await
+            .ok()?;
         PingAnswer::decode(&reply).ok()
     }
 

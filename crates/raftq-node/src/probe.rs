@@ -9,7 +9,6 @@ use openraft::raft::{
 };
 use openraft::{SnapshotMeta, Vote};
 use raftq_store::{NodeId, TypeConfig};
-use tonic::transport::ClientTlsConfig;
 
 use crate::network::{CallError, Dial, Method, PeerClient};
 use crate::query::Query;
@@ -21,7 +20,7 @@ use crate::routing::Forwarded;
 /// port as an outsider would.
 pub async fn call_peer(
     addr: &str,
-    tls: Option<ClientTlsConfig>,
+    tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     cluster: Option<uuid::Uuid>,
     method: Method,
     sender: NodeId,

@@ -207,8 +207,8 @@ mod tests {
     use crate::network::{CallError, PeerClient};
     use tokio::net::TcpListener;
 
-    /// A forward to `addr` that fails in transport, with its status.
-    async fn failed_forward(addr: &str, timeout: Duration) -> tonic::Status {
+    /// A forward to `addr` that fails before any answer, with its error.
+    async fn failed_forward(addr: &str, timeout: Duration) -> CallError {
         let mut client = PeerClient::new(2, addr, &Default::default());
         let request = Forwarded::Read(Query::ListQueues {
             account: "dev".into(),
@@ -218,8 +218,8 @@ mod tests {
             .forward::<_, Result<ForwardReply, NodeError>>(&request, timeout)
             .await
         {
-            Err(CallError::Transport(status)) => status,
-            other => panic!("expected a transport error, got {other:?}"),
+            Err(e @ (CallError::Transport(_) | CallError::Timeout(_))) => e,
+            other => panic!("expected a transport error or a timeout, got {other:?}"),
         }
     }
 
@@ -228,8 +228,8 @@ mod tests {
         let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = closed.local_addr().expect("addr").to_string();
         drop(closed);
-        let status = failed_forward(&addr, Duration::from_secs(5)).await;
-        assert!(CallError::Transport(status).unreachable());
+        let error = failed_forward(&addr, Duration::from_secs(5)).await;
+        assert!(error.unreachable(), "{error:?}");
     }
 
     #[tokio::test]
@@ -242,8 +242,9 @@ mod tests {
                 drop(stream);
             }
         });
-        let status = failed_forward(&addr, Duration::from_secs(5)).await;
-        assert!(!CallError::Transport(status).unreachable());
+        let error = failed_forward(&addr, Duration::from_secs(5)).await;
+        assert!(matches!(error, CallError::Transport(_)), "{error:?}");
+        assert!(!error.unreachable(), "{error:?}");
         server.abort();
     }
 
@@ -259,8 +260,9 @@ mod tests {
                 held.push(stream);
             }
         });
-        let status = failed_forward(&addr, Duration::from_millis(200)).await;
-        assert!(!CallError::Transport(status).unreachable());
+        let error = failed_forward(&addr, Duration::from_millis(200)).await;
+        assert!(matches!(error, CallError::Timeout(_)), "{error:?}");
+        assert!(!error.unreachable(), "{error:?}");
         server.abort();
     }
 }

@@ -20,12 +20,11 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::danger::ClientCertVerifier;
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
 /// What a node's certificate names it by, before its id.
 const NODE_URI_PREFIX: &str = "spiffe://raftq/node/";
@@ -82,15 +81,41 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// A verifier that asks every client for a certificate of one of `authorities`.
-pub fn client_verifier(
-    authorities: Vec<CertificateDer<'static>>,
-) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
+/// A store of `authorities`, the certificates trusted.
+fn roots(authorities: Vec<CertificateDer<'static>>) -> Result<RootCertStore, TlsError> {
     let mut roots = RootCertStore::empty();
     for authority in authorities {
         roots.add(authority)?;
     }
-    Ok(WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider()).build()?)
+    Ok(roots)
+}
+
+/// A verifier that asks every client for a certificate of one of `authorities`.
+pub fn client_verifier(
+    authorities: Vec<CertificateDer<'static>>,
+) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
+    let roots = Arc::new(roots(authorities)?);
+    Ok(WebPkiClientVerifier::builder_with_provider(roots, provider()).build()?)
+}
+
+/// What a call to a peer goes out with, from PEM text: the CA certificates its certificate must
+/// be of, and the certificate chain and private key this side shows (`None`: none, which peers
+/// refuse). It speaks HTTP/2 (ALPN `h2`).
+pub fn client_config(
+    ca: &[u8],
+    identity: Option<(&[u8], &[u8])>,
+) -> Result<Arc<ClientConfig>, TlsError> {
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots(certificates(ca)?)?);
+    let mut config = match identity {
+        Some((cert, key)) => {
+            builder.with_client_auth_cert(certificates(cert)?, private_key(key)?)?
+        }
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Arc::new(config))
 }
 
 /// The node id a certificate names, if it names one.
@@ -115,7 +140,7 @@ pub struct PeerTls {
     /// The node id this node's certificate names.
     pub node_id: NodeId,
     server: Arc<ServerConfig>,
-    client: ClientTlsConfig,
+    client: Arc<ClientConfig>,
 }
 
 impl PeerTls {
@@ -130,9 +155,7 @@ impl PeerTls {
             .with_client_cert_verifier(verifier)
             .with_single_cert(chain, private_key(key)?)?;
         server.alpn_protocols = vec![b"h2".to_vec()];
-        let client = ClientTlsConfig::new()
-            .ca_certificate(Certificate::from_pem(ca))
-            .identity(Identity::from_pem(cert, key));
+        let client = client_config(ca, Some((cert, key)))?;
         Ok(PeerTls {
             node_id,
             server: Arc::new(server),
@@ -141,8 +164,8 @@ impl PeerTls {
     }
 
     /// What calls to peers go out with.
-    pub(crate) fn client(&self) -> ClientTlsConfig {
-        self.client.clone()
+    pub(crate) fn client(&self) -> Arc<ClientConfig> {
+        Arc::clone(&self.client)
     }
 
     /// The connections of `listener` that completed a TLS handshake with a certificate of the
