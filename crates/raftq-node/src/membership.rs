@@ -280,7 +280,7 @@ impl Core {
         let lease = Duration::from_millis(self.raft.config().election_timeout_max);
         tokio::time::sleep(lease).await;
         let mut client = self.network.peers.get(successor, addr);
-        let mut metrics = self.raft.metrics();
+        let mut metrics = self.raft.server_metrics();
         loop {
             if let Err(e) = client.elect(HANDOVER).await {
                 tracing::warn!(successor, error = %e, "cannot ask for an election");

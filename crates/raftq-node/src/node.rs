@@ -379,15 +379,16 @@ impl Node {
     /// invariant), after which the node can neither vote nor replicate nor apply and must not go
     /// on answering as if it could, or when [`Node::shutdown`] stops it.
     pub fn halted(&self) -> impl std::future::Future<Output = Halted> + Send + 'static {
-        let mut metrics = self.core.raft.metrics();
+        let metrics = self.core.raft.metrics();
+        // The server metrics' sender lives in the Raft core and goes when the core ends, after
+        // the core put its fatal error in the full metrics. They change only with the vote, the
+        // role, the leader or the membership, so this waits without waking on every entry.
+        let mut server = self.core.raft.server_metrics();
         async move {
-            loop {
-                if let Err(fatal) = &metrics.borrow_and_update().running_state {
-                    return Halted(fatal.to_string());
-                }
-                if metrics.changed().await.is_err() {
-                    return Halted("the Raft core ended".into());
-                }
+            while server.changed().await.is_ok() {}
+            match &metrics.borrow().running_state {
+                Err(fatal) => Halted(fatal.to_string()),
+                Ok(()) => Halted("the Raft core ended".into()),
             }
         }
     }

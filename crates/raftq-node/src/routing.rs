@@ -59,7 +59,7 @@ impl Core {
         };
         let deadline = Instant::now() + patience;
         loop {
-            let known = self.raft.metrics().borrow().current_leader;
+            let known = self.raft.server_metrics().borrow().current_leader;
             let outcome = match self.serve_local(&request).await {
                 Err(NodeError::NotLeader(Some(leader))) if leader != self.id => {
                     self.forward(leader, &request, deadline).await
@@ -72,7 +72,7 @@ impl Core {
                 {
                     // Tried again as soon as another leader is known (after a handover or an
                     // election), or after the pause.
-                    let mut metrics = self.raft.metrics();
+                    let mut metrics = self.raft.server_metrics();
                     let _ = tokio::time::timeout(
                         RETRY_PAUSE,
                         metrics
@@ -95,7 +95,7 @@ impl Core {
         deadline: Instant,
     ) -> Result<ForwardReply, NodeError> {
         let addr = {
-            let metrics = self.raft.metrics();
+            let metrics = self.raft.server_metrics();
             let m = metrics.borrow();
             m.membership_config
                 .membership()
@@ -114,7 +114,7 @@ impl Core {
         // A leader that dies without closing its connections (its host gone, not just its
         // process) leaves the call hanging until its timeout; once this node sees another leader
         // or an election, the call is given up instead.
-        let mut metrics = self.raft.metrics();
+        let mut metrics = self.raft.server_metrics();
         if metrics.borrow().current_leader != Some(leader) {
             // Deposed before anything was sent: the request is routed again.
             return Err(NodeError::NotLeader(None));

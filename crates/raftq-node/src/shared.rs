@@ -22,6 +22,10 @@ use crate::network::{Network, PeerClients};
 pub(crate) const APPENDING: Duration = Duration::from_millis(500);
 
 /// The parts of a node the peer service and the timer share.
+///
+/// Leadership and membership are read from openraft's server metrics, which change only with
+/// the vote, the role, the leader or the membership; its full metrics are sent again on every
+/// pass of the Raft core, so a task waiting on them wakes for every entry.
 pub(crate) struct Core {
     pub id: NodeId,
     pub raft: Raft<TypeConfig>,
@@ -114,7 +118,7 @@ impl Core {
 
     /// The leader this node knows of.
     pub(crate) fn current_leader(&self) -> Option<NodeId> {
-        self.raft.metrics().borrow().current_leader
+        self.raft.server_metrics().borrow().current_leader
     }
 
     /// The members that answered a ping `within` the last while, this node included.
@@ -181,7 +185,7 @@ impl Core {
 
     /// Whether this node currently leads (and is not handing over).
     pub(crate) fn is_leader(&self) -> bool {
-        let metrics = self.raft.metrics();
+        let metrics = self.raft.server_metrics();
         let m = metrics.borrow();
         m.state == ServerState::Leader
             && m.current_leader == Some(self.id)
@@ -191,7 +195,7 @@ impl Core {
     /// Whether node `id` is a member (voter or learner) of the membership this node knows; `None`
     /// while it knows none. Read in place: the peer service asks on every call.
     pub(crate) fn is_member(&self, id: NodeId) -> Option<bool> {
-        let metrics = self.raft.metrics();
+        let metrics = self.raft.server_metrics();
         let m = metrics.borrow();
         let membership = m.membership_config.membership();
         let mut nodes = membership.nodes().peekable();
@@ -201,7 +205,7 @@ impl Core {
 
     /// The membership this node knows (the last in its log).
     pub(crate) fn members(&self) -> Members {
-        let metrics = self.raft.metrics();
+        let metrics = self.raft.server_metrics();
         let m = metrics.borrow();
         let membership = m.membership_config.membership();
         Members {

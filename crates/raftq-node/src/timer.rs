@@ -16,14 +16,15 @@ use crate::shared::Core;
 const MAX_SLEEP: Duration = Duration::from_millis(100);
 
 pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
-    let mut metrics = core.raft.metrics();
+    // Server metrics, as `Core::is_leader` reads: a follower waits without waking per entry.
+    let mut leadership = core.raft.server_metrics();
     loop {
         if *shutdown.borrow() {
             return;
         }
         if !core.is_leader() {
             tokio::select! {
-                changed = metrics.changed() => if changed.is_err() { return },
+                changed = leadership.changed() => if changed.is_err() { return },
                 _ = shutdown.changed() => {}
             }
             continue;
