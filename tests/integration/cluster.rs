@@ -33,6 +33,7 @@ struct Cluster {
     snapshot_after_logs: u64,
     /// Nodes that read another clock than the machine's.
     clocks: BTreeMap<u64, WallClock>,
+    heartbeat_ms: u64,
 }
 
 impl Cluster {
@@ -44,6 +45,15 @@ impl Cluster {
         size: u64,
         snapshot_after_logs: u64,
         clocks: BTreeMap<u64, WallClock>,
+    ) -> Cluster {
+        Cluster::start_with(size, snapshot_after_logs, clocks, 50).await
+    }
+
+    async fn start_with(
+        size: u64,
+        snapshot_after_logs: u64,
+        clocks: BTreeMap<u64, WallClock>,
+        heartbeat_ms: u64,
     ) -> Cluster {
         let mut listeners = BTreeMap::new();
         for id in 1..=size {
@@ -60,6 +70,7 @@ impl Cluster {
             nodes: BTreeMap::new(),
             snapshot_after_logs,
             clocks,
+            heartbeat_ms,
         };
         for (id, listener) in listeners {
             cluster.launch(id, listener, None).await;
@@ -76,7 +87,7 @@ impl Cluster {
             self.dir.path().join(format!("node-{id}")),
         );
         config.join = join;
-        config.heartbeat_ms = 50;
+        config.heartbeat_ms = self.heartbeat_ms;
         if let Some(clock) = self.clocks.get(&id) {
             config.wall_clock = clock.clone();
         }
@@ -297,6 +308,38 @@ async fn bodies(node: &Node, queue: &str) -> Vec<String> {
 }
 
 const BOUND: Duration = Duration::from_secs(90);
+
+/// With nothing more to send, a leader tells its followers of a commit within moments, not at
+/// its next heartbeat: a follower applies the entry (and answers the long polls parked on it)
+/// at once. The heartbeat here is a second, so a follower that waited for it would lag
+/// 0.5 s on average.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_follower_learns_of_a_lone_commit_long_before_the_next_heartbeat() {
+    timeout(BOUND, async {
+        let cluster = Cluster::start_with(3, 10_000, BTreeMap::new(), 1_000).await;
+        let leader = cluster.node(cluster.leader().await);
+        let follower = cluster.node(cluster.follower().await);
+        let create = create("jobs.fifo", QueueAttributes::default());
+        outcome(leader.write(create).await.expect("create"));
+        for i in 0..5 {
+            // Off the heartbeat's beat, and with nothing else in flight.
+            sleep(Duration::from_millis(137)).await;
+            let message = send("jobs.fifo", "g", &format!("d{i}"), &format!("m{i}"));
+            sent(leader.write(message).await.expect("send"));
+            let applied = leader.raft().metrics().borrow().last_applied;
+            let started = Instant::now();
+            while follower.raft().metrics().borrow().last_applied < applied {
+                assert!(
+                    started.elapsed() < Duration::from_millis(300),
+                    "send {i}: the follower had not applied {applied:?} 300 ms after the leader"
+                );
+                sleep(Duration::from_millis(1)).await;
+            }
+        }
+    })
+    .await
+    .expect("bounded");
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn writes_through_a_follower_are_applied_on_every_node() {

@@ -63,6 +63,14 @@ use crate::StorageError;
 use crate::StorageIOError;
 use crate::Vote;
 
+/// raftq: how long a newly committed log id waits for the next append to carry it before it is
+/// sent alone. Stock openraft sends an empty append for every commit the moment it is known, so
+/// a client with one write in flight cost each follower two appends per write; its next write's
+/// append comes well within this time and carries the commit instead. A follower learns of a
+/// commit at most this much later when the leader is otherwise idle (it applies, and answers the
+/// long polls parked on it, that much later).
+const COMMITTED_ALONE_AFTER: Duration = Duration::from_millis(2);
+
 /// The handle to a spawned replication stream.
 pub(crate) struct ReplicationHandle<C>
 where C: RaftTypeConfig
@@ -142,6 +150,10 @@ where
     /// Next replication action to run.
     next_action: Option<Data<C>>,
 
+    /// raftq: when a committed log id that no append has carried yet is sent alone, in an empty
+    /// append (see [`COMMITTED_ALONE_AFTER`]).
+    committed_due: Option<InstantOf<C>>,
+
     /// Appropriate number of entries to send.
     /// This is only used by AppendEntries RPC.
     entries_hint: ReplicationHint,
@@ -197,6 +209,7 @@ where
             rx_event,
             weak_tx_event: tx_event.downgrade(),
             next_action: None,
+            committed_due: None,
             entries_hint: Default::default(),
         };
 
@@ -224,6 +237,11 @@ where
             tracing::debug!(replication_data = display(&d), "{} send replication RPC", func_name!());
 
             let request_id = d.request_id();
+
+            // raftq: every append carries the latest committed log id.
+            if matches!(d, Data::Heartbeat | Data::Logs(_)) {
+                self.committed_due = None;
+            }
 
             let res = match d {
                 Data::Heartbeat => {
@@ -630,12 +648,25 @@ where
         // If there is next action to run, do not block waiting for events,
         // instead, just try the best to drain all events.
         if self.next_action.is_none() {
-            let event =
-                self.rx_event.recv().await.ok_or(ReplicationClosed::new("rx_repl is closed in drain_event()"))?;
-            self.process_event(event);
+            // raftq: a committed log id no append carried yet goes alone once it is due.
+            let recv = self.rx_event.recv();
+            let event = match self.committed_due.clone() {
+                Some(due) => select! {
+                    _ = C::sleep_until(due) => None,
+                    event = recv => Some(event),
+                },
+                None => Some(recv.await),
+            };
+            match event {
+                Some(event) => {
+                    let event = event.ok_or(ReplicationClosed::new("rx_repl is closed in drain_event()"))?;
+                    self.process_event(event);
+                }
+                None => self.next_action = Some(Data::new_heartbeat()),
+            }
         }
 
-        // Returning from process_event(), next_action is never None.
+        // Returning from process_event(), or once a commit is due, next_action is never None.
 
         self.try_drain_events().await?;
 
@@ -679,9 +710,10 @@ where
 
                 self.committed = c;
 
-                // If there is no action, fill in an heartbeat action to send committed index.
-                if self.next_action.is_none() {
-                    self.next_action = Some(Data::new_heartbeat());
+                // raftq: with no action to carry it, the committed log id waits a moment for the
+                // next append, then goes alone (see `COMMITTED_ALONE_AFTER`).
+                if self.next_action.is_none() && self.committed_due.is_none() {
+                    self.committed_due = Some(C::now() + COMMITTED_ALONE_AFTER);
                 }
             }
             Replicate::Heartbeat => {
