@@ -19,9 +19,11 @@ use crate::network::{encoded_len, APPEND_BYTES};
 /// Most commands in one entry.
 const MAX_GROUP: usize = 512;
 /// Entries proposed and not yet applied, at most: fewer, larger entries cost less per command.
-/// Three `raftq serve` processes on one machine carried more sends per second with 1 or 2 than
-/// with 4 or 8; 2 keeps one entry replicating while the next one fills.
-const IN_FLIGHT: usize = 2;
+/// Three `raftq serve` processes on one machine carried more sends per second with 1 to 3 than
+/// with 4 or 8, and with 3 about 15% more than with 2 at 16 sends in flight (docs/latency.md):
+/// the leader writes its log while it replicates, so one entry can be applied, one written and
+/// replicated, and the next one fill.
+const IN_FLIGHT: usize = 3;
 /// Encoded bytes of commands after which an entry takes no more: an entry must fit one
 /// AppendEntries ([`APPEND_BYTES`]) with room for the command that crossed this line.
 const ENTRY_BYTES: usize = APPEND_BYTES / 2;
