@@ -666,7 +666,8 @@ where
             }
         }
 
-        // Returning from process_event(), or once a commit is due, next_action is never None.
+        // raftq: after a `Committed` event next_action may still be None (the commit waits for
+        // the next append); the main loop then drains again, until the commit is due.
 
         self.try_drain_events().await?;
 
