@@ -10,18 +10,25 @@
 //! Durability policy:
 //! - [`save_vote`](RaftLogStorage::save_vote) and [`truncate`](RaftLogStorage::truncate) are
 //!   written with `sync = true` (the WAL is fsynced) before they return.
-//! - [`append`](RaftLogStorage::append) writes its entries in one [`WriteBatch`] (readable at
-//!   once) and hands its [`LogFlushed`] callback to a sync thread, which fsyncs the WAL once for
-//!   every append queued meanwhile and only then calls the callbacks, in order: openraft counts
-//!   an entry durable (votes for it, acknowledges it to the leader) only after its fsync, while
-//!   it goes on replicating instead of waiting for the disk.
+//! - [`append`](RaftLogStorage::append) writes its entries in one [`WriteBatch`]. A leader's
+//!   own append, which the Raft core does not wait for, is readable at once, and the append
+//!   hands its [`LogFlushed`] callback to a sync thread, which fsyncs the WAL once for every
+//!   append queued meanwhile and only then calls the callbacks, in order: openraft counts an
+//!   entry durable (acknowledges it, counts it towards a commit) only after its fsync, while the
+//!   leader goes on replicating instead of waiting for the disk. The core waits for every other
+//!   append's flush (a follower's: it answers its leader only once its copy is durable), so
+//!   those write the batch with the fsync in the append itself and call the callback there: the
+//!   same fsync, without waking the sync thread and being woken by it.
 //! - [`purge`](RaftLogStorage::purge) and [`save_committed`](RaftLogStorage::save_committed) are
 //!   written without their own fsync. Losing them in a crash is harmless (purged entries come
 //!   back, or fewer committed entries are re-applied at startup), and since the WAL is written in
 //!   order, the next synced write makes them durable too. `purge` records the last purged log id
 //!   and deletes the entries in one atomic batch.
 //!
-//! Synced writes run on tokio's blocking pool so that an fsync does not stall a runtime worker.
+//! The vote's and a truncation's synced writes run on tokio's blocking pool so that their fsync
+//! does not stall a runtime worker. An append the core waits for is the exception above: it
+//! stalls the worker that runs the core, which has nothing else to do meanwhile, for one fsync;
+//! the other workers go on.
 //!
 //! The entries appended last are also kept decoded in memory (see `recent`), up to
 //! [`RECENT_BYTES`] of encoded entries: replication and apply read them from there.
@@ -36,7 +43,7 @@ use std::io;
 use std::marker::PhantomData;
 use std::ops::Bound;
 use std::ops::RangeBounds;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use openraft::storage::LogFlushed;
@@ -142,6 +149,8 @@ pub struct RocksLogStore<C: RaftTypeConfig> {
     /// The id of the last entry, shared by every clone.
     last: KnownLastLogId<C::NodeId>,
     appended: Appended,
+    /// Appends handed to the sync thread whose callbacks it has not called yet.
+    queued: Arc<AtomicUsize>,
     #[cfg(feature = "testing")]
     failing: FailingDisk,
     _c: PhantomData<C>,
@@ -185,7 +194,10 @@ type Flush<C> = (Option<(u64, u64)>, LogFlushed<C>);
 
 /// The WAL sync thread: one fsync for every append that queued while the previous one ran,
 /// then each append's callback, in order.
-fn spawn_syncer<C: RaftTypeConfig>(db: Arc<DB>) -> io::Result<std::sync::mpsc::Sender<Flush<C>>> {
+fn spawn_syncer<C: RaftTypeConfig>(
+    db: Arc<DB>,
+    queued: Arc<AtomicUsize>,
+) -> io::Result<std::sync::mpsc::Sender<Flush<C>>> {
     let (tx, rx) = std::sync::mpsc::channel::<Flush<C>>();
     // A weak handle: the thread must not keep the database open after the store is gone.
     let db = Arc::downgrade(&db);
@@ -199,6 +211,7 @@ fn spawn_syncer<C: RaftTypeConfig>(db: Arc<DB>) -> io::Result<std::sync::mpsc::S
                     Some(db) => db.flush_wal(true).map_err(|e| e.to_string()),
                     None => Err("the database is closed".to_string()),
                 };
+                let done = waiting.len();
                 for (entries, callback) in waiting {
                     if let Some((first, last)) = entries {
                         tracing::trace!(target: "raftq::stage", stage = "synced", first, last);
@@ -206,6 +219,7 @@ fn spawn_syncer<C: RaftTypeConfig>(db: Arc<DB>) -> io::Result<std::sync::mpsc::S
                     let result = synced.clone().map_err(io::Error::other);
                     callback.log_io_completed(result);
                 }
+                queued.fetch_sub(done, Ordering::SeqCst);
             }
         })?;
     Ok(tx)
@@ -221,6 +235,7 @@ impl<C: RaftTypeConfig> Clone for RocksLogStore<C> {
             recent: Arc::clone(&self.recent),
             last: Arc::clone(&self.last),
             appended: self.appended.clone(),
+            queued: Arc::clone(&self.queued),
             #[cfg(feature = "testing")]
             failing: self.failing.clone(),
             _c: PhantomData,
@@ -250,8 +265,10 @@ where
                 return Err(MissingColumnFamily(name.to_owned()).into());
             }
         }
+        let queued = Arc::new(AtomicUsize::new(0));
         Ok(Self {
-            syncer: spawn_syncer(Arc::clone(&db))?,
+            syncer: spawn_syncer(Arc::clone(&db), Arc::clone(&queued))?,
+            queued,
             recent: Arc::new(Mutex::new(Recent::new(RECENT_BYTES))),
             last: Arc::default(),
             appended: Appended::default(),
@@ -565,11 +582,17 @@ where
             batch.put_cf(logs, index_key(index), &value);
             written.push((index, entry, value.len()));
         }
-        // Readable at once; durable once the sync thread has flushed the write-ahead log, which
-        // is when openraft hears of it through the callback.
+        // An append the Raft core waits for syncs here, unless appends the core did not wait for
+        // (of its time as leader) are still with the sync thread: their callbacks come first.
+        let in_place = callback.is_awaited() && self.queued.load(Ordering::SeqCst) == 0;
+        let mut options = WriteOptions::default();
+        options.set_sync(in_place);
+        // Readable at once; durable after this write when it synced, else once the sync thread
+        // has flushed the write-ahead log, which is when openraft hears of it through the
+        // callback.
         if let Err(e) = self.disk_check().and_then(|()| {
             self.db
-                .write(batch)
+                .write_opt(batch, &options)
                 .map_err(|e| io::Error::other(e.to_string()))
         }) {
             callback.log_io_completed(Err(io::Error::other(e.to_string())));
@@ -587,9 +610,18 @@ where
         if let Some(last) = last {
             *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(Some(last));
         }
+        if in_place {
+            if let Some((first, last)) = entries {
+                tracing::trace!(target: "raftq::stage", stage = "synced", first, last);
+            }
+            callback.log_io_completed(Ok(()));
+            return Ok(());
+        }
+        self.queued.fetch_add(1, Ordering::SeqCst);
         if let Err(std::sync::mpsc::SendError((_, callback))) =
             self.syncer.send((entries, callback))
         {
+            self.queued.fetch_sub(1, Ordering::SeqCst);
             callback.log_io_completed(Err(io::Error::other("the WAL sync thread stopped")));
         }
         Ok(())

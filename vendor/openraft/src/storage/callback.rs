@@ -62,6 +62,13 @@ where C: RaftTypeConfig
         }
     }
 
+    /// raftq: whether the core waits for this flush before it runs its next command (a
+    /// follower's append, `initialize`'s), rather than hearing of it later (the leader's own
+    /// append): a store may then sync within `append` and call back from there.
+    pub fn is_awaited(&self) -> bool {
+        matches!(self.to, Some(FlushedTo::Waiter(_)))
+    }
+
     /// Report log io completion event.
     ///
     /// It will be called when the log is successfully appended to the storage or an error occurs.
