@@ -192,6 +192,14 @@ impl Appended {
 /// entries, and openraft's callback.
 type Flush<C> = (Option<(u64, u64)>, LogFlushed<C>);
 
+/// Logs that an append's entries (their first and last index) reached `stage`, for
+/// `scripts/latency`'s timeline.
+fn trace_stage(stage: &'static str, entries: Option<(u64, u64)>) {
+    if let Some((first, last)) = entries {
+        tracing::trace!(target: "raftq::stage", stage, first, last);
+    }
+}
+
 /// The WAL sync thread: one fsync for every append that queued while the previous one ran,
 /// then each append's callback, in order.
 fn spawn_syncer<C: RaftTypeConfig>(
@@ -213,9 +221,7 @@ fn spawn_syncer<C: RaftTypeConfig>(
                 };
                 let done = waiting.len();
                 for (entries, callback) in waiting {
-                    if let Some((first, last)) = entries {
-                        tracing::trace!(target: "raftq::stage", stage = "synced", first, last);
-                    }
+                    trace_stage("synced", entries);
                     let result = synced.clone().map_err(io::Error::other);
                     callback.log_io_completed(result);
                 }
@@ -598,9 +604,7 @@ where
             callback.log_io_completed(Err(io::Error::other(e.to_string())));
             return Err(StorageIOError::write_logs(&e).into());
         }
-        if let Some((first, last)) = entries {
-            tracing::trace!(target: "raftq::stage", stage = "appended", first, last);
-        }
+        trace_stage("appended", entries);
         let mut recent = self.recent();
         for (index, entry, size) in written {
             self.appended.add(size);
@@ -611,9 +615,7 @@ where
             *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(Some(last));
         }
         if in_place {
-            if let Some((first, last)) = entries {
-                tracing::trace!(target: "raftq::stage", stage = "synced", first, last);
-            }
+            trace_stage("synced", entries);
             callback.log_io_completed(Ok(()));
             return Ok(());
         }
