@@ -2,8 +2,10 @@
 //! large state would write all of it to a new file every so many entries, however little those
 //! entries added. Here a snapshot is due once the log since the last one holds at least
 //! `min_entries` entries *and* at least as many bytes as the last snapshot file: the bytes
-//! written to snapshot files then stay below about the bytes appended to the log, and the log
-//! kept on disk below about the size of the state (or `min_entries` entries, when that is more).
+//! written to snapshot files then stay below about the bytes appended to the log while the state
+//! keeps its size, and below about twice them while it only grows (each snapshot is then at
+//! least twice the last), and the log kept on disk below about the size of the state (or
+//! `min_entries` entries, when that is more).
 //!
 //! Each node decides for itself, as with openraft's policy, and openraft purges the log behind
 //! each snapshot as before. The log's bytes are counted from the node's start: after a restart
