@@ -874,14 +874,15 @@ async fn a_snapshot_received_out_of_step_is_asked_for_again_not_installed() {
     .expect("bounded");
 }
 
-/// After its first snapshot (due after 20 entries), a node builds the next one only once the log
-/// appended since then outweighs the last snapshot file: many small entries over a large state
-/// do not rewrite it. The policy judges the log on a timer of its own, apart from the apply, so
-/// the test waits until it has judged the last small entry and found no snapshot due, then
-/// checks that no snapshot was built: a policy that asked for one reports nothing more until
-/// that snapshot is in place.
+/// A snapshot is due once 20 entries were applied since the last one *and* the log appended
+/// since then outweighs the messages the state holds: neither many small entries over a large
+/// state nor a state growing with its log rewrites it, while a purge that empties the state makes
+/// the next one due. The policy judges the log on a timer of its own, apart from the apply, so
+/// the test waits until it has judged the last entry and found no snapshot due, then checks that
+/// no snapshot was built: a policy that asked for one reports nothing more until that snapshot
+/// is in place.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_snapshot_is_rebuilt_only_once_the_log_outweighs_the_last_one() {
+async fn a_snapshot_is_built_only_once_the_log_outweighs_the_messages_held() {
     timeout(BOUND, async {
         let cluster = Cluster::start(1, 20).await;
         let node = cluster.node(cluster.leader().await);
@@ -893,6 +894,17 @@ async fn a_snapshot_is_rebuilt_only_once_the_log_outweighs_the_last_one() {
                 sleep(Duration::from_millis(50)).await;
             }
         };
+        let judged_not_due = || async {
+            let (written, _) = node.digest().expect("applied state");
+            let mut not_due = node.snapshot_not_due();
+            timeout(
+                Duration::from_secs(10),
+                not_due.wait_for(|judged| *judged >= written),
+            )
+            .await
+            .expect("the policy found no snapshot due")
+            .expect("the policy runs");
+        };
         outcome(
             node.write(create("q", QueueAttributes::default()))
                 .await
@@ -902,6 +914,7 @@ async fn a_snapshot_is_rebuilt_only_once_the_log_outweighs_the_last_one() {
         for _ in 0..20 {
             sent(node.write(plain("q", &large)).await.expect("send"));
         }
+        // Each entry of the log holds its message and more: the log outweighs the messages.
         wait_for_snapshot_after(None).await;
         let first = snapshot();
         let first_bytes = node.reader().snapshot_bytes();
@@ -909,25 +922,30 @@ async fn a_snapshot_is_rebuilt_only_once_the_log_outweighs_the_last_one() {
         // cluster's own first entries and the queue's creation count among them.
         assert!(first_bytes > 16 * 16 * 1024, "{first_bytes} bytes");
         fill(node, "q", 100).await;
-        let (written, _) = node.digest().expect("applied state");
-        let mut not_due = node.snapshot_not_due();
-        timeout(
-            Duration::from_secs(10),
-            not_due.wait_for(|judged| *judged >= written),
-        )
-        .await
-        .expect("the policy found no snapshot due after the small entries")
-        .expect("the policy runs");
+        judged_not_due().await;
         assert_eq!(
             snapshot(),
             first,
-            "100 small entries do not outweigh the state"
+            "100 small entries do not outweigh the messages"
         );
         for _ in 0..30 {
             sent(node.write(plain("q", &large)).await.expect("send"));
         }
+        judged_not_due().await;
+        assert_eq!(
+            snapshot(),
+            first,
+            "a log of 30 large messages does not outweigh the 50 the state holds"
+        );
+        outcome(
+            node.write(Command::Purge {
+                account: ACCOUNT.into(),
+                queue: "q".into(),
+            })
+            .await
+            .expect("purge"),
+        );
         wait_for_snapshot_after(first).await;
-        assert!(node.reader().snapshot_bytes() > first_bytes);
     })
     .await
     .expect("bounded");

@@ -150,6 +150,8 @@ struct Index {
     in_flight: BTreeSet<(u32, u32)>,
     pending: BTreeSet<u64>,
     counts: [u64; 4],
+    /// The sizes (body and attributes) of the messages, added up.
+    bytes: u64,
 }
 
 impl Index {
@@ -164,6 +166,7 @@ impl Index {
             in_flight: BTreeSet::new(),
             pending: BTreeSet::new(),
             counts: [0; 4],
+            bytes: 0,
         }
     }
 
@@ -193,6 +196,7 @@ impl Index {
     fn enter(&mut self, context: &mut ApplyContext, seq: u64, msg: &Msg) {
         let state = msg.state;
         self.counts[state as usize] += 1;
+        self.bytes += u64::from(msg.size);
         if state.timed() {
             context.timers.insert((msg.until, self.timer(seq)));
         }
@@ -227,6 +231,7 @@ impl Index {
     /// A message leaves the queue.
     fn leave(&mut self, context: &mut ApplyContext, seq: u64, msg: &Msg) {
         self.counts[msg.state as usize] -= 1;
+        self.bytes -= u64::from(msg.size);
         if msg.state.timed() {
             context.timers.remove(&(msg.until, self.timer(seq)));
         }
@@ -495,6 +500,11 @@ impl Queue {
     /// Messages per state: visible, delayed, leased, pending redrive.
     pub(crate) fn count(&self, state: State) -> u64 {
         self.index.counts[state as usize]
+    }
+
+    /// The sizes (body and attributes) of the queue's messages, added up.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.index.bytes
     }
 
     /// The messages waiting for redrive.

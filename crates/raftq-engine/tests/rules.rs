@@ -1752,6 +1752,34 @@ fn purge_removes_every_message_in_every_state() {
     assert!(peek(&h, "dlq").is_empty());
 }
 
+/// The state's message bytes (bodies and attributes, which the snapshot policy weighs against
+/// the log) count a message from its send to its ack or purge, in every state, across queues,
+/// and again when the engine is restored from its rows.
+#[test]
+fn message_bytes_count_the_messages_held_until_acked_or_purged() {
+    let mut h = Harness::new();
+    assert_eq!(h.engine.message_bytes(), 0);
+    h.create("a");
+    h.create("b");
+    put(&mut h, "a", "1234567890");
+    put(&mut h, "a", "abcde");
+    put(&mut h, "b", "xyz");
+    put_delayed(&mut h, "b", "", "later", 60);
+    assert_eq!(h.engine.message_bytes(), 10 + 5 + 3 + 5);
+    let leased = h.receive("a", 1);
+    assert_eq!(
+        h.engine.message_bytes(),
+        23,
+        "a leased message is still held"
+    );
+    let restored = Engine::restore("local", h.store.rows.clone()).expect("restore");
+    assert_eq!(restored.message_bytes(), 23);
+    h.ack("a", &leased[0].receipt).expect("ack");
+    assert_eq!(h.engine.message_bytes(), 23 - 10);
+    h.apply(queue_cmd("b", Op::Purge)).expect("purge");
+    assert_eq!(h.engine.message_bytes(), 5);
+}
+
 /// Sends `n` messages to `queue` (of groups `g0`..`g9`, each with a deduplication ID, when FIFO),
 /// then leases 5 and delays one, so purged messages carry timers.
 fn fill(h: &mut Harness, queue: &str, n: usize) {

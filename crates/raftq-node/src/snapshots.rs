@@ -1,11 +1,13 @@
 //! When a node builds a snapshot. openraft's own policy counts entries only, so a node holding a
 //! large state would write all of it to a new file every so many entries, however little those
 //! entries added. Here a snapshot is due once the log since the last one holds at least
-//! `min_entries` entries *and* at least as many bytes as the last snapshot file: the bytes
-//! written to snapshot files then stay below about the bytes appended to the log while the state
-//! keeps its size, and below about twice them while it only grows (each snapshot is then at
-//! least twice the last), and the log kept on disk below about the size of the state (or
-//! `min_entries` entries, when that is more).
+//! `min_entries` entries *and* at least as many bytes as the messages the state holds (their
+//! bodies and attributes, most of what a snapshot writes): a snapshot then takes the place of
+//! a log at least about its size. The bytes written to snapshot files stay below about the bytes
+//! appended to the log, whether the state keeps its size, shrinks or grows (a state that only
+//! grows, as a backlog builds, is snapshotted rarely: its log is mostly the messages it holds),
+//! and the log kept on disk below about the size of the state (or `min_entries` entries, when
+//! that is more).
 //!
 //! Each node decides for itself, as with openraft's policy, and openraft purges the log behind
 //! each snapshot as before. The log's bytes are counted from the node's start: after a restart
@@ -30,10 +32,9 @@ pub(crate) struct Growth {
     pub bytes: u64,
 }
 
-/// Whether a snapshot is due after `growth`, when the last snapshot file holds
-/// `snapshot_bytes` (0 when there is none).
-pub(crate) fn due(growth: Growth, snapshot_bytes: u64, min_entries: u64) -> bool {
-    growth.entries >= min_entries && growth.bytes >= snapshot_bytes
+/// Whether a snapshot is due after `growth`, when the state holds `message_bytes` of messages.
+pub(crate) fn due(growth: Growth, message_bytes: u64, min_entries: u64) -> bool {
+    growth.entries >= min_entries && growth.bytes >= message_bytes
 }
 
 /// Entries up to and including `id`.
@@ -82,15 +83,15 @@ pub(crate) async fn run(
             entries: entries_through(applied).saturating_sub(entries_through(snapshot)),
             bytes: appended.bytes().saturating_sub(base),
         };
-        let snapshot_bytes = reader.snapshot_bytes();
-        if !due(growth, snapshot_bytes, min_entries) {
+        let message_bytes = reader.message_bytes();
+        if !due(growth, message_bytes, min_entries) {
             not_due.send_replace(applied.map(|id| id.index));
             continue;
         }
         tracing::info!(
             entries = growth.entries,
             log_bytes = growth.bytes,
-            snapshot_bytes,
+            message_bytes,
             "asking for a snapshot"
         );
         asked = Some((Instant::now(), appended.bytes()));
@@ -109,17 +110,13 @@ mod tests {
     }
 
     #[test]
-    fn the_first_snapshot_waits_only_for_entries() {
-        assert!(!due(grown(99, 1 << 30), 0, 100));
-        assert!(due(grown(100, 0), 0, 100));
-    }
-
-    #[test]
-    fn a_later_snapshot_also_waits_until_the_log_outweighs_the_last_one() {
-        let last = 1 << 30;
-        assert!(!due(grown(1_000_000, last - 1), last, 100));
-        assert!(due(grown(100, last), last, 100));
-        assert!(!due(grown(99, last), last, 100));
+    fn a_snapshot_waits_for_entries_and_for_a_log_outweighing_the_messages() {
+        let held = 1 << 30;
+        assert!(due(grown(100, 0), 0, 100), "an empty state: entries only");
+        assert!(!due(grown(99, 1 << 40), 0, 100));
+        assert!(!due(grown(1_000_000, held - 1), held, 100));
+        assert!(due(grown(100, held), held, 100));
+        assert!(!due(grown(99, held), held, 100));
     }
 
     #[test]

@@ -119,6 +119,12 @@ impl StateReader {
         self.snapshots.kept_bytes()
     }
 
+    /// The sizes (body and attributes) of the messages the applied state holds, added up (0 if
+    /// the engine is unreadable: a state machine that failed stops Raft anyway).
+    pub fn message_bytes(&self) -> u64 {
+        self.with_engine(Engine::message_bytes).unwrap_or(0)
+    }
+
     /// The parked receives of this node's clients, where their answers go.
     pub fn waiters(&self) -> &Waiters {
         &self.waiters

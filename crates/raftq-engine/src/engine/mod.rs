@@ -131,6 +131,13 @@ impl Engine {
         self.parked.len()
     }
 
+    /// The sizes (body and attributes) of the messages in every queue, added up: most of what a
+    /// snapshot of the state holds. Messages taken out by a purge or a queue's deletion are not
+    /// counted, though their rows stay until they are deleted for good.
+    pub fn message_bytes(&self) -> u64 {
+        self.queues.values().map(Queue::bytes).sum()
+    }
+
     fn advance(&mut self, now: Millis) {
         self.context.now = self.context.now.max(now);
         while let Some(&(due, timer)) = self.context.timers.first() {
