@@ -60,11 +60,16 @@ impl Core {
         let deadline = Instant::now() + patience;
         loop {
             let known = self.raft.server_metrics().borrow().current_leader;
-            let outcome = match self.serve_local(&request).await {
-                Err(NodeError::NotLeader(Some(leader))) if leader != self.id => {
-                    self.forward(leader, &request, deadline).await
-                }
-                other => other,
+            // A request for another node's leader goes there at once; one that meets no leader
+            // here learns where to go from Raft.
+            let outcome = match known {
+                Some(leader) if leader != self.id => self.forward(leader, &request, deadline).await,
+                _ => match self.serve_local(&request).await {
+                    Err(NodeError::NotLeader(Some(leader))) if leader != self.id => {
+                        self.forward(leader, &request, deadline).await
+                    }
+                    other => other,
+                },
             };
             match outcome {
                 Err(NodeError::NotLeader(_)) | Err(NodeError::Unavailable(_))
