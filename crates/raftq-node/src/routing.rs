@@ -60,8 +60,8 @@ impl Core {
         let deadline = Instant::now() + patience;
         loop {
             let known = self.raft.server_metrics().borrow().current_leader;
-            // A request for another node's leader goes there at once; one that meets no leader
-            // here learns where to go from Raft.
+            // Known to lead elsewhere: the request goes there at once. Otherwise Raft tells
+            // whether this node leads, or where to go.
             let outcome = match known {
                 Some(leader) if leader != self.id => self.forward(leader, &request, deadline).await,
                 _ => match self.serve_local(&request).await {
