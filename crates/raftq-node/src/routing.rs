@@ -62,14 +62,15 @@ impl Core {
             let known = self.raft.server_metrics().borrow().current_leader;
             // Known to lead elsewhere: the request goes there at once. Otherwise Raft tells
             // whether this node leads, or where to go.
-            let outcome = match known {
-                Some(leader) if leader != self.id => self.forward(leader, &request, deadline).await,
-                _ => match self.serve_local(&request).await {
-                    Err(NodeError::NotLeader(Some(leader))) if leader != self.id => {
-                        self.forward(leader, &request, deadline).await
-                    }
-                    other => other,
-                },
+            let here = match known {
+                Some(leader) if leader != self.id => Err(NodeError::NotLeader(Some(leader))),
+                _ => self.serve_local(&request).await,
+            };
+            let outcome = match here {
+                Err(NodeError::NotLeader(Some(leader))) if leader != self.id => {
+                    self.forward(leader, &request, deadline).await
+                }
+                other => other,
             };
             match outcome {
                 Err(NodeError::NotLeader(_)) | Err(NodeError::Unavailable(_))
