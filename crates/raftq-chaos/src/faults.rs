@@ -302,7 +302,8 @@ async fn damage_one(
 }
 
 /// The files a node keeps its state in, under `dir` (its `/data`): RocksDB's tables, blob
-/// files, write-ahead logs and manifests in `db`, and the snapshots in `snapshots`.
+/// files, write-ahead logs and manifests in `db`, the Raft log's segments in `log`, and the
+/// snapshots in `snapshots`.
 fn data_files(dir: &Path) -> Vec<PathBuf> {
     let listing = |sub: &str| -> Vec<PathBuf> {
         std::fs::read_dir(dir.join(sub))
@@ -313,12 +314,13 @@ fn data_files(dir: &Path) -> Vec<PathBuf> {
         let name = path
             .file_name()
             .map_or(String::new(), |n| n.to_string_lossy().to_string());
-        [".sst", ".blob", ".log"]
+        [".sst", ".blob", ".log", ".seg"]
             .iter()
             .any(|ext| name.ends_with(ext))
             || name.starts_with("MANIFEST")
     };
     let mut out: Vec<PathBuf> = listing("db").into_iter().filter(stored).collect();
+    out.extend(listing("log").into_iter().filter(stored));
     out.extend(listing("snapshots"));
     out.retain(|p| p.metadata().is_ok_and(|m| m.is_file() && m.len() > 0));
     out.sort();
@@ -326,15 +328,16 @@ fn data_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Flips eight bytes in the middle of `file`, or cuts off its last quarter; says which. Only
-/// tables, blob files and snapshots are cut: a write-ahead log or manifest cut short reads as a
-/// crash during its last write, which nothing can tell from lost acknowledged writes
-/// (docs/durability.md), so those are only flipped.
+/// tables, blob files and snapshots are cut: a write-ahead log, log segment or manifest cut
+/// short reads as a crash during its last write, which nothing can tell from lost acknowledged
+/// writes (docs/durability.md), so those are only flipped.
 fn damage(file: &Path, rng: &mut StdRng) -> std::io::Result<&'static str> {
     let mut bytes = std::fs::read(file)?;
     let name = file
         .file_name()
         .map_or(String::new(), |n| n.to_string_lossy().to_string());
-    let may_cut = !(name.ends_with(".log") || name.starts_with("MANIFEST"));
+    let may_cut =
+        !(name.ends_with(".log") || name.ends_with(".seg") || name.starts_with("MANIFEST"));
     let how = if !may_cut || rng.random_bool(0.5) {
         let at = bytes.len() / 2;
         for b in bytes.iter_mut().skip(at).take(8) {

@@ -21,7 +21,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use openraft::LogId;
-use raftq_store::{Enrolment, NodeId, RocksLogStore, TypeConfig};
+use raftq_store::{Enrolment, LogStore, NodeId, TypeConfig};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -185,7 +185,7 @@ impl ClusterId {
 
 /// A node's enrolment, as read from its data directory and as it changes.
 pub(crate) struct Admission {
-    log: RocksLogStore<TypeConfig>,
+    log: LogStore<TypeConfig>,
     cluster: ClusterId,
     standing: RwLock<Standing>,
     /// Serializes changes, which are saved before they take effect.
@@ -194,7 +194,7 @@ pub(crate) struct Admission {
 
 impl Admission {
     /// Reads the enrolment of the node whose log is `log`.
-    pub(crate) fn open(log: &RocksLogStore<TypeConfig>) -> Result<Admission, openraft::AnyError> {
+    pub(crate) fn open(log: &LogStore<TypeConfig>) -> Result<Admission, openraft::AnyError> {
         let enrolment = log.enrolment()?;
         let standing = if enrolment.joining {
             Standing::Joining
@@ -337,11 +337,11 @@ impl Admission {
 mod tests {
     use super::*;
     use openraft::storage::RaftLogStorage;
-    use raftq_store::{open_db, LOGS_CF, META_CF};
+    use raftq_store::{open_db, META_CF};
 
-    fn store(dir: &tempfile::TempDir) -> RocksLogStore<TypeConfig> {
-        let db = open_db(dir.path()).expect("open database");
-        RocksLogStore::new(db, LOGS_CF, META_CF).expect("log store")
+    fn store(dir: &tempfile::TempDir) -> LogStore<TypeConfig> {
+        let db = open_db(&dir.path().join("db")).expect("open database");
+        LogStore::open(db, META_CF, &dir.path().join("log")).expect("log store")
     }
 
     fn id(n: u128) -> Option<Uuid> {

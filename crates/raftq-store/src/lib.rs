@@ -1,19 +1,22 @@
 //! # raftq-store
 //!
-//! raftq's durable Raft storage on RocksDB, split as openraft's storage-v2 wants it:
+//! raftq's durable Raft storage, split as openraft's storage-v2 wants it:
 //! - [`log_store`]: the Raft log (entries, vote, committed index, purge marker). Every vote and
 //!   every append is synced to disk before openraft is told it is done; one append call (a batch
-//!   of entries) costs one fsync.
+//!   of entries) costs one fsync. The entries live in segment files (`segments`), the rest in
+//!   RocksDB.
 //! - [`state_machine`]: the engine applied to committed entries, with its rows, the message
 //!   payloads, the last applied log id and the membership written in one atomic batch per apply.
 //! - [`snapshot`]: snapshot files, streamed from one view of the state to disk and back.
 //! - [`types`]: the Raft type configuration both share.
 //! - [`waiters`]: the parked receives of this node's clients, which applies answer.
 //!
-//! Both live in one RocksDB instance (one write-ahead log), opened with [`column_families`].
+//! The log's metadata and the state machine live in one RocksDB instance, opened with
+//! [`column_families`].
 
 pub mod log_store;
 mod recent;
+mod segments;
 pub mod snapshot;
 pub mod state_machine;
 pub mod types;
@@ -22,8 +25,9 @@ pub mod waiters;
 #[cfg(feature = "testing")]
 pub use log_store::FailingDisk;
 pub use log_store::{
-    Appended, Enrolment, LogStoreError, MissingColumnFamily, RocksLogStore, LOGS_CF, META_CF,
+    Appended, Enrolment, LogStore, LogStoreError, MissingColumnFamily, LOGS_CF, META_CF,
 };
+pub use segments::SegmentError;
 pub use state_machine::{
     Awaited, AwaitedWrite, OpenError, PayloadView, RocksStateMachine, StateReader, SM_META_CF,
     STATE_CF,
@@ -66,7 +70,7 @@ pub fn open_db(path: &std::path::Path) -> Result<std::sync::Arc<rocksdb::DB>, ro
 /// A node's storage over one RocksDB instance: the Raft log, the state machine, and a handle
 /// that tells when the database is closed.
 pub struct Storage {
-    pub log: RocksLogStore<TypeConfig>,
+    pub log: LogStore<TypeConfig>,
     pub state_machine: RocksStateMachine,
     pub database: Database,
 }
@@ -105,19 +109,21 @@ impl StorageError {
     pub fn is_damage(&self) -> bool {
         match self {
             StorageError::Database(e) => is_damage(e),
-            StorageError::Log(_) | StorageError::LogRead(_) => false,
+            StorageError::Log(e) => e.is_damage(),
+            StorageError::LogRead(_) => false,
             StorageError::StateMachine(e) => e.is_damage(),
             StorageError::PurgedPastApplied { .. } => true,
         }
     }
 }
 
-/// Opens a node's storage in `data_dir` (the database in `db/`, snapshot files in `snapshots/`),
-/// creating what is missing, for a cluster serving `region`.
+/// Opens a node's storage in `data_dir` (the database in `db/`, the log's segment files in
+/// `log/`, snapshot files in `snapshots/`), creating what is missing, for a cluster serving
+/// `region`.
 pub fn open(data_dir: &std::path::Path, region: &str) -> Result<Storage, StorageError> {
     let db = open_db(&data_dir.join("db"))?;
     let database = Database(std::sync::Arc::downgrade(&db));
-    let log = RocksLogStore::new(std::sync::Arc::clone(&db), LOGS_CF, META_CF)?;
+    let log = LogStore::open(std::sync::Arc::clone(&db), META_CF, &data_dir.join("log"))?;
     let state_machine = RocksStateMachine::open(db, region, data_dir.join("snapshots"))?;
     let purged = log
         .last_purged()

@@ -1,48 +1,54 @@
-//! Raft log storage on RocksDB: openraft's [`RaftLogStorage`] and [`RaftLogReader`]
-//! (storage-v2 API) for any [`RaftTypeConfig`].
+//! Raft log storage: openraft's [`RaftLogStorage`] and [`RaftLogReader`] (storage-v2 API) for
+//! any [`RaftTypeConfig`].
 //!
-//! Layout: two column families in a caller-opened [`DB`].
-//! - the *logs* family maps a log index, as a big-endian `u64` key (so that key order is index
-//!   order), to the postcard encoding of the entry;
-//! - the *meta* family holds the vote, the committed log id, the last purged log id and the
-//!   node's [`Enrolment`] in its cluster, each postcard-encoded.
+//! Layout: the entries, postcard-encoded, in segment files of their own (see `segments`), in
+//! a directory given to [`LogStore::open`]; the vote, the committed log id, the last purged log
+//! id and the node's [`Enrolment`] in its cluster in the *meta* column family of a
+//! caller-opened [`DB`], each postcard-encoded.
 //!
 //! Durability policy:
-//! - [`save_vote`](RaftLogStorage::save_vote) and [`truncate`](RaftLogStorage::truncate) are
-//!   written with `sync = true` (the WAL is fsynced) before they return.
-//! - [`append`](RaftLogStorage::append) writes its entries in one [`WriteBatch`]. A leader's
-//!   own append, which the Raft core does not wait for, is readable at once, and the append
-//!   hands its [`LogFlushed`] callback to a sync thread, which fsyncs the WAL once for every
-//!   append queued meanwhile and only then calls the callbacks, in order: openraft counts an
-//!   entry durable (acknowledges it, counts it towards a commit) only after its fsync, while the
-//!   leader goes on replicating instead of waiting for the disk. The core waits for every other
-//!   append's flush (a follower's: it answers its leader only once its copy is durable), so
-//!   those write the batch with the fsync in the append itself and call the callback there: the
-//!   same fsync, without waking the sync thread and being woken by it.
-//! - [`purge`](RaftLogStorage::purge) and [`save_committed`](RaftLogStorage::save_committed) are
-//!   written without their own fsync. Losing them in a crash is harmless (purged entries come
-//!   back, or fewer committed entries are re-applied at startup), and since the WAL is written in
-//!   order, the next synced write makes them durable too. `purge` records the last purged log id
-//!   and deletes the entries in one atomic batch.
+//! - [`append`](RaftLogStorage::append) writes its entries into the segments with one write. A
+//!   leader's own append, which the Raft core does not wait for, is readable at once, and the
+//!   append hands its [`LogFlushed`] callback to a sync thread, which fsyncs the segments written
+//!   for every append queued meanwhile and only then calls the callbacks, in order: openraft
+//!   counts an entry durable (acknowledges it, counts it towards a commit) only after its fsync,
+//!   while the leader goes on replicating instead of waiting for the disk. The core waits for
+//!   every other append's flush (a follower's: it answers its leader only once its copy is
+//!   durable), so those fsync in the append itself and call the callback there: the same fsync,
+//!   without waking the sync thread and being woken by it.
+//! - [`save_vote`](RaftLogStorage::save_vote) and [`truncate`](RaftLogStorage::truncate) first
+//!   wait for the appends still with the sync thread, so that they never become durable before
+//!   an append that came ahead of them; then they write synced, the vote to the meta family, a
+//!   truncation to the segments.
+//! - [`purge`](RaftLogStorage::purge) records the last purged log id synced, then lets the
+//!   segments go: a crash in between leaves entries that the next start drops.
+//! - [`save_committed`](RaftLogStorage::save_committed) is written without an fsync. Losing it
+//!   in a crash is harmless (fewer committed entries are re-applied at startup), and one that
+//!   outlived entries the crash took is read back as the last entry held.
 //!
-//! The vote's and a truncation's synced writes run on tokio's blocking pool so that their fsync
-//! does not stall a runtime worker. An append the core waits for is the exception above: it
-//! stalls the worker that runs the core, which has nothing else to do meanwhile, for one fsync;
-//! the other workers go on.
+//! The synced writes of the vote, a truncation and a purge run on tokio's blocking pool so that
+//! their fsync does not stall a runtime worker. An append the core waits for is the exception
+//! above: it stalls the worker that runs the core, which has nothing else to do meanwhile, for
+//! one fsync; the other workers go on.
 //!
 //! The entries appended last are also kept decoded in memory (see `recent`), up to
 //! [`RECENT_BYTES`] of encoded entries: replication and apply read them from there.
 //!
 //! The store counts the encoded bytes of every entry appended since it was made
-//! ([`RocksLogStore::appended`]): the snapshot policy weighs the log's growth against the size of
+//! ([`LogStore::appended`]): the snapshot policy weighs the log's growth against the size of
 //! the snapshot that would let it go.
+//!
+//! A directory written by raftq before the entries moved to segment files holds them in the
+//! *logs* column family; opening the store moves them into segments.
 
 use std::fmt;
 use std::fmt::Debug;
+use std::fs::File;
 use std::io;
 use std::marker::PhantomData;
 use std::ops::Bound;
 use std::ops::RangeBounds;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -61,11 +67,8 @@ use openraft::Vote;
 use raftq_engine::codec::to_vec;
 use rocksdb::ColumnFamily;
 use rocksdb::ColumnFamilyDescriptor;
-use rocksdb::DBCompressionType;
-use rocksdb::Direction;
 use rocksdb::IteratorMode;
 use rocksdb::Options;
-use rocksdb::ReadOptions;
 use rocksdb::WriteBatch;
 use rocksdb::WriteOptions;
 use rocksdb::DB;
@@ -74,8 +77,9 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::recent::Recent;
+use crate::segments::{SegmentError, Segments, SEGMENT_BYTES};
 
-/// Default name of the column family holding log entries.
+/// Name of the column family where a directory written before segment files held its entries.
 pub const LOGS_CF: &str = "raft_logs";
 /// Default name of the column family holding the vote, committed and last purged log ids.
 pub const META_CF: &str = "raft_meta";
@@ -84,9 +88,8 @@ pub const META_CF: &str = "raft_meta";
 /// in flight at group commit's largest entries.
 pub const RECENT_BYTES: usize = 16 * 1024 * 1024;
 
-/// A write batch's bytes for one put besides its value, at most: record tag, column family id,
-/// key and the varint lengths of both.
-const BATCH_RECORD_BYTES: usize = 32;
+/// Entries moved at a time from the logs column family into segments.
+const MOVE_BATCH: usize = 1024;
 
 const KEY_VOTE: &[u8] = b"vote";
 const KEY_COMMITTED: &[u8] = b"committed";
@@ -104,45 +107,49 @@ pub struct Enrolment {
     pub joining: bool,
 }
 
-/// Descriptors of the column families [`RocksLogStore`] uses under their default names
-/// [`LOGS_CF`] and [`META_CF`]; open the [`DB`] with them (plus any of your own).
-///
-/// Log entries live only until the next snapshot purges them, so the logs family spends as
-/// little CPU on them as it can in between: they are not compressed, and they are kept in blob
-/// files (RocksDB's integrated BlobDB) apart from the keys, so that compactions, which carry a
-/// purge's range delete down the levels, move small keys and blob references instead of reading
-/// and writing every entry again. A blob file is deleted once no key refers to it any more.
+/// Descriptors of the column families [`LogStore`] uses: [`META_CF`], and [`LOGS_CF`], which
+/// only a directory from before segment files has rows in; open the [`DB`] with them (plus any
+/// of your own).
 pub fn column_families() -> Vec<ColumnFamilyDescriptor> {
-    let mut logs = Options::default();
-    logs.set_compression_type(DBCompressionType::None);
-    logs.set_enable_blob_files(true);
-    logs.set_min_blob_size(0);
     vec![
-        ColumnFamilyDescriptor::new(LOGS_CF, logs),
+        ColumnFamilyDescriptor::new(LOGS_CF, Options::default()),
         ColumnFamilyDescriptor::new(META_CF, Options::default()),
     ]
 }
 
-/// [`RocksLogStore::new`] was given a column family name the [`DB`] was not opened with.
+/// [`LogStore::open`] was given a column family name the [`DB`] was not opened with.
 #[derive(Debug, thiserror::Error)]
 #[error("RocksDB column family {0:?} not found")]
 pub struct MissingColumnFamily(pub String);
 
-/// Why a log store could not be made.
+/// Why a log store could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum LogStoreError {
     #[error(transparent)]
     MissingColumnFamily(#[from] MissingColumnFamily),
-    #[error("cannot start the WAL sync thread: {0}")]
+    #[error("cannot start the log's threads: {0}")]
     Thread(#[from] io::Error),
+    #[error(transparent)]
+    Segments(#[from] SegmentError),
+    #[error("cannot read the log's metadata: {0}")]
+    Meta(AnyError),
+    #[error("cannot move the entries of the logs column family into segments: {0}")]
+    Move(String),
 }
 
-/// Raft log store on RocksDB. Cloning is cheap: clones share the same [`DB`].
-pub struct RocksLogStore<C: RaftTypeConfig> {
+impl LogStoreError {
+    /// Whether the stored log is damaged (as opposed to unreadable for another reason).
+    pub fn is_damage(&self) -> bool {
+        matches!(self, LogStoreError::Segments(e) if e.is_damage())
+    }
+}
+
+/// Raft log store. Cloning is cheap: clones share the same segments and [`DB`].
+pub struct LogStore<C: RaftTypeConfig> {
     db: Arc<DB>,
-    logs_cf: Arc<str>,
     meta_cf: Arc<str>,
-    /// Appends waiting for the write-ahead log to reach the disk.
+    segments: Arc<Mutex<Segments>>,
+    /// Appends waiting for their segments to reach the disk, and barriers behind them.
     syncer: std::sync::mpsc::Sender<Flush<C>>,
     /// The entries appended last, shared by every clone.
     recent: Arc<Mutex<Recent<C::Entry>>>,
@@ -173,7 +180,7 @@ impl FailingDisk {
 /// it is read again).
 type KnownLastLogId<NID> = Arc<Mutex<Option<Option<LogId<NID>>>>>;
 
-/// Encoded bytes of the entries a [`RocksLogStore`] and its clones appended since it was made.
+/// Encoded bytes of the entries a [`LogStore`] and its clones appended since it was made.
 #[derive(Debug, Clone, Default)]
 pub struct Appended(Arc<AtomicU64>);
 
@@ -188,9 +195,14 @@ impl Appended {
     }
 }
 
-/// An append waiting for the write-ahead log to reach the disk: the indexes of its first and last
-/// entries, and openraft's callback.
-type Flush<C> = (Option<(u64, u64)>, LogFlushed<C>);
+/// Work for the sync thread.
+enum Flush<C: RaftTypeConfig> {
+    /// An append waiting for its segment files to reach the disk: the indexes of its first and
+    /// last entries, the files, and openraft's callback.
+    Append(Option<(u64, u64)>, Vec<Arc<File>>, LogFlushed<C>),
+    /// Answered once every append queued before it is durable.
+    Barrier(tokio::sync::oneshot::Sender<()>),
+}
 
 /// Logs that an append's entries (their first and last index) reached `stage`, for
 /// `scripts/latency`'s timeline.
@@ -200,43 +212,62 @@ fn trace_stage(stage: &'static str, entries: Option<(u64, u64)>) {
     }
 }
 
-/// The WAL sync thread: one fsync for every append that queued while the previous one ran,
-/// then each append's callback, in order.
+/// fsyncs the data of each of `files` once.
+fn sync_files(files: &[Arc<File>]) -> io::Result<()> {
+    let mut synced: Vec<&Arc<File>> = Vec::with_capacity(files.len());
+    for file in files {
+        if !synced.iter().any(|f| Arc::ptr_eq(f, file)) {
+            file.sync_data()?;
+            synced.push(file);
+        }
+    }
+    Ok(())
+}
+
+/// The sync thread: one fsync of the files written by every append that queued while the
+/// previous one ran, then each append's callback, in order, and the barriers.
 fn spawn_syncer<C: RaftTypeConfig>(
-    db: Arc<DB>,
     queued: Arc<AtomicUsize>,
 ) -> io::Result<std::sync::mpsc::Sender<Flush<C>>> {
     let (tx, rx) = std::sync::mpsc::channel::<Flush<C>>();
-    // A weak handle: the thread must not keep the database open after the store is gone.
-    let db = Arc::downgrade(&db);
     std::thread::Builder::new()
-        .name("raftq-wal-sync".into())
+        .name("raftq-log-sync".into())
         .spawn(move || {
             while let Ok(first) = rx.recv() {
                 let mut waiting = vec![first];
                 waiting.extend(rx.try_iter());
-                let synced = match db.upgrade() {
-                    Some(db) => db.flush_wal(true).map_err(|e| e.to_string()),
-                    None => Err("the database is closed".to_string()),
-                };
-                let done = waiting.len();
-                for (entries, callback) in waiting {
-                    trace_stage("synced", entries);
-                    let result = synced.clone().map_err(io::Error::other);
-                    callback.log_io_completed(result);
+                let files: Vec<Arc<File>> = waiting
+                    .iter()
+                    .filter_map(|flush| match flush {
+                        Flush::Append(_, files, _) => Some(files.iter().cloned()),
+                        Flush::Barrier(_) => None,
+                    })
+                    .flatten()
+                    .collect();
+                let synced = sync_files(&files).map_err(|e| e.to_string());
+                for flush in waiting {
+                    match flush {
+                        Flush::Append(entries, _, callback) => {
+                            trace_stage("synced", entries);
+                            callback.log_io_completed(synced.clone().map_err(io::Error::other));
+                            queued.fetch_sub(1, Ordering::SeqCst);
+                        }
+                        Flush::Barrier(done) => {
+                            let _ = done.send(());
+                        }
+                    }
                 }
-                queued.fetch_sub(done, Ordering::SeqCst);
             }
         })?;
     Ok(tx)
 }
 
-impl<C: RaftTypeConfig> Clone for RocksLogStore<C> {
+impl<C: RaftTypeConfig> Clone for LogStore<C> {
     fn clone(&self) -> Self {
         Self {
             db: Arc::clone(&self.db),
-            logs_cf: Arc::clone(&self.logs_cf),
             meta_cf: Arc::clone(&self.meta_cf),
+            segments: Arc::clone(&self.segments),
             syncer: self.syncer.clone(),
             recent: Arc::clone(&self.recent),
             last: Arc::clone(&self.last),
@@ -249,39 +280,41 @@ impl<C: RaftTypeConfig> Clone for RocksLogStore<C> {
     }
 }
 
-impl<C: RaftTypeConfig> Debug for RocksLogStore<C> {
+impl<C: RaftTypeConfig> Debug for LogStore<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RocksLogStore")
-            .field("path", &self.db.path())
-            .field("logs_cf", &self.logs_cf)
+        f.debug_struct("LogStore")
+            .field("db", &self.db.path())
             .field("meta_cf", &self.meta_cf)
             .finish()
     }
 }
 
-impl<C: RaftTypeConfig> RocksLogStore<C>
+impl<C: RaftTypeConfig> LogStore<C>
 where
     C::Entry: Clone,
 {
-    /// Creates a log store on `db`, which the caller opened with the column families named
-    /// `logs_cf` and `meta_cf` (see [`column_families`] for the default ones).
-    pub fn new(db: Arc<DB>, logs_cf: &str, meta_cf: &str) -> Result<Self, LogStoreError> {
-        for name in [logs_cf, meta_cf] {
-            if db.cf_handle(name).is_none() {
-                return Err(MissingColumnFamily(name.to_owned()).into());
-            }
+    /// Opens the log store: entries in segment files under `dir` (created when missing), the
+    /// rest in `db`'s column family `meta_cf`. Entries a directory from before segment files
+    /// holds in [`LOGS_CF`] are moved into segments first.
+    pub fn open(db: Arc<DB>, meta_cf: &str, dir: &Path) -> Result<Self, LogStoreError> {
+        if db.cf_handle(meta_cf).is_none() {
+            return Err(MissingColumnFamily(meta_cf.to_owned()).into());
         }
+        let purged: Option<LogId<C::NodeId>> =
+            read_meta(&db, meta_cf, KEY_LAST_PURGED).map_err(LogStoreError::Meta)?;
+        let mut segments = Segments::open(dir, SEGMENT_BYTES, purged.map(|p| p.index))?;
+        move_rocks_entries(&db, &mut segments).map_err(LogStoreError::Move)?;
         let queued = Arc::new(AtomicUsize::new(0));
         Ok(Self {
-            syncer: spawn_syncer(Arc::clone(&db), Arc::clone(&queued))?,
+            syncer: spawn_syncer(Arc::clone(&queued))?,
             queued,
+            segments: Arc::new(Mutex::new(segments)),
             recent: Arc::new(Mutex::new(Recent::new(RECENT_BYTES))),
             last: Arc::default(),
             appended: Appended::default(),
             #[cfg(feature = "testing")]
             failing: FailingDisk::default(),
             db,
-            logs_cf: logs_cf.into(),
             meta_cf: meta_cf.into(),
             _c: PhantomData,
         })
@@ -307,31 +340,14 @@ where
         self.appended.clone()
     }
 
-    fn cf(&self, name: &str) -> Result<&ColumnFamily, AnyError> {
-        self.db
-            .cf_handle(name)
-            .ok_or_else(|| AnyError::new(&MissingColumnFamily(name.to_owned())))
-    }
-
-    fn logs(&self) -> Result<&ColumnFamily, AnyError> {
-        self.cf(&self.logs_cf)
-    }
-
     fn meta(&self) -> Result<&ColumnFamily, AnyError> {
-        self.cf(&self.meta_cf)
+        self.db
+            .cf_handle(&self.meta_cf)
+            .ok_or_else(|| AnyError::new(&MissingColumnFamily(self.meta_cf.to_string())))
     }
 
     fn get_meta<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>, AnyError> {
-        let Some(bytes) = self
-            .db
-            .get_pinned_cf(self.meta()?, key)
-            .map_err(|e| AnyError::new(&e))?
-        else {
-            return Ok(None);
-        };
-        postcard::from_bytes(&bytes)
-            .map(Some)
-            .map_err(|e| AnyError::new(&e))
+        read_meta(&self.db, &self.meta_cf, key)
     }
 
     fn meta_batch<T: Serialize>(&self, key: &[u8], value: &T) -> Result<WriteBatch, AnyError> {
@@ -355,15 +371,43 @@ where
         .map_err(|e| AnyError::new(&e))
     }
 
+    /// Runs `work` on the segments, on the blocking pool.
+    async fn on_segments<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Segments) -> io::Result<T> + Send + 'static,
+    ) -> Result<T, AnyError> {
+        self.disk_check().map_err(|e| AnyError::new(&e))?;
+        let segments = Arc::clone(&self.segments);
+        tokio::task::spawn_blocking(move || {
+            work(&mut segments.lock().unwrap_or_else(PoisonError::into_inner))
+        })
+        .await
+        .map_err(|e| AnyError::new(&e))?
+        .map_err(|e| AnyError::new(&e))
+    }
+
+    /// Waits until every append handed to the sync thread so far is durable.
+    async fn appends_synced(&self) -> Result<(), AnyError> {
+        if self.queued.load(Ordering::SeqCst) == 0 {
+            return Ok(());
+        }
+        let (done, synced) = tokio::sync::oneshot::channel();
+        self.syncer
+            .send(Flush::Barrier(done))
+            .map_err(|_| AnyError::error("the log's sync thread stopped"))?;
+        synced
+            .await
+            .map_err(|_| AnyError::error("the log's sync thread stopped"))
+    }
+
+    fn segments(&self) -> MutexGuard<'_, Segments> {
+        self.segments.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Whether this store holds any Raft state: a log entry, a vote or a purge marker. A node
     /// that held some and now holds none lost its data directory.
     pub fn holds_raft_state(&self) -> Result<bool, AnyError> {
-        if let Some(kv) = self
-            .db
-            .iterator_cf(self.logs()?, IteratorMode::Start)
-            .next()
-        {
-            kv.map_err(|e| AnyError::new(&e))?;
+        if self.segments().last().is_some() {
             return Ok(true);
         }
         for key in [KEY_VOTE, KEY_LAST_PURGED] {
@@ -414,19 +458,19 @@ where
             .await
     }
 
-    fn decode_entry(key: &[u8], value: &[u8]) -> Result<C::Entry, AnyError> {
-        let entry: C::Entry = postcard::from_bytes(value).map_err(|e| AnyError::new(&e))?;
-        let index = entry.get_log_id().index;
-        if key != index_key(index) {
+    fn decode_entry(index: u64, bytes: &[u8]) -> Result<C::Entry, AnyError> {
+        let entry: C::Entry = postcard::from_bytes(bytes).map_err(|e| AnyError::new(&e))?;
+        let found = entry.get_log_id().index;
+        if found != index {
             return Err(AnyError::error(format!(
-                "log entry {index} stored under key {key:02x?}"
+                "log entry {found} stored as entry {index}"
             )));
         }
         Ok(entry)
     }
 
     /// The cache of the entries appended last. A panic while it was held may have left it
-    /// half-updated: it is emptied then, and reads go to RocksDB until appends refill it.
+    /// half-updated: it is emptied then, and reads go to the segments until appends refill it.
     fn recent(&self) -> MutexGuard<'_, Recent<C::Entry>> {
         self.recent.lock().unwrap_or_else(|poisoned| {
             let mut recent = poisoned.into_inner();
@@ -454,37 +498,82 @@ where
         if let Some(entries) = cached {
             return Ok(entries.iter().map(|e| C::Entry::clone(e)).collect());
         }
-        let mut opts = ReadOptions::default();
-        match range.end_bound() {
-            Bound::Included(&i) => opts.set_iterate_upper_bound(key_after(i)),
-            Bound::Excluded(&i) => opts.set_iterate_upper_bound(index_key(i)),
-            Bound::Unbounded => {}
-        }
-        let start_key = index_key(start);
-        let iter = self.db.iterator_cf_opt(
-            self.logs()?,
-            opts,
-            IteratorMode::From(&start_key, Direction::Forward),
-        );
-        iter.map(|kv| {
-            let (key, value) = kv.map_err(|e| AnyError::new(&e))?;
-            Self::decode_entry(&key, &value)
-        })
-        .collect()
+        let stored = self
+            .segments()
+            .read(start, end.unwrap_or(u64::MAX))
+            .map_err(|e| AnyError::new(&e))?;
+        stored
+            .iter()
+            .map(|(index, bytes)| Self::decode_entry(*index, bytes))
+            .collect()
     }
 
     fn last_log_id(&self) -> Result<Option<LogId<C::NodeId>>, AnyError> {
-        match self.db.iterator_cf(self.logs()?, IteratorMode::End).next() {
-            None => Ok(None),
-            Some(kv) => {
-                let (key, value) = kv.map_err(|e| AnyError::new(&e))?;
-                Ok(Some(Self::decode_entry(&key, &value)?.get_log_id().clone()))
-            }
-        }
+        let Some(last) = self.segments().last() else {
+            return Ok(None);
+        };
+        Ok(self
+            .read_entries(last..=last)?
+            .first()
+            .map(|entry| entry.get_log_id().clone()))
     }
 }
 
-impl<C: RaftTypeConfig> RaftLogReader<C> for RocksLogStore<C>
+/// Reads the postcard value at `key` of `db`'s column family `cf`.
+fn read_meta<T: DeserializeOwned>(db: &DB, cf: &str, key: &[u8]) -> Result<Option<T>, AnyError> {
+    let handle = db
+        .cf_handle(cf)
+        .ok_or_else(|| AnyError::new(&MissingColumnFamily(cf.to_owned())))?;
+    let Some(bytes) = db
+        .get_pinned_cf(handle, key)
+        .map_err(|e| AnyError::new(&e))?
+    else {
+        return Ok(None);
+    };
+    postcard::from_bytes(&bytes)
+        .map(Some)
+        .map_err(|e| AnyError::new(&e))
+}
+
+/// Moves the entries `db` holds in [`LOGS_CF`] (keyed by big-endian index) into `segments`,
+/// synced, then deletes them there. Entries the segments already hold are not written twice,
+/// so a move cut short by a crash goes on at the next start.
+fn move_rocks_entries(db: &DB, segments: &mut Segments) -> Result<(), String> {
+    let Some(logs) = db.cf_handle(LOGS_CF) else {
+        return Ok(());
+    };
+    let mut moved = 0usize;
+    let mut batch: Vec<(u64, Vec<u8>)> = Vec::with_capacity(MOVE_BATCH);
+    let mut rows = db.iterator_cf(logs, IteratorMode::Start).peekable();
+    while let Some(row) = rows.next() {
+        let (key, value) = row.map_err(|e| e.to_string())?;
+        let index = <[u8; 8]>::try_from(&key[..])
+            .map(u64::from_be_bytes)
+            .map_err(|_| format!("a key of {} bytes is not a log index", key.len()))?;
+        if segments.last().is_none_or(|last| index > last) {
+            batch.push((index, value.to_vec()));
+        }
+        if batch.len() == MOVE_BATCH || (rows.peek().is_none() && !batch.is_empty()) {
+            let files = segments.append(&batch).map_err(|e| e.to_string())?;
+            sync_files(&files).map_err(|e| e.to_string())?;
+            moved += batch.len();
+            batch.clear();
+        }
+    }
+    if moved > 0 {
+        tracing::info!(
+            entries = moved,
+            "moved the log's entries into segment files"
+        );
+    }
+    let mut delete = WriteBatch::default();
+    delete.delete_range_cf(logs, &[0u8; 8][..], &[0xffu8; 9][..]);
+    let mut synced = WriteOptions::default();
+    synced.set_sync(true);
+    db.write_opt(delete, &synced).map_err(|e| e.to_string())
+}
+
+impl<C: RaftTypeConfig> RaftLogReader<C> for LogStore<C>
 where
     C::Entry: Clone,
 {
@@ -498,7 +587,7 @@ where
     }
 }
 
-impl<C: RaftTypeConfig> RaftLogStorage<C> for RocksLogStore<C>
+impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C>
 where
     C::Entry: Clone,
 {
@@ -527,6 +616,9 @@ where
         let batch = self
             .meta_batch(KEY_VOTE, vote)
             .map_err(StorageIOError::write_vote)?;
+        self.appends_synced()
+            .await
+            .map_err(StorageIOError::write_vote)?;
         self.write_synced(batch)
             .await
             .map_err(StorageIOError::write_vote)?;
@@ -550,12 +642,15 @@ where
         Ok(())
     }
 
+    /// The committed log id saved last, or the last entry held when that is earlier: a crash
+    /// may take entries whose fsync had not finished while a later commit index was saved.
     async fn read_committed(
         &mut self,
     ) -> Result<Option<LogId<C::NodeId>>, StorageError<C::NodeId>> {
         let committed: Option<Option<LogId<C::NodeId>>> =
             self.get_meta(KEY_COMMITTED).map_err(StorageIOError::read)?;
-        Ok(committed.flatten())
+        let last = self.last_log_id_now().map_err(StorageIOError::read)?;
+        Ok(committed.flatten().min(last))
     }
 
     async fn append<I>(
@@ -567,48 +662,40 @@ where
         I: IntoIterator<Item = C::Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let logs = self.logs().map_err(StorageIOError::write_logs)?;
+        let mut decoded = Vec::new();
         let mut encoded = Vec::new();
         for entry in entries {
             let value = to_vec(&entry).map_err(|e| StorageIOError::write_logs(&e))?;
-            encoded.push((entry, value));
+            encoded.push((entry.get_log_id().index, value));
+            decoded.push(entry);
         }
-        // Sized up front: the batch would otherwise grow by copying every entry written so far.
-        let bytes = encoded
-            .iter()
-            .map(|(_, v)| v.len() + BATCH_RECORD_BYTES)
-            .sum();
-        let mut batch = WriteBatch::with_capacity_bytes(bytes);
-        let mut written = Vec::with_capacity(encoded.len());
-        let last = encoded.last().map(|(entry, _)| entry.get_log_id().clone());
-        let entries = (encoded.first().zip(encoded.last()))
-            .map(|((first, _), (last, _))| (first.get_log_id().index, last.get_log_id().index));
-        for (entry, value) in encoded {
-            let index = entry.get_log_id().index;
-            batch.put_cf(logs, index_key(index), &value);
-            written.push((index, entry, value.len()));
-        }
+        let last = decoded.last().map(|entry| entry.get_log_id().clone());
+        let entries =
+            (encoded.first().zip(encoded.last())).map(|((first, _), (last, _))| (*first, *last));
         // An append the Raft core waits for syncs here, unless appends the core did not wait for
         // (of its time as leader) are still with the sync thread: their callbacks come first.
         let in_place = callback.is_awaited() && self.queued.load(Ordering::SeqCst) == 0;
-        let mut options = WriteOptions::default();
-        options.set_sync(in_place);
         // Readable at once; durable after this write when it synced, else once the sync thread
-        // has flushed the write-ahead log, which is when openraft hears of it through the
-        // callback.
-        if let Err(e) = self.disk_check().and_then(|()| {
-            self.db
-                .write_opt(batch, &options)
-                .map_err(|e| io::Error::other(e.to_string()))
-        }) {
-            callback.log_io_completed(Err(io::Error::other(e.to_string())));
-            return Err(StorageIOError::write_logs(&e).into());
-        }
+        // has synced the files, which is when openraft hears of it through the callback.
+        let written = self.disk_check().and_then(|()| {
+            let files = self.segments().append(&encoded)?;
+            if in_place {
+                sync_files(&files)?;
+            }
+            Ok(files)
+        });
+        let files = match written {
+            Ok(files) => files,
+            Err(e) => {
+                callback.log_io_completed(Err(io::Error::other(e.to_string())));
+                return Err(StorageIOError::write_logs(&e).into());
+            }
+        };
         trace_stage("appended", entries);
         let mut recent = self.recent();
-        for (index, entry, size) in written {
-            self.appended.add(size);
-            recent.push(index, entry, size);
+        for (entry, (index, value)) in decoded.into_iter().zip(&encoded) {
+            self.appended.add(value.len());
+            recent.push(*index, entry, value.len());
         }
         drop(recent);
         if let Some(last) = last {
@@ -620,22 +707,23 @@ where
             return Ok(());
         }
         self.queued.fetch_add(1, Ordering::SeqCst);
-        if let Err(std::sync::mpsc::SendError((_, callback))) =
-            self.syncer.send((entries, callback))
+        if let Err(std::sync::mpsc::SendError(Flush::Append(_, _, callback))) =
+            self.syncer.send(Flush::Append(entries, files, callback))
         {
             self.queued.fetch_sub(1, Ordering::SeqCst);
-            callback.log_io_completed(Err(io::Error::other("the WAL sync thread stopped")));
+            callback.log_io_completed(Err(io::Error::other("the log's sync thread stopped")));
         }
         Ok(())
     }
 
     async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
         tracing::debug!(%log_id, "truncating raft log from (inclusive)");
-        let logs = self.logs().map_err(StorageIOError::write_logs)?;
+        self.appends_synced()
+            .await
+            .map_err(StorageIOError::write_logs)?;
         self.recent().truncate(log_id.index);
-        let mut batch = WriteBatch::default();
-        batch.delete_range_cf(logs, &index_key(log_id.index)[..], &KEY_PAST_ALL[..]);
-        self.write_synced(batch)
+        let index = log_id.index;
+        self.on_segments(move |segments| segments.truncate(index))
             .await
             .map_err(StorageIOError::write_logs)?;
         self.forget_last();
@@ -644,32 +732,18 @@ where
 
     async fn purge(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
         tracing::debug!(%log_id, "purging raft log up to (inclusive)");
-        let mut batch = self
+        let batch = self
             .meta_batch(KEY_LAST_PURGED, &log_id)
             .map_err(StorageIOError::write_logs)?;
-        let logs = self.logs().map_err(StorageIOError::write_logs)?;
+        self.write_synced(batch)
+            .await
+            .map_err(StorageIOError::write_logs)?;
         self.recent().purge(log_id.index);
-        batch.delete_range_cf(logs, &index_key(0)[..], &key_after(log_id.index)[..]);
-        self.db
-            .write(batch)
-            .map_err(|e| StorageIOError::write_logs(&e))?;
+        let index = log_id.index;
+        self.on_segments(move |segments| segments.purge(index))
+            .await
+            .map_err(StorageIOError::write_logs)?;
         self.forget_last();
         Ok(())
     }
 }
-
-/// Key of the entry at `index`: big-endian, so RocksDB's bytewise order is index order.
-fn index_key(index: u64) -> [u8; 8] {
-    index.to_be_bytes()
-}
-
-/// The smallest key greater than `index_key(index)`: an exclusive bound that includes `index`,
-/// even for `u64::MAX`.
-fn key_after(index: u64) -> [u8; 9] {
-    let mut key = [0; 9];
-    key[..8].copy_from_slice(&index.to_be_bytes());
-    key
-}
-
-/// A key greater than every entry key: the exclusive end of "everything from here on".
-const KEY_PAST_ALL: [u8; 9] = [0xff; 9];

@@ -1,11 +1,11 @@
 //! The entries appended last, kept decoded in memory. openraft reads each entry back soon after
 //! it is appended: the leader once per follower it replicates to and once more to apply it, a
-//! follower to apply it. Served from here, those reads need neither RocksDB nor decoding.
+//! follower to apply it. Served from here, those reads need neither the disk nor decoding.
 //!
 //! Invariant: the cache holds a contiguous run of entries exactly as the log holds them, or
 //! nothing. Appends extend it (an append that does not continue it starts it over), truncation
 //! cuts its tail, purging and the byte budget drop its head. A read it cannot serve whole goes to
-//! RocksDB.
+//! the segment files.
 
 use std::collections::VecDeque;
 use std::sync::Arc;

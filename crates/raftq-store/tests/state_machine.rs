@@ -10,16 +10,16 @@ use openraft::testing::{StoreBuilder, Suite};
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftSnapshotBuilder, StorageError};
 use raftq_engine::{Attribute, Command, NewMessage, Outcome, QueueAttributes};
 use raftq_store::{
-    open_db, CommandGroup, NodeId, RocksLogStore, RocksStateMachine, TypeConfig, LOGS_CF, META_CF,
+    open_db, CommandGroup, LogStore, NodeId, RocksStateMachine, TypeConfig, META_CF,
 };
 use tempfile::TempDir;
 use uuid::Uuid;
 
 const REGION: &str = "local";
 
-fn open(dir: &TempDir) -> (RocksLogStore<TypeConfig>, RocksStateMachine) {
+fn open(dir: &TempDir) -> (LogStore<TypeConfig>, RocksStateMachine) {
     let db = open_db(&dir.path().join("db")).expect("open RocksDB");
-    let log = RocksLogStore::new(Arc::clone(&db), LOGS_CF, META_CF).expect("log column families");
+    let log = LogStore::open(Arc::clone(&db), META_CF, &dir.path().join("log")).expect("log store");
     let sm = RocksStateMachine::open(db, REGION, dir.path().join("snapshots"))
         .expect("open state machine");
     (log, sm)
@@ -27,10 +27,10 @@ fn open(dir: &TempDir) -> (RocksLogStore<TypeConfig>, RocksStateMachine) {
 
 struct Builder;
 
-impl StoreBuilder<TypeConfig, RocksLogStore<TypeConfig>, RocksStateMachine, TempDir> for Builder {
+impl StoreBuilder<TypeConfig, LogStore<TypeConfig>, RocksStateMachine, TempDir> for Builder {
     async fn build(
         &self,
-    ) -> Result<(TempDir, RocksLogStore<TypeConfig>, RocksStateMachine), StorageError<NodeId>> {
+    ) -> Result<(TempDir, LogStore<TypeConfig>, RocksStateMachine), StorageError<NodeId>> {
         let dir = TempDir::new().expect("create temp dir");
         let (log, sm) = open(&dir);
         Ok((dir, log, sm))
