@@ -39,8 +39,10 @@ const MAGIC: &[u8; 8] = b"raftqlog";
 const SPARE: &str = "spare";
 const SPARE_TMP: &str = "spare.tmp";
 const SUFFIX: &str = ".seg";
-/// Bytes written at a time while filling a new segment with zeros.
-const ZERO_CHUNK: usize = 1 << 20;
+/// Bytes written at a time while filling a new segment with zeros: one page. The page cache
+/// sizes a file's pages by the writes that create them, and an append that dirties part of a
+/// large page dirties all of it (the kernel counts it all as written).
+const ZERO_CHUNK: usize = 4096;
 
 /// Why the segments could not be opened.
 #[derive(Debug, thiserror::Error)]
