@@ -95,6 +95,10 @@ const KEY_VOTE: &[u8] = b"vote";
 const KEY_COMMITTED: &[u8] = b"committed";
 const KEY_LAST_PURGED: &[u8] = b"last_purged_log_id";
 const KEY_ENROLMENT: &[u8] = b"enrolment";
+const KEY_SEGMENTS_ID: &[u8] = b"segments_id";
+
+/// The file in the segments' directory that names them, as the meta family records.
+const SEGMENTS_ID_FILE: &str = "id";
 
 /// What a node's data directory records of its cluster besides the log: written when the
 /// cluster forms or the node first hears from it, and read at every start.
@@ -127,20 +131,47 @@ pub struct MissingColumnFamily(pub String);
 pub enum LogStoreError {
     #[error(transparent)]
     MissingColumnFamily(#[from] MissingColumnFamily),
-    #[error("cannot start the log's threads: {0}")]
-    Thread(#[from] io::Error),
+    #[error("log files or threads: {0}")]
+    Io(#[from] io::Error),
+    #[error("RocksDB: {0}")]
+    Rocks(#[from] rocksdb::Error),
     #[error(transparent)]
     Segments(#[from] SegmentError),
     #[error("cannot read the log's metadata: {0}")]
     Meta(AnyError),
     #[error("cannot move the entries of the logs column family into segments: {0}")]
-    Move(String),
+    Move(#[from] MoveError),
+    #[error(
+        "the log's segment files in {0} are missing or not this database's: the entries this \
+         node acknowledged are gone"
+    )]
+    SegmentsLost(std::path::PathBuf),
+    #[error(
+        "the log's segment files in {0} hold entries, but the database that holds this node's \
+         vote is new: it was lost"
+    )]
+    DatabaseLost(std::path::PathBuf),
+}
+
+/// Why the entries of the logs column family could not be moved into segments.
+#[derive(Debug, thiserror::Error)]
+pub enum MoveError {
+    #[error("RocksDB: {0}")]
+    Rocks(#[from] rocksdb::Error),
+    #[error("segments: {0}")]
+    Segments(#[from] io::Error),
+    #[error("a key of {0} bytes is not a log index")]
+    Key(usize),
 }
 
 impl LogStoreError {
     /// Whether the stored log is damaged (as opposed to unreadable for another reason).
     pub fn is_damage(&self) -> bool {
-        matches!(self, LogStoreError::Segments(e) if e.is_damage())
+        match self {
+            LogStoreError::Segments(e) => e.is_damage(),
+            LogStoreError::SegmentsLost(_) | LogStoreError::DatabaseLost(_) => true,
+            _ => false,
+        }
     }
 }
 
@@ -303,7 +334,8 @@ where
         let purged: Option<LogId<C::NodeId>> =
             read_meta(&db, meta_cf, KEY_LAST_PURGED).map_err(LogStoreError::Meta)?;
         let mut segments = Segments::open(dir, SEGMENT_BYTES, purged.map(|p| p.index))?;
-        move_rocks_entries(&db, &mut segments).map_err(LogStoreError::Move)?;
+        pair_segments(&db, meta_cf, dir, &segments)?;
+        move_rocks_entries(&db, &mut segments)?;
         let queued = Arc::new(AtomicUsize::new(0));
         Ok(Self {
             syncer: spawn_syncer(Arc::clone(&queued))?,
@@ -535,42 +567,89 @@ fn read_meta<T: DeserializeOwned>(db: &DB, cf: &str, key: &[u8]) -> Result<Optio
         .map_err(|e| AnyError::new(&e))
 }
 
+/// Checks that the segments in `dir` and the meta family of `db` belong together: both record
+/// the same id, written to the segments' directory first and then to the database when neither
+/// has one (a new node, or a directory from before segment files). One half of a node's log
+/// without the other is refused: a node without its segments lost acknowledged entries, and a
+/// node whose database is new lost its vote.
+fn pair_segments(
+    db: &DB,
+    meta_cf: &str,
+    dir: &Path,
+    segments: &Segments,
+) -> Result<(), LogStoreError> {
+    let recorded: Option<Uuid> =
+        read_meta(db, meta_cf, KEY_SEGMENTS_ID).map_err(LogStoreError::Meta)?;
+    let path = dir.join(SEGMENTS_ID_FILE);
+    let found = match std::fs::read(&path) {
+        Ok(bytes) => Uuid::from_slice(&bytes).ok(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e.into()),
+    };
+    let id = match (recorded, found) {
+        (Some(recorded), Some(found)) if recorded == found => return Ok(()),
+        (Some(_), _) => return Err(LogStoreError::SegmentsLost(dir.to_path_buf())),
+        (None, Some(_)) if segments.last().is_some() => {
+            return Err(LogStoreError::DatabaseLost(dir.to_path_buf()))
+        }
+        // Written to the directory before a crash kept it from the database.
+        (None, Some(found)) => found,
+        (None, None) => {
+            let id = Uuid::new_v4();
+            let file = std::fs::File::create(&path)?;
+            std::io::Write::write_all(&mut &file, id.as_bytes())?;
+            file.sync_all()?;
+            File::open(dir)?.sync_all()?;
+            id
+        }
+    };
+    let bytes = to_vec(&id).map_err(|e| LogStoreError::Meta(AnyError::new(&e)))?;
+    let handle = db
+        .cf_handle(meta_cf)
+        .ok_or_else(|| MissingColumnFamily(meta_cf.to_owned()))?;
+    let mut synced = WriteOptions::default();
+    synced.set_sync(true);
+    let mut batch = WriteBatch::default();
+    batch.put_cf(handle, KEY_SEGMENTS_ID, bytes);
+    Ok(db.write_opt(batch, &synced)?)
+}
+
 /// Moves the entries `db` holds in [`LOGS_CF`] (keyed by big-endian index) into `segments`,
 /// synced, then deletes them there. Entries the segments already hold are not written twice,
 /// so a move cut short by a crash goes on at the next start.
-fn move_rocks_entries(db: &DB, segments: &mut Segments) -> Result<(), String> {
+fn move_rocks_entries(db: &DB, segments: &mut Segments) -> Result<(), MoveError> {
     let Some(logs) = db.cf_handle(LOGS_CF) else {
         return Ok(());
     };
-    let mut moved = 0usize;
+    let mut found = 0usize;
     let mut batch: Vec<(u64, Vec<u8>)> = Vec::with_capacity(MOVE_BATCH);
     let mut rows = db.iterator_cf(logs, IteratorMode::Start).peekable();
     while let Some(row) = rows.next() {
-        let (key, value) = row.map_err(|e| e.to_string())?;
+        let (key, value) = row?;
         let index = <[u8; 8]>::try_from(&key[..])
             .map(u64::from_be_bytes)
-            .map_err(|_| format!("a key of {} bytes is not a log index", key.len()))?;
+            .map_err(|_| MoveError::Key(key.len()))?;
+        found += 1;
         if segments.last().is_none_or(|last| index > last) {
             batch.push((index, value.to_vec()));
         }
         if batch.len() == MOVE_BATCH || (rows.peek().is_none() && !batch.is_empty()) {
-            let files = segments.append(&batch).map_err(|e| e.to_string())?;
-            sync_files(&files).map_err(|e| e.to_string())?;
-            moved += batch.len();
+            sync_files(&segments.append(&batch)?)?;
             batch.clear();
         }
     }
-    if moved > 0 {
-        tracing::info!(
-            entries = moved,
-            "moved the log's entries into segment files"
-        );
+    if found == 0 {
+        return Ok(());
     }
+    tracing::info!(
+        entries = found,
+        "moved the log's entries into segment files"
+    );
     let mut delete = WriteBatch::default();
     delete.delete_range_cf(logs, &[0u8; 8][..], &[0xffu8; 9][..]);
     let mut synced = WriteOptions::default();
     synced.set_sync(true);
-    db.write_opt(delete, &synced).map_err(|e| e.to_string())
+    Ok(db.write_opt(delete, &synced)?)
 }
 
 impl<C: RaftTypeConfig> RaftLogReader<C> for LogStore<C>
