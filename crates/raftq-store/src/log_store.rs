@@ -393,14 +393,10 @@ where
     async fn write_synced(&self, batch: WriteBatch) -> Result<(), AnyError> {
         self.disk_check().map_err(|e| AnyError::new(&e))?;
         let db = Arc::clone(&self.db);
-        tokio::task::spawn_blocking(move || {
-            let mut opts = WriteOptions::default();
-            opts.set_sync(true);
-            db.write_opt(batch, &opts)
-        })
-        .await
-        .map_err(|e| AnyError::new(&e))?
-        .map_err(|e| AnyError::new(&e))
+        tokio::task::spawn_blocking(move || write_synced_now(&db, batch))
+            .await
+            .map_err(|e| AnyError::new(&e))?
+            .map_err(|e| AnyError::new(&e))
     }
 
     /// Runs `work` on the segments, on the blocking pool.
@@ -607,11 +603,9 @@ fn pair_segments(
     let handle = db
         .cf_handle(meta_cf)
         .ok_or_else(|| MissingColumnFamily(meta_cf.to_owned()))?;
-    let mut synced = WriteOptions::default();
-    synced.set_sync(true);
     let mut batch = WriteBatch::default();
     batch.put_cf(handle, KEY_SEGMENTS_ID, bytes);
-    Ok(db.write_opt(batch, &synced)?)
+    Ok(write_synced_now(db, batch)?)
 }
 
 /// Moves the entries `db` holds in [`LOGS_CF`] (keyed by big-endian index) into `segments`,
@@ -647,9 +641,14 @@ fn move_rocks_entries(db: &DB, segments: &mut Segments) -> Result<(), MoveError>
     );
     let mut delete = WriteBatch::default();
     delete.delete_range_cf(logs, &[0u8; 8][..], &[0xffu8; 9][..]);
+    Ok(write_synced_now(db, delete)?)
+}
+
+/// Writes `batch` to `db` with `sync = true`, on the calling thread.
+fn write_synced_now(db: &DB, batch: WriteBatch) -> Result<(), rocksdb::Error> {
     let mut synced = WriteOptions::default();
     synced.set_sync(true);
-    Ok(db.write_opt(delete, &synced)?)
+    db.write_opt(batch, &synced)
 }
 
 impl<C: RaftTypeConfig> RaftLogReader<C> for LogStore<C>

@@ -318,7 +318,8 @@ impl Segments {
         let mut named = named.into_iter();
         for (first, path) in named.by_ref() {
             let file = OpenOptions::new().read(true).write(true).open(&path)?;
-            let bytes = fs::read(&path)?;
+            let mut bytes = Vec::new();
+            io::Read::read_to_end(&mut &file, &mut bytes)?;
             let chained = match (read_header(&bytes), segments.last()) {
                 (Some((f, prev)), None) if f == first => Some(prev),
                 (Some((f, prev)), Some(before))
@@ -408,22 +409,22 @@ impl Segments {
         let mut pending_at = 0;
         for (index, payload) in entries {
             let record = RECORD_HEADER + payload.len() as u64;
+            if let Some(s) = self.segments.last().filter(|s| *index < s.next()) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "entry {index} would overwrite entry {} without a truncation",
+                        s.next() - 1
+                    ),
+                ));
+            }
             // An entry after a gap starts a segment of its own, which chains from the last
             // record all the same.
-            let fits = self.segments.last().map(|s| {
-                if *index < s.next() {
-                    Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!("entry {index} would overwrite the log without a truncation"),
-                    ))
-                } else {
-                    Ok(s.next() == *index && s.end + record <= s.capacity)
-                }
-            });
-            if !matches!(fits, Some(Ok(true))) {
-                if let Some(Err(e)) = fits {
-                    return Err(e);
-                }
+            let fits = self
+                .segments
+                .last()
+                .is_some_and(|s| s.next() == *index && s.end + record <= s.capacity);
+            if !fits {
                 self.write_pending(&mut pending, pending_at, &mut written)?;
                 self.roll(*index, record)?;
                 let active = self.active()?;
@@ -626,6 +627,12 @@ mod tests {
 
     const SMALL: u64 = 4096;
 
+    /// Opens segments in `dir`, lets `write` change them, closes them and opens them again.
+    fn reopened(dir: &Path, purged: Option<u64>, write: impl FnOnce(&mut Segments)) -> Segments {
+        write(&mut Segments::open(dir, SMALL, None).expect("open"));
+        Segments::open(dir, SMALL, purged).expect("reopen")
+    }
+
     fn entries(range: std::ops::Range<u64>, size: usize) -> Vec<(u64, Vec<u8>)> {
         range.map(|i| (i, vec![i as u8; size])).collect()
     }
@@ -672,25 +679,21 @@ mod tests {
             (2, vec![2; 3 * SMALL as usize]),
             (3, vec![3; 100]),
         ];
-        {
-            let mut log = Segments::open(tmp.path(), SMALL, None).expect("open");
+        let log = reopened(tmp.path(), None, |log| {
             log.append(&written).expect("append");
-        }
-        let log = Segments::open(tmp.path(), SMALL, None).expect("reopen");
+        });
         assert_eq!(log.read(1, 4).expect("read"), written);
     }
 
     #[test]
     fn a_truncated_tail_stays_gone_even_where_new_records_line_up_with_old_ones() {
         let tmp = tempfile::TempDir::new().expect("temp dir");
-        {
-            let mut log = Segments::open(tmp.path(), SMALL, None).expect("open");
+        let log = reopened(tmp.path(), None, |log| {
             log.append(&entries(1..30, 200)).expect("append");
             log.truncate(5).expect("truncate");
             // Same sizes: entry 5's new record ends where the old entry 6 starts.
             log.append(&[(5, vec![0xee; 200])]).expect("append");
-        }
-        let log = Segments::open(tmp.path(), SMALL, None).expect("reopen");
+        });
         assert_eq!(log.last(), Some(5));
         assert_eq!(log.read(5, 6).expect("read"), [(5, vec![0xee; 200])]);
         assert_eq!(segment_files(tmp.path()).len(), 1, "later segments removed");
@@ -699,12 +702,10 @@ mod tests {
     #[test]
     fn a_truncation_is_kept_without_a_later_append() {
         let tmp = tempfile::TempDir::new().expect("temp dir");
-        {
-            let mut log = Segments::open(tmp.path(), SMALL, None).expect("open");
+        let log = reopened(tmp.path(), None, |log| {
             log.append(&entries(1..10, 100)).expect("append");
             log.truncate(4).expect("truncate");
-        }
-        let log = Segments::open(tmp.path(), SMALL, None).expect("reopen");
+        });
         assert_eq!(log.last(), Some(3));
     }
 
@@ -739,8 +740,7 @@ mod tests {
     #[test]
     fn purged_segments_are_recycled_and_the_log_restarts_after_a_purge_of_everything() {
         let tmp = tempfile::TempDir::new().expect("temp dir");
-        {
-            let mut log = Segments::open(tmp.path(), SMALL, None).expect("open");
+        let log = reopened(tmp.path(), Some(50), |log| {
             log.append(&entries(1..40, 300)).expect("append");
             let before = segment_files(tmp.path()).len();
             log.purge(20).expect("purge");
@@ -755,8 +755,7 @@ mod tests {
             assert_eq!(log.last(), None);
             log.append(&entries(51..53, 300))
                 .expect("append after the purge");
-        }
-        let log = Segments::open(tmp.path(), SMALL, Some(50)).expect("reopen");
+        });
         assert_eq!((log.first(), log.last()), (Some(51), Some(52)));
     }
 
