@@ -16,7 +16,9 @@
 //! record. Opening reads the segments and keeps the longest chain from the first segment that
 //! holds unpurged entries; a record that fails its checksum ends the log there (a write cut
 //! short by a crash, never acknowledged) unless the record after it chains from it, which is
-//! damage in the middle of the log and refuses to open.
+//! damage in the middle of the log and refuses to open. So does a chain that ends (at a damaged
+//! record or segment header) before a segment holding records written in full: a crash leaves
+//! at most a new segment whose records never reached the disk.
 //!
 //! A segment is recycled once purged: renamed to the spare, it is the next segment without a
 //! fresh zero fill. A helper thread keeps one spare ready so that an append rarely waits for one.
@@ -58,6 +60,11 @@ pub enum SegmentError {
         offset: u64,
         index: u64,
     },
+    #[error(
+        "log segment {file} holds intact records from entry {index} on, yet the log before them \
+         ends early (a damaged record or segment header)"
+    )]
+    Stranded { file: PathBuf, index: u64 },
     #[error(
         "the log's first entry is {first}, but entries were purged only up to {purged}: the \
          entries in between are missing"
@@ -270,11 +277,7 @@ fn scan(path: &Path, bytes: &[u8], first: u64, prev_crc: u32) -> Result<Scanned,
         {
             // A record whose own fields are intact, followed by one that chains from it, was
             // damaged after it was written: not a write cut short.
-            let intact_after = parse_record(bytes, record.end).is_some_and(|next| {
-                next.index == index + 1
-                    && record_crc(record.crc, next.index, next.payload) == next.crc
-            });
-            if record.index == index && intact_after {
+            if record.index == index && chained_after(bytes, &record) {
                 return Err(SegmentError::Damaged {
                     file: path.to_path_buf(),
                     offset: scanned.end,
@@ -287,6 +290,31 @@ fn scan(path: &Path, bytes: &[u8], first: u64, prev_crc: u32) -> Result<Scanned,
         scanned.end = record.end;
         scanned.last_crc = record.crc;
     }
+}
+
+/// Whether the record after `record` in `bytes` is intact and chains from it.
+fn chained_after(bytes: &[u8], record: &Record<'_>) -> bool {
+    parse_record(bytes, record.end).is_some_and(|next| {
+        next.index == record.index + 1
+            && record_crc(record.crc, next.index, next.payload) == next.crc
+    })
+}
+
+/// Whether `bytes`, a segment named for entry `first`, holds that entry's record written in full:
+/// one chaining from `prev` (the last record before the segment) or from the checksum the
+/// segment's header names, or one the next record chains from. A segment that a crash left before
+/// its records reached the disk holds none: zeros, or the records of the file's earlier use.
+fn holds_records(bytes: &[u8], first: u64, prev: Option<u32>) -> bool {
+    let Some(record) = parse_record(bytes, SEGMENT_HEADER).filter(|r| r.index == first) else {
+        return false;
+    };
+    let named = read_header(bytes)
+        .filter(|(f, _)| *f == first)
+        .map(|(_, prev)| prev);
+    prev.into_iter()
+        .chain(named)
+        .any(|prev| record_crc(prev, first, record.payload) == record.crc)
+        || chained_after(bytes, &record)
 }
 
 impl Segments {
@@ -330,6 +358,12 @@ impl Segments {
                 _ => None,
             };
             let Some(prev_crc) = chained else {
+                if holds_records(&bytes, first, segments.last().map(|s| s.last_crc)) {
+                    return Err(SegmentError::Stranded {
+                        file: path,
+                        index: first,
+                    });
+                }
                 stale.push(path);
                 break;
             };
@@ -346,7 +380,18 @@ impl Segments {
                 last_crc: scanned.last_crc,
             });
         }
-        stale.extend(named.map(|(_, path)| path));
+        // Segments after the end of the chain are a crash's leftovers (a roll whose records never
+        // reached the disk), unless one holds records written in full: then the chain ended
+        // early by damage.
+        for (first, path) in named {
+            if holds_records(&fs::read(&path)?, first, None) {
+                return Err(SegmentError::Stranded {
+                    file: path,
+                    index: first,
+                });
+            }
+            stale.push(path);
+        }
         // With every entry it holds purged, the log starts over at the next append.
         if segments.last().is_some_and(|s| s.next() <= kept_from) {
             stale.extend(segments.drain(..).map(|s| s.path));
@@ -637,6 +682,18 @@ mod tests {
         range.map(|i| (i, vec![i as u8; size])).collect()
     }
 
+    /// Flips every bit of the byte at `at` of the file at `path`.
+    fn flip(path: &Path, at: u64) {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .expect("open");
+        let mut byte = [0u8];
+        file.read_exact_at(&mut byte, at).expect("read");
+        file.write_all_at(&[byte[0] ^ 0xff], at).expect("write");
+    }
+
     fn indexes(read: &[(u64, Vec<u8>)]) -> Vec<u64> {
         read.iter().map(|(i, _)| *i).collect()
     }
@@ -718,23 +775,52 @@ mod tests {
             tmp.path().join(segment_name(1))
         };
         let record = SEGMENT_HEADER + (RECORD_HEADER + 100) * 4;
-        let flip = |at: u64| {
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&path)
-                .expect("open");
-            let mut byte = [0u8];
-            file.read_exact_at(&mut byte, at).expect("read");
-            file.write_all_at(&[byte[0] ^ 0xff], at).expect("write");
-        };
-        flip(record + RECORD_HEADER + 50);
+        flip(&path, record + RECORD_HEADER + 50);
         let log = Segments::open(tmp.path(), SMALL, None).expect("a torn tail opens");
         assert_eq!(log.last(), Some(4));
         drop(log);
-        flip(SEGMENT_HEADER + RECORD_HEADER + 10);
+        flip(&path, SEGMENT_HEADER + RECORD_HEADER + 10);
         let error = Segments::open(tmp.path(), SMALL, None).expect_err("damage is refused");
         assert!(error.is_damage(), "{error}");
+    }
+
+    #[test]
+    fn a_chain_ending_before_a_segment_of_intact_records_refuses_to_open() {
+        const SIZE: u64 = 300;
+        let per_segment = (SMALL - SEGMENT_HEADER) / (RECORD_HEADER + SIZE);
+        let last_record = SEGMENT_HEADER + (per_segment - 1) * (RECORD_HEADER + SIZE);
+        // The second segment's header; the payload of the first segment's last record.
+        for (segment, at) in [(1, 10), (0, last_record + RECORD_HEADER + 5)] {
+            let tmp = tempfile::TempDir::new().expect("temp dir");
+            {
+                let mut log = Segments::open(tmp.path(), SMALL, None).expect("open");
+                log.append(&entries(1..40, SIZE as usize)).expect("append");
+            }
+            let files = segment_files(tmp.path());
+            assert!(files.len() > 2, "several segments");
+            flip(&tmp.path().join(&files[segment]), at);
+            let error = Segments::open(tmp.path(), SMALL, None).expect_err("damage is refused");
+            assert!(
+                matches!(&error, SegmentError::Stranded { index, .. } if *index == per_segment + 1),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_new_segment_whose_records_never_reached_the_disk_is_dropped() {
+        let tmp = tempfile::TempDir::new().expect("temp dir");
+        {
+            let mut log = Segments::open(tmp.path(), SMALL, None).expect("open");
+            log.append(&entries(1..40, 300)).expect("append");
+        }
+        // A recycled segment renamed for the next entry, still holding its earlier records.
+        let files = segment_files(tmp.path());
+        let leftover = tmp.path().join(segment_name(40));
+        fs::copy(tmp.path().join(&files[0]), &leftover).expect("copy");
+        let log = Segments::open(tmp.path(), SMALL, None).expect("a crash's leftover opens");
+        assert_eq!(log.last(), Some(39));
+        assert!(!leftover.exists(), "the leftover is removed");
     }
 
     #[test]
