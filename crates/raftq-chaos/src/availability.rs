@@ -35,6 +35,9 @@ pub struct Unavailability {
     /// For each fault but the whole-cluster restarts, in injection order, its kind and the
     /// longest window that overlapped it and no whole-cluster restart (0: none).
     pub per_fault: Vec<(String, u64)>,
+    /// For each whole-cluster restart, the milliseconds from its end (every node started again)
+    /// to the first success after it, or to the end of the phase.
+    pub after_whole_cluster: Vec<u64>,
 }
 
 impl Unavailability {
@@ -108,6 +111,11 @@ pub fn unavailability(
         .filter(|(f, _)| f.kind != WHOLE_CLUSTER)
         .map(|(f, ms)| (f.kind.to_string(), ms))
         .collect();
+    out.after_whole_cluster = faults
+        .iter()
+        .filter(|f| f.kind == WHOLE_CLUSTER)
+        .map(|f| times.iter().find(|t| **t >= f.end).map_or(0, |t| t - f.end))
+        .collect();
     out
 }
 
@@ -159,6 +167,7 @@ mod tests {
             BTreeMap::from([("kill_leader".into(), 1_800), ("restart_all".into(), 6_500)])
         );
         assert_eq!(got.per_fault, [("kill_leader".to_string(), 1_800)]);
+        assert_eq!(got.after_whole_cluster, [3_000]);
         assert_eq!(got.per_fault_quantile(0.5), 1_800);
     }
 

@@ -155,9 +155,18 @@ impl Compose {
     }
 
     async fn docker_on(&self, service: &str, args: &[&str]) -> Result<(), String> {
-        let id = self.container(service).await?;
+        self.docker_on_all(&[service.to_string()], args).await
+    }
+
+    /// One `docker ARGS` command on the containers of all `services`: their ids are looked up
+    /// first, so that the command reaches them at once.
+    async fn docker_on_all(&self, services: &[String], args: &[&str]) -> Result<(), String> {
+        let mut ids = Vec::new();
+        for service in services {
+            ids.push(self.container(service).await?);
+        }
         let mut all = args.to_vec();
-        all.push(&id);
+        all.extend(ids.iter().map(String::as_str));
         Self::run("docker", &all).await.map(|_| ())
     }
 
@@ -166,8 +175,18 @@ impl Compose {
         self.docker_on(service, &["kill", "-s", "KILL"]).await
     }
 
+    /// `kill -9` of the processes of all `services` at once.
+    pub async fn kill_all(&self, services: &[String]) -> Result<(), String> {
+        self.docker_on_all(services, &["kill", "-s", "KILL"]).await
+    }
+
     pub async fn start(&self, service: &str) -> Result<(), String> {
         self.docker_on(service, &["start"]).await
+    }
+
+    /// Starts the containers of all `services` with one command.
+    pub async fn start_all(&self, services: &[String]) -> Result<(), String> {
+        self.docker_on_all(services, &["start"]).await
     }
 
     pub async fn pause(&self, service: &str) -> Result<(), String> {

@@ -125,13 +125,10 @@ async fn inject(
             compose.connect(target, &network).await?;
         }
         "restart_all" => {
-            for service in nodes.services() {
-                compose.kill(&service).await?;
-            }
+            let services = nodes.services();
+            compose.kill_all(&services).await?;
             sleep(hold).await;
-            for service in nodes.services() {
-                compose.start(&service).await?;
-            }
+            compose.start_all(&services).await?;
         }
         "rolling_restart" => {
             for service in nodes.services() {

@@ -418,6 +418,10 @@ fn summarize(events: &[Event], report: &checker::Report, fault_start: u64, fault
         windows.longest_with_majority
     );
     println!(
+        "first success after each restart_all, from the start of its last node (ms): {:?}",
+        windows.after_whole_cluster
+    );
+    println!(
         "longest unavailability window by the faults it overlapped (ms): {:?}",
         windows.longest_by_kind
     );
