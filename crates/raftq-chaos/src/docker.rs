@@ -172,7 +172,7 @@ impl Compose {
 
     /// `kill -9` of the node's process.
     pub async fn kill(&self, service: &str) -> Result<(), String> {
-        self.docker_on(service, &["kill", "-s", "KILL"]).await
+        self.kill_all(&[service.to_string()]).await
     }
 
     /// `kill -9` of the processes of all `services` at once.
@@ -181,7 +181,7 @@ impl Compose {
     }
 
     pub async fn start(&self, service: &str) -> Result<(), String> {
-        self.docker_on(service, &["start"]).await
+        self.start_all(&[service.to_string()]).await
     }
 
     /// Starts the containers of all `services` with one command.

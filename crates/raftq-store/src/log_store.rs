@@ -77,7 +77,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::recent::Recent;
-use crate::segments::{SegmentError, Segments, SEGMENT_BYTES};
+use crate::segments::{sync_dir, SegmentError, Segments, SEGMENT_BYTES};
 
 /// Name of the column family where a directory written before segment files held its entries.
 pub const LOGS_CF: &str = "raft_logs";
@@ -595,7 +595,7 @@ fn pair_segments(
             let file = std::fs::File::create(&path)?;
             std::io::Write::write_all(&mut &file, id.as_bytes())?;
             file.sync_all()?;
-            File::open(dir)?.sync_all()?;
+            sync_dir(dir)?;
             id
         }
     };

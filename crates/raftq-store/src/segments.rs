@@ -177,7 +177,8 @@ fn zeroed_file(path: &Path, bytes: u64) -> io::Result<()> {
     file.sync_all()
 }
 
-fn sync_dir(dir: &Path) -> io::Result<()> {
+/// Makes the names in `dir` (files created, renamed or removed) durable.
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
@@ -317,6 +318,25 @@ fn holds_records(bytes: &[u8], first: u64, prev: Option<u32>) -> bool {
         || chained_after(bytes, &record)
 }
 
+/// `path`, a segment named for entry `first` past the end of the chain, as a crash's leftover to
+/// remove (a roll whose records never reached the disk), unless it holds records written in full
+/// (see [`holds_records`], with `prev` the last record before it): then the chain ended early by
+/// damage.
+fn leftover(
+    path: PathBuf,
+    bytes: &[u8],
+    first: u64,
+    prev: Option<u32>,
+) -> Result<PathBuf, SegmentError> {
+    if holds_records(bytes, first, prev) {
+        return Err(SegmentError::Stranded {
+            file: path,
+            index: first,
+        });
+    }
+    Ok(path)
+}
+
 impl Segments {
     /// Opens the segments in `dir` (creating it), new ones of `segment_bytes`, with entries up to
     /// `purged` purged. Files that hold no entry of the log any more are removed.
@@ -358,13 +378,8 @@ impl Segments {
                 _ => None,
             };
             let Some(prev_crc) = chained else {
-                if holds_records(&bytes, first, segments.last().map(|s| s.last_crc)) {
-                    return Err(SegmentError::Stranded {
-                        file: path,
-                        index: first,
-                    });
-                }
-                stale.push(path);
+                let prev = segments.last().map(|s| s.last_crc);
+                stale.push(leftover(path, &bytes, first, prev)?);
                 break;
             };
             // A segment whose chain ends early is followed by none that chains from it.
@@ -380,17 +395,9 @@ impl Segments {
                 last_crc: scanned.last_crc,
             });
         }
-        // Segments after the end of the chain are a crash's leftovers (a roll whose records never
-        // reached the disk), unless one holds records written in full: then the chain ended
-        // early by damage.
         for (first, path) in named {
-            if holds_records(&fs::read(&path)?, first, None) {
-                return Err(SegmentError::Stranded {
-                    file: path,
-                    index: first,
-                });
-            }
-            stale.push(path);
+            let bytes = fs::read(&path)?;
+            stale.push(leftover(path, &bytes, first, None)?);
         }
         // With every entry it holds purged, the log starts over at the next append.
         if segments.last().is_some_and(|s| s.next() <= kept_from) {
