@@ -19,6 +19,7 @@ mod recent;
 mod segments;
 pub mod snapshot;
 pub mod state_machine;
+mod stepped;
 pub mod types;
 pub mod waiters;
 

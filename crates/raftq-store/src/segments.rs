@@ -24,11 +24,13 @@
 //! fresh zero fill. A helper thread keeps one spare ready so that an append rarely waits for one.
 
 use std::fs::{self, File, OpenOptions};
-use std::io;
+use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::stepped::SteppedFile;
 
 /// Bytes of a new segment file.
 pub const SEGMENT_BYTES: u64 = 16 << 20;
@@ -160,21 +162,22 @@ impl Spare {
     }
 }
 
-/// Creates `path` as a file of `bytes` zeros, synced.
+/// Creates `path` as a file of `bytes` zeros, written out step by step and synced.
 fn zeroed_file(path: &Path, bytes: u64) -> io::Result<()> {
     let file = OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .open(path)?;
+    let mut out = SteppedFile::new(file);
     let zeros = vec![0u8; ZERO_CHUNK];
     let mut at = 0;
     while at < bytes {
         let n = (bytes - at).min(ZERO_CHUNK as u64);
-        file.write_all_at(&zeros[..n as usize], at)?;
+        out.write_all(&zeros[..n as usize])?;
         at += n;
     }
-    file.sync_all()
+    out.finish()?.sync_all()
 }
 
 /// Makes the names in `dir` (files created, renamed or removed) durable.

@@ -21,6 +21,8 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+use crate::stepped::SteppedFile;
+
 const MAGIC: &[u8; 8] = b"RAFTQSN2";
 /// The first format's magic: no digest after the row count.
 const MAGIC_WITHOUT_DIGEST: &[u8; 8] = b"RAFTQSN1";
@@ -103,13 +105,16 @@ impl SnapshotDir {
 
     fn write_with(
         &self,
-        fill: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+        fill: impl FnOnce(&mut BufWriter<SteppedFile>) -> io::Result<()>,
     ) -> io::Result<String> {
         let name = format!("snapshot-{}", Uuid::new_v4());
         let partial = self.file(&format!("{name}.partial"));
-        let mut out = BufWriter::new(File::create(&partial)?);
+        let mut out = BufWriter::new(SteppedFile::new(File::create(&partial)?));
         fill(&mut out)?;
-        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        out.into_inner()
+            .map_err(|e| e.into_error())?
+            .finish()?
+            .sync_all()?;
         fs::rename(&partial, self.file(&name))?;
         File::open(&self.path)?.sync_all()?;
         Ok(name)
