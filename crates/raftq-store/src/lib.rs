@@ -61,6 +61,11 @@ pub fn open_db(path: &std::path::Path) -> Result<std::sync::Arc<rocksdb::DB>, ro
     options.set_atomic_flush(true);
     options.increase_parallelism(2);
     options.set_bytes_per_sync(1 << 20);
+    // Compactions run at a low CPU priority: seconds of CPU on a busy node, which would
+    // otherwise take turns from the threads that append, replicate and apply.
+    let mut env = rocksdb::Env::new()?;
+    env.lower_thread_pool_cpu_priority();
+    options.set_env(&env);
     options.set_wal_recovery_mode(rocksdb::DBRecoveryMode::TolerateCorruptedTailRecords);
     options.set_track_and_verify_wals_in_manifest(true);
     let db = rocksdb::DB::open_cf_descriptors(&options, path, column_families())?;
