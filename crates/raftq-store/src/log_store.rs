@@ -77,7 +77,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::recent::Recent;
-use crate::segments::{sync_dir, SegmentError, Segments, SEGMENT_BYTES};
+use crate::segments::{remove_purged, sync_dir, SegmentError, Segments, SEGMENT_BYTES};
 
 /// Name of the column family where a directory written before segment files held its entries.
 pub const LOGS_CF: &str = "raft_logs";
@@ -818,9 +818,12 @@ where
             .map_err(StorageIOError::write_logs)?;
         self.recent().purge(log_id.index);
         let index = log_id.index;
-        self.on_segments(move |segments| segments.purge(index))
+        let removable = self
+            .on_segments(move |segments| segments.purge(index))
             .await
             .map_err(StorageIOError::write_logs)?;
+        // Apart, not awaited: the purge is durable already (its id is synced above).
+        tokio::task::spawn_blocking(move || remove_purged(&removable));
         self.forget_last();
         Ok(())
     }
