@@ -664,7 +664,7 @@ impl Segments {
 
 /// Removes the segment files a purge returned. Removing a file also drops its pages from the
 /// page cache, which takes tens of ms for a few segments written moments ago: done under the
-/// segments' lock, with the Raft core waiting for the purge, it held up every append.
+/// segments' lock, with the Raft core waiting for the purge, it would hold up every append.
 pub(crate) fn remove_purged(paths: &[PathBuf]) {
     for path in paths {
         if let Err(error) = fs::remove_file(path) {
