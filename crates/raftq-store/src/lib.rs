@@ -73,6 +73,11 @@ pub fn open_db(path: &std::path::Path) -> Result<std::sync::Arc<rocksdb::DB>, ro
     Ok(std::sync::Arc::new(db))
 }
 
+/// Makes the names in `dir` (files created, renamed or removed) durable.
+pub(crate) fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
 /// A node's storage over one RocksDB instance: the Raft log, the state machine, and a handle
 /// that tells when the database is closed.
 pub struct Storage {

@@ -77,7 +77,8 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::recent::Recent;
-use crate::segments::{remove_purged, sync_dir, SegmentError, Segments, SEGMENT_BYTES};
+use crate::segments::{remove_purged, SegmentError, Segments, SEGMENT_BYTES};
+use crate::sync_dir;
 
 /// Name of the column family where a directory written before segment files held its entries.
 pub const LOGS_CF: &str = "raft_logs";

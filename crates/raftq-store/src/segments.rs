@@ -31,6 +31,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::stepped::SteppedFile;
+use crate::sync_dir;
 
 /// Bytes of a new segment file.
 pub const SEGMENT_BYTES: u64 = 16 << 20;
@@ -178,11 +179,6 @@ fn zeroed_file(path: &Path, bytes: u64) -> io::Result<()> {
         at += n;
     }
     out.finish()?.sync_all()
-}
-
-/// Makes the names in `dir` (files created, renamed or removed) durable.
-pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 fn segment_name(first: u64) -> String {
@@ -663,7 +659,7 @@ impl Segments {
 }
 
 /// Removes the segment files a purge returned. Removing a file also drops its pages from the
-/// page cache, which takes tens of ms for a few segments written moments ago: done under the
+/// page cache, which is slow for segments written moments ago: done under the
 /// segments' lock, with the Raft core waiting for the purge, it would hold up every append.
 pub(crate) fn remove_purged(paths: &[PathBuf]) {
     for path in paths {

@@ -22,6 +22,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::stepped::SteppedFile;
+use crate::sync_dir;
 
 const MAGIC: &[u8; 8] = b"RAFTQSN2";
 /// The first format's magic: no digest after the row count.
@@ -116,7 +117,7 @@ impl SnapshotDir {
             .finish()?
             .sync_all()?;
         fs::rename(&partial, self.file(&name))?;
-        File::open(&self.path)?.sync_all()?;
+        sync_dir(&self.path)?;
         Ok(name)
     }
 

@@ -4,10 +4,10 @@
 //! (after about 30 s, or once dirty pages pass a share of memory: gigabytes on a large machine).
 //! A large file synced only at its end, a new log segment's zeros or a snapshot, therefore
 //! reaches the disk in one burst, and every fsync of the log that comes meanwhile waits behind
-//! it: tens of ms for a segment, over a hundred for a large snapshot, on every node at about the
-//! same entry. A [`SteppedFile`] writes its bytes out every [`STEP`] bytes and waits for each
-//! step (`sync_file_range`, as RocksDB's `bytes_per_sync`), so such a file takes the disk a step
-//! at a time, between the log's fsyncs. The final fsync still makes the file durable.
+//! it, on every node at about the same entry. A [`SteppedFile`] writes its bytes out every
+//! [`STEP`] bytes and waits for each step (`sync_file_range`, as RocksDB's `bytes_per_sync`), so
+//! such a file takes the disk a step at a time, between the log's fsyncs. The final fsync still
+//! makes the file durable.
 
 use std::fs::File;
 use std::io::{self, Write};
