@@ -55,6 +55,16 @@ pub mod limits {
     pub const RECEIVE_ATTEMPT_ID_MAX: usize = 128;
     /// How long a FIFO receive's attempt ID replays its answer.
     pub const RECEIVE_ATTEMPT_WINDOW_MS: u64 = 5 * 60 * 1000;
+
+    // How the limits relate: each default within its bounds, each lower bound under its upper one.
+    const _: () = assert!(LEASE_SECONDS_DEFAULT as i64 <= LEASE_SECONDS_MAX);
+    const _: () = assert!(RETENTION_SECONDS_MIN <= RETENTION_SECONDS_DEFAULT as i64);
+    const _: () = assert!(RETENTION_SECONDS_DEFAULT as i64 <= RETENTION_SECONDS_MAX);
+    const _: () = assert!(MAX_MESSAGE_BYTES_DEFAULT as i64 <= MAX_MESSAGE_BYTES_MAX);
+    const _: () = assert!(BACKOFF_INITIAL_SECONDS_MAX <= BACKOFF_MAX_SECONDS_MAX);
+    const _: () = assert!(BACKOFF_MULTIPLIER_MIN <= BACKOFF_MULTIPLIER_MAX);
+    const _: () = assert!(MOVE_RATE_DEFAULT as i64 <= MOVE_RATE_MAX);
+    const _: () = assert!(PEEK_LIMIT_DEFAULT <= PEEK_LIMIT_MAX);
 }
 
 /// `standard` or `fifo`; a queue is FIFO exactly when its name ends in `.fifo`.

@@ -198,13 +198,17 @@ impl Index {
         self.counts[state as usize] += 1;
         self.bytes += u64::from(msg.size);
         if state.timed() {
-            context.timers.insert((msg.until, self.timer(seq)));
+            let armed = context.timers.insert((msg.until, self.timer(seq)));
+            debug_assert!(armed, "message {seq} entered with its timer already set");
         }
         if state == State::Pending {
-            self.pending.insert(seq);
+            let added = self.pending.insert(seq);
+            debug_assert!(added, "message {seq} entered already pending");
         }
         if !self.fifo {
-            if let Some(t) = self.tenants.get_mut(msg.group) {
+            let tenant = self.tenants.get_mut(msg.group);
+            debug_assert!(tenant.is_some(), "message {seq} entered without a tenant");
+            if let Some(t) = tenant {
                 t.held += 1;
             }
             self.tenant_change(context, seq, msg.group, None, Some(state));
@@ -236,15 +240,26 @@ impl Index {
             context.timers.remove(&(msg.until, self.timer(seq)));
         }
         if msg.state == State::Pending {
-            self.pending.remove(&seq);
+            let removed = self.pending.remove(&seq);
+            debug_assert!(
+                removed,
+                "pending message {seq} left without being indexed so"
+            );
         }
         if !self.fifo {
-            if let Some(t) = self.tenants.get_mut(msg.group) {
+            let tenant = self.tenants.get_mut(msg.group);
+            debug_assert!(
+                tenant.is_some(),
+                "message {seq} left a tenant it was not in"
+            );
+            if let Some(t) = tenant {
                 t.held -= 1;
             }
             self.tenant_change(context, seq, msg.group, Some(msg.state), None);
         } else if let Some(g) = self.groups.get_mut(msg.group) {
-            if let Ok(at) = g.position(seq) {
+            let at = g.position(seq);
+            debug_assert!(at.is_ok(), "message {seq} left a group it was not in");
+            if let Ok(at) = at {
                 g.msgs.remove(at);
             }
             if g.msgs.capacity() > 4 * g.msgs.len() + 16 {
@@ -257,37 +272,42 @@ impl Index {
         }
     }
 
-    /// A message moved from `(old, old_until)` to `(new, new_until)`.
-    #[allow(clippy::too_many_arguments)]
+    /// A message of `group` moved from state `old` (with its `until`) to `new`.
     fn change(
         &mut self,
         context: &mut ApplyContext,
-        seq: u64,
-        group: u32,
-        old: State,
-        old_until: Millis,
-        new: State,
-        new_until: Millis,
+        (seq, group): (u64, u32),
+        (old, old_until): (State, Millis),
+        (new, new_until): (State, Millis),
     ) {
         let timer = self.timer(seq);
+        // Not asserted: the timer that fires a change is taken out of the set before it fires.
         if old.timed() {
             context.timers.remove(&(old_until, timer));
         }
         if new.timed() {
-            context.timers.insert((new_until, timer));
+            let armed = context.timers.insert((new_until, timer));
+            debug_assert!(armed, "message {seq} changed to a timer already set");
         }
         self.counts[old as usize] -= 1;
         self.counts[new as usize] += 1;
         if old == State::Pending {
-            self.pending.remove(&seq);
+            let removed = self.pending.remove(&seq);
+            debug_assert!(
+                removed,
+                "pending message {seq} changed without being indexed so"
+            );
         }
         if new == State::Pending {
-            self.pending.insert(seq);
+            let added = self.pending.insert(seq);
+            debug_assert!(added, "message {seq} became pending twice");
         }
         if !self.fifo {
             self.tenant_change(context, seq, group, Some(old), Some(new));
         } else if let Some(g) = self.groups.get_mut(group) {
-            if let Ok(at) = g.position(seq) {
+            let at = g.position(seq);
+            debug_assert!(at.is_ok(), "message {seq} changed in a group it was not in");
+            if let Ok(at) = at {
                 g.msgs[at].1 = new;
             }
             if old == State::Leased {
@@ -826,7 +846,12 @@ fn transition(
     let (old, old_until) = (msg.state, msg.until);
     msg.state = state;
     msg.until = if state.timed() { until } else { 0 };
-    index.change(context, seq, msg.group, old, old_until, state, msg.until);
+    index.change(
+        context,
+        (seq, msg.group),
+        (old, old_until),
+        (state, msg.until),
+    );
     context.changes.rows.push(RowKey::Message(index.qid, seq));
 }
 

@@ -33,6 +33,7 @@ pub const FORMAT_VERSION: u32 = 5;
 /// receive attempt rows, move task rows, waiter rows, and typed attributes in payloads (older rows read as
 /// [`QueueRowV3`], [`QueueRowV4`] and [`PayloadV4`]).
 pub const OLDEST_READABLE_VERSION: u32 = 2;
+const _: () = assert!(OLDEST_READABLE_VERSION <= FORMAT_VERSION);
 
 /// The first byte of a payload row of today's format.
 pub const PAYLOAD_FORMAT: u8 = 1;
