@@ -25,6 +25,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -614,12 +615,11 @@ impl Segments {
         let Some((at, _)) = segment.span(index) else {
             return Ok(());
         };
-        // Zeros over the whole removed tail: a record left there would chain from the one
-        // before it and read as damage behind the new records that overwrite its start.
-        segment
-            .file
-            .write_all_at(&vec![0; (segment.end - at) as usize], at)?;
-        segment.file.sync_data()?;
+        for zeros in truncation_zeros(at, segment.end) {
+            let len = usize::try_from(zeros.end - zeros.start).map_err(io::Error::other)?;
+            segment.file.write_all_at(&vec![0; len], zeros.start)?;
+            segment.file.sync_data()?;
+        }
         let kept = (index - segment.first) as usize;
         segment.starts.truncate(kept);
         segment.end = at;
@@ -656,6 +656,20 @@ impl Segments {
         }
         Ok(removable)
     }
+}
+
+/// The byte ranges a truncation overwrites with zeros, in order, each synced before the next,
+/// when the first removed record starts at `at` and the segment's records end at `end`.
+///
+/// First that record's header: once it is zeros, the log ends before it at the next open,
+/// whatever part of the rest reached the disk. Then the rest of the removed tail, since a record
+/// left there would chain from the one before it and read as damage behind the new records that
+/// overwrite its start. In one write, a crash could keep the zeros over part of the first record
+/// but not over its header nor the record after it, which still chains from it: damage, and a
+/// node that refuses to start for a truncation it never finished.
+fn truncation_zeros(at: u64, end: u64) -> [Range<u64>; 2] {
+    let header_end = (at + RECORD_HEADER).min(end);
+    [at..header_end, header_end..end]
 }
 
 /// Removes the segment files a purge returned. Removing a file also drops its pages from the
@@ -783,6 +797,49 @@ mod tests {
             log.truncate(4).expect("truncate");
         });
         assert_eq!(log.last(), Some(3));
+    }
+
+    #[test]
+    fn a_crash_at_any_point_of_a_truncation_leaves_a_log_that_opens() {
+        // Records that span several 512-byte sectors, the unit a disk writes whole.
+        const SECTOR: u64 = 512;
+        let tmp = tempfile::TempDir::new().expect("temp dir");
+        let path = tmp.path().join(segment_name(1));
+        let (at, end) = {
+            let mut log = Segments::open(tmp.path(), SMALL, None).expect("open");
+            log.append(&entries(1..4, 1200)).expect("append");
+            let segment = &log.segments[0];
+            (segment.span(2).expect("entry 2").0, segment.end)
+        };
+        let before = fs::read(&path).expect("read");
+        let zeros = truncation_zeros(at, end);
+        for (step, range) in zeros.iter().enumerate() {
+            // The steps before this one reached the disk; of this one, any of its sectors did.
+            let sectors: Vec<Range<u64>> = (range.start / SECTOR..range.end.div_ceil(SECTOR))
+                .map(|s| (s * SECTOR).max(range.start)..((s + 1) * SECTOR).min(range.end))
+                .collect();
+            for kept in 0..1u32 << sectors.len() {
+                let mut bytes = before.clone();
+                let written = zeros[..step].iter().cloned().chain(
+                    (0..sectors.len())
+                        .filter(|i| kept & (1 << i) != 0)
+                        .map(|i| sectors[i].clone()),
+                );
+                for r in written {
+                    bytes[r.start as usize..r.end as usize].fill(0);
+                }
+                fs::write(&path, &bytes).expect("write");
+                let log = Segments::open(tmp.path(), SMALL, None).unwrap_or_else(|e| {
+                    panic!("step {step}, sectors {kept:b}: {e}");
+                });
+                let cut = step > 0 || kept != 0;
+                assert_eq!(
+                    log.last(),
+                    Some(if cut { 1 } else { 3 }),
+                    "step {step}, {kept:b}"
+                );
+            }
+        }
     }
 
     #[test]
