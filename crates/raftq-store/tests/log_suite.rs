@@ -4,6 +4,7 @@
 use std::io::Cursor;
 use std::sync::Arc;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use openraft::storage::RaftLogStorage;
 use openraft::storage::RaftLogStorageExt;
@@ -355,6 +356,11 @@ async fn a_purge_lets_the_segment_files_go() -> TestResult {
         (65_536_000..65_600_000).contains(&appended),
         "counted as encoded: {appended} bytes"
     );
+    // Purged files are removed by a task of their own, after the purge returns.
+    let removing = Instant::now();
+    while segments() > 0 && removing.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(segments(), 0, "segments after every entry was purged");
     assert!(
         dir.path().join("log/spare").exists(),
