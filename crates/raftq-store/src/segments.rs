@@ -818,11 +818,11 @@ mod tests {
             let sectors: Vec<Range<u64>> = (range.start / SECTOR..range.end.div_ceil(SECTOR))
                 .map(|s| (s * SECTOR).max(range.start)..((s + 1) * SECTOR).min(range.end))
                 .collect();
-            for kept in 0..1u32 << sectors.len() {
+            for reached in 0..1u32 << sectors.len() {
                 let mut bytes = before.clone();
                 let written = zeros[..step].iter().cloned().chain(
                     (0..sectors.len())
-                        .filter(|i| kept & (1 << i) != 0)
+                        .filter(|i| reached & (1 << i) != 0)
                         .map(|i| sectors[i].clone()),
                 );
                 for r in written {
@@ -830,13 +830,13 @@ mod tests {
                 }
                 fs::write(&path, &bytes).expect("write");
                 let log = Segments::open(tmp.path(), SMALL, None).unwrap_or_else(|e| {
-                    panic!("step {step}, sectors {kept:b}: {e}");
+                    panic!("step {step}, sectors {reached:b}: {e}");
                 });
-                let cut = step > 0 || kept != 0;
+                let cut = step > 0 || reached != 0;
                 assert_eq!(
                     log.last(),
                     Some(if cut { 1 } else { 3 }),
-                    "step {step}, {kept:b}"
+                    "step {step}, sectors {reached:b}"
                 );
             }
         }
