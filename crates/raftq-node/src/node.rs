@@ -113,37 +113,98 @@ pub struct Node {
     snapshot_not_due: watch::Receiver<Option<u64>>,
 }
 
+/// The rules of a node's settings that need no state.
+fn check(config: &NodeConfig) -> Result<(), StartError> {
+    if config.join.is_none() && !config.peers.contains_key(&config.id) {
+        return Err(StartError::Config(format!(
+            "--peers must include this node ({})",
+            config.id
+        )));
+    }
+    if let Some(tls) = config
+        .peer_tls
+        .as_ref()
+        .filter(|tls| tls.node_id != config.id)
+    {
+        return Err(StartError::Config(format!(
+            "the peer certificate names node {}, not this node ({})",
+            tls.node_id, config.id
+        )));
+    }
+    Ok(())
+}
+
+/// Opens the node's log and state machine in its data directory (made if missing); a damaged
+/// store is told apart from one that cannot be read.
+fn open_storage(config: &NodeConfig) -> Result<Storage, StartError> {
+    std::fs::create_dir_all(&config.data_dir)?;
+    raftq_store::open(&config.data_dir, &config.region).map_err(|e| {
+        if e.is_damage() {
+            StartError::Damaged(e.to_string())
+        } else {
+            StartError::Storage(e)
+        }
+    })
+}
+
+/// openraft's settings for this node.
+fn raft_config(config: &NodeConfig) -> Result<Config, StartError> {
+    Config {
+        cluster_name: "raftq".into(),
+        heartbeat_interval: config.heartbeat_ms,
+        // The longest timeout is also the followers' leader lease, which a leader handing
+        // over waits out: 7 heartbeats keep a planned handover under half a second.
+        election_timeout_min: 5 * config.heartbeat_ms,
+        election_timeout_max: 7 * config.heartbeat_ms,
+        // `snapshots::run` asks for them.
+        snapshot_policy: SnapshotPolicy::Never,
+        max_in_snapshot_log_to_keep: 0,
+        max_payload_entries: MAX_PAYLOAD_ENTRIES,
+        ..Default::default()
+    }
+    .validate()
+    .map_err(|e| StartError::Config(e.to_string()))
+}
+
+/// Serves the peer service on `listener` (over mutual TLS with `tls`) until `signal` says stop.
+fn spawn_peer_service(
+    core: Arc<Core>,
+    tls: Option<&PeerTls>,
+    listener: TcpListener,
+    mut signal: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    // No size bound of the peer service's own: peers are authenticated members, what a client
+    // may send is bounded at the API's edge, and the largest peer message, the answer to a
+    // forwarded peek (up to 100 messages of up to 1 MiB), is larger than any bound that would
+    // still stop a faulty peer from making this node allocate much.
+    let service = RaftServer::new(PeerService::new(core, tls.is_some()))
+        .max_decoding_message_size(usize::MAX)
+        .max_encoding_message_size(usize::MAX);
+    let stop = async move {
+        let _ = signal.wait_for(|stop| *stop).await;
+    };
+    tokio::spawn(match tls {
+        Some(tls) => serve_peers(service, tls.accept(listener), stop).boxed(),
+        // The builder's `tcp_nodelay` only reaches sockets it accepts itself: the incoming
+        // stream sets it here, or small replies would wait on Nagle's algorithm.
+        None => serve_peers(
+            service,
+            TcpIncoming::from(listener).with_nodelay(Some(true)),
+            stop,
+        )
+        .boxed(),
+    })
+}
+
 impl Node {
     /// Starts a node whose peer service listens on `listener`.
     pub async fn start(config: NodeConfig, listener: TcpListener) -> Result<Node, StartError> {
-        if config.join.is_none() && !config.peers.contains_key(&config.id) {
-            return Err(StartError::Config(format!(
-                "--peers must include this node ({})",
-                config.id
-            )));
-        }
-        if let Some(tls) = config
-            .peer_tls
-            .as_ref()
-            .filter(|tls| tls.node_id != config.id)
-        {
-            return Err(StartError::Config(format!(
-                "the peer certificate names node {}, not this node ({})",
-                tls.node_id, config.id
-            )));
-        }
-        std::fs::create_dir_all(&config.data_dir)?;
+        check(&config)?;
         let Storage {
             log,
             state_machine: sm,
             database,
-        } = raftq_store::open(&config.data_dir, &config.region).map_err(|e| {
-            if e.is_damage() {
-                StartError::Damaged(e.to_string())
-            } else {
-                StartError::Storage(e)
-            }
-        })?;
+        } = open_storage(&config)?;
         let appended = log.appended();
         #[cfg(feature = "testing")]
         let failing_disk = log.failing_disk();
@@ -156,21 +217,7 @@ impl Node {
         }
         let reader = sm.reader();
         let awaited = sm.awaited();
-        let raft_config = Config {
-            cluster_name: "raftq".into(),
-            heartbeat_interval: config.heartbeat_ms,
-            // The longest timeout is also the followers' leader lease, which a leader handing
-            // over waits out: 7 heartbeats keep a planned handover under half a second.
-            election_timeout_min: 5 * config.heartbeat_ms,
-            election_timeout_max: 7 * config.heartbeat_ms,
-            // `snapshots::run` asks for them.
-            snapshot_policy: SnapshotPolicy::Never,
-            max_in_snapshot_log_to_keep: 0,
-            max_payload_entries: MAX_PAYLOAD_ENTRIES,
-            ..Default::default()
-        }
-        .validate()
-        .map_err(|e| StartError::Config(e.to_string()))?;
+        let raft_config = raft_config(&config)?;
         let dial = Dial {
             partition: Partition::default(),
             cluster: admission.cluster(),
@@ -209,28 +256,12 @@ impl Node {
             appends: Default::default(),
         });
         let (shutdown, signal) = watch::channel(false);
-        let mut tasks = Vec::new();
-        let service = RaftServer::new(PeerService::new(
+        let mut tasks = vec![spawn_peer_service(
             Arc::clone(&core),
-            config.peer_tls.is_some(),
-        ))
-        .max_decoding_message_size(usize::MAX)
-        .max_encoding_message_size(usize::MAX);
-        let mut server_signal = signal.clone();
-        let stop = async move {
-            let _ = server_signal.wait_for(|stop| *stop).await;
-        };
-        tasks.push(tokio::spawn(match &config.peer_tls {
-            Some(tls) => serve_peers(service, tls.accept(listener), stop).boxed(),
-            // The builder's `tcp_nodelay` only reaches sockets it accepts itself: the incoming
-            // stream sets it here, or small replies would wait on Nagle's algorithm.
-            None => serve_peers(
-                service,
-                TcpIncoming::from(listener).with_nodelay(Some(true)),
-                stop,
-            )
-            .boxed(),
-        }));
+            config.peer_tls.as_ref(),
+            listener,
+            signal.clone(),
+        )];
         if forming {
             tasks.push(tokio::spawn(formation::run(
                 Arc::clone(&core),
