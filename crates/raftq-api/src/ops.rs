@@ -155,7 +155,7 @@ fn move_task_view(outcome: Outcome) -> Option<Box<MoveTaskView>> {
 impl MessageInput {
     /// The message with a new UUID, checked against the rules that need no state.
     fn checked(self) -> Result<NewMessage, EngineError> {
-        let mut message = NewMessage {
+        let message = NewMessage {
             message_id: Uuid::new_v4(),
             body: self.body,
             attributes: self.attributes,
@@ -163,27 +163,15 @@ impl MessageInput {
             message_group_id: self.message_group_id,
             message_deduplication_id: self.message_deduplication_id,
         };
-        precheck(&mut message)?;
+        precheck(&message)?;
         Ok(message)
     }
 }
 
-/// The rules of a message that need no state: those of [`validate::message`] for the largest
-/// standard queue (body, attributes, absolute size, delay, group ID), plus the form of the
-/// deduplication ID, which a standard queue would refuse outright.
-fn precheck(msg: &mut NewMessage) -> Result<(), EngineError> {
-    let dedup = msg.message_deduplication_id.take();
-    let largest = QueueConfig {
-        max_message_bytes: limits::MAX_MESSAGE_BYTES_MAX as u32,
-        ..QueueConfig::default()
-    };
-    let checked = validate::message(msg, QueueType::Standard, &largest);
-    msg.message_deduplication_id = dedup;
-    checked?;
-    match &msg.message_deduplication_id {
-        Some(id) => validate::message_tag("message_deduplication_id", id),
-        None => Ok(()),
-    }
+/// The rules of a message that need no state: [`validate::message_form`] for the largest queue
+/// there may be.
+fn precheck(msg: &NewMessage) -> Result<(), EngineError> {
+    validate::message_form(msg, limits::MAX_MESSAGE_BYTES_MAX as u32).map(drop)
 }
 
 /// The rules of queue settings that need no state: required fields and ranges of the redrive
@@ -618,33 +606,28 @@ mod tests {
 
     #[test]
     fn precheck_applies_the_stateless_rules() {
-        assert!(precheck(&mut message("x")).is_ok());
-        let mut with_ids = message("x").in_group("g").deduplicated_by("d");
-        assert!(precheck(&mut with_ids).is_ok());
-        assert_eq!(with_ids.message_deduplication_id.as_deref(), Some("d"));
-        assert_eq!(
-            precheck(&mut message("")).unwrap_err().field(),
-            Some("body")
-        );
+        assert!(precheck(&message("x")).is_ok());
+        assert!(precheck(&message("x").in_group("g").deduplicated_by("d")).is_ok());
+        assert_eq!(precheck(&message("")).unwrap_err().field(), Some("body"));
         let big = "x".repeat(limits::MAX_MESSAGE_BYTES_MAX as usize + 1);
         assert_eq!(
-            precheck(&mut message(&big)).unwrap_err().code(),
+            precheck(&message(&big)).unwrap_err().code(),
             "message_too_large"
         );
-        let mut delayed = NewMessage {
+        let delayed = NewMessage {
             delay_seconds: Some(-1),
             ..message("x")
         };
         assert_eq!(
-            precheck(&mut delayed).unwrap_err().field(),
+            precheck(&delayed).unwrap_err().field(),
             Some("delay_seconds")
         );
-        let mut bad_dedup = NewMessage {
+        let bad_dedup = NewMessage {
             message_deduplication_id: Some("\u{1}".into()),
             ..message("x")
         };
         assert_eq!(
-            precheck(&mut bad_dedup).unwrap_err().field(),
+            precheck(&bad_dedup).unwrap_err().field(),
             Some("message_deduplication_id")
         );
     }

@@ -167,27 +167,9 @@ pub fn message(
     queue_type: QueueType,
     config: &QueueConfig,
 ) -> Result<CheckedMessage> {
-    if msg.body.is_empty() {
-        return Err(EngineError::invalid("body", "must be at least 1 byte"));
-    }
-    let size = msg.body.len() as u64 + attributes::check(&msg.attributes)?;
-    if size > u64::from(config.max_message_bytes) {
-        return Err(EngineError::MessageTooLarge {
-            field: "body".into(),
-            size,
-            max: config.max_message_bytes.into(),
-        });
-    }
-    let delay_seconds = match msg.delay_seconds {
-        Some(v) => in_range("delay_seconds", v, 0, limits::DELAY_SECONDS_MAX)?,
-        None => config.delay_seconds,
-    };
-    if let Some(group) = &msg.message_group_id {
-        message_tag("message_group_id", group)?;
-    }
-    if let Some(dedup) = &msg.message_deduplication_id {
-        message_tag("message_deduplication_id", dedup)?;
-    }
+    let form = message_form(msg, config.max_message_bytes)?;
+    let delay_seconds = form.delay_seconds.unwrap_or(config.delay_seconds);
+    let size = form.size;
     let dedup_id = match queue_type {
         QueueType::Standard => {
             if msg.message_deduplication_id.is_some() {
@@ -221,6 +203,44 @@ pub fn message(
         size: u32::try_from(size).unwrap_or(u32::MAX),
         delay_seconds,
         dedup_id,
+    })
+}
+
+/// What [`message_form`] found: the message's size and the delay it asks for.
+pub struct MessageForm {
+    /// The body's bytes and its attributes'.
+    pub size: u64,
+    pub delay_seconds: Option<u32>,
+}
+
+/// The rules of a message that hold on any queue whose largest message is `max_bytes`: a body,
+/// well-formed attributes, a size within `max_bytes`, a delay in range, group and deduplication
+/// IDs of the allowed form (whether the queue takes them is [`message`]'s to say).
+pub fn message_form(msg: &NewMessage, max_bytes: u32) -> Result<MessageForm> {
+    if msg.body.is_empty() {
+        return Err(EngineError::invalid("body", "must be at least 1 byte"));
+    }
+    let size = msg.body.len() as u64 + attributes::check(&msg.attributes)?;
+    if size > u64::from(max_bytes) {
+        return Err(EngineError::MessageTooLarge {
+            field: "body".into(),
+            size,
+            max: max_bytes.into(),
+        });
+    }
+    let delay_seconds = msg
+        .delay_seconds
+        .map(|v| in_range("delay_seconds", v, 0, limits::DELAY_SECONDS_MAX))
+        .transpose()?;
+    if let Some(group) = &msg.message_group_id {
+        message_tag("message_group_id", group)?;
+    }
+    if let Some(dedup) = &msg.message_deduplication_id {
+        message_tag("message_deduplication_id", dedup)?;
+    }
+    Ok(MessageForm {
+        size,
+        delay_seconds,
     })
 }
 
