@@ -105,13 +105,6 @@ impl Group {
             _ => self.msgs.binary_search_by_key(&seq, |&(s, _)| s),
         }
     }
-
-    /// Where `seq`, one of the group's messages, is.
-    fn find(&self, seq: u64) -> Option<usize> {
-        let at = self.position(seq).ok();
-        debug_assert!(at.is_some(), "message {seq} is not in its group");
-        at
-    }
 }
 
 /// The messages of one tenant of a standard queue: those sent with one message group ID, or
@@ -213,6 +206,11 @@ impl Index {
             debug_assert!(added, "message {seq} entered already pending");
         }
         if !self.fifo {
+            let tenant = self.tenants.get_mut(msg.group);
+            debug_assert!(tenant.is_some(), "message {seq} entered without a tenant");
+            if let Some(t) = tenant {
+                t.held += 1;
+            }
             self.tenant_change(context, seq, msg.group, None, Some(state));
         } else if let Some(g) = self.groups.get_mut(msg.group) {
             // A message joins at the tail: the group's readiness changes only when it was
@@ -249,9 +247,19 @@ impl Index {
             );
         }
         if !self.fifo {
+            let tenant = self.tenants.get_mut(msg.group);
+            debug_assert!(
+                tenant.is_some(),
+                "message {seq} left a tenant it was not in"
+            );
+            if let Some(t) = tenant {
+                t.held -= 1;
+            }
             self.tenant_change(context, seq, msg.group, Some(msg.state), None);
         } else if let Some(g) = self.groups.get_mut(msg.group) {
-            if let Some(at) = g.find(seq) {
+            let at = g.position(seq);
+            debug_assert!(at.is_ok(), "message {seq} left a group it was not in");
+            if let Ok(at) = at {
                 g.msgs.remove(at);
             }
             if g.msgs.capacity() > 4 * g.msgs.len() + 16 {
@@ -297,7 +305,9 @@ impl Index {
         if !self.fifo {
             self.tenant_change(context, seq, group, Some(old), Some(new));
         } else if let Some(g) = self.groups.get_mut(group) {
-            if let Some(at) = g.find(seq) {
+            let at = g.position(seq);
+            debug_assert!(at.is_ok(), "message {seq} changed in a group it was not in");
+            if let Ok(at) = at {
                 g.msgs[at].1 = new;
             }
             if old == State::Leased {
@@ -311,9 +321,8 @@ impl Index {
     }
 
     /// Re-indexes a standard queue's message in its tenant after it entered (`old` none),
-    /// left (`new` none) or changed state, counting it in or out of the tenant's messages, and
-    /// puts the tenant in its new place in the fair order; forgets the tenant once it holds no
-    /// message.
+    /// left (`new` none) or changed state, and puts the tenant in its new place in the fair
+    /// order; forgets the tenant once it holds no message.
     fn tenant_change(
         &mut self,
         context: &mut ApplyContext,
@@ -322,16 +331,9 @@ impl Index {
         old: Option<State>,
         new: Option<State>,
     ) {
-        let t = self.tenants.get_mut(tenant);
-        debug_assert!(t.is_some(), "message {seq} of a tenant not indexed");
-        let Some(t) = t else {
+        let Some(t) = self.tenants.get_mut(tenant) else {
             return;
         };
-        match (old, new) {
-            (None, Some(_)) => t.held += 1,
-            (Some(_), None) => t.held -= 1,
-            _ => {}
-        }
         let leased_before = t.leased;
         if old == Some(State::Visible) {
             t.visible.remove(&seq);
