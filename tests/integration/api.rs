@@ -867,13 +867,24 @@ async fn admin_keys_see_the_cluster_details_and_every_account(api: &Front) {
     let seen = acme.ok(Op::Cluster, Value::Null).await;
     assert_eq!(seen["leader"], 1);
     assert_eq!(seen["nodes"].as_array().map(Vec::len), Some(1));
-    for detail in ["cluster_id", "clock_offset_ms", "clock_skewed"] {
+    for detail in [
+        "cluster_id",
+        "clock_offset_ms",
+        "clock_skewed",
+        "clock_confirmed",
+        "state_time_ms",
+    ] {
         assert!(seen.get(detail).is_none(), "{detail}: {seen}");
     }
     let full = admin.ok(Op::Cluster, Value::Null).await;
     assert_eq!(full["nodes"].as_array().map(Vec::len), Some(1));
     assert!(full["cluster_id"].is_string(), "{full}");
     assert_eq!(full["clock_skewed"], false);
+    assert_eq!(full["clock_confirmed"], true);
+    assert!(
+        full["state_time_ms"].as_u64().is_some_and(|t| t > 0),
+        "{full}"
+    );
     let denied = acme.call(Op::Accounts, Value::Null).await;
     refused(denied, "permission_denied", None);
     let accounts = admin.ok(Op::Accounts, Value::Null).await;

@@ -575,6 +575,8 @@ fn cluster(c: pb::Cluster) -> Value {
             ("cluster_id", c.cluster_id.map(Value::from)),
             ("clock_offset_ms", c.clock_offset_ms.map(Value::from)),
             ("clock_skewed", c.clock_skewed.map(Value::from)),
+            ("clock_confirmed", c.clock_confirmed.map(Value::from)),
+            ("state_time_ms", c.state_time_ms.map(Value::from)),
         ],
     )
 }

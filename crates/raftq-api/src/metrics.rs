@@ -380,6 +380,8 @@ mod tests {
             cluster_id: None,
             clock_offset_ms: Some(0),
             clock_skewed: Some(false),
+            clock_confirmed: Some(true),
+            state_time_ms: Some(1_800_000_000_000),
             last_applied: 7,
             last_log_index: 10,
             members_answering: 2,

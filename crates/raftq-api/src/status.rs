@@ -62,6 +62,14 @@ pub struct RaftStatus {
     /// stand for election.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clock_skewed: Option<bool>,
+    /// Admin keys only: whether a majority of the voters' clocks agreed on the cluster's time at
+    /// the answering node's last round of pings: a node stands for election only then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_confirmed: Option<bool>,
+    /// Admin keys only: the time of the answering node's applied state (the largest time a
+    /// leader stamped on an entry it applied), in milliseconds since the Unix epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_time_ms: Option<u64>,
     #[serde(skip)]
     pub last_applied: u64,
     #[serde(skip)]
@@ -85,6 +93,8 @@ impl RaftStatus {
             cluster_id: None,
             clock_offset_ms: None,
             clock_skewed: None,
+            clock_confirmed: None,
+            state_time_ms: None,
             ..self
         }
     }
@@ -117,6 +127,8 @@ pub async fn of(node: &Node, region: &str) -> RaftStatus {
         cluster_id: status.cluster_id.map(|id| id.to_string()),
         clock_offset_ms: Some(status.clock_offset_ms),
         clock_skewed: Some(status.clock_skewed),
+        clock_confirmed: Some(status.clock_confirmed),
+        state_time_ms: Some(status.state_time_ms),
         last_applied: status.last_applied,
         last_log_index: status.last_log_index,
         members_answering,

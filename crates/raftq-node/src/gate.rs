@@ -24,9 +24,12 @@
 //! would have stood in (`elections_held_back` in its status): one once a leader's lease and an
 //! election timeout have run out, then one per timeout, taking the longest timeout each time.
 //!
-//! The gate also keeps this node's clock honest: when its clock differs from the median of a
-//! majority of the voters' clocks (itself included) by more than `--max-clock-skew-ms`, it does
-//! not stand for election, and a leader hands its leadership over.
+//! The gate also reads the voters' clocks on each round ([`read_clocks`]): a node stands only
+//! while a majority of the voters' clocks agree on the cluster's time and its own is within
+//! `--max-clock-skew-ms` of it; a leader whose clock is outside it hands its leadership over to
+//! a voter whose clock is within it. A node that cannot tell (too few clocks answer, or they
+//! disagree) does not stand; a leader that cannot tell goes on leading on the cluster's time it
+//! last measured (see `clock`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
@@ -37,9 +40,11 @@ use futures_util::future::join_all;
 use openraft::LogId;
 use raftq_store::NodeId;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::admission::PingAnswer;
+use crate::clock::read_clocks;
 use crate::shared::Core;
 
 /// How often every member is pinged.
@@ -50,18 +55,8 @@ const PING_TIMEOUT: Duration = Duration::from_millis(250);
 /// for its leader (12 heartbeats, 0.6 s by default) before it stands, with room for a ping that
 /// is late under load.
 const FRESH: Duration = Duration::from_millis(450);
-
-/// This node's clock minus the median clock of itself and the members that answered
-/// (`offsets`: each member's clock minus this node's), once they make a majority of `voters`.
-fn clock_offset(offsets: &[i64], voters: usize) -> Option<i64> {
-    if (offsets.len() + 1) * 2 <= voters {
-        return None;
-    }
-    let mut all: Vec<i64> = offsets.to_vec();
-    all.push(0);
-    all.sort_unstable();
-    Some(-all[all.len() / 2])
-}
+/// How long a leader whose clock is skewed waits after a failed handover before it tries again.
+const HANDOVER_AGAIN: Duration = Duration::from_secs(1);
 
 /// Whether the `reached` nodes make a majority of every voter set of a (possibly joint)
 /// membership.
@@ -103,10 +98,39 @@ impl Answer {
     }
 }
 
+/// Logs what a round of pings changed in what this node knows of its clock: `(confirmed,
+/// skewed)`.
+fn log_clock(core: &Core, (confirmed, skewed): (bool, bool)) {
+    let offset_ms = core.clock.offset();
+    let bound_ms = core.clock.bound_ms();
+    if skewed {
+        tracing::error!(
+            offset_ms,
+            bound_ms,
+            "this node's clock differs from the cluster's by more than the bound: it does not \
+             stand for election (fix the clock; see docs/operations.md)"
+        );
+    } else if confirmed {
+        tracing::info!(
+            offset_ms,
+            "a majority of the voters' clocks agree with this node's"
+        );
+    } else {
+        tracing::warn!(
+            "too few of the voters' clocks answer or agree to tell the cluster's time: this node \
+             does not stand for election"
+        );
+    }
+}
+
 pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
     let mut answers: BTreeMap<NodeId, Answer> = BTreeMap::new();
     let mut open = core.admission.may_stand();
-    let mut skewed = false;
+    // Whether the voters' clocks agreed on the cluster's time, and whether this node's was
+    // outside the bound of it, at the last round.
+    let mut last_clock = (false, false);
+    // The handover of a leader whose clock is skewed, while one runs.
+    let mut handover: Option<JoinHandle<()>> = None;
     // The longest election timeout, so that the elections counted are the fewest openraft
     // would have started. It is also openraft's leader lease: a voter that heard a leader
     // within it refuses its vote.
@@ -161,40 +185,34 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
         };
         let answering = recent().count() + 1;
         let voters = members.voters();
-        let offsets: Vec<i64> = recent()
+        let mut clocks: BTreeMap<NodeId, i64> = recent()
             .filter(|(id, _)| voters.contains(id))
-            .map(|(_, answer)| answer.offset)
+            .map(|(id, answer)| (*id, answer.offset))
             .collect();
-        let offset = clock_offset(&offsets, voters.len());
-        core.clock.set_offset(offset);
-        let now_skewed = core.clock.skewed();
-        if now_skewed != skewed {
-            skewed = now_skewed;
-            if skewed {
-                tracing::error!(
-                    offset_ms = offset,
-                    max_ms = core.clock.max_ahead_ms(),
-                    "this node's clock differs from the cluster's by more than the bound: it \
-                     does not stand for election (fix the clock; see docs/operations.md)"
-                );
-            } else {
-                tracing::info!(
-                    offset_ms = offset,
-                    "this node's clock agrees with the cluster's again"
-                );
-            }
+        if voters.contains(&core.id) {
+            clocks.insert(core.id, 0);
         }
-        if skewed && core.is_leader() {
+        core.clock
+            .record(read_clocks(&clocks, voters.len(), core.clock.bound_ms()));
+        let clock = (core.clock.confirmed(), core.clock.skewed());
+        if clock != last_clock {
+            last_clock = clock;
+            log_clock(&core, clock);
+        }
+        let idle = handover.as_ref().is_none_or(JoinHandle::is_finished);
+        if clock.1 && idle && core.is_leader() {
             // Apart from this loop, which must go on measuring while the handover runs.
             let mut successors = voters.clone();
             successors.remove(&core.id);
             let leaving = Arc::clone(&core);
             let nodes = members.nodes.clone();
-            tokio::spawn(async move {
+            handover = Some(tokio::spawn(async move {
                 if let Err(e) = leaving.hand_over(&successors, &nodes).await {
                     tracing::warn!(error = %e, "a leader with a skewed clock could not hand over");
+                    // Tried again after a pause, not on every round.
+                    tokio::time::sleep(HANDOVER_AGAIN).await;
                 }
-            });
+            }));
         }
         let own_log = match core.admission.last_log() {
             Ok(last) => last,
@@ -208,8 +226,9 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
             .map(|(id, _)| *id)
             .collect();
         voters_for_us.insert(core.id);
-        let allow =
-            majority(&voters_for_us, &members.configs) && core.admission.may_stand() && !skewed;
+        let allow = majority(&voters_for_us, &members.configs)
+            && core.admission.may_stand()
+            && core.clock.may_lead();
         if allow != open {
             open = allow;
             core.raft.runtime_config().elect(allow);
@@ -217,7 +236,8 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
                 answering,
                 would_vote = voters_for_us.len(),
                 standing = ?core.admission.standing(),
-                skewed,
+                clock_confirmed = clock.0,
+                clock_skewed = clock.1,
                 elections = allow,
                 "election gate"
             );
@@ -262,20 +282,6 @@ mod tests {
         let joint = [set(&[1, 2, 3]), set(&[3, 4, 5])];
         assert!(!majority(&set(&[1, 2]), &joint));
         assert!(majority(&set(&[1, 3, 4]), &joint));
-    }
-
-    #[test]
-    fn a_clock_is_judged_against_the_median_of_a_majority() {
-        use super::clock_offset;
-        // Peers 1 h behind this node: this node is 1 h ahead of the median.
-        assert_eq!(clock_offset(&[-3_600_000, -3_600_010], 3), Some(3_600_000));
-        // One peer far off does not move the median of three.
-        assert_eq!(clock_offset(&[3_600_000, 20], 3), Some(-20));
-        assert_eq!(clock_offset(&[10, -10], 3), Some(0));
-        // Too few answers to judge.
-        assert_eq!(clock_offset(&[], 3), None);
-        assert_eq!(clock_offset(&[5], 5), None);
-        assert_eq!(clock_offset(&[], 1), Some(0));
     }
 
     #[test]

@@ -91,9 +91,17 @@ async fn run(
                 Err(_) => break,
             }
         }
+        let now = match clock.stamp() {
+            Ok(now) => now,
+            Err(refusal) => {
+                for (_, reply) in group {
+                    let _ = reply.send(Err(refusal.clone()));
+                }
+                continue;
+            }
+        };
         let raft = raft.clone();
         let waiting = awaited.wait();
-        let now = clock.now();
         tokio::spawn(async move {
             write(&raft, group, now, timeout).await;
             drop((waiting, permit));

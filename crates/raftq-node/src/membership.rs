@@ -233,8 +233,8 @@ impl Core {
         }
     }
 
-    /// Asks the most caught-up of `candidates` to stand for election and waits until this node
-    /// no longer leads. Returns the new leader.
+    /// Asks the most caught-up of `candidates` whose clock agrees with the cluster's time to
+    /// stand for election, and waits until this node no longer leads. Returns the new leader.
     pub(crate) async fn hand_over(
         &self,
         candidates: &BTreeSet<NodeId>,
@@ -250,12 +250,14 @@ impl Core {
             };
             candidates
                 .iter()
-                .filter(|id| **id != self.id)
+                .filter(|id| **id != self.id && self.clock.agrees(**id))
                 .max_by_key(|id| matched(id))
                 .copied()
         };
         let Some(successor) = successor else {
-            return Err(NodeError::Unavailable("no voter to hand over to".into()));
+            return Err(NodeError::Unavailable(
+                "no voter whose clock agrees with the cluster's to hand over to".into(),
+            ));
         };
         let Some(addr) = nodes.get(&successor) else {
             return Err(NodeError::Unavailable(format!(

@@ -187,7 +187,7 @@ impl Core {
                     )) => NodeError::NotLeader(f.leader_id),
                     other => NodeError::Unavailable(other.to_string()),
                 })?;
-                let now = self.clock.now();
+                let now = self.clock.stamp()?;
                 // Timers that fell due since the last entry fire before the read sees the state.
                 if self
                     .reader

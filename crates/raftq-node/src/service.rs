@@ -173,6 +173,13 @@ impl RaftRpc for PeerService {
 
     async fn elect(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
         self.screen(PeerCall::Elect, &request).await?;
+        // The election gate is off for this call: the clock's rule is checked here instead.
+        if !self.core.clock.may_lead() {
+            return Err(Status::failed_precondition(
+                "this node's clock is not confirmed within the bound by a majority of the \
+                 voters' clocks: it does not stand for election",
+            ));
+        }
         self.core
             .raft
             .trigger()

@@ -96,10 +96,17 @@ pub struct NodeStatus {
     pub last_log_index: u64,
     /// The id the cluster got when it formed; `None` until this node formed or joined one.
     pub cluster_id: Option<Uuid>,
-    /// This node's clock minus the median of a majority of the voters' clocks, in milliseconds.
+    /// This node's clock minus the cluster's time (the median of a majority of the voters'
+    /// clocks that agree), in milliseconds; 0 while it cannot tell.
     pub clock_offset_ms: i64,
     /// Whether that is beyond the bound: the node then does not stand for election.
     pub clock_skewed: bool,
+    /// Whether the last round of pings found a majority of the voters' clocks in agreement: a
+    /// node stands for election only then.
+    pub clock_confirmed: bool,
+    /// The time of this node's applied state (the largest stamp it applied), in milliseconds
+    /// since the Unix epoch.
+    pub state_time_ms: u64,
     /// Whether the leader is cut off from this node one way: its appends arrive, but it has
     /// not answered this node's pings for a second. Requests to this node are then refused at
     /// once ([`NodeError::LeaderUnreachable`](crate::NodeError::LeaderUnreachable)) instead of
@@ -204,6 +211,8 @@ impl Core {
                 cluster_id: self.admission.cluster().get(),
                 clock_offset_ms: self.clock.offset().unwrap_or(0),
                 clock_skewed: self.clock.skewed(),
+                clock_confirmed: self.clock.confirmed(),
+                state_time_ms: self.reader.with_engine(|e| e.now()).unwrap_or(0),
                 leader_unreachable: m
                     .current_leader
                     .is_some_and(|leader| leader != m.id && self.cut_off_from(leader)),

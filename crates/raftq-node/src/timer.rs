@@ -29,7 +29,14 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
             }
             continue;
         }
-        let now = core.clock.now();
+        let Some(now) = core.clock.now() else {
+            // No cluster time yet: no entry can be stamped.
+            tokio::select! {
+                _ = tokio::time::sleep(MAX_SLEEP) => {}
+                _ = shutdown.changed() => {}
+            }
+            continue;
+        };
         let due = core.reader.with_engine(|e| e.next_due()).flatten();
         let pause = match due {
             Some(due) if due <= now => match core.propose(Command::Tick).await {

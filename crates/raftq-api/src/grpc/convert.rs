@@ -443,6 +443,8 @@ impl From<RaftStatus> for pb::Cluster {
             clock_offset_ms: s.clock_offset_ms,
             clock_skewed: s.clock_skewed,
             cluster_id: s.cluster_id,
+            clock_confirmed: s.clock_confirmed,
+            state_time_ms: s.state_time_ms,
         }
     }
 }
