@@ -46,6 +46,8 @@ mod tests {
     mod initialize_test;
     mod install_full_snapshot_test;
     mod log_id_list_test;
+    // raftq: the leader's own flush and its commit (RAFTQ.md).
+    mod local_flush_test;
     mod startup_test;
     mod trigger_purge_log_test;
 }

@@ -1,6 +1,9 @@
 //! Replication stream.
 
 pub(crate) mod callbacks;
+// raftq: `COMMITTED_ALONE_AFTER` against a recording network, under a paused clock.
+#[cfg(all(test, feature = "storage-v2"))]
+mod committed_alone_test;
 pub(crate) mod hint;
 mod replication_session_id;
 pub(crate) mod request;

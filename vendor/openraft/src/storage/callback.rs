@@ -150,3 +150,108 @@ where C: RaftTypeConfig
         }
     }
 }
+
+/// raftq: the flush callback of the leader's own append (`LogFlushed::to_core`), which reports to
+/// the core's notification channel, and the awaited one (`LogFlushed::new`), as published.
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use tokio::sync::mpsc;
+
+    use super::LogFlushed;
+    use crate::core::notify::Notify;
+    use crate::engine::testing::UTConfig;
+    use crate::raft_state::io_state::log_io_id::LogIOId;
+    use crate::testing::log_id;
+    use crate::type_config::TypeConfigExt;
+    use crate::MessageSummary;
+    use crate::Vote;
+
+    /// The one notification on `rx`, as (vote, log_id, result); panics unless there is exactly
+    /// one, and it is `LocalFlushed`.
+    fn only_local_flushed(
+        rx: &mut mpsc::UnboundedReceiver<Notify<UTConfig>>,
+    ) -> (Vote<u64>, crate::LogId<u64>, Result<(), String>) {
+        let n = rx.try_recv().expect("one notification");
+        assert!(rx.try_recv().is_err(), "exactly one notification");
+        assert!(n.summary().starts_with("LocalFlushed: "), "summary: {}", n.summary());
+        match n {
+            Notify::LocalFlushed { vote, log_id, result } => (vote, log_id, result),
+            other => panic!("expected LocalFlushed, got {}", other.summary()),
+        }
+    }
+
+    #[test]
+    fn test_to_core_reports_flush_once() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let cb = LogFlushed::<UTConfig>::to_core(Vote::new_committed(3, 1), log_id(3, 1, 7), tx);
+
+        assert!(!cb.is_awaited(), "the leader's own append is not awaited");
+        cb.log_io_completed(Ok(()));
+
+        // Reported once: the drop after `log_io_completed` sends nothing more.
+        assert_eq!(
+            (Vote::new_committed(3, 1), log_id(3, 1, 7), Ok(())),
+            only_local_flushed(&mut rx)
+        );
+    }
+
+    #[test]
+    fn test_to_core_reports_failed_flush() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let cb = LogFlushed::<UTConfig>::to_core(Vote::new_committed(3, 1), log_id(3, 1, 7), tx);
+
+        cb.log_io_completed(Err(io::Error::other("fdatasync: EIO")));
+
+        let (vote, lid, result) = only_local_flushed(&mut rx);
+        assert_eq!((Vote::new_committed(3, 1), log_id(3, 1, 7)), (vote, lid));
+        assert!(result.unwrap_err().contains("fdatasync: EIO"));
+    }
+
+    #[test]
+    fn test_to_core_dropped_unreported_fails_the_flush() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let cb = LogFlushed::<UTConfig>::to_core(Vote::new_committed(3, 1), log_id(3, 1, 7), tx);
+
+        drop(cb);
+
+        let (vote, lid, result) = only_local_flushed(&mut rx);
+        assert_eq!((Vote::new_committed(3, 1), log_id(3, 1, 7)), (vote, lid));
+        assert_eq!(Err("the log store dropped the flush callback".to_string()), result);
+    }
+
+    #[test]
+    fn test_to_core_after_the_core_is_gone() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        drop(rx);
+
+        // Neither a report nor a drop panics when nothing listens any more.
+        let cb = LogFlushed::<UTConfig>::to_core(Vote::new_committed(3, 1), log_id(3, 1, 7), tx.clone());
+        cb.log_io_completed(Ok(()));
+        let cb = LogFlushed::<UTConfig>::to_core(Vote::new_committed(3, 1), log_id(3, 1, 8), tx);
+        drop(cb);
+    }
+
+    #[test]
+    fn test_awaited_callback_as_published() {
+        let io_id = LogIOId::new(Vote::new_committed(3, 2), Some(log_id(3, 2, 5)));
+
+        // Reported: the awaiting core receives the log io id.
+        let (tx, mut rx) = UTConfig::oneshot();
+        let cb = LogFlushed::<UTConfig>::new(io_id, tx);
+        assert!(cb.is_awaited(), "a follower's append is awaited");
+        cb.log_io_completed(Ok(()));
+        assert_eq!(io_id, rx.try_recv().unwrap().unwrap());
+
+        // Failed: the error goes to the awaiting core.
+        let (tx, mut rx) = UTConfig::oneshot();
+        LogFlushed::<UTConfig>::new(io_id, tx).log_io_completed(Err(io::Error::other("EIO")));
+        assert_eq!("EIO", rx.try_recv().unwrap().unwrap_err().to_string());
+
+        // Dropped unreported: the awaiting core sees its oneshot closed, as published.
+        let (tx, mut rx) = UTConfig::oneshot();
+        drop(LogFlushed::<UTConfig>::new(io_id, tx));
+        assert!(rx.try_recv().is_err());
+    }
+}
