@@ -15,6 +15,7 @@ mod formation;
 mod gate;
 mod group_commit;
 mod membership;
+mod memory;
 mod network;
 mod node;
 #[cfg(feature = "testing")]
@@ -38,12 +39,14 @@ pub mod rpc {
 pub use clock::{now_ms, WallClock};
 pub use error::{Halted, NodeError, StartError};
 pub use membership::{Change, ChangeError, ChangeResult, LONGEST as LONGEST_CHANGE};
+pub use memory::{refused, Answer, Delivery, MemoryNetwork, PeerTransport};
+pub use network::Method as PeerMethod;
 pub use node::{Node, NodeConfig};
 pub use query::{Query, QueryResult};
 pub use raftq_store::{NodeId, Response, WaitSlot};
 pub use status::{Member, NodeStatus, Role};
 
 #[cfg(feature = "testing")]
-pub use network::{CallError, Method as PeerMethod, Partition};
+pub use network::{CallError, Partition};
 #[cfg(feature = "testing")]
 pub use probe::{call_peer, send_snapshot_chunk};

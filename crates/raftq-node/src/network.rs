@@ -24,6 +24,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::admission::{ClusterId, PeerStatus, PingAnswer, CLUSTER_HEADER};
+use crate::memory::MemoryNetwork;
 use crate::rpc::raft_client::RaftClient;
 use crate::rpc::Blob;
 
@@ -94,12 +95,14 @@ impl Partition {
 }
 
 /// What every call to a peer goes out with: the partition switch it honours, the cluster id it
-/// carries and, with mutual TLS, this node's certificate and the CA it trusts.
+/// carries, with mutual TLS this node's certificate and the CA it trusts, and the network it
+/// goes over when not HTTP/2 (see `memory`).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Dial {
     pub partition: Partition,
     pub cluster: ClusterId,
     pub tls: Option<Arc<rustls::ClientConfig>>,
+    pub memory: Option<Arc<dyn MemoryNetwork>>,
 }
 
 /// Clients of peers, one per peer and address, made on first use and shared after: clones of a
@@ -146,13 +149,24 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 }
 
 /// The gRPC stub for one peer, over one HTTP/2 connection made on first use and made again after
-/// it broke (`raftq-h2`: the calling task writes the request and reads the answer).
+/// it broke (`raftq-h2`: the calling task writes the request and reads the answer), or over a
+/// network in memory.
 #[derive(Debug, Clone)]
 pub struct PeerClient {
     target: NodeId,
-    client: Option<RaftClient<H2Channel>>,
+    client: Option<Stub>,
     partition: Partition,
     cluster: ClusterId,
+}
+
+/// How a [`PeerClient`] reaches its peer.
+#[derive(Debug, Clone)]
+enum Stub {
+    H2(RaftClient<H2Channel>),
+    Memory {
+        network: Arc<dyn MemoryNetwork>,
+        addr: String,
+    },
 }
 
 /// Why a call to a peer failed before its Raft could answer.
@@ -200,7 +214,7 @@ pub(crate) fn never_connected(status: &tonic::Status) -> bool {
 }
 
 /// The calls of the peer service.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Method {
     Append,
     Vote,
@@ -213,8 +227,25 @@ pub enum Method {
 
 impl PeerClient {
     pub(crate) fn new(target: NodeId, addr: &str, dial: &Dial) -> PeerClient {
+        let client = match &dial.memory {
+            Some(network) => Some(Stub::Memory {
+                network: Arc::clone(network),
+                addr: addr.to_string(),
+            }),
+            None => Self::h2(addr, dial).map(Stub::H2),
+        };
+        PeerClient {
+            target,
+            client,
+            partition: dial.partition.clone(),
+            cluster: dial.cluster.clone(),
+        }
+    }
+
+    /// The HTTP/2 stub of the peer at `addr`; `None` for an address that is no URI authority.
+    fn h2(addr: &str, dial: &Dial) -> Option<RaftClient<H2Channel>> {
         let scheme = if dial.tls.is_some() { "https" } else { "http" };
-        let client = format!("{scheme}://{addr}")
+        format!("{scheme}://{addr}")
             .parse::<tonic::codegen::http::Uri>()
             .ok()
             .filter(|origin| origin.authority().is_some())
@@ -226,13 +257,7 @@ impl PeerClient {
                     window: Some(WINDOW),
                 });
                 RaftClient::with_origin(channel, origin)
-            });
-        PeerClient {
-            target,
-            client,
-            partition: dial.partition.clone(),
-            cluster: dial.cluster.clone(),
-        }
+            })
     }
 
     pub(crate) async fn call<Req: Serialize, Resp: DeserializeOwned>(
@@ -271,14 +296,17 @@ impl PeerClient {
             request.metadata_mut().insert(CLUSTER_HEADER, value);
         }
         let reply = async {
-            match method {
-                Method::Append => client.append_entries(request).await,
-                Method::Vote => client.vote(request).await,
-                Method::Snapshot => client.install_snapshot(request).await,
-                Method::Forward => client.forward(request).await,
-                Method::Ping => client.ping(request).await,
-                Method::Elect => client.elect(request).await,
-                Method::Admit => client.admit(request).await,
+            match client {
+                Stub::H2(client) => match method {
+                    Method::Append => client.append_entries(request).await,
+                    Method::Vote => client.vote(request).await,
+                    Method::Snapshot => client.install_snapshot(request).await,
+                    Method::Forward => client.forward(request).await,
+                    Method::Ping => client.ping(request).await,
+                    Method::Elect => client.elect(request).await,
+                    Method::Admit => client.admit(request).await,
+                },
+                Stub::Memory { network, addr } => network.call(addr, method, request).await,
             }
         };
         let reply = match timeout {

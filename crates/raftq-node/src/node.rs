@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::FutureExt;
 use openraft::{Config, Raft, SnapshotPolicy};
@@ -17,6 +17,7 @@ use raftq_store::{Database, NodeId, Response, Storage, TypeConfig, WaitSlot};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tonic::transport::server::TcpIncoming;
 
 use crate::admission::{Admission, Standing};
@@ -24,6 +25,7 @@ use crate::clock::{LeaderClock, WallClock};
 use crate::error::{Halted, NodeError, StartError};
 use crate::group_commit::GroupCommit;
 use crate::membership::{Change, ChangeResult};
+use crate::memory::{self, PeerTransport};
 use crate::network::{Dial, Network, Partition, PeerClients, WINDOW};
 use crate::query::{Query, QueryResult};
 use crate::routing::{mismatched, ForwardReply, Forwarded, LEADER_WAIT};
@@ -166,13 +168,23 @@ fn raft_config(config: &NodeConfig) -> Result<Config, StartError> {
     .map_err(|e| StartError::Config(e.to_string()))
 }
 
-/// Serves the peer service on `listener` (over mutual TLS with `tls`) until `signal` says stop.
+/// Serves the peer service over `transport` (on TCP, over mutual TLS with `tls`) until `signal`
+/// says stop.
 fn spawn_peer_service(
     core: Arc<Core>,
     tls: Option<&PeerTls>,
-    listener: TcpListener,
+    transport: PeerTransport,
     mut signal: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
+    let stop = async move {
+        let _ = signal.wait_for(|stop| *stop).await;
+    };
+    let listener = match transport {
+        PeerTransport::Tcp(listener) => listener,
+        PeerTransport::Memory { inbox, .. } => {
+            return memory::serve(PeerService::new(core, false), inbox, stop)
+        }
+    };
     // No size bound of the peer service's own: peers are authenticated members, what a client
     // may send is bounded at the API's edge, and the largest peer message, the answer to a
     // forwarded peek (up to 100 messages of up to 1 MiB), is larger than any bound that would
@@ -180,9 +192,6 @@ fn spawn_peer_service(
     let service = RaftServer::new(PeerService::new(core, tls.is_some()))
         .max_decoding_message_size(usize::MAX)
         .max_encoding_message_size(usize::MAX);
-    let stop = async move {
-        let _ = signal.wait_for(|stop| *stop).await;
-    };
     tokio::spawn(match tls {
         Some(tls) => serve_peers(service, tls.accept(listener), stop).boxed(),
         // The builder's `tcp_nodelay` only reaches sockets it accepts itself: the incoming
@@ -199,6 +208,14 @@ fn spawn_peer_service(
 impl Node {
     /// Starts a node whose peer service listens on `listener`.
     pub async fn start(config: NodeConfig, listener: TcpListener) -> Result<Node, StartError> {
+        Node::start_with(config, PeerTransport::Tcp(listener)).await
+    }
+
+    /// Starts a node that talks to its peers over `transport`.
+    pub async fn start_with(
+        config: NodeConfig,
+        transport: PeerTransport,
+    ) -> Result<Node, StartError> {
         check(&config)?;
         let Storage {
             log,
@@ -222,6 +239,10 @@ impl Node {
             partition: Partition::default(),
             cluster: admission.cluster(),
             tls: config.peer_tls.as_ref().map(PeerTls::client),
+            memory: match &transport {
+                PeerTransport::Tcp(_) => None,
+                PeerTransport::Memory { network, .. } => Some(Arc::clone(network)),
+            },
         };
         let network = Network {
             peers: PeerClients::new(dial.clone()),
@@ -259,7 +280,7 @@ impl Node {
         let mut tasks = vec![spawn_peer_service(
             Arc::clone(&core),
             config.peer_tls.as_ref(),
-            listener,
+            transport,
             signal.clone(),
         )];
         if forming {

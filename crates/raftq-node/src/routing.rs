@@ -3,12 +3,13 @@
 //! or after a pause) while no leader is known. A node that knows the leader but cannot reach it
 //! says so at once.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use openraft::error::RaftError;
 use raftq_engine::{Command, EngineError};
 use raftq_store::{NodeId, Response};
 use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
 
 use crate::error::NodeError;
 use crate::membership::{self, Change, ChangeResult};

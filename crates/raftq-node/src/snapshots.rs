@@ -13,11 +13,12 @@
 //! each snapshot as before. The log's bytes are counted from the node's start: after a restart
 //! the log already on disk is not counted, so the first snapshot may come later than otherwise.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use openraft::{LogId, Raft};
 use raftq_store::{Appended, NodeId, StateReader, TypeConfig};
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio::time::MissedTickBehavior;
 
 /// How often the policy looks at the log's growth.
