@@ -136,10 +136,9 @@ fn check(config: &NodeConfig) -> Result<(), StartError> {
     Ok(())
 }
 
-/// Opens the node's log and state machine in its data directory (made if missing); a damaged
-/// store is told apart from one that cannot be read.
+/// Opens the node's log and state machine in its data directory (made durably if missing); a
+/// damaged store is told apart from one that cannot be read.
 fn open_storage(config: &NodeConfig) -> Result<Storage, StartError> {
-    std::fs::create_dir_all(&config.data_dir)?;
     raftq_store::open(&config.data_dir, &config.region).map_err(|e| {
         if e.is_damage() {
             StartError::Damaged(e.to_string())

@@ -10,12 +10,20 @@
 //! - [`snapshot`]: snapshot files, streamed from one view of the state to disk and back.
 //! - [`types`]: the Raft type configuration both share.
 //! - [`waiters`]: the parked receives of this node's clients, which applies answer.
+//! - [`disk`]: the file layer the log's files go through; with the `testing` feature,
+//!   `crash_disk`, a recording one that builds the disks a power loss can leave.
 //!
 //! The log's metadata and the state machine live in one RocksDB instance, opened with
 //! [`column_families`].
 
+#[cfg(any(test, feature = "testing"))]
+pub mod crash_disk;
+#[cfg(test)]
+mod crash_tests;
+pub mod disk;
 pub mod log_store;
 mod recent;
+mod records;
 mod segments;
 pub mod snapshot;
 pub mod state_machine;
@@ -28,7 +36,7 @@ pub use log_store::FailingDisk;
 pub use log_store::{
     Appended, Enrolment, LogStore, LogStoreError, MissingColumnFamily, LOGS_CF, META_CF,
 };
-pub use segments::SegmentError;
+pub use segments::{LogOptions, SegmentError};
 pub use state_machine::{
     Awaited, AwaitedWrite, OpenError, PayloadView, RocksStateMachine, StateReader, SM_META_CF,
     STATE_CF,
@@ -50,10 +58,9 @@ pub fn column_families() -> Vec<rocksdb::ColumnFamilyDescriptor> {
 /// Column families flush together (`atomic_flush`): the state machine writes without the
 /// write-ahead log, so its rows and its applied marker must reach disk at one point.
 ///
-/// Recovery of the write-ahead log tolerates only an incomplete last record (a crash during a
-/// write that was never acknowledged); a damaged record anywhere else, or a closed log file
-/// shorter than the manifest recorded, refuses to open rather than roll back writes that
-/// were acknowledged. (RocksDB's default stops replay at the first damaged record, silently.)
+/// The write-ahead log is recovered to the last record before the first one that fails its
+/// checksum (see the comment at its mode below); a closed log file shorter than the manifest
+/// recorded refuses to open.
 pub fn open_db(path: &std::path::Path) -> Result<std::sync::Arc<rocksdb::DB>, rocksdb::Error> {
     let mut options = rocksdb::Options::default();
     options.create_if_missing(true);
@@ -66,7 +73,18 @@ pub fn open_db(path: &std::path::Path) -> Result<std::sync::Arc<rocksdb::DB>, ro
     let mut env = rocksdb::Env::new()?;
     env.lower_thread_pool_cpu_priority();
     options.set_env(&env);
-    options.set_wal_recovery_mode(rocksdb::DBRecoveryMode::TolerateCorruptedTailRecords);
+    // Which records of the write-ahead log a crash may tear: the database's only logged writes
+    // are the log's metadata (vote, purge marker, enrolment, segments id: synced; the commit
+    // index: not synced) and a snapshot's install and record (synced); the state machine's
+    // applies skip the log. A synced write makes every record before it durable, so a record
+    // that fails its checksum is followed only by records whose write had not returned: none
+    // was acknowledged, and replay stops there (point in time). Torn records lie inside the file
+    // length as often as at its end (the length and the data reach the disk apart), and the
+    // modes that refuse a damaged record short of the end (`TolerateCorruptedTailRecords`,
+    // `AbsoluteConsistency`) would refuse such a crash's database. What this mode cannot tell
+    // apart is a synced record damaged later on the disk: it drops it and what follows, where
+    // the checksums of the tables, the segments and snapshots still refuse damage.
+    options.set_wal_recovery_mode(rocksdb::DBRecoveryMode::PointInTime);
     options.set_track_and_verify_wals_in_manifest(true);
     let db = rocksdb::DB::open_cf_descriptors(&options, path, column_families())?;
     verify(&db)?;
@@ -132,7 +150,10 @@ impl StorageError {
 /// `log/`, snapshot files in `snapshots/`), creating what is missing, for a cluster serving
 /// `region`.
 pub fn open(data_dir: &std::path::Path, region: &str) -> Result<Storage, StorageError> {
+    disk::create_dir_durably(&disk::RealDisk, data_dir).map_err(LogStoreError::Io)?;
     let db = open_db(&data_dir.join("db"))?;
+    // RocksDB syncs the entries of its own directory, not the directory's entry in its parent.
+    sync_dir(data_dir).map_err(LogStoreError::Io)?;
     let database = Database(std::sync::Arc::downgrade(&db));
     let log = LogStore::open(std::sync::Arc::clone(&db), META_CF, &data_dir.join("log"))?;
     let state_machine = RocksStateMachine::open(db, region, data_dir.join("snapshots"))?;
@@ -273,5 +294,44 @@ mod tests {
         damage_largest_table(&path);
         let error = open_db(&path).expect_err("a damaged table is refused");
         assert!(is_damage(&error), "{error}");
+    }
+
+    /// The newest write-ahead log file of the database at `path`.
+    fn newest_wal(path: &std::path::Path) -> std::path::PathBuf {
+        std::fs::read_dir(path)
+            .expect("list")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.extension().is_some_and(|x| x == "log"))
+            .max()
+            .expect("a write-ahead log file")
+    }
+
+    #[test]
+    fn a_write_ahead_log_whose_last_record_is_torn_opens_without_it() {
+        let tmp = tempfile::TempDir::new().expect("temp dir");
+        let path = tmp.path().join("db");
+        let mut synced = rocksdb::WriteOptions::default();
+        synced.set_sync(true);
+        {
+            let db = open_db(&path).expect("open");
+            let meta = db.cf_handle(META_CF).expect("meta");
+            for key in 1..=3u8 {
+                db.put_cf_opt(meta, [key], [key; 300], &synced)
+                    .expect("put");
+            }
+        }
+        // The last record's sectors half on the disk: its value damaged, the file as long.
+        let wal = newest_wal(&path);
+        let mut bytes = std::fs::read(&wal).expect("read");
+        let value = bytes
+            .windows(300)
+            .rposition(|w| w == [3u8; 300])
+            .expect("the last value");
+        bytes[value + 150..value + 300].fill(0);
+        std::fs::write(&wal, &bytes).expect("write");
+        let db = open_db(&path).expect("a torn last record opens");
+        let meta = db.cf_handle(META_CF).expect("meta");
+        assert_eq!(db.get_cf(meta, [2]).expect("get"), Some(vec![2; 300]));
+        assert_eq!(db.get_cf(meta, [3]).expect("get"), None);
     }
 }

@@ -22,6 +22,12 @@
 //!   truncation to the segments.
 //! - [`purge`](RaftLogStorage::purge) records the last purged log id synced, then lets the
 //!   segments go: a crash in between leaves entries that the next start drops.
+//! - A write or fsync of the log that fails stops the store: every later append, vote,
+//!   truncation, purge and barrier fails, so that nothing is written behind appends whose state
+//!   on the disk is unknown (see [`Durability`]).
+//! - After every fsync of appended segments, the log's synced mark rises past them; appends write
+//!   it into their records, which is how a start tells a crash's cut-short write from damage
+//!   (see `records`).
 //! - [`save_committed`](RaftLogStorage::save_committed) is written without an fsync. Losing it
 //!   in a crash is harmless (fewer committed entries are re-applied at startup), and one that
 //!   outlived entries the crash took is read back as the last entry held.
@@ -43,14 +49,13 @@
 
 use std::fmt;
 use std::fmt::Debug;
-use std::fs::File;
 use std::io;
 use std::marker::PhantomData;
 use std::ops::Bound;
 use std::ops::RangeBounds;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use openraft::storage::LogFlushed;
 use openraft::storage::LogState;
@@ -76,9 +81,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::disk::{self, Disk, DiskFile, Open};
 use crate::recent::Recent;
-use crate::segments::{remove_purged, SegmentError, Segments, SEGMENT_BYTES};
-use crate::sync_dir;
+use crate::segments::{remove_purged, LogOptions, SegmentError, Segments, SyncedMark};
 
 /// Name of the column family where a directory written before segment files held its entries.
 pub const LOGS_CF: &str = "raft_logs";
@@ -92,7 +97,7 @@ pub const RECENT_BYTES: usize = 16 * 1024 * 1024;
 /// Entries moved at a time from the logs column family into segments.
 const MOVE_BATCH: usize = 1024;
 
-const KEY_VOTE: &[u8] = b"vote";
+pub(crate) const KEY_VOTE: &[u8] = b"vote";
 const KEY_COMMITTED: &[u8] = b"committed";
 const KEY_LAST_PURGED: &[u8] = b"last_purged_log_id";
 const KEY_ENROLMENT: &[u8] = b"enrolment";
@@ -179,6 +184,8 @@ impl LogStoreError {
 /// Raft log store. Cloning is cheap: clones share the same segments and [`DB`].
 pub struct LogStore<C: RaftTypeConfig> {
     db: Arc<DB>,
+    /// The file system of the segments.
+    disk: Arc<dyn Disk>,
     meta_cf: Arc<str>,
     segments: Arc<Mutex<Segments>>,
     /// Appends waiting for their segments to reach the disk, and barriers behind them.
@@ -188,11 +195,43 @@ pub struct LogStore<C: RaftTypeConfig> {
     /// The id of the last entry, shared by every clone.
     last: KnownLastLogId<C::NodeId>,
     appended: Appended,
-    /// Appends handed to the sync thread whose callbacks it has not called yet.
-    queued: Arc<AtomicUsize>,
+    durability: Arc<Durability>,
     #[cfg(feature = "testing")]
     failing: FailingDisk,
     _c: PhantomData<C>,
+}
+
+/// What a store, its clones and its sync thread know of the durability of its writes.
+#[derive(Debug, Default)]
+struct Durability {
+    /// Appends handed to the sync thread whose callbacks it has not called yet.
+    queued: AtomicUsize,
+    /// The first write or fsync of the log that failed. What the disk holds of the writes
+    /// before it is unknown from then on: Linux reports a failed writeback once and may drop the
+    /// pages, so a later fsync can succeed without them. The store then takes no more writes
+    /// and passes no more barriers; openraft stops on the errors, and the node restarts from
+    /// what the disk holds.
+    failed: OnceLock<String>,
+    /// How far the log is known durable (see `segments`).
+    synced: SyncedMark,
+}
+
+impl Durability {
+    fn fail(&self, error: &dyn fmt::Display) {
+        if self.failed.set(error.to_string()).is_ok() {
+            tracing::error!(%error, "the log's disk failed: the log store takes no more writes");
+        }
+    }
+
+    /// An error once a write or fsync failed.
+    fn check(&self) -> io::Result<()> {
+        match self.failed.get() {
+            Some(error) => Err(io::Error::other(format!(
+                "the log's disk failed ({error}): the log store takes no more writes"
+            ))),
+            None => Ok(()),
+        }
+    }
 }
 
 /// A test switch: once turned on, every later write of the log store (and of its clones) fails
@@ -227,11 +266,39 @@ impl Appended {
     }
 }
 
+/// Who hears that an append is durable.
+enum Done<C: RaftTypeConfig> {
+    /// openraft's callback.
+    Raft(LogFlushed<C>),
+    /// A test's, for an append the caller does not wait for (as openraft's leader does).
+    #[cfg(any(test, feature = "testing"))]
+    Test(Box<dyn FnOnce(io::Result<()>) + Send>),
+}
+
+impl<C: RaftTypeConfig> Done<C> {
+    /// Whether the caller waits for this append's flush (see [`LogFlushed::is_awaited`]).
+    fn is_awaited(&self) -> bool {
+        match self {
+            Done::Raft(callback) => callback.is_awaited(),
+            #[cfg(any(test, feature = "testing"))]
+            Done::Test(_) => false,
+        }
+    }
+
+    fn completed(self, result: io::Result<()>) {
+        match self {
+            Done::Raft(callback) => callback.log_io_completed(result),
+            #[cfg(any(test, feature = "testing"))]
+            Done::Test(done) => done(result),
+        }
+    }
+}
+
 /// Work for the sync thread.
 enum Flush<C: RaftTypeConfig> {
     /// An append waiting for its segment files to reach the disk: the indexes of its first and
-    /// last entries, the files, and openraft's callback.
-    Append(Option<(u64, u64)>, Vec<Arc<File>>, LogFlushed<C>),
+    /// last entries, the files, and who to tell.
+    Append(Option<(u64, u64)>, Vec<Arc<dyn DiskFile>>, Done<C>),
     /// Answered once every append queued before it is durable.
     Barrier(tokio::sync::oneshot::Sender<()>),
 }
@@ -245,8 +312,8 @@ fn trace_stage(stage: &'static str, entries: Option<(u64, u64)>) {
 }
 
 /// fsyncs the data of each of `files` once.
-fn sync_files(files: &[Arc<File>]) -> io::Result<()> {
-    let mut synced: Vec<&Arc<File>> = Vec::with_capacity(files.len());
+fn sync_files(files: &[Arc<dyn DiskFile>]) -> io::Result<()> {
+    let mut synced: Vec<&Arc<dyn DiskFile>> = Vec::with_capacity(files.len());
     for file in files {
         if !synced.iter().any(|f| Arc::ptr_eq(f, file)) {
             file.sync_data()?;
@@ -259,7 +326,7 @@ fn sync_files(files: &[Arc<File>]) -> io::Result<()> {
 /// The sync thread: one fsync of the files written by every append that queued while the
 /// previous one ran, then each append's callback, in order, and the barriers.
 fn spawn_syncer<C: RaftTypeConfig>(
-    queued: Arc<AtomicUsize>,
+    durability: Arc<Durability>,
 ) -> io::Result<std::sync::mpsc::Sender<Flush<C>>> {
     let (tx, rx) = std::sync::mpsc::channel::<Flush<C>>();
     std::thread::Builder::new()
@@ -268,43 +335,61 @@ fn spawn_syncer<C: RaftTypeConfig>(
             while let Ok(first) = rx.recv() {
                 let mut waiting = vec![first];
                 waiting.extend(rx.try_iter());
-                let files: Vec<Arc<File>> = waiting
-                    .iter()
-                    .filter_map(|flush| match flush {
-                        Flush::Append(_, files, _) => Some(files.iter().cloned()),
-                        Flush::Barrier(_) => None,
-                    })
-                    .flatten()
-                    .collect();
-                let synced = sync_files(&files).map_err(|e| e.to_string());
-                for flush in waiting {
-                    match flush {
-                        Flush::Append(entries, _, callback) => {
-                            trace_stage("synced", entries);
-                            callback.log_io_completed(synced.clone().map_err(io::Error::other));
-                            queued.fetch_sub(1, Ordering::SeqCst);
-                        }
-                        Flush::Barrier(done) => {
-                            let _ = done.send(());
-                        }
-                    }
-                }
+                sync_queued(&durability, waiting);
             }
         })?;
     Ok(tx)
+}
+
+/// Syncs the files of every append in `waiting` once, raises the synced mark past them, then
+/// tells each append (in the order they came) and answers the barriers. Once an fsync failed,
+/// every later append hears of the failure too.
+fn sync_queued<C: RaftTypeConfig>(durability: &Durability, waiting: Vec<Flush<C>>) {
+    let mut files: Vec<Arc<dyn DiskFile>> = Vec::new();
+    let mut end = None;
+    for flush in &waiting {
+        if let Flush::Append(entries, written, _) = flush {
+            files.extend(written.iter().cloned());
+            end = entries.map(|(_, last)| last + 1).or(end);
+        }
+    }
+    let synced = durability.check().and_then(|()| sync_files(&files));
+    match &synced {
+        Ok(()) => end.into_iter().for_each(|end| durability.synced.raise(end)),
+        Err(error) => durability.fail(error),
+    }
+    let synced = synced.map_err(|e| e.to_string());
+    let mut told: Option<u64> = None;
+    for flush in waiting {
+        match flush {
+            Flush::Append(entries, _, callback) => {
+                if let Some((first, last)) = entries {
+                    debug_assert!(told.is_none_or(|t| first > t), "callbacks in append order");
+                    told = Some(last);
+                }
+                trace_stage("synced", entries);
+                callback.completed(synced.clone().map_err(io::Error::other));
+                durability.queued.fetch_sub(1, Ordering::SeqCst);
+            }
+            Flush::Barrier(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
 }
 
 impl<C: RaftTypeConfig> Clone for LogStore<C> {
     fn clone(&self) -> Self {
         Self {
             db: Arc::clone(&self.db),
+            disk: Arc::clone(&self.disk),
             meta_cf: Arc::clone(&self.meta_cf),
             segments: Arc::clone(&self.segments),
             syncer: self.syncer.clone(),
             recent: Arc::clone(&self.recent),
             last: Arc::clone(&self.last),
             appended: self.appended.clone(),
-            queued: Arc::clone(&self.queued),
+            durability: Arc::clone(&self.durability),
             #[cfg(feature = "testing")]
             failing: self.failing.clone(),
             _c: PhantomData,
@@ -329,18 +414,32 @@ where
     /// rest in `db`'s column family `meta_cf`. Entries a directory from before segment files
     /// holds in [`LOGS_CF`] are moved into segments first.
     pub fn open(db: Arc<DB>, meta_cf: &str, dir: &Path) -> Result<Self, LogStoreError> {
+        Self::open_on(db, meta_cf, dir, &LogOptions::default())
+    }
+
+    /// Opens the log store as [`LogStore::open`] does, with its segments kept as `options`
+    /// say: on another disk, of another size.
+    pub fn open_on(
+        db: Arc<DB>,
+        meta_cf: &str,
+        dir: &Path,
+        options: &LogOptions,
+    ) -> Result<Self, LogStoreError> {
         if db.cf_handle(meta_cf).is_none() {
             return Err(MissingColumnFamily(meta_cf.to_owned()).into());
         }
         let purged: Option<LogId<C::NodeId>> =
             read_meta(&db, meta_cf, KEY_LAST_PURGED).map_err(LogStoreError::Meta)?;
-        let mut segments = Segments::open(dir, SEGMENT_BYTES, purged.map(|p| p.index))?;
-        pair_segments(&db, meta_cf, dir, &segments)?;
+        let mut segments = Segments::open(options, dir, purged.map(|p| p.index))?;
+        pair_segments(&db, options.disk.as_ref(), meta_cf, dir, &segments)?;
         move_rocks_entries(&db, &mut segments)?;
-        let queued = Arc::new(AtomicUsize::new(0));
+        let durability = Arc::new(Durability {
+            synced: segments.synced_mark(),
+            ..Durability::default()
+        });
         Ok(Self {
-            syncer: spawn_syncer(Arc::clone(&queued))?,
-            queued,
+            syncer: spawn_syncer(Arc::clone(&durability))?,
+            durability,
             segments: Arc::new(Mutex::new(segments)),
             recent: Arc::new(Mutex::new(Recent::new(RECENT_BYTES))),
             last: Arc::default(),
@@ -348,6 +447,7 @@ where
             #[cfg(feature = "testing")]
             failing: FailingDisk::default(),
             db,
+            disk: Arc::clone(&options.disk),
             meta_cf: meta_cf.into(),
             _c: PhantomData,
         })
@@ -359,13 +459,21 @@ where
         self.failing.clone()
     }
 
-    /// Fails when the test switch says the disk fails.
+    /// Fails once a write of the log failed, or when the test switch says the disk fails.
     fn disk_check(&self) -> Result<(), io::Error> {
         #[cfg(feature = "testing")]
         if self.failing.0.load(Ordering::Relaxed) {
             return Err(io::Error::other("the disk fails (test switch)"));
         }
-        Ok(())
+        self.durability.check()
+    }
+
+    /// `result`, noting a failure as the log's: the store takes no more writes.
+    fn noted<T, E: fmt::Display>(&self, result: Result<T, E>) -> Result<T, E> {
+        if let Err(error) = &result {
+            self.durability.fail(error);
+        }
+        result
     }
 
     /// The count of bytes appended, shared with this store.
@@ -394,10 +502,11 @@ where
     async fn write_synced(&self, batch: WriteBatch) -> Result<(), AnyError> {
         self.disk_check().map_err(|e| AnyError::new(&e))?;
         let db = Arc::clone(&self.db);
-        tokio::task::spawn_blocking(move || write_synced_now(&db, batch))
+        let written = tokio::task::spawn_blocking(move || write_synced_now(&db, batch))
             .await
             .map_err(|e| AnyError::new(&e))?
-            .map_err(|e| AnyError::new(&e))
+            .map_err(|e| AnyError::new(&e));
+        self.noted(written)
     }
 
     /// Runs `work` on the segments, on the blocking pool.
@@ -407,26 +516,35 @@ where
     ) -> Result<T, AnyError> {
         self.disk_check().map_err(|e| AnyError::new(&e))?;
         let segments = Arc::clone(&self.segments);
-        tokio::task::spawn_blocking(move || {
+        let done = tokio::task::spawn_blocking(move || {
             work(&mut segments.lock().unwrap_or_else(PoisonError::into_inner))
         })
         .await
         .map_err(|e| AnyError::new(&e))?
-        .map_err(|e| AnyError::new(&e))
+        .map_err(|e| AnyError::new(&e));
+        self.noted(done)
     }
 
-    /// Waits until every append handed to the sync thread so far is durable.
+    /// Waits until every append handed to the sync thread so far is durable; an error when
+    /// one of them, or any earlier write of the log, failed.
     async fn appends_synced(&self) -> Result<(), AnyError> {
-        if self.queued.load(Ordering::SeqCst) == 0 {
-            return Ok(());
+        self.disk_check().map_err(|e| AnyError::new(&e))?;
+        if self.durability.queued.load(Ordering::SeqCst) > 0 {
+            let (done, synced) = tokio::sync::oneshot::channel();
+            self.syncer
+                .send(Flush::Barrier(done))
+                .map_err(|_| AnyError::error("the log's sync thread stopped"))?;
+            synced
+                .await
+                .map_err(|_| AnyError::error("the log's sync thread stopped"))?;
+            self.disk_check().map_err(|e| AnyError::new(&e))?;
         }
-        let (done, synced) = tokio::sync::oneshot::channel();
-        self.syncer
-            .send(Flush::Barrier(done))
-            .map_err(|_| AnyError::error("the log's sync thread stopped"))?;
-        synced
-            .await
-            .map_err(|_| AnyError::error("the log's sync thread stopped"))
+        let synced = self.durability.synced.get();
+        debug_assert!(
+            self.segments().last().is_none_or(|last| last < synced),
+            "every entry appended is durable before a vote or truncation is written"
+        );
+        Ok(())
     }
 
     fn segments(&self) -> MutexGuard<'_, Segments> {
@@ -546,6 +664,99 @@ where
             .first()
             .map(|entry| entry.get_log_id().clone()))
     }
+
+    /// Appends `entries` (see [`RaftLogStorage::append`]), telling `callback` once they are
+    /// durable.
+    fn append_done<I>(&mut self, entries: I, callback: Done<C>) -> io::Result<()>
+    where
+        I: IntoIterator<Item = C::Entry>,
+    {
+        let mut decoded = Vec::new();
+        let mut encoded: Vec<(u64, Vec<u8>)> = Vec::new();
+        for entry in entries {
+            let value = to_vec(&entry).map_err(io::Error::other)?;
+            encoded.push((entry.get_log_id().index, value));
+            decoded.push(entry);
+        }
+        debug_assert!(
+            encoded.windows(2).all(|w| w[1].0 == w[0].0 + 1),
+            "an append's entries follow each other"
+        );
+        let entries =
+            (encoded.first().zip(encoded.last())).map(|((first, _), (last, _))| (*first, *last));
+        // An append the Raft core waits for syncs here, unless appends the core did not wait for
+        // (of its time as leader) are still with the sync thread: their callbacks come first.
+        let in_place = callback.is_awaited() && self.durability.queued.load(Ordering::SeqCst) == 0;
+        let files = match self.write_entries(&encoded, in_place) {
+            Ok(files) => files,
+            Err(e) => {
+                callback.completed(Err(io::Error::other(e.to_string())));
+                return Err(e);
+            }
+        };
+        trace_stage("appended", entries);
+        self.remember(decoded, &encoded);
+        if in_place {
+            trace_stage("synced", entries);
+            callback.completed(Ok(()));
+            return Ok(());
+        }
+        self.durability.queued.fetch_add(1, Ordering::SeqCst);
+        if let Err(std::sync::mpsc::SendError(Flush::Append(_, _, callback))) =
+            self.syncer.send(Flush::Append(entries, files, callback))
+        {
+            self.durability.queued.fetch_sub(1, Ordering::SeqCst);
+            callback.completed(Err(io::Error::other("the log's sync thread stopped")));
+        }
+        Ok(())
+    }
+
+    /// Writes `encoded` into the segments, readable at once; durable once the files returned
+    /// are synced, which `in_place` does here (raising the synced mark past them), else the
+    /// sync thread. A failure stops the store's writes.
+    fn write_entries(
+        &self,
+        encoded: &[(u64, Vec<u8>)],
+        in_place: bool,
+    ) -> io::Result<Vec<Arc<dyn DiskFile>>> {
+        let written = self.disk_check().and_then(|()| {
+            let files = self.segments().append(encoded)?;
+            if in_place {
+                sync_files(&files)?;
+                if let Some((last, _)) = encoded.last() {
+                    self.durability.synced.raise(last + 1);
+                }
+            }
+            Ok(files)
+        });
+        self.noted(written)
+    }
+
+    /// Keeps appended entries in the cache of recent ones, counts their bytes and notes the
+    /// last one's id.
+    fn remember(&self, decoded: Vec<C::Entry>, encoded: &[(u64, Vec<u8>)]) {
+        let last = decoded.last().map(|entry| entry.get_log_id().clone());
+        let mut recent = self.recent();
+        for (entry, (index, value)) in decoded.into_iter().zip(encoded) {
+            self.appended.add(value.len());
+            recent.push(*index, entry, value.len());
+        }
+        drop(recent);
+        if let Some(last) = last {
+            *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(Some(last));
+        }
+    }
+
+    /// Appends `entries` as openraft's leader does: this returns once they are written, and
+    /// `done` hears from the sync thread once they are durable.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn append_as_leader(
+        &mut self,
+        entries: impl IntoIterator<Item = C::Entry>,
+        done: impl FnOnce(io::Result<()>) + Send + 'static,
+    ) -> io::Result<()> {
+        self.append_done(entries, Done::Test(Box::new(done)))
+    }
 }
 
 /// Reads the postcard value at `key` of `db`'s column family `cf`.
@@ -571,6 +782,7 @@ fn read_meta<T: DeserializeOwned>(db: &DB, cf: &str, key: &[u8]) -> Result<Optio
 /// node whose database is new lost its vote.
 fn pair_segments(
     db: &DB,
+    disk: &dyn Disk,
     meta_cf: &str,
     dir: &Path,
     segments: &Segments,
@@ -578,11 +790,7 @@ fn pair_segments(
     let recorded: Option<Uuid> =
         read_meta(db, meta_cf, KEY_SEGMENTS_ID).map_err(LogStoreError::Meta)?;
     let path = dir.join(SEGMENTS_ID_FILE);
-    let found = match std::fs::read(&path) {
-        Ok(bytes) => Uuid::from_slice(&bytes).ok(),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e.into()),
-    };
+    let found = disk::read_file(disk, &path)?.and_then(|bytes| Uuid::from_slice(&bytes).ok());
     let id = match (recorded, found) {
         (Some(recorded), Some(found)) if recorded == found => return Ok(()),
         (Some(_), _) => return Err(LogStoreError::SegmentsLost(dir.to_path_buf())),
@@ -593,10 +801,10 @@ fn pair_segments(
         (None, Some(found)) => found,
         (None, None) => {
             let id = Uuid::new_v4();
-            let file = std::fs::File::create(&path)?;
-            std::io::Write::write_all(&mut &file, id.as_bytes())?;
+            let file = disk.open(&path, Open::Create)?;
+            file.write_all_at(id.as_bytes(), 0)?;
             file.sync_all()?;
-            sync_dir(dir)?;
+            disk.sync_dir(dir)?;
             id
         }
     };
@@ -628,8 +836,13 @@ fn move_rocks_entries(db: &DB, segments: &mut Segments) -> Result<(), MoveError>
         if segments.last().is_none_or(|last| index > last) {
             batch.push((index, value.to_vec()));
         }
-        if batch.len() == MOVE_BATCH || (rows.peek().is_none() && !batch.is_empty()) {
+        if let Some((last, _)) = batch
+            .last()
+            .filter(|_| batch.len() == MOVE_BATCH || rows.peek().is_none())
+        {
+            let last = *last;
             sync_files(&segments.append(&batch)?)?;
+            segments.synced_mark().raise(last + 1);
             batch.clear();
         }
     }
@@ -741,58 +954,8 @@ where
         I: IntoIterator<Item = C::Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut decoded = Vec::new();
-        let mut encoded = Vec::new();
-        for entry in entries {
-            let value = to_vec(&entry).map_err(|e| StorageIOError::write_logs(&e))?;
-            encoded.push((entry.get_log_id().index, value));
-            decoded.push(entry);
-        }
-        let last = decoded.last().map(|entry| entry.get_log_id().clone());
-        let entries =
-            (encoded.first().zip(encoded.last())).map(|((first, _), (last, _))| (*first, *last));
-        // An append the Raft core waits for syncs here, unless appends the core did not wait for
-        // (of its time as leader) are still with the sync thread: their callbacks come first.
-        let in_place = callback.is_awaited() && self.queued.load(Ordering::SeqCst) == 0;
-        // Readable at once; durable after this write when it synced, else once the sync thread
-        // has synced the files, which is when openraft hears of it through the callback.
-        let written = self.disk_check().and_then(|()| {
-            let files = self.segments().append(&encoded)?;
-            if in_place {
-                sync_files(&files)?;
-            }
-            Ok(files)
-        });
-        let files = match written {
-            Ok(files) => files,
-            Err(e) => {
-                callback.log_io_completed(Err(io::Error::other(e.to_string())));
-                return Err(StorageIOError::write_logs(&e).into());
-            }
-        };
-        trace_stage("appended", entries);
-        let mut recent = self.recent();
-        for (entry, (index, value)) in decoded.into_iter().zip(&encoded) {
-            self.appended.add(value.len());
-            recent.push(*index, entry, value.len());
-        }
-        drop(recent);
-        if let Some(last) = last {
-            *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(Some(last));
-        }
-        if in_place {
-            trace_stage("synced", entries);
-            callback.log_io_completed(Ok(()));
-            return Ok(());
-        }
-        self.queued.fetch_add(1, Ordering::SeqCst);
-        if let Err(std::sync::mpsc::SendError(Flush::Append(_, _, callback))) =
-            self.syncer.send(Flush::Append(entries, files, callback))
-        {
-            self.queued.fetch_sub(1, Ordering::SeqCst);
-            callback.log_io_completed(Err(io::Error::other("the log's sync thread stopped")));
-        }
-        Ok(())
+        self.append_done(entries, Done::Raft(callback))
+            .map_err(|e| StorageIOError::write_logs(&e).into())
     }
 
     async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
@@ -824,7 +987,8 @@ where
             .await
             .map_err(StorageIOError::write_logs)?;
         // Apart, not awaited: the purge is durable already (its id is synced above).
-        tokio::task::spawn_blocking(move || remove_purged(&removable));
+        let disk = Arc::clone(&self.disk);
+        tokio::task::spawn_blocking(move || remove_purged(disk.as_ref(), &removable));
         self.forget_last();
         Ok(())
     }

@@ -7,43 +7,42 @@
 //! metadata to commit to its journal, which on ext4 roughly halves an fsync (and more when
 //! several processes share the disk).
 //!
-//! Layout of a segment: a header of [`SEGMENT_HEADER`] bytes (a magic tag, the index of the first
-//! entry, the checksum the first record chains from, and the header's own CRC-32), then records
-//! of [`RECORD_HEADER`] bytes (payload length, checksum, index) and the payload. Each record's
-//! checksum covers the checksum of the record before it, its index, its length and its payload,
-//! as in etcd's write-ahead log: a record left in place from an earlier use of the space (a
-//! recycled file, a truncated tail) cannot pass for the next one, since it chains from another
-//! record. Opening reads the segments and keeps the longest chain from the first segment that
-//! holds unpurged entries; a record that fails its checksum ends the log there (a write cut
-//! short by a crash, never acknowledged) unless the record after it chains from it, which is
-//! damage in the middle of the log and refuses to open. So does a chain that ends (at a damaged
-//! record or segment header) before a segment holding records written in full: a crash leaves
-//! at most a new segment whose records never reached the disk.
+//! The layout of a segment, and the rule that tells a write a crash cut short from damage, are in
+//! `records`. Each record carries the log's synced mark ([`SyncedMark`]): how far the log was
+//! durable when it was written. Opening reads the segments and keeps the longest chain from the
+//! first segment that holds unpurged entries; it ends at the first record that fails its
+//! checksum, unless a later record vouches that this one was durable (damage: the log refuses to
+//! open). Segments past the end of the chain are a crash's leftovers (a roll whose records were
+//! cut short, a truncation's removals) and are removed, unless their records vouch that the
+//! log was durable past its end (damage again). Opening then syncs the segments it keeps: what a
+//! process read back after its crash is durable before it is acknowledged again.
+//!
+//! A truncation removes later segments one at a time from the last, each removal synced before
+//! the next, so that a crash keeps a prefix of them, never one without the one before it.
 //!
 //! A segment is recycled once purged: renamed to the spare, it is the next segment without a
 //! fresh zero fill. A helper thread keeps one spare ready so that an append rarely waits for one.
+//! Files with a `.tmp` name (a spare or a new segment being filled when a crash came) are removed
+//! when the segments open.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::ops::Range;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::stepped::SteppedFile;
-use crate::sync_dir;
+use crate::disk::{self, Disk, DiskFile, Open, RealDisk};
+use crate::records::{self, Format, FORMAT, SEGMENT_HEADER};
+use crate::stepped::STEP;
 
 /// Bytes of a new segment file.
 pub const SEGMENT_BYTES: u64 = 16 << 20;
-/// Bytes of a segment's header: magic, first index, the checksum it chains from, its own CRC.
-pub const SEGMENT_HEADER: u64 = 24;
-/// Bytes of a record's header: payload length, checksum, index.
-pub const RECORD_HEADER: u64 = 16;
 
-const MAGIC: &[u8; 8] = b"raftqlog";
 const SPARE: &str = "spare";
 const SPARE_TMP: &str = "spare.tmp";
+/// The suffix of a file being filled before it takes its name.
+const TMP: &str = ".tmp";
 const SUFFIX: &str = ".seg";
 /// Bytes written at a time while filling a new segment with zeros: one page. The page cache
 /// sizes a file's pages by the writes that create them, and an append that dirties part of a
@@ -57,7 +56,7 @@ pub enum SegmentError {
     Io(#[from] io::Error),
     #[error(
         "log segment {file} is damaged at byte {offset}: the record of entry {index} fails its \
-         checksum, yet the record after it is intact"
+         checksum, yet a later record chaining from it is intact and says it was synced"
     )]
     Damaged {
         file: PathBuf,
@@ -65,8 +64,8 @@ pub enum SegmentError {
         index: u64,
     },
     #[error(
-        "log segment {file} holds intact records from entry {index} on, yet the log before them \
-         ends early (a damaged record or segment header)"
+        "log segment {file} holds intact records from entry {index} on that say the log was \
+         synced past where it ends (a damaged record or segment header before them)"
     )]
     Stranded { file: PathBuf, index: u64 },
     #[error(
@@ -74,12 +73,14 @@ pub enum SegmentError {
          entries in between are missing"
     )]
     Missing { first: u64, purged: u64 },
+    #[error("log segment {0} is of a later format than this build reads: run a later build")]
+    LaterFormat(PathBuf),
 }
 
 impl SegmentError {
     /// Whether the stored log is damaged (as opposed to unreadable for another reason).
     pub fn is_damage(&self) -> bool {
-        !matches!(self, SegmentError::Io(_))
+        !matches!(self, SegmentError::Io(_) | SegmentError::LaterFormat(_))
     }
 }
 
@@ -87,8 +88,9 @@ impl SegmentError {
 #[derive(Debug)]
 struct Segment {
     first: u64,
+    format: Format,
     path: PathBuf,
-    file: Arc<File>,
+    file: Arc<dyn DiskFile>,
     capacity: u64,
     /// The checksum the first record chains from.
     prev_crc: u32,
@@ -106,6 +108,11 @@ impl Segment {
         self.first + self.starts.len() as u64
     }
 
+    /// Whether appends may go on in this segment: one of an earlier format takes none.
+    fn appendable(&self, index: u64, record: u64) -> bool {
+        self.format == FORMAT && self.next() == index && self.end + record <= self.capacity
+    }
+
     /// The bytes of entry `index`'s record, header included.
     fn span(&self, index: u64) -> Option<(u64, u64)> {
         let i = usize::try_from(index.checked_sub(self.first)?).ok()?;
@@ -115,9 +122,33 @@ impl Segment {
     }
 }
 
+/// Where and how a log keeps its segments.
+#[derive(Debug, Clone)]
+pub struct LogOptions {
+    /// The file system of the segments.
+    pub disk: Arc<dyn Disk>,
+    /// Bytes of a new segment file.
+    pub segment_bytes: u64,
+    /// Whether a helper thread makes the spare segment ahead of need. Without it, the roll that
+    /// takes the spare makes the next one at once: slower, in a fixed order of file operations
+    /// (for tests and simulations).
+    pub spare_thread: bool,
+}
+
+impl Default for LogOptions {
+    fn default() -> LogOptions {
+        LogOptions {
+            disk: Arc::new(RealDisk),
+            segment_bytes: SEGMENT_BYTES,
+            spare_thread: true,
+        }
+    }
+}
+
 /// The log's segment files in one directory.
 #[derive(Debug)]
 pub struct Segments {
+    disk: Arc<dyn Disk>,
     dir: PathBuf,
     segment_bytes: u64,
     /// In index order; appends go to the last.
@@ -125,13 +156,37 @@ pub struct Segments {
     /// Entries below this index are purged, even where a file still holds them.
     kept_from: u64,
     spare: Arc<Spare>,
-    /// Asks the helper thread for a spare.
-    prepare: mpsc::Sender<()>,
+    /// Asks the helper thread for a spare (none: the spare is made in place).
+    prepare: Option<mpsc::Sender<()>>,
+    synced: SyncedMark,
+}
+
+/// How far the log is known durable: every entry below this index was fsynced (or purged).
+/// Appends write it into their records (see `records`); whoever syncs the files an append
+/// returned raises it, and a truncation lowers it to where the log now ends. Clones share it.
+#[derive(Debug, Clone, Default)]
+pub struct SyncedMark(Arc<AtomicU64>);
+
+impl SyncedMark {
+    /// Notes that every entry below `end` is durable.
+    pub fn raise(&self, end: u64) {
+        self.0.fetch_max(end, Ordering::SeqCst);
+    }
+
+    fn lower(&self, end: u64) {
+        self.0.fetch_min(end, Ordering::SeqCst);
+    }
+
+    /// Every entry below this is durable.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
 }
 
 /// The spare segment, once ready.
 #[derive(Debug)]
 struct Spare {
+    disk: Arc<dyn Disk>,
     dir: PathBuf,
     bytes: u64,
     ready: Mutex<bool>,
@@ -152,34 +207,34 @@ impl Spare {
             return Ok(());
         }
         let tmp = self.dir.join(SPARE_TMP);
-        zeroed_file(&tmp, self.bytes)?;
+        zeroed_file(self.disk.as_ref(), &tmp, self.bytes)?;
         let mut ready = self.ready();
         if *ready {
             // A purged segment became the spare meanwhile.
-            return fs::remove_file(&tmp);
+            return self.disk.remove_file(&tmp);
         }
-        fs::rename(&tmp, self.path())?;
+        self.disk.rename(&tmp, &self.path())?;
         *ready = true;
         Ok(())
     }
 }
 
-/// Creates `path` as a file of `bytes` zeros, written out step by step and synced.
-fn zeroed_file(path: &Path, bytes: u64) -> io::Result<()> {
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)?;
-    let mut out = SteppedFile::new(file);
+/// Creates `path` as a file of `bytes` zeros, written out a [`STEP`] at a time (see `stepped`)
+/// and synced.
+fn zeroed_file(disk: &dyn Disk, path: &Path, bytes: u64) -> io::Result<()> {
+    let file = disk.open(path, Open::Create)?;
     let zeros = vec![0u8; ZERO_CHUNK];
-    let mut at = 0;
+    let (mut at, mut written_out) = (0, 0);
     while at < bytes {
         let n = (bytes - at).min(ZERO_CHUNK as u64);
-        out.write_all(&zeros[..n as usize])?;
+        file.write_all_at(&zeros[..n as usize], at)?;
         at += n;
+        if at - written_out >= STEP || at == bytes {
+            file.write_out(written_out, at - written_out)?;
+            written_out = at;
+        }
     }
-    out.finish()?.sync_all()
+    file.sync_all()
 }
 
 fn segment_name(first: u64) -> String {
@@ -194,141 +249,17 @@ fn parse_name(name: &str) -> Option<u64> {
         .flatten()
 }
 
-fn record_crc(prev: u32, index: u64, payload: &[u8]) -> u32 {
-    let mut hasher = crc32fast::Hasher::new();
-    hasher.update(&prev.to_le_bytes());
-    hasher.update(&index.to_le_bytes());
-    hasher.update(&(payload.len() as u64).to_le_bytes());
-    hasher.update(payload);
-    hasher.finalize()
-}
-
-fn header_bytes(first: u64, prev_crc: u32) -> [u8; SEGMENT_HEADER as usize] {
-    let mut header = [0u8; SEGMENT_HEADER as usize];
-    header[..8].copy_from_slice(MAGIC);
-    header[8..16].copy_from_slice(&first.to_le_bytes());
-    header[16..20].copy_from_slice(&prev_crc.to_le_bytes());
-    let crc = crc32fast::hash(&header[..20]);
-    header[20..].copy_from_slice(&crc.to_le_bytes());
-    header
-}
-
-/// The first index and the checksum to chain from, if `bytes` starts with an intact header.
-fn read_header(bytes: &[u8]) -> Option<(u64, u32)> {
-    let header = bytes.get(..SEGMENT_HEADER as usize)?;
-    let word = |at: usize| {
-        u32::from_le_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
-    };
-    if &header[..8] != MAGIC || crc32fast::hash(&header[..20]) != word(20) {
-        return None;
-    }
-    let first = u64::from_le_bytes(header[8..16].try_into().ok()?);
-    Some((first, word(16)))
-}
-
-/// A record as found in a file: its index, stored checksum, payload and end.
-struct Record<'a> {
-    index: u64,
-    crc: u32,
-    payload: &'a [u8],
-    end: u64,
-}
-
-/// The record at `at` in `bytes`, if its header and length fit (its checksum unchecked).
-fn parse_record(bytes: &[u8], at: u64) -> Option<Record<'_>> {
-    let start = usize::try_from(at).ok()?;
-    let header = bytes.get(start..start.checked_add(RECORD_HEADER as usize)?)?;
-    let len = u32::from_le_bytes(header[..4].try_into().ok()?) as usize;
-    let crc = u32::from_le_bytes(header[4..8].try_into().ok()?);
-    let index = u64::from_le_bytes(header[8..16].try_into().ok()?);
-    if len == 0 {
-        return None;
-    }
-    let from = start + RECORD_HEADER as usize;
-    let payload = bytes.get(from..from.checked_add(len)?)?;
-    Some(Record {
-        index,
-        crc,
-        payload,
-        end: (from + len) as u64,
-    })
-}
-
-/// The chain of records found in one segment.
-struct Scanned {
-    starts: Vec<u64>,
-    end: u64,
-    last_crc: u32,
-}
-
-/// Follows the chain of records in `bytes` from `first`, chaining from `prev_crc`.
-fn scan(path: &Path, bytes: &[u8], first: u64, prev_crc: u32) -> Result<Scanned, SegmentError> {
-    let mut scanned = Scanned {
-        starts: Vec::new(),
-        end: SEGMENT_HEADER,
-        last_crc: prev_crc,
-    };
-    loop {
-        let index = first + scanned.starts.len() as u64;
-        let Some(record) = parse_record(bytes, scanned.end) else {
-            return Ok(scanned);
-        };
-        if record.index != index
-            || record_crc(scanned.last_crc, index, record.payload) != record.crc
-        {
-            // A record whose own fields are intact, followed by one that chains from it, was
-            // damaged after it was written: not a write cut short.
-            if record.index == index && chained_after(bytes, &record) {
-                return Err(SegmentError::Damaged {
-                    file: path.to_path_buf(),
-                    offset: scanned.end,
-                    index,
-                });
-            }
-            return Ok(scanned);
-        }
-        scanned.starts.push(scanned.end);
-        scanned.end = record.end;
-        scanned.last_crc = record.crc;
-    }
-}
-
-/// Whether the record after `record` in `bytes` is intact and chains from it.
-fn chained_after(bytes: &[u8], record: &Record<'_>) -> bool {
-    parse_record(bytes, record.end).is_some_and(|next| {
-        next.index == record.index + 1
-            && record_crc(record.crc, next.index, next.payload) == next.crc
-    })
-}
-
-/// Whether `bytes`, a segment named for entry `first`, holds that entry's record written in full:
-/// one chaining from `prev` (the last record before the segment) or from the checksum the
-/// segment's header names, or one the next record chains from. A segment that a crash left before
-/// its records reached the disk holds none: zeros, or the records of the file's earlier use.
-fn holds_records(bytes: &[u8], first: u64, prev: Option<u32>) -> bool {
-    let Some(record) = parse_record(bytes, SEGMENT_HEADER).filter(|r| r.index == first) else {
-        return false;
-    };
-    let named = read_header(bytes)
-        .filter(|(f, _)| *f == first)
-        .map(|(_, prev)| prev);
-    prev.into_iter()
-        .chain(named)
-        .any(|prev| record_crc(prev, first, record.payload) == record.crc)
-        || chained_after(bytes, &record)
-}
-
-/// `path`, a segment named for entry `first` past the end of the chain, as a crash's leftover to
-/// remove (a roll whose records never reached the disk), unless it holds records written in full
-/// (see [`holds_records`], with `prev` the last record before it): then the chain ended early by
-/// damage.
+/// `path`, a segment named for entry `first` past the end of the chain (it ends before entry
+/// `end`, its last record's checksum `prev`), as a crash's leftover to remove, unless its records
+/// prove that the log lost entries that were durable (see [`records::proves_loss`]).
 fn leftover(
     path: PathBuf,
     bytes: &[u8],
     first: u64,
     prev: Option<u32>,
+    end: u64,
 ) -> Result<PathBuf, SegmentError> {
-    if holds_records(bytes, first, prev) {
+    if records::proves_loss(bytes, first, prev, end) {
         return Err(SegmentError::Stranded {
             file: path,
             index: first,
@@ -337,68 +268,97 @@ fn leftover(
     Ok(path)
 }
 
-impl Segments {
-    /// Opens the segments in `dir` (creating it), new ones of `segment_bytes`, with entries up to
-    /// `purged` purged. Files that hold no entry of the log any more are removed.
-    pub fn open(dir: &Path, segment_bytes: u64, purged: Option<u64>) -> Result<Self, SegmentError> {
-        fs::create_dir_all(dir)?;
-        let kept_from = purged.map_or(0, |p| p + 1);
-        let mut named = Vec::new();
-        for entry in fs::read_dir(dir)? {
-            let entry = entry?;
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if name == SPARE_TMP {
-                fs::remove_file(entry.path())?;
-            } else if let Some(first) = parse_name(name) {
-                named.push((first, entry.path()));
-            }
+/// Segment files by the index of their first entry.
+type Named = Vec<(u64, PathBuf)>;
+
+/// The segment files in `dir`, by first index, and the files a crash left with a `.tmp` name.
+fn list(disk: &dyn Disk, dir: &Path) -> io::Result<(Named, Vec<PathBuf>)> {
+    let (mut named, mut tmp) = (Vec::new(), Vec::new());
+    for name in disk.list_dir(dir)? {
+        if name.ends_with(TMP) {
+            tmp.push(dir.join(&name));
+        } else if let Some(first) = parse_name(&name) {
+            named.push((first, dir.join(&name)));
         }
-        named.sort();
+    }
+    named.sort();
+    Ok((named, tmp))
+}
+
+/// The first segment of the chain and the checksum it starts from, if the file `bytes` named
+/// for entry `first` continues the chain of `segments`.
+fn continues(bytes: &[u8], first: u64, segments: &[Segment]) -> Option<(Format, u32)> {
+    let (format, f, prev) = records::read_header(bytes)?;
+    let follows = match segments.last() {
+        None => true,
+        Some(before) => f >= before.next() && prev == before.last_crc,
+    };
+    (f == first && follows).then_some((format, prev))
+}
+
+/// Reads the chain of the log from the segment files `named` (in order): the segments it runs
+/// through, and the files after its end, which are leftovers to remove.
+fn read_chain(
+    disk: &dyn Disk,
+    named: Named,
+    kept_from: u64,
+) -> Result<(Vec<Segment>, Vec<PathBuf>), SegmentError> {
+    let mut segments: Vec<Segment> = Vec::new();
+    let mut leftovers = Vec::new();
+    for (first, path) in named {
+        let file = disk.open(&path, Open::Existing)?;
+        let bytes = disk::read_all(file.as_ref())?;
+        if records::later_format(&bytes) {
+            return Err(SegmentError::LaterFormat(path));
+        }
+        let chained = match leftovers.is_empty() {
+            true => continues(&bytes, first, &segments),
+            false => None,
+        };
+        let Some((format, prev_crc)) = chained else {
+            let prev = segments.last().map(|s| s.last_crc);
+            let end = segments.last().map_or(kept_from, Segment::next);
+            leftovers.push(leftover(path, &bytes, first, prev, end)?);
+            continue;
+        };
+        let scanned = records::scan(&path, format, &bytes, first, prev_crc)?;
+        segments.push(Segment {
+            first,
+            format,
+            path,
+            file,
+            capacity: bytes.len() as u64,
+            prev_crc,
+            starts: scanned.starts,
+            end: scanned.end,
+            last_crc: scanned.last_crc,
+        });
+    }
+    Ok((segments, leftovers))
+}
+
+impl Segments {
+    /// Opens the segments in `dir` (creating it, its entry synced), kept as `options` say, with
+    /// entries up to `purged` purged. Files that hold no entry of the log any more are removed;
+    /// the segments kept are synced.
+    pub fn open(
+        options: &LogOptions,
+        dir: &Path,
+        purged: Option<u64>,
+    ) -> Result<Self, SegmentError> {
+        let disk = options.disk.as_ref();
+        disk::create_dir_durably(disk, dir)?;
+        let kept_from = purged.map_or(0, |p| p + 1);
+        let (mut named, mut stale) = list(disk, dir)?;
         // The chain starts in the last segment that begins at or before the first kept entry;
         // the segments before it hold purged entries only.
         let start = named
             .iter()
             .rposition(|(first, _)| *first <= kept_from)
             .unwrap_or(0);
-        let mut stale: Vec<PathBuf> = named.drain(..start).map(|(_, path)| path).collect();
-        let mut segments: Vec<Segment> = Vec::new();
-        let mut named = named.into_iter();
-        for (first, path) in named.by_ref() {
-            let file = OpenOptions::new().read(true).write(true).open(&path)?;
-            let mut bytes = Vec::new();
-            io::Read::read_to_end(&mut &file, &mut bytes)?;
-            let chained = match (read_header(&bytes), segments.last()) {
-                (Some((f, prev)), None) if f == first => Some(prev),
-                (Some((f, prev)), Some(before))
-                    if f == first && f >= before.next() && prev == before.last_crc =>
-                {
-                    Some(prev)
-                }
-                _ => None,
-            };
-            let Some(prev_crc) = chained else {
-                let prev = segments.last().map(|s| s.last_crc);
-                stale.push(leftover(path, &bytes, first, prev)?);
-                break;
-            };
-            // A segment whose chain ends early is followed by none that chains from it.
-            let scanned = scan(&path, &bytes, first, prev_crc)?;
-            segments.push(Segment {
-                first,
-                path,
-                file: Arc::new(file),
-                capacity: bytes.len() as u64,
-                prev_crc,
-                starts: scanned.starts,
-                end: scanned.end,
-                last_crc: scanned.last_crc,
-            });
-        }
-        for (first, path) in named {
-            let bytes = fs::read(&path)?;
-            stale.push(leftover(path, &bytes, first, None)?);
-        }
+        stale.extend(named.drain(..start).map(|(_, path)| path));
+        let (mut segments, leftovers) = read_chain(disk, named, kept_from)?;
+        stale.extend(leftovers);
         // With every entry it holds purged, the log starts over at the next append.
         if segments.last().is_some_and(|s| s.next() <= kept_from) {
             stale.extend(segments.drain(..).map(|s| s.path));
@@ -409,34 +369,79 @@ impl Segments {
             }
         }
         for path in &stale {
-            fs::remove_file(path)?;
+            match disk.remove_file(path) {
+                // A spare's helper thread of an earlier open may still have been at work.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                removed => removed?,
+            }
         }
         if !stale.is_empty() {
-            sync_dir(dir)?;
+            disk.sync_dir(dir)?;
         }
-        let spare = Arc::new(Spare {
-            dir: dir.to_path_buf(),
-            bytes: segment_bytes,
-            ready: Mutex::new(
-                fs::metadata(dir.join(SPARE)).is_ok_and(|m| m.len() == segment_bytes),
-            ),
-        });
-        let prepare = spawn_preparer(Arc::downgrade(&spare))?;
-        let segments = Segments {
-            dir: dir.to_path_buf(),
-            segment_bytes,
-            segments,
-            kept_from,
-            spare,
-            prepare,
-        };
+        for segment in &segments {
+            segment.file.sync_data()?;
+        }
+        let synced = SyncedMark::default();
+        synced.raise(
+            segments
+                .last()
+                .map_or(kept_from, |s| s.next().max(kept_from)),
+        );
+        let segments = Segments::with_spare(options, dir, segments, kept_from, synced)?;
         segments.ask_for_spare();
         Ok(segments)
     }
 
+    /// The segments of `dir` with their spare, ready or not, and its helper thread if asked for.
+    fn with_spare(
+        options: &LogOptions,
+        dir: &Path,
+        segments: Vec<Segment>,
+        kept_from: u64,
+        synced: SyncedMark,
+    ) -> io::Result<Segments> {
+        let disk = &options.disk;
+        let spare_ready = disk
+            .open(&dir.join(SPARE), Open::Existing)
+            .and_then(|f| f.len())
+            .is_ok_and(|len| len == options.segment_bytes);
+        let spare = Arc::new(Spare {
+            disk: Arc::clone(disk),
+            dir: dir.to_path_buf(),
+            bytes: options.segment_bytes,
+            ready: Mutex::new(spare_ready),
+        });
+        let prepare = match options.spare_thread {
+            true => Some(spawn_preparer(Arc::downgrade(&spare))?),
+            false => None,
+        };
+        Ok(Segments {
+            disk: Arc::clone(disk),
+            dir: dir.to_path_buf(),
+            segment_bytes: options.segment_bytes,
+            segments,
+            kept_from,
+            spare,
+            prepare,
+            synced,
+        })
+    }
+
+    /// The log's synced mark, for whoever syncs the files appends return.
+    pub fn synced_mark(&self) -> SyncedMark {
+        self.synced.clone()
+    }
+
     fn ask_for_spare(&self) {
-        // The helper only ever stops with the spare's owner, which is this.
-        let _ = self.prepare.send(());
+        match &self.prepare {
+            // The helper only ever stops with the spare's owner, which is this.
+            Some(prepare) => drop(prepare.send(())),
+            None => {
+                if let Err(error) = self.spare.make() {
+                    tracing::warn!(%error, "cannot prepare a spare log segment");
+                }
+            }
+        }
     }
 
     /// The index of the first entry held, if any.
@@ -454,13 +459,14 @@ impl Segments {
 
     /// Writes `entries` (each an index and its encoded bytes, in order, continuing the log) and
     /// returns the files written: they are durable once each is synced
-    /// ([`File::sync_data`]).
-    pub fn append(&mut self, entries: &[(u64, Vec<u8>)]) -> io::Result<Vec<Arc<File>>> {
-        let mut written: Vec<Arc<File>> = Vec::new();
+    /// ([`DiskFile::sync_data`]).
+    pub fn append(&mut self, entries: &[(u64, Vec<u8>)]) -> io::Result<Vec<Arc<dyn DiskFile>>> {
+        let mut written: Vec<Arc<dyn DiskFile>> = Vec::new();
         let mut pending: Vec<u8> = Vec::new();
         let mut pending_at = 0;
+        let synced = self.synced.get();
         for (index, payload) in entries {
-            let record = RECORD_HEADER + payload.len() as u64;
+            let record = FORMAT.record_header() + payload.len() as u64;
             if let Some(s) = self.segments.last().filter(|s| *index < s.next()) {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
@@ -475,22 +481,19 @@ impl Segments {
             let fits = self
                 .segments
                 .last()
-                .is_some_and(|s| s.next() == *index && s.end + record <= s.capacity);
+                .is_some_and(|s| s.appendable(*index, record));
             if !fits {
                 self.write_pending(&mut pending, pending_at, &mut written)?;
                 self.roll(*index, record)?;
                 let active = self.active()?;
-                pending.extend_from_slice(&header_bytes(active.first, active.prev_crc));
+                pending.extend_from_slice(&records::header_bytes(active.first, active.prev_crc));
                 pending_at = 0;
             } else if pending.is_empty() {
                 pending_at = self.active()?.end;
             }
             let active = self.active_mut()?;
-            let crc = record_crc(active.last_crc, *index, payload);
-            pending.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-            pending.extend_from_slice(&crc.to_le_bytes());
-            pending.extend_from_slice(&index.to_le_bytes());
-            pending.extend_from_slice(payload);
+            let crc =
+                records::encode_record(&mut pending, active.last_crc, *index, synced, payload);
             active.starts.push(active.end);
             active.end += record;
             active.last_crc = crc;
@@ -516,7 +519,7 @@ impl Segments {
         &self,
         pending: &mut Vec<u8>,
         at: u64,
-        written: &mut Vec<Arc<File>>,
+        written: &mut Vec<Arc<dyn DiskFile>>,
     ) -> io::Result<()> {
         if pending.is_empty() {
             return Ok(());
@@ -540,24 +543,25 @@ impl Segments {
             let usable = *ready && bytes == self.segment_bytes;
             if usable {
                 *ready = false;
-                fs::rename(self.spare.path(), &path)?;
+                self.disk.rename(&self.spare.path(), &path)?;
             }
             usable
         };
         if !spare {
-            let tmp = self.dir.join(format!("{}.tmp", segment_name(first)));
-            zeroed_file(&tmp, bytes)?;
-            fs::rename(&tmp, &path)?;
+            let tmp = self.dir.join(format!("{}{TMP}", segment_name(first)));
+            zeroed_file(self.disk.as_ref(), &tmp, bytes)?;
+            self.disk.rename(&tmp, &path)?;
         }
         // The name must be durable before the records written under it are.
-        sync_dir(&self.dir)?;
+        self.disk.sync_dir(&self.dir)?;
         self.ask_for_spare();
-        let file = OpenOptions::new().read(true).write(true).open(&path)?;
+        let file = self.disk.open(&path, Open::Existing)?;
         let prev_crc = self.segments.last().map_or(0, |s| s.last_crc);
         self.segments.push(Segment {
             first,
+            format: FORMAT,
             path,
-            file: Arc::new(file),
+            file,
             capacity: bytes,
             prev_crc,
             starts: Vec::new(),
@@ -586,28 +590,30 @@ impl Segments {
                 let Some((a, b)) = segment.span(index) else {
                     continue;
                 };
-                let payload = (a + RECORD_HEADER - lo) as usize..(b - lo) as usize;
+                let payload = (a + segment.format.record_header() - lo) as usize..(b - lo) as usize;
                 let payload = bytes.get(payload).ok_or_else(|| {
                     io::Error::new(io::ErrorKind::InvalidData, "log record out of bounds")
                 })?;
                 out.push((index, payload.to_vec()));
             }
         }
+        debug_assert!(
+            out.windows(2).all(|w| w[1].0 == w[0].0 + 1),
+            "the log's entries read back in a row"
+        );
         Ok(out)
     }
 
-    /// Removes the entries from `index` on, synced: their records are overwritten with zeros
-    /// and later segments are removed before this returns.
+    /// Removes the entries from `index` on, synced: later segments are removed, the last first
+    /// and each removal synced before the next (a crash keeps a prefix of the segments), then
+    /// the removed records are overwritten with zeros.
     pub fn truncate(&mut self, index: u64) -> io::Result<()> {
-        let mut removed = false;
+        self.synced.lower(index);
         while self.segments.last().is_some_and(|s| s.first > index) {
             if let Some(segment) = self.segments.pop() {
-                fs::remove_file(&segment.path)?;
-                removed = true;
+                self.disk.remove_file(&segment.path)?;
+                self.disk.sync_dir(&self.dir)?;
             }
-        }
-        if removed {
-            sync_dir(&self.dir)?;
         }
         let Some(segment) = self.segments.last_mut() else {
             return Ok(());
@@ -615,7 +621,7 @@ impl Segments {
         let Some((at, _)) = segment.span(index) else {
             return Ok(());
         };
-        for zeros in truncation_zeros(at, segment.end) {
+        for zeros in truncation_zeros(at, segment.end, segment.format.record_header()) {
             let len = usize::try_from(zeros.end - zeros.start).map_err(io::Error::other)?;
             segment.file.write_all_at(&vec![0; len], zeros.start)?;
             segment.file.sync_data()?;
@@ -648,7 +654,7 @@ impl Segments {
         for segment in self.segments.drain(..purged) {
             let mut ready = self.spare.ready();
             if !*ready && segment.capacity == self.segment_bytes {
-                fs::rename(&segment.path, self.spare.path())?;
+                self.disk.rename(&segment.path, &self.spare.path())?;
                 *ready = true;
             } else {
                 removable.push(segment.path);
@@ -659,7 +665,8 @@ impl Segments {
 }
 
 /// The byte ranges a truncation overwrites with zeros, in order, each synced before the next,
-/// when the first removed record starts at `at` and the segment's records end at `end`.
+/// when the first removed record starts at `at`, its header `header` bytes long, and the
+/// segment's records end at `end`.
 ///
 /// First that record's header: once it is zeros, the log ends before it at the next open,
 /// whatever part of the rest reached the disk. Then the rest of the removed tail, since a record
@@ -667,17 +674,17 @@ impl Segments {
 /// overwrite its start. In one write, a crash could keep the zeros over part of the first record
 /// but not over its header nor the record after it, which still chains from it: damage, and a
 /// node that refuses to start for a truncation it never finished.
-fn truncation_zeros(at: u64, end: u64) -> [Range<u64>; 2] {
-    let header_end = (at + RECORD_HEADER).min(end);
+fn truncation_zeros(at: u64, end: u64, header: u64) -> [Range<u64>; 2] {
+    let header_end = (at + header).min(end);
     [at..header_end, header_end..end]
 }
 
 /// Removes the segment files a purge returned. Removing a file also drops its pages from the
 /// page cache, which is slow for segments written moments ago: done under the
 /// segments' lock, with the Raft core waiting for the purge, it would hold up every append.
-pub(crate) fn remove_purged(paths: &[PathBuf]) {
+pub(crate) fn remove_purged(disk: &dyn Disk, paths: &[PathBuf]) {
     for path in paths {
-        if let Err(error) = fs::remove_file(path) {
+        if let Err(error) = disk.remove_file(path) {
             tracing::warn!(%error, path = %path.display(), "cannot remove a purged log segment");
         }
     }
@@ -702,13 +709,28 @@ fn spawn_preparer(spare: std::sync::Weak<Spare>) -> io::Result<mpsc::Sender<()>>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::{self, OpenOptions};
+    use std::os::unix::fs::FileExt;
+
+    /// Opens the segments in `dir` on the real disk, new ones of `segment_bytes`.
+    fn open_real(
+        dir: &Path,
+        segment_bytes: u64,
+        purged: Option<u64>,
+    ) -> Result<Segments, SegmentError> {
+        let options = LogOptions {
+            segment_bytes,
+            ..LogOptions::default()
+        };
+        Segments::open(&options, dir, purged)
+    }
 
     const SMALL: u64 = 4096;
 
     /// Opens segments in `dir`, lets `write` change them, closes them and opens them again.
     fn reopened(dir: &Path, purged: Option<u64>, write: impl FnOnce(&mut Segments)) -> Segments {
-        write(&mut Segments::open(dir, SMALL, None).expect("open"));
-        Segments::open(dir, SMALL, purged).expect("reopen")
+        write(&mut open_real(dir, SMALL, None).expect("open"));
+        open_real(dir, SMALL, purged).expect("reopen")
     }
 
     fn entries(range: std::ops::Range<u64>, size: usize) -> Vec<(u64, Vec<u8>)> {
@@ -725,6 +747,16 @@ mod tests {
         let mut byte = [0u8];
         file.read_exact_at(&mut byte, at).expect("read");
         file.write_all_at(&[byte[0] ^ 0xff], at).expect("write");
+    }
+
+    /// Appends `entries` one at a time, each synced before the next, as the log store does.
+    fn append_synced(log: &mut Segments, entries: &[(u64, Vec<u8>)]) {
+        for entry in entries {
+            for file in log.append(std::slice::from_ref(entry)).expect("append") {
+                file.sync_data().expect("sync");
+            }
+            log.synced_mark().raise(entry.0 + 1);
+        }
     }
 
     fn indexes(read: &[(u64, Vec<u8>)]) -> Vec<u64> {
@@ -746,7 +778,7 @@ mod tests {
         let tmp = tempfile::TempDir::new().expect("temp dir");
         let written = entries(1..40, 300);
         {
-            let mut log = Segments::open(tmp.path(), SMALL, None).expect("open");
+            let mut log = open_real(tmp.path(), SMALL, None).expect("open");
             for chunk in written.chunks(7) {
                 for file in log.append(chunk).expect("append") {
                     file.sync_data().expect("sync");
@@ -755,7 +787,7 @@ mod tests {
             assert_eq!(log.read(1, 40).expect("read"), written);
             assert!(segment_files(tmp.path()).len() > 2, "several segments");
         }
-        let log = Segments::open(tmp.path(), SMALL, None).expect("reopen");
+        let log = open_real(tmp.path(), SMALL, None).expect("reopen");
         assert_eq!((log.first(), log.last()), (Some(1), Some(39)));
         assert_eq!(log.read(0, u64::MAX).expect("read"), written);
         assert_eq!(indexes(&log.read(10, 12).expect("read")), [10, 11]);
@@ -806,13 +838,13 @@ mod tests {
         let tmp = tempfile::TempDir::new().expect("temp dir");
         let path = tmp.path().join(segment_name(1));
         let (at, end) = {
-            let mut log = Segments::open(tmp.path(), SMALL, None).expect("open");
+            let mut log = open_real(tmp.path(), SMALL, None).expect("open");
             log.append(&entries(1..4, 1200)).expect("append");
             let segment = &log.segments[0];
             (segment.span(2).expect("entry 2").0, segment.end)
         };
         let before = fs::read(&path).expect("read");
-        let zeros = truncation_zeros(at, end);
+        let zeros = truncation_zeros(at, end, FORMAT.record_header());
         for (step, range) in zeros.iter().enumerate() {
             // The steps before this one reached the disk; of this one, any of its sectors did.
             let sectors: Vec<Range<u64>> = (range.start / SECTOR..range.end.div_ceil(SECTOR))
@@ -829,7 +861,7 @@ mod tests {
                     bytes[r.start as usize..r.end as usize].fill(0);
                 }
                 fs::write(&path, &bytes).expect("write");
-                let log = Segments::open(tmp.path(), SMALL, None).unwrap_or_else(|e| {
+                let log = open_real(tmp.path(), SMALL, None).unwrap_or_else(|e| {
                     panic!("step {step}, sectors {reached:b}: {e}");
                 });
                 let cut = step > 0 || reached != 0;
@@ -846,36 +878,38 @@ mod tests {
     fn a_torn_last_record_ends_the_log_and_damage_before_the_end_refuses_to_open() {
         let tmp = tempfile::TempDir::new().expect("temp dir");
         let path = {
-            let mut log = Segments::open(tmp.path(), SMALL, None).expect("open");
-            log.append(&entries(1..6, 100)).expect("append");
+            let mut log = open_real(tmp.path(), SMALL, None).expect("open");
+            append_synced(&mut log, &entries(1..6, 100));
             tmp.path().join(segment_name(1))
         };
-        let record = SEGMENT_HEADER + (RECORD_HEADER + 100) * 4;
-        flip(&path, record + RECORD_HEADER + 50);
-        let log = Segments::open(tmp.path(), SMALL, None).expect("a torn tail opens");
+        let header = FORMAT.record_header();
+        let record = SEGMENT_HEADER + (header + 100) * 4;
+        flip(&path, record + header + 50);
+        let log = open_real(tmp.path(), SMALL, None).expect("a torn tail opens");
         assert_eq!(log.last(), Some(4));
         drop(log);
-        flip(&path, SEGMENT_HEADER + RECORD_HEADER + 10);
-        let error = Segments::open(tmp.path(), SMALL, None).expect_err("damage is refused");
+        flip(&path, SEGMENT_HEADER + header + 10);
+        let error = open_real(tmp.path(), SMALL, None).expect_err("damage is refused");
         assert!(error.is_damage(), "{error}");
     }
 
     #[test]
     fn a_chain_ending_before_a_segment_of_intact_records_refuses_to_open() {
         const SIZE: u64 = 300;
-        let per_segment = (SMALL - SEGMENT_HEADER) / (RECORD_HEADER + SIZE);
-        let last_record = SEGMENT_HEADER + (per_segment - 1) * (RECORD_HEADER + SIZE);
+        let header = FORMAT.record_header();
+        let per_segment = (SMALL - SEGMENT_HEADER) / (header + SIZE);
+        let last_record = SEGMENT_HEADER + (per_segment - 1) * (header + SIZE);
         // The second segment's header; the payload of the first segment's last record.
-        for (segment, at) in [(1, 10), (0, last_record + RECORD_HEADER + 5)] {
+        for (segment, at) in [(1, 10), (0, last_record + header + 5)] {
             let tmp = tempfile::TempDir::new().expect("temp dir");
             {
-                let mut log = Segments::open(tmp.path(), SMALL, None).expect("open");
-                log.append(&entries(1..40, SIZE as usize)).expect("append");
+                let mut log = open_real(tmp.path(), SMALL, None).expect("open");
+                append_synced(&mut log, &entries(1..40, SIZE as usize));
             }
             let files = segment_files(tmp.path());
             assert!(files.len() > 2, "several segments");
             flip(&tmp.path().join(&files[segment]), at);
-            let error = Segments::open(tmp.path(), SMALL, None).expect_err("damage is refused");
+            let error = open_real(tmp.path(), SMALL, None).expect_err("damage is refused");
             assert!(
                 matches!(&error, SegmentError::Stranded { index, .. } if *index == per_segment + 1),
                 "{error}"
@@ -887,14 +921,14 @@ mod tests {
     fn a_new_segment_whose_records_never_reached_the_disk_is_dropped() {
         let tmp = tempfile::TempDir::new().expect("temp dir");
         {
-            let mut log = Segments::open(tmp.path(), SMALL, None).expect("open");
+            let mut log = open_real(tmp.path(), SMALL, None).expect("open");
             log.append(&entries(1..40, 300)).expect("append");
         }
         // A recycled segment renamed for the next entry, still holding its earlier records.
         let files = segment_files(tmp.path());
         let leftover = tmp.path().join(segment_name(40));
         fs::copy(tmp.path().join(&files[0]), &leftover).expect("copy");
-        let log = Segments::open(tmp.path(), SMALL, None).expect("a crash's leftover opens");
+        let log = open_real(tmp.path(), SMALL, None).expect("a crash's leftover opens");
         assert_eq!(log.last(), Some(39));
         assert!(!leftover.exists(), "the leftover is removed");
     }
@@ -920,7 +954,7 @@ mod tests {
                 "with the spare taken, purged segments are left for the caller to remove"
             );
             // One removed; the others stay as leftovers, which the next open drops.
-            remove_purged(&removable[..1]);
+            remove_purged(&RealDisk, &removable[..1]);
             assert!(!removable[0].exists());
             assert_eq!(log.last(), None);
             log.append(&entries(51..53, 300))
@@ -933,10 +967,10 @@ mod tests {
     fn entries_missing_after_the_purged_ones_refuse_to_open() {
         let tmp = tempfile::TempDir::new().expect("temp dir");
         {
-            let mut log = Segments::open(tmp.path(), SMALL, None).expect("open");
+            let mut log = open_real(tmp.path(), SMALL, None).expect("open");
             log.append(&entries(10..12, 100)).expect("append");
         }
-        let error = Segments::open(tmp.path(), SMALL, Some(5)).expect_err("a gap");
+        let error = open_real(tmp.path(), SMALL, Some(5)).expect_err("a gap");
         assert!(
             matches!(
                 error,
@@ -947,5 +981,51 @@ mod tests {
             ),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_segment_of_the_first_format_reads_back_and_the_log_goes_on_in_a_new_one() {
+        let tmp = tempfile::TempDir::new().expect("temp dir");
+        let old = entries(1..5, 100);
+        let path = tmp.path().join(segment_name(1));
+        fs::write(&path, records::v1_segment(1, 0, &old, SMALL as usize)).expect("write");
+        {
+            let mut log = open_real(tmp.path(), SMALL, None).expect("open");
+            assert_eq!(log.read(0, u64::MAX).expect("read"), old);
+            append_synced(&mut log, &entries(5..7, 100));
+        }
+        assert_eq!(
+            segment_files(tmp.path()).len(),
+            2,
+            "a new segment for entry 5"
+        );
+        let log = open_real(tmp.path(), SMALL, None).expect("reopen");
+        assert_eq!(log.read(0, u64::MAX).expect("read"), entries(1..7, 100));
+        drop(log);
+        // As the first format reads it: a damaged record that the next one chains from.
+        flip(&path, SEGMENT_HEADER + Format::V1.record_header() + 10);
+        let error = open_real(tmp.path(), SMALL, None).expect_err("damage is refused");
+        assert!(
+            matches!(error, SegmentError::Damaged { index: 1, .. }),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_segment_of_a_later_format_is_refused() {
+        let tmp = tempfile::TempDir::new().expect("temp dir");
+        append_synced(
+            &mut open_real(tmp.path(), SMALL, None).expect("open"),
+            &entries(1..3, 100),
+        );
+        let path = tmp.path().join(segment_name(1));
+        let mut bytes = fs::read(&path).expect("read");
+        bytes[7] = b'9';
+        let crc = crc32fast::hash(&bytes[..20]);
+        bytes[20..24].copy_from_slice(&crc.to_le_bytes());
+        fs::write(&path, &bytes).expect("write");
+        let error = open_real(tmp.path(), SMALL, None).expect_err("refused");
+        assert!(matches!(error, SegmentError::LaterFormat(_)), "{error}");
+        assert!(!error.is_damage());
     }
 }

@@ -44,7 +44,7 @@ impl SnapshotDir {
     /// Opens (creating it if needed) the directory, removes every file but `keep`, and checks
     /// `keep` ([`verify`]): a damaged snapshot is an error now, not when a follower needs it.
     pub fn open(path: PathBuf, keep: Option<&str>) -> io::Result<SnapshotDir> {
-        fs::create_dir_all(&path)?;
+        crate::disk::create_dir_durably(&crate::disk::RealDisk, &path)?;
         let dir = SnapshotDir {
             path,
             kept_bytes: Arc::default(),

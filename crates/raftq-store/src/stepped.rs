@@ -70,7 +70,7 @@ impl Write for SteppedFile {
 /// Writes `len` bytes of `file` from `offset` out to the disk and waits for them, without the
 /// cache flush and the metadata of an fsync.
 #[cfg(target_os = "linux")]
-fn write_out_range(file: &File, offset: u64, len: u64) -> io::Result<()> {
+pub(crate) fn write_out_range(file: &File, offset: u64, len: u64) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
         return Err(io::Error::other("file range beyond i64"));
@@ -90,7 +90,7 @@ fn write_out_range(file: &File, offset: u64, len: u64) -> io::Result<()> {
 
 /// Writes `file`'s data out to the disk and waits for it (systems without `sync_file_range`).
 #[cfg(not(target_os = "linux"))]
-fn write_out_range(file: &File, _offset: u64, _len: u64) -> io::Result<()> {
+pub(crate) fn write_out_range(file: &File, _offset: u64, _len: u64) -> io::Result<()> {
     file.sync_data()
 }
 
