@@ -1,20 +1,27 @@
 //! Unavailability windows: the longest stretch of the fault phase in which no operation
-//! succeeded, and which faults it overlapped. A `restart_all` stops every node at once, so the
-//! windows around it are an outage by design; the longest window that overlaps none of them is
-//! what the cluster gives while a majority of its nodes runs.
+//! succeeded, and which faults it overlapped. A `restart_all` or a `power_loss_all` stops every
+//! node at once, so the windows around it are an outage by design; the longest window that
+//! overlaps none of them is what the cluster gives while a majority of its nodes runs.
 
 use std::collections::BTreeMap;
 
-/// A fault as injected: its kind and the milliseconds it started and ended at.
+/// A fault as injected: its kind and the milliseconds it started and ended at, and when the
+/// nodes it stopped were all running again (for the faults that stop nodes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FaultSpan<'a> {
     pub kind: &'a str,
     pub start: u64,
     pub end: u64,
+    pub restarted: Option<u64>,
 }
 
-/// The kind of fault that stops every node at once.
-const WHOLE_CLUSTER: &str = "restart_all";
+/// The kinds of fault that stop every node at once.
+const WHOLE_CLUSTER: [&str; 2] = ["restart_all", "power_loss_all"];
+
+/// Whether a fault of `kind` stops every node at once: one that failed part-way may have too.
+fn whole_cluster(kind: &str) -> bool {
+    WHOLE_CLUSTER.contains(&kind.trim_end_matches(" (failed)"))
+}
 
 /// One window without a successful operation.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -35,9 +42,10 @@ pub struct Unavailability {
     /// For each fault but the whole-cluster restarts, in injection order, its kind and the
     /// longest window that overlapped it and no whole-cluster restart (0: none).
     pub per_fault: Vec<(String, u64)>,
-    /// For each whole-cluster restart, the milliseconds from its end (every node started again)
-    /// to the first success after it, or to the end of the phase.
-    pub after_whole_cluster: Vec<u64>,
+    /// For each whole-cluster fault, its kind and the milliseconds from when every node was
+    /// started again (its end when it does not say) to the first success after it, or to the
+    /// end of the phase.
+    pub after_whole_cluster: Vec<(String, u64)>,
 }
 
 impl Unavailability {
@@ -93,11 +101,11 @@ pub fn unavailability(
             let longest = out.longest_by_kind.entry(f.kind.to_string()).or_default();
             *longest = (*longest).max(millis);
         }
-        let whole_cluster = overlapping.iter().any(|f| f.kind == WHOLE_CLUSTER);
-        if !whole_cluster && millis > out.longest_with_majority.millis {
+        let everyone_down = overlapping.iter().any(|f| whole_cluster(f.kind));
+        if !everyone_down && millis > out.longest_with_majority.millis {
             out.longest_with_majority = window();
         }
-        if !whole_cluster {
+        if !everyone_down {
             for (i, f) in faults.iter().enumerate() {
                 if f.start < to && f.end > from {
                     per_fault[i] = per_fault[i].max(millis);
@@ -108,13 +116,17 @@ pub fn unavailability(
     out.per_fault = faults
         .iter()
         .zip(per_fault)
-        .filter(|(f, _)| f.kind != WHOLE_CLUSTER)
+        .filter(|(f, _)| !whole_cluster(f.kind))
         .map(|(f, ms)| (f.kind.to_string(), ms))
         .collect();
     out.after_whole_cluster = faults
         .iter()
-        .filter(|f| f.kind == WHOLE_CLUSTER)
-        .map(|f| times.iter().find(|t| **t >= f.end).map_or(0, |t| t - f.end))
+        .filter(|f| whole_cluster(f.kind))
+        .map(|f| {
+            let up = f.restarted.unwrap_or(f.end);
+            let first = times.iter().find(|t| **t >= up).map_or(0, |t| t - up);
+            (f.kind.to_string(), first)
+        })
         .collect();
     out
 }
@@ -135,7 +147,12 @@ mod tests {
     use super::*;
 
     fn fault(kind: &str, start: u64, end: u64) -> FaultSpan<'_> {
-        FaultSpan { kind, start, end }
+        FaultSpan {
+            kind,
+            start,
+            end,
+            restarted: None,
+        }
     }
 
     #[test]
@@ -167,7 +184,10 @@ mod tests {
             BTreeMap::from([("kill_leader".into(), 1_800), ("restart_all".into(), 6_500)])
         );
         assert_eq!(got.per_fault, [("kill_leader".to_string(), 1_800)]);
-        assert_eq!(got.after_whole_cluster, [3_000]);
+        assert_eq!(
+            got.after_whole_cluster,
+            [("restart_all".to_string(), 3_000)]
+        );
         assert_eq!(got.per_fault_quantile(0.5), 1_800);
     }
 
@@ -177,5 +197,39 @@ mod tests {
         assert_eq!(got.longest.millis, 3_000);
         assert_eq!(got.longest.to_string(), "3000 ms (during no fault)");
         assert_eq!(got.longest_with_majority.millis, 3_000);
+    }
+
+    #[test]
+    fn a_power_loss_of_every_node_is_an_outage_timed_from_its_restart() {
+        // Every node killed at 1 s and started at 4 s; the fault ends at 9 s, once the nodes
+        // were seen back; the first success after the restart is at 6.5 s.
+        let all = FaultSpan {
+            kind: "power_loss_all",
+            start: 1_000,
+            end: 9_000,
+            restarted: Some(4_000),
+        };
+        let one = fault("power_loss", 10_000, 12_000);
+        let got = unavailability(
+            &[900, 6_500, 10_100, 11_400],
+            &[all.clone(), one],
+            0,
+            13_000,
+        );
+        assert_eq!(got.longest.millis, 5_600);
+        assert_eq!(got.longest.during, ["power_loss_all"]);
+        assert_eq!(got.longest_with_majority.millis, 1_600);
+        assert_eq!(got.longest_with_majority.during, ["power_loss"]);
+        assert_eq!(
+            got.after_whole_cluster,
+            [("power_loss_all".to_string(), 2_500)]
+        );
+        assert_eq!(got.per_fault, [("power_loss".to_string(), 1_600)]);
+        let failed = FaultSpan {
+            kind: "power_loss_all (failed)",
+            ..all
+        };
+        let got = unavailability(&[900, 6_500], &[failed], 0, 7_000);
+        assert_eq!(got.longest_with_majority.millis, 900);
     }
 }

@@ -18,8 +18,9 @@ const CLOCK_SETTLE_MS: u64 = 2_000;
 /// What the checker needs besides the history.
 #[derive(Debug, Default)]
 pub struct Final {
-    /// Message IDs still in each queue at the end.
-    pub remaining: BTreeMap<String, BTreeSet<String>>,
+    /// The messages still in each queue at the end: queue → message ID → when it was moved to
+    /// that dead-letter queue (`None` for a message that was not moved), as a peek shows them.
+    pub remaining: BTreeMap<String, BTreeMap<String, Option<u64>>>,
     /// Each member's (last applied index, state digest); `None` for a node that did not answer.
     pub node_states: Vec<Option<(u64, String)>>,
     /// Each member's voters and cluster id as it reports them; `None` for a node that did not
@@ -65,6 +66,7 @@ impl Report {
     }
 }
 
+/// One message handed out by a receive.
 struct Delivery<'a> {
     queue: &'a str,
     id: &'a str,
@@ -79,20 +81,87 @@ struct Delivery<'a> {
     end: u64,
 }
 
-/// Runs every check.
-pub fn check(events: &[Event], fin: &Final) -> Report {
-    let mut report = Report::default();
-    for name in INVARIANTS {
-        report.anomalies.entry(name).or_default();
+impl<'a> Delivery<'a> {
+    fn of(event: &'a Event) -> Option<Delivery<'a>> {
+        let Event::Deliver {
+            queue,
+            message_id,
+            body,
+            receipt,
+            receive_count,
+            lease_expires_at,
+            sequence_number,
+            dead_letter_source,
+            moved_at,
+            start,
+            end,
+        } = event
+        else {
+            return None;
+        };
+        Some(Delivery {
+            queue,
+            id: message_id,
+            receipt,
+            body,
+            receive_count: *receive_count,
+            lease_end: *lease_expires_at,
+            seq: *sequence_number,
+            source: dead_letter_source.as_deref(),
+            moved_at: *moved_at,
+            start: *start,
+            end: *end,
+        })
     }
-    let mut deliveries: Vec<Delivery<'_>> = Vec::new();
-    let mut acks: HashMap<&str, Vec<(u64, u64, &Outcome)>> = HashMap::new();
-    let mut acked_receipts: HashMap<&str, u64> = HashMap::new();
-    let mut bodies_sent: BTreeSet<&str> = BTreeSet::new();
-    let mut seqs: HashMap<(&str, &str), u64> = HashMap::new();
-    let mut group_of: HashMap<&str, &str> = HashMap::new();
-    let mut unknown_receives: BTreeSet<&str> = BTreeSet::new();
-    for e in events {
+}
+
+/// What the invariants look up, gathered from the history and the final state in one pass.
+#[derive(Default)]
+struct Index<'a> {
+    deliveries: Vec<Delivery<'a>>,
+    /// Message ID → every ack of it: (start, end, outcome).
+    acks: HashMap<&'a str, Vec<(u64, u64, &'a Outcome)>>,
+    /// Receipt → the end of its successful ack.
+    acked_receipts: HashMap<&'a str, u64>,
+    bodies_sent: BTreeSet<&'a str>,
+    /// (queue, message ID) → sequence number, from sends and deliveries.
+    seqs: HashMap<(&'a str, &'a str), u64>,
+    /// Message ID → its group, for accepted sends.
+    group_of: HashMap<&'a str, &'a str>,
+    /// Queues with a receive whose outcome was not a success.
+    unknown_receives: BTreeSet<&'a str>,
+    /// Message IDs still in some queue at the end.
+    remaining: BTreeSet<&'a str>,
+    /// When a node's clock may have been jumped: (from, to) by the checker's clock.
+    clock_windows: Vec<(u64, u64)>,
+}
+
+impl<'a> Index<'a> {
+    fn new(events: &'a [Event], fin: &'a Final) -> Index<'a> {
+        let mut index = Index {
+            remaining: fin
+                .remaining
+                .values()
+                .flat_map(BTreeMap::keys)
+                .map(String::as_str)
+                .collect(),
+            clock_windows: clock_windows(events),
+            ..Index::default()
+        };
+        for e in events {
+            index.add(e);
+        }
+        index
+    }
+
+    fn add(&mut self, e: &'a Event) {
+        if let Some(d) = Delivery::of(e) {
+            if let Some(s) = d.seq {
+                self.seqs.insert((d.queue, d.id), s);
+            }
+            self.deliveries.push(d);
+            return;
+        }
         match e {
             Event::Send {
                 queue,
@@ -103,51 +172,20 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
                 sequence_number,
                 ..
             } => {
-                bodies_sent.insert(body);
+                self.bodies_sent.insert(body);
                 if let (Outcome::Ok, Some(id)) = (outcome, message_id) {
                     if let Some(g) = group {
-                        group_of.insert(id, g);
+                        self.group_of.insert(id, g);
                     }
                     if let Some(s) = sequence_number {
-                        seqs.insert((queue, id), *s);
+                        self.seqs.insert((queue, id), *s);
                     }
                 }
             }
             Event::Receive { queue, outcome, .. } => {
                 if !matches!(outcome, Outcome::Ok) {
-                    unknown_receives.insert(queue);
+                    self.unknown_receives.insert(queue);
                 }
-            }
-            Event::Deliver {
-                queue,
-                message_id,
-                body,
-                receipt,
-                receive_count,
-                lease_expires_at,
-                sequence_number,
-                dead_letter_source,
-                moved_at,
-                start,
-                end,
-                ..
-            } => {
-                if let Some(s) = sequence_number {
-                    seqs.insert((queue, message_id), *s);
-                }
-                deliveries.push(Delivery {
-                    queue,
-                    id: message_id,
-                    receipt,
-                    body,
-                    receive_count: *receive_count,
-                    lease_end: *lease_expires_at,
-                    seq: *sequence_number,
-                    source: dead_letter_source.as_deref(),
-                    moved_at: *moved_at,
-                    start: *start,
-                    end: *end,
-                });
             }
             Event::Ack {
                 message_id,
@@ -157,32 +195,86 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
                 outcome,
                 ..
             } => {
-                acks.entry(message_id)
+                self.acks
+                    .entry(message_id)
                     .or_default()
                     .push((*start, *end, outcome));
                 if *outcome == Outcome::Ok {
-                    acked_receipts.insert(receipt, *end);
+                    self.acked_receipts.insert(receipt, *end);
                 }
             }
-            Event::Fault { .. } => {}
+            Event::Deliver { .. } | Event::Fault { .. } => {}
         }
     }
-    // An ack whose answer was lost may have been applied: it accounts for a message too.
-    let maybe_acked = |id: &str| {
-        acks.get(id).is_some_and(|a| {
+
+    /// Whether message `id` may have been acknowledged: an ack whose answer was lost may have
+    /// been applied, so it accounts for a message too.
+    fn maybe_acked(&self, id: &str) -> bool {
+        self.acks.get(id).is_some_and(|a| {
             a.iter()
                 .any(|(_, _, o)| matches!(o, Outcome::Ok | Outcome::Unknown(_)))
         })
-    };
-    let remaining: BTreeSet<&str> = fin
-        .remaining
-        .values()
-        .flatten()
-        .map(String::as_str)
-        .collect();
+    }
 
-    // 1. Every acknowledged send is delivered-and-acked (or its ack's answer was lost) or still
-    // queued (source or DLQ).
+    /// How much earlier than the server's stamps the checker's clock may read at `t`.
+    fn tolerance(&self, t: u64) -> u64 {
+        if self
+            .clock_windows
+            .iter()
+            .any(|(from, to)| (*from..=*to).contains(&t))
+        {
+            CLOCK_BOUND_MS
+        } else {
+            0
+        }
+    }
+}
+
+/// The stretches of the checker's clock in which some node's clock may have been jumped, so
+/// that the state machine's time may run up to `CLOCK_BOUND_MS` ahead of the checker's.
+///
+/// A clock jump that was put back opens a window from its start until `CLOCK_SETTLE_MS` after
+/// its end. One recorded as failed may have left the node's clock jumped (its put-back failed,
+/// or the jump itself did), so its window lasts to the end of the run: the heal after the faults
+/// does set every member's clock back, but it ignores a failure to do so and leaves no time in
+/// the history, so the checker cannot tell when, or whether, the clock came back.
+fn clock_windows(events: &[Event]) -> Vec<(u64, u64)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Fault {
+                kind, start, end, ..
+            } => match kind.as_str() {
+                "clock_jump" => Some((*start, end + CLOCK_SETTLE_MS)),
+                "clock_jump (failed)" => Some((*start, u64::MAX)),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+/// Runs every check.
+pub fn check(events: &[Event], fin: &Final) -> Report {
+    let mut report = Report::default();
+    for name in INVARIANTS {
+        report.anomalies.entry(name).or_default();
+    }
+    let index = Index::new(events, fin);
+    acknowledged_sends_survive(events, &index, &mut report);
+    nothing_delivered_unsent(&index, &mut report);
+    fifo_order_per_group(&index, fin, &mut report);
+    leases_and_acks(&index, &mut report);
+    deduplication(events, &index, &mut report);
+    dead_letter_exactly_once(&index, fin, &mut report);
+    identical_node_state(fin, &mut report);
+    membership_and_cluster_id(fin, &mut report);
+    report
+}
+
+/// Invariant 1: every acknowledged send is delivered-and-acked (or its ack's answer was lost)
+/// or still queued (source or DLQ).
+fn acknowledged_sends_survive(events: &[Event], index: &Index<'_>, report: &mut Report) {
     for e in events {
         if let Event::Send {
             outcome: Outcome::Ok,
@@ -192,7 +284,7 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
             ..
         } = e
         {
-            if !maybe_acked(id) && !remaining.contains(id.as_str()) {
+            if !index.maybe_acked(id) && !index.remaining.contains(id.as_str()) {
                 report.flag(
                     INVARIANTS[0],
                     format!("{id} ({body}) was acknowledged as sent and is gone"),
@@ -200,60 +292,47 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
             }
         }
     }
+}
 
-    // 2. Nothing delivered that was never sent.
-    for d in &deliveries {
-        if !bodies_sent.contains(d.body) {
+/// Invariant 2: nothing delivered that was never sent.
+fn nothing_delivered_unsent(index: &Index<'_>, report: &mut Report) {
+    for d in &index.deliveries {
+        if !index.bodies_sent.contains(d.body) {
             report.flag(
                 INVARIANTS[1],
                 format!("{} delivered body {:?} never sent", d.id, d.body),
             );
         }
     }
+}
 
-    let clock_jumps: Vec<(u64, u64)> = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Fault {
-                kind, start, end, ..
-            } if kind == "clock_jump" => Some((*start, end + CLOCK_SETTLE_MS)),
-            _ => None,
-        })
-        .collect();
-    // How much earlier than the server's stamps the checker's clock may read at `t`.
-    let tolerance = |t: u64| {
-        if clock_jumps
-            .iter()
-            .any(|(from, to)| (*from..=*to).contains(&t))
-        {
-            CLOCK_BOUND_MS
-        } else {
-            0
-        }
-    };
-    // 3. FIFO: when a message is delivered, every earlier message of its group in that queue was
-    // acknowledged (or its ack was under way), moved away, or delivered in the same receive.
+/// Invariant 3, FIFO: when a message is delivered, every earlier message of its group in that
+/// queue was acknowledged (or its ack was under way), moved away, or delivered in the same
+/// receive.
+fn fifo_order_per_group(index: &Index<'_>, fin: &Final, report: &mut Report) {
     let mut by_group: HashMap<(&str, &str), Vec<(u64, &str)>> = HashMap::new();
-    for ((queue, id), seq) in &seqs {
-        if let Some(g) = group_of.get(id) {
+    for ((queue, id), seq) in &index.seqs {
+        if let Some(g) = index.group_of.get(id) {
             by_group.entry((queue, g)).or_default().push((*seq, id));
         }
     }
     for list in by_group.values_mut() {
         list.sort();
     }
-    let moved_at: HashMap<&str, u64> = deliveries
-        .iter()
-        .filter_map(|d| Some((d.id, d.moved_at?)))
-        .collect();
+    let moved_at = moves(index, fin);
     // Indexes, so that the check stays near-linear in the history's length.
-    let received_in: HashSet<(&str, &str, u64, u64)> = deliveries
+    let received_in: HashSet<(&str, &str, u64, u64)> = index
+        .deliveries
         .iter()
         .map(|o| (o.queue, o.id, o.start, o.end))
         .collect();
-    let delivered_ids: HashSet<&str> = deliveries.iter().map(|o| o.id).collect();
-    for d in deliveries.iter().filter(|d| d.queue.ends_with(".fifo")) {
-        let (Some(seq), Some(group)) = (d.seq, group_of.get(d.id)) else {
+    let delivered_ids: HashSet<&str> = index.deliveries.iter().map(|o| o.id).collect();
+    for d in index
+        .deliveries
+        .iter()
+        .filter(|d| d.queue.ends_with(".fifo"))
+    {
+        let (Some(seq), Some(group)) = (d.seq, index.group_of.get(d.id)) else {
             continue;
         };
         let Some(list) = by_group.get(&(d.queue, *group)) else {
@@ -261,14 +340,14 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
         };
         for (_, earlier) in list.iter().take_while(|(s, _)| *s < seq) {
             let same_receive = received_in.contains(&(d.queue, *earlier, d.start, d.end));
-            let acked_before = acks.get(earlier).is_some_and(|a| {
+            let acked_before = index.acks.get(earlier).is_some_and(|a| {
                 a.iter()
                     .any(|(start, _, o)| *start < d.end && !matches!(o, Outcome::Failed(_)))
             });
             let moved_before = moved_at
                 .get(earlier)
-                .is_some_and(|m| *m < d.end + tolerance(d.end));
-            let moved_later_unseen = remaining.contains(earlier)
+                .is_some_and(|m| *m < d.end + index.tolerance(d.end));
+            let moved_later_unseen = index.remaining.contains(earlier)
                 && d.source.is_none()
                 && fin.dead_letter.contains_key(d.queue)
                 && !delivered_ids.contains(earlier);
@@ -277,10 +356,32 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
             }
         }
     }
+}
 
-    // 4 and 5. Leases of one message never overlap; nothing is delivered after a successful ack.
+/// When each message that was moved to a dead-letter queue got there, by the server's stamp:
+/// from its deliveries out of that queue, and from the final peek for a message still in it
+/// (one whose move no consumer saw: the drain did not reach it).
+fn moves<'a>(index: &Index<'a>, fin: &'a Final) -> HashMap<&'a str, u64> {
+    let mut moved_at: HashMap<&str, u64> = fin
+        .remaining
+        .values()
+        .flatten()
+        .filter_map(|(id, moved)| Some((id.as_str(), (*moved)?)))
+        .collect();
+    moved_at.extend(
+        index
+            .deliveries
+            .iter()
+            .filter_map(|d| Some((d.id, d.moved_at?))),
+    );
+    moved_at
+}
+
+/// Invariants 4 and 5: leases of one message never overlap; nothing is delivered after a
+/// successful ack.
+fn leases_and_acks(index: &Index<'_>, report: &mut Report) {
     let mut per_message: HashMap<(&str, &str), Vec<&Delivery<'_>>> = HashMap::new();
-    for d in &deliveries {
+    for d in &index.deliveries {
         per_message.entry((d.queue, d.id)).or_default().push(d);
     }
     for list in per_message.values_mut() {
@@ -289,10 +390,11 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
         list.sort_by_key(|d| (d.receive_count, d.start));
         for pair in list.windows(2) {
             // An acknowledged lease ends at the ack (what follows it is invariant 5's business).
-            let lease_end = acked_receipts
+            let lease_end = index
+                .acked_receipts
                 .get(pair[0].receipt)
                 .map_or(pair[0].lease_end, |ack| pair[0].lease_end.min(*ack));
-            if pair[1].end + tolerance(pair[1].end) < lease_end {
+            if pair[1].end + index.tolerance(pair[1].end) < lease_end {
                 report.flag(
                     INVARIANTS[3],
                     format!(
@@ -303,8 +405,8 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
             }
         }
     }
-    for d in &deliveries {
-        if let Some(list) = acks.get(d.id) {
+    for d in &index.deliveries {
+        if let Some(list) = index.acks.get(d.id) {
             if list
                 .iter()
                 .any(|(_, end, o)| **o == Outcome::Ok && *end < d.start)
@@ -316,9 +418,11 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
             }
         }
     }
+}
 
-    // 6. Deduplication: every accepted send of one ID in one queue names one message; resends
-    // inside the window say duplicate; a deliberate resend never becomes a message.
+/// Invariant 6, deduplication: every accepted send of one ID in one queue names one message;
+/// resends inside the window say duplicate; a deliberate resend never becomes a message.
+fn deduplication(events: &[Event], index: &Index<'_>, report: &mut Report) {
     let mut by_dedup: HashMap<(&str, &str), Vec<&Event>> = HashMap::new();
     for e in events {
         if let Event::Send {
@@ -345,36 +449,31 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
                 format!("{queue}: dedup ID {dedup} named {} messages", ids.len()),
             );
         }
-        let first_accept = sends
+        // Accepted (not `duplicate`) sends: (start, end).
+        let accepted: Vec<(u64, u64)> = sends
             .iter()
             .filter_map(|e| match e {
                 Event::Send {
                     duplicate: false,
+                    start,
                     end,
                     ..
-                } => Some(*end),
+                } => Some((*start, *end)),
                 _ => None,
             })
-            .min();
-        if let Some(first) = first_accept {
-            for e in sends {
-                if let Event::Send {
-                    duplicate: false,
-                    start,
-                    ..
-                } = e
-                {
-                    if *start > first && *start < first + DEDUP_WINDOW_MS {
-                        report.flag(
-                            INVARIANTS[5],
-                            format!("{queue}: dedup ID {dedup} accepted twice within the window"),
-                        );
-                    }
+            .collect();
+        if let Some(first) = accepted.iter().map(|(_, end)| *end).min() {
+            for (start, _) in &accepted {
+                if *start > first && *start < first + DEDUP_WINDOW_MS {
+                    report.flag(
+                        INVARIANTS[5],
+                        format!("{queue}: dedup ID {dedup} accepted twice within the window"),
+                    );
                 }
             }
         }
     }
-    for d in &deliveries {
+    for d in &index.deliveries {
         if d.body.starts_with("resend:") {
             report.flag(
                 INVARIANTS[5],
@@ -382,13 +481,17 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
             );
         }
     }
+}
 
-    // 7. Dead-letter moves: after max_receive_count leases, once, never in both queues.
+/// Invariant 7, dead-letter moves: after `max_receive_count` leases, once, never in both
+/// queues.
+fn dead_letter_exactly_once(index: &Index<'_>, fin: &Final, report: &mut Report) {
     let dlqs: BTreeMap<&str, &str> = fin
         .dead_letter
         .iter()
         .map(|(s, d)| (d.as_str(), s.as_str()))
         .collect();
+    let deliveries = &index.deliveries;
     let mut dlq_seqs: HashMap<(&str, &str), BTreeSet<u64>> = HashMap::new();
     for d in deliveries.iter().filter(|d| dlqs.contains_key(d.queue)) {
         if let Some(s) = d.seq {
@@ -413,7 +516,7 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
             .max()
             .unwrap_or(0);
         if seen < fin.max_receive_count {
-            if unknown_receives.contains(source) {
+            if index.unknown_receives.contains(source) {
                 *report.unverifiable.entry(INVARIANTS[6]).or_default() += 1;
             } else {
                 report.flag(
@@ -433,19 +536,24 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
     }
     for (source, dlq) in &fin.dead_letter {
         if let (Some(a), Some(b)) = (fin.remaining.get(source), fin.remaining.get(dlq)) {
-            for id in a.intersection(b) {
+            for id in a.keys().filter(|id| b.contains_key(*id)) {
                 report.flag(INVARIANTS[6], format!("{id} is in both {source} and {dlq}"));
             }
         }
     }
+}
 
-    // 8. Every node ends with the same state.
+/// Invariant 8: every node ends with the same state.
+fn identical_node_state(fin: &Final, report: &mut Report) {
     let states: Vec<&Option<(u64, String)>> = fin.node_states.iter().collect();
     if states.iter().any(|s| s.is_none()) || states.windows(2).any(|w| w[0] != w[1]) {
         report.flag(INVARIANTS[7], format!("node states differ: {states:?}"));
     }
+}
 
-    // 9. Every member names the same voters, the members the faults left, and one cluster id.
+/// Invariant 9: every member names the same voters, the members the faults left, and one
+/// cluster id.
+fn membership_and_cluster_id(fin: &Final, report: &mut Report) {
     let expected = &fin.members;
     if fin.memberships.iter().any(|m| {
         m.as_ref().is_none_or(|(voters, id)| {
@@ -463,7 +571,6 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
             ),
         );
     }
-    report
 }
 
 #[cfg(test)]
@@ -516,7 +623,7 @@ mod tests {
         Final {
             remaining: BTreeMap::from([(
                 "q.fifo".to_string(),
-                remaining.iter().map(|s| s.to_string()).collect(),
+                remaining.iter().map(|s| (s.to_string(), None)).collect(),
             )]),
             node_states: vec![Some((1, "d".into())), Some((1, "d".into()))],
             memberships: vec![
@@ -605,6 +712,9 @@ mod tests {
             target: "node1".into(),
             start: 100,
             end: 1_000,
+            restarted: None,
+            seed: None,
+            unrecovered: Vec::new(),
         };
         // A moved away (stamped 1 300 by a leader running ahead), then B delivered at 1 005 by
         // the checker's clock.
@@ -641,6 +751,36 @@ mod tests {
     }
 
     #[test]
+    fn a_move_seen_only_in_the_final_peek_frees_the_group() {
+        // A leased three times and never acknowledged, then moved to the dead-letter queue by
+        // the server without any consumer seeing it there; B, after A in its group, delivered
+        // at 7 000. The final peek finds A in the dead-letter queue, moved at `moved`.
+        let events = vec![
+            send("a", "A", Some("a"), false, 10),
+            send("b", "B", Some("b"), false, 20),
+            deliver("A", "a", 10, 1, 100),
+            deliver("A", "a", 10, 2, 2_200),
+            deliver("A", "a", 10, 3, 4_300),
+            deliver("B", "b", 20, 1, 7_000),
+            ack("B", 7_100),
+        ];
+        let check_with = |moved: u64| {
+            let mut f = fin(&[]);
+            f.dead_letter = BTreeMap::from([("q.fifo".to_string(), "dlq.fifo".to_string())]);
+            f.remaining.insert(
+                "dlq.fifo".to_string(),
+                BTreeMap::from([("A".to_string(), Some(moved))]),
+            );
+            check(&events, &f)
+        };
+        let moved_before = check_with(6_400);
+        assert_eq!(moved_before.anomalies[INVARIANTS[2]].0, 0);
+        assert_eq!(moved_before.total(), 0);
+        // Moved only after B's delivery: A was still unresolved when B came.
+        assert_eq!(check_with(7_500).anomalies[INVARIANTS[2]].0, 1);
+    }
+
+    #[test]
     fn a_member_missing_from_the_voters_is_an_anomaly() {
         let mut f = fin(&[]);
         f.members = vec![1, 2, 3];
@@ -655,6 +795,9 @@ mod tests {
             target: "node1".into(),
             start: 100,
             end: 1_000,
+            restarted: None,
+            seed: None,
+            unrecovered: Vec::new(),
         };
         // Leased at 150 until 2 150; leased again at 1 705, 445 ms early.
         let events = |with_jump: bool| {
@@ -671,5 +814,60 @@ mod tests {
         let early = |events: &[Event]| check(events, &fin(&["A"])).anomalies[INVARIANTS[3]].0;
         assert_eq!(early(&events(false)), 1);
         assert_eq!(early(&events(true)), 0);
+    }
+
+    #[test]
+    fn a_failed_clock_jump_allows_early_leases_to_the_end_of_the_run() {
+        // The put-back failed at 1 000: the node's clock may stay jumped for the rest of the run.
+        let jump = |kind: &str| Event::Fault {
+            kind: kind.into(),
+            target: "node1".into(),
+            start: 100,
+            end: 1_000,
+            restarted: None,
+            seed: None,
+            unrecovered: Vec::new(),
+        };
+        // Leased at 50 000 until 52 000; leased again at 51 605, 395 ms early, long after the
+        // fault's end and its settling time.
+        let events = |kind: &str| {
+            vec![
+                send("a", "A", Some("a"), false, 10),
+                jump(kind),
+                deliver("A", "a", 10, 1, 50_000),
+                deliver("A", "a", 10, 2, 51_600),
+            ]
+        };
+        let early = |events: &[Event]| check(events, &fin(&["A"])).anomalies[INVARIANTS[3]].0;
+        assert_eq!(early(&events("clock_jump")), 1, "a jump put back has ended");
+        assert_eq!(early(&events("clock_jump (failed)")), 0);
+    }
+
+    #[test]
+    fn a_power_loss_excuses_no_lost_send() {
+        // A acknowledged as sent, then a power loss of one node and one of all; A is gone.
+        let power = |kind: &str, seed: u64, start: u64| Event::Fault {
+            kind: kind.into(),
+            target: "node1".into(),
+            start,
+            end: start + 5_000,
+            restarted: Some(start + 3_000),
+            seed: Some(seed),
+            unrecovered: vec!["node1".into()],
+        };
+        for faults in [
+            vec![],
+            vec![power("power_loss", 7, 100)],
+            vec![
+                power("power_loss", 7, 100),
+                power("power_loss_all", 9, 6_000),
+            ],
+        ] {
+            let mut events = vec![send("a", "A", Some("a"), false, 10)];
+            events.extend(faults);
+            let r = check(&events, &fin(&[]));
+            assert_eq!(r.anomalies[INVARIANTS[0]].0, 1, "{events:?}");
+            assert_eq!(r.total(), 1);
+        }
     }
 }

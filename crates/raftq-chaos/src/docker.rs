@@ -1,7 +1,13 @@
 //! Control of the compose cluster's containers through the docker CLI: crash (`kill -s KILL`),
 //! start, pause (SIGSTOP of every process, via the freezer), network disconnect and reconnect,
 //! a one-way cut (a packet filter in the node's network namespace), a wiped node started afresh,
-//! the clock offset a node's libfaketime reads, and copies of its files.
+//! the clock offset a node's libfaketime reads, copies of its files, a power loss armed in its
+//! powerfs layer (docs/powerfs.md), and its log. The log of every container it removes is kept
+//! first, in the run's directory.
+//!
+//! Every node runs on powerfs (the override `scripts/chaos` writes): its volume is mounted at
+//! [`BACKING`], its files are in [`BACKING_DATA`], and `/data`, where the node reads them while it
+//! runs, is the layer's mount point on a tmpfs, empty while the node is stopped.
 
 use std::path::{Path, PathBuf};
 
@@ -17,19 +23,30 @@ pub struct Compose {
     base_services: Vec<String>,
     /// `docker compose` (the plugin) or `docker-compose` (the standalone tool).
     program: Vec<String>,
+    /// The file the logs of the containers the run removes are appended to.
+    removed_log: PathBuf,
 }
 
 /// The file inside a node's container that its libfaketime reads the clock offset from.
 pub const CLOCK_OFFSET_FILE: &str = "/tmp/clock-offset";
 /// The nodes' peer port in the compose files.
 const PEER_PORT: &str = "7000";
+/// Where a node's volume is mounted: powerfs's backing directory.
+pub const BACKING: &str = "/backing";
+/// Where a node's files are in its volume, which `docker cp` reads and writes while it is
+/// stopped (its `/data` through the layer while it runs).
+pub const BACKING_DATA: &str = "/backing/data";
+/// The powerfs command in the chaos image.
+const POWERFS: &str = "/raftq-powerfs";
 
 impl Compose {
-    /// The project, driven by whichever compose tool this machine has.
+    /// The project, driven by whichever compose tool this machine has; the logs of the
+    /// containers it removes are appended to `removed_log`.
     pub async fn detect(
         project: String,
         base: Vec<PathBuf>,
         spare: Vec<PathBuf>,
+        removed_log: PathBuf,
     ) -> Result<Compose, String> {
         let program = if Self::run("docker", &["compose", "version"]).await.is_ok() {
             vec!["docker".to_string(), "compose".to_string()]
@@ -44,6 +61,7 @@ impl Compose {
             spare,
             base_services: Vec::new(),
             program,
+            removed_log,
         };
         compose.base_services = compose
             .compose_with(&compose.base, &["config", "--services"])
@@ -113,45 +131,65 @@ impl Compose {
             .map(|_| ())
     }
 
-    /// Stops `service` at once and removes its container and its data volume (the one at
-    /// `/data`; the certificates' volume, shared by every node, stays): its data is gone.
-    /// With `RAFTQ_CHAOS_LOGS=FILE`, the container's log is first appended to `FILE.removed`.
+    /// Stops `service` at once and removes its container and its data volume (the volume at
+    /// [`BACKING`] under powerfs, at `/data` without it; the certificates' volume, shared by
+    /// every node, stays): its data is gone. The container's log is kept first (see
+    /// [`Compose::keep_log`]).
     pub async fn wipe(&self, service: &str) -> Result<(), String> {
         let id = self.container(service).await?;
-        if let Ok(path) = std::env::var("RAFTQ_CHAOS_LOGS") {
-            if let Ok(out) = Command::new("docker")
-                .args(["logs", "--timestamps", &id])
-                .output()
-                .await
-            {
-                let mut log = format!("=== {service} ({id}), removed\n").into_bytes();
-                log.extend_from_slice(&out.stdout);
-                log.extend_from_slice(&out.stderr);
-                let file = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(format!("{path}.removed"));
-                if let Ok(mut file) = file {
-                    let _ = std::io::Write::write_all(&mut file, &log);
-                }
-            }
-        }
+        self.keep_log(service, &id).await;
+        // Named volumes only: under powerfs `/data` is a tmpfs, which has no name.
         let volumes = Self::run(
             "docker",
             &[
                 "inspect",
                 "-f",
-                "{{range .Mounts}}{{if eq .Destination \"/data\"}}{{.Name}} {{end}}{{end}}",
+                "{{range .Mounts}}{{if and (eq .Type \"volume\") (or (eq .Destination \"/data\") \
+                 (eq .Destination \"/backing\"))}}{{.Name}} {{end}}{{end}}",
                 &id,
             ],
         )
         .await?;
+        if volumes.is_empty() {
+            return Err(format!(
+                "{service} has no data volume at /data or {BACKING}"
+            ));
+        }
         self.compose_with(self.files(service), &["rm", "-f", "-s", service])
             .await?;
         for volume in volumes.split_whitespace() {
             Self::run("docker", &["volume", "rm", volume]).await?;
         }
         Ok(())
+    }
+
+    /// Appends the log of `service`'s container `id` (every start's, timestamped) to the removed
+    /// containers' log, under a header that names it. A log that cannot be read or kept is
+    /// reported and does not stop the fault: the run's history matters more than one log.
+    async fn keep_log(&self, service: &str, id: &str) {
+        let out = match Command::new("docker")
+            .args(["logs", "--timestamps", id])
+            .output()
+            .await
+        {
+            Ok(out) => out,
+            Err(e) => {
+                println!("warning: the log of {service} ({id}) is lost: docker logs: {e}");
+                return;
+            }
+        };
+        let mut log = format!("=== {service} ({id}), removed\n").into_bytes();
+        log.extend_from_slice(&out.stdout);
+        log.extend_from_slice(&out.stderr);
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.removed_log)
+            .and_then(|mut file| std::io::Write::write_all(&mut file, &log));
+        if let Err(e) = written {
+            let path = self.removed_log.display();
+            println!("warning: the log of {service} ({id}) is lost: {path}: {e}");
+        }
     }
 
     async fn docker_on(&self, service: &str, args: &[&str]) -> Result<(), String> {
@@ -221,6 +259,49 @@ impl Compose {
         all.extend_from_slice(&["--ca-cert", "/certs/ca.pem"]);
         all.extend_from_slice(args);
         Self::run("docker", &all).await
+    }
+
+    /// Arms a power loss in `service`'s powerfs layer: the next start of its container first
+    /// reverts what was not fsynced, with `seed` (as root: the journal is root's).
+    pub async fn arm_power_loss(&self, service: &str, seed: u64) -> Result<(), String> {
+        let id = self.container(service).await?;
+        let seed = seed.to_string();
+        let args = ["exec", "-u", "0", &id, POWERFS, "arm", "--backing", BACKING];
+        let mut all = args.to_vec();
+        all.extend_from_slice(&["--seed", &seed]);
+        Self::run("docker", &all).await.map(|_| ())
+    }
+
+    /// The lines `service`'s container logged (stdout and stderr, each with docker's timestamp
+    /// in front, in order): since `since_ms` (ms since the Unix epoch) when given, the last
+    /// `tail` when given.
+    pub async fn log_lines(
+        &self,
+        service: &str,
+        since_ms: Option<u64>,
+        tail: Option<usize>,
+    ) -> Result<Vec<String>, String> {
+        let id = self.container(service).await?;
+        let since = since_ms.map(|ms| format!("{}.{:03}", ms / 1000, ms % 1000));
+        let tail = tail.map(|n| n.to_string());
+        let mut args = vec!["logs", "--timestamps"];
+        if let Some(since) = &since {
+            args.extend_from_slice(&["--since", since]);
+        }
+        if let Some(tail) = &tail {
+            args.extend_from_slice(&["--tail", tail]);
+        }
+        args.push(&id);
+        let out = Command::new("docker")
+            .args(&args)
+            .output()
+            .await
+            .map_err(|e| format!("docker logs: {e}"))?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            return Err(format!("docker logs {service}: {}", err.trim()));
+        }
+        Ok(merge_streams(&out.stdout, &out.stderr))
     }
 
     /// Sets the offset of `service`'s clock for its libfaketime (`+3600`, `-3600`, `+0`); it
@@ -353,5 +434,45 @@ impl Compose {
         Self::run("docker", &["inspect", "-f", "{{.State.Status}}", &id])
             .await
             .is_ok_and(|s| s == "running")
+    }
+}
+
+/// The lines of a container's two output streams as one log, in the order of the timestamps
+/// `docker logs --timestamps` puts in front of each (RFC 3339 in UTC with nanoseconds, so that
+/// their text order is their time order; the sort is stable for equal ones).
+fn merge_streams(stdout: &[u8], stderr: &[u8]) -> Vec<String> {
+    let mut lines: Vec<String> = [stdout, stderr]
+        .iter()
+        .flat_map(|stream| {
+            String::from_utf8_lossy(stream)
+                .lines()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .filter(|line| !line.is_empty())
+        .collect();
+    lines.sort_by(|a, b| {
+        let stamp = |line: &str| line.split_once(' ').map_or("", |(t, _)| t).to_string();
+        stamp(a).cmp(&stamp(b))
+    });
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_two_streams_merge_in_the_order_of_their_timestamps() {
+        let stdout = b"2026-12-05T16:00:01.000000001Z raftq serving\n\
+                       2026-12-05T16:00:03.000000000Z raftq stopped\n";
+        let stderr = b"2026-12-05T16:00:00.500000000Z power loss: unsynced changes reverted\n\
+                       2026-12-05T16:00:02.000000000Z mounted\n";
+        let lines = merge_streams(stdout, stderr);
+        let words: Vec<&str> = lines
+            .iter()
+            .map(|l| l.split(' ').nth(1).unwrap_or(""))
+            .collect();
+        assert_eq!(words, ["power", "raftq", "mounted", "raftq"]);
     }
 }

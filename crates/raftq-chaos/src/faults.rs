@@ -1,118 +1,130 @@
-//! The fault injector: a seeded random schedule of crashes, pauses, partitions, restarts,
-//! membership changes, clock jumps and corrupted files, of the leader or a follower, each
-//! healed (or repaired as an operator would) before the next.
+//! The fault injector: the seeded schedule's crashes, pauses, partitions, restarts, membership
+//! changes, clock jumps, corrupted files and power losses, of the leader or a follower (or of
+//! every node), each healed (or repaired as an operator would) before the next.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rand::rngs::StdRng;
-use rand::seq::{IndexedRandom, SliceRandom};
-use rand::{Rng, SeedableRng};
+use rand::seq::IndexedRandom;
+use rand::Rng;
 use tokio::time::{sleep, Instant};
 
-use crate::docker::Compose;
+use crate::docker::{Compose, BACKING_DATA};
 use crate::history::{now_ms, Event, History};
 use crate::nodes::{service, Nodes};
-
-/// The kinds of fault.
-pub const KINDS: [&str; 13] = [
-    "kill_leader",
-    "kill_follower",
-    "pause_leader",
-    "isolate_leader",
-    "isolate_follower",
-    "restart_all",
-    "rolling_restart",
-    "replace_node",
-    "grow",
-    "shrink",
-    "clock_jump",
-    "one_way_partition",
-    "corrupt",
-];
+use crate::power;
+use crate::schedule::{Planned, Schedule};
 
 /// How long a repaired or added node may take to catch up and answer.
 const REPAIR_WAIT: Duration = Duration::from_secs(60);
 
-/// Injects faults from `seed` until `until`, one at a time, healing each.
-pub async fn run(compose: Compose, nodes: Nodes, seed: u64, until: Instant, history: History) {
-    let mut rng = StdRng::seed_from_u64(seed);
-    // Every kind once per round, in a seeded order, so a short run still sees each kind; a
-    // round grows the cluster before it shrinks it.
-    let mut round: Vec<&str> = Vec::new();
-    while Instant::now() < until {
-        sleep(Duration::from_millis(rng.random_range(2_000..5_000))).await;
-        if Instant::now() >= until {
-            break;
+/// What an injected fault did, for the history and the run's output.
+#[derive(Debug, Default)]
+pub struct Done {
+    /// What the cluster did, printed with the fault.
+    pub note: Option<String>,
+    /// When every node the fault stopped was running again.
+    pub restarted: Option<u64>,
+    /// The nodes a power loss left unable to come back.
+    pub unrecovered: Vec<String>,
+    /// Why the fault went wrong part-way, when it did after doing something worth recording.
+    pub error: Option<String>,
+}
+
+impl Done {
+    fn noted(note: String) -> Done {
+        Done {
+            note: Some(note),
+            ..Done::default()
         }
-        if round.is_empty() {
-            round = KINDS.to_vec();
-            round.shuffle(&mut rng);
-            let at = |k: &str, round: &[&str]| round.iter().position(|x| *x == k);
-            if let (Some(grow), Some(shrink)) = (at("grow", &round), at("shrink", &round)) {
-                // Popped from the back: grow must sit after shrink in the vector.
-                if grow < shrink {
-                    round.swap(grow, shrink);
-                }
-            }
-        }
-        let Some(kind) = round.pop() else {
-            break;
-        };
-        let leader = nodes.leader().await;
-        let follower = nodes.follower(leader, &mut rng);
-        let target = match kind {
-            "kill_leader" | "pause_leader" | "isolate_leader" => {
-                service(leader.unwrap_or(follower))
-            }
-            "restart_all" | "rolling_restart" | "grow" | "shrink" => "all".to_string(),
-            "clock_jump" | "one_way_partition" if rng.random_bool(0.5) => {
-                service(leader.unwrap_or(follower))
-            }
-            _ => service(follower),
-        };
-        let hold = Duration::from_millis(rng.random_range(1_500..4_000));
-        let start = now_ms();
-        let result = inject(&compose, &nodes, kind, &target, hold, &mut rng).await;
-        // A fault that failed part-way is recorded under another name: the checker's allowances
-        // for a kind of fault must not apply to one that did not happen as described.
-        let recorded = match result {
-            Ok(Some(note)) => {
-                println!("fault {kind} on {target}: {note}");
-                kind.to_string()
-            }
-            Ok(None) => kind.to_string(),
-            Err(e) => {
-                println!("fault {kind} on {target} failed: {e}");
-                format!("{kind} (failed)")
-            }
-        };
-        if matches!(kind, "grow" | "shrink" | "replace_node" | "corrupt") {
-            nodes.sync_members().await;
-        }
-        history.push(Event::Fault {
-            kind: recorded,
-            target,
-            start,
-            end: now_ms(),
-        });
     }
 }
 
-/// Injects one fault and heals it; may return a note on what the cluster did.
+/// Injects the faults of `seed`'s schedule until `until`, one at a time, healing each.
+pub async fn run(compose: Compose, nodes: Nodes, seed: u64, until: Instant, history: History) {
+    for mut planned in Schedule::new(seed) {
+        sleep(planned.gap).await;
+        if Instant::now() >= until {
+            break;
+        }
+        let kind = planned.kind;
+        let target = target_of(&nodes, kind, &mut planned.rng).await;
+        let start = now_ms();
+        let result = inject(&compose, &nodes, &target, &mut planned).await;
+        if matches!(
+            kind,
+            "grow" | "shrink" | "replace_node" | "corrupt" | "power_loss" | "power_loss_all"
+        ) {
+            nodes.sync_members().await;
+        }
+        history.push(record(&planned, target, start, result));
+    }
+}
+
+/// The node a fault of `kind` is aimed at (`all` for the faults of every node).
+async fn target_of(nodes: &Nodes, kind: &str, rng: &mut StdRng) -> String {
+    let leader = nodes.leader().await;
+    let follower = nodes.follower(leader, rng);
+    match kind {
+        "kill_leader" | "pause_leader" | "isolate_leader" => service(leader.unwrap_or(follower)),
+        "restart_all" | "rolling_restart" | "grow" | "shrink" | "power_loss_all" => {
+            "all".to_string()
+        }
+        "clock_jump" | "one_way_partition" | "power_loss" if rng.random_bool(0.5) => {
+            service(leader.unwrap_or(follower))
+        }
+        _ => service(follower),
+    }
+}
+
+/// Prints what a fault did and makes its history event. A fault that failed part-way is
+/// recorded under another name: the checker's allowances for a kind of fault must not apply to
+/// one that did not happen as described.
+fn record(planned: &Planned, target: String, start: u64, result: Result<Done, String>) -> Event {
+    let kind = planned.kind;
+    let done = match result {
+        Ok(done) => done,
+        Err(e) => Done {
+            error: Some(e),
+            ..Done::default()
+        },
+    };
+    if let Some(note) = &done.note {
+        println!("fault {kind} on {target}: {note}");
+    }
+    let recorded = match &done.error {
+        None => kind.to_string(),
+        Some(e) => {
+            println!("fault {kind} on {target} failed: {e}");
+            format!("{kind} (failed)")
+        }
+    };
+    Event::Fault {
+        kind: recorded,
+        target,
+        start,
+        end: now_ms(),
+        restarted: done.restarted,
+        seed: kind.starts_with("power_loss").then_some(planned.power_seed),
+        unrecovered: done.unrecovered,
+    }
+}
+
+/// Injects one fault and heals it.
 async fn inject(
     compose: &Compose,
     nodes: &Nodes,
-    kind: &str,
     target: &str,
-    hold: Duration,
-    rng: &mut StdRng,
-) -> Result<Option<String>, String> {
-    match kind {
+    planned: &mut Planned,
+) -> Result<Done, String> {
+    let hold = planned.hold;
+    match planned.kind {
         "kill_leader" | "kill_follower" => {
             compose.kill(target).await?;
             sleep(hold).await;
             compose.start(target).await?;
+            return Ok(restarted_now());
         }
         "pause_leader" => {
             compose.pause(target).await?;
@@ -129,6 +141,7 @@ async fn inject(
             compose.kill_all(&services).await?;
             sleep(hold).await;
             compose.start_all(&services).await?;
+            return Ok(restarted_now());
         }
         "rolling_restart" => {
             for service in nodes.services() {
@@ -139,68 +152,116 @@ async fn inject(
         "replace_node" => {
             compose.kill(target).await?;
             sleep(hold).await;
-            return replace(compose, nodes, target).await.map(Some);
+            return replace(compose, nodes, target).await.map(Done::noted);
         }
-        "grow" => {
-            for id in nodes.spares() {
-                compose.up(&service(id)).await?;
-                nodes.wait_answering(id, REPAIR_WAIT).await?;
-                let addr = format!("{}:7000", service(id));
-                let id_arg = id.to_string();
-                run_cli(
-                    compose,
-                    nodes,
-                    &["cluster", "add", "--id", &id_arg, "--raft-addr", &addr],
-                )
-                .await?;
-                nodes.set_member(id, true);
-            }
-            nodes.wait_healthy(REPAIR_WAIT).await;
+        "grow" => grow(compose, nodes).await?,
+        "shrink" => shrink(compose, nodes).await?,
+        "clock_jump" => return clock_jump(compose, target, hold, &mut planned.rng).await,
+        "one_way_partition" => {
+            return one_way_partition(compose, nodes, target, hold, &mut planned.rng).await
         }
-        "shrink" => {
-            // The nodes a grow added: the ones the cluster did not start with.
-            let grown: Vec<u64> = nodes
+        "corrupt" => return corrupt(compose, nodes, target, &mut planned.rng).await,
+        "power_loss" => {
+            let targets = [(target.to_string(), planned.power_seed)];
+            return Ok(power::power_loss(compose, nodes, &targets, hold).await);
+        }
+        "power_loss_all" => {
+            let targets: Vec<(String, u64)> = nodes
                 .members()
                 .into_iter()
-                .filter(|id| compose.is_spare(&service(*id)))
+                .map(|id| (service(id), planned.power_seed + id))
                 .collect();
-            for id in grown {
-                let id_arg = id.to_string();
-                run_cli(compose, nodes, &["cluster", "remove", "--id", &id_arg]).await?;
-                nodes.set_member(id, false);
-                compose.wipe(&service(id)).await?;
-            }
+            return Ok(power::power_loss(compose, nodes, &targets, hold).await);
         }
-        "clock_jump" => {
-            let offset = if rng.random_bool(0.5) {
-                "+3600"
-            } else {
-                "-3600"
-            };
-            compose.set_clock_offset(target, offset).await?;
-            // Long enough for the pings to measure the skew and the node to act on it.
-            sleep(hold + Duration::from_secs(2)).await;
-            compose.set_clock_offset(target, "+0").await?;
-            return Ok(Some(format!("clock {offset} s")));
-        }
-        "one_way_partition" => {
-            let others: Vec<String> = nodes
-                .services()
-                .into_iter()
-                .filter(|s| s != target)
-                .collect();
-            let Some(from) = others.choose(rng) else {
-                return Ok(None);
-            };
-            compose.drop_from(target, from).await?;
-            sleep(hold).await;
-            compose.undrop(target).await?;
-            return Ok(Some(format!("packets from {from} dropped")));
-        }
-        "corrupt" => return corrupt(compose, nodes, target, rng).await.map(Some),
-        _ => return Err(format!("unknown fault {kind}")),
+        kind => return Err(format!("unknown fault {kind}")),
     }
-    Ok(None)
+    Ok(Done::default())
+}
+
+/// A fault's outcome whose nodes were all started again just now.
+fn restarted_now() -> Done {
+    Done {
+        restarted: Some(now_ms()),
+        ..Done::default()
+    }
+}
+
+/// Starts the spare nodes and adds each with `raftq cluster add`, under load.
+async fn grow(compose: &Compose, nodes: &Nodes) -> Result<(), String> {
+    for id in nodes.spares() {
+        compose.up(&service(id)).await?;
+        nodes.wait_answering(id, REPAIR_WAIT).await?;
+        let addr = format!("{}:7000", service(id));
+        let id_arg = id.to_string();
+        run_cli(
+            compose,
+            nodes,
+            &["cluster", "add", "--id", &id_arg, "--raft-addr", &addr],
+        )
+        .await?;
+        nodes.set_member(id, true);
+    }
+    nodes.wait_healthy(REPAIR_WAIT).await;
+    Ok(())
+}
+
+/// Removes the nodes a grow added (the ones the cluster did not start with) with `raftq
+/// cluster remove`, and deletes their containers and volumes.
+async fn shrink(compose: &Compose, nodes: &Nodes) -> Result<(), String> {
+    let grown: Vec<u64> = nodes
+        .members()
+        .into_iter()
+        .filter(|id| compose.is_spare(&service(*id)))
+        .collect();
+    for id in grown {
+        let id_arg = id.to_string();
+        run_cli(compose, nodes, &["cluster", "remove", "--id", &id_arg]).await?;
+        nodes.set_member(id, false);
+        compose.wipe(&service(id)).await?;
+    }
+    Ok(())
+}
+
+/// Moves `target`'s clock an hour forward or back, long enough for the pings to measure the
+/// skew and the node to act on it, then puts it back.
+async fn clock_jump(
+    compose: &Compose,
+    target: &str,
+    hold: Duration,
+    rng: &mut StdRng,
+) -> Result<Done, String> {
+    let offset = if rng.random_bool(0.5) {
+        "+3600"
+    } else {
+        "-3600"
+    };
+    compose.set_clock_offset(target, offset).await?;
+    sleep(hold + Duration::from_secs(2)).await;
+    compose.set_clock_offset(target, "+0").await?;
+    Ok(Done::noted(format!("clock {offset} s")))
+}
+
+/// Drops every packet another member (chosen by `rng`) sends to `target`'s peer port, for
+/// `hold`.
+async fn one_way_partition(
+    compose: &Compose,
+    nodes: &Nodes,
+    target: &str,
+    hold: Duration,
+    rng: &mut StdRng,
+) -> Result<Done, String> {
+    let others: Vec<String> = nodes
+        .services()
+        .into_iter()
+        .filter(|s| s != target)
+        .collect();
+    let Some(from) = others.choose(rng) else {
+        return Ok(Done::default());
+    };
+    compose.drop_from(target, from).await?;
+    sleep(hold).await;
+    compose.undrop(target).await?;
+    Ok(Done::noted(format!("packets from {from} dropped")))
 }
 
 /// Runs `raftq ARGS` on a member, trying each in turn (the leader first) until one succeeds,
@@ -224,7 +285,7 @@ async fn run_cli(compose: &Compose, nodes: &Nodes, args: &[&str]) -> Result<Stri
 
 /// Wipes `target`'s data, starts it blank, and repairs the cluster with `raftq cluster
 /// replace`, as docs/operations.md tells an operator.
-async fn replace(compose: &Compose, nodes: &Nodes, target: &str) -> Result<String, String> {
+pub async fn replace(compose: &Compose, nodes: &Nodes, target: &str) -> Result<String, String> {
     compose.wipe(target).await?;
     compose.up(target).await?;
     let id = target.trim_start_matches("node");
@@ -265,7 +326,7 @@ async fn corrupt(
     nodes: &Nodes,
     target: &str,
     rng: &mut StdRng,
-) -> Result<String, String> {
+) -> Result<Done, String> {
     compose.stop(target).await?;
     let scratch = std::env::temp_dir().join(format!("raftq-chaos-data-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
@@ -275,30 +336,35 @@ async fn corrupt(
     compose.start(target).await?;
     let note = damaged?;
     if nodes.wait_healthy(Duration::from_secs(30)).await {
-        return Ok(format!("{note}; the node came back"));
+        return Ok(Done::noted(format!("{note}; the node came back")));
     }
     let repaired = replace(compose, nodes, target).await?;
-    Ok(format!("{note}; the node did not come back: {repaired}"))
+    Ok(Done::noted(format!(
+        "{note}; the node did not come back: {repaired}"
+    )))
 }
 
-/// Damages one of `target`'s data files, copied through `scratch`; says which and how.
+/// Damages one of `target`'s data files, copied through `scratch`; says which and how. The
+/// node is stopped, so its files are read and written in its volume, where powerfs keeps them
+/// (its `/data` is then an empty mount point); the layer's next start finds no power loss armed
+/// and keeps the change.
 async fn damage_one(
     compose: &Compose,
     target: &str,
     scratch: &Path,
     rng: &mut StdRng,
 ) -> Result<String, String> {
-    compose.copy_out(target, "/data", scratch).await?;
+    compose.copy_out(target, BACKING_DATA, scratch).await?;
     let files = data_files(scratch);
     let file = files.choose(rng).ok_or("no data file to damage")?;
     let how = damage(file, rng).map_err(|e| format!("damaging {}: {e}", file.display()))?;
     let relative = file.strip_prefix(scratch).map_err(|e| e.to_string())?;
-    let inside = format!("/data/{}", relative.display());
+    let inside = format!("{BACKING_DATA}/{}", relative.display());
     compose.copy_in(target, file, &inside).await?;
     Ok(format!("{how} {inside}"))
 }
 
-/// The files a node keeps its state in, under `dir` (its `/data`): RocksDB's tables, blob
+/// The files a node keeps its state in, under `dir` (a copy of its data directory): RocksDB's tables, blob
 /// files, write-ahead logs and manifests in `db`, the Raft log's segments in `log`, and the
 /// snapshots in `snapshots`.
 fn data_files(dir: &Path) -> Vec<PathBuf> {
@@ -350,7 +416,9 @@ fn damage(file: &Path, rng: &mut StdRng) -> std::io::Result<&'static str> {
 }
 
 /// Undoes anything a failed injection may have left: every member started, unpaused, on the
-/// network, with no packet filter and its clock right.
+/// network, with no packet filter and its clock right. Most of these fail harmlessly when there
+/// was nothing to undo; a clock that cannot be put right is said, since the node then runs
+/// jumped to the end of the run (the checker allows for that after a failed clock jump).
 pub async fn heal(compose: &Compose, nodes: &Nodes, network: &str) {
     for service in nodes.services() {
         let _ = compose.unpause(&service).await;
@@ -359,6 +427,8 @@ pub async fn heal(compose: &Compose, nodes: &Nodes, network: &str) {
         }
         let _ = compose.connect(&service, network).await;
         let _ = compose.undrop(&service).await;
-        let _ = compose.set_clock_offset(&service, "+0").await;
+        if let Err(e) = compose.set_clock_offset(&service, "+0").await {
+            println!("warning: the clock of {service} could not be put right: {e}");
+        }
     }
 }

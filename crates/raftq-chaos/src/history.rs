@@ -72,6 +72,17 @@ pub enum Event {
         target: String,
         start: u64,
         end: u64,
+        /// When every node the fault stopped was running again (`docker start` returned); set
+        /// by the faults that kill nodes.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        restarted: Option<u64>,
+        /// The seed a power loss reverted unsynced writes with (`power_loss_all`: node N's is
+        /// this plus N); a replay with the run's seed uses the same.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        seed: Option<u64>,
+        /// The nodes a power loss left unable to come back (each then replaced by a blank one).
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        unrecovered: Vec<String>,
     },
 }
 

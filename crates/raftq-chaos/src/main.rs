@@ -1,7 +1,10 @@
 //! `raftq-chaos`: concurrent producers and consumers on FIFO and standard queues with dead-letter
-//! queues, against every node of a compose cluster, while a seeded schedule of faults runs; then
-//! the cluster heals, every queue is drained, every node is read, and the history is checked.
-//! Exits non-zero on any anomaly. The same `--seed` replays the same fault schedule.
+//! queues, against every node of a compose cluster, while a seeded schedule of faults runs and
+//! every node's view is sampled; then the cluster heals, every queue is drained, every node is
+//! read, and the history is checked. What the run keeps (history, samples, the logs of removed
+//! containers) goes into one directory, named at the end. Exits non-zero on any anomaly or any
+//! node that did not come back from a power loss, and then prints the command that replays the
+//! run: the same `--seed` and `--duration` replay the same fault schedule.
 
 mod availability;
 mod checker;
@@ -9,10 +12,15 @@ mod docker;
 mod faults;
 mod history;
 mod nodes;
+mod power;
+mod sampler;
+mod schedule;
 mod workload;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -21,6 +29,7 @@ use clap::Parser;
 use futures_util::future::join_all;
 use raftq_client::{Client, Options};
 use serde_json::{json, Value};
+use tokio::task::JoinHandle;
 use tokio::time::{sleep, Instant};
 
 use crate::availability::{unavailability, FaultSpan};
@@ -28,6 +37,7 @@ use crate::checker::Final;
 use crate::docker::Compose;
 use crate::history::{now_ms, Event, History, Outcome};
 use crate::nodes::Nodes;
+use crate::sampler::Sampler;
 use crate::workload::Control;
 
 #[derive(Debug, Parser)]
@@ -58,7 +68,12 @@ struct Args {
     /// endpoints).
     #[arg(long)]
     ca_cert: Option<PathBuf>,
-    /// Write the history here as JSON lines.
+    /// The directory the run keeps its history (`history.jsonl`), the nodes' samples
+    /// (`samples.jsonl`) and the logs of the containers it removes (`removed.log`) in; created
+    /// when missing. Default: a new `raftq-chaos-SEED-PID` in the system's temporary directory.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Also write the history here as JSON lines.
     #[arg(long)]
     history: Option<PathBuf>,
 }
@@ -72,18 +87,126 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 async fn main() -> ExitCode {
     let args = Args::parse();
     let seed = args.seed.unwrap_or_else(now_ms);
-    println!("seed {seed} (replay with --seed {seed})");
-    match run(&args, seed).await {
-        Ok(0) => ExitCode::SUCCESS,
-        Ok(_) => ExitCode::from(1),
+    let replay = replay_command(seed, args.duration);
+    println!("seed {seed} (replay: {replay})");
+    let dir = args.dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("raftq-chaos-{seed}-{}", std::process::id()))
+    });
+    let history = History::default();
+    let result = match prepare_dir(&dir) {
+        Ok(()) => run(&args, seed, &dir, &history).await,
+        Err(e) => Err(e),
+    };
+    // Whatever the outcome: a run that failed half-way is the one most worth reading.
+    let kept = write_history(&history.events(), &dir, args.history.as_deref());
+    if let Err(e) = &kept {
+        println!("the history was not kept: {e}");
+    }
+    let code: u8 = match result {
+        Ok(0) if kept.is_ok() => 0,
+        // A run whose history is lost cannot be looked into: it failed.
+        Ok(0) => 2,
+        Ok(_) => 1,
         Err(e) => {
             println!("chaos run failed: {e}");
-            ExitCode::from(2)
+            2
         }
+    };
+    if code != 0 {
+        println!("replay: {replay}");
     }
+    println!(
+        "history, samples and removed nodes' logs in {}",
+        dir.display()
+    );
+    ExitCode::from(code)
 }
 
-async fn run(args: &Args, seed: u64) -> Result<u64, String> {
+/// The command that replays a run: the seed and every option that changes its fault schedule
+/// (the others are the script's own: the compose files, endpoints and CA).
+fn replay_command(seed: u64, duration: u64) -> String {
+    format!("scripts/chaos --seed {seed} --duration {duration}")
+}
+
+/// Creates the run's directory, with an empty log of removed containers (which the faults
+/// append to), so that a directory used before does not mix two runs' logs.
+fn prepare_dir(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let removed = dir.join("removed.log");
+    File::create(&removed).map_err(|e| format!("{}: {e}", removed.display()))?;
+    Ok(())
+}
+
+/// Writes the history as JSON lines to `history.jsonl` in `dir`, and to `copy` if given.
+fn write_history(events: &[Event], dir: &Path, copy: Option<&Path>) -> Result<(), String> {
+    let main = dir.join("history.jsonl");
+    for path in std::iter::once(main.as_path()).chain(copy) {
+        let write = || -> std::io::Result<()> {
+            let mut out = BufWriter::new(File::create(path)?);
+            for e in events {
+                serde_json::to_writer(&mut out, e)?;
+                out.write_all(b"\n")?;
+            }
+            out.flush()
+        };
+        write().map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// One run: the cluster checked healthy, the queues created, the workload and the sampler
+/// started, the faults, the heal, the drain, the final state read and the history checked.
+/// Answers the number of failures: anomalies, and nodes that did not come back from a power
+/// loss.
+async fn run(args: &Args, seed: u64, dir: &Path, history: &History) -> Result<u64, String> {
+    let (nodes, compose) = connect(args, dir).await?;
+    if !nodes.wait_healthy(Duration::from_secs(90)).await {
+        return Err("the cluster is not healthy".into());
+    }
+    let network = compose.network_of("node1").await?;
+    let dead_letter = create_queues(&nodes, seed % 1_000_000).await?;
+    let sampler = Sampler::start(nodes.clone(), &dir.join("samples.jsonl"))?;
+    let control = Control::default();
+    control.ack_per_mille.store(600, Ordering::Relaxed);
+    let workers = start_workers(&nodes, history, &dead_letter, &control, seed);
+    let fault_start = now_ms();
+    let until = Instant::now() + Duration::from_secs(args.duration);
+    faults::run(compose.clone(), nodes.clone(), seed, until, history.clone()).await;
+    let fault_end = now_ms();
+    faults::heal(&compose, &nodes, &network).await;
+    if !nodes.wait_healthy(Duration::from_secs(90)).await {
+        println!("warning: the cluster did not report one leader within 90 s of healing");
+    }
+    control.stop_producing.store(true, Ordering::Relaxed);
+    control.ack_per_mille.store(1000, Ordering::Relaxed);
+    // The backlog grows with the length of the faults; so does the time to drain it.
+    let drain_limit = Duration::from_secs(120 + args.duration);
+    let drained = drain(&nodes, &dead_letter, drain_limit).await;
+    control.stop_consuming.store(true, Ordering::Relaxed);
+    for w in workers {
+        // Every request is bounded by REQUEST_TIMEOUT, so workers stop soon after being told.
+        let _ = tokio::time::timeout(Duration::from_secs(30), w).await;
+    }
+    if !drained {
+        println!("warning: queues were not empty after draining");
+    }
+    let fin = Final {
+        remaining: remaining(&nodes, &dead_letter).await?,
+        node_states: node_states(&nodes).await,
+        memberships: memberships(&nodes).await,
+        members: nodes.members(),
+        dead_letter: dead_letter.clone(),
+        max_receive_count: MAX_RECEIVE_COUNT,
+    };
+    drop(sampler);
+    let events = history.events();
+    let report = checker::check(&events, &fin);
+    let unrecovered = summarize(&events, &report, fault_start, fault_end);
+    Ok(report.total() + unrecovered)
+}
+
+/// A client per endpoint, the compose project, and the nodes (the spares apart).
+async fn connect(args: &Args, dir: &Path) -> Result<(Nodes, Compose), String> {
     let ca_cert = match &args.ca_cert {
         Some(path) => {
             Some(std::fs::read(path).map_err(|e| format!("--ca-cert {}: {e}", path.display()))?)
@@ -109,6 +232,7 @@ async fn run(args: &Args, seed: u64) -> Result<u64, String> {
         args.project.clone(),
         args.compose_file.clone(),
         args.spare_compose_file.clone(),
+        dir.join("removed.log"),
     )
     .await?;
     let spares = clients
@@ -117,19 +241,21 @@ async fn run(args: &Args, seed: u64) -> Result<u64, String> {
         .filter(|(i, _)| compose.is_spare(&nodes::service(*i as u64 + 1)))
         .count();
     let nodes = Nodes::new(clients, args.endpoints.len() - spares);
-    if !nodes.wait_healthy(Duration::from_secs(90)).await {
-        return Err("the cluster is not healthy".into());
-    }
-    let network = compose.network_of("node1").await?;
-    let tag = seed % 1_000_000;
-    let dead_letter = create_queues(&nodes, tag).await?;
-    let history = History::default();
-    let control = Control::default();
-    control.ack_per_mille.store(600, Ordering::Relaxed);
+    Ok((nodes, compose))
+}
 
+/// Two producers per source queue and two consumers per queue (dead-letter queues included),
+/// each with a seed of its own derived from the run's.
+fn start_workers(
+    nodes: &Nodes,
+    history: &History,
+    dead_letter: &BTreeMap<String, String>,
+    control: &Control,
+    seed: u64,
+) -> Vec<JoinHandle<()>> {
     let mut workers = Vec::new();
     let mut n = 0u64;
-    for (source, dlq) in &dead_letter {
+    for (source, dlq) in dead_letter {
         for id in 0..2 {
             n += 1;
             workers.push(tokio::spawn(workload::produce(
@@ -154,46 +280,7 @@ async fn run(args: &Args, seed: u64) -> Result<u64, String> {
             }
         }
     }
-    let fault_start = now_ms();
-    let until = Instant::now() + Duration::from_secs(args.duration);
-    faults::run(compose.clone(), nodes.clone(), seed, until, history.clone()).await;
-    let fault_end = now_ms();
-    faults::heal(&compose, &nodes, &network).await;
-    if !nodes.wait_healthy(Duration::from_secs(90)).await {
-        println!("warning: the cluster did not report one leader within 90 s of healing");
-    }
-    control.stop_producing.store(true, Ordering::Relaxed);
-    control.ack_per_mille.store(1000, Ordering::Relaxed);
-    // The backlog grows with the length of the faults; so does the time to drain it.
-    let drain_limit = Duration::from_secs(120 + args.duration);
-    let drained = drain(&nodes, &dead_letter, drain_limit).await;
-    control.stop_consuming.store(true, Ordering::Relaxed);
-    for w in workers {
-        // Every request is bounded by REQUEST_TIMEOUT, so workers stop soon after being told.
-        let _ = tokio::time::timeout(Duration::from_secs(30), w).await;
-    }
-    if !drained {
-        println!("warning: queues were not empty after draining");
-    }
-    let fin = Final {
-        remaining: remaining(&nodes, &dead_letter).await,
-        node_states: node_states(&nodes).await,
-        memberships: memberships(&nodes).await,
-        members: nodes.members(),
-        dead_letter: dead_letter.clone(),
-        max_receive_count: MAX_RECEIVE_COUNT,
-    };
-    let events = history.events();
-    if let Some(path) = &args.history {
-        let lines: Vec<String> = events
-            .iter()
-            .filter_map(|e| serde_json::to_string(e).ok())
-            .collect();
-        std::fs::write(path, lines.join("\n")).map_err(|e| format!("writing the history: {e}"))?;
-    }
-    let report = checker::check(&events, &fin);
-    summarize(&events, &report, fault_start, fault_end);
-    Ok(report.total())
+    workers
 }
 
 /// Creates a standard and a FIFO source queue with their dead-letter queues; both retry with a
@@ -254,15 +341,16 @@ async fn drain(nodes: &Nodes, dead_letter: &BTreeMap<String, String>, limit: Dur
     false
 }
 
-/// The message ids left in every queue, read through whichever member answers. A queue no
-/// member can read ends the run: taking it for empty would report its messages as lost.
+/// The messages left in every queue, each with its `moved_at` (when it was moved to that
+/// dead-letter queue), read through whichever member answers. A queue no member can read ends
+/// the run: taking it for empty would report its messages as lost.
 async fn remaining(
     nodes: &Nodes,
     dead_letter: &BTreeMap<String, String>,
-) -> BTreeMap<String, BTreeSet<String>> {
+) -> Result<BTreeMap<String, BTreeMap<String, Option<u64>>>, String> {
     let mut out = BTreeMap::new();
     for q in dead_letter.iter().flat_map(|(s, d)| [s, d]) {
-        let mut ids = BTreeSet::new();
+        let mut messages = BTreeMap::new();
         let mut after = None;
         loop {
             let mut page = None;
@@ -273,23 +361,23 @@ async fn remaining(
                 }
             }
             let Some(page) = page else {
-                eprintln!("no member answers a peek of {q}: the remaining messages are unknown");
-                std::process::exit(2);
+                return Err(format!(
+                    "no member answers a peek of {q}: the remaining messages are unknown"
+                ));
             };
-            let messages = page["messages"].as_array().cloned().unwrap_or_default();
-            ids.extend(
-                messages
-                    .iter()
-                    .filter_map(|m| m["message_id"].as_str().map(str::to_string)),
-            );
+            let listed = page["messages"].as_array().cloned().unwrap_or_default();
+            messages.extend(listed.iter().filter_map(|m| {
+                let id = m["message_id"].as_str()?.to_string();
+                Some((id, workload::millis(&m["moved_at"])))
+            }));
             after = page["next_after"].as_u64();
-            if messages.len() < 100 || after.is_none() {
+            if listed.len() < 100 || after.is_none() {
                 break;
             }
         }
-        out.insert(q.clone(), ids);
+        out.insert(q.clone(), messages);
     }
-    out
+    Ok(out)
 }
 
 /// Every member's voters and cluster id as it reports them.
@@ -341,23 +429,49 @@ async fn node_states(nodes: &Nodes) -> Vec<Option<(u64, String)>> {
     }
 }
 
-fn summarize(events: &[Event], report: &checker::Report, fault_start: u64, fault_end: u64) {
-    let mut faults: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut ops: BTreeMap<&str, [u64; 3]> = BTreeMap::new();
-    let mut successes: Vec<u64> = Vec::new();
-    let mut spans: Vec<FaultSpan<'_>> = Vec::new();
-    let (mut sent, mut acked, mut redelivered, mut dead_lettered) = (0, 0, 0, BTreeSet::new());
+/// What a run's history adds up to, for its summary.
+#[derive(Default)]
+struct Tally<'a> {
+    /// Fault kind → how many.
+    faults: BTreeMap<&'a str, u64>,
+    /// Operation → [ok, failed, unknown].
+    ops: BTreeMap<&'static str, [u64; 3]>,
+    /// When each successful operation ended.
+    successes: Vec<u64>,
+    spans: Vec<FaultSpan<'a>>,
+    /// Each node a power loss left unable to come back: the fault's kind, the node, the seed.
+    unrecovered: Vec<(&'a str, &'a str, Option<u64>)>,
+    sent: u64,
+    acked: u64,
+    redelivered: u64,
+    dead_lettered: BTreeSet<&'a str>,
+}
+
+fn tally(events: &[Event]) -> Tally<'_> {
+    let mut t = Tally::default();
     for e in events {
         let (kind, outcome, end) = match e {
             Event::Fault {
-                kind, start, end, ..
+                kind,
+                start,
+                end,
+                restarted,
+                seed,
+                unrecovered,
+                ..
             } => {
-                *faults.entry(kind).or_default() += 1;
-                spans.push(FaultSpan {
+                *t.faults.entry(kind).or_default() += 1;
+                t.spans.push(FaultSpan {
                     kind,
                     start: *start,
                     end: *end,
+                    restarted: *restarted,
                 });
+                t.unrecovered.extend(
+                    unrecovered
+                        .iter()
+                        .map(|node| (kind.as_str(), node.as_str(), node_seed(kind, node, *seed))),
+                );
                 continue;
             }
             Event::Deliver {
@@ -367,10 +481,10 @@ fn summarize(events: &[Event], report: &checker::Report, fault_start: u64, fault
                 ..
             } => {
                 if *receive_count > 1 {
-                    redelivered += 1;
+                    t.redelivered += 1;
                 }
                 if dead_letter_source.is_some() {
-                    dead_lettered.insert(message_id.clone());
+                    t.dead_lettered.insert(message_id);
                 }
                 continue;
             }
@@ -381,14 +495,14 @@ fn summarize(events: &[Event], report: &checker::Report, fault_start: u64, fault
                 ..
             } => {
                 if *outcome == Outcome::Ok && !duplicate {
-                    sent += 1;
+                    t.sent += 1;
                 }
                 ("send", outcome, *end)
             }
             Event::Receive { outcome, end, .. } => ("receive", outcome, *end),
             Event::Ack { outcome, end, .. } => {
                 if *outcome == Outcome::Ok {
-                    acked += 1;
+                    t.acked += 1;
                 }
                 ("ack", outcome, *end)
             }
@@ -398,11 +512,37 @@ fn summarize(events: &[Event], report: &checker::Report, fault_start: u64, fault
             Outcome::Failed(_) => 1,
             Outcome::Unknown(_) => 2,
         };
-        ops.entry(kind).or_default()[slot] += 1;
+        t.ops.entry(kind).or_default()[slot] += 1;
         if slot == 0 {
-            successes.push(end);
+            t.successes.push(end);
         }
     }
+    t
+}
+
+/// The seed `node`'s powerfs reverted with in a power loss recorded with `seed`: a
+/// `power_loss_all` gives node N the recorded seed plus N.
+fn node_seed(kind: &str, node: &str, seed: Option<u64>) -> Option<u64> {
+    if !kind.starts_with("power_loss_all") {
+        return seed;
+    }
+    let id: u64 = node.strip_prefix("node")?.parse().ok()?;
+    seed?.checked_add(id)
+}
+
+/// Prints the run's summary; answers how many nodes did not come back from a power loss.
+fn summarize(events: &[Event], report: &checker::Report, fault_start: u64, fault_end: u64) -> u64 {
+    let Tally {
+        faults,
+        ops,
+        successes,
+        spans,
+        unrecovered,
+        sent,
+        acked,
+        redelivered,
+        dead_lettered,
+    } = tally(events);
     let windows = unavailability(&successes, &spans, fault_start, fault_end);
     println!("faults injected: {faults:?}");
     for (kind, [ok, failed, unknown]) in &ops {
@@ -414,11 +554,11 @@ fn summarize(events: &[Event], report: &checker::Report, fault_start: u64, fault
     );
     println!("longest unavailability window: {}", windows.longest);
     println!(
-        "longest unavailability window with a majority up (overlapping no restart_all): {}",
+        "longest unavailability window with a majority up (overlapping no restart_all or power_loss_all): {}",
         windows.longest_with_majority
     );
     println!(
-        "first success after each restart_all, from the start of its last node (ms): {:?}",
+        "first success after each restart_all and power_loss_all, from the start of its last node (ms): {:?}",
         windows.after_whole_cluster
     );
     println!(
@@ -443,4 +583,95 @@ fn summarize(events: &[Event], report: &checker::Report, fault_start: u64, fault
         println!("{name}: {count} cases not verifiable (a receive's outcome was unknown)");
     }
     println!("total anomalies: {}", report.total());
+    // Not an anomaly of the history: a node that cannot start from what a power cut left is a
+    // failure of its own, which fails the run as well.
+    println!("unrecovered power losses: {}", unrecovered.len());
+    for (kind, node, seed) in &unrecovered {
+        let seed = seed.map_or(String::new(), |s| format!(", seed {s}"));
+        println!("    {node} did not come back from {kind}{seed}");
+    }
+    unrecovered.len() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_replay_command_names_the_seed_and_the_duration() {
+        assert_eq!(
+            replay_command(123, 150),
+            "scripts/chaos --seed 123 --duration 150"
+        );
+    }
+
+    #[test]
+    fn the_history_goes_to_the_run_directory_and_to_the_copy_one_event_a_line() {
+        let dir = std::env::temp_dir().join(format!("raftq-chaos-test-{}", std::process::id()));
+        prepare_dir(&dir).expect("a fresh directory");
+        assert!(dir.join("removed.log").is_file());
+        let events = vec![
+            Event::Fault {
+                kind: "clock_jump (failed)".into(),
+                target: "node2".into(),
+                start: 1,
+                end: 2,
+                restarted: None,
+                seed: None,
+                unrecovered: Vec::new(),
+            },
+            Event::Receive {
+                queue: "q".into(),
+                start: 3,
+                end: 4,
+                outcome: Outcome::Ok,
+            },
+        ];
+        let copy = dir.join("copy.jsonl");
+        write_history(&events, &dir, Some(&copy)).expect("written");
+        for path in [dir.join("history.jsonl"), copy] {
+            let text = std::fs::read_to_string(&path).expect("readable");
+            let lines: Vec<Value> = text
+                .lines()
+                .map(|l| serde_json::from_str(l).expect("one JSON object a line"))
+                .collect();
+            assert_eq!(lines.len(), 2);
+            assert_eq!(lines[0]["Fault"]["kind"], "clock_jump (failed)");
+            assert_eq!(lines[1]["Receive"]["queue"], "q");
+        }
+        std::fs::remove_dir_all(&dir).expect("removed");
+    }
+
+    #[test]
+    fn a_power_loss_keeps_its_seed_and_unrecovered_nodes_in_the_history_and_the_tally() {
+        let fault = |kind: &str, unrecovered: &[&str]| Event::Fault {
+            kind: kind.into(),
+            target: "all".into(),
+            start: 10,
+            end: 20,
+            restarted: Some(15),
+            seed: Some(1_000),
+            unrecovered: unrecovered.iter().map(|n| n.to_string()).collect(),
+        };
+        let events = vec![
+            fault("power_loss_all", &["node2", "node3"]),
+            fault("power_loss", &[]),
+        ];
+        let line = serde_json::to_value(&events[0]).expect("serializes");
+        assert_eq!(line["Fault"]["seed"], 1_000);
+        assert_eq!(line["Fault"]["restarted"], 15);
+        assert_eq!(line["Fault"]["unrecovered"], json!(["node2", "node3"]));
+        let plain = serde_json::to_value(&events[1]).expect("serializes");
+        assert!(plain["Fault"].get("unrecovered").is_none());
+        let t = tally(&events);
+        assert_eq!(
+            t.unrecovered,
+            [
+                ("power_loss_all", "node2", Some(1_002)),
+                ("power_loss_all", "node3", Some(1_003))
+            ]
+        );
+        assert_eq!(t.spans[0].restarted, Some(15));
+        assert_eq!(node_seed("power_loss", "node2", Some(7)), Some(7));
+    }
 }

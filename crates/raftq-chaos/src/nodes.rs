@@ -7,6 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use raftq_client::Client;
 use rand::Rng;
 use serde_json::Value;
@@ -192,6 +193,27 @@ impl Nodes {
         views
     }
 
+    /// Waits (up to `limit`) until each node of `ids` answers and names the leader that a
+    /// majority of the members name; answers the nodes of `ids` that do not by then (every one
+    /// of them when no leader has a majority), none when all came back.
+    pub async fn wait_recovered(&self, ids: &[u64], limit: Duration) -> Vec<u64> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let members = self.members();
+            let views = join_all(members.iter().map(|id| self.client_of(*id).cluster())).await;
+            let leaders: Vec<(u64, Option<u64>)> = members
+                .iter()
+                .zip(views)
+                .map(|(id, view)| (*id, view.ok().and_then(|v| v["leader"].as_u64())))
+                .collect();
+            let behind = not_following(&leaders, ids);
+            if behind.is_empty() || Instant::now() >= deadline {
+                return behind;
+            }
+            sleep(Duration::from_millis(250)).await;
+        }
+    }
+
     /// Waits (up to `limit`) until every member answers and all name the same leader.
     pub async fn wait_healthy(&self, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;
@@ -204,5 +226,55 @@ impl Nodes {
             sleep(Duration::from_millis(250)).await;
         }
         false
+    }
+}
+
+/// The nodes of `ids` that do not name the leader a majority of the members name, given each
+/// member's id and the leader it names (`None`: it did not answer, or knows no leader). With no
+/// such leader, all of `ids`: the cluster itself is not back.
+fn not_following(leaders: &[(u64, Option<u64>)], ids: &[u64]) -> Vec<u64> {
+    let mut counts: HashMap<u64, usize> = HashMap::new();
+    for leader in leaders.iter().filter_map(|(_, l)| *l) {
+        *counts.entry(leader).or_default() += 1;
+    }
+    let majority = counts
+        .into_iter()
+        .find(|(_, n)| *n > leaders.len() / 2)
+        .map(|(leader, _)| leader);
+    ids.iter()
+        .copied()
+        .filter(|id| {
+            majority.is_none()
+                || !leaders
+                    .iter()
+                    .any(|(member, leader)| member == id && *leader == majority)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_is_back_when_it_follows_the_majority_s_leader() {
+        let all_back = [(1, Some(2)), (2, Some(2)), (3, Some(2))];
+        assert!(not_following(&all_back, &[1, 2, 3]).is_empty());
+        let silent = [(1, Some(2)), (2, Some(2)), (3, None)];
+        assert_eq!(not_following(&silent, &[3]), [3]);
+        assert!(not_following(&silent, &[1]).is_empty());
+        let elsewhere = [(1, Some(2)), (2, Some(2)), (3, Some(3))];
+        assert_eq!(not_following(&elsewhere, &[1, 3]), [3]);
+    }
+
+    #[test]
+    fn without_a_majority_leader_no_node_is_back() {
+        let split = [(1, Some(1)), (2, None), (3, Some(3))];
+        assert_eq!(not_following(&split, &[1, 2, 3]), [1, 2, 3]);
+        let none = [(1, None), (2, None), (3, None)];
+        assert_eq!(not_following(&none, &[2]), [2]);
+        // A node that is not a member is not back either.
+        let back = [(1, Some(1)), (2, Some(1)), (3, Some(1))];
+        assert_eq!(not_following(&back, &[4]), [4]);
     }
 }

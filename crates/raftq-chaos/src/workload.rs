@@ -49,7 +49,9 @@ fn answered(result: &Result<Value, ClientError>) -> bool {
     !matches!(result, Err(e) if !matches!(e, ClientError::Api(_)))
 }
 
-fn millis(v: &Value) -> Option<u64> {
+/// An RFC 3339 time of the API (`lease_expires_at`, `moved_at`) in milliseconds since the Unix
+/// epoch; `None` when absent or not a time.
+pub fn millis(v: &Value) -> Option<u64> {
     let t = OffsetDateTime::parse(v.as_str()?, &Rfc3339).ok()?;
     u64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
 }
