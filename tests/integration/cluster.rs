@@ -269,12 +269,17 @@ async fn fill(node: &Node, queue: &str, count: usize) {
 }
 
 /// Creates the standard queue `queue` through `node` and [`fill`]s it with `count` messages.
-async fn create_and_fill(node: &Node, queue: &str, count: usize) {
+/// Creates a standard queue with the default settings through `node`.
+async fn create_queue(node: &Node, queue: &str) {
     outcome(
         node.write(create(queue, QueueAttributes::default()))
             .await
             .expect("create"),
     );
+}
+
+async fn create_and_fill(node: &Node, queue: &str, count: usize) {
+    create_queue(node, queue).await;
     fill(node, queue, count).await;
 }
 

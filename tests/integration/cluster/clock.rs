@@ -29,6 +29,15 @@ fn shifted_clocks(size: u64) -> (BTreeMap<u64, WallClock>, Vec<Arc<AtomicI64>>) 
     (clocks, shifts)
 }
 
+/// A three-node cluster whose clocks the test shifts, with queue `q` made through its leader.
+async fn cluster_with_queue() -> (Cluster, Vec<Arc<AtomicI64>>, u64) {
+    let (clocks, shifts) = shifted_clocks(3);
+    let cluster = Cluster::start_with_clocks(3, 10_000, clocks).await;
+    let leader = cluster.leader().await;
+    create_queue(cluster.node(leader), "q").await;
+    (cluster, shifts, leader)
+}
+
 /// Asserts that no running node's state is at a time more than the bound ahead of true time.
 fn assert_state_time_is_true(cluster: &Cluster) {
     for (id, node) in &cluster.nodes {
@@ -39,6 +48,12 @@ fn assert_state_time_is_true(cluster: &Cluster) {
             "node {id}'s state is {ahead} ms ahead of true time"
         );
     }
+}
+
+/// Asserts that queue `q` holds `(leased, visible)` messages, as `node` reads it.
+async fn assert_leases(node: &Node, expected: (u64, u64), why: &str) {
+    let s = stats(node, "q").await;
+    assert_eq!((s.leased, s.visible), expected, "{why}");
 }
 
 /// Watches every running node for `span` and asserts that none takes `skewed` for its leader.
@@ -68,15 +83,8 @@ async fn until_skewed(node: &Node) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_leader_whose_clock_jumps_an_hour_ahead_cannot_end_leases_early() {
     timeout(BOUND, async {
-        let (clocks, shifts) = shifted_clocks(3);
-        let cluster = Cluster::start_with_clocks(3, 10_000, clocks).await;
-        let leader = cluster.leader().await;
+        let (cluster, shifts, leader) = cluster_with_queue().await;
         let node = cluster.node(leader);
-        outcome(
-            node.write(create("q", QueueAttributes::default()))
-                .await
-                .expect("create"),
-        );
         sent(node.write(plain("q", "held")).await.expect("send"));
         outcome(node.write(receive("q", 1, 60)).await.expect("receive"));
 
@@ -95,12 +103,7 @@ async fn a_leader_whose_clock_jumps_an_hour_ahead_cannot_end_leases_early() {
             assert!(Instant::now() < deadline, "the skewed leader kept the lead");
             sleep(Duration::from_millis(50)).await;
         }
-        let s = stats(node, "q").await;
-        assert_eq!(
-            (s.leased, s.visible),
-            (1, 20),
-            "the 60 s lease is still held"
-        );
+        assert_leases(node, (1, 20), "the 60 s lease is still held").await;
         assert_state_time_is_true(&cluster);
     })
     .await
@@ -116,19 +119,12 @@ async fn a_leader_whose_clock_jumps_an_hour_ahead_cannot_end_leases_early() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_node_an_hour_ahead_never_leads_beside_one_true_clock() {
     timeout(BOUND, async {
-        let (clocks, shifts) = shifted_clocks(3);
-        let mut cluster = Cluster::start_with_clocks(3, 10_000, clocks).await;
-        let leader = cluster.leader().await;
+        let (mut cluster, shifts, leader) = cluster_with_queue().await;
         let followers: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
         let (skewed, stopped) = (followers[0], followers[1]);
         shifts[skewed as usize].store(HOUR, Ordering::SeqCst);
         until_skewed(cluster.node(skewed)).await;
         let node = cluster.node(leader);
-        outcome(
-            node.write(create("q", QueueAttributes::default()))
-                .await
-                .expect("create"),
-        );
         sent(node.write(plain("q", "held")).await.expect("send"));
         outcome(node.write(receive("q", 1, 60)).await.expect("receive"));
 
@@ -153,15 +149,9 @@ async fn a_node_an_hour_ahead_never_leads_beside_one_true_clock() {
         let node = cluster.node(leader);
         sent(node.write(plain("q", "short")).await.expect("send"));
         outcome(node.write(receive("q", 1, 3)).await.expect("receive"));
-        let s = stats(node, "q").await;
-        assert_eq!((s.leased, s.visible), (2, 0), "both leases held");
+        assert_leases(node, (2, 0), "both leases held").await;
         sleep(Duration::from_secs(5)).await;
-        let s = stats(node, "q").await;
-        assert_eq!(
-            (s.leased, s.visible),
-            (1, 1),
-            "the 3 s lease ended, the 60 s one did not"
-        );
+        assert_leases(node, (1, 1), "the 3 s lease ended, the 60 s one did not").await;
         assert_state_time_is_true(&cluster);
     })
     .await
@@ -174,15 +164,8 @@ async fn a_node_an_hour_ahead_never_leads_beside_one_true_clock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_leader_clock_put_right_after_a_jump_back_keeps_time_going() {
     timeout(BOUND, async {
-        let (clocks, shifts) = shifted_clocks(3);
-        let cluster = Cluster::start_with_clocks(3, 10_000, clocks).await;
-        let leader = cluster.leader().await;
+        let (cluster, shifts, leader) = cluster_with_queue().await;
         let node = cluster.node(leader);
-        outcome(
-            node.write(create("q", QueueAttributes::default()))
-                .await
-                .expect("create"),
-        );
         shifts[leader as usize].store(-HOUR, Ordering::SeqCst);
         for i in 0..5 {
             sent(
@@ -197,8 +180,7 @@ async fn a_leader_clock_put_right_after_a_jump_back_keeps_time_going() {
         outcome(node.write(receive("q", 1, 2)).await.expect("receive"));
         let before = node.reader().with_engine(|e| e.now()).expect("engine");
         sleep(Duration::from_secs(4)).await;
-        let s = stats(node, "q").await;
-        assert_eq!((s.leased, s.visible), (0, 5), "the 2 s lease ended");
+        assert_leases(node, (0, 5), "the 2 s lease ended").await;
         // The state's time is that of the last entry applied: one more, stamped now.
         sent(node.write(plain("q", "after")).await.expect("send"));
         let after = node.reader().with_engine(|e| e.now()).expect("engine");
