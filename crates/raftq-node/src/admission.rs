@@ -298,7 +298,7 @@ impl Admission {
     /// This node forms a new cluster: its id is saved before anything is proposed.
     pub(crate) async fn form(&self) -> Result<Uuid, Refusal> {
         let _change = self.change.lock().await;
-        let id = Uuid::new_v4();
+        let id = raftq_store::random::uuid();
         self.save(Some(id), Standing::Member).await?;
         Ok(id)
     }

@@ -10,6 +10,8 @@
 //! - [`snapshot`]: snapshot files, streamed from one view of the state to disk and back.
 //! - [`types`]: the Raft type configuration both share.
 //! - [`waiters`]: the parked receives of this node's clients, which applies answer.
+//! - [`random`]: the random choices a node makes (openraft's election timeouts, new ids), which
+//!   a simulation seeds.
 //! - [`disk`]: the file layer the log's files go through; with the `testing` feature,
 //!   `crash_disk`, a recording one that builds the disks a power loss can leave.
 //!
@@ -22,6 +24,7 @@ pub mod crash_disk;
 mod crash_tests;
 pub mod disk;
 pub mod log_store;
+pub mod random;
 mod recent;
 mod records;
 mod segments;

@@ -800,7 +800,7 @@ fn pair_segments(
         // Written to the directory before a crash kept it from the database.
         (None, Some(found)) => found,
         (None, None) => {
-            let id = Uuid::new_v4();
+            let id = crate::random::uuid();
             let file = disk.open(&path, Open::Create)?;
             file.write_all_at(id.as_bytes(), 0)?;
             file.sync_all()?;

@@ -19,7 +19,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
-use uuid::Uuid;
 
 use crate::stepped::SteppedFile;
 use crate::sync_dir;
@@ -68,7 +67,7 @@ impl SnapshotDir {
 
     /// A fresh name for a file being received.
     pub fn receiving_name() -> String {
-        format!("receiving-{}", Uuid::new_v4())
+        format!("receiving-{}", crate::random::uuid())
     }
 
     /// Writes `rows` to a new snapshot file, synced and in place before this returns; returns
@@ -108,7 +107,7 @@ impl SnapshotDir {
         &self,
         fill: impl FnOnce(&mut BufWriter<SteppedFile>) -> io::Result<()>,
     ) -> io::Result<String> {
-        let name = format!("snapshot-{}", Uuid::new_v4());
+        let name = format!("snapshot-{}", crate::random::uuid());
         let partial = self.file(&format!("{name}.partial"));
         let mut out = BufWriter::new(SteppedFile::new(File::create(&partial)?));
         fill(&mut out)?;

@@ -19,6 +19,7 @@ openraft::declare_raft_types!(
         NodeId = u64,
         Node = openraft::BasicNode,
         SnapshotData = tokio::fs::File,
+        AsyncRuntime = crate::random::Runtime,
 );
 
 /// A node's id in the cluster.
