@@ -13,6 +13,7 @@ mod faults;
 mod history;
 mod nodes;
 mod power;
+mod repair;
 mod sampler;
 mod schedule;
 mod workload;

@@ -14,9 +14,9 @@ use std::time::Duration;
 use tokio::time::sleep;
 
 use crate::docker::Compose;
-use crate::faults::{replace, Done};
 use crate::history::now_ms;
 use crate::nodes::Nodes;
+use crate::repair::{replace, Done};
 
 /// How long a node that lost power may take to come back healthy (answering, and following the
 /// leader most members follow).

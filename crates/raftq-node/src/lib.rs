@@ -15,7 +15,6 @@ mod formation;
 mod gate;
 mod group_commit;
 mod membership;
-mod memory;
 mod network;
 mod node;
 #[cfg(feature = "testing")]
@@ -39,11 +38,11 @@ pub mod rpc {
 pub use clock::{now_ms, WallClock};
 pub use error::{Halted, NodeError, StartError};
 pub use membership::{Change, ChangeError, ChangeResult, LONGEST as LONGEST_CHANGE};
-pub use memory::{refused, Answer, Delivery, MemoryNetwork, PeerTransport};
-pub use network::Method as PeerMethod;
-pub use node::{Node, NodeConfig};
+pub use network::{refused, Answer, MemoryNetwork, Method as PeerMethod};
+pub use node::{Node, NodeConfig, PeerTransport};
 pub use query::{Query, QueryResult};
 pub use raftq_store::{NodeId, Response, WaitSlot};
+pub use service::Delivery;
 pub use status::{Member, NodeStatus, Role};
 
 #[cfg(feature = "testing")]

@@ -1,14 +1,21 @@
 //! Outgoing peer traffic: openraft's network over tonic gRPC (`proto/raft.proto`), and the
 //! forwarding of client requests to the leader.
 //!
+//! Calls go over HTTP/2, or, in a simulation that runs every node in one process, over a
+//! [`MemoryNetwork`] that decides when, whether and in what order each call and its answer
+//! arrive. Such a network reports a call refused before it was sent as the HTTP/2 transport
+//! does ([`refused`]), and never ends a call it lost: the caller's own timeout does.
+//!
 //! Every payload is postcard-encoded inside a `Blob`. A call that does not reach the peer is
 //! reported to openraft as `Unreachable`, so it backs off; an error the peer's Raft returned
 //! comes back as `RemoteError`.
 
 use std::collections::{BTreeSet, HashMap};
+use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
 };
@@ -24,9 +31,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::admission::{ClusterId, PeerStatus, PingAnswer, CLUSTER_HEADER};
-use crate::memory::MemoryNetwork;
 use crate::rpc::raft_client::RaftClient;
 use crate::rpc::Blob;
+use tonic::{Request, Response, Status};
 
 /// HTTP/2 flow-control window for peer traffic: large enough that a batch of entries is sent
 /// without waiting for window updates.
@@ -68,6 +75,32 @@ fn prefix_within<T: Serialize>(entries: &[T], budget: usize) -> usize {
 pub(crate) fn index_range(entries: &[openraft::Entry<TypeConfig>]) -> Option<(u64, u64)> {
     (entries.first().zip(entries.last()))
         .map(|(first, last)| (first.log_id.index, last.log_id.index))
+}
+
+/// A peer call's outcome: the peer service's answer, or the status the transport failed with.
+pub type Answer = Result<Response<Blob>, Status>;
+
+/// The network a node's outgoing peer calls go through in memory.
+pub trait MemoryNetwork: Send + Sync + fmt::Debug {
+    /// Carries `request` to the node serving `addr` and its answer back. The future ends with
+    /// the answer or a transport failure ([`refused`] when nothing was sent), or never, for a
+    /// call lost on its way.
+    fn call(
+        &self,
+        addr: &str,
+        method: Method,
+        request: Request<Blob>,
+    ) -> BoxFuture<'static, Answer>;
+}
+
+/// The status of a call refused before anything was sent, as the HTTP/2 transport reports a
+/// connection that could not be made.
+pub fn refused(addr: &str, why: &str) -> Status {
+    let error = raftq_h2::Error::Connect {
+        authority: addr.to_string(),
+        source: std::io::Error::new(std::io::ErrorKind::ConnectionRefused, why.to_string()),
+    };
+    Status::from_error(Box::new(error))
 }
 
 /// Peers this node refuses to talk to: a switch for partition tests, empty in production.

@@ -15,7 +15,7 @@ use openraft::{Config, Raft, SnapshotPolicy};
 use raftq_engine::{Command, Engine, EngineError};
 use raftq_store::{Database, NodeId, Response, Storage, TypeConfig, WaitSlot};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tonic::transport::server::TcpIncoming;
@@ -25,12 +25,11 @@ use crate::clock::{LeaderClock, WallClock};
 use crate::error::{Halted, NodeError, StartError};
 use crate::group_commit::GroupCommit;
 use crate::membership::{Change, ChangeResult};
-use crate::memory::{self, PeerTransport};
-use crate::network::{Dial, Network, Partition, PeerClients, WINDOW};
+use crate::network::{Dial, MemoryNetwork, Network, Partition, PeerClients, WINDOW};
 use crate::query::{Query, QueryResult};
 use crate::routing::{mismatched, ForwardReply, Forwarded, LEADER_WAIT};
 use crate::rpc::raft_server::RaftServer;
-use crate::service::PeerService;
+use crate::service::{self, Delivery, PeerService};
 use crate::shared::Core;
 use crate::status::NodeStatus;
 use crate::tls::PeerTls;
@@ -45,6 +44,17 @@ const CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// probes where a follower's log matches its own with this many entries at a time, which fewer
 /// keeps cheap, while more let a follower that fell behind catch up in fewer round trips.
 const MAX_PAYLOAD_ENTRIES: u64 = 32;
+
+/// How a node talks to its peers: over TCP (HTTP/2, with TLS when configured), or in memory.
+pub enum PeerTransport {
+    /// The peer service listens here; calls to peers go over HTTP/2.
+    Tcp(tokio::net::TcpListener),
+    /// Calls to this node arrive on `inbox`; calls to peers go through `network`.
+    Memory {
+        network: Arc<dyn MemoryNetwork>,
+        inbox: mpsc::UnboundedReceiver<Delivery>,
+    },
+}
 
 /// What a node needs to know to start.
 #[derive(Debug, Clone)]
@@ -181,7 +191,7 @@ fn spawn_peer_service(
     let listener = match transport {
         PeerTransport::Tcp(listener) => listener,
         PeerTransport::Memory { inbox, .. } => {
-            return memory::serve(PeerService::new(core, false), inbox, stop)
+            return service::serve(PeerService::new(core, false), inbox, stop)
         }
     };
     // No size bound of the peer service's own: peers are authenticated members, what a client

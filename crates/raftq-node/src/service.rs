@@ -9,11 +9,16 @@
 //!   members were added must still hear from a leader added meanwhile, or it never catches up;
 //! - a ping is answered to any node of the CA: a node being added asks its cluster's members
 //!   before it is one.
+//!
+//! The service answers calls over HTTP/2, or [`Delivery`]s from a network in memory ([`serve`]).
 
+use std::fmt;
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
@@ -23,7 +28,7 @@ use raftq_store::{NodeId, TypeConfig};
 
 use crate::admission::{PeerCall, PingAnswer, Standing, CLUSTER_HEADER};
 use crate::error::NodeError;
-use crate::network::index_range;
+use crate::network::{index_range, Answer, Method};
 use crate::receiving::SnapshotReceiver;
 use crate::routing::{ForwardReply, Forwarded};
 use crate::rpc::raft_server::Raft as RaftRpc;
@@ -207,5 +212,65 @@ impl RaftRpc for PeerService {
         let forwarded: Forwarded = decode(request)?;
         let reply: Result<ForwardReply, NodeError> = self.core.serve_local(&forwarded).await;
         encode(&reply)
+    }
+}
+
+/// One peer call on its way to the node that serves it.
+pub struct Delivery {
+    pub method: Method,
+    pub request: Request<Blob>,
+    /// Where the answer goes; dropping it unanswered is a call broken after it was sent.
+    pub answer: oneshot::Sender<Answer>,
+}
+
+impl fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Delivery")
+            .field("method", &self.method)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Answers every call that arrives on `inbox` with `service`, each in a task of its own (as the
+/// HTTP/2 server serves each stream), until the inbox closes or `stop` resolves.
+pub(crate) fn serve(
+    service: PeerService,
+    mut inbox: mpsc::UnboundedReceiver<Delivery>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> JoinHandle<()> {
+    let service = Arc::new(service);
+    tokio::spawn(async move {
+        tokio::pin!(stop);
+        loop {
+            let delivery = tokio::select! {
+                delivery = inbox.recv() => delivery,
+                _ = &mut stop => None,
+            };
+            let Some(Delivery {
+                method,
+                request,
+                answer,
+            }) = delivery
+            else {
+                return;
+            };
+            let service = Arc::clone(&service);
+            tokio::spawn(async move {
+                let _ = answer.send(dispatch(&service, method, request).await);
+            });
+        }
+    })
+}
+
+/// Runs the peer service's handler of `method`.
+async fn dispatch(service: &PeerService, method: Method, request: Request<Blob>) -> Answer {
+    match method {
+        Method::Append => service.append_entries(request).await,
+        Method::Vote => service.vote(request).await,
+        Method::Snapshot => service.install_snapshot(request).await,
+        Method::Forward => service.forward(request).await,
+        Method::Ping => service.ping(request).await,
+        Method::Elect => service.elect(request).await,
+        Method::Admit => service.admit(request).await,
     }
 }

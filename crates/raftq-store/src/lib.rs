@@ -39,7 +39,8 @@ pub use log_store::FailingDisk;
 pub use log_store::{
     Appended, Enrolment, LogStore, LogStoreError, MissingColumnFamily, LOGS_CF, META_CF,
 };
-pub use segments::{LogOptions, SegmentError};
+pub use records::SegmentError;
+pub use segments::LogOptions;
 pub use state_machine::{
     Awaited, AwaitedWrite, OpenError, PayloadView, RocksStateMachine, StateReader, SM_META_CF,
     STATE_CF,

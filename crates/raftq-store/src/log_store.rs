@@ -83,7 +83,8 @@ use uuid::Uuid;
 
 use crate::disk::{self, Disk, DiskFile, Open};
 use crate::recent::Recent;
-use crate::segments::{remove_purged, LogOptions, SegmentError, Segments, SyncedMark};
+use crate::records::SegmentError;
+use crate::segments::{remove_purged, LogOptions, Segments, SyncedMark};
 
 /// Name of the column family where a directory written before segment files held its entries.
 pub const LOGS_CF: &str = "raft_logs";

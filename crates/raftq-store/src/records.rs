@@ -24,9 +24,43 @@
 //! written in full. No record is appended to a segment of format 1. A segment whose header is
 //! intact but names a later format is refused: this build cannot read it.
 
-use std::path::Path;
+use std::io;
+use std::path::{Path, PathBuf};
 
-use crate::segments::SegmentError;
+/// Why the segments could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum SegmentError {
+    #[error("log segment I/O: {0}")]
+    Io(#[from] io::Error),
+    #[error(
+        "log segment {file} is damaged at byte {offset}: the record of entry {index} fails its \
+         checksum, yet a later record chaining from it is intact and says it was synced"
+    )]
+    Damaged {
+        file: PathBuf,
+        offset: u64,
+        index: u64,
+    },
+    #[error(
+        "log segment {file} holds intact records from entry {index} on that say the log was \
+         synced past where it ends (a damaged record or segment header before them)"
+    )]
+    Stranded { file: PathBuf, index: u64 },
+    #[error(
+        "the log's first entry is {first}, but entries were purged only up to {purged}: the \
+         entries in between are missing"
+    )]
+    Missing { first: u64, purged: u64 },
+    #[error("log segment {0} is of a later format than this build reads: run a later build")]
+    LaterFormat(PathBuf),
+}
+
+impl SegmentError {
+    /// Whether the stored log is damaged (as opposed to unreadable for another reason).
+    pub fn is_damage(&self) -> bool {
+        !matches!(self, SegmentError::Io(_) | SegmentError::LaterFormat(_))
+    }
+}
 
 /// Bytes of a segment's header: magic, first index, the checksum it chains from, its own CRC.
 pub const SEGMENT_HEADER: u64 = 24;

@@ -33,7 +33,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::disk::{self, Disk, DiskFile, Open, RealDisk};
-use crate::records::{self, Format, FORMAT, SEGMENT_HEADER};
+use crate::records::{self, Format, SegmentError, FORMAT, SEGMENT_HEADER};
 use crate::stepped::STEP;
 
 /// Bytes of a new segment file.
@@ -48,41 +48,6 @@ const SUFFIX: &str = ".seg";
 /// sizes a file's pages by the writes that create them, and an append that dirties part of a
 /// large page dirties all of it (the kernel counts it all as written).
 const ZERO_CHUNK: usize = 4096;
-
-/// Why the segments could not be opened.
-#[derive(Debug, thiserror::Error)]
-pub enum SegmentError {
-    #[error("log segment I/O: {0}")]
-    Io(#[from] io::Error),
-    #[error(
-        "log segment {file} is damaged at byte {offset}: the record of entry {index} fails its \
-         checksum, yet a later record chaining from it is intact and says it was synced"
-    )]
-    Damaged {
-        file: PathBuf,
-        offset: u64,
-        index: u64,
-    },
-    #[error(
-        "log segment {file} holds intact records from entry {index} on that say the log was \
-         synced past where it ends (a damaged record or segment header before them)"
-    )]
-    Stranded { file: PathBuf, index: u64 },
-    #[error(
-        "the log's first entry is {first}, but entries were purged only up to {purged}: the \
-         entries in between are missing"
-    )]
-    Missing { first: u64, purged: u64 },
-    #[error("log segment {0} is of a later format than this build reads: run a later build")]
-    LaterFormat(PathBuf),
-}
-
-impl SegmentError {
-    /// Whether the stored log is damaged (as opposed to unreadable for another reason).
-    pub fn is_damage(&self) -> bool {
-        !matches!(self, SegmentError::Io(_) | SegmentError::LaterFormat(_))
-    }
-}
 
 /// One segment file and where its records are.
 #[derive(Debug)]
