@@ -5,13 +5,14 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use raftq_check::history::{Event, History};
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::Rng;
 use tokio::time::{sleep, Instant};
 
+use crate::clock::now_ms;
 use crate::docker::{Compose, BACKING_DATA};
-use crate::history::{now_ms, Event, History};
 use crate::nodes::{service, Nodes};
 use crate::power;
 use crate::repair::{replace, Done, REPAIR_WAIT};

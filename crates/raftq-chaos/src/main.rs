@@ -7,10 +7,9 @@
 //! run: the same `--seed` and `--duration` replay the same fault schedule.
 
 mod availability;
-mod checker;
+mod clock;
 mod docker;
 mod faults;
-mod history;
 mod nodes;
 mod power;
 mod repair;
@@ -28,15 +27,16 @@ use std::time::Duration;
 
 use clap::Parser;
 use futures_util::future::join_all;
+use raftq_check::checker::{self, Final};
+use raftq_check::history::{Event, History, Outcome};
 use raftq_client::{Client, Options};
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, Instant};
 
 use crate::availability::{unavailability, FaultSpan};
-use crate::checker::Final;
+use crate::clock::now_ms;
 use crate::docker::Compose;
-use crate::history::{now_ms, Event, History, Outcome};
 use crate::nodes::Nodes;
 use crate::sampler::Sampler;
 use crate::workload::Control;

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use tokio::time::sleep;
 
+use crate::clock::now_ms;
 use crate::docker::Compose;
-use crate::history::now_ms;
 use crate::nodes::Nodes;
 use crate::repair::{replace, Done};
 

@@ -18,7 +18,7 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio::time::{interval, timeout, MissedTickBehavior};
 
-use crate::history::now_ms;
+use crate::clock::now_ms;
 use crate::nodes::Nodes;
 
 /// How often every member is asked.
@@ -30,7 +30,7 @@ pub const TIMEOUT: Duration = Duration::from_millis(200);
 /// shows to admin keys only) are `null`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Sample {
-    /// The checker's clock (`history::now_ms`) when the request was sent and when it ended.
+    /// The checker's clock (`clock::now_ms`) when the request was sent and when it ended.
     pub start: u64,
     pub end: u64,
     pub node: u64,

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use raftq_check::history::{Event, History, Outcome};
 use raftq_client::ClientError;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -15,7 +16,7 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use tokio::time::sleep;
 
-use crate::history::{now_ms, Event, History, Outcome};
+use crate::clock::now_ms;
 use crate::nodes::{Avoided, Nodes};
 
 /// Lease length the consumers ask for.

@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use openraft::{Config, Raft, SnapshotPolicy};
 use raftq_engine::{Command, Engine, EngineError};
-use raftq_store::{Database, NodeId, Response, Storage, TypeConfig, WaitSlot};
+use raftq_store::{Database, LogOptions, NodeId, Response, Storage, TypeConfig, WaitSlot};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -83,6 +83,10 @@ pub struct NodeConfig {
     pub wall_clock: WallClock,
     /// Mutual TLS with the peers; without it peer traffic is plaintext and unauthenticated.
     pub peer_tls: Option<PeerTls>,
+    /// Where the Raft log keeps its segment files and runs its slow work: the data directory's
+    /// `log/` on the operating system's disk, with threads of its own, unless a simulation says
+    /// otherwise.
+    pub log: LogOptions,
 }
 
 impl NodeConfig {
@@ -105,6 +109,7 @@ impl NodeConfig {
             max_clock_skew_ms: Self::DEFAULT_MAX_CLOCK_SKEW_MS,
             wall_clock: WallClock::system(),
             peer_tls: None,
+            log: LogOptions::default(),
         }
     }
 }
@@ -149,7 +154,7 @@ fn check(config: &NodeConfig) -> Result<(), StartError> {
 /// Opens the node's log and state machine in its data directory (made durably if missing); a
 /// damaged store is told apart from one that cannot be read.
 fn open_storage(config: &NodeConfig) -> Result<Storage, StartError> {
-    raftq_store::open(&config.data_dir, &config.region).map_err(|e| {
+    raftq_store::open_on(&config.data_dir, &config.region, &config.log).map_err(|e| {
         if e.is_damage() {
             StartError::Damaged(e.to_string())
         } else {

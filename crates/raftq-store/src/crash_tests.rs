@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::{Entry, EntryPayload, LogId, RaftLogReader, Vote};
@@ -20,6 +21,7 @@ use crate::crash_disk::{CrashDisk, Frozen};
 use crate::disk::{Disk, DiskFile};
 use crate::log_store::{LogStore, KEY_VOTE, META_CF};
 use crate::segments::{LogOptions, Segments};
+use crate::work::Work;
 
 /// Bytes of a segment here: 16 sectors, a few records each.
 const SEGMENT: u64 = 8192;
@@ -59,7 +61,9 @@ fn options(disk: &CrashDisk) -> LogOptions {
     LogOptions {
         disk: Arc::new(disk.clone()),
         segment_bytes: SEGMENT,
-        spare_thread: false,
+        work: Work::Tasks {
+            fsync: Duration::ZERO,
+        },
     }
 }
 

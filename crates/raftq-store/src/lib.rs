@@ -14,6 +14,8 @@
 //!   a simulation seeds.
 //! - [`disk`]: the file layer the log's files go through; with the `testing` feature,
 //!   `crash_disk`, a recording one that builds the disks a power loss can leave.
+//! - [`work`]: where the log's slow work runs, on threads of its own or, in a simulation, as
+//!   tasks of the runtime.
 //!
 //! The log's metadata and the state machine live in one RocksDB instance, opened with
 //! [`column_families`].
@@ -33,6 +35,7 @@ pub mod state_machine;
 mod stepped;
 pub mod types;
 pub mod waiters;
+pub mod work;
 
 #[cfg(feature = "testing")]
 pub use log_store::FailingDisk;
@@ -47,6 +50,7 @@ pub use state_machine::{
 };
 pub use types::{CommandGroup, NodeId, Response, TypeConfig};
 pub use waiters::{WaitSlot, Waiters};
+pub use work::Work;
 
 /// Every column family of a raftq node's database.
 pub fn column_families() -> Vec<rocksdb::ColumnFamilyDescriptor> {
@@ -154,12 +158,27 @@ impl StorageError {
 /// `log/`, snapshot files in `snapshots/`), creating what is missing, for a cluster serving
 /// `region`.
 pub fn open(data_dir: &std::path::Path, region: &str) -> Result<Storage, StorageError> {
+    open_on(data_dir, region, &LogOptions::default())
+}
+
+/// Opens a node's storage as [`open`] does, with the log's segment files kept as `log` says:
+/// on another disk, their slow work done elsewhere (a simulation's).
+pub fn open_on(
+    data_dir: &std::path::Path,
+    region: &str,
+    log: &LogOptions,
+) -> Result<Storage, StorageError> {
     disk::create_dir_durably(&disk::RealDisk, data_dir).map_err(LogStoreError::Io)?;
     let db = open_db(&data_dir.join("db"))?;
     // RocksDB syncs the entries of its own directory, not the directory's entry in its parent.
     sync_dir(data_dir).map_err(LogStoreError::Io)?;
     let database = Database(std::sync::Arc::downgrade(&db));
-    let log = LogStore::open(std::sync::Arc::clone(&db), META_CF, &data_dir.join("log"))?;
+    let log = LogStore::open_on(
+        std::sync::Arc::clone(&db),
+        META_CF,
+        &data_dir.join("log"),
+        log,
+    )?;
     let state_machine = RocksStateMachine::open(db, region, data_dir.join("snapshots"))?;
     let purged = log
         .last_purged()

@@ -33,7 +33,7 @@
 //!   outlived entries the crash took is read back as the last entry held.
 //!
 //! The synced writes of the vote, a truncation and a purge run on tokio's blocking pool so that
-//! their fsync does not stall a runtime worker. An append the core waits for is the exception
+//! their fsync does not stall a runtime worker (in a simulation, where [`Work`] says, inline). An append the core waits for is the exception
 //! above: it stalls the worker that runs the core, which has nothing else to do meanwhile, for
 //! one fsync; the other workers go on.
 //!
@@ -79,12 +79,15 @@ use rocksdb::WriteOptions;
 use rocksdb::DB;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc::error::SendError;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use uuid::Uuid;
 
 use crate::disk::{self, Disk, DiskFile, Open};
 use crate::recent::Recent;
 use crate::records::SegmentError;
 use crate::segments::{remove_purged, LogOptions, Segments, SyncedMark};
+use crate::work::Work;
 
 /// Name of the column family where a directory written before segment files held its entries.
 pub const LOGS_CF: &str = "raft_logs";
@@ -190,7 +193,9 @@ pub struct LogStore<C: RaftTypeConfig> {
     meta_cf: Arc<str>,
     segments: Arc<Mutex<Segments>>,
     /// Appends waiting for their segments to reach the disk, and barriers behind them.
-    syncer: std::sync::mpsc::Sender<Flush<C>>,
+    syncer: UnboundedSender<Flush<C>>,
+    /// Where the slow work runs.
+    work: Work,
     /// The entries appended last, shared by every clone.
     recent: Arc<Mutex<Recent<C::Entry>>>,
     /// The id of the last entry, shared by every clone.
@@ -324,22 +329,47 @@ fn sync_files(files: &[Arc<dyn DiskFile>]) -> io::Result<()> {
     Ok(())
 }
 
-/// The sync thread: one fsync of the files written by every append that queued while the
-/// previous one ran, then each append's callback, in order, and the barriers.
+/// The sync thread (or task, see [`Work`]): one fsync of the files written by every append that
+/// queued while the previous one ran, then each append's callback, in order, and the barriers.
 fn spawn_syncer<C: RaftTypeConfig>(
     durability: Arc<Durability>,
-) -> io::Result<std::sync::mpsc::Sender<Flush<C>>> {
-    let (tx, rx) = std::sync::mpsc::channel::<Flush<C>>();
-    std::thread::Builder::new()
-        .name("raftq-log-sync".into())
-        .spawn(move || {
-            while let Ok(first) = rx.recv() {
-                let mut waiting = vec![first];
-                waiting.extend(rx.try_iter());
-                sync_queued(&durability, waiting);
-            }
-        })?;
+    work: Work,
+) -> io::Result<UnboundedSender<Flush<C>>> {
+    let (tx, mut rx) = unbounded_channel::<Flush<C>>();
+    match work {
+        Work::Threads => {
+            std::thread::Builder::new()
+                .name("raftq-log-sync".into())
+                .spawn(move || {
+                    while let Some(first) = rx.blocking_recv() {
+                        sync_queued(&durability, queued_after(first, &mut rx));
+                    }
+                })?;
+        }
+        Work::Tasks { fsync } => {
+            let runtime = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
+            runtime.spawn(async move {
+                while let Some(first) = rx.recv().await {
+                    // The disk takes its time; what is written meanwhile rides on this sync.
+                    tokio::time::sleep(fsync).await;
+                    sync_queued(&durability, queued_after(first, &mut rx));
+                }
+            });
+        }
+    }
     Ok(tx)
+}
+
+/// `first` and everything queued behind it by now.
+fn queued_after<C: RaftTypeConfig>(
+    first: Flush<C>,
+    rx: &mut UnboundedReceiver<Flush<C>>,
+) -> Vec<Flush<C>> {
+    let mut waiting = vec![first];
+    while let Ok(more) = rx.try_recv() {
+        waiting.push(more);
+    }
+    waiting
 }
 
 /// Syncs the files of every append in `waiting` once, raises the synced mark past them, then
@@ -387,6 +417,7 @@ impl<C: RaftTypeConfig> Clone for LogStore<C> {
             meta_cf: Arc::clone(&self.meta_cf),
             segments: Arc::clone(&self.segments),
             syncer: self.syncer.clone(),
+            work: self.work,
             recent: Arc::clone(&self.recent),
             last: Arc::clone(&self.last),
             appended: self.appended.clone(),
@@ -439,7 +470,8 @@ where
             ..Durability::default()
         });
         Ok(Self {
-            syncer: spawn_syncer(Arc::clone(&durability))?,
+            syncer: spawn_syncer(Arc::clone(&durability), options.work)?,
+            work: options.work,
             durability,
             segments: Arc::new(Mutex::new(segments)),
             recent: Arc::new(Mutex::new(Recent::new(RECENT_BYTES))),
@@ -499,30 +531,32 @@ where
         Ok(batch)
     }
 
-    /// Writes `batch` with `sync = true`, on the blocking pool.
+    /// Writes `batch` with `sync = true`, on the blocking pool (see [`Work`]).
     async fn write_synced(&self, batch: WriteBatch) -> Result<(), AnyError> {
         self.disk_check().map_err(|e| AnyError::new(&e))?;
         let db = Arc::clone(&self.db);
-        let written = tokio::task::spawn_blocking(move || write_synced_now(&db, batch))
+        let written = self
+            .work
+            .blocking(move || write_synced_now(&db, batch))
             .await
             .map_err(|e| AnyError::new(&e))?
             .map_err(|e| AnyError::new(&e));
         self.noted(written)
     }
 
-    /// Runs `work` on the segments, on the blocking pool.
+    /// Runs `work` on the segments, on the blocking pool (see [`Work`]).
     async fn on_segments<T: Send + 'static>(
         &self,
         work: impl FnOnce(&mut Segments) -> io::Result<T> + Send + 'static,
     ) -> Result<T, AnyError> {
         self.disk_check().map_err(|e| AnyError::new(&e))?;
         let segments = Arc::clone(&self.segments);
-        let done = tokio::task::spawn_blocking(move || {
-            work(&mut segments.lock().unwrap_or_else(PoisonError::into_inner))
-        })
-        .await
-        .map_err(|e| AnyError::new(&e))?
-        .map_err(|e| AnyError::new(&e));
+        let done = self
+            .work
+            .blocking(move || work(&mut segments.lock().unwrap_or_else(PoisonError::into_inner)))
+            .await
+            .map_err(|e| AnyError::new(&e))?
+            .map_err(|e| AnyError::new(&e));
         self.noted(done)
     }
 
@@ -703,7 +737,7 @@ where
             return Ok(());
         }
         self.durability.queued.fetch_add(1, Ordering::SeqCst);
-        if let Err(std::sync::mpsc::SendError(Flush::Append(_, _, callback))) =
+        if let Err(SendError(Flush::Append(_, _, callback))) =
             self.syncer.send(Flush::Append(entries, files, callback))
         {
             self.durability.queued.fetch_sub(1, Ordering::SeqCst);
@@ -989,7 +1023,8 @@ where
             .map_err(StorageIOError::write_logs)?;
         // Apart, not awaited: the purge is durable already (its id is synced above).
         let disk = Arc::clone(&self.disk);
-        tokio::task::spawn_blocking(move || remove_purged(disk.as_ref(), &removable));
+        self.work
+            .detached(move || remove_purged(disk.as_ref(), &removable));
         self.forget_last();
         Ok(())
     }

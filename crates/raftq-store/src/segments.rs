@@ -35,6 +35,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::disk::{self, Disk, DiskFile, Open, RealDisk};
 use crate::records::{self, Format, SegmentError, FORMAT, SEGMENT_HEADER};
 use crate::stepped::STEP;
+use crate::work::Work;
 
 /// Bytes of a new segment file.
 pub const SEGMENT_BYTES: u64 = 16 << 20;
@@ -94,10 +95,10 @@ pub struct LogOptions {
     pub disk: Arc<dyn Disk>,
     /// Bytes of a new segment file.
     pub segment_bytes: u64,
-    /// Whether a helper thread makes the spare segment ahead of need. Without it, the roll that
-    /// takes the spare makes the next one at once: slower, in a fixed order of file operations
-    /// (for tests and simulations).
-    pub spare_thread: bool,
+    /// Where the slow work runs. With threads, a helper thread makes the spare segment ahead of
+    /// need; with tasks, the roll that takes the spare makes the next one at once: slower, in a
+    /// fixed order of file operations (for tests and simulations).
+    pub work: Work,
 }
 
 impl Default for LogOptions {
@@ -105,7 +106,7 @@ impl Default for LogOptions {
         LogOptions {
             disk: Arc::new(RealDisk),
             segment_bytes: SEGMENT_BYTES,
-            spare_thread: true,
+            work: Work::Threads,
         }
     }
 }
@@ -376,9 +377,9 @@ impl Segments {
             bytes: options.segment_bytes,
             ready: Mutex::new(spare_ready),
         });
-        let prepare = match options.spare_thread {
-            true => Some(spawn_preparer(Arc::downgrade(&spare))?),
-            false => None,
+        let prepare = match options.work {
+            Work::Threads => Some(spawn_preparer(Arc::downgrade(&spare))?),
+            Work::Tasks { .. } => None,
         };
         Ok(Segments {
             disk: Arc::clone(disk),

@@ -1,18 +1,11 @@
-//! The recorded history of a chaos run: every operation a client attempted, with its outcome
-//! and the client's clock before and after, and every fault injected. Times are milliseconds
-//! since the Unix epoch (the nodes stamp entries with the same machine's clock).
+//! The recorded history of a run: every operation a client attempted, with its outcome and the
+//! recorder's clock before and after, and every fault injected. Times are milliseconds on the
+//! clock the recorder uses, the same clock the nodes stamp their entries with: the chaos run's is
+//! the machine's clock since the Unix epoch, a simulation's its simulated time.
 
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
 
 /// How an operation ended, from the client's side.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -1,0 +1,106 @@
+//! How the simulation's clients reach a node: each running node takes calls from an inbox of
+//! its own (in place of the HTTP API) and serves each on a task of its runtime, so that a crash
+//! of the node ends the calls it was serving, as a closed connection would. A call to a node
+//! that does not run is refused at once; one that gets no answer in time ends unanswered.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use raftq_engine::{Command, EngineError};
+use raftq_node::{
+    Change, ChangeResult, Node, NodeError, NodeId, NodeStatus, Query, QueryResult, Response,
+};
+use tokio::sync::{mpsc, oneshot};
+
+/// How long a client waits for an answer before it gives the call up (its outcome is then
+/// unknown), as the chaos run's clients do.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// What a client asks a node.
+#[derive(Debug)]
+pub enum Request {
+    Write(Box<Command>),
+    Read(Query),
+    Status,
+    /// The last applied index and the digest of the applied state.
+    Digest,
+    Change(Change),
+}
+
+/// A node's answer, one per kind of [`Request`].
+#[derive(Debug)]
+pub enum Reply {
+    Write(Result<Response, NodeError>),
+    Read(Result<Result<QueryResult, EngineError>, NodeError>),
+    Status(Box<NodeStatus>),
+    Digest(Result<(Option<u64>, String), NodeError>),
+    Change(Result<ChangeResult, NodeError>),
+}
+
+/// Why a call got no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// No node ran there: nothing was asked.
+    #[error("node {0} does not run")]
+    Refused(NodeId),
+    /// The node stopped while it served the call, or did not answer in time: it may have done
+    /// what was asked.
+    #[error("node {0} gave no answer")]
+    NoAnswer(NodeId),
+}
+
+type Call = (Request, oneshot::Sender<Reply>);
+
+/// The inboxes of the running nodes.
+#[derive(Debug, Clone, Default)]
+pub struct Api {
+    inboxes: Arc<Mutex<BTreeMap<NodeId, mpsc::UnboundedSender<Call>>>>,
+}
+
+impl Api {
+    /// Asks node `id`, waiting up to [`REQUEST_TIMEOUT`] for its answer.
+    pub async fn call(&self, id: NodeId, request: Request) -> Result<Reply, CallError> {
+        let inbox = self
+            .inboxes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .cloned()
+            .ok_or(CallError::Refused(id))?;
+        let (answer, answered) = oneshot::channel();
+        inbox
+            .send((request, answer))
+            .map_err(|_| CallError::Refused(id))?;
+        match tokio::time::timeout(REQUEST_TIMEOUT, answered).await {
+            Ok(Ok(reply)) => Ok(reply),
+            _ => Err(CallError::NoAnswer(id)),
+        }
+    }
+
+    /// Serves the calls to node `id` on tasks of the current runtime until that runtime ends;
+    /// calls from then on are refused.
+    pub async fn serve(&self, id: NodeId, node: Arc<Node>) {
+        let (inbox, mut calls) = mpsc::unbounded_channel::<Call>();
+        self.inboxes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, inbox);
+        while let Some((request, answer)) = calls.recv().await {
+            let node = Arc::clone(&node);
+            tokio::spawn(async move {
+                let _ = answer.send(answer_to(&node, request).await);
+            });
+        }
+    }
+}
+
+async fn answer_to(node: &Node, request: Request) -> Reply {
+    match request {
+        Request::Write(command) => Reply::Write(node.write(*command).await),
+        Request::Read(query) => Reply::Read(node.read(query).await),
+        Request::Status => Reply::Status(Box::new(node.status().await)),
+        Request::Digest => Reply::Digest(node.digest()),
+        Request::Change(change) => Reply::Change(node.change_membership(change).await),
+    }
+}

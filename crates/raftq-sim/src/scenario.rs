@@ -1,0 +1,326 @@
+//! One simulated run, as the director plays it: wait for a leader, create the queues, start the
+//! workers, inject faults for a while, heal, drain every queue, read the final state, and judge
+//! the history with the chaos checker.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use raftq_check::checker::{self, Final, Report};
+use raftq_check::history::{Event, History};
+use raftq_engine::{Command, QueueAttributes, RedrivePolicyInput, RetryBackoffInput};
+use raftq_node::{NodeId, Query, QueryResult};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::time::{sleep, Instant};
+use uuid::Uuid;
+
+use crate::api::{Reply, Request};
+use crate::faults::{self, Cluster};
+use crate::workload::{self, Switches, ACCOUNT, LEASE_SECONDS};
+use crate::world::Control;
+
+const MAX_RECEIVE_COUNT: u64 = 3;
+
+/// What a run found.
+#[derive(Debug)]
+pub struct Judged {
+    pub events: Vec<Event>,
+    pub report: Report,
+    /// Nodes that did not start again after a fault, and why.
+    pub unrecovered: Vec<String>,
+    /// What went wrong outside the invariants (no leader, a queue never drained).
+    pub problems: Vec<String>,
+}
+
+/// Plays the run of `seed` with `faults_for` of faults.
+pub async fn play(control: Control, seed: u64, faults_for: Duration) -> Judged {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let history = History::default();
+    let mut problems = Vec::new();
+    let switches = Switches::default();
+    let members: Vec<NodeId> = vec![1, 2, 3];
+    *switches
+        .members
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = members.clone();
+    if !leader_within(&control, &members, Duration::from_secs(30)).await {
+        problems.push("no leader within 30 s of the start".into());
+    }
+    let dead_letter = match create_queues(&control, &members).await {
+        Ok(pairs) => pairs,
+        Err(e) => {
+            problems.push(e);
+            return Judged {
+                events: history.events(),
+                report: Report::default(),
+                unrecovered: Vec::new(),
+                problems,
+            };
+        }
+    };
+    switches.ack_per_mille.store(600, Ordering::SeqCst);
+    let workers = start_workers(&control, &history, &dead_letter, &switches, rng.random());
+    let mut cluster = Cluster {
+        switches: switches.clone(),
+        next_id: 4,
+        unrecovered: Vec::new(),
+    };
+    faults::run(
+        &control,
+        &mut cluster,
+        &history,
+        &mut rng,
+        Instant::now() + faults_for,
+    )
+    .await;
+    let members = cluster
+        .switches
+        .members
+        .lock()
+        .map(|m| m.clone())
+        .unwrap_or_default();
+    faults::heal(&control, &members);
+    if !leader_within(&control, &members, Duration::from_secs(30)).await {
+        problems.push("no leader within 30 s of healing".into());
+    }
+    switches.stop_producing.store(true, Ordering::SeqCst);
+    switches.ack_per_mille.store(1000, Ordering::SeqCst);
+    if !drain(&control, &members, &dead_letter, Duration::from_secs(60)).await {
+        problems.push("queues were not empty 60 s after healing".into());
+    }
+    switches.stop_consuming.store(true, Ordering::SeqCst);
+    for worker in workers {
+        let _ = worker.await;
+    }
+    let remaining = remaining(&control, &members, &dead_letter)
+        .await
+        .unwrap_or_else(|e| {
+            problems.push(e);
+            BTreeMap::new()
+        });
+    let fin = Final {
+        remaining,
+        node_states: node_states(&control, &members).await,
+        memberships: faults::memberships(&control, &members).await,
+        members: members.clone(),
+        dead_letter,
+        max_receive_count: MAX_RECEIVE_COUNT,
+    };
+    let events = history.events();
+    let report = checker::check(&events, &fin);
+    Judged {
+        events,
+        report,
+        unrecovered: cluster.unrecovered,
+        problems,
+    }
+}
+
+/// Waits until the members agree on a leader among them.
+async fn leader_within(control: &Control, members: &[NodeId], limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if faults::leader(control, members).await.is_some() {
+            return true;
+        }
+        sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+/// A standard and a FIFO source queue with their dead-letter queues; both retry with a backoff.
+async fn create_queues(
+    control: &Control,
+    members: &[NodeId],
+) -> Result<BTreeMap<String, String>, String> {
+    let mut pairs = BTreeMap::new();
+    for suffix in ["", ".fifo"] {
+        let source = format!("sim{suffix}");
+        let dlq = format!("sim-dlq{suffix}");
+        create(control, members, &dlq, QueueAttributes::default()).await?;
+        let attributes = QueueAttributes {
+            lease_seconds: Some(LEASE_SECONDS),
+            redrive_policy: Some(Some(RedrivePolicyInput {
+                dead_letter_target: Some(dlq.clone()),
+                max_receive_count: Some(MAX_RECEIVE_COUNT as i64),
+            })),
+            retry_backoff: Some(Some(RetryBackoffInput {
+                initial_seconds: Some(1),
+                max_seconds: Some(4),
+                multiplier: Some(2.0),
+            })),
+            ..QueueAttributes::default()
+        };
+        create(control, members, &source, attributes).await?;
+        pairs.insert(source, dlq);
+    }
+    Ok(pairs)
+}
+
+async fn create(
+    control: &Control,
+    members: &[NodeId],
+    name: &str,
+    attributes: QueueAttributes,
+) -> Result<(), String> {
+    for attempt in 0..50 {
+        let command = Command::CreateQueue {
+            account: ACCOUNT.into(),
+            queue_id: Uuid::from_u128(u128::from(attempt as u64) << 64 | name.len() as u128),
+            name: name.into(),
+            attributes: attributes.clone(),
+        };
+        let id = members[attempt % members.len()];
+        match workload::write(control, id, command).await {
+            Ok(Reply::Write(Ok(response))) => match response.result {
+                Some(Ok(_)) => return Ok(()),
+                Some(Err(e)) if e.code() == "queue_exists" => return Ok(()),
+                _ => {}
+            },
+            _ => sleep(Duration::from_millis(200)).await,
+        }
+    }
+    Err(format!("could not create {name}"))
+}
+
+/// Two producers per source queue and two consumers per queue, each seeded from `seed`.
+fn start_workers(
+    control: &Control,
+    history: &History,
+    dead_letter: &BTreeMap<String, String>,
+    switches: &Switches,
+    seed: u64,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut workers = Vec::new();
+    let mut n = 0u64;
+    for (source, dlq) in dead_letter {
+        for id in 0..2 {
+            n += 1;
+            workers.push(tokio::spawn(workload::produce(
+                control.clone(),
+                history.clone(),
+                source.clone(),
+                id,
+                switches.clone(),
+                seed ^ n,
+            )));
+        }
+        for queue in [source, dlq] {
+            for _ in 0..2 {
+                n += 1;
+                workers.push(tokio::spawn(workload::consume(
+                    control.clone(),
+                    history.clone(),
+                    queue.clone(),
+                    switches.clone(),
+                    seed ^ n,
+                )));
+            }
+        }
+    }
+    workers
+}
+
+/// A linearizable read through the members in turn; `None` when none answers.
+async fn read(control: &Control, members: &[NodeId], query: Query) -> Option<QueryResult> {
+    for id in members {
+        if let Ok(Reply::Read(Ok(Ok(result)))) =
+            control.api.call(*id, Request::Read(query.clone())).await
+        {
+            return Some(result);
+        }
+    }
+    None
+}
+
+/// Waits until every queue is empty twice in a row, up to `limit`.
+async fn drain(
+    control: &Control,
+    members: &[NodeId],
+    dead_letter: &BTreeMap<String, String>,
+    limit: Duration,
+) -> bool {
+    let deadline = Instant::now() + limit;
+    let mut empty_in_a_row = 0;
+    while Instant::now() < deadline {
+        let mut total = 0;
+        for queue in dead_letter.iter().flat_map(|(s, d)| [s, d]) {
+            let query = Query::Stats {
+                account: ACCOUNT.into(),
+                queue: queue.clone(),
+            };
+            total += match read(control, members, query).await {
+                Some(QueryResult::Stats(s)) => s.visible + s.leased + s.delayed + s.pending_redrive,
+                _ => 1,
+            };
+        }
+        empty_in_a_row = if total == 0 { empty_in_a_row + 1 } else { 0 };
+        if empty_in_a_row >= 2 {
+            return true;
+        }
+        sleep(Duration::from_secs(1)).await;
+    }
+    false
+}
+
+/// The messages left in every queue, each with when it was moved to that dead-letter queue. A
+/// queue no member can read fails the run: taking it for empty would hide lost messages.
+async fn remaining(
+    control: &Control,
+    members: &[NodeId],
+    dead_letter: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, BTreeMap<String, Option<u64>>>, String> {
+    let mut out = BTreeMap::new();
+    for queue in dead_letter.iter().flat_map(|(s, d)| [s, d]) {
+        let mut messages = BTreeMap::new();
+        let mut after = None;
+        loop {
+            let query = Query::Peek {
+                account: ACCOUNT.into(),
+                queue: queue.clone(),
+                after,
+                limit: Some(100),
+            };
+            let Some(QueryResult::Messages(page)) = read(control, members, query).await else {
+                return Err(format!("no member answers a peek of {queue}"));
+            };
+            after = page.last().map(|(meta, _)| meta.seq);
+            for (meta, payload) in &page {
+                messages.insert(payload.message_id.to_string(), meta.moved_at);
+            }
+            if page.len() < 100 {
+                break;
+            }
+        }
+        out.insert(queue.clone(), messages);
+    }
+    Ok(out)
+}
+
+/// Every member's applied index and state digest, once they agree or after 30 s. All asked at
+/// once: the timers keep proposing ticks, and nodes read one after the other would each be read
+/// at another entry.
+async fn node_states(control: &Control, members: &[NodeId]) -> Vec<Option<(u64, String)>> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let states: Vec<Option<(u64, String)>> = join_all(
+            members
+                .iter()
+                .map(|id| control.api.call(*id, Request::Digest)),
+        )
+        .await
+        .into_iter()
+        .map(|reply| match reply {
+            Ok(Reply::Digest(Ok((Some(applied), digest)))) => Some((applied, digest)),
+            _ => None,
+        })
+        .collect();
+        let agree = states.iter().all(|s| s.is_some() && *s == states[0]);
+        if agree || Instant::now() >= deadline {
+            return states;
+        }
+        sleep(Duration::from_millis(50)).await;
+    }
+}

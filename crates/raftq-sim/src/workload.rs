@@ -1,0 +1,277 @@
+//! The simulation's producers and consumers, as the chaos run's: they send to the source queues
+//! (a standard queue whose groups are a fair queue's tenants, and a FIFO queue with
+//! deduplication and resends), receive from every queue with a short lease, acknowledge a share
+//! of what they receive, and record every operation and its outcome in the history the checker
+//! judges.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use raftq_check::history::{Event, History, Outcome};
+use raftq_engine::{Command, EngineError, NewMessage, Outcome as Done};
+use raftq_node::{NodeError, NodeId, Response};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::time::sleep;
+use uuid::Uuid;
+
+use crate::api::{CallError, Reply, Request};
+use crate::world::Control;
+
+/// The account every queue of the simulation belongs to.
+pub const ACCOUNT: &str = "sim";
+/// Lease length the consumers ask for.
+pub const LEASE_SECONDS: i64 = 2;
+
+/// Shared switches of the workers, and the members they may call.
+#[derive(Debug, Clone, Default)]
+pub struct Switches {
+    pub stop_producing: Arc<AtomicBool>,
+    pub stop_consuming: Arc<AtomicBool>,
+    /// Per mille of deliveries the consumers acknowledge.
+    pub ack_per_mille: Arc<AtomicU32>,
+    pub members: Arc<Mutex<Vec<NodeId>>>,
+}
+
+impl Switches {
+    /// A member picked with `rng`.
+    fn pick(&self, rng: &mut StdRng) -> NodeId {
+        let members = self.members.lock().unwrap_or_else(PoisonError::into_inner);
+        members[rng.random_range(0..members.len())]
+    }
+}
+
+/// How a write ended, from the client's side, and the state machine's answer when it committed.
+fn classify(
+    reply: Result<Reply, CallError>,
+) -> (Outcome, Option<Done>, Vec<(u64, raftq_engine::Payload)>) {
+    match reply {
+        Ok(Reply::Write(Ok(Response {
+            result: Some(Ok(done)),
+            payloads,
+        }))) => (Outcome::Ok, Some(done), payloads),
+        Ok(Reply::Write(Ok(Response {
+            result: Some(Err(refused)),
+            ..
+        }))) => (Outcome::Failed(code(&refused)), None, Vec::new()),
+        // Not proposed: the node says no leader took it or it could not reach the leader, or
+        // no node ran to ask.
+        Ok(Reply::Write(Err(NodeError::Unavailable(_) | NodeError::LeaderUnreachable(_))))
+        | Err(CallError::Refused(_)) => (Outcome::Failed("unavailable".into()), None, Vec::new()),
+        Ok(Reply::Write(Err(error))) => (Outcome::Unknown(error.to_string()), None, Vec::new()),
+        Err(error) => (Outcome::Unknown(error.to_string()), None, Vec::new()),
+        Ok(other) => (Outcome::Unknown(format!("{other:?}")), None, Vec::new()),
+    }
+}
+
+fn code(error: &EngineError) -> String {
+    error.code().to_string()
+}
+
+/// Writes `command` through node `id`.
+pub async fn write(control: &Control, id: NodeId, command: Command) -> Result<Reply, CallError> {
+    control.api.call(id, Request::Write(Box::new(command))).await
+}
+
+/// Sends messages to `queue` until told to stop.
+pub async fn produce(
+    control: Control,
+    history: History,
+    queue: String,
+    id: usize,
+    switches: Switches,
+    seed: u64,
+) {
+    let fifo = queue.ends_with(".fifo");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut n = 0u64;
+    while !switches.stop_producing.load(Ordering::SeqCst) {
+        n += 1;
+        let body = format!("{queue}/{id}/{n}");
+        let group = match (fifo, n % 4) {
+            (true, _) => format!("p{id}-g{}", n % 3),
+            (false, 0) => format!("tenant-{id}"),
+            (false, _) => "tenant-shared".to_string(),
+        };
+        let mut ok = false;
+        for _attempt in 0..20 {
+            match send(
+                &control,
+                &history,
+                &queue,
+                (&body, &body, &group),
+                &switches,
+                &mut rng,
+            )
+            .await
+            {
+                Outcome::Unknown(_) if fifo => sleep(Duration::from_millis(100)).await,
+                Outcome::Unknown(_) => {
+                    // Not retried (a standard queue would get a second copy), but not hammered.
+                    sleep(Duration::from_millis(100)).await;
+                    break;
+                }
+                Outcome::Ok => {
+                    ok = true;
+                    break;
+                }
+                Outcome::Failed(_) => sleep(Duration::from_millis(50)).await,
+            }
+        }
+        if fifo && ok && rng.random_ratio(1, 8) {
+            let resend = format!("resend:{body}");
+            send(
+                &control,
+                &history,
+                &queue,
+                (&resend, &body, &group),
+                &switches,
+                &mut rng,
+            )
+            .await;
+        }
+        sleep(Duration::from_millis(rng.random_range(5..40))).await;
+    }
+}
+
+/// One send of `body` (with deduplication ID `dedup` on a FIFO queue) in `group`.
+async fn send(
+    control: &Control,
+    history: &History,
+    queue: &str,
+    (body, dedup, group): (&str, &str, &str),
+    switches: &Switches,
+    rng: &mut StdRng,
+) -> Outcome {
+    let fifo = queue.ends_with(".fifo");
+    let mut message = NewMessage::new(Uuid::from_u128(rng.random()), body).in_group(group);
+    if fifo {
+        message.message_deduplication_id = Some(dedup.to_string());
+    }
+    let command = Command::Send {
+        account: ACCOUNT.into(),
+        queue: queue.into(),
+        message,
+    };
+    let start = control.clock.now_ms();
+    let (outcome, done, _) = classify(write(control, switches.pick(rng), command).await);
+    let end = control.clock.now_ms();
+    let sent = match done {
+        Some(Done::Sent(sent)) => Some(sent),
+        _ => None,
+    };
+    history.push(Event::Send {
+        queue: queue.into(),
+        body: body.into(),
+        group: Some(group.to_string()),
+        dedup: fifo.then(|| dedup.to_string()),
+        start,
+        end,
+        outcome: outcome.clone(),
+        message_id: sent.as_ref().map(|s| s.message_id.to_string()),
+        duplicate: sent.as_ref().is_some_and(|s| s.duplicate),
+        sequence_number: sent.and_then(|s| s.sequence_number),
+    });
+    outcome
+}
+
+/// Receives from `queue` until told to stop, acknowledging a share of the deliveries.
+pub async fn consume(
+    control: Control,
+    history: History,
+    queue: String,
+    switches: Switches,
+    seed: u64,
+) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    while !switches.stop_consuming.load(Ordering::SeqCst) {
+        let command = Command::Receive {
+            account: ACCOUNT.into(),
+            queue: queue.clone(),
+            max_messages: Some(5),
+            lease_seconds: Some(LEASE_SECONDS),
+            attempt_id: None,
+        };
+        let start = control.clock.now_ms();
+        let (outcome, done, payloads) =
+            classify(write(&control, switches.pick(&mut rng), command).await);
+        let end = control.clock.now_ms();
+        history.push(Event::Receive {
+            queue: queue.clone(),
+            start,
+            end,
+            outcome: outcome.clone(),
+        });
+        let deliveries = match done {
+            Some(Done::Received(deliveries)) => deliveries,
+            _ => Vec::new(),
+        };
+        if deliveries.is_empty() {
+            sleep(Duration::from_millis(rng.random_range(50..150))).await;
+            continue;
+        }
+        let mut chosen = Vec::new();
+        for delivery in &deliveries {
+            let Some((_, payload)) = payloads
+                .iter()
+                .find(|(key, _)| *key == delivery.meta.storage_key)
+            else {
+                continue;
+            };
+            let message_id = payload.message_id.to_string();
+            history.push(Event::Deliver {
+                queue: queue.clone(),
+                message_id: message_id.clone(),
+                body: payload.body.clone(),
+                receipt: delivery.receipt.clone(),
+                receive_count: u64::from(delivery.meta.receive_count),
+                lease_expires_at: delivery.lease_expires_at,
+                sequence_number: delivery.meta.fifo.then_some(delivery.meta.seq),
+                dead_letter_source: delivery
+                    .meta
+                    .dead_letter_source
+                    .as_ref()
+                    .map(|q| q.name.clone()),
+                moved_at: delivery.meta.moved_at,
+                start,
+                end,
+            });
+            if rng.random_range(0..1000) < switches.ack_per_mille.load(Ordering::SeqCst) {
+                chosen.push((message_id, delivery.receipt.clone()));
+            }
+        }
+        if chosen.is_empty() {
+            continue;
+        }
+        let command = Command::Ack {
+            account: ACCOUNT.into(),
+            queue: queue.clone(),
+            receipts: chosen.iter().map(|(_, receipt)| receipt.clone()).collect(),
+        };
+        let start = control.clock.now_ms();
+        let (outcome, done, _) = classify(write(&control, switches.pick(&mut rng), command).await);
+        let end = control.clock.now_ms();
+        let results = match done {
+            Some(Done::Acked(results)) => results,
+            _ => Vec::new(),
+        };
+        for (i, (message_id, receipt)) in chosen.into_iter().enumerate() {
+            let outcome = match results.get(i) {
+                Some(result) => match &result.result {
+                    Ok(()) => Outcome::Ok,
+                    Err(refused) => Outcome::Failed(code(refused)),
+                },
+                None => outcome.clone(),
+            };
+            history.push(Event::Ack {
+                queue: queue.clone(),
+                message_id,
+                receipt,
+                start,
+                end,
+                outcome,
+            });
+        }
+    }
+}

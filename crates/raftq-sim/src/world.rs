@@ -1,0 +1,315 @@
+//! The simulated cluster: the machines ([`Host`]s) of the nodes, each with its disk and its
+//! clock, and the machine of the director, which runs the scenario (the workload, the faults,
+//! the final reads) as tasks of its own. The world advances everything one tick at a time:
+//! the true time first, then every node in id order, then the director, then whatever the
+//! director asked of the machines themselves (crash, start, power loss), which only the world
+//! can do between two ticks.
+//!
+//! A node's Raft log lives on a [`CrashDisk`] that remembers what was not fsynced: a power loss
+//! keeps one of the disks the loss could leave, chosen by the world's seeded source, and starts
+//! the node again on it. Its database (RocksDB) lives in a directory of its own and survives
+//! every crash whole, as after a crash of the process.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use raftq_node::{Node, NodeConfig, NodeId, PeerTransport, WallClock};
+use raftq_store::crash_disk::CrashDisk;
+use raftq_store::{LogOptions, Work};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tempfile::TempDir;
+use tokio::sync::oneshot;
+
+use crate::api::Api;
+use crate::host::Host;
+use crate::net::Net;
+
+/// How far the world moves at each step.
+pub const TICK: Duration = Duration::from_millis(1);
+/// The Unix time, in milliseconds, at which every simulation starts: fixed, so that stamps
+/// replay.
+pub const EPOCH_MS: u64 = 1_800_000_000_000;
+/// How long one fsync of the log takes on a simulated disk.
+const FSYNC: Duration = Duration::from_millis(2);
+/// Bytes of a log segment: small, so that runs roll segments often.
+const SEGMENT_BYTES: u64 = 256 * 1024;
+
+/// The peer address of node `id`.
+pub fn address(id: NodeId) -> String {
+    format!("node{id}:7000")
+}
+
+/// The true time: what a clock without skew reads.
+#[derive(Debug, Clone, Default)]
+pub struct Clock(Arc<AtomicU64>);
+
+impl Clock {
+    /// Milliseconds since the Unix epoch.
+    pub fn now_ms(&self) -> u64 {
+        EPOCH_MS + self.0.load(Ordering::SeqCst)
+    }
+
+    fn advance(&self, by: Duration) {
+        self.0.fetch_add(by.as_millis() as u64, Ordering::SeqCst);
+    }
+}
+
+/// What the director asks of a machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Stops the node at once.
+    Crash(NodeId),
+    /// Starts the node on what its disk holds (a new node, one that joins through `join`).
+    Start { id: NodeId, join: Option<String> },
+    /// Stops the node and loses what its log did not fsync.
+    PowerLoss(NodeId),
+}
+
+type Asked = (Action, oneshot::Sender<Result<(), String>>);
+
+/// What the director's tasks hold of the world.
+#[derive(Debug, Clone)]
+pub struct Control {
+    pub api: Api,
+    pub net: Arc<Net>,
+    pub clock: Clock,
+    skews: Arc<Mutex<BTreeMap<NodeId, Arc<AtomicI64>>>>,
+    asked: Arc<Mutex<VecDeque<Asked>>>,
+}
+
+impl Control {
+    /// Has the world do `action` between two ticks; an error when the node would not start.
+    pub async fn act(&self, action: Action) -> Result<(), String> {
+        let (done, finished) = oneshot::channel();
+        self.asked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push_back((action, done));
+        finished
+            .await
+            .unwrap_or_else(|_| Err("the world ended".into()))
+    }
+
+    /// Sets how far node `id`'s clock reads ahead of the true time (behind when negative).
+    pub fn skew(&self, id: NodeId, ms: i64) {
+        self.skew_of(id).store(ms, Ordering::SeqCst);
+    }
+
+    fn skew_of(&self, id: NodeId) -> Arc<AtomicI64> {
+        Arc::clone(
+            self.skews
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(id)
+                .or_default(),
+        )
+    }
+}
+
+/// A node's machine and what outlives its crashes.
+#[derive(Debug)]
+struct Machine {
+    host: Host,
+    /// The disk of its log.
+    disk: CrashDisk,
+    /// The directory of its database.
+    dir: PathBuf,
+    /// The times it was started, which seed its runtimes.
+    boots: u64,
+    /// The member it joined its cluster through, for a node added to a running cluster: it
+    /// starts again with the same flags.
+    join: Option<String>,
+}
+
+/// Why a simulation did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("the simulation's files: {0}")]
+    Io(#[from] io::Error),
+    #[error("the scenario did not end within {0:?} of simulated time")]
+    TooLong(Duration),
+}
+
+/// The simulated cluster and its director.
+pub struct World {
+    seed: u64,
+    rng: StdRng,
+    control: Control,
+    peers: BTreeMap<NodeId, String>,
+    machines: BTreeMap<NodeId, Machine>,
+    /// Why nodes failed to start, in order.
+    failures: Arc<Mutex<Vec<String>>>,
+    dir: TempDir,
+}
+
+impl World {
+    /// A world of `size` nodes (ids 1 to `size`) that will form a cluster, none started yet.
+    pub fn new(seed: u64, size: u64) -> io::Result<World> {
+        Ok(World {
+            seed,
+            rng: StdRng::seed_from_u64(!seed),
+            control: Control {
+                api: Api::default(),
+                net: Net::new(seed),
+                clock: Clock::default(),
+                skews: Arc::default(),
+                asked: Arc::default(),
+            },
+            peers: (1..=size).map(|id| (id, address(id))).collect(),
+            machines: BTreeMap::new(),
+            failures: Arc::default(),
+            dir: TempDir::new()?,
+        })
+    }
+
+    /// Why nodes failed to start so far.
+    fn failures(&self) -> Vec<String> {
+        self.failures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Starts node `id`: on what its disk holds, or, the first time, on an empty one (joining
+    /// through the member at `join`, for a node added to a running cluster).
+    fn start(&mut self, id: NodeId, join: Option<String>) -> io::Result<()> {
+        let dir = self.dir.path().join(format!("node-{id}"));
+        let machine = self.machines.entry(id).or_insert_with(|| Machine {
+            host: Host::default(),
+            disk: CrashDisk::new(),
+            dir,
+            boots: 0,
+            join: None,
+        });
+        machine.boots += 1;
+        if join.is_some() {
+            machine.join = join;
+        }
+        let mut config = NodeConfig::new(id, self.peers.clone(), machine.dir.clone());
+        config.join = machine.join.clone();
+        // Snapshots write and read their files through tokio's blocking pool, which a
+        // simulation cannot order: the log is never purged, and a new member gets it whole.
+        config.snapshot_after_logs = u64::MAX;
+        let (clock, skew) = (self.control.clock.clone(), self.control.skew_of(id));
+        config.wall_clock = WallClock::new(move || {
+            clock
+                .now_ms()
+                .saturating_add_signed(skew.load(Ordering::SeqCst))
+        });
+        config.log = LogOptions {
+            disk: Arc::new(machine.disk.clone()),
+            segment_bytes: SEGMENT_BYTES,
+            work: Work::Tasks { fsync: FSYNC },
+        };
+        let software = run_node(
+            config,
+            Arc::clone(&self.control.net),
+            self.control.api.clone(),
+            Arc::clone(&self.failures),
+        );
+        let seed = self.seed ^ (id << 32) ^ machine.boots;
+        machine.host = Host::boot(seed, software)?;
+        Ok(())
+    }
+
+    fn crash(&mut self, id: NodeId) {
+        if let Some(machine) = self.machines.get_mut(&id) {
+            machine.host.crash();
+        }
+    }
+
+    /// Crashes node `id` and keeps one of the disks the crash could leave of its log.
+    fn lose_power(&mut self, id: NodeId) {
+        self.crash(id);
+        if let Some(machine) = self.machines.get_mut(&id) {
+            let frozen = machine.disk.freeze();
+            let choices: Vec<usize> = frozen
+                .dimensions()
+                .iter()
+                .map(|outcomes| self.rng.random_range(0..*outcomes))
+                .collect();
+            machine.disk = frozen.image(&choices);
+        }
+    }
+
+    fn act(&mut self, action: &Action) -> Result<(), String> {
+        match action {
+            Action::Crash(id) => self.crash(*id),
+            Action::Start { id, join } => {
+                self.crash(*id);
+                self.start(*id, join.clone()).map_err(|e| e.to_string())?;
+            }
+            Action::PowerLoss(id) => self.lose_power(*id),
+        }
+        Ok(())
+    }
+
+    /// Starts the nodes, then runs `scenario` on the director's machine until it ends, at most
+    /// `limit` of simulated time, and answers what it returned, with why nodes failed to start.
+    pub fn run<T, F>(
+        mut self,
+        limit: Duration,
+        scenario: impl FnOnce(Control) -> F,
+    ) -> Result<(T, Vec<String>), SimError>
+    where
+        T: Send + 'static,
+        F: Future<Output = T> + Send + 'static,
+    {
+        let ids: Vec<NodeId> = self.peers.keys().copied().collect();
+        for id in ids {
+            self.start(id, None)?;
+        }
+        let ended: Arc<Mutex<Option<T>>> = Arc::default();
+        let slot = Arc::clone(&ended);
+        let scenario = scenario(self.control.clone());
+        let director = Host::boot(self.seed, async move {
+            let value = scenario.await;
+            *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(value);
+        })?;
+        let mut elapsed = Duration::ZERO;
+        loop {
+            self.control.clock.advance(TICK);
+            elapsed += TICK;
+            for machine in self.machines.values() {
+                machine.host.tick(TICK);
+            }
+            director.tick(TICK);
+            let asked: Vec<Asked> = self
+                .control
+                .asked
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .drain(..)
+                .collect();
+            for (action, done) in asked {
+                let _ = done.send(self.act(&action));
+            }
+            if let Some(value) = ended.lock().unwrap_or_else(PoisonError::into_inner).take() {
+                return Ok((value, self.failures()));
+            }
+            if elapsed >= limit {
+                return Err(SimError::TooLong(limit));
+            }
+        }
+    }
+}
+
+/// A node's software: it joins the network, starts, and serves its clients' calls until its
+/// machine stops; a node that cannot start says why in `failures`.
+async fn run_node(config: NodeConfig, net: Arc<Net>, api: Api, failures: Arc<Mutex<Vec<String>>>) {
+    let id = config.id;
+    let (network, inbox) = net.attach(id, &address(id));
+    match Node::start_with(config, PeerTransport::Memory { network, inbox }).await {
+        Ok(node) => api.serve(id, Arc::new(node)).await,
+        Err(error) => failures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(format!("node {id} did not start: {error}")),
+    }
+}
