@@ -82,11 +82,21 @@ struct Answer {
     at: Instant,
     /// What it said.
     said: PingAnswer,
-    /// The member's clock minus this node's.
-    offset: i64,
+    /// When, by this node's monotonic clock, the member read the clock it answered with.
+    clock_read: Instant,
 }
 
 impl Answer {
+    /// The member's clock minus this node's `wall` time now: the member's clock as it answered,
+    /// carried forward by the monotonic time since. Read so, an answer from before this node's
+    /// own clock jumped disagrees with it at once, as a fresh one would.
+    fn offset(&self, wall: u64) -> i64 {
+        let since = i64::try_from(self.clock_read.elapsed().as_millis()).unwrap_or(i64::MAX);
+        (self.said.status.clock_ms as i64)
+            .saturating_add(since)
+            .saturating_sub(wall as i64)
+    }
+
     /// Whether the member would vote for a candidate whose log ends at `last_log`: it may vote,
     /// its log is not ahead, and it does not still hear a leader (one heard within `lease`).
     fn would_vote_for(&self, last_log: Option<&LogId<NodeId>>, lease: Duration) -> bool {
@@ -152,28 +162,26 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
             .filter(|(id, _)| **id != core.id)
             .map(|(id, addr)| {
                 let mut client = core.network.peers.get(*id, addr);
-                let clock = Arc::clone(&core.clock);
                 async move {
-                    let sent = clock.wall();
+                    let sent = Instant::now();
                     let answer = client.ping(PING_TIMEOUT).await;
                     // The peer read its clock about halfway through the round trip.
-                    let midway = sent / 2 + clock.wall() / 2;
-                    (*id, midway, answer)
+                    let clock_read = sent + sent.elapsed() / 2;
+                    (*id, clock_read, answer)
                 }
             });
-        for (id, midway, answer) in join_all(pings).await {
+        for (id, clock_read, answer) in join_all(pings).await {
             let now = Instant::now();
             if let Ok(mut reach) = core.reach.write() {
                 reach.entry(id).or_default().record(answer.as_ref(), now);
             }
             if let Some(said) = answer {
-                let offset = said.status.clock_ms as i64 - midway as i64;
                 answers.insert(
                     id,
                     Answer {
                         at: now,
                         said,
-                        offset,
+                        clock_read,
                     },
                 );
             }
@@ -185,9 +193,10 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
         };
         let answering = recent().count() + 1;
         let voters = members.voters();
+        let wall = core.clock.wall();
         let mut clocks: BTreeMap<NodeId, i64> = recent()
             .filter(|(id, _)| voters.contains(id))
-            .map(|(id, answer)| (*id, answer.offset))
+            .map(|(id, answer)| (*id, answer.offset(wall)))
             .collect();
         if voters.contains(&core.id) {
             clocks.insert(core.id, 0);

@@ -1,7 +1,11 @@
 //! How the simulation's clients reach a node: each running node takes calls from an inbox of
-//! its own (in place of the HTTP API) and serves each on a task of its runtime, so that a crash
-//! of the node ends the calls it was serving, as a closed connection would. A call to a node
+//! its own (in place of the HTTP API) and serves each on a task of its runtime. A call to a node
 //! that does not run is refused at once; one that gets no answer in time ends unanswered.
+//!
+//! Where each caller waits for its answer is kept here, not in the node's tasks: a crash drops
+//! the node's tasks in an order tokio draws from its process-wide task ids, and a caller woken
+//! by that drop would be woken in that order. The world ends the calls of a crashed node itself
+//! ([`Api::crashed`]), oldest first, as closed connections.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -50,29 +54,49 @@ pub enum CallError {
     NoAnswer(NodeId),
 }
 
-type Call = (Request, oneshot::Sender<Reply>);
+/// A call on its way to a node: what is asked, and the number its answer goes back under.
+type Call = (Request, u64);
 
-/// The inboxes of the running nodes.
+/// The inboxes of the running nodes, and the callers waiting for an answer.
 #[derive(Debug, Clone, Default)]
 pub struct Api {
-    inboxes: Arc<Mutex<BTreeMap<NodeId, mpsc::UnboundedSender<Call>>>>,
+    state: Arc<Mutex<State>>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    inboxes: BTreeMap<NodeId, mpsc::UnboundedSender<Call>>,
+    /// Each call waiting for its answer, by number: the node asked, and where the caller waits.
+    waiting: BTreeMap<u64, (NodeId, oneshot::Sender<Reply>)>,
+    next: u64,
 }
 
 impl Api {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Asks node `id`, waiting up to [`REQUEST_TIMEOUT`] for its answer.
     pub async fn call(&self, id: NodeId, request: Request) -> Result<Reply, CallError> {
-        let inbox = self
-            .inboxes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&id)
-            .cloned()
-            .ok_or(CallError::Refused(id))?;
-        let (answer, answered) = oneshot::channel();
-        inbox
-            .send((request, answer))
-            .map_err(|_| CallError::Refused(id))?;
-        match tokio::time::timeout(REQUEST_TIMEOUT, answered).await {
+        let (number, answered) = {
+            let mut state = self.state();
+            let inbox = state
+                .inboxes
+                .get(&id)
+                .cloned()
+                .ok_or(CallError::Refused(id))?;
+            let number = state.next;
+            state.next += 1;
+            inbox
+                .send((request, number))
+                .map_err(|_| CallError::Refused(id))?;
+            let (answer, answered) = oneshot::channel();
+            state.waiting.insert(number, (id, answer));
+            (number, answered)
+        };
+        let reply = tokio::time::timeout(REQUEST_TIMEOUT, answered).await;
+        self.state().waiting.remove(&number);
+        match reply {
             Ok(Ok(reply)) => Ok(reply),
             _ => Err(CallError::NoAnswer(id)),
         }
@@ -82,15 +106,31 @@ impl Api {
     /// calls from then on are refused.
     pub async fn serve(&self, id: NodeId, node: Arc<Node>) {
         let (inbox, mut calls) = mpsc::unbounded_channel::<Call>();
-        self.inboxes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, inbox);
-        while let Some((request, answer)) = calls.recv().await {
+        self.state().inboxes.insert(id, inbox);
+        while let Some((request, number)) = calls.recv().await {
             let node = Arc::clone(&node);
+            let api = self.clone();
             tokio::spawn(async move {
-                let _ = answer.send(answer_to(&node, request).await);
+                let reply = answer_to(&node, request).await;
+                if let Some((_, answer)) = api.state().waiting.remove(&number) {
+                    let _ = answer.send(reply);
+                }
             });
+        }
+    }
+
+    /// Ends every call node `id` was serving, oldest first, unanswered: the node crashed.
+    pub fn crashed(&self, id: NodeId) {
+        let ended: Vec<u64> = self
+            .state()
+            .waiting
+            .iter()
+            .filter(|(_, (node, _))| *node == id)
+            .map(|(number, _)| *number)
+            .collect();
+        for number in ended {
+            let removed = self.state().waiting.remove(&number);
+            drop(removed);
         }
     }
 }

@@ -7,6 +7,11 @@
 //! node serves the address (nothing was sent, so openraft backs off), lost without an end when
 //! the link is cut (the caller's timeout ends it), and broken when the node stops while it
 //! serves the call (it may have been applied).
+//!
+//! Where each caller waits for its answer is kept here, not in the called node's tasks: a crash
+//! drops the node's tasks in an order tokio draws from its process-wide task ids, and callers
+//! woken by that drop would be woken in that order. The world ends the calls of a crashed node
+//! itself ([`Net::crashed`]), oldest first.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -19,6 +24,7 @@ use raftq_node::rpc::Blob;
 use raftq_node::{refused, Answer, Delivery, MemoryNetwork, NodeId, PeerMethod};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
 use tonic::{Request, Status};
 
@@ -34,8 +40,12 @@ pub struct Net {
 #[derive(Debug)]
 struct State {
     rng: StdRng,
-    /// The node serving each address, and where its calls go.
-    nodes: BTreeMap<String, (NodeId, mpsc::UnboundedSender<Delivery>)>,
+    /// The node serving each address, where its calls go, and the runtime it runs on.
+    nodes: BTreeMap<String, Attached>,
+    /// Each call the called node has not answered yet, by number: that node, and where the
+    /// caller waits.
+    waiting: BTreeMap<u64, (NodeId, oneshot::Sender<Answer>)>,
+    next: u64,
     /// Links that lose everything sent over them: (from, to).
     cut: BTreeSet<(NodeId, NodeId)>,
     latency_us: RangeInclusive<u64>,
@@ -48,6 +58,8 @@ impl Net {
             state: Mutex::new(State {
                 rng: StdRng::seed_from_u64(seed),
                 nodes: BTreeMap::new(),
+                waiting: BTreeMap::new(),
+                next: 0,
                 cut: BTreeSet::new(),
                 latency_us: LATENCY_US,
             }),
@@ -58,15 +70,21 @@ impl Net {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Attaches node `id` at `addr`: the network it calls its peers over, and the inbox its
-    /// peer service takes calls from. A node attached again (restarted) replaces the last one.
+    /// Attaches node `id` at `addr`, running on the current runtime: the network it calls its
+    /// peers over, and the inbox its peer service takes calls from. A node attached again
+    /// (restarted) replaces the last one.
     pub fn attach(
         self: &Arc<Net>,
         id: NodeId,
         addr: &str,
     ) -> (Arc<dyn MemoryNetwork>, mpsc::UnboundedReceiver<Delivery>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        self.state().nodes.insert(addr.to_string(), (id, tx));
+        let attached = Attached {
+            id,
+            inbox: tx,
+            runtime: Handle::current(),
+        };
+        self.state().nodes.insert(addr.to_string(), attached);
         let link = Link {
             net: Arc::clone(self),
             from: id,
@@ -106,14 +124,34 @@ impl Net {
         Duration::from_micros(state.rng.random_range(range))
     }
 
-    /// Where calls to `addr` go, and the node there; `None` when no node serves it.
-    fn node_at(&self, addr: &str) -> Option<(NodeId, mpsc::UnboundedSender<Delivery>)> {
+    /// The node serving `addr`; `None` when none does.
+    fn node_at(&self, addr: &str) -> Option<Attached> {
         self.state().nodes.get(addr).cloned()
+    }
+
+    /// Ends every call node `id` was serving, oldest first, unanswered: the node crashed.
+    pub fn crashed(&self, id: NodeId) {
+        let ended: Vec<u64> = self
+            .state()
+            .waiting
+            .iter()
+            .filter(|(_, (node, _))| *node == id)
+            .map(|(number, _)| *number)
+            .collect();
+        for number in ended {
+            let removed = self.state().waiting.remove(&number);
+            drop(removed);
+        }
     }
 
     /// Carries one call from `from` to `addr` and its answer back.
     async fn carry(self: Arc<Net>, from: NodeId, addr: String, delivery: Call) -> Answer {
-        let Some((to, inbox)) = self.node_at(&addr) else {
+        let Some(Attached {
+            id: to,
+            inbox,
+            runtime,
+        }) = self.node_at(&addr)
+        else {
             return Err(refused(&addr, "no node serves this address"));
         };
         tokio::time::sleep(self.latency()).await;
@@ -128,7 +166,25 @@ impl Net {
                 answer,
             })
             .map_err(|_| refused(&addr, "the node does not run"))?;
-        let reply = answered
+        let (relayed, reply) = oneshot::channel();
+        let number = {
+            let mut state = self.state();
+            let number = state.next;
+            state.next += 1;
+            state.waiting.insert(number, (to, relayed));
+            number
+        };
+        // The answer comes back through a task of the called node's runtime, which dies with it.
+        let net = Arc::clone(&self);
+        drop(runtime.spawn(async move {
+            if let Ok(answer) = answered.await {
+                let waiting = net.state().waiting.remove(&number);
+                if let Some((_, relayed)) = waiting {
+                    let _ = relayed.send(answer);
+                }
+            }
+        }));
+        let reply = reply
             .await
             .map_err(|_| Status::unavailable("the node stopped while it served the call"))?;
         tokio::time::sleep(self.latency()).await;
@@ -137,6 +193,14 @@ impl Net {
         }
         reply
     }
+}
+
+/// A node attached to the network.
+#[derive(Debug, Clone)]
+struct Attached {
+    id: NodeId,
+    inbox: mpsc::UnboundedSender<Delivery>,
+    runtime: Handle,
 }
 
 /// A call on its way, before its answer channel exists.

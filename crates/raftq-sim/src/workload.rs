@@ -71,7 +71,10 @@ fn code(error: &EngineError) -> String {
 
 /// Writes `command` through node `id`.
 pub async fn write(control: &Control, id: NodeId, command: Command) -> Result<Reply, CallError> {
-    control.api.call(id, Request::Write(Box::new(command))).await
+    control
+        .api
+        .call(id, Request::Write(Box::new(command)))
+        .await
 }
 
 /// Sends messages to `queue` until told to stop.

@@ -206,6 +206,7 @@ impl World {
             disk: Arc::new(machine.disk.clone()),
             segment_bytes: SEGMENT_BYTES,
             work: Work::Tasks { fsync: FSYNC },
+            spare_thread: false,
         };
         let software = run_node(
             config,
@@ -218,10 +219,13 @@ impl World {
         Ok(())
     }
 
+    /// Stops node `id` at once, and ends the calls it was serving as closed connections.
     fn crash(&mut self, id: NodeId) {
         if let Some(machine) = self.machines.get_mut(&id) {
             machine.host.crash();
         }
+        self.control.net.crashed(id);
+        self.control.api.crashed(id);
     }
 
     /// Crashes node `id` and keeps one of the disks the crash could leave of its log.

@@ -11,7 +11,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::{Entry, EntryPayload, LogId, RaftLogReader, Vote};
@@ -61,9 +60,8 @@ fn options(disk: &CrashDisk) -> LogOptions {
     LogOptions {
         disk: Arc::new(disk.clone()),
         segment_bytes: SEGMENT,
-        work: Work::Tasks {
-            fsync: Duration::ZERO,
-        },
+        work: Work::Threads,
+        spare_thread: false,
     }
 }
 

@@ -95,10 +95,12 @@ pub struct LogOptions {
     pub disk: Arc<dyn Disk>,
     /// Bytes of a new segment file.
     pub segment_bytes: u64,
-    /// Where the slow work runs. With threads, a helper thread makes the spare segment ahead of
-    /// need; with tasks, the roll that takes the spare makes the next one at once: slower, in a
-    /// fixed order of file operations (for tests and simulations).
+    /// Where the slow work runs.
     pub work: Work,
+    /// Whether a helper thread makes the spare segment ahead of need (with [`Work::Threads`]
+    /// only). Without it, the roll that takes the spare makes the next one at once: slower, in a
+    /// fixed order of file operations (for tests and simulations).
+    pub spare_thread: bool,
 }
 
 impl Default for LogOptions {
@@ -107,6 +109,7 @@ impl Default for LogOptions {
             disk: Arc::new(RealDisk),
             segment_bytes: SEGMENT_BYTES,
             work: Work::Threads,
+            spare_thread: true,
         }
     }
 }
@@ -377,9 +380,9 @@ impl Segments {
             bytes: options.segment_bytes,
             ready: Mutex::new(spare_ready),
         });
-        let prepare = match options.work {
-            Work::Threads => Some(spawn_preparer(Arc::downgrade(&spare))?),
-            Work::Tasks { .. } => None,
+        let prepare = match (options.work, options.spare_thread) {
+            (Work::Threads, true) => Some(spawn_preparer(Arc::downgrade(&spare))?),
+            _ => None,
         };
         Ok(Segments {
             disk: Arc::clone(disk),

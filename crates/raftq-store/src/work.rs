@@ -19,7 +19,8 @@ pub enum Work {
     Threads,
     /// A sync task on the tokio runtime that opens the store, each of whose fsyncs takes
     /// `fsync` of that runtime's time (a simulated disk's speed); the spare made in place by
-    /// the roll that takes the one before; the synced writes inline, on the task that asks.
+    /// the roll that takes the one before; the synced writes inline, on the task that asks. A
+    /// caller that waits for an append's callback must then let the runtime run meanwhile.
     Tasks { fsync: Duration },
 }
 
