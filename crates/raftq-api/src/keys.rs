@@ -1,8 +1,8 @@
 //! API keys: the key table and the principal a key names. A REST or gRPC request names its
-//! account with `Authorization: Bearer <key>`; a request to the SQS-compatible endpoint is signed
-//! with AWS Signature Version 4 by an access key pair ([`Keys::authenticate_sigv4`], checked by
-//! [`crate::sigv4`]). The key table maps keys to accounts and roles. It comes from a TOML file
-//! with one `[[keys]]` table per credential:
+//! account with `Authorization: Bearer <key>`. An access key pair is for a front end that checks
+//! request signatures itself (the SQS-compatible endpoint): [`Keys::access_key`] gives it the
+//! secret to check a signature with and the principal the pair names. The key table maps keys to
+//! accounts and roles. It comes from a TOML file with one `[[keys]]` table per credential:
 //!
 //! ```toml
 //! [[keys]]
@@ -40,7 +40,6 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use crate::error::ApiError;
-use crate::sigv4::{self, SigV4Error, SignedRequest};
 
 /// The account of every request in open mode.
 pub const OPEN_ACCOUNT: &str = "dev";
@@ -75,13 +74,6 @@ pub struct Principal {
     pub role: Role,
 }
 
-/// A request whose signature held: who made it, and its access key as the limits count it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Signed {
-    pub principal: Principal,
-    pub key: Option<KeyDigest>,
-}
-
 /// What one key grants, and until when.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Grant {
@@ -109,6 +101,30 @@ impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret(..)")
     }
+}
+
+/// An access key pair of the table as it stands at one moment: who it names, and the secret its
+/// signatures are checked with. Its `Debug` shows nothing of the secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessGrant {
+    pub principal: Principal,
+    secret: Secret,
+}
+
+impl AccessGrant {
+    /// The secret access key.
+    pub fn secret(&self) -> &str {
+        &self.secret.0
+    }
+}
+
+/// Why [`Keys::access_key`] gives no access key pair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessKeyError {
+    /// The table has no such access key id (and in open mode there is no table).
+    Unknown,
+    /// The pair's `not_after` has passed: when it did, in RFC 3339.
+    Expired { at: String },
 }
 
 /// What an access key pair grants, with the secret that verifies its signatures.
@@ -276,50 +292,32 @@ impl Keys {
             .map_err(|end| ApiError::unauthenticated(format!("the API key expired at {end}")))
     }
 
-    /// Who a request to the SQS-compatible endpoint is made by, at `now`: the principal of the
-    /// access key that signed it with AWS Signature Version 4 ([`crate::sigv4`] says what is
-    /// checked). In open mode every request, signed or not, is the admin of [`OPEN_ACCOUNT`].
-    pub fn authenticate_sigv4(
-        &self,
-        request: &SignedRequest<'_>,
-        now: SystemTime,
-    ) -> Result<Principal, SigV4Error> {
-        self.authenticate_signed(request, now)
-            .map(|signed| signed.principal)
+    /// Who every request is made by in open mode, whatever its credentials; `None` with a key
+    /// table.
+    pub fn open_principal(&self) -> Option<Principal> {
+        self.is_open().then(open_principal)
     }
 
-    /// [`Keys::authenticate_sigv4`], with the access key that signed the request as the per-key
-    /// limits count it (`None` in open mode). The key is known only once the signature holds: a
-    /// key ID is no secret, so an unchecked one must not use up its owner's requests.
-    pub fn authenticate_signed(
+    /// The access key pair `access_key_id` at `now`, for a front end that checks a request's
+    /// signature with its secret: a request is made by its principal only once the signature
+    /// holds.
+    pub fn access_key(
         &self,
-        request: &SignedRequest<'_>,
+        access_key_id: &str,
         now: SystemTime,
-    ) -> Result<Signed, SigV4Error> {
-        let Some(table) = self.current() else {
-            return Ok(Signed {
-                principal: open_principal(),
-                key: None,
-            });
-        };
-        let authorization = sigv4::read_authorization(request)?;
-        let access_key_id = authorization.access_key_id;
+    ) -> Result<AccessGrant, AccessKeyError> {
+        let table = self.current().ok_or(AccessKeyError::Unknown)?;
         let access = table
             .access
             .get(access_key_id)
-            .ok_or_else(|| SigV4Error::UnknownAccessKey(access_key_id.to_string()))?;
-        let principal =
-            access
-                .grant
-                .principal_at(now.into())
-                .map_err(|at| SigV4Error::ExpiredAccessKey {
-                    access_key_id: access_key_id.to_string(),
-                    at,
-                })?;
-        sigv4::verify(request, &authorization, &access.secret.0, now)?;
-        Ok(Signed {
+            .ok_or(AccessKeyError::Unknown)?;
+        let principal = access
+            .grant
+            .principal_at(now.into())
+            .map_err(|at| AccessKeyError::Expired { at })?;
+        Ok(AccessGrant {
             principal: principal.clone(),
-            key: Some(digest(&format!("sigv4 {access_key_id}"))),
+            secret: access.secret.clone(),
         })
     }
 }
@@ -699,6 +697,58 @@ mod tests {
             assert!(matches!(e, KeysError::Invalid { .. }), "{text}: {e:?}");
             assert_eq!(e.to_string(), message, "{text}");
         }
+    }
+
+    #[test]
+    fn an_access_key_gives_its_principal_and_secret_until_its_not_after() {
+        let text = format!(
+            "[[keys]]\naccount = \"acme\"\nkey = \"alpha\"\n\
+             [[keys]]\naccount = \"acme\"\nrole = \"admin\"\n{PAIR}\
+             [[keys]]\naccount = \"old\"\naccess_key_id = \"AKIAOLD\"\nsecret_access_key = \"s\"\n\
+             not_after = 2027-06-30T12:00:00Z\n"
+        );
+        let keys = Keys::from_toml(&text).unwrap();
+        assert_eq!(keys.open_principal(), None);
+        let end = OffsetDateTime::parse("2027-06-30T12:00:00Z", &Rfc3339).unwrap();
+        let before = (end - time::Duration::seconds(1)).into();
+        let access = keys.access_key("AKIA1", end.into()).unwrap();
+        assert_eq!(access.secret(), "s3cret/KEY+1");
+        let acme = Principal {
+            account: "acme".into(),
+            role: Role::Admin,
+        };
+        assert_eq!(access.principal, acme);
+        assert!(!format!("{access:?}").contains("s3cret"));
+        assert_eq!(
+            keys.access_key("AKIAOLD", before)
+                .unwrap()
+                .principal
+                .account,
+            "old"
+        );
+        assert_eq!(
+            keys.access_key("AKIAOLD", end.into()),
+            Err(AccessKeyError::Expired {
+                at: "2027-06-30T12:00:00Z".into()
+            })
+        );
+        for unknown in ["AKIA2", "alpha", "s3cret/KEY+1"] {
+            assert_eq!(
+                keys.access_key(unknown, end.into()),
+                Err(AccessKeyError::Unknown),
+                "{unknown}"
+            );
+        }
+    }
+
+    #[test]
+    fn open_mode_has_no_access_keys_and_one_principal_for_all() {
+        let keys = Keys::open();
+        assert_eq!(keys.open_principal(), Some(open_principal()));
+        assert_eq!(
+            keys.access_key("AKIA1", SystemTime::now()),
+            Err(AccessKeyError::Unknown)
+        );
     }
 
     #[test]

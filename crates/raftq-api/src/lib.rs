@@ -6,9 +6,9 @@
 //! [`raftq_node::Query`] (a linearizable read), through the same code for both front ends.
 //!
 //! - `keys`: API keys (`Authorization: Bearer <key>`) and access key pairs, their roles, and the
-//!   open mode of a keyless server; `auth`: the extractors that authenticate a request with them;
-//!   `sigv4`: the check of AWS Signature Version 4, which the SQS-compatible endpoint calls
-//!   through [`Keys::authenticate_sigv4`].
+//!   open mode of a keyless server; `auth`: the extractors that authenticate a request with them.
+//!   Access key pairs are for a front end that checks request signatures itself (`raftq-sqs`),
+//!   which asks the table for a pair's secret and principal ([`Keys::access_key`]).
 //! - `state`: what every handler shares ([`Api`]: the node, the region, the keys).
 //! - [`ops`]: the operations, independent of the wire format: the checks that need no state,
 //!   defaults, the command or query and the reading of its outcome. REST and gRPC both call them,
@@ -55,7 +55,6 @@ mod openapi;
 pub mod ops;
 mod routes;
 mod schemas;
-mod sigv4;
 mod state;
 mod status;
 mod throttle;
@@ -64,10 +63,12 @@ use std::sync::Arc;
 
 pub use error::{ApiError, CODE_METADATA, ERROR_METADATA, FIELD_METADATA};
 pub use front::{Front, Protocol, Responding};
-pub use keys::{load_keys, KeyDigest, Keys, KeysError, Principal, Role, Signed, OPEN_ACCOUNT};
+pub use keys::{
+    load_keys, AccessGrant, AccessKeyError, KeyDigest, Keys, KeysError, Principal, Role,
+    OPEN_ACCOUNT,
+};
 pub use limits::BODY_LIMIT;
 pub use metrics::Route;
-pub use sigv4::{SigV4Error, SignedRequest, DATE_WINDOW};
 pub use state::Api;
 pub use throttle::{Caller, Limits};
 

@@ -20,13 +20,15 @@ pub mod scenario;
 pub mod workload;
 pub mod world;
 
+use std::cell::Cell;
+use std::sync::Once;
 use std::time::Duration;
 
 use raftq_check::history::Event;
 use sha2::{Digest, Sha256};
 
 use crate::scenario::Judged;
-use crate::world::{SimError, World};
+use crate::world::{SimError, Tally, World};
 
 /// What a run is made of besides its seed.
 #[derive(Debug, Clone, Copy)]
@@ -54,8 +56,11 @@ pub struct Run {
     /// The SHA-256 of the history, one JSON line per event: equal for two runs of one seed.
     pub digest: String,
     pub judged: Judged,
-    /// Nodes that failed to start, and why.
-    pub start_failures: Vec<String>,
+    /// What the world saw of the machines.
+    pub tally: Tally,
+    /// Panics on the run's thread: an assertion of the node's code that failed on a task,
+    /// which tokio would otherwise only end.
+    pub panics: u64,
 }
 
 impl Run {
@@ -64,7 +69,8 @@ impl Run {
         self.judged.report.total()
             + (self.judged.unrecovered.len()
                 + self.judged.problems.len()
-                + self.start_failures.len()) as u64
+                + self.tally.start_failures.len()) as u64
+            + self.panics
     }
 
     /// One line that says what the run found.
@@ -76,9 +82,12 @@ impl Run {
             .filter(|e| matches!(e, Event::Fault { .. }))
             .count();
         let mut line = format!(
-            "seed {}: {} events, {faults} faults, {} anomalies, history {}",
+            "seed {}: {} events, {faults} faults ({} power losses, {} lost unsynced writes), {} \
+             anomalies, history {}",
             self.seed,
             self.judged.events.len(),
+            self.tally.power_losses,
+            self.tally.lost_unsynced,
             self.judged.report.total(),
             &self.digest[..16]
         );
@@ -87,12 +96,18 @@ impl Run {
                 line.push_str(&format!("\n  {invariant}: {count} (e.g. {examples:?})"));
             }
         }
+        if self.panics > 0 {
+            line.push_str(&format!(
+                "\n  {} panics (see the output above)",
+                self.panics
+            ));
+        }
         for problem in self
             .judged
             .problems
             .iter()
             .chain(&self.judged.unrecovered)
-            .chain(&self.start_failures)
+            .chain(&self.tally.start_failures)
         {
             line.push_str(&format!("\n  {problem}"));
         }
@@ -108,12 +123,30 @@ pub fn replay_command(seed: u64, options: &Options) -> String {
     )
 }
 
+thread_local! {
+    static PANICS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Counts every panic on the thread it happens on, then reports it as before.
+fn count_panics() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let report = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICS.with(|n| n.set(n.get() + 1));
+            report(info);
+        }));
+    });
+}
+
 /// Runs the simulation of `seed` on this thread.
 pub fn run(seed: u64, options: &Options) -> Result<Run, SimError> {
+    count_panics();
+    let panics_before = PANICS.with(Cell::get);
     raftq_store::random::seed(Some(seed));
     let world = World::new(seed, 3)?;
     let faults_for = options.faults_for;
-    let (judged, start_failures) = world.run(faults_for + AFTER_FAULTS, move |control| {
+    let (judged, tally) = world.run(faults_for + AFTER_FAULTS, move |control| {
         scenario::play(control, seed, faults_for)
     })?;
     raftq_store::random::seed(None);
@@ -121,7 +154,8 @@ pub fn run(seed: u64, options: &Options) -> Result<Run, SimError> {
         seed,
         digest: digest(&judged.events),
         judged,
-        start_failures,
+        tally,
+        panics: PANICS.with(Cell::get) - panics_before,
     })
 }
 

@@ -2,9 +2,10 @@
 //! line per seed, and for every seed that found something wrong, what it found, the command
 //! that replays it and where its history was kept. Exits with 1 when any seed failed.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -29,6 +30,10 @@ struct Args {
     /// Seeds run at once, each on a thread of its own.
     #[arg(long, default_value_t = 2)]
     threads: u64,
+    /// Real seconds a seed may take before the run stops as failed: a seed stuck in simulated
+    /// time (tasks that wake each other forever without a timer) never ends otherwise.
+    #[arg(long, default_value_t = 120)]
+    seed_seconds: u64,
     /// Where the history of each seed that failed is kept (`seed-N.jsonl`; with `--seed`, of
     /// that seed whatever it found). Default: a new `raftq-sim-PID` in the temporary directory.
     #[arg(long)]
@@ -51,8 +56,19 @@ fn main() -> ExitCode {
     let keep_every = args.seed.is_some();
     let next = AtomicU64::new(0);
     let failed = Mutex::new(Vec::new());
+    let (power_losses, lost_unsynced) = (AtomicU64::new(0), AtomicU64::new(0));
     let started = Instant::now();
+    let running: Mutex<BTreeMap<u64, Instant>> = Mutex::new(BTreeMap::new());
+    let done = AtomicBool::new(false);
     std::thread::scope(|scope| {
+        scope.spawn(|| {
+            watch(
+                &running,
+                &done,
+                Duration::from_secs(args.seed_seconds),
+                &options,
+            )
+        });
         for _ in 0..args.threads.max(1) {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::SeqCst) as usize;
@@ -60,7 +76,14 @@ fn main() -> ExitCode {
                     return;
                 };
                 let clock = Instant::now();
-                let line = match run(seed, &options) {
+                running.lock().map(|mut r| r.insert(seed, clock)).ok();
+                let ran = run(seed, &options);
+                running.lock().map(|mut r| r.remove(&seed)).ok();
+                if let Ok(run) = &ran {
+                    power_losses.fetch_add(run.tally.power_losses, Ordering::SeqCst);
+                    lost_unsynced.fetch_add(run.tally.lost_unsynced, Ordering::SeqCst);
+                }
+                let line = match ran {
                     Ok(run) if run.failures() == 0 && !keep_every => run.summary(),
                     Ok(run) if run.failures() == 0 => {
                         format!("{}\n  {}", run.summary(), keep(&dir, &run))
@@ -86,13 +109,16 @@ fn main() -> ExitCode {
             });
         }
     });
+    done.store(true, Ordering::SeqCst);
     let failed = failed.into_inner().unwrap_or_default();
     println!(
-        "{} seeds in {:.0} s: {} failed {:?}",
+        "{} seeds in {:.0} s: {} failed {:?}; {} power losses, {} of them lost unsynced writes",
         seeds.len(),
         started.elapsed().as_secs_f64(),
         failed.len(),
-        failed
+        failed,
+        power_losses.into_inner(),
+        lost_unsynced.into_inner()
     );
     match failed.is_empty() {
         true => ExitCode::SUCCESS,
@@ -108,5 +134,32 @@ fn keep(dir: &Path, run: &Run) -> String {
     {
         Ok(()) => format!("history: {}", path.display()),
         Err(e) => format!("history not kept ({}): {e}", path.display()),
+    }
+}
+
+/// Stops the process as failed once a seed in `running` has run `limit` of real time, saying
+/// which and how to replay it; returns once `done`.
+fn watch(
+    running: &Mutex<BTreeMap<u64, Instant>>,
+    done: &AtomicBool,
+    limit: Duration,
+    options: &Options,
+) {
+    while !done.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(200));
+        let stuck = running.lock().ok().and_then(|r| {
+            r.iter()
+                .find(|(_, at)| at.elapsed() > limit)
+                .map(|(seed, _)| *seed)
+        });
+        if let Some(seed) = stuck {
+            println!(
+                "seed {seed}: still running after {} s of real time, stuck in simulated time\n  \
+                 replay: {}",
+                limit.as_secs(),
+                replay_command(seed, options)
+            );
+            std::process::exit(1);
+        }
     }
 }

@@ -136,6 +136,16 @@ pub enum SimError {
     TooLong(Duration),
 }
 
+/// What the world saw of the machines in a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Why nodes failed to start, in order.
+    pub start_failures: Vec<String>,
+    /// Power losses, and how many of them lost writes the log had not fsynced yet.
+    pub power_losses: u64,
+    pub lost_unsynced: u64,
+}
+
 /// The simulated cluster and its director.
 pub struct World {
     seed: u64,
@@ -145,6 +155,8 @@ pub struct World {
     machines: BTreeMap<NodeId, Machine>,
     /// Why nodes failed to start, in order.
     failures: Arc<Mutex<Vec<String>>>,
+    power_losses: u64,
+    lost_unsynced: u64,
     dir: TempDir,
 }
 
@@ -164,16 +176,23 @@ impl World {
             peers: (1..=size).map(|id| (id, address(id))).collect(),
             machines: BTreeMap::new(),
             failures: Arc::default(),
+            power_losses: 0,
+            lost_unsynced: 0,
             dir: TempDir::new()?,
         })
     }
 
-    /// Why nodes failed to start so far.
-    fn failures(&self) -> Vec<String> {
-        self.failures
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+    /// What the world saw so far.
+    fn tally(&self) -> Tally {
+        Tally {
+            start_failures: self
+                .failures
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+            power_losses: self.power_losses,
+            lost_unsynced: self.lost_unsynced,
+        }
     }
 
     /// Starts node `id`: on what its disk holds, or, the first time, on an empty one (joining
@@ -233,11 +252,15 @@ impl World {
         self.crash(id);
         if let Some(machine) = self.machines.get_mut(&id) {
             let frozen = machine.disk.freeze();
-            let choices: Vec<usize> = frozen
-                .dimensions()
+            let dimensions = frozen.dimensions();
+            let choices: Vec<usize> = dimensions
                 .iter()
                 .map(|outcomes| self.rng.random_range(0..*outcomes))
                 .collect();
+            // The last outcome of each undecided thing keeps what was written last.
+            let lost = choices.iter().zip(&dimensions).any(|(c, d)| c + 1 < *d);
+            self.power_losses += 1;
+            self.lost_unsynced += u64::from(lost);
             machine.disk = frozen.image(&choices);
         }
     }
@@ -255,12 +278,12 @@ impl World {
     }
 
     /// Starts the nodes, then runs `scenario` on the director's machine until it ends, at most
-    /// `limit` of simulated time, and answers what it returned, with why nodes failed to start.
+    /// `limit` of simulated time, and answers what it returned, with what the world saw.
     pub fn run<T, F>(
         mut self,
         limit: Duration,
         scenario: impl FnOnce(Control) -> F,
-    ) -> Result<(T, Vec<String>), SimError>
+    ) -> Result<(T, Tally), SimError>
     where
         T: Send + 'static,
         F: Future<Output = T> + Send + 'static,
@@ -295,7 +318,7 @@ impl World {
                 let _ = done.send(self.act(&action));
             }
             if let Some(value) = ended.lock().unwrap_or_else(PoisonError::into_inner).take() {
-                return Ok((value, self.failures()));
+                return Ok((value, self.tally()));
             }
             if elapsed >= limit {
                 return Err(SimError::TooLong(limit));

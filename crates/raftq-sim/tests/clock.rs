@@ -100,10 +100,10 @@ async fn jump_the_leaders_clock(control: Control) -> Result<usize, String> {
 fn a_leader_whose_clock_jumps_ahead_stamps_nothing_past_the_bound() {
     raftq_store::random::seed(Some(5));
     let world = World::new(5, 3).expect("world");
-    let (result, failures) = world
+    let (result, tally) = world
         .run(Duration::from_secs(120), jump_the_leaders_clock)
         .expect("the scenario ends");
-    assert!(failures.is_empty(), "{failures:?}");
+    assert!(tally.start_failures.is_empty(), "{tally:?}");
     let seen = result.expect("no lease past the bound");
     assert!(seen >= 20, "only {seen} deliveries");
 }

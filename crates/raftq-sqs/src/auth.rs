@@ -2,18 +2,19 @@
 //! account.
 //!
 //! SQS clients sign their requests with AWS Signature Version 4 rather than sending raftq's
-//! `Bearer` API keys. The key table checks the signature against the secret of the access key
-//! that made it ([`Keys::authenticate_sigv4`]: the credential scope must name service `sqs` and
-//! the server's region, the date must be within 15 minutes, the signed headers and the body's
+//! `Bearer` API keys. The signature is checked against the secret the key table holds for the
+//! access key that made it ([`sigv4::authenticate`]: the credential scope must name service `sqs`
+//! and the server's region, the date must be within 15 minutes, the signed headers and the body's
 //! hash must match); the access key's account is the caller. Without a key file the server runs
 //! in open mode, and any credentials (or none) are the account `dev`, as for REST and gRPC.
 
 use std::time::SystemTime;
 
 use axum::http::request::Parts;
-use raftq_api::{Keys, SigV4Error, Signed, SignedRequest};
+use raftq_api::Keys;
 
 use crate::error::{Kind, SqsError};
+use crate::sigv4::{self, SigV4Error, Signed, SignedRequest};
 
 /// The service a signature's credential scope must name.
 const SERVICE: &str = "sqs";
@@ -27,8 +28,7 @@ pub fn requester(
     body: &[u8],
 ) -> Result<Signed, SqsError> {
     let request = SignedRequest::new(SERVICE, region, request, body);
-    keys.authenticate_signed(&request, SystemTime::now())
-        .map_err(refused)
+    sigv4::authenticate(keys, &request, SystemTime::now()).map_err(refused)
 }
 
 /// SQS's error for a refused signature.

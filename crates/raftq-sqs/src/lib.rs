@@ -17,7 +17,8 @@
 //! - `message`: typed message attributes, body characters, system attributes of a delivery.
 //! - `digest`: `MD5OfMessageBody` and `MD5OfMessageAttributes`, as SQS computes them.
 //! - [`names`]: account numbers, queue URLs and ARNs.
-//! - `auth`: the one place where a request's credentials become an account.
+//! - `auth`: the one place where a request's credentials become an account; `sigv4`: the check
+//!   of AWS Signature Version 4 it makes, against the secrets of raftq's key table.
 //! - `error`: SQS's errors, and the one mapping from raftq's.
 //!
 //! What differs from SQS is written down in `docs/sqs.md`.
@@ -35,6 +36,7 @@ pub mod names;
 mod queues;
 mod service;
 mod shapes;
+mod sigv4;
 mod tags;
 
 pub use service::Sqs;

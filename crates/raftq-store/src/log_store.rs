@@ -47,6 +47,7 @@
 //! A directory written by raftq before the entries moved to segment files holds them in the
 //! *logs* column family; opening the store moves them into segments.
 
+use std::cmp::Ordering::Less;
 use std::fmt;
 use std::fmt::Debug;
 use std::io;
@@ -389,6 +390,10 @@ fn sync_queued<C: RaftTypeConfig>(durability: &Durability, waiting: Vec<Flush<C>
         Ok(()) => end.into_iter().for_each(|end| durability.synced.raise(end)),
         Err(error) => durability.fail(error),
     }
+    debug_assert!(
+        synced.is_err() || end.is_none_or(|end| durability.synced.get() >= end),
+        "an append is reported durable only once the synced mark covers it"
+    );
     let synced = synced.map_err(|e| e.to_string());
     let mut told: Option<u64> = None;
     for flush in waiting {
@@ -940,6 +945,15 @@ where
     }
 
     async fn save_vote(&mut self, vote: &Vote<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
+        if cfg!(debug_assertions) {
+            let saved: Option<Vote<C::NodeId>> = self.get_meta(KEY_VOTE).unwrap_or_default();
+            debug_assert!(
+                saved
+                    .as_ref()
+                    .is_none_or(|saved| vote.partial_cmp(saved) != Some(Less)),
+                "a vote never goes back: {saved:?} then {vote}"
+            );
+        }
         let batch = self
             .meta_batch(KEY_VOTE, vote)
             .map_err(StorageIOError::write_vote)?;
@@ -995,6 +1009,14 @@ where
 
     async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
         tracing::debug!(%log_id, "truncating raft log from (inclusive)");
+        if cfg!(debug_assertions) {
+            let purged: Option<LogId<C::NodeId>> =
+                self.get_meta(KEY_LAST_PURGED).unwrap_or_default();
+            debug_assert!(
+                purged.is_none_or(|purged| purged.index < log_id.index),
+                "a truncation never reaches purged entries, which were committed"
+            );
+        }
         self.appends_synced()
             .await
             .map_err(StorageIOError::write_logs)?;

@@ -468,6 +468,12 @@ impl Segments {
             active.last_crc = crc;
         }
         self.write_pending(&mut pending, pending_at, &mut written)?;
+        debug_assert!(
+            entries
+                .last()
+                .is_none_or(|(last, _)| self.last() == Some(*last)),
+            "the log ends at the last entry appended"
+        );
         Ok(written)
     }
 
@@ -505,6 +511,10 @@ impl Segments {
     /// Starts a new segment whose first entry is `first`, with room for a record of `record`
     /// bytes: the spare, renamed, or a new file when none is ready or the record needs more.
     fn roll(&mut self, first: u64, record: u64) -> io::Result<()> {
+        debug_assert!(
+            self.segments.last().is_none_or(|s| s.next() <= first),
+            "a new segment starts after the last entry held: the chain only grows at its end"
+        );
         let bytes = self.segment_bytes.max(SEGMENT_HEADER + record);
         let path = self.dir.join(segment_name(first));
         let spare = {
@@ -588,6 +598,7 @@ impl Segments {
             return Ok(());
         };
         let Some((at, _)) = segment.span(index) else {
+            debug_assert!(segment.next() <= index, "no entry from {index} on is left");
             return Ok(());
         };
         for zeros in truncation_zeros(at, segment.end, segment.format.record_header()) {
@@ -606,6 +617,14 @@ impl Segments {
             }
             None => segment.prev_crc,
         };
+        debug_assert!(
+            segment.next() == index,
+            "the log now ends just before {index}"
+        );
+        debug_assert!(
+            self.synced.get() <= index,
+            "the synced mark claims no entry the log no longer holds"
+        );
         Ok(())
     }
 
@@ -620,6 +639,12 @@ impl Segments {
             .take_while(|s| s.next() <= self.kept_from)
             .count();
         let mut removable = Vec::new();
+        debug_assert!(
+            self.segments[purged..]
+                .iter()
+                .all(|s| s.next() > self.kept_from),
+            "every segment kept holds an entry that is not purged"
+        );
         for segment in self.segments.drain(..purged) {
             let mut ready = self.spare.ready();
             if !*ready && segment.capacity == self.segment_bytes {

@@ -150,6 +150,13 @@ impl Engine {
             // receives parked then, before a later deadline ends one of them.
             self.serve_waiters();
         }
+        debug_assert!(
+            self.context
+                .timers
+                .first()
+                .is_none_or(|(due, _)| *due > self.context.now),
+            "every timer due by the state's time has fired"
+        );
     }
 
     fn fire(&mut self, timer: Timer) {

@@ -1,5 +1,6 @@
-//! AWS Signature Version 4: the check of a request signed with an access key pair of the key
-//! table ([`crate::keys`]), as AWS SDKs and the AWS CLI sign them for the SQS-compatible endpoint.
+//! AWS Signature Version 4: the check of a request signed with an access key pair of raftq's key
+//! table ([`Keys`]), as AWS SDKs and the AWS CLI sign them for the SQS-compatible endpoint
+//! ([`authenticate`]: who made a request, once its signature holds).
 //!
 //! A signed request carries `Authorization: AWS4-HMAC-SHA256 Credential=<access key id>/<date>/
 //! <region>/<service>/aws4_request, SignedHeaders=<names>, Signature=<hex>` and `X-Amz-Date`. The
@@ -13,8 +14,9 @@
 //! `aws-sigv4` and by botocore.
 //!
 //! # Rules beyond the algorithm
-//! - `X-Amz-Date` must be within [`DATE_WINDOW`] of the server's clock, either way, and the
-//!   credential scope must name its date, the server's region and the service.
+//! - `X-Amz-Date` must be within 15 minutes ([`DATE_WINDOW_MINUTES`]) of the server's clock,
+//!   either way, and the credential scope must name its date, the server's region and the
+//!   service.
 //! - `host` must be signed (HTTP/2 requests sign their `:authority` under that name).
 //! - `X-Amz-Content-Sha256`, when sent, must be the hex SHA-256 of the body: `UNSIGNED-PAYLOAD`
 //!   and streaming payloads are refused, so the body is always covered by the signature.
@@ -22,22 +24,22 @@
 //! - Query-string signatures (presigned URLs) and the `Date` header in place of `X-Amz-Date` are
 //!   not accepted.
 //!
-//! Each [`SigV4Error`] says which SQS error code it stands for; the SQS front end maps them.
+//! Each [`SigV4Error`] says which SQS error code it stands for; `auth` maps them.
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use axum::http::header::{AUTHORIZATION, HOST};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName};
 use hmac::{Hmac, Mac};
 use percent_encoding::{percent_decode, percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use raftq_api::{AccessKeyError, KeyDigest, Keys, Principal};
 use sha2::{Digest, Sha256};
 use time::format_description::BorrowedFormatItem;
 use time::macros::format_description;
 use time::{OffsetDateTime, PrimitiveDateTime};
 
-/// How far a request's `X-Amz-Date` may be from the server's clock, before or after it.
-pub const DATE_WINDOW: Duration = Duration::from_secs(DATE_WINDOW_MINUTES.unsigned_abs() * 60);
+/// How many minutes a request's `X-Amz-Date` may be from the server's clock, before or after it.
 const DATE_WINDOW_MINUTES: i64 = 15;
 
 const ALGORITHM: &str = "AWS4-HMAC-SHA256";
@@ -97,6 +99,44 @@ impl<'a> SignedRequest<'a> {
     }
 }
 
+/// A request whose signature held: who made it, and its access key as the limits count it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signed {
+    pub principal: Principal,
+    pub key: Option<KeyDigest>,
+}
+
+/// Who made `request`, at `now`: the principal of the access key of `keys` that signed it, with
+/// the key as the per-key limits count it. In open mode every request, signed or not, is the one
+/// principal of open mode (an admin), with no key. The key is known only once the signature
+/// holds: a key ID is no secret, so an unchecked one must not use up its owner's requests.
+pub fn authenticate(
+    keys: &Keys,
+    request: &SignedRequest<'_>,
+    now: SystemTime,
+) -> Result<Signed, SigV4Error> {
+    if let Some(principal) = keys.open_principal() {
+        return Ok(Signed {
+            principal,
+            key: None,
+        });
+    }
+    let authorization = read_authorization(request)?;
+    let access_key_id = authorization.access_key_id;
+    let access = keys.access_key(access_key_id, now).map_err(|e| match e {
+        AccessKeyError::Unknown => SigV4Error::UnknownAccessKey(access_key_id.to_string()),
+        AccessKeyError::Expired { at } => SigV4Error::ExpiredAccessKey {
+            access_key_id: access_key_id.to_string(),
+            at,
+        },
+    })?;
+    verify(request, &authorization, access.secret(), now)?;
+    Ok(Signed {
+        principal: access.principal,
+        key: Some(Sha256::digest(format!("sigv4 {access_key_id}").as_bytes()).into()),
+    })
+}
+
 /// Why a request's signature is refused. Each variant's doc names the SQS error code it maps to;
 /// the messages follow AWS's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -128,7 +168,7 @@ pub enum SigV4Error {
          tokens; sign with an access key of its key file and without X-Amz-Security-Token"
     )]
     SessionToken,
-    /// `X-Amz-Date` is more than [`DATE_WINDOW`] before the server's clock.
+    /// `X-Amz-Date` is more than 15 minutes ([`DATE_WINDOW_MINUTES`]) before the server's clock.
     /// SQS: `RequestExpired` (AWS sends `SignatureDoesNotMatch` with this message on some APIs).
     #[error("Signature expired: {signed} is now earlier than {earliest} ({now} - {minutes} min.)", minutes = DATE_WINDOW_MINUTES)]
     Expired {
@@ -136,7 +176,7 @@ pub enum SigV4Error {
         earliest: String,
         now: String,
     },
-    /// `X-Amz-Date` is more than [`DATE_WINDOW`] after the server's clock.
+    /// `X-Amz-Date` is more than 15 minutes ([`DATE_WINDOW_MINUTES`]) after the server's clock.
     /// SQS: `RequestExpired`, as [`SigV4Error::Expired`].
     #[error("Signature not yet current: {signed} is still later than {latest} ({now} + {minutes} min.)", minutes = DATE_WINDOW_MINUTES)]
     NotYetCurrent {
@@ -168,8 +208,8 @@ fn malformed(message: impl Into<String>) -> SigV4Error {
 
 /// The parts of a request's `Authorization` header.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Authorization<'a> {
-    pub access_key_id: &'a str,
+struct Authorization<'a> {
+    access_key_id: &'a str,
     /// The scope's date, `YYYYMMDD`.
     date: &'a str,
     region: &'a str,
@@ -180,9 +220,7 @@ pub(crate) struct Authorization<'a> {
 }
 
 /// The `Authorization` header of a request signed with SigV4, refusing session tokens.
-pub(crate) fn read_authorization<'a>(
-    request: &SignedRequest<'a>,
-) -> Result<Authorization<'a>, SigV4Error> {
+fn read_authorization<'a>(request: &SignedRequest<'a>) -> Result<Authorization<'a>, SigV4Error> {
     let mut values = request.headers.get_all(AUTHORIZATION).iter();
     let value = values.next().ok_or(SigV4Error::MissingAuthorization)?;
     if values.next().is_some() {
@@ -307,7 +345,7 @@ fn parse_signature(signature: &str) -> Result<[u8; 32], SigV4Error> {
 
 /// Checks the request's date, scope, signed headers, body hash and signature against `secret`,
 /// the secret access key of `authorization`'s access key id, at `now`.
-pub(crate) fn verify(
+fn verify(
     request: &SignedRequest<'_>,
     authorization: &Authorization<'_>,
     secret: &str,
@@ -541,13 +579,13 @@ fn new_mac(key: &[u8]) -> HmacSha256 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::{Keys, Principal, Role};
     use aws_credential_types::Credentials;
     use aws_sigv4::http_request::{
         sign, PayloadChecksumKind, SignableBody, SignableRequest, SigningSettings,
     };
     use aws_sigv4::sign::v4;
     use axum::http::HeaderValue;
+    use raftq_api::Role;
     use time::macros::datetime;
 
     /// A request as it arrives: method, target (path and query), headers and body.
@@ -608,6 +646,15 @@ mod tests {
         fn sqs(&self) -> SignedRequest<'_> {
             self.request("sqs", "local")
         }
+    }
+
+    /// Who signed `request` at `now`, as [`authenticate`] finds it.
+    fn principal_of(
+        keys: &Keys,
+        request: &SignedRequest<'_>,
+        now: SystemTime,
+    ) -> Result<Principal, SigV4Error> {
+        authenticate(keys, request, now).map(|signed| signed.principal)
     }
 
     const SUITE_KEY_ID: &str = "AKIDEXAMPLE";
@@ -693,12 +740,18 @@ mod tests {
         };
         for (name, request, signed_headers, signature) in SUITE {
             let sent = suite_request(request, signed_headers, signature);
-            let verified =
-                keys.authenticate_sigv4(&sent.request("service", "us-east-1"), SUITE_TIME.into());
+            let verified = principal_of(
+                &keys,
+                &sent.request("service", "us-east-1"),
+                SUITE_TIME.into(),
+            );
             assert_eq!(verified, Ok(suite.clone()), "{name}");
             let sent = suite_request(request, signed_headers, &tampered(signature));
-            let refused =
-                keys.authenticate_sigv4(&sent.request("service", "us-east-1"), SUITE_TIME.into());
+            let refused = principal_of(
+                &keys,
+                &sent.request("service", "us-east-1"),
+                SUITE_TIME.into(),
+            );
             assert_eq!(refused, Err(SigV4Error::SignatureMismatch), "{name}");
         }
     }
@@ -708,8 +761,11 @@ mod tests {
         let keys = suite_keys();
         for (name, request, signed_headers, signature) in SUITE_WITH_TOKENS {
             let sent = suite_request(request, signed_headers, signature);
-            let refused =
-                keys.authenticate_sigv4(&sent.request("service", "us-east-1"), SUITE_TIME.into());
+            let refused = principal_of(
+                &keys,
+                &sent.request("service", "us-east-1"),
+                SUITE_TIME.into(),
+            );
             assert_eq!(refused, Err(SigV4Error::SessionToken), "{name}");
         }
     }
@@ -919,7 +975,7 @@ mod tests {
         ] {
             let sent = signer.sign(request);
             assert_eq!(
-                keys.authenticate_sigv4(&sent.sqs(), now),
+                principal_of(&keys, &sent.sqs(), now),
                 Ok(acme()),
                 "{request}"
             );
@@ -941,7 +997,7 @@ mod tests {
         for (name, request) in BOTOCORE {
             let sent = Sent::parse(request);
             assert_eq!(
-                keys.authenticate_sigv4(&sent.sqs(), SIGNED_AT.into()),
+                principal_of(&keys, &sent.sqs(), SIGNED_AT.into()),
                 Ok(acme()),
                 "{name}"
             );
@@ -955,17 +1011,14 @@ mod tests {
         sent.headers.remove(HOST);
         let request = sent.sqs();
         assert_eq!(
-            keys.authenticate_sigv4(&request, SIGNED_AT.into()),
+            principal_of(&keys, &request, SIGNED_AT.into()),
             Err(SigV4Error::MissingSignedHeader("host".into()))
         );
         let request = SignedRequest {
             authority: Some("127.0.0.1:8080"),
             ..request
         };
-        assert_eq!(
-            keys.authenticate_sigv4(&request, SIGNED_AT.into()),
-            Ok(acme())
-        );
+        assert_eq!(principal_of(&keys, &request, SIGNED_AT.into()), Ok(acme()));
     }
 
     /// What a test changes in a request, and how.
@@ -989,21 +1042,21 @@ mod tests {
             let mut sent = Signer::default().sign(SEND_JSON);
             change(&mut sent);
             assert_eq!(
-                keys.authenticate_sigv4(&sent.sqs(), now),
+                principal_of(&keys, &sent.sqs(), now),
                 Err(SigV4Error::SignatureMismatch),
                 "{what}"
             );
         }
         let mut sent = Signer::default().sign(SEND_JSON);
         sent.set("user-agent", "not signed, so free to change");
-        assert_eq!(keys.authenticate_sigv4(&sent.sqs(), now), Ok(acme()));
+        assert_eq!(principal_of(&keys, &sent.sqs(), now), Ok(acme()));
         let wrong_secret = Signer {
             secret: "another secret",
             ..Signer::default()
         };
         let sent = wrong_secret.sign(SEND_JSON);
         assert_eq!(
-            keys.authenticate_sigv4(&sent.sqs(), now),
+            principal_of(&keys, &sent.sqs(), now),
             Err(SigV4Error::SignatureMismatch)
         );
     }
@@ -1015,9 +1068,9 @@ mod tests {
         let window = time::Duration::minutes(15);
         let second = time::Duration::seconds(1);
         for now in [SIGNED_AT - window, SIGNED_AT, SIGNED_AT + window] {
-            assert_eq!(keys.authenticate_sigv4(&sent.sqs(), now.into()), Ok(acme()));
+            assert_eq!(principal_of(&keys, &sent.sqs(), now.into()), Ok(acme()));
         }
-        let late = keys.authenticate_sigv4(&sent.sqs(), (SIGNED_AT + window + second).into());
+        let late = principal_of(&keys, &sent.sqs(), (SIGNED_AT + window + second).into());
         let late = late.unwrap_err();
         assert!(matches!(late, SigV4Error::Expired { .. }), "{late:?}");
         assert_eq!(
@@ -1025,7 +1078,7 @@ mod tests {
             "Signature expired: 20250601T120000Z is now earlier than 20250601T120001Z \
              (20250601T121501Z - 15 min.)"
         );
-        let early = keys.authenticate_sigv4(&sent.sqs(), (SIGNED_AT - window - second).into());
+        let early = principal_of(&keys, &sent.sqs(), (SIGNED_AT - window - second).into());
         let early = early.unwrap_err();
         assert!(
             matches!(early, SigV4Error::NotYetCurrent { .. }),
@@ -1036,7 +1089,6 @@ mod tests {
             "Signature not yet current: 20250601T120000Z is still later than 20250601T115959Z \
              (20250601T114459Z + 15 min.)"
         );
-        assert_eq!(DATE_WINDOW, Duration::from_secs(15 * 60));
     }
 
     #[test]
@@ -1061,14 +1113,14 @@ mod tests {
             ),
         ] {
             let sent = signer.sign(SEND_JSON);
-            let refused = keys.authenticate_sigv4(&sent.sqs(), now);
+            let refused = principal_of(&keys, &sent.sqs(), now);
             assert_eq!(refused, Err(SigV4Error::Scope(expected.into())));
         }
         let mut sent = Signer::default().sign(SEND_JSON);
         let authorization = sent.headers[AUTHORIZATION].to_str().unwrap();
         let other_day = authorization.replace("/20250601/", "/20250602/");
         sent.set("authorization", &other_day);
-        let refused = keys.authenticate_sigv4(&sent.sqs(), now).unwrap_err();
+        let refused = principal_of(&keys, &sent.sqs(), now).unwrap_err();
         assert!(matches!(refused, SigV4Error::Scope(_)), "{refused:?}");
     }
 
@@ -1078,7 +1130,7 @@ mod tests {
         let mut sent = Signer::default().sign(SEND_JSON);
         sent.headers.remove("x-amz-target");
         assert_eq!(
-            keys.authenticate_sigv4(&sent.sqs(), SIGNED_AT.into()),
+            principal_of(&keys, &sent.sqs(), SIGNED_AT.into()),
             Err(SigV4Error::MissingSignedHeader("x-amz-target".into()))
         );
     }
@@ -1094,13 +1146,13 @@ mod tests {
         let mut sent = signer.sign(SEND_JSON);
         sent.body.push(b' ');
         assert_eq!(
-            keys.authenticate_sigv4(&sent.sqs(), now),
+            principal_of(&keys, &sent.sqs(), now),
             Err(SigV4Error::BodyHash)
         );
         let mut sent = Signer::default().sign(SEND_JSON);
         sent.set("x-amz-content-sha256", "UNSIGNED-PAYLOAD");
         assert_eq!(
-            keys.authenticate_sigv4(&sent.sqs(), now),
+            principal_of(&keys, &sent.sqs(), now),
             Err(SigV4Error::BodyHash)
         );
     }
@@ -1113,7 +1165,7 @@ mod tests {
         };
         let sent = signer.sign(SEND_JSON);
         assert_eq!(
-            acme_keys().authenticate_sigv4(&sent.sqs(), SIGNED_AT.into()),
+            principal_of(&acme_keys(), &sent.sqs(), SIGNED_AT.into()),
             Err(SigV4Error::SessionToken)
         );
     }
@@ -1127,7 +1179,7 @@ mod tests {
             ..Signer::default()
         };
         let sent = unknown.sign(SEND_JSON);
-        let refused = keys.authenticate_sigv4(&sent.sqs(), now);
+        let refused = principal_of(&keys, &sent.sqs(), now);
         assert_eq!(
             refused,
             Err(SigV4Error::UnknownAccessKey("AKIANOBODY".into()))
@@ -1137,7 +1189,7 @@ mod tests {
             ..Signer::default()
         };
         let sent = bearer_key_as_access_key.sign(SEND_JSON);
-        let refused = keys.authenticate_sigv4(&sent.sqs(), now);
+        let refused = principal_of(&keys, &sent.sqs(), now);
         assert_eq!(refused, Err(SigV4Error::UnknownAccessKey("bearer".into())));
         let expired = Signer {
             key_id: "AKIAOLD",
@@ -1145,7 +1197,7 @@ mod tests {
         };
         let sent = expired.sign(SEND_JSON);
         assert_eq!(
-            keys.authenticate_sigv4(&sent.sqs(), now),
+            principal_of(&keys, &sent.sqs(), now),
             Err(SigV4Error::ExpiredAccessKey {
                 access_key_id: "AKIAOLD".into(),
                 at: "2025-06-01T11:00:00Z".into()
@@ -1161,7 +1213,7 @@ mod tests {
         let good = sent.headers[AUTHORIZATION].to_str().unwrap().to_string();
         sent.headers.remove(AUTHORIZATION);
         assert_eq!(
-            keys.authenticate_sigv4(&sent.sqs(), now),
+            principal_of(&keys, &sent.sqs(), now),
             Err(SigV4Error::MissingAuthorization)
         );
         let signature = good.split("Signature=").nth(1).unwrap().to_string();
@@ -1237,7 +1289,7 @@ mod tests {
         ];
         for (authorization, reason) in cases {
             sent.set("authorization", &authorization);
-            match keys.authenticate_sigv4(&sent.sqs(), now) {
+            match principal_of(&keys, &sent.sqs(), now) {
                 Err(SigV4Error::Malformed(message)) => {
                     assert!(message.contains(reason), "{authorization}: {message}")
                 }
@@ -1246,7 +1298,7 @@ mod tests {
         }
         sent.set("authorization", &good);
         sent.add("authorization", &good);
-        let refused = keys.authenticate_sigv4(&sent.sqs(), now).unwrap_err();
+        let refused = principal_of(&keys, &sent.sqs(), now).unwrap_err();
         assert!(matches!(refused, SigV4Error::Malformed(_)), "{refused:?}");
     }
 
@@ -1261,7 +1313,7 @@ mod tests {
             "Sun, 01 Jun 2025 12:00:00 GMT",
         ] {
             sent.set("x-amz-date", date);
-            match keys.authenticate_sigv4(&sent.sqs(), now) {
+            match principal_of(&keys, &sent.sqs(), now) {
                 Err(SigV4Error::Malformed(message)) => {
                     assert!(message.contains("X-Amz-Date"), "{message}")
                 }
@@ -1269,7 +1321,7 @@ mod tests {
             }
         }
         sent.headers.remove("x-amz-date");
-        let refused = keys.authenticate_sigv4(&sent.sqs(), now).unwrap_err();
+        let refused = principal_of(&keys, &sent.sqs(), now).unwrap_err();
         assert_eq!(
             refused,
             SigV4Error::Malformed("Authorization header requires the X-Amz-Date header".into())
@@ -1287,14 +1339,14 @@ mod tests {
             )
         };
         std::fs::write(&path, file(SECRET)).unwrap();
-        let keys = crate::load_keys(&path).unwrap();
+        let keys = raftq_api::load_keys(&path).unwrap();
         let now = SIGNED_AT.into();
         let old = Signer::default().sign(SEND_JSON);
-        assert_eq!(keys.authenticate_sigv4(&old.sqs(), now), Ok(acme()));
+        assert_eq!(principal_of(&keys, &old.sqs(), now), Ok(acme()));
         std::fs::write(&path, file("rotated")).unwrap();
         keys.reload(&path).unwrap();
         assert_eq!(
-            keys.authenticate_sigv4(&old.sqs(), now),
+            principal_of(&keys, &old.sqs(), now),
             Err(SigV4Error::SignatureMismatch)
         );
         let rotated = Signer {
@@ -1302,11 +1354,11 @@ mod tests {
             ..Signer::default()
         };
         let new = rotated.sign(SEND_JSON);
-        assert_eq!(keys.authenticate_sigv4(&new.sqs(), now), Ok(acme()));
+        assert_eq!(principal_of(&keys, &new.sqs(), now), Ok(acme()));
         std::fs::write(&path, "[[keys]]\naccount = \"acme\"\nkey = \"bearer\"\n").unwrap();
         keys.reload(&path).unwrap();
         assert_eq!(
-            keys.authenticate_sigv4(&new.sqs(), now),
+            principal_of(&keys, &new.sqs(), now),
             Err(SigV4Error::UnknownAccessKey(KEY_ID.into()))
         );
     }
@@ -1315,7 +1367,7 @@ mod tests {
     fn open_mode_takes_any_credentials_or_none() {
         let keys = Keys::open();
         let dev = Principal {
-            account: crate::OPEN_ACCOUNT.into(),
+            account: raftq_api::OPEN_ACCOUNT.into(),
             role: Role::Admin,
         };
         let signed = Signer::default().sign(SEND_JSON);
@@ -1325,10 +1377,36 @@ mod tests {
         garbage.set("authorization", "whatever");
         for sent in [&signed, &unsigned, &garbage] {
             assert_eq!(
-                keys.authenticate_sigv4(&sent.sqs(), SystemTime::UNIX_EPOCH),
-                Ok(dev.clone())
+                authenticate(&keys, &sent.sqs(), SystemTime::UNIX_EPOCH),
+                Ok(Signed {
+                    principal: dev.clone(),
+                    key: None
+                })
             );
         }
+    }
+
+    #[test]
+    fn the_limits_count_a_request_by_the_access_key_that_signed_it() {
+        let keys = Keys::from_toml(&format!(
+            "[[keys]]\naccount = \"acme\"\naccess_key_id = \"{KEY_ID}\"\n\
+             secret_access_key = \"{SECRET}\"\n\
+             [[keys]]\naccount = \"acme\"\naccess_key_id = \"AKIAACME0002\"\n\
+             secret_access_key = \"{SECRET}\"\n"
+        ))
+        .unwrap();
+        let now = SIGNED_AT.into();
+        let key_of = |signer: &Signer| {
+            let sent = signer.sign(SEND_JSON);
+            authenticate(&keys, &sent.sqs(), now).unwrap().key.unwrap()
+        };
+        let first = key_of(&Signer::default());
+        assert_eq!(first, key_of(&Signer::default()));
+        let second = Signer {
+            key_id: "AKIAACME0002",
+            ..Signer::default()
+        };
+        assert_ne!(first, key_of(&second));
     }
 
     #[test]
