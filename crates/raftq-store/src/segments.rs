@@ -930,8 +930,17 @@ mod tests {
     #[test]
     fn purged_segments_are_recycled_and_the_log_restarts_after_a_purge_of_everything() {
         let tmp = tempfile::TempDir::new().expect("temp dir");
-        let log = reopened(tmp.path(), Some(50), |log| {
+        // The spare made in place, so that whether one is ready when the purge comes does not
+        // depend on a thread's timing: none is, once the one the rolls made is let go.
+        let options = LogOptions {
+            segment_bytes: SMALL,
+            spare_thread: false,
+            ..LogOptions::default()
+        };
+        let write = |log: &mut Segments| {
             log.append(&entries(1..40, 300)).expect("append");
+            *log.spare.ready() = false;
+            fs::remove_file(tmp.path().join(SPARE)).expect("let the spare go");
             let before = segment_files(tmp.path()).len();
             let removable = log.purge(20).expect("purge");
             assert!(removable.is_empty(), "the one segment purged is recycled");
@@ -953,7 +962,9 @@ mod tests {
             assert_eq!(log.last(), None);
             log.append(&entries(51..53, 300))
                 .expect("append after the purge");
-        });
+        };
+        write(&mut Segments::open(&options, tmp.path(), None).expect("open"));
+        let log = open_real(tmp.path(), SMALL, Some(50)).expect("reopen");
         assert_eq!((log.first(), log.last()), (Some(51), Some(52)));
     }
 
