@@ -69,47 +69,53 @@ fn main() -> ExitCode {
                 &options,
             )
         });
-        for _ in 0..args.threads.max(1) {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::SeqCst) as usize;
-                let Some(seed) = seeds.get(i).copied() else {
-                    return;
-                };
-                let clock = Instant::now();
-                running.lock().map(|mut r| r.insert(seed, clock)).ok();
-                let ran = run(seed, &options);
-                running.lock().map(|mut r| r.remove(&seed)).ok();
-                if let Ok(run) = &ran {
-                    power_losses.fetch_add(run.tally.power_losses, Ordering::SeqCst);
-                    lost_unsynced.fetch_add(run.tally.lost_unsynced, Ordering::SeqCst);
-                }
-                let line = match ran {
-                    Ok(run) if run.failures() == 0 && !keep_every => run.summary(),
-                    Ok(run) if run.failures() == 0 => {
-                        format!("{}\n  {}", run.summary(), keep(&dir, &run))
+        let workers: Vec<_> = (0..args.threads.max(1))
+            .map(|_| {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst) as usize;
+                    let Some(seed) = seeds.get(i).copied() else {
+                        return;
+                    };
+                    let clock = Instant::now();
+                    running.lock().map(|mut r| r.insert(seed, clock)).ok();
+                    let ran = run(seed, &options);
+                    running.lock().map(|mut r| r.remove(&seed)).ok();
+                    if let Ok(run) = &ran {
+                        power_losses.fetch_add(run.tally.power_losses, Ordering::SeqCst);
+                        lost_unsynced.fetch_add(run.tally.lost_unsynced, Ordering::SeqCst);
                     }
-                    Ok(run) => {
-                        failed.lock().map(|mut f| f.push(seed)).ok();
-                        format!(
-                            "{}\n  replay: {}\n  {}",
-                            run.summary(),
-                            replay_command(seed, &options),
-                            keep(&dir, &run)
-                        )
-                    }
-                    Err(error) => {
-                        failed.lock().map(|mut f| f.push(seed)).ok();
-                        format!(
-                            "seed {seed}: {error}\n  replay: {}",
-                            replay_command(seed, &options)
-                        )
-                    }
-                };
-                println!("{line} ({:.1} s)", clock.elapsed().as_secs_f64());
-            });
+                    let line = match ran {
+                        Ok(run) if run.failures() == 0 && !keep_every => run.summary(),
+                        Ok(run) if run.failures() == 0 => {
+                            format!("{}\n  {}", run.summary(), keep(&dir, &run))
+                        }
+                        Ok(run) => {
+                            failed.lock().map(|mut f| f.push(seed)).ok();
+                            format!(
+                                "{}\n  replay: {}\n  {}",
+                                run.summary(),
+                                replay_command(seed, &options),
+                                keep(&dir, &run)
+                            )
+                        }
+                        Err(error) => {
+                            failed.lock().map(|mut f| f.push(seed)).ok();
+                            format!(
+                                "seed {seed}: {error}\n  replay: {}",
+                                replay_command(seed, &options)
+                            )
+                        }
+                    };
+                    println!("{line} ({:.1} s)", clock.elapsed().as_secs_f64());
+                })
+            })
+            .collect();
+        for worker in workers {
+            let _ = worker.join();
         }
+        // The watchdog ends with the seeds.
+        done.store(true, Ordering::SeqCst);
     });
-    done.store(true, Ordering::SeqCst);
     let failed = failed.into_inner().unwrap_or_default();
     println!(
         "{} seeds in {:.0} s: {} failed {:?}; {} power losses, {} of them lost unsynced writes",
