@@ -1,11 +1,8 @@
 //! How the simulation's clients reach a node: each running node takes calls from an inbox of
 //! its own (in place of the HTTP API) and serves each on a task of its runtime. A call to a node
-//! that does not run is refused at once; one that gets no answer in time ends unanswered.
-//!
-//! Where each caller waits for its answer is kept here, not in the node's tasks: a crash drops
-//! the node's tasks in an order tokio draws from its process-wide task ids, and a caller woken
-//! by that drop would be woken in that order. The world ends the calls of a crashed node itself
-//! ([`Api::crashed`]), oldest first, as closed connections.
+//! that does not run is refused at once; one that gets no answer in time ends unanswered. Its
+//! caller waits outside the node's tasks ([`Waiting`]): a crash ends it as a closed connection
+//! ([`Api::crashed`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -15,7 +12,9 @@ use raftq_engine::{Command, EngineError};
 use raftq_node::{
     Change, ChangeResult, Node, NodeError, NodeId, NodeStatus, Query, QueryResult, Response,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
+
+use crate::waiting::Waiting;
 
 /// How long a client waits for an answer before it gives the call up (its outcome is then
 /// unknown), as the chaos run's clients do.
@@ -66,9 +65,7 @@ pub struct Api {
 #[derive(Debug, Default)]
 struct State {
     inboxes: BTreeMap<NodeId, mpsc::UnboundedSender<Call>>,
-    /// Each call waiting for its answer, by number: the node asked, and where the caller waits.
-    waiting: BTreeMap<u64, (NodeId, oneshot::Sender<Reply>)>,
-    next: u64,
+    waiting: Waiting<Reply>,
 }
 
 impl Api {
@@ -85,17 +82,15 @@ impl Api {
                 .get(&id)
                 .cloned()
                 .ok_or(CallError::Refused(id))?;
-            let number = state.next;
-            state.next += 1;
-            inbox
-                .send((request, number))
-                .map_err(|_| CallError::Refused(id))?;
-            let (answer, answered) = oneshot::channel();
-            state.waiting.insert(number, (id, answer));
+            let (number, answered) = state.waiting.add(id);
+            if inbox.send((request, number)).is_err() {
+                state.waiting.take(number);
+                return Err(CallError::Refused(id));
+            }
             (number, answered)
         };
         let reply = tokio::time::timeout(REQUEST_TIMEOUT, answered).await;
-        self.state().waiting.remove(&number);
+        self.state().waiting.take(number);
         match reply {
             Ok(Ok(reply)) => Ok(reply),
             _ => Err(CallError::NoAnswer(id)),
@@ -112,7 +107,8 @@ impl Api {
             let api = self.clone();
             tokio::spawn(async move {
                 let reply = answer_to(&node, request).await;
-                if let Some((_, answer)) = api.state().waiting.remove(&number) {
+                let waiting = api.state().waiting.take(number);
+                if let Some(answer) = waiting {
                     let _ = answer.send(reply);
                 }
             });
@@ -121,17 +117,8 @@ impl Api {
 
     /// Ends every call node `id` was serving, oldest first, unanswered: the node crashed.
     pub fn crashed(&self, id: NodeId) {
-        let ended: Vec<u64> = self
-            .state()
-            .waiting
-            .iter()
-            .filter(|(_, (node, _))| *node == id)
-            .map(|(number, _)| *number)
-            .collect();
-        for number in ended {
-            let removed = self.state().waiting.remove(&number);
-            drop(removed);
-        }
+        let ended = self.state().waiting.crashed(id);
+        drop(ended);
     }
 }
 

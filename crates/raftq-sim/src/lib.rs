@@ -17,6 +17,7 @@ pub mod faults;
 pub mod host;
 pub mod net;
 pub mod scenario;
+mod waiting;
 pub mod workload;
 pub mod world;
 

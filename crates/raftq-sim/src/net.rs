@@ -7,11 +7,8 @@
 //! node serves the address (nothing was sent, so openraft backs off), lost without an end when
 //! the link is cut (the caller's timeout ends it), and broken when the node stops while it
 //! serves the call (it may have been applied).
-//!
-//! Where each caller waits for its answer is kept here, not in the called node's tasks: a crash
-//! drops the node's tasks in an order tokio draws from its process-wide task ids, and callers
-//! woken by that drop would be woken in that order. The world ends the calls of a crashed node
-//! itself ([`Net::crashed`]), oldest first.
+//! A caller waits outside the called node's tasks ([`Waiting`]): a crash ends its calls
+//! ([`Net::crashed`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -28,6 +25,8 @@ use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
 use tonic::{Request, Status};
 
+use crate::waiting::Waiting;
+
 /// How long a call or an answer takes on a link, in microseconds, unless set otherwise.
 const LATENCY_US: RangeInclusive<u64> = 100..=2_000;
 
@@ -42,10 +41,7 @@ struct State {
     rng: StdRng,
     /// The node serving each address, where its calls go, and the runtime it runs on.
     nodes: BTreeMap<String, Attached>,
-    /// Each call the called node has not answered yet, by number: that node, and where the
-    /// caller waits.
-    waiting: BTreeMap<u64, (NodeId, oneshot::Sender<Answer>)>,
-    next: u64,
+    waiting: Waiting<Answer>,
     /// Links that lose everything sent over them: (from, to).
     cut: BTreeSet<(NodeId, NodeId)>,
     latency_us: RangeInclusive<u64>,
@@ -58,8 +54,7 @@ impl Net {
             state: Mutex::new(State {
                 rng: StdRng::seed_from_u64(seed),
                 nodes: BTreeMap::new(),
-                waiting: BTreeMap::new(),
-                next: 0,
+                waiting: Waiting::default(),
                 cut: BTreeSet::new(),
                 latency_us: LATENCY_US,
             }),
@@ -131,17 +126,8 @@ impl Net {
 
     /// Ends every call node `id` was serving, oldest first, unanswered: the node crashed.
     pub fn crashed(&self, id: NodeId) {
-        let ended: Vec<u64> = self
-            .state()
-            .waiting
-            .iter()
-            .filter(|(_, (node, _))| *node == id)
-            .map(|(number, _)| *number)
-            .collect();
-        for number in ended {
-            let removed = self.state().waiting.remove(&number);
-            drop(removed);
-        }
+        let ended = self.state().waiting.crashed(id);
+        drop(ended);
     }
 
     /// Carries one call from `from` to `addr` and its answer back.
@@ -166,20 +152,13 @@ impl Net {
                 answer,
             })
             .map_err(|_| refused(&addr, "the node does not run"))?;
-        let (relayed, reply) = oneshot::channel();
-        let number = {
-            let mut state = self.state();
-            let number = state.next;
-            state.next += 1;
-            state.waiting.insert(number, (to, relayed));
-            number
-        };
+        let (number, reply) = self.state().waiting.add(to);
         // The answer comes back through a task of the called node's runtime, which dies with it.
         let net = Arc::clone(&self);
         drop(runtime.spawn(async move {
             if let Ok(answer) = answered.await {
-                let waiting = net.state().waiting.remove(&number);
-                if let Some((_, relayed)) = waiting {
+                let waiting = net.state().waiting.take(number);
+                if let Some(relayed) = waiting {
                     let _ = relayed.send(answer);
                 }
             }
