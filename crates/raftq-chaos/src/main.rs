@@ -448,10 +448,19 @@ struct Tally<'a> {
     dead_lettered: BTreeSet<&'a str>,
 }
 
+/// Adds up a run's history.
 fn tally(events: &[Event]) -> Tally<'_> {
     let mut t = Tally::default();
     for e in events {
-        let (kind, outcome, end) = match e {
+        t.add(e);
+    }
+    t
+}
+
+impl<'a> Tally<'a> {
+    /// Counts one event: a fault, a delivery, or an operation by its outcome.
+    fn add(&mut self, e: &'a Event) {
+        match e {
             Event::Fault {
                 kind,
                 start,
@@ -461,19 +470,13 @@ fn tally(events: &[Event]) -> Tally<'_> {
                 unrecovered,
                 ..
             } => {
-                *t.faults.entry(kind).or_default() += 1;
-                t.spans.push(FaultSpan {
+                let span = FaultSpan {
                     kind,
                     start: *start,
                     end: *end,
                     restarted: *restarted,
-                });
-                t.unrecovered.extend(
-                    unrecovered
-                        .iter()
-                        .map(|node| (kind.as_str(), node.as_str(), node_seed(kind, node, *seed))),
-                );
-                continue;
+                };
+                self.fault(span, *seed, unrecovered);
             }
             Event::Deliver {
                 receive_count,
@@ -482,12 +485,11 @@ fn tally(events: &[Event]) -> Tally<'_> {
                 ..
             } => {
                 if *receive_count > 1 {
-                    t.redelivered += 1;
+                    self.redelivered += 1;
                 }
                 if dead_letter_source.is_some() {
-                    t.dead_lettered.insert(message_id);
+                    self.dead_lettered.insert(message_id);
                 }
-                continue;
             }
             Event::Send {
                 outcome,
@@ -496,29 +498,46 @@ fn tally(events: &[Event]) -> Tally<'_> {
                 ..
             } => {
                 if *outcome == Outcome::Ok && !duplicate {
-                    t.sent += 1;
+                    self.sent += 1;
                 }
-                ("send", outcome, *end)
+                self.operation("send", outcome, *end);
             }
-            Event::Receive { outcome, end, .. } => ("receive", outcome, *end),
+            Event::Receive { outcome, end, .. } => self.operation("receive", outcome, *end),
             Event::Ack { outcome, end, .. } => {
                 if *outcome == Outcome::Ok {
-                    t.acked += 1;
+                    self.acked += 1;
                 }
-                ("ack", outcome, *end)
+                self.operation("ack", outcome, *end);
             }
-        };
+        }
+    }
+
+    /// A fault injected with `seed`: counted by its kind, its span kept, and each node it left
+    /// unable to come back kept with the seed its powerfs reverted with.
+    fn fault(&mut self, span: FaultSpan<'a>, seed: Option<u64>, unrecovered: &'a [String]) {
+        let kind = span.kind;
+        *self.faults.entry(kind).or_default() += 1;
+        self.spans.push(span);
+        self.unrecovered.extend(
+            unrecovered
+                .iter()
+                .map(|node| (kind, node.as_str(), node_seed(kind, node, seed))),
+        );
+    }
+
+    /// An operation of `kind` that ended at `end`: counted by its outcome, and its end kept
+    /// when it succeeded.
+    fn operation(&mut self, kind: &'static str, outcome: &Outcome, end: u64) {
         let slot = match outcome {
             Outcome::Ok => 0,
             Outcome::Failed(_) => 1,
             Outcome::Unknown(_) => 2,
         };
-        t.ops.entry(kind).or_default()[slot] += 1;
+        self.ops.entry(kind).or_default()[slot] += 1;
         if slot == 0 {
-            t.successes.push(end);
+            self.successes.push(end);
         }
     }
-    t
 }
 
 /// The seed `node`'s powerfs reverted with in a power loss recorded with `seed`: a

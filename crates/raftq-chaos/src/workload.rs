@@ -165,87 +165,108 @@ pub async fn consume(nodes: Nodes, history: History, queue: String, control: Con
     let mut rng = StdRng::seed_from_u64(seed);
     let mut avoided = Avoided::default();
     while !control.stop_consuming.load(Ordering::Relaxed) {
-        let (node, client) = nodes.pick(&avoided, &mut rng);
-        let options = json!({"max_messages": 5, "lease_seconds": LEASE_SECONDS, "wait_seconds": 1});
-        let start = now_ms();
-        let result = client.receive(&queue, &options).await;
-        let end = now_ms();
-        avoided.note(node, answered(&result));
-        let reply = match result {
-            Ok(v) => {
-                history.push(Event::Receive {
-                    queue: queue.clone(),
-                    start,
-                    end,
-                    outcome: Outcome::Ok,
-                });
-                v
-            }
-            Err(e) => {
-                history.push(Event::Receive {
-                    queue: queue.clone(),
-                    start,
-                    end,
-                    outcome: classify(&e),
-                });
-                sleep(Duration::from_millis(100)).await;
-                continue;
-            }
+        let Some(messages) = receive(&nodes, &history, &queue, (&mut avoided, &mut rng)).await
+        else {
+            sleep(Duration::from_millis(100)).await;
+            continue;
         };
-        let messages = reply["messages"].as_array().cloned().unwrap_or_default();
-        for m in &messages {
-            let delivered = Event::Deliver {
-                queue: queue.clone(),
-                message_id: m["message_id"].as_str().unwrap_or_default().into(),
-                body: m["body"].as_str().unwrap_or_default().into(),
-                receipt: m["receipt"].as_str().unwrap_or_default().into(),
-                receive_count: m["receive_count"].as_u64().unwrap_or(0),
-                lease_expires_at: millis(&m["lease_expires_at"]).unwrap_or(end),
-                sequence_number: m["sequence_number"].as_u64(),
-                dead_letter_source: m["dead_letter_source"]["name"].as_str().map(str::to_string),
-                moved_at: millis(&m["moved_at"]),
-                start,
-                end,
-            };
-            history.push(delivered);
-        }
         // One batch ack for the deliveries this consumer decided to acknowledge.
         let per_mille = control.ack_per_mille.load(Ordering::Relaxed);
         let chosen: Vec<&Value> = messages
             .iter()
             .filter(|_| rng.random_range(0..1000) < per_mille)
             .collect();
-        if chosen.is_empty() {
-            continue;
+        if !chosen.is_empty() {
+            ack(&nodes, &history, &queue, &chosen, (&mut avoided, &mut rng)).await;
         }
-        let receipts: Vec<String> = chosen
-            .iter()
-            .map(|m| m["receipt"].as_str().unwrap_or_default().to_string())
-            .collect();
-        let (node, client) = nodes.pick(&avoided, &mut rng);
-        let start = now_ms();
-        let result = client.ack(&queue, &receipts).await;
-        let end = now_ms();
-        avoided.note(node, answered(&result));
-        for (i, (m, receipt)) in chosen.iter().zip(receipts).enumerate() {
-            let outcome = match &result {
-                Ok(v) if v["results"][i]["ok"] == true => Outcome::Ok,
-                Ok(v) => Outcome::Failed(
-                    v["results"][i]["error"]["code"]
-                        .as_str()
-                        .unwrap_or("?")
-                        .into(),
-                ),
-                Err(e) => classify(e),
-            };
-            history.push(Event::Ack {
-                queue: queue.clone(),
-                message_id: m["message_id"].as_str().unwrap_or_default().into(),
-                receipt,
-                start,
-                end,
-                outcome,
-            });
-        }
+    }
+}
+
+/// One receive from a node picked at random, recorded with each message it delivered; answers
+/// the delivered messages, or `None` when the receive failed.
+async fn receive(
+    nodes: &Nodes,
+    history: &History,
+    queue: &str,
+    (avoided, rng): (&mut Avoided, &mut StdRng),
+) -> Option<Vec<Value>> {
+    let (node, client) = nodes.pick(avoided, rng);
+    let options = json!({"max_messages": 5, "lease_seconds": LEASE_SECONDS, "wait_seconds": 1});
+    let start = now_ms();
+    let result = client.receive(queue, &options).await;
+    let end = now_ms();
+    avoided.note(node, answered(&result));
+    history.push(Event::Receive {
+        queue: queue.into(),
+        start,
+        end,
+        outcome: match &result {
+            Ok(_) => Outcome::Ok,
+            Err(e) => classify(e),
+        },
+    });
+    let reply = result.ok()?;
+    let messages = reply["messages"].as_array().cloned().unwrap_or_default();
+    for m in &messages {
+        history.push(delivery(queue, m, (start, end)));
+    }
+    Some(messages)
+}
+
+/// The delivery of message `m` by a receive that ran from `start` to `end`; a message without a
+/// lease end is taken as leased until the receive's end.
+fn delivery(queue: &str, m: &Value, (start, end): (u64, u64)) -> Event {
+    Event::Deliver {
+        queue: queue.into(),
+        message_id: m["message_id"].as_str().unwrap_or_default().into(),
+        body: m["body"].as_str().unwrap_or_default().into(),
+        receipt: m["receipt"].as_str().unwrap_or_default().into(),
+        receive_count: m["receive_count"].as_u64().unwrap_or(0),
+        lease_expires_at: millis(&m["lease_expires_at"]).unwrap_or(end),
+        sequence_number: m["sequence_number"].as_u64(),
+        dead_letter_source: m["dead_letter_source"]["name"].as_str().map(str::to_string),
+        moved_at: millis(&m["moved_at"]),
+        start,
+        end,
+    }
+}
+
+/// One batch ack of the `chosen` messages at a node picked at random, each message's outcome
+/// recorded.
+async fn ack(
+    nodes: &Nodes,
+    history: &History,
+    queue: &str,
+    chosen: &[&Value],
+    (avoided, rng): (&mut Avoided, &mut StdRng),
+) {
+    let receipts: Vec<String> = chosen
+        .iter()
+        .map(|m| m["receipt"].as_str().unwrap_or_default().to_string())
+        .collect();
+    let (node, client) = nodes.pick(avoided, rng);
+    let start = now_ms();
+    let result = client.ack(queue, &receipts).await;
+    let end = now_ms();
+    avoided.note(node, answered(&result));
+    for (i, (m, receipt)) in chosen.iter().zip(receipts).enumerate() {
+        let outcome = match &result {
+            Ok(v) if v["results"][i]["ok"] == true => Outcome::Ok,
+            Ok(v) => Outcome::Failed(
+                v["results"][i]["error"]["code"]
+                    .as_str()
+                    .unwrap_or("?")
+                    .into(),
+            ),
+            Err(e) => classify(e),
+        };
+        history.push(Event::Ack {
+            queue: queue.into(),
+            message_id: m["message_id"].as_str().unwrap_or_default().into(),
+            receipt,
+            start,
+            end,
+            outcome,
+        });
     }
 }
