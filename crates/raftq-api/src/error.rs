@@ -56,6 +56,11 @@ pub struct ApiError {
     /// For `too_many_requests`: the seconds to wait before a retry (the `Retry-After` header).
     #[serde(skip)]
     pub retry_after: Option<u64>,
+    /// The engine's refusal this error stands for, for front ends that answer refusals of one
+    /// code differently (the SQS endpoint tells a receipt of a gone message from one of an
+    /// ended lease, both `lease_expired`).
+    #[serde(skip)]
+    pub engine: Option<Box<EngineError>>,
 }
 
 impl ApiError {
@@ -67,6 +72,7 @@ impl ApiError {
             field: None,
             sources: None,
             retry_after: None,
+            engine: None,
         }
     }
 
@@ -136,6 +142,7 @@ impl From<EngineError> for ApiError {
             EngineError::QueueExists(_)
             | EngineError::QueueInUse { .. }
             | EngineError::LeaseExpired
+            | EngineError::MessageGone
             | EngineError::MoveTaskRunning(_)
             | EngineError::MoveTaskNotRunning(_) => StatusCode::CONFLICT,
             EngineError::MessageTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -144,10 +151,12 @@ impl From<EngineError> for ApiError {
             EngineError::QueueInUse { sources } => Some(sources.clone()),
             _ => None,
         };
+        let base = ApiError::new(status, e.code(), e.to_string());
         ApiError {
             field: e.field().map(str::to_string),
             sources,
-            ..ApiError::new(status, e.code(), e.to_string())
+            engine: Some(Box::new(e)),
+            ..base
         }
     }
 }
@@ -292,6 +301,7 @@ mod tests {
                 "queue_in_use",
             ),
             (EngineError::LeaseExpired, 409, "lease_expired"),
+            (EngineError::MessageGone, 409, "lease_expired"),
             (
                 EngineError::MoveTaskNotFound("t".into()),
                 404,

@@ -20,9 +20,18 @@ pub enum EngineError {
     /// The queue is the dead-letter target of other queues and cannot be deleted.
     #[error("the queue is the dead-letter target of {}", names(.sources))]
     QueueInUse { sources: Vec<QueueRef> },
-    /// The receipt's lease is no longer active (acknowledged, released, expired or replaced).
+    /// The receipt's lease is no longer active (released, expired or replaced by a later
+    /// receive), while its message is still in the queue.
     #[error("the lease of this receipt is no longer active")]
     LeaseExpired,
+    /// The receipt's message is no longer in the queue: acknowledged, expired, moved to a
+    /// dead-letter queue or purged. A lease that is no longer active, as
+    /// [`EngineError::LeaseExpired`] (its code is the same), told apart for front ends that
+    /// answer the two differently (SQS takes a repeated delete as done).
+    #[error(
+        "the lease of this receipt is no longer active: its message is no longer in the queue"
+    )]
+    MessageGone,
     /// The message is larger than the queue's `max_message_bytes`.
     #[error(
         "{field}: the message is {size} bytes, more than the queue's max_message_bytes of {max}"
@@ -63,7 +72,7 @@ impl EngineError {
             EngineError::QueueNotFound(_) => "queue_not_found",
             EngineError::QueueExists(_) => "queue_exists",
             EngineError::QueueInUse { .. } => "queue_in_use",
-            EngineError::LeaseExpired => "lease_expired",
+            EngineError::LeaseExpired | EngineError::MessageGone => "lease_expired",
             EngineError::MessageTooLarge { .. } => "message_too_large",
             EngineError::MoveTaskNotFound(_) => "move_task_not_found",
             EngineError::MoveTaskRunning(_) => "move_task_running",

@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use crate::attempts::ReceiveAttempts;
 use crate::context::{prune_due, ApplyContext, Timer};
+use crate::error::EngineError;
 use crate::interned::Interned;
 use crate::model::{Millis, QueueConfig, QueueName, QueueType};
 use crate::move_task::MoveTask;
@@ -577,6 +578,17 @@ impl Queue {
                 Some(msg)
             }
             _ => None,
+        }
+    }
+
+    /// Why a receipt of the message at `seq` names no active lease: the message is still in
+    /// the queue under another lease or none ([`EngineError::LeaseExpired`]), or it is gone
+    /// ([`EngineError::MessageGone`]).
+    pub(crate) fn lease_ended(&self, seq: u64) -> EngineError {
+        if self.messages.contains_key(&seq) {
+            EngineError::LeaseExpired
+        } else {
+            EngineError::MessageGone
         }
     }
 

@@ -342,12 +342,15 @@ fn check_outcome(
                         );
                         model.acked.insert(id);
                     }
-                    (Err(EngineError::LeaseExpired), Some(id)) => {
+                    (Err(e @ (EngineError::LeaseExpired | EngineError::MessageGone)), Some(id)) => {
                         let active = model
                             .leases
                             .get(&id)
                             .is_some_and(|(receipt, until)| *receipt == r.receipt && *until > now);
                         assert!(!active, "active lease refused");
+                        if model.acked.contains(&id) {
+                            assert_eq!(e, EngineError::MessageGone, "an acked message is gone");
+                        }
                     }
                     (other, _) => panic!("unexpected ack result {other:?}"),
                 }
@@ -363,7 +366,7 @@ fn check_outcome(
                     .insert(id, (receipt, now + *secs as u64 * 1000));
             }
         }
-        (Op::ChangeLease { .. }, Err(EngineError::LeaseExpired)) => {}
+        (Op::ChangeLease { .. }, Err(EngineError::LeaseExpired | EngineError::MessageGone)) => {}
         (_, Ok(_)) => {}
         (_, Err(e)) => panic!("unexpected refusal of {cmd:?}: {e:?}"),
     }

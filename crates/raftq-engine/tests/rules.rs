@@ -1175,6 +1175,53 @@ fn stale_receipt_is_lease_expired_and_changes_nothing() {
     assert_stale(&mut h, "std", &newer[0].receipt);
 }
 
+/// How a receipt's lease ended, for [`a_stale_receipt_says_whether_its_message_is_gone`].
+enum Ended {
+    Acked,
+    Lapsed,
+    ReceivedAgain,
+    Purged,
+    Expired,
+}
+
+#[test]
+fn a_stale_receipt_says_whether_its_message_is_gone() {
+    use Ended::*;
+    let cases = [
+        (Acked, EngineError::MessageGone),
+        (Purged, EngineError::MessageGone),
+        (Expired, EngineError::MessageGone),
+        (Lapsed, EngineError::LeaseExpired),
+        (ReceivedAgain, EngineError::LeaseExpired),
+    ];
+    for (ended, expected) in cases {
+        let mut h = Harness::new();
+        h.create_with("std", attrs(&[("retention_seconds", 60)]));
+        put(&mut h, "std", "a");
+        let receipt = h.receive_leased("std", 1, 10)[0].receipt.clone();
+        match ended {
+            Acked => h.ack("std", &receipt).expect("ack"),
+            Lapsed => {
+                h.advance(10);
+                h.tick();
+            }
+            ReceivedAgain => {
+                h.advance(10);
+                assert_eq!(h.receive("std", 1).len(), 1);
+            }
+            Purged => {
+                h.apply(queue_cmd("std", Op::Purge)).expect("purge");
+            }
+            Expired => {
+                h.advance(60);
+                h.tick();
+            }
+        }
+        assert_eq!(h.ack("std", &receipt), Err(expected.clone()));
+        assert_eq!(h.change_lease("std", &receipt, 5), Err(expected));
+    }
+}
+
 #[test]
 fn malformed_receipt_is_invalid_argument() {
     let mut h = Harness::new();

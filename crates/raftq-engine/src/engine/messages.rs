@@ -211,7 +211,7 @@ impl Engine {
                             self.context.changes.payloads.push(payload);
                             Ok(())
                         }
-                        None => Err(EngineError::LeaseExpired),
+                        None => Err(q.lease_ended(seq)),
                     },
                 };
                 AckResult {
@@ -240,8 +240,9 @@ impl Engine {
         let Some(q) = self.queues.get_mut(&qid) else {
             return Err(EngineError::QueueNotFound(reference.to_string()));
         };
-        q.active_lease(seq, count, now)
-            .ok_or(EngineError::LeaseExpired)?;
+        if q.active_lease(seq, count, now).is_none() {
+            return Err(q.lease_ended(seq));
+        }
         let lease_expires_at = now + u64::from(secs) * 1000;
         if secs == 0 {
             let delay_ms = u64::from(delay) * 1000;
