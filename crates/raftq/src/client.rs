@@ -170,19 +170,43 @@ pub enum QueueCmd {
     Patch {
         queue: String,
         #[command(flatten)]
-        settings: QueueSettings,
-        /// Remove the redrive policy.
-        #[arg(long, conflicts_with = "dead_letter_target")]
-        detach_dead_letter: bool,
-        /// Remove the retry backoff: an expired lease makes the message visible at once.
-        #[arg(long, conflicts_with = "retry_backoff")]
-        no_retry_backoff: bool,
-        /// Tag KEY to remove (repeatable).
-        #[arg(long = "untag", value_name = "KEY")]
-        untag: Vec<String>,
+        patch: PatchArgs,
     },
     /// Delete a queue.
     Delete { queue: String },
+}
+
+/// What `queue patch` changes: the settings given, and the ones it removes.
+#[derive(Debug, Args, Default)]
+pub struct PatchArgs {
+    #[command(flatten)]
+    settings: QueueSettings,
+    /// Remove the redrive policy.
+    #[arg(long, conflicts_with = "dead_letter_target")]
+    detach_dead_letter: bool,
+    /// Remove the retry backoff: an expired lease makes the message visible at once.
+    #[arg(long, conflicts_with = "retry_backoff")]
+    no_retry_backoff: bool,
+    /// Tag KEY to remove (repeatable).
+    #[arg(long = "untag", value_name = "KEY")]
+    untag: Vec<String>,
+}
+
+impl PatchArgs {
+    /// The request body of a patch: the settings given, and a null for each one removed.
+    fn to_json(&self) -> Value {
+        let mut patch = self.settings.to_json();
+        for key in &self.untag {
+            patch["tags"][key] = Value::Null;
+        }
+        if self.detach_dead_letter {
+            patch["redrive_policy"] = Value::Null;
+        }
+        if self.no_retry_backoff {
+            patch["retry_backoff"] = Value::Null;
+        }
+        patch
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -286,6 +310,80 @@ pub enum ClusterCmd {
     },
 }
 
+/// A message, for `send`.
+#[derive(Debug, Args)]
+pub struct MessageArgs {
+    body: String,
+    #[arg(long)]
+    group: Option<String>,
+    #[arg(long)]
+    dedup: Option<String>,
+    #[arg(long)]
+    delay: Option<u64>,
+    /// Attribute NAME=VALUE (repeatable); base64 for a Binary type.
+    #[arg(long = "attr")]
+    attributes: Vec<String>,
+    /// The data type of an attribute that is not a plain String, NAME=TYPE (repeatable):
+    /// Number, Binary, or either (or String) with a label, e.g. Number.float.
+    #[arg(long = "attr-type", value_name = "NAME=TYPE")]
+    attribute_types: Vec<String>,
+}
+
+impl MessageArgs {
+    /// The request body of a send: the body, and only the settings given.
+    fn to_json(&self) -> Value {
+        let mut m = json!({ "body": self.body });
+        if !self.attributes.is_empty() {
+            m["attributes"] = Value::Object(pairs(&self.attributes));
+        }
+        if !self.attribute_types.is_empty() {
+            m["attribute_types"] = Value::Object(pairs(&self.attribute_types));
+        }
+        if let Some(g) = &self.group {
+            m["message_group_id"] = g.as_str().into();
+        }
+        if let Some(d) = &self.dedup {
+            m["message_deduplication_id"] = d.as_str().into();
+        }
+        if let Some(d) = self.delay {
+            m["delay_seconds"] = d.into();
+        }
+        m
+    }
+}
+
+/// How many messages to receive, and how, for `receive`.
+#[derive(Debug, Args)]
+pub struct ReceiveArgs {
+    #[arg(long, default_value_t = 1)]
+    max: u64,
+    #[arg(long)]
+    lease: Option<u64>,
+    /// Seconds to wait for a message (0-20); default: the queue's receive_wait_seconds.
+    #[arg(long)]
+    wait: Option<u64>,
+    /// FIFO queues: a retry with the same ID within 5 minutes gets the same answer.
+    #[arg(long)]
+    attempt_id: Option<String>,
+}
+
+impl ReceiveArgs {
+    /// The request body of a receive: the most messages, and only the settings given.
+    fn to_json(&self) -> Value {
+        let mut o = json!({ "max_messages": self.max });
+        if let Some(l) = self.lease {
+            o["lease_seconds"] = l.into();
+        }
+        if let Some(w) = self.wait {
+            o["wait_seconds"] = w.into();
+        }
+        if let Some(id) = &self.attempt_id {
+            o["receive_attempt_id"] = id.as_str().into();
+        }
+        o
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ClientCmd {
     #[command(subcommand)]
@@ -293,34 +391,14 @@ pub enum ClientCmd {
     /// Send a message.
     Send {
         queue: String,
-        body: String,
-        #[arg(long)]
-        group: Option<String>,
-        #[arg(long)]
-        dedup: Option<String>,
-        #[arg(long)]
-        delay: Option<u64>,
-        /// Attribute NAME=VALUE (repeatable); base64 for a Binary type.
-        #[arg(long = "attr")]
-        attributes: Vec<String>,
-        /// The data type of an attribute that is not a plain String, NAME=TYPE (repeatable):
-        /// Number, Binary, or either (or String) with a label, e.g. Number.float.
-        #[arg(long = "attr-type", value_name = "NAME=TYPE")]
-        attribute_types: Vec<String>,
+        #[command(flatten)]
+        message: MessageArgs,
     },
     /// Receive (and lease) messages.
     Receive {
         queue: String,
-        #[arg(long, default_value_t = 1)]
-        max: u64,
-        #[arg(long)]
-        lease: Option<u64>,
-        /// Seconds to wait for a message (0-20); default: the queue's receive_wait_seconds.
-        #[arg(long)]
-        wait: Option<u64>,
-        /// FIFO queues: a retry with the same ID within 5 minutes gets the same answer.
-        #[arg(long)]
-        attempt_id: Option<String>,
+        #[command(flatten)]
+        receive: ReceiveArgs,
     },
     /// Give a leased message back without an ack, visible again at once or after --delay.
     Release {
@@ -371,6 +449,15 @@ fn timeout_of(cmd: &ClientCmd) -> std::time::Duration {
 
 /// Runs a client subcommand and prints its result.
 pub async fn run(conn: &Connection, cmd: ClientCmd) -> Result<(), ClientError> {
+    let client = Client::connect(&conn.endpoint, options(conn, timeout_of(&cmd))?)?;
+    let value = call(&client, cmd).await?;
+    print(&value, conn.json);
+    Ok(())
+}
+
+/// The client's options: the key, the CA and the client identity read from their PEM files,
+/// and how long a request may wait for its answer.
+fn options(conn: &Connection, timeout: std::time::Duration) -> Result<Options, ClientError> {
     let read = |path: &std::path::Path, error: fn(String) -> ClientError| {
         std::fs::read(path).map_err(|e| error(format!("cannot read {}: {e}", path.display())))
     };
@@ -387,121 +474,70 @@ pub async fn run(conn: &Connection, cmd: ClientCmd) -> Result<(), ClientError> {
         }
         _ => None,
     };
-    let timeout = timeout_of(&cmd);
-    let options = Options {
+    Ok(Options {
         key: conn.key.clone(),
         ca_cert,
         identity,
         timeout,
-    };
-    let client = Client::connect(&conn.endpoint, options)?;
-    let value = match cmd {
-        ClientCmd::Queue(q) => match q {
-            QueueCmd::Create { name, settings } => {
-                client.create_queue(&name, &settings.to_json()).await?
-            }
-            QueueCmd::List { prefix } => client.list_queues(Some(&prefix)).await?,
-            QueueCmd::Get { queue } => client.get_queue(&queue).await?,
-            QueueCmd::Patch {
-                queue,
-                settings,
-                detach_dead_letter,
-                no_retry_backoff,
-                untag,
-            } => {
-                let mut patch = settings.to_json();
-                for key in untag {
-                    patch["tags"][key] = Value::Null;
-                }
-                if detach_dead_letter {
-                    patch["redrive_policy"] = Value::Null;
-                }
-                if no_retry_backoff {
-                    patch["retry_backoff"] = Value::Null;
-                }
-                client.patch_queue(&queue, &patch).await?
-            }
-            QueueCmd::Delete { queue } => client.delete_queue(&queue).await?,
-        },
-        ClientCmd::Send {
-            queue,
-            body,
-            group,
-            dedup,
-            delay,
-            attributes,
-            attribute_types,
-        } => {
-            let mut m = json!({ "body": body });
-            if !attributes.is_empty() {
-                m["attributes"] = Value::Object(pairs(&attributes));
-            }
-            if !attribute_types.is_empty() {
-                m["attribute_types"] = Value::Object(pairs(&attribute_types));
-            }
-            if let Some(g) = group {
-                m["message_group_id"] = g.into();
-            }
-            if let Some(d) = dedup {
-                m["message_deduplication_id"] = d.into();
-            }
-            if let Some(d) = delay {
-                m["delay_seconds"] = d.into();
-            }
-            client.send(&queue, &m).await?
-        }
-        ClientCmd::Receive {
-            queue,
-            max,
-            lease,
-            wait,
-            attempt_id,
-        } => {
-            let mut o = json!({ "max_messages": max });
-            if let Some(l) = lease {
-                o["lease_seconds"] = l.into();
-            }
-            if let Some(w) = wait {
-                o["wait_seconds"] = w.into();
-            }
-            if let Some(id) = attempt_id {
-                o["receive_attempt_id"] = id.into();
-            }
-            client.receive(&queue, &o).await?
-        }
+    })
+}
+
+/// Makes the API call of a subcommand and answers the API's JSON.
+async fn call(client: &Client, cmd: ClientCmd) -> Result<Value, ClientError> {
+    match cmd {
+        ClientCmd::Queue(q) => queue(client, q).await,
+        ClientCmd::Send { queue, message } => client.send(&queue, &message.to_json()).await,
+        ClientCmd::Receive { queue, receive } => client.receive(&queue, &receive.to_json()).await,
         ClientCmd::Release {
             queue,
             receipt,
             delay,
-        } => client.release(&queue, &receipt, delay).await?,
-        ClientCmd::Ack { queue, receipts } => client.ack(&queue, &receipts).await?,
+        } => client.release(&queue, &receipt, delay).await,
+        ClientCmd::Ack { queue, receipts } => client.ack(&queue, &receipts).await,
         ClientCmd::Peek {
             queue,
             limit,
             after,
-        } => client.peek(&queue, limit, after).await?,
-        ClientCmd::Stats { queue } => client.stats(&queue).await?,
-        ClientCmd::Dlq(DlqCmd::Sources { queue }) => client.dead_letter_sources(&queue).await?,
-        ClientCmd::Dlq(DlqCmd::Move { queue, task }) => {
-            client.start_move_task(&queue, &task.to_json()).await?
+        } => client.peek(&queue, limit, after).await,
+        ClientCmd::Stats { queue } => client.stats(&queue).await,
+        ClientCmd::Dlq(d) => dlq(client, d).await,
+        ClientCmd::Cluster(c) => cluster(client, c).await,
+        ClientCmd::Health => client.health().await,
+    }
+}
+
+/// Makes the API call of a `queue` subcommand.
+async fn queue(client: &Client, cmd: QueueCmd) -> Result<Value, ClientError> {
+    match cmd {
+        QueueCmd::Create { name, settings } => {
+            client.create_queue(&name, &settings.to_json()).await
         }
-        ClientCmd::Dlq(DlqCmd::Tasks { queue }) => client.move_tasks(&queue).await?,
-        ClientCmd::Dlq(DlqCmd::Cancel { queue, task }) => {
-            client.cancel_move_task(&queue, &task).await?
-        }
-        ClientCmd::Cluster(ClusterCmd::Status) => client.cluster().await?,
-        ClientCmd::Cluster(ClusterCmd::Accounts) => client.accounts().await?,
-        ClientCmd::Cluster(ClusterCmd::Add { id, raft_addr }) => {
-            client.add_node(id, &raft_addr).await?
-        }
-        ClientCmd::Cluster(ClusterCmd::Remove { id }) => client.remove_node(id).await?,
-        ClientCmd::Cluster(ClusterCmd::Replace { id, raft_addr }) => {
-            replace(&client, id, raft_addr).await?
-        }
-        ClientCmd::Health => client.health().await?,
-    };
-    print(&value, conn.json);
-    Ok(())
+        QueueCmd::List { prefix } => client.list_queues(Some(&prefix)).await,
+        QueueCmd::Get { queue } => client.get_queue(&queue).await,
+        QueueCmd::Patch { queue, patch } => client.patch_queue(&queue, &patch.to_json()).await,
+        QueueCmd::Delete { queue } => client.delete_queue(&queue).await,
+    }
+}
+
+/// Makes the API call of a `dlq` subcommand.
+async fn dlq(client: &Client, cmd: DlqCmd) -> Result<Value, ClientError> {
+    match cmd {
+        DlqCmd::Sources { queue } => client.dead_letter_sources(&queue).await,
+        DlqCmd::Move { queue, task } => client.start_move_task(&queue, &task.to_json()).await,
+        DlqCmd::Tasks { queue } => client.move_tasks(&queue).await,
+        DlqCmd::Cancel { queue, task } => client.cancel_move_task(&queue, &task).await,
+    }
+}
+
+/// Makes the API call of a `cluster` subcommand.
+async fn cluster(client: &Client, cmd: ClusterCmd) -> Result<Value, ClientError> {
+    match cmd {
+        ClusterCmd::Status => client.cluster().await,
+        ClusterCmd::Accounts => client.accounts().await,
+        ClusterCmd::Add { id, raft_addr } => client.add_node(id, &raft_addr).await,
+        ClusterCmd::Remove { id } => client.remove_node(id).await,
+        ClusterCmd::Replace { id, raft_addr } => replace(client, id, raft_addr).await,
+    }
 }
 
 /// Removes member `id` (when it still is one) and adds it again at `raft_addr`, or at its
@@ -617,6 +653,82 @@ mod tests {
                 "dry_run": true,
             })
         );
+    }
+
+    /// `raftq LINE` (words split at spaces) parsed by the binary's own command line.
+    fn parse(line: &str) -> Result<crate::Cli, clap::Error> {
+        use clap::Parser;
+        crate::Cli::try_parse_from(["raftq"].into_iter().chain(line.split_whitespace()))
+    }
+
+    /// `raftq LINE` as a client subcommand.
+    fn client(line: &str) -> ClientCmd {
+        match parse(line).expect("parses").command {
+            crate::Cmd::Client(cmd) => cmd,
+            other => panic!("`{line}` parsed as {other:?}"),
+        }
+    }
+
+    /// The request body `raftq LINE` sends, for a send, a receive or a queue patch.
+    fn body(line: &str) -> Value {
+        match client(line) {
+            ClientCmd::Send { message, .. } => message.to_json(),
+            ClientCmd::Receive { receive, .. } => receive.to_json(),
+            ClientCmd::Queue(QueueCmd::Patch { patch, .. }) => patch.to_json(),
+            other => panic!("`{line}` parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn request_bodies_hold_only_the_settings_given_and_a_null_for_each_one_removed() {
+        let cases = [
+            ("send q hello", json!({"body": "hello"})),
+            (
+                "send q.fifo hi --group g --dedup d --delay 5 --attr n=1 --attr-type n=Number",
+                json!({
+                    "body": "hi",
+                    "message_group_id": "g",
+                    "message_deduplication_id": "d",
+                    "delay_seconds": 5,
+                    "attributes": {"n": "1"},
+                    "attribute_types": {"n": "Number"},
+                }),
+            ),
+            ("receive q", json!({"max_messages": 1})),
+            (
+                "receive q --max 10 --lease 30 --wait 2 --attempt-id a",
+                json!({
+                    "max_messages": 10,
+                    "lease_seconds": 30,
+                    "wait_seconds": 2,
+                    "receive_attempt_id": "a",
+                }),
+            ),
+            (
+                "queue patch q --lease-seconds 9 --tag a=1 --untag b --detach-dead-letter \
+                 --no-retry-backoff",
+                json!({
+                    "lease_seconds": 9,
+                    "tags": {"a": "1", "b": null},
+                    "redrive_policy": null,
+                    "retry_backoff": null,
+                }),
+            ),
+        ];
+        for (line, expected) in cases {
+            assert_eq!(body(line), expected, "{line}");
+        }
+    }
+
+    #[test]
+    fn the_queue_comes_before_the_body_and_a_detached_target_is_no_target() {
+        let ClientCmd::Send { queue, message } = client("send q hello") else {
+            panic!("not a send");
+        };
+        assert_eq!((queue.as_str(), message.body.as_str()), ("q", "hello"));
+        let line = "queue patch q --detach-dead-letter --dead-letter-target d \
+                    --max-receive-count 3";
+        assert!(parse(line).is_err(), "{line}");
     }
 
     #[test]

@@ -145,47 +145,16 @@ fn parse_peers(text: &str) -> Result<BTreeMap<u64, String>, String> {
     Ok(peers)
 }
 
+/// Runs the node until a signal stops it (a leader hands over first) or its Raft core halts.
 pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
-    let (id, peers, raft_listener) = match (args.node_id, args.raft_listen, args.peers, &args.join)
-    {
-        (None, None, None, None) => {
-            let listener = TcpListener::bind("127.0.0.1:0").await?;
-            let addr = listener.local_addr()?.to_string();
-            (1, BTreeMap::from([(1, addr)]), listener)
-        }
-        (Some(id), Some(raft), Some(peers), None) => (id, peers, TcpListener::bind(raft).await?),
-        (Some(id), Some(raft), None, Some(_)) => {
-            (id, BTreeMap::new(), TcpListener::bind(raft).await?)
-        }
-        _ => {
-            return Err(ServeError::Usage(
-                "--node-id and --raft-listen go with either --peers or --join".into(),
-            ))
-        }
-    };
-    let keys = match &args.keys {
-        Some(path) => {
-            let keys = raftq_api::load_keys(path)?;
-            let (live, path) = (keys.clone(), path.clone());
-            crate::watch::spawn(vec![path.clone()], move || match live.reload(&path) {
-                Ok(count) => {
-                    tracing::info!(keys = count, path = %path.display(), "key file reloaded")
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, path = %path.display(), "key file not reloaded: the keys loaded before stay in force")
-                }
-            });
-            keys
-        }
-        None => {
-            tracing::warn!(
-                "no --keys file: serving the single account `dev` without authentication"
-            );
-            raftq_api::Keys::open()
-        }
-    };
-    let tls = match (args.tls_cert, args.tls_key) {
-        (Some(cert), Some(key)) => Some(ClientTls::load(cert, key, args.tls_client_ca)?),
+    let (id, peers, raft_listener) = bind_raft(&args).await?;
+    let keys = keys(args.keys.as_deref())?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(ClientTls::load(
+            cert.clone(),
+            key.clone(),
+            args.tls_client_ca.clone(),
+        )?),
         _ => None,
     };
     let peer_tls = match (&args.peer_cert, &args.peer_key, &args.peer_ca) {
@@ -193,24 +162,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         _ => None,
     };
     let raft_addr = raft_listener.local_addr()?;
-    match (&peer_tls, raft_addr.ip().is_loopback(), args.insecure_peers) {
-        (Some(_), _, _) => tracing::info!(raft_listen = %raft_addr, "peer traffic over mutual TLS"),
-        (None, true, _) => tracing::warn!(
-            raft_listen = %raft_addr,
-            "peer traffic in plaintext, unauthenticated, on loopback only"
-        ),
-        (None, false, true) => tracing::warn!(
-            raft_listen = %raft_addr,
-            "--insecure-peers: peer traffic in plaintext, unauthenticated: anyone who reaches \
-             this address can vote, append entries and forward requests for any account"
-        ),
-        (None, false, false) => {
-            return Err(ServeError::Usage(format!(
-                "--raft-listen {raft_addr} is not a loopback address: give --peer-cert, \
-                 --peer-key and --peer-ca for mutual TLS between peers, or --insecure-peers"
-            )))
-        }
-    }
+    check_peer_security(peer_tls.is_some(), raft_addr, args.insecure_peers)?;
     let mut config = NodeConfig::new(id, peers, args.data_dir.clone());
     config.region = args.region.clone();
     config.join = args.join.clone();
@@ -218,14 +170,8 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     config.max_clock_skew_ms = args.max_clock_skew_ms;
     config.peer_tls = peer_tls;
     let node = Arc::new(Node::start(config, raft_listener).await?);
-    let api = raftq_api::Api::new(Arc::clone(&node), args.region.clone(), keys).with_limits(
-        raftq_api::Limits {
-            requests_per_key: args.rate_limit_per_key,
-            requests_per_connection: args.rate_limit_per_connection,
-            long_polls_per_key: args.max_long_polls_per_key,
-            long_polls_per_connection: args.max_long_polls_per_connection,
-        },
-    );
+    let api = raftq_api::Api::new(Arc::clone(&node), args.region.clone(), keys)
+        .with_limits(limits(&args));
     let listener = TcpListener::bind(args.listen).await?;
     // The bound address, not the flag's: `--listen 127.0.0.1:0` takes a free port and says which.
     let listen = listener.local_addr()?;
@@ -234,20 +180,11 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         .advertise_url
         .unwrap_or_else(|| format!("{scheme}://{listen}"));
     tracing::info!(%listen, scheme, node = id, data_dir = %args.data_dir.display(), sqs = %advertised, "raftq serving");
-    let leaving = Arc::clone(&node);
-    let stop = async move {
-        shutdown_signal().await;
-        // A leader that stops on purpose hands over first, while it still forwards.
-        match leaving.hand_over().await {
-            Ok(Some(successor)) => tracing::info!(successor, "handed leadership over"),
-            Ok(None) => {}
-            Err(e) => tracing::warn!(error = %e, "could not hand leadership over"),
-        }
-    };
     let numbers = args.account_numbers.unwrap_or_default();
     let front = raftq_api::router(api)
         .serving(|ops| raftq_sqs::Sqs::new(ops, &advertised, numbers))
         .with_pages(raftq_console::router());
+    let stop = hand_over_on_signal(Arc::clone(&node));
     let serving = crate::listener::serve(listener.into_std()?, front, tls, stop);
     // A node whose Raft core stopped under it exits at once (non-zero), so that a supervisor
     // restarts it and clients go to the nodes that still work.
@@ -259,6 +196,101 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
         node.shutdown().await;
     }
     Ok(())
+}
+
+/// This node's id, the members it forms a cluster with (none when it joins one), and its bound
+/// peer listener. Without cluster flags: node 1 alone, its peer listener on a free loopback port.
+async fn bind_raft(
+    args: &ServeArgs,
+) -> Result<(u64, BTreeMap<u64, String>, TcpListener), ServeError> {
+    let bound = match (args.node_id, args.raft_listen, &args.peers, &args.join) {
+        (None, None, None, None) => {
+            let listener = TcpListener::bind("127.0.0.1:0").await?;
+            let addr = listener.local_addr()?.to_string();
+            (1, BTreeMap::from([(1, addr)]), listener)
+        }
+        (Some(id), Some(raft), Some(peers), None) => {
+            (id, peers.clone(), TcpListener::bind(raft).await?)
+        }
+        (Some(id), Some(raft), None, Some(_)) => {
+            (id, BTreeMap::new(), TcpListener::bind(raft).await?)
+        }
+        _ => {
+            return Err(ServeError::Usage(
+                "--node-id and --raft-listen go with either --peers or --join".into(),
+            ))
+        }
+    };
+    Ok(bound)
+}
+
+/// The API keys of the `--keys` file, reloaded on `SIGHUP` and when it changes; without one,
+/// the single account `dev` without authentication.
+fn keys(path: Option<&std::path::Path>) -> Result<raftq_api::Keys, ServeError> {
+    let Some(path) = path else {
+        tracing::warn!("no --keys file: serving the single account `dev` without authentication");
+        return Ok(raftq_api::Keys::open());
+    };
+    let keys = raftq_api::load_keys(path)?;
+    let (live, path) = (keys.clone(), path.to_path_buf());
+    crate::watch::spawn(vec![path.clone()], move || match live.reload(&path) {
+        Ok(count) => {
+            tracing::info!(keys = count, path = %path.display(), "key file reloaded")
+        }
+        Err(e) => {
+            tracing::error!(error = %e, path = %path.display(), "key file not reloaded: the keys loaded before stay in force")
+        }
+    });
+    Ok(keys)
+}
+
+/// Says how peer traffic is protected, and refuses plaintext peer traffic off loopback unless
+/// `--insecure-peers` asks for it.
+fn check_peer_security(
+    mutual_tls: bool,
+    raft_addr: SocketAddr,
+    insecure_peers: bool,
+) -> Result<(), ServeError> {
+    match (mutual_tls, raft_addr.ip().is_loopback(), insecure_peers) {
+        (true, _, _) => tracing::info!(raft_listen = %raft_addr, "peer traffic over mutual TLS"),
+        (false, true, _) => tracing::warn!(
+            raft_listen = %raft_addr,
+            "peer traffic in plaintext, unauthenticated, on loopback only"
+        ),
+        (false, false, true) => tracing::warn!(
+            raft_listen = %raft_addr,
+            "--insecure-peers: peer traffic in plaintext, unauthenticated: anyone who reaches \
+             this address can vote, append entries and forward requests for any account"
+        ),
+        (false, false, false) => {
+            return Err(ServeError::Usage(format!(
+                "--raft-listen {raft_addr} is not a loopback address: give --peer-cert, \
+                 --peer-key and --peer-ca for mutual TLS between peers, or --insecure-peers"
+            )))
+        }
+    }
+    Ok(())
+}
+
+/// The request and long-poll limits of the flags.
+fn limits(args: &ServeArgs) -> raftq_api::Limits {
+    raftq_api::Limits {
+        requests_per_key: args.rate_limit_per_key,
+        requests_per_connection: args.rate_limit_per_connection,
+        long_polls_per_key: args.max_long_polls_per_key,
+        long_polls_per_connection: args.max_long_polls_per_connection,
+    }
+}
+
+/// Waits for a stop signal; then a leader, which stops on purpose, hands over first, while it
+/// still forwards.
+async fn hand_over_on_signal(node: Arc<Node>) {
+    shutdown_signal().await;
+    match node.hand_over().await {
+        Ok(Some(successor)) => tracing::info!(successor, "handed leadership over"),
+        Ok(None) => {}
+        Err(e) => tracing::warn!(error = %e, "could not hand leadership over"),
+    }
 }
 
 async fn shutdown_signal() {
