@@ -488,74 +488,23 @@ impl<D: Driver> Bench<D> {
             .driver
             .consumers(&spec, (senders / 8).clamp(1, DRAIN_CONSUMERS));
         let window = Window::after(self.settings.warmup, self.settings.seconds);
-        let messages = Messages::new(self.settings.size, groups);
+        let shared = Arc::new(EndToEnd {
+            driver: Arc::clone(&self.driver),
+            window,
+            messages: Messages::new(self.settings.size, groups),
+            in_flight: Semaphore::new(senders),
+            sent: AtomicU64::new(0),
+        });
         let usage = tokio::spawn(self.probe.clone().during(window));
-        let sent = Arc::new(AtomicU64::new(0));
-        // One permit per message in flight: taken by its send, given back by its ack.
-        let in_flight = Arc::new(Semaphore::new(senders));
         let mut send_tasks = JoinSet::new();
         for _ in 0..senders {
-            let mut session = self.driver.session(&spec, node).await?;
-            let (driver, messages, sent, in_flight) = (
-                Arc::clone(&self.driver),
-                messages.clone(),
-                Arc::clone(&sent),
-                Arc::clone(&in_flight),
-            );
-            send_tasks.spawn(async move {
-                let mut rec = Recorder::new();
-                while window.open() {
-                    tokio::select! {
-                        permit = in_flight.acquire() => permit?.forget(),
-                        () = tokio::time::sleep_until(window.end.into()) => break,
-                    }
-                    match driver.send(&mut session, messages.batch(1)).await {
-                        Ok(()) if window.contains(Instant::now()) => {
-                            sent.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Ok(()) => {}
-                        Err(e) => {
-                            in_flight.add_permits(1);
-                            rec.error(&e);
-                            tokio::time::sleep(ERROR_PAUSE).await;
-                        }
-                    }
-                }
-                Ok(rec)
-            });
+            let session = self.driver.session(&spec, node).await?;
+            send_tasks.spawn(Arc::clone(&shared).send(session));
         }
         let mut receive_tasks = JoinSet::new();
         for _ in 0..consumers {
-            let mut session = self.driver.session(&spec, node).await?;
-            let (driver, in_flight) = (Arc::clone(&self.driver), Arc::clone(&in_flight));
-            receive_tasks.spawn(async move {
-                let mut rec = Recorder::new();
-                while window.open() {
-                    let outcome = async {
-                        let delivered = driver.receive(&mut session, RECEIVE_MAX).await?;
-                        let stamps: Vec<Option<u64>> =
-                            delivered.iter().map(|d| d.sent_nanos).collect();
-                        let receipts = delivered.into_iter().map(|d| d.receipt).collect();
-                        driver.ack(&mut session, receipts).await?;
-                        in_flight.add_permits(stamps.len());
-                        anyhow::Ok(stamps)
-                    }
-                    .await;
-                    match outcome {
-                        Ok(stamps) if window.contains(Instant::now()) => {
-                            for stamp in stamps.into_iter().flatten() {
-                                rec.record(1, since_stamp(stamp));
-                            }
-                        }
-                        Ok(_) => {}
-                        Err(e) => {
-                            rec.error(&e);
-                            tokio::time::sleep(ERROR_PAUSE).await;
-                        }
-                    }
-                }
-                Ok(rec)
-            });
+            let session = self.driver.session(&spec, node).await?;
+            receive_tasks.spawn(Arc::clone(&shared).consume(session));
         }
         let mut total = join_all(receive_tasks).await?;
         total.merge(&join_all(send_tasks).await?);
@@ -565,7 +514,7 @@ impl<D: Driver> Bench<D> {
         let mut m = self.measurement((senders, 1), seconds, &total, usage);
         m.extra.insert(
             "sends_per_sec".into(),
-            sent.load(Ordering::Relaxed) as f64 / seconds,
+            shared.sent.load(Ordering::Relaxed) as f64 / seconds,
         );
         m.extra.insert("consumers".into(), consumers as f64);
         Ok(m)
@@ -880,41 +829,17 @@ impl<D: Driver> Bench<D> {
         let messages = Messages::new(self.settings.size, None);
         let mut tasks = JoinSet::new();
         for i in 0..FAILOVER_SENDERS {
-            let mut session = self
+            let session = self
                 .driver
                 .session(&spec, survivors[i % survivors.len()])
                 .await?;
-            let (driver, messages, gaps) = (
+            tasks.spawn(send_through_failover(
                 Arc::clone(&self.driver),
+                session,
                 messages.clone(),
+                window,
                 Arc::clone(&gaps),
-            );
-            tasks.spawn(async move {
-                let mut rec = Recorder::new();
-                while window.open() {
-                    let t0 = Instant::now();
-                    let sent = driver.send(&mut session, messages.batch(1));
-                    let sent = tokio::time::timeout(FAILOVER_SEND_DEADLINE, sent)
-                        .await
-                        .unwrap_or_else(|_| {
-                            Err(anyhow!("no answer within {FAILOVER_SEND_DEADLINE:?}"))
-                        });
-                    match sent {
-                        Ok(()) => {
-                            let done = Instant::now();
-                            rec.record(1, done - t0);
-                            if let Ok(mut g) = gaps.lock() {
-                                g.ok(t0, done);
-                            }
-                        }
-                        Err(e) => {
-                            rec.error(&e);
-                            tokio::time::sleep(ERROR_PAUSE).await;
-                        }
-                    }
-                }
-                Ok(rec)
-            });
+            ));
         }
         tokio::time::sleep(FAILOVER_LEAD_IN).await;
         let before = self.probe.sample();
@@ -922,13 +847,7 @@ impl<D: Driver> Bench<D> {
         if let Ok(mut g) = gaps.lock() {
             g.killed_at = Some(killed_at);
         }
-        let status = std::process::Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status()
-            .context("running kill")?;
-        if !status.success() {
-            bail!("kill -KILL {pid} failed");
-        }
+        kill(pid)?;
         let rec = join_all(tasks).await?;
         let usage = self.probe.since(&before);
         let g = gaps.lock().map_err(|_| anyhow!("poisoned"))?;
@@ -948,6 +867,119 @@ impl<D: Driver> Bench<D> {
         m.extra.insert("killed_node".into(), leader as f64);
         Ok(m)
     }
+}
+
+/// An end-to-end run under way: what its senders and consumers share.
+struct EndToEnd<D: Driver> {
+    driver: Arc<D>,
+    window: Window,
+    messages: Messages,
+    /// One permit per message in flight: taken by its send, given back by its ack.
+    in_flight: Semaphore,
+    /// Sends confirmed inside the window.
+    sent: AtomicU64,
+}
+
+impl<D: Driver> EndToEnd<D> {
+    /// A sender until the window closes: one message whenever one in flight was acked.
+    async fn send(self: Arc<Self>, mut session: D::Session) -> Result<Recorder> {
+        let mut rec = Recorder::new();
+        while self.window.open() {
+            tokio::select! {
+                permit = self.in_flight.acquire() => permit?.forget(),
+                () = tokio::time::sleep_until(self.window.end.into()) => break,
+            }
+            match self.driver.send(&mut session, self.messages.batch(1)).await {
+                Ok(()) if self.window.contains(Instant::now()) => {
+                    self.sent.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(()) => {}
+                Err(e) => {
+                    self.in_flight.add_permits(1);
+                    rec.error(&e);
+                    tokio::time::sleep(ERROR_PAUSE).await;
+                }
+            }
+        }
+        Ok(rec)
+    }
+
+    /// A consumer until the window closes: each message acked inside it is a latency sample
+    /// from its send.
+    async fn consume(self: Arc<Self>, mut session: D::Session) -> Result<Recorder> {
+        let mut rec = Recorder::new();
+        while self.window.open() {
+            match self.take(&mut session).await {
+                Ok(stamps) if self.window.contains(Instant::now()) => {
+                    for stamp in stamps.into_iter().flatten() {
+                        rec.record(1, since_stamp(stamp));
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    rec.error(&e);
+                    tokio::time::sleep(ERROR_PAUSE).await;
+                }
+            }
+        }
+        Ok(rec)
+    }
+
+    /// One receive, its messages acked and their permits given back; answers their send
+    /// stamps.
+    async fn take(&self, session: &mut D::Session) -> Result<Vec<Option<u64>>> {
+        let delivered = self.driver.receive(session, RECEIVE_MAX).await?;
+        let stamps: Vec<Option<u64>> = delivered.iter().map(|d| d.sent_nanos).collect();
+        let receipts = delivered.into_iter().map(|d| d.receipt).collect();
+        self.driver.ack(session, receipts).await?;
+        self.in_flight.add_permits(stamps.len());
+        Ok(stamps)
+    }
+}
+
+/// A failover sender until `window` closes: one message at a time, a send not answered within
+/// [`FAILOVER_SEND_DEADLINE`] failed, each success noted in `gaps`.
+async fn send_through_failover<D: Driver>(
+    driver: Arc<D>,
+    mut session: D::Session,
+    messages: Messages,
+    window: Window,
+    gaps: Arc<Mutex<Gaps>>,
+) -> Result<Recorder> {
+    let mut rec = Recorder::new();
+    while window.open() {
+        let t0 = Instant::now();
+        let sent = driver.send(&mut session, messages.batch(1));
+        let sent = tokio::time::timeout(FAILOVER_SEND_DEADLINE, sent)
+            .await
+            .unwrap_or_else(|_| Err(anyhow!("no answer within {FAILOVER_SEND_DEADLINE:?}")));
+        match sent {
+            Ok(()) => {
+                let done = Instant::now();
+                rec.record(1, done - t0);
+                if let Ok(mut g) = gaps.lock() {
+                    g.ok(t0, done);
+                }
+            }
+            Err(e) => {
+                rec.error(&e);
+                tokio::time::sleep(ERROR_PAUSE).await;
+            }
+        }
+    }
+    Ok(rec)
+}
+
+/// Kills process `pid` at once (`SIGKILL`).
+fn kill(pid: u32) -> Result<()> {
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .context("running kill")?;
+    if !status.success() {
+        bail!("kill -KILL {pid} failed");
+    }
+    Ok(())
 }
 
 /// Hands out the intended send times of a fixed rate over the window (warm-up included), then

@@ -25,8 +25,10 @@ use anyhow::Result;
 use tokio::task::JoinSet;
 
 use super::{join_all, lock, wait_for, Bench, Pace, ERROR_PAUSE, QUEUE_LEASE};
-use crate::driver::{nanos_at, now_nanos, sender_body, since_stamp, Driver, Outgoing, QueueSpec};
-use crate::measure::{Latency, Measurement, Recorder, Window};
+use crate::driver::{
+    nanos_at, now_nanos, sender_body, since_stamp, Driver, Outgoing, QueueSpec, Received,
+};
+use crate::measure::{Latency, Measurement, Recorder, Usage, Window};
 
 /// Tasks that carry out the paced sends of every tenant.
 const SENDERS: usize = 16;
@@ -259,6 +261,163 @@ struct Counts {
     stop: AtomicBool,
 }
 
+/// How long a consumer works on each of its messages in turn: [`work_time`]'s sequence from its
+/// own offset.
+struct WorkTimes {
+    mean: Duration,
+    offset: f64,
+    worked_on: u64,
+}
+
+impl WorkTimes {
+    /// The work times of consumer `consumer` of `settings.consumers`, their offsets spread evenly.
+    fn of(settings: &FairSettings, consumer: usize) -> WorkTimes {
+        WorkTimes {
+            mean: settings.work,
+            offset: consumer as f64 / settings.consumers as f64,
+            worked_on: 0,
+        }
+    }
+
+    /// How long to work on the next message.
+    fn next(&mut self) -> Duration {
+        let time = work_time(self.mean, self.offset, self.worked_on);
+        self.worked_on += 1;
+        time
+    }
+}
+
+/// One run under way: what its consumers and senders share.
+struct FairRun<D: Driver> {
+    driver: Arc<D>,
+    run: Run,
+    tenants: Tenants,
+    /// The senders' turns, taken in order round the cycle.
+    cycle: Vec<u32>,
+    turns: AtomicU64,
+    window: Window,
+    stamps: Stamps,
+    counts: Counts,
+    times: Mutex<TimesInQueue>,
+}
+
+impl<D: Driver> FairRun<D> {
+    fn new(driver: Arc<D>, run: Run, settings: &FairSettings, window: Window) -> FairRun<D> {
+        let tenants = run.tenants(settings);
+        FairRun {
+            driver,
+            run,
+            tenants,
+            cycle: tenants.cycle(),
+            turns: AtomicU64::new(0),
+            window,
+            stamps: Stamps::of(window),
+            counts: Counts::default(),
+            times: Mutex::new(TimesInQueue::default()),
+        }
+    }
+
+    /// Messages/s of all tenants together: one cycle of turns at each quiet tenant's rate.
+    fn arrival(&self, settings: &FairSettings) -> f64 {
+        settings.quiet_rate * self.cycle.len() as f64
+    }
+
+    /// A consumer until the run stops it: the acks inside the window, and the errors.
+    async fn consume(
+        self: Arc<Self>,
+        mut session: D::Session,
+        mut work: WorkTimes,
+    ) -> Result<Recorder> {
+        let mut rec = Recorder::new();
+        while !self.counts.stop.load(Ordering::Relaxed) {
+            match self.take(&mut session, &mut work).await {
+                Ok(acked) => rec.messages += acked,
+                Err(e) => {
+                    rec.error(&e);
+                    tokio::time::sleep(ERROR_PAUSE).await;
+                }
+            }
+        }
+        Ok(rec)
+    }
+
+    /// One receive: each message it delivered recorded, worked on, then acked; answers how many
+    /// acks returned inside the window.
+    async fn take(&self, session: &mut D::Session, work: &mut WorkTimes) -> Result<u64> {
+        let mut acked = 0;
+        for delivery in self.driver.receive(session, RECEIVE_MAX).await? {
+            self.note_delivery(&delivery, now_nanos())?;
+            tokio::time::sleep(work.next()).await;
+            self.driver.ack(session, vec![delivery.receipt]).await?;
+            if self.window.contains(Instant::now()) {
+                acked += 1;
+            }
+        }
+        Ok(acked)
+    }
+
+    /// Records the time in queue of a message received at `received_nanos` when this is its
+    /// first delivery, and counts it when a quiet tenant sent it inside the window.
+    fn note_delivery(&self, delivery: &Received<D::Receipt>, received_nanos: u64) -> Result<()> {
+        if delivery.redelivered {
+            return Ok(());
+        }
+        let sent = (delivery.sender, delivery.sent_nanos);
+        let class = lock(&self.times)?.record(self.tenants, self.stamps, sent, received_nanos);
+        if class == Some(Class::Quiet) {
+            self.counts.quiet_received.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// A sender until `pace` ends the sending: at each paced time, the message of the next
+    /// turn, its latency counted when it was sent inside the window.
+    async fn send(
+        self: Arc<Self>,
+        mut session: D::Session,
+        pace: Arc<Pace>,
+        size: usize,
+    ) -> Result<Recorder> {
+        let mut rec = Recorder::new();
+        while pace.next(self.window).await.is_some() {
+            let turn = self.turns.fetch_add(1, Ordering::Relaxed) as usize;
+            let sender = self.cycle[turn % self.cycle.len()];
+            let sent_nanos = now_nanos();
+            let message = Outgoing {
+                body: sender_body(sent_nanos, sender, size),
+                group: self.run.group_ids().then(|| Tenants::group(sender)),
+                dedup_id: None,
+            };
+            match self.driver.send(&mut session, vec![message]).await {
+                Ok(()) if self.stamps.contain(sent_nanos) => {
+                    rec.record(1, since_stamp(sent_nanos));
+                    if self.tenants.class(sender) == Class::Quiet {
+                        self.counts.quiet_sent.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Ok(()) => {}
+                Err(e) => {
+                    rec.error(&e);
+                    tokio::time::sleep(ERROR_PAUSE).await;
+                }
+            }
+        }
+        Ok(rec)
+    }
+}
+
+/// What a run's tasks tallied, for its row.
+struct Tallies {
+    /// The senders' latencies and errors.
+    sent: Recorder,
+    /// The consumers' acks inside the window and errors.
+    delivered: Recorder,
+    /// The tenants' times in queue.
+    times: TimesInQueue,
+    /// Messages left in the queue once the senders stopped.
+    backlog: u64,
+}
+
 impl<D: Driver> Bench<D> {
     /// The three fair-queue rows; the rows beside the noisy tenant also give their quiet p99 as
     /// a multiple of the p99 alone.
@@ -300,105 +459,31 @@ impl<D: Driver> Bench<D> {
         settings: &FairSettings,
     ) -> Result<Measurement> {
         let node = self.home(spec).await?;
-        let tenants = run.tenants(settings);
-        let cycle = Arc::new(tenants.cycle());
-        let arrival = settings.quiet_rate * cycle.len() as f64;
         let window = Window::after(self.settings.warmup, settings.seconds);
-        let stamps = Stamps::of(window);
-        let counts = Arc::new(Counts::default());
-        let times = Arc::new(Mutex::new(TimesInQueue::default()));
+        let shared = Arc::new(FairRun::new(
+            Arc::clone(&self.driver),
+            run,
+            settings,
+            window,
+        ));
         let usage = tokio::spawn(self.probe.clone().during(window));
-
         let mut consumers = JoinSet::new();
         for consumer in 0..settings.consumers {
-            let mut session = self.driver.session(spec, node).await?;
-            let (driver, counts, times) = (
-                Arc::clone(&self.driver),
-                Arc::clone(&counts),
-                Arc::clone(&times),
-            );
-            let (work, offset) = (settings.work, consumer as f64 / settings.consumers as f64);
-            consumers.spawn(async move {
-                let mut rec = Recorder::new();
-                let mut worked_on = 0;
-                while !counts.stop.load(Ordering::Relaxed) {
-                    let acked = async {
-                        let mut acked = 0;
-                        for delivery in driver.receive(&mut session, RECEIVE_MAX).await? {
-                            let received = now_nanos();
-                            let sent = (delivery.sender, delivery.sent_nanos);
-                            if !delivery.redelivered
-                                && lock(&times)?.record(tenants, stamps, sent, received)
-                                    == Some(Class::Quiet)
-                            {
-                                counts.quiet_received.fetch_add(1, Ordering::Relaxed);
-                            }
-                            tokio::time::sleep(work_time(work, offset, worked_on)).await;
-                            worked_on += 1;
-                            driver.ack(&mut session, vec![delivery.receipt]).await?;
-                            if window.contains(Instant::now()) {
-                                acked += 1;
-                            }
-                        }
-                        anyhow::Ok(acked)
-                    }
-                    .await;
-                    match acked {
-                        Ok(acked) => rec.messages += acked,
-                        Err(e) => {
-                            rec.error(&e);
-                            tokio::time::sleep(ERROR_PAUSE).await;
-                        }
-                    }
-                }
-                Ok(rec)
-            });
+            let session = self.driver.session(spec, node).await?;
+            let work = WorkTimes::of(settings, consumer);
+            consumers.spawn(Arc::clone(&shared).consume(session, work));
         }
-
-        let (pace, dispatcher) = Pace::at_rate(arrival, window);
-        let (pace, next) = (Arc::new(pace), Arc::new(AtomicU64::new(0)));
-        let size = self.settings.size;
+        let (pace, dispatcher) = Pace::at_rate(shared.arrival(settings), window);
+        let pace = Arc::new(pace);
         let mut senders = JoinSet::new();
         for _ in 0..SENDERS {
-            let mut session = self.driver.session(spec, node).await?;
-            let (driver, counts, cycle, pace, next) = (
-                Arc::clone(&self.driver),
-                Arc::clone(&counts),
-                Arc::clone(&cycle),
-                Arc::clone(&pace),
-                Arc::clone(&next),
-            );
-            senders.spawn(async move {
-                let mut rec = Recorder::new();
-                while pace.next(window).await.is_some() {
-                    let turn = next.fetch_add(1, Ordering::Relaxed) as usize;
-                    let sender = cycle[turn % cycle.len()];
-                    let sent_nanos = now_nanos();
-                    let message = Outgoing {
-                        body: sender_body(sent_nanos, sender, size),
-                        group: run.group_ids().then(|| Tenants::group(sender)),
-                        dedup_id: None,
-                    };
-                    match driver.send(&mut session, vec![message]).await {
-                        Ok(()) if stamps.contain(sent_nanos) => {
-                            rec.record(1, since_stamp(sent_nanos));
-                            if tenants.class(sender) == Class::Quiet {
-                                counts.quiet_sent.fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
-                        Ok(()) => {}
-                        Err(e) => {
-                            rec.error(&e);
-                            tokio::time::sleep(ERROR_PAUSE).await;
-                        }
-                    }
-                }
-                Ok(rec)
-            });
+            let session = self.driver.session(spec, node).await?;
+            senders.spawn(Arc::clone(&shared).send(session, Arc::clone(&pace), self.settings.size));
         }
         let sent = join_all(senders).await?;
         dispatcher.await?;
         let backlog = self.driver.depth(spec).await?;
+        let counts = &shared.counts;
         let quiet_sent = counts.quiet_sent.load(Ordering::Relaxed);
         let waited = wait_for(
             &counts.quiet_received,
@@ -413,20 +498,40 @@ impl<D: Driver> Bench<D> {
         let delivered = join_all(consumers).await;
         waited?;
         let usage = usage.await?;
+        let tallies = Tallies {
+            sent,
+            delivered: delivered?,
+            times: std::mem::take(&mut *lock(&shared.times)?),
+            backlog,
+        };
+        Ok(self.fair_row(&shared, settings, tallies, usage))
+    }
 
-        // The row: the quiet tenants' time in queue, the acks inside the window, and the
-        // consumers' and the senders' errors.
-        let delivered = delivered?;
-        let times = std::mem::take(&mut *lock(&times)?);
+    /// The row: the quiet tenants' time in queue, the acks inside the window, and the consumers'
+    /// and the senders' errors; with the rates, the noisy tenant's p99 and, beside the noisy
+    /// tenant, the floor of the quiet p99.
+    fn fair_row(
+        &self,
+        shared: &FairRun<D>,
+        settings: &FairSettings,
+        Tallies {
+            sent,
+            delivered,
+            times,
+            backlog,
+        }: Tallies,
+        usage: Usage,
+    ) -> Measurement {
         let mut rec = times.quiet.clone();
         rec.messages = delivered.messages;
         rec.errors = delivered.errors + sent.errors;
         rec.first_error = delivered.first_error.or_else(|| sent.first_error.clone());
-        let seconds = window.seconds();
+        let seconds = shared.window.seconds();
         let mut m = self.measurement((settings.consumers, RECEIVE_MAX), seconds, &rec, usage);
         m.extra
             .insert("quiet_messages".into(), times.quiet.messages as f64);
-        m.extra.insert("arrival_per_sec".into(), arrival);
+        m.extra
+            .insert("arrival_per_sec".into(), shared.arrival(settings));
         m.extra
             .insert("sends_per_sec".into(), sent.messages as f64 / seconds);
         if let Some(send) = sent.latency_summary() {
@@ -435,14 +540,14 @@ impl<D: Driver> Bench<D> {
         m.extra
             .insert("capacity_per_sec".into(), settings.capacity());
         m.extra.insert("backlog_at_end".into(), backlog as f64);
-        if run != Run::Alone {
+        if shared.run != Run::Alone {
             let floor = settings.busy_wait_p99().as_secs_f64() * 1000.0;
             m.extra.insert("busy_wait_p99_ms".into(), floor);
         }
         if let Some(noisy) = times.noisy.latency_summary() {
             m.extra.insert("noisy_p99_ms".into(), noisy.p99_ms);
         }
-        Ok(m)
+        m
     }
 }
 
