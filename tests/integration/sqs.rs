@@ -10,6 +10,7 @@
 
 use std::time::{Duration, Instant};
 
+use aws_sdk_sqs::config::http::HttpResponse;
 use aws_sdk_sqs::config::retry::RetryConfig;
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
@@ -86,6 +87,19 @@ where
             .map(str::to_string)
             .unwrap_or_else(|| format!("{e:?}")),
     }
+}
+
+/// The HTTP status and SQS error code of a failed call.
+fn refusal<T, E>(result: Result<T, SdkError<E, HttpResponse>>) -> (u16, String)
+where
+    T: std::fmt::Debug,
+    E: ProvideErrorMetadata + std::fmt::Debug,
+{
+    let status = match &result {
+        Err(e) => e.raw_response().map_or(0, |r| r.status().as_u16()),
+        Ok(_) => 200,
+    };
+    (status, code(result))
 }
 
 fn md5_hex(text: &str) -> String {
@@ -369,14 +383,16 @@ async fn sqs_sdk_sends_receives_and_deletes_with_digests() {
             .send()
             .await
             .unwrap();
-        let stale = client
+        // SQS: a visibility change under an ended lease of a standard queue succeeds and
+        // changes nothing; the message stays visible.
+        client
             .change_message_visibility()
             .queue_url(&url)
             .receipt_handle(&receipt)
             .visibility_timeout(10)
             .send()
-            .await;
-        assert_eq!(code(stale), "AWS.SimpleQueueService.MessageNotInflight");
+            .await
+            .unwrap();
         let again = client
             .receive_message()
             .queue_url(&url)
@@ -395,13 +411,15 @@ async fn sqs_sdk_sends_receives_and_deletes_with_digests() {
             "no attributes asked for"
         );
         let receipt_2 = message.receipt_handle().unwrap().to_string();
-        let old = client
+        // SQS: a delete with an older receipt handle succeeds, but the message might not be
+        // deleted; raftq leaves it under its newer lease.
+        client
             .delete_message()
             .queue_url(&url)
             .receipt_handle(&receipt)
             .send()
-            .await;
-        assert_eq!(code(old), "ReceiptHandleIsInvalid");
+            .await
+            .unwrap();
         let garbage = client
             .delete_message()
             .queue_url(&url)
@@ -521,6 +539,204 @@ async fn sqs_sdk_sends_receives_and_deletes_with_digests() {
             .await
             .unwrap();
         assert_eq!(count(after), "0");
+    })
+    .await;
+}
+
+/// Where a client can tell, the endpoint answers as SQS does: its default message size, its
+/// error codes and HTTP statuses, a bare queue name as `QueueUrl`, and its answers to receipt
+/// handles of messages already deleted (a retried delete succeeds) or of ended leases.
+#[tokio::test]
+async fn sqs_sdk_answers_as_sqs_does() {
+    use QueueAttributeName::{FifoQueue, KmsMasterKeyId, MaximumMessageSize};
+    with_node(async |_serving, client| {
+        let url = create(client, "plain", &[]).await;
+        let fifo = create(client, "ordered.fifo", &[(FifoQueue, "true")]).await;
+        let size = client
+            .get_queue_attributes()
+            .queue_url(&url)
+            .attribute_names(MaximumMessageSize)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            size.attributes().unwrap()[&MaximumMessageSize],
+            "1048576",
+            "SQS's default for a queue it creates"
+        );
+        client
+            .send_message()
+            .queue_url("plain")
+            .message_body("by name")
+            .send()
+            .await
+            .expect("a bare queue name as QueueUrl");
+
+        let refusals = [
+            (
+                "a MaximumMessageSize under SQS's 1024",
+                refusal(
+                    client
+                        .create_queue()
+                        .queue_name("small")
+                        .attributes(MaximumMessageSize, "1023")
+                        .send()
+                        .await,
+                ),
+                (400, "InvalidAttributeValue"),
+            ),
+            (
+                "FifoQueue on a name without .fifo",
+                refusal(
+                    client
+                        .create_queue()
+                        .queue_name("unordered")
+                        .attributes(FifoQueue, "true")
+                        .send()
+                        .await,
+                ),
+                (400, "InvalidParameterValue"),
+            ),
+            (
+                "a KMS key",
+                refusal(
+                    client
+                        .create_queue()
+                        .queue_name("secret")
+                        .attributes(KmsMasterKeyId, "alias/aws/sqs")
+                        .send()
+                        .await,
+                ),
+                (400, "InvalidAttributeName"),
+            ),
+            (
+                "a queue that does not exist",
+                refusal(client.get_queue_url().queue_name("nope").send().await),
+                (400, "AWS.SimpleQueueService.NonExistentQueue"),
+            ),
+            (
+                "a FIFO send without a group",
+                refusal(
+                    client
+                        .send_message()
+                        .queue_url(&fifo)
+                        .message_body("x")
+                        .message_deduplication_id("d")
+                        .send()
+                        .await,
+                ),
+                (400, "MissingParameter"),
+            ),
+            (
+                "a URL without an account number",
+                refusal(
+                    client
+                        .send_message()
+                        .queue_url("http://elsewhere/plain")
+                        .message_body("x")
+                        .send()
+                        .await,
+                ),
+                (404, "InvalidAddress"),
+            ),
+        ];
+        for (what, answer, (status, code)) in refusals {
+            assert_eq!(answer, (status, code.to_string()), "{what}");
+        }
+
+        // A delete repeated with the same receipt handle succeeds, alone and in a batch; a
+        // visibility change of the deleted message is refused.
+        let received = client
+            .receive_message()
+            .queue_url(&url)
+            .send()
+            .await
+            .unwrap();
+        let receipt = received.messages()[0].receipt_handle().unwrap();
+        for _ in 0..2 {
+            client
+                .delete_message()
+                .queue_url(&url)
+                .receipt_handle(receipt)
+                .send()
+                .await
+                .expect("a delete, and its retry");
+        }
+        let batch = client
+            .delete_message_batch()
+            .queue_url(&url)
+            .entries(
+                DeleteMessageBatchRequestEntry::builder()
+                    .id("again")
+                    .receipt_handle(receipt)
+                    .build()
+                    .unwrap(),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(batch.successful().len(), 1, "{batch:?}");
+        let changed = client
+            .change_message_visibility()
+            .queue_url(&url)
+            .receipt_handle(receipt)
+            .visibility_timeout(5)
+            .send()
+            .await;
+        assert_eq!(refusal(changed), (400, "InvalidParameterValue".to_string()));
+
+        // On a FIFO queue, a delete under a lease that expired is refused: the receipt handle
+        // has expired. A per-message DelaySeconds is taken (SQS refuses it on FIFO queues).
+        client
+            .send_message()
+            .queue_url(&fifo)
+            .message_body("first")
+            .message_group_id("g")
+            .message_deduplication_id("1")
+            .send()
+            .await
+            .unwrap();
+        client
+            .send_message()
+            .queue_url(&fifo)
+            .message_body("later")
+            .message_group_id("h")
+            .message_deduplication_id("2")
+            .delay_seconds(60)
+            .send()
+            .await
+            .expect("a delayed FIFO message");
+        let received = client
+            .receive_message()
+            .queue_url(&fifo)
+            .max_number_of_messages(10)
+            .visibility_timeout(1)
+            .send()
+            .await
+            .unwrap();
+        let bodies: Vec<&str> = received
+            .messages()
+            .iter()
+            .filter_map(|m| m.body())
+            .collect();
+        assert_eq!(bodies, ["first"], "the delayed message waits");
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let late = client
+            .delete_message()
+            .queue_url(&fifo)
+            .receipt_handle(received.messages()[0].receipt_handle().unwrap())
+            .send()
+            .await;
+        let late = match late {
+            Err(e) => e.into_service_error(),
+            Ok(answer) => panic!("an expired receipt handle deleted: {answer:?}"),
+        };
+        assert_eq!(late.code(), Some("InvalidParameterValue"));
+        assert!(
+            late.message()
+                .is_some_and(|m| m.contains("The receipt handle has expired")),
+            "{late:?}"
+        );
     })
     .await;
 }
@@ -645,7 +861,7 @@ async fn sqs_sdk_batches_report_partial_failures() {
         let failure = &changed.failed()[0];
         assert_eq!(
             (failure.id(), failure.code()),
-            ("fake", "AWS.SimpleQueueService.MessageNotInflight")
+            ("fake", "InvalidParameterValue")
         );
         let delete = |id: &str, receipt: &str| {
             DeleteMessageBatchRequestEntry::builder()
@@ -736,7 +952,7 @@ async fn sqs_sdk_keeps_fifo_order_and_deduplicates() {
             .message_body("x")
             .send()
             .await;
-        assert_eq!(code(no_group), "InvalidParameterValue");
+        assert_eq!(code(no_group), "MissingParameter");
 
         // Every message once, each group in order.
         let mut bodies: Vec<String> = Vec::new();

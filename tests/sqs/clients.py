@@ -8,7 +8,8 @@ check failed (2 on bad usage). Every queue is created under a prefix of its own
 The checks follow SQS's API as AWS documents it: CreateQueue (idempotent with the same
 attributes, QueueAlreadyExists otherwise), GetQueueUrl, SendMessage with typed message attributes
 (String, Number, Binary and custom types) and the MD5 digests SQS computes, ReceiveMessage with
-system attributes, ChangeMessageVisibility, DeleteMessage, a FIFO queue's order and
+system attributes, ChangeMessageVisibility, DeleteMessage (repeated: a success), SQS's default
+MaximumMessageSize and error codes, a FIFO queue's order and
 deduplication (explicit ids and content-based), a dead-letter queue filled by the redrive policy,
 ListDeadLetterSourceQueues, a message move task back to the source (Start, List,
 CancelMessageMoveTask), ListQueues with a prefix and pages, DeleteQueue, the same through
@@ -216,6 +217,36 @@ class Run:
         )
         self.sqs.delete_message(QueueUrl=url, ReceiptHandle=second["ReceiptHandle"])
         expect_equal(self.receive(url, wait_seconds=2), [], "a receive after the delete")
+
+    def sqs_answers(self):
+        """SQS's own answers: its default message size (1 MiB since 2025), a delete retried
+        with the same receipt handle (a success, as an SDK retry needs), a visibility change of
+        a deleted message (InvalidParameterValue), a FIFO send without a group
+        (MissingParameter), a bare queue name as QueueUrl."""
+        url = self.create("answers")
+        expect_equal(self.attribute(url, "MaximumMessageSize"), "1048576", "MaximumMessageSize")
+        name = url.rsplit("/", 1)[1]
+        self.sqs.send_message(QueueUrl=name, MessageBody="by name")
+        receipt = self.receive_one(url)["ReceiptHandle"]
+        for _ in range(2):
+            self.sqs.delete_message(QueueUrl=url, ReceiptHandle=receipt)
+        batch = self.sqs.delete_message_batch(
+            QueueUrl=url, Entries=[{"Id": "again", "ReceiptHandle": receipt}]
+        )
+        expect_equal([e["Id"] for e in batch.get("Successful", [])], ["again"], "a batch retry")
+        code = error_code(
+            lambda: self.sqs.change_message_visibility(
+                QueueUrl=url, ReceiptHandle=receipt, VisibilityTimeout=5
+            )
+        )
+        expect_equal(code, "InvalidParameterValue", "a visibility change of a deleted message")
+        fifo = self.create("answers.fifo", {"FifoQueue": "true"})
+        code = error_code(
+            lambda: self.sqs.send_message(
+                QueueUrl=fifo, MessageBody="x", MessageDeduplicationId="d"
+            )
+        )
+        expect_equal(code, "MissingParameter", "a FIFO send without MessageGroupId")
 
     def fifo_order_and_deduplication(self):
         url = self.create("order.fifo", {"FifoQueue": "true"})
@@ -495,6 +526,7 @@ def main():
             "ReceiveMessage, ChangeMessageVisibility, DeleteMessage",
             run.receive_change_visibility_and_delete,
         ),
+        ("SQS's defaults, repeated deletes and its error codes", run.sqs_answers),
         ("FIFO order and deduplication", run.fifo_order_and_deduplication),
         ("dead-letter queue by redrive policy", run.dead_letter_queue_redrive),
         ("message move task back to the source", run.message_move_task),

@@ -8,7 +8,7 @@
 //! | `VisibilityTimeout` | `lease_seconds` |
 //! | `MessageRetentionPeriod` | `retention_seconds` |
 //! | `DelaySeconds` | `delay_seconds` |
-//! | `MaximumMessageSize` | `max_message_bytes` |
+//! | `MaximumMessageSize` | `max_message_bytes`, 1,024 to 1,048,576 (SQS's range); a queue created here without it takes SQS's default, 1,048,576 (REST's default is SPEC.md's 256 KiB) |
 //! | `ReceiveMessageWaitTimeSeconds` | `receive_wait_seconds` |
 //! | `FifoQueue` | the queue's type (its name's `.fifo`), on create only |
 //! | `ContentBasedDeduplication` | `content_based_deduplication` |
@@ -17,10 +17,12 @@
 //! | `DeduplicationScope`, `FifoThroughputLimit` | what raftq does (`queue`, `perQueue`) only |
 //! | `SqsManagedSseEnabled` | `false` only: raftq does not encrypt messages at rest |
 //! | `QueueArn`, `CreatedTimestamp`, `LastModifiedTimestamp`, `ApproximateNumberOfMessages*` | read only |
-//! | `Policy`, `KmsMasterKeyId`, `KmsDataKeyReusePeriodSeconds` | refused (`InvalidAttributeName`) |
+//! | `Policy` | refused (`InvalidAttributeName`): raftq authorizes by its keys |
+//! | `KmsMasterKeyId`, `KmsDataKeyReusePeriodSeconds` | refused (`InvalidAttributeName`), saying what raftq does about data at rest |
 
 use std::collections::BTreeMap;
 
+use raftq_engine::model::limits;
 use raftq_engine::{
     AllowPolicyInput, QueueAttributes, QueueStats, QueueType, QueueView, RedrivePolicyInput,
 };
@@ -66,12 +68,16 @@ fn attribute(name: &str) -> Option<Attribute> {
         "Policy" => Attribute::Unsupported(
             "raftq has no access policies: an account's keys reach all of its queues",
         ),
-        "KmsMasterKeyId" | "KmsDataKeyReusePeriodSeconds" => {
-            Attribute::Unsupported("raftq does not encrypt messages with KMS keys")
-        }
+        "KmsMasterKeyId" | "KmsDataKeyReusePeriodSeconds" => Attribute::Unsupported(AT_REST),
         _ => return None,
     })
 }
+
+/// What raftq does about data at rest, the reason it refuses the encryption attributes.
+const AT_REST: &str = "raftq does not encrypt messages at rest, with KMS keys or its own: its data directory (RocksDB files, log segments, snapshots) is plain on disk, so keep it on an encrypted volume";
+
+/// The smallest `MaximumMessageSize` SQS takes; the largest is raftq's, 1 MiB, as SQS's.
+const SQS_MESSAGE_BYTES_MIN: i64 = 1024;
 
 /// The attributes `GetQueueAttributes` with `All` returns, in SQS's order.
 const ALL: &[&str] = &[
@@ -165,7 +171,19 @@ impl Reader<'_> {
                 "VisibilityTimeout" => attrs.lease_seconds = Some(integer(name, value)?),
                 "MessageRetentionPeriod" => attrs.retention_seconds = Some(integer(name, value)?),
                 "DelaySeconds" => attrs.delay_seconds = Some(integer(name, value)?),
-                "MaximumMessageSize" => attrs.max_message_bytes = Some(integer(name, value)?),
+                "MaximumMessageSize" => {
+                    let bytes = integer(name, value)?;
+                    if !(SQS_MESSAGE_BYTES_MIN..=limits::MAX_MESSAGE_BYTES_MAX).contains(&bytes) {
+                        return Err(SqsError::invalid_attribute_value(
+                            name,
+                            format!(
+                                "must be between {SQS_MESSAGE_BYTES_MIN} and {} bytes",
+                                limits::MAX_MESSAGE_BYTES_MAX
+                            ),
+                        ));
+                    }
+                    attrs.max_message_bytes = Some(bytes);
+                }
                 "ReceiveMessageWaitTimeSeconds" => {
                     attrs.receive_wait_seconds = Some(integer(name, value)?)
                 }
@@ -189,29 +207,29 @@ impl Reader<'_> {
                     "perQueue",
                     "raftq has no per-message-group throughput limit",
                 )?,
-                "SqsManagedSseEnabled" => fixed(
-                    name,
-                    value,
-                    "false",
-                    "raftq does not encrypt messages at rest",
-                )?,
+                "SqsManagedSseEnabled" => fixed(name, value, "false", AT_REST)?,
                 _ => {}
             }
         }
         Ok(requested)
     }
 
-    /// The queue a redrive policy's ARN names, as a raftq reference (its name).
+    /// The queue a redrive policy's ARN names, as a raftq reference (its name). A bare name is
+    /// no ARN: it is refused here, where a `QueueUrl` takes it.
     fn own_queue(&self, attribute: &str, arn: &str) -> Result<String, SqsError> {
+        let refused = || {
+            SqsError::invalid_attribute_value(
+                attribute,
+                format!("{arn} is not the ARN of a queue of this account in this region"),
+            )
+        };
+        if self.names.queue_path(arn).is_none() {
+            return Err(refused());
+        }
         self.names
             .own_queue(arn, self.account_number)
             .map(str::to_string)
-            .map_err(|_| {
-                SqsError::invalid_attribute_value(
-                    attribute,
-                    format!("{arn} is not the ARN of a queue of this account in this region"),
-                )
-            })
+            .map_err(|_| refused())
     }
 
     /// `{"deadLetterTargetArn": ARN, "maxReceiveCount": N}`; an empty string detaches.
@@ -629,11 +647,29 @@ mod tests {
                 Kind::InvalidAttributeValue,
             ),
             (("FifoQueue", "yes"), true, Kind::InvalidAttributeValue),
+            (
+                ("MaximumMessageSize", "1023"),
+                true,
+                Kind::InvalidAttributeValue,
+            ),
+            (
+                ("MaximumMessageSize", "1048577"),
+                false,
+                Kind::InvalidAttributeValue,
+            ),
             (("RedrivePolicy", "[1]"), true, Kind::InvalidAttributeValue),
             (
                 (
                     "RedrivePolicy",
                     r#"{"deadLetterTargetArn":"arn:aws:sqs:local:999999999999:d","maxReceiveCount":1}"#,
+                ),
+                true,
+                Kind::InvalidAttributeValue,
+            ),
+            (
+                (
+                    "RedrivePolicy",
+                    r#"{"deadLetterTargetArn":"dlq","maxReceiveCount":1}"#,
                 ),
                 true,
                 Kind::InvalidAttributeValue,

@@ -15,7 +15,7 @@
 //! | `queue_in_use` | `UnsupportedOperation` (raftq keeps a dead-letter queue that others name) |
 //! | `move_task_not_found` | `ResourceNotFoundException`, as is `queue_not_found` in a move task action |
 //! | `move_task_running`, `move_task_not_running` | `UnsupportedOperation` |
-//! | `lease_expired` | `MessageNotInflight` for a visibility change, `ReceiptHandleIsInvalid` for a delete |
+//! | `lease_expired` | answered by the receipt actions themselves (`messages`): a repeated delete succeeds, as in SQS |
 //! | `message_too_large` | `InvalidParameterValue` |
 //! | `too_many_requests` | `RequestThrottled` |
 //! | `unauthenticated`, `permission_denied` | `InvalidClientTokenId`, `AccessDenied` |
@@ -23,6 +23,7 @@
 //! | anything else | `InternalFailure` |
 
 use raftq_api::ApiError;
+use raftq_engine::EngineError;
 
 /// An SQS error: its kind and message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,7 +47,6 @@ pub enum Kind {
     InvalidAddress,
     InvalidMessageContents,
     ReceiptHandleIsInvalid,
-    MessageNotInflight,
     EmptyBatchRequest,
     TooManyEntriesInBatchRequest,
     BatchEntryIdsNotDistinct,
@@ -78,7 +78,6 @@ impl Kind {
         match self {
             Kind::QueueDoesNotExist => "AWS.SimpleQueueService.NonExistentQueue",
             Kind::QueueNameExists => "QueueAlreadyExists",
-            Kind::MessageNotInflight => "AWS.SimpleQueueService.MessageNotInflight",
             Kind::EmptyBatchRequest => "AWS.SimpleQueueService.EmptyBatchRequest",
             Kind::TooManyEntriesInBatchRequest => {
                 "AWS.SimpleQueueService.TooManyEntriesInBatchRequest"
@@ -103,7 +102,6 @@ impl Kind {
             Kind::InvalidAddress => "InvalidAddress",
             Kind::InvalidMessageContents => "InvalidMessageContents",
             Kind::ReceiptHandleIsInvalid => "ReceiptHandleIsInvalid",
-            Kind::MessageNotInflight => "MessageNotInflight",
             Kind::EmptyBatchRequest => "EmptyBatchRequest",
             Kind::TooManyEntriesInBatchRequest => "TooManyEntriesInBatchRequest",
             Kind::BatchEntryIdsNotDistinct => "BatchEntryIdsNotDistinct",
@@ -142,7 +140,10 @@ impl Kind {
         !matches!(self, Kind::ServiceUnavailable | Kind::InternalFailure)
     }
 
-    /// The HTTP status.
+    /// The HTTP status, as SQS's service model gives it (`httpError` and `awsQueryError`):
+    /// 404 for `ReceiptHandleIsInvalid`, `InvalidAddress` and `ResourceNotFoundException`,
+    /// 403 for the refusals of credentials and throttling, 400 for every other client error,
+    /// `QueueDoesNotExist` included.
     pub fn status(self) -> u16 {
         match self {
             Kind::ReceiptHandleIsInvalid
@@ -166,10 +167,6 @@ impl Kind {
 pub enum Doing {
     /// Creating a queue or setting its attributes: bad values are `InvalidAttributeValue`.
     Attributes,
-    /// Deleting messages: a receipt whose lease ended is `ReceiptHandleIsInvalid`.
-    Deleting,
-    /// Changing a visibility timeout: a receipt whose lease ended is `MessageNotInflight`.
-    ChangingVisibility,
     /// Moving messages: a queue or task that does not exist is `ResourceNotFoundException`.
     Moving,
     /// Anything else.
@@ -200,7 +197,31 @@ impl SqsError {
     pub fn invalid_address(text: &str) -> SqsError {
         SqsError::new(
             Kind::InvalidAddress,
-            format!("The address {text} is not valid for this endpoint: give the queue's URL (<base>/<account number>/<queue name>) or ARN."),
+            format!("The address {text} is not valid for this endpoint: give the queue's URL (<base>/<account number>/<queue name>), its ARN or its name."),
+        )
+    }
+
+    /// A receipt handle that is not one (SQS's text).
+    pub fn invalid_receipt(receipt: &str) -> SqsError {
+        SqsError::new(
+            Kind::ReceiptHandleIsInvalid,
+            format!("The input receipt handle \"{receipt}\" is not a valid receipt handle."),
+        )
+    }
+
+    /// A receipt handle refused for `reason`, in SQS's words for the parameter `ReceiptHandle`.
+    pub fn receipt_refused(receipt: &str, reason: &str) -> SqsError {
+        SqsError::new(
+            Kind::InvalidParameterValue,
+            format!("Value {receipt} for parameter ReceiptHandle is invalid. Reason: {reason}."),
+        )
+    }
+
+    /// An empty batch of `action` (SQS names its entry type: `SendMessageBatchRequestEntry`).
+    pub fn empty_batch(entry_type: &str) -> SqsError {
+        SqsError::new(
+            Kind::EmptyBatchRequest,
+            format!("There should be at least one {entry_type} in the request."),
         )
     }
 
@@ -241,6 +262,12 @@ impl SqsError {
 
     /// raftq's error `e`, met while `doing`.
     pub fn from_api(e: ApiError, doing: Doing) -> SqsError {
+        if let Some(EngineError::MessageTooLarge { max, .. }) = e.engine.as_deref() {
+            return SqsError::new(
+                Kind::InvalidParameterValue,
+                format!("One or more parameters are invalid. Reason: Message must be shorter than {max} bytes."),
+            );
+        }
         let kind = match (e.code, doing) {
             ("invalid_argument", _) if is_receipt(e.field.as_deref()) => {
                 Kind::ReceiptHandleIsInvalid
@@ -256,7 +283,6 @@ impl SqsError {
             ("move_task_running" | "move_task_not_running", _) => Kind::UnsupportedOperation,
             ("queue_exists", _) => Kind::QueueNameExists,
             ("queue_in_use", _) => Kind::UnsupportedOperation,
-            ("lease_expired", Doing::ChangingVisibility) => Kind::MessageNotInflight,
             ("lease_expired", _) => Kind::ReceiptHandleIsInvalid,
             ("too_many_requests", _) => Kind::RequestThrottled,
             ("unauthenticated", _) => Kind::InvalidClientTokenId,
@@ -267,10 +293,7 @@ impl SqsError {
         let message = match (kind, e.field.as_deref()) {
             (Kind::QueueDoesNotExist, _) => return SqsError::queue_does_not_exist(),
             (Kind::ReceiptHandleIsInvalid, _) if e.code == "lease_expired" => {
-                "The receipt handle is no longer valid: the lease it names ended (raftq deletes a message only under its active lease)".to_string()
-            }
-            (Kind::MessageNotInflight, _) => {
-                "The message referred to isn't in flight: the lease of this receipt handle ended".to_string()
+                "The receipt handle is no longer valid: the lease it names ended.".to_string()
             }
             (Kind::ReceiptHandleIsInvalid, _) => {
                 "The input receipt handle is not a valid receipt handle.".to_string()
@@ -283,7 +306,9 @@ impl SqsError {
                     .unwrap_or(&e.message);
                 let parameter = parameter_name(field);
                 return match kind {
-                    Kind::InvalidAttributeValue => SqsError::invalid_attribute_value(&parameter, rule),
+                    Kind::InvalidAttributeValue => {
+                        SqsError::invalid_attribute_value(&parameter, rule)
+                    }
                     Kind::InvalidParameterValue => SqsError::invalid_parameter(&parameter, rule),
                     _ => SqsError::new(kind, format!("{parameter}: {rule}")),
                 };
@@ -299,7 +324,7 @@ impl SqsError {
 }
 
 /// Whether an error's field is a receipt (`receipt`, `receipts[3]`).
-fn is_receipt(field: Option<&str>) -> bool {
+pub fn is_receipt(field: Option<&str>) -> bool {
     field.is_some_and(|f| f == "receipt" || f.starts_with("receipts"))
 }
 
@@ -347,18 +372,75 @@ mod tests {
 
     #[test]
     fn kinds_have_the_codes_statuses_and_types_of_sqs() {
-        let k = Kind::QueueDoesNotExist;
-        assert_eq!(k.code(), "AWS.SimpleQueueService.NonExistentQueue");
-        assert_eq!(k.json_type(), "com.amazonaws.sqs#QueueDoesNotExist");
-        assert_eq!((k.status(), k.sender_fault()), (400, true));
-        assert_eq!(Kind::QueueNameExists.code(), "QueueAlreadyExists");
-        assert_eq!(Kind::ReceiptHandleIsInvalid.status(), 404);
+        // (kind, Query code, HTTP status), as SQS's service model gives them.
+        let cases = [
+            (
+                Kind::QueueDoesNotExist,
+                "AWS.SimpleQueueService.NonExistentQueue",
+                400,
+            ),
+            (Kind::QueueNameExists, "QueueAlreadyExists", 400),
+            (Kind::InvalidAttributeName, "InvalidAttributeName", 400),
+            (Kind::InvalidAttributeValue, "InvalidAttributeValue", 400),
+            (Kind::InvalidParameterValue, "InvalidParameterValue", 400),
+            (Kind::MissingParameter, "MissingParameter", 400),
+            (Kind::InvalidAddress, "InvalidAddress", 404),
+            (Kind::InvalidMessageContents, "InvalidMessageContents", 400),
+            (Kind::ReceiptHandleIsInvalid, "ReceiptHandleIsInvalid", 404),
+            (
+                Kind::EmptyBatchRequest,
+                "AWS.SimpleQueueService.EmptyBatchRequest",
+                400,
+            ),
+            (
+                Kind::TooManyEntriesInBatchRequest,
+                "AWS.SimpleQueueService.TooManyEntriesInBatchRequest",
+                400,
+            ),
+            (
+                Kind::BatchEntryIdsNotDistinct,
+                "AWS.SimpleQueueService.BatchEntryIdsNotDistinct",
+                400,
+            ),
+            (
+                Kind::InvalidBatchEntryId,
+                "AWS.SimpleQueueService.InvalidBatchEntryId",
+                400,
+            ),
+            (
+                Kind::UnsupportedOperation,
+                "AWS.SimpleQueueService.UnsupportedOperation",
+                400,
+            ),
+            (
+                Kind::ResourceNotFoundException,
+                "ResourceNotFoundException",
+                404,
+            ),
+            (Kind::RequestThrottled, "RequestThrottled", 403),
+            (Kind::InvalidClientTokenId, "InvalidClientTokenId", 403),
+            (Kind::SignatureDoesNotMatch, "SignatureDoesNotMatch", 403),
+            (
+                Kind::MissingAuthenticationToken,
+                "MissingAuthenticationToken",
+                403,
+            ),
+            (Kind::RequestExpired, "RequestExpired", 400),
+            (Kind::ServiceUnavailable, "ServiceUnavailable", 503),
+            (Kind::InternalFailure, "InternalFailure", 500),
+        ];
+        for (kind, code, status) in cases {
+            assert_eq!((kind.code(), kind.status()), (code, status), "{kind:?}");
+            assert_eq!(kind.sender_fault(), status < 500, "{kind:?}");
+        }
+        assert_eq!(
+            Kind::QueueDoesNotExist.json_type(),
+            "com.amazonaws.sqs#QueueDoesNotExist"
+        );
         assert_eq!(
             Kind::InvalidAction.json_type(),
             "com.amazon.coral.service#UnknownOperationException"
         );
-        assert!(!Kind::ServiceUnavailable.sender_fault());
-        assert_eq!(Kind::ServiceUnavailable.status(), 503);
     }
 
     #[test]
@@ -375,7 +457,7 @@ mod tests {
             e.message,
             "Invalid value for the parameter VisibilityTimeout. Reason: must be between 0 and 43200."
         );
-        let e = SqsError::from_api(range(), Doing::ChangingVisibility);
+        let e = SqsError::from_api(range(), Doing::Other);
         assert_eq!(e.kind, Kind::InvalidParameterValue);
         assert!(
             e.message.contains("parameter VisibilityTimeout"),
@@ -387,21 +469,12 @@ mod tests {
             SqsError::from_api(name, Doing::Attributes).kind,
             Kind::InvalidParameterValue
         );
-        let expired = || api(EngineError::LeaseExpired);
-        assert_eq!(
-            SqsError::from_api(expired(), Doing::ChangingVisibility).kind,
-            Kind::MessageNotInflight
-        );
-        assert_eq!(
-            SqsError::from_api(expired(), Doing::Deleting).kind,
-            Kind::ReceiptHandleIsInvalid
-        );
         let receipt = api(EngineError::invalid(
             "receipts[0]",
             "is not a receipt issued by raftq",
         ));
         assert_eq!(
-            SqsError::from_api(receipt, Doing::Deleting).kind,
+            SqsError::from_api(receipt, Doing::Other).kind,
             Kind::ReceiptHandleIsInvalid
         );
         let missing = api(EngineError::QueueNotFound("q".into()));
@@ -419,7 +492,10 @@ mod tests {
         });
         let e = SqsError::from_api(large, Doing::Other);
         assert_eq!(e.kind, Kind::InvalidParameterValue);
-        assert!(e.message.contains("MessageBody"), "{}", e.message);
+        assert_eq!(
+            e.message,
+            "One or more parameters are invalid. Reason: Message must be shorter than 1 bytes."
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use serde_json::{json, Map, Value};
 
 use crate::call::{required, sqs, Call};
 use crate::digest;
-use crate::error::{Doing, Kind, SqsError};
+use crate::error::{is_receipt, Doing, Kind, SqsError};
 use crate::message::{self, AttributeValue, Selection};
 
 /// A message to send: a `SendMessage` request or an entry of a `SendMessageBatch`.
@@ -38,6 +38,25 @@ pub struct Prepared {
     input: MessageInput,
     md5_of_body: String,
     md5_of_attributes: Option<String>,
+}
+
+/// SQS's answer to raftq's refusal `e` of a message sent to `queue` (a queue is FIFO exactly
+/// when its name ends in `.fifo`) with a group ID or not (`grouped`): raftq's rules, in SQS's
+/// words where SQS has its own.
+fn send_refused(e: ApiError, queue: &str, grouped: bool) -> SqsError {
+    let fifo = queue.ends_with(limits::FIFO_SUFFIX);
+    match e.field.as_deref() {
+        Some("message_group_id") if !grouped => SqsError::missing("MessageGroupId"),
+        Some("message_deduplication_id") if fifo => SqsError::new(
+            Kind::InvalidParameterValue,
+            "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
+        ),
+        Some("message_deduplication_id") => SqsError::invalid_parameter(
+            "MessageDeduplicationId",
+            "The request include parameter that is not valid for this queue type",
+        ),
+        _ => SqsError::from_api(e, Doing::Other),
+    }
 }
 
 impl Outgoing {
@@ -97,10 +116,12 @@ pub struct SendMessage {
 pub async fn send_message(call: &Call<'_>, input: SendMessage) -> Result<Value, SqsError> {
     let queue = call.queue(&input.queue_url)?;
     let prepared = input.message.prepare()?;
-    let result = sqs(
-        call.ops.send(call.account(), queue, prepared.input).await,
-        Doing::Other,
-    )?;
+    let grouped = prepared.input.message_group_id.is_some();
+    let result = call
+        .ops
+        .send(call.account(), queue.clone(), prepared.input)
+        .await
+        .map_err(|e| send_refused(e, &queue, grouped))?;
     Ok(Value::Object(sent(
         &result,
         prepared.md5_of_body,
@@ -118,14 +139,12 @@ pub fn failed(id: &str, error: &SqsError) -> Value {
     })
 }
 
-/// The entry IDs of a delete, visibility or send batch: 1-10 entries, each ID of the form
-/// raftq takes for batch entries, no two alike.
-pub fn check_entry_ids(ids: &[Option<&str>]) -> Result<(), SqsError> {
+/// The entry IDs of a delete, visibility or send batch whose entries SQS calls `entry_type`
+/// (`SendMessageBatchRequestEntry`): 1-10 entries, each ID of the form raftq takes for batch
+/// entries, no two alike.
+pub fn check_entry_ids(ids: &[Option<&str>], entry_type: &str) -> Result<(), SqsError> {
     if ids.is_empty() {
-        return Err(SqsError::new(
-            Kind::EmptyBatchRequest,
-            "There should be at least one entry in the request.",
-        ));
+        return Err(SqsError::empty_batch(entry_type));
     }
     if ids.len() > limits::BATCH_MAX {
         return Err(SqsError::new(
@@ -139,14 +158,13 @@ pub fn check_entry_ids(ids: &[Option<&str>]) -> Result<(), SqsError> {
     }
     for (i, id) in ids.iter().enumerate() {
         let id = id.ok_or_else(|| SqsError::missing(&format!("Entries.{}.Id", i + 1)))?;
-        if let Err(e) = validate::batch_entry_id("Id", id) {
-            let rule = match e {
-                EngineError::InvalidArgument { rule, .. } => rule,
-                other => other.to_string(),
-            };
+        if validate::batch_entry_id("Id", id).is_err() {
             return Err(SqsError::new(
                 Kind::InvalidBatchEntryId,
-                format!("A batch entry id {rule}: {id:?} is not."),
+                format!(
+                    "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most {} letters long.",
+                    limits::BATCH_ENTRY_ID_MAX
+                ),
             ));
         }
         if ids[..i].contains(&Some(id)) {
@@ -173,7 +191,7 @@ pub async fn send_message_batch(
 ) -> Result<Value, SqsError> {
     let queue = call.queue(&input.queue_url)?;
     let ids: Vec<Option<&str>> = input.entries.iter().map(|e| e.id.as_deref()).collect();
-    check_entry_ids(&ids)?;
+    check_entry_ids(&ids, "SendMessageBatchRequestEntry")?;
     let mut failures = Vec::new();
     let mut to_send = Vec::new();
     let mut digests = Vec::new();
@@ -181,7 +199,8 @@ pub async fn send_message_batch(
         let id = entry.id.clone().unwrap_or_default();
         match entry.prepare() {
             Ok(prepared) => {
-                digests.push((prepared.md5_of_body, prepared.md5_of_attributes));
+                let grouped = prepared.input.message_group_id.is_some();
+                digests.push((prepared.md5_of_body, prepared.md5_of_attributes, grouped));
                 to_send.push(BatchEntryInput {
                     id,
                     message: prepared.input,
@@ -199,10 +218,13 @@ pub async fn send_message_batch(
         )?;
     } else {
         let results = sqs(
-            call.ops.send_batch(call.account(), queue, to_send).await,
+            call.ops
+                .send_batch(call.account(), queue.clone(), to_send)
+                .await,
             Doing::Other,
         )?;
-        for (result, (md5_of_body, md5_of_attributes)) in results.into_iter().zip(digests) {
+        for (result, (md5_of_body, md5_of_attributes, grouped)) in results.into_iter().zip(digests)
+        {
             match result.result {
                 Ok(sent_one) => {
                     let mut answer = sent(&sent_one, md5_of_body, md5_of_attributes);
@@ -210,7 +232,7 @@ pub async fn send_message_batch(
                     successes.push(Value::Object(answer));
                 }
                 Err(e) => {
-                    let e = SqsError::from_api(e.into(), Doing::Other);
+                    let e = send_refused(e.into(), &queue, grouped);
                     failures.push(failed(&result.id, &e));
                 }
             }
@@ -306,19 +328,90 @@ pub struct DeleteMessage {
     receipt_handle: Option<String>,
 }
 
+/// What a receipt handle was given for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReceiptUse {
+    Delete,
+    ChangeVisibility,
+}
+
+/// SQS's answer to raftq's refusal `e` of `receipt` on `queue`, used to `what`. raftq acts on a
+/// receipt only under the lease it names; SQS answers some receipts of ended leases with
+/// success, and so does this endpoint, changing nothing:
+///
+/// - a delete whose message is gone (deleted, expired, moved or purged) succeeds, as SQS's
+///   does: an SDK retries a delete whose answer was lost, and the retry must not fail;
+/// - on a standard queue, a delete or a visibility change under a lease that ended while the
+///   message stayed succeeds and leaves the message as it is (SQS: the request succeeds, but
+///   the message might not be deleted; a visibility change of an expired receipt does nothing);
+/// - on a FIFO queue, such a delete is `InvalidParameterValue`, the receipt handle has expired;
+/// - a visibility change of a message that is gone (or of an ended lease on a FIFO queue) is
+///   `InvalidParameterValue`, the message does not exist or is not available.
+fn receipt_refused(
+    e: ApiError,
+    receipt: &str,
+    queue: &str,
+    what: ReceiptUse,
+) -> Result<(), SqsError> {
+    let fifo = queue.ends_with(limits::FIFO_SUFFIX);
+    match (what, e.engine.as_deref()) {
+        (_, Some(EngineError::InvalidArgument { field, .. })) if is_receipt(Some(field)) => {
+            Err(SqsError::invalid_receipt(receipt))
+        }
+        (ReceiptUse::Delete, Some(EngineError::MessageGone)) => Ok(()),
+        (_, Some(EngineError::LeaseExpired)) if !fifo => Ok(()),
+        (ReceiptUse::Delete, Some(EngineError::LeaseExpired)) => Err(SqsError::receipt_refused(
+            receipt,
+            "The receipt handle has expired",
+        )),
+        (
+            ReceiptUse::ChangeVisibility,
+            Some(EngineError::LeaseExpired | EngineError::MessageGone),
+        ) => Err(SqsError::receipt_refused(
+            receipt,
+            "Message does not exist or is not available for visibility timeout change",
+        )),
+        _ => Err(SqsError::from_api(e, Doing::Other)),
+    }
+}
+
+/// Deletes the messages of `receipts` on `queue`: each receipt's outcome, in order.
+async fn delete(
+    call: &Call<'_>,
+    queue: &str,
+    receipts: Vec<String>,
+) -> Result<Vec<Result<(), SqsError>>, SqsError> {
+    let count = receipts.len();
+    let results = sqs(
+        call.ops
+            .ack(call.account(), queue.to_string(), receipts)
+            .await,
+        Doing::Other,
+    )?;
+    if results.len() != count {
+        return Err(SqsError::from_api(
+            ApiError::unexpected_answer(),
+            Doing::Other,
+        ));
+    }
+    Ok(results
+        .into_iter()
+        .map(|r| match r.result {
+            Ok(()) => Ok(()),
+            Err(e) => receipt_refused(e.into(), &r.receipt, queue, ReceiptUse::Delete),
+        })
+        .collect())
+}
+
 pub async fn delete_message(call: &Call<'_>, input: DeleteMessage) -> Result<Value, SqsError> {
     let queue = call.queue(&input.queue_url)?;
     let receipt = required(&input.receipt_handle, "ReceiptHandle")?.to_string();
-    let results = sqs(
-        call.ops.ack(call.account(), queue, vec![receipt]).await,
-        Doing::Deleting,
-    )?;
-    match results.into_iter().next().map(|r| r.result) {
-        Some(Ok(())) => Ok(json!({})),
-        Some(Err(e)) => Err(SqsError::from_api(e.into(), Doing::Deleting)),
+    let mut outcomes = delete(call, &queue, vec![receipt]).await?;
+    match outcomes.pop() {
+        Some(outcome) => outcome.map(|()| json!({})),
         None => Err(SqsError::from_api(
             ApiError::unexpected_answer(),
-            Doing::Deleting,
+            Doing::Other,
         )),
     }
 }
@@ -341,11 +434,11 @@ pub struct ReceiptBatch {
 }
 
 impl ReceiptBatch {
-    /// The queue, after the batch's entry IDs are checked.
-    fn checked(&self, call: &Call<'_>) -> Result<String, SqsError> {
+    /// The queue, after the batch's entry IDs (entries SQS calls `entry_type`) are checked.
+    fn checked(&self, call: &Call<'_>, entry_type: &str) -> Result<String, SqsError> {
         let queue = call.queue(&self.queue_url)?;
         let ids: Vec<Option<&str>> = self.entries.iter().map(|e| e.id.as_deref()).collect();
-        check_entry_ids(&ids)?;
+        check_entry_ids(&ids, entry_type)?;
         Ok(queue)
     }
 }
@@ -364,7 +457,7 @@ pub fn batch_answer(outcomes: Vec<(String, Result<(), SqsError>)>) -> Value {
 }
 
 pub async fn delete_message_batch(call: &Call<'_>, input: ReceiptBatch) -> Result<Value, SqsError> {
-    let queue = input.checked(call)?;
+    let queue = input.checked(call, "DeleteMessageBatchRequestEntry")?;
     let mut outcomes = Vec::new();
     let mut receipts = Vec::new();
     for entry in input.entries {
@@ -384,20 +477,11 @@ pub async fn delete_message_batch(call: &Call<'_>, input: ReceiptBatch) -> Resul
         )?;
         return Ok(batch_answer(outcomes));
     }
-    let results = sqs(
-        call.ops.ack(call.account(), queue, receipts).await,
-        Doing::Deleting,
-    )?;
-    let mut results = results.into_iter();
+    let mut deleted = delete(call, &queue, receipts).await?.into_iter();
     for (_, outcome) in outcomes.iter_mut().filter(|(_, o)| o.is_ok()) {
-        *outcome = match results.next().map(|r| r.result) {
-            Some(Ok(())) => Ok(()),
-            Some(Err(e)) => Err(SqsError::from_api(e.into(), Doing::Deleting)),
-            None => Err(SqsError::from_api(
-                ApiError::unexpected_answer(),
-                Doing::Deleting,
-            )),
-        };
+        if let Some(result) = deleted.next() {
+            *outcome = result;
+        }
     }
     Ok(batch_answer(outcomes))
 }
@@ -419,13 +503,20 @@ pub async fn change_visibility(
 ) -> Result<(), SqsError> {
     let receipt = receipt.ok_or_else(|| SqsError::missing("ReceiptHandle"))?;
     let timeout = timeout.ok_or_else(|| SqsError::missing("VisibilityTimeout"))?;
-    sqs(
-        call.ops
-            .change_lease(call.account(), queue, receipt, Some(timeout), None)
-            .await,
-        Doing::ChangingVisibility,
-    )?;
-    Ok(())
+    let changed = call
+        .ops
+        .change_lease(
+            call.account(),
+            queue.clone(),
+            receipt.clone(),
+            Some(timeout),
+            None,
+        )
+        .await;
+    match changed {
+        Ok(_) => Ok(()),
+        Err(e) => receipt_refused(e, &receipt, &queue, ReceiptUse::ChangeVisibility),
+    }
 }
 
 pub async fn change_message_visibility(
@@ -441,7 +532,7 @@ pub async fn change_message_visibility_batch(
     call: &Call<'_>,
     input: ReceiptBatch,
 ) -> Result<Value, SqsError> {
-    let queue = input.checked(call)?;
+    let queue = input.checked(call, "ChangeMessageVisibilityBatchRequestEntry")?;
     // The queue first, so that a missing queue fails the request rather than every entry.
     sqs(
         call.ops.get_queue(call.account(), queue.clone()).await,
@@ -466,7 +557,7 @@ mod tests {
 
     #[test]
     fn batch_entry_ids_are_checked_as_sqs_does() {
-        let kind = |ids: &[Option<&str>]| check_entry_ids(ids).unwrap_err().kind;
+        let kind = |ids: &[Option<&str>]| check_entry_ids(ids, "Entry").unwrap_err().kind;
         assert_eq!(kind(&[]), Kind::EmptyBatchRequest);
         assert_eq!(kind(&[Some("a"); 11]), Kind::TooManyEntriesInBatchRequest);
         assert_eq!(
@@ -475,7 +566,69 @@ mod tests {
         );
         assert_eq!(kind(&[Some("a b")]), Kind::InvalidBatchEntryId);
         assert_eq!(kind(&[None]), Kind::MissingParameter);
-        assert!(check_entry_ids(&[Some("a"), Some("b-2_c")]).is_ok());
+        assert!(check_entry_ids(&[Some("a"), Some("b-2_c")], "Entry").is_ok());
+        let empty = check_entry_ids(&[], "DeleteMessageBatchRequestEntry").unwrap_err();
+        assert_eq!(
+            empty.message,
+            "There should be at least one DeleteMessageBatchRequestEntry in the request."
+        );
+    }
+
+    #[test]
+    fn receipts_of_ended_leases_are_answered_as_sqs_answers_them() {
+        use ReceiptUse::{ChangeVisibility, Delete};
+        let gone = || EngineError::MessageGone;
+        let expired = || EngineError::LeaseExpired;
+        let malformed = || EngineError::invalid("receipts[0]", "is not a receipt issued by raftq");
+        // (use, refusal, queue, SQS's answer: None for success, else its code and reason).
+        let cases = [
+            (Delete, gone(), "q", None),
+            (Delete, gone(), "q.fifo", None),
+            (Delete, expired(), "q", None),
+            (
+                Delete,
+                expired(),
+                "q.fifo",
+                Some(("InvalidParameterValue", "has expired")),
+            ),
+            (ChangeVisibility, expired(), "q", None),
+            (
+                ChangeVisibility,
+                gone(),
+                "q",
+                Some(("InvalidParameterValue", "does not exist")),
+            ),
+            (
+                ChangeVisibility,
+                expired(),
+                "q.fifo",
+                Some(("InvalidParameterValue", "not available")),
+            ),
+            (
+                Delete,
+                malformed(),
+                "q",
+                Some(("ReceiptHandleIsInvalid", "\"r\" is not a valid")),
+            ),
+            (
+                ChangeVisibility,
+                malformed(),
+                "q",
+                Some(("ReceiptHandleIsInvalid", "not a valid")),
+            ),
+        ];
+        for (what, refusal, queue, expected) in cases {
+            let label = format!("{what:?} {refusal:?} on {queue}");
+            let answer = receipt_refused(refusal.into(), "r", queue, what);
+            match (answer, expected) {
+                (Ok(()), None) => {}
+                (Err(e), Some((code, reason))) => {
+                    assert_eq!(e.code(), code, "{label}");
+                    assert!(e.message.contains(reason), "{label}: {}", e.message);
+                }
+                (answer, _) => panic!("{label}: {answer:?}"),
+            }
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //!   queue by URL, and the queue is found from the URL's path alone: the host may be whatever
 //!   name the client reached the server by (a compose service name, a load balancer).
 //! - A queue's ARN is `arn:aws:sqs:<region>:<account number>:<queue name>`; wherever a request
-//!   takes a queue URL it also takes the queue's ARN.
+//!   takes a queue URL it also takes the queue's ARN, and the queue's bare name, as SQS does.
 //!
 //! A URL or ARN of another account or region names no queue of the caller's: the answer is
 //! `QueueDoesNotExist`, as for a queue that is not there.
@@ -167,17 +167,25 @@ impl Names {
         })
     }
 
-    /// The name of the caller's queue that `text` (URL, path or ARN) names, for the account
-    /// numbered `caller_number`.
+    /// The name of the caller's queue that `text` (URL, path, ARN, or the bare name, which
+    /// SQS takes too) names, for the account numbered `caller_number`.
     pub fn own_queue<'a>(&self, text: &'a str, caller_number: &str) -> Result<&'a str, SqsError> {
-        let path = self
-            .queue_path(text)
-            .ok_or_else(|| SqsError::invalid_address(text))?;
+        let path = match self.queue_path(text) {
+            Some(path) => path,
+            None if is_bare_name(text) => return Ok(text),
+            None => return Err(SqsError::invalid_address(text)),
+        };
         if path.account_number != caller_number {
             return Err(SqsError::queue_does_not_exist());
         }
         Ok(path.name)
     }
+}
+
+/// Whether `text` can only be a queue's name: no URL, path or ARN (those have `/` or `:`).
+/// Whether it is a valid name is raftq's to say, when it looks the queue up.
+fn is_bare_name(text: &str) -> bool {
+    !text.is_empty() && !text.contains(['/', ':'])
 }
 
 #[cfg(test)]
@@ -296,7 +304,10 @@ mod tests {
             region.unwrap_err().code(),
             "AWS.SimpleQueueService.NonExistentQueue"
         );
-        let garbage = names.own_queue("jobs", "123456789012").unwrap_err();
-        assert_eq!(garbage.code(), "InvalidAddress");
+        assert_eq!(names.own_queue("jobs", "123456789012").unwrap(), "jobs");
+        for garbage in ["", "ftp://h/123456789012/jobs", "http://h/jobs", "a:b"] {
+            let e = names.own_queue(garbage, "123456789012").unwrap_err();
+            assert_eq!(e.code(), "InvalidAddress", "{garbage}");
+        }
     }
 }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use raftq_api::ops::NewQueue;
+use raftq_engine::model::limits;
 use raftq_engine::validate;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -66,6 +67,11 @@ pub async fn create_queue(call: &Call<'_>, input: CreateQueue) -> Result<Value, 
     let requested = call.reader().requested(&input.attributes, true)?;
     let mut attributes = requested.attributes.clone();
     attributes.tags = tags::on_create(&input.tags);
+    // SQS's default; a repeated create compares only the attributes it gives, so `requested`
+    // keeps it unset.
+    attributes.max_message_bytes = attributes
+        .max_message_bytes
+        .or(Some(limits::MAX_MESSAGE_BYTES_MAX));
     let new = NewQueue {
         name: name.to_string(),
         queue_type: requested
@@ -87,6 +93,15 @@ pub async fn create_queue(call: &Call<'_>, input: CreateQueue) -> Result<Value, 
                     format!("A queue already exists with the same name and a different value for attribute {attribute}"),
                 )),
             }
+        }
+        Err(e) if e.field.as_deref() == Some("type") => {
+            // `FifoQueue` asked for the type the name does not have: SQS's rule of names.
+            let rule = if requested.fifo == Some(true) {
+                "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo suffix and be 1 to 80 in length."
+            } else {
+                "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
+            };
+            Err(SqsError::new(Kind::InvalidParameterValue, rule))
         }
         Err(e) => Err(SqsError::from_api(e, Doing::Attributes)),
     }
