@@ -340,7 +340,7 @@ mod tests {
     use raftq_store::{open_db, META_CF};
 
     fn store(dir: &tempfile::TempDir) -> LogStore<TypeConfig> {
-        let db = open_db(&dir.path().join("db")).expect("open database");
+        let db = open_db(&dir.path().join("db"), &Default::default()).expect("open database");
         LogStore::open(db, META_CF, &dir.path().join("log")).expect("log store")
     }
 

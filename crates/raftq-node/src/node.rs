@@ -13,7 +13,9 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use openraft::{Config, Raft, SnapshotPolicy};
 use raftq_engine::{Command, Engine, EngineError};
-use raftq_store::{Database, LogOptions, NodeId, Response, Storage, TypeConfig, WaitSlot};
+use raftq_store::{
+    Database, LogOptions, NodeId, Response, StateOptions, Storage, TypeConfig, WaitSlot,
+};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -87,6 +89,8 @@ pub struct NodeConfig {
     /// `log/` on the operating system's disk, with threads of its own, unless a simulation says
     /// otherwise.
     pub log: LogOptions,
+    /// How the state store closes: written out, unless a simulation crashes the node.
+    pub state: StateOptions,
 }
 
 impl NodeConfig {
@@ -110,6 +114,7 @@ impl NodeConfig {
             wall_clock: WallClock::system(),
             peer_tls: None,
             log: LogOptions::default(),
+            state: StateOptions::default(),
         }
     }
 }
@@ -154,13 +159,15 @@ fn check(config: &NodeConfig) -> Result<(), StartError> {
 /// Opens the node's log and state machine in its data directory (made durably if missing); a
 /// damaged store is told apart from one that cannot be read.
 fn open_storage(config: &NodeConfig) -> Result<Storage, StartError> {
-    raftq_store::open_on(&config.data_dir, &config.region, &config.log).map_err(|e| {
-        if e.is_damage() {
-            StartError::Damaged(e.to_string())
-        } else {
-            StartError::Storage(e)
-        }
-    })
+    raftq_store::open_on(&config.data_dir, &config.region, &config.log, &config.state).map_err(
+        |e| {
+            if e.is_damage() {
+                StartError::Damaged(e.to_string())
+            } else {
+                StartError::Storage(e)
+            }
+        },
+    )
 }
 
 /// openraft's settings for this node.
@@ -182,28 +189,29 @@ fn raft_config(config: &NodeConfig) -> Result<Config, StartError> {
     .map_err(|e| StartError::Config(e.to_string()))
 }
 
-/// Serves the peer service over `transport` (on TCP, over mutual TLS with `tls`) until `signal`
-/// says stop.
+/// Serves the peer service over `transport` (on TCP, over mutual TLS with the configured peer
+/// TLS) until `signal` says stop.
 fn spawn_peer_service(
     core: Arc<Core>,
-    tls: Option<&PeerTls>,
+    config: &NodeConfig,
     transport: PeerTransport,
     mut signal: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
+    let (tls, work) = (config.peer_tls.as_ref(), config.log.work);
     let stop = async move {
         let _ = signal.wait_for(|stop| *stop).await;
     };
     let listener = match transport {
         PeerTransport::Tcp(listener) => listener,
         PeerTransport::Memory { inbox, .. } => {
-            return service::serve(PeerService::new(core, false), inbox, stop)
+            return service::serve(PeerService::new(core, false, work), inbox, stop)
         }
     };
     // No size bound of the peer service's own: peers are authenticated members, what a client
     // may send is bounded at the API's edge, and the largest peer message, the answer to a
     // forwarded peek (up to 100 messages of up to 1 MiB), is larger than any bound that would
     // still stop a faulty peer from making this node allocate much.
-    let service = RaftServer::new(PeerService::new(core, tls.is_some()))
+    let service = RaftServer::new(PeerService::new(core, tls.is_some(), work))
         .max_decoding_message_size(usize::MAX)
         .max_encoding_message_size(usize::MAX);
     tokio::spawn(match tls {
@@ -293,7 +301,7 @@ impl Node {
         let (shutdown, signal) = watch::channel(false);
         let mut tasks = vec![spawn_peer_service(
             Arc::clone(&core),
-            config.peer_tls.as_ref(),
+            &config,
             transport,
             signal.clone(),
         )];

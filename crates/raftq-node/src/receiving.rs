@@ -19,8 +19,7 @@ use std::sync::Arc;
 use openraft::error::{InstallSnapshotError, RaftError, SnapshotMismatch};
 use openraft::raft::{InstallSnapshotRequest, InstallSnapshotResponse};
 use openraft::{Raft, Snapshot, SnapshotId, SnapshotSegmentId, StorageError, StorageIOError};
-use raftq_store::{snapshot, NodeId, TypeConfig};
-use tokio::fs::File;
+use raftq_store::{NodeId, SnapshotFile, TypeConfig, Work};
 use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 use tokio::sync::Mutex;
 
@@ -29,20 +28,30 @@ pub(crate) type Reply =
     Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>;
 
 /// The snapshot being received, if any. Clones share it.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub(crate) struct SnapshotReceiver {
     incoming: Arc<Mutex<Option<Incoming>>>,
+    /// Where a received file is checked.
+    work: Work,
 }
 
 /// A snapshot part received.
 struct Incoming {
     id: SnapshotId,
-    file: Box<File>,
+    file: Box<SnapshotFile>,
     /// Bytes received from the first on: the next chunk may start anywhere up to here.
     received: u64,
 }
 
 impl SnapshotReceiver {
+    /// A receiver with no snapshot under way, checking what it receives as `work` says.
+    pub(crate) fn new(work: Work) -> SnapshotReceiver {
+        SnapshotReceiver {
+            incoming: Arc::default(),
+            work,
+        }
+    }
+
     /// Handles one chunk for `raft`, in a task of its own (see the module's documentation).
     pub(crate) async fn receive(
         &self,
@@ -99,7 +108,7 @@ impl SnapshotReceiver {
         let Some(part) = incoming.take() else {
             return Err(mismatch(&id, chunk.offset));
         };
-        let file = match finish(part.file, end).await {
+        let file = match finish(part.file, end, self.work).await {
             Ok(file) => file,
             Err(e) => {
                 tracing::warn!(
@@ -123,7 +132,7 @@ impl SnapshotReceiver {
 }
 
 /// Writes `data` at byte `offset` of `file`.
-async fn write_at(file: &mut File, offset: u64, data: &[u8]) -> std::io::Result<()> {
+async fn write_at(file: &mut SnapshotFile, offset: u64, data: &[u8]) -> std::io::Result<()> {
     file.seek(SeekFrom::Start(offset)).await?;
     file.write_all(data).await?;
     file.flush().await
@@ -131,16 +140,13 @@ async fn write_at(file: &mut File, offset: u64, data: &[u8]) -> std::io::Result<
 
 /// Cuts the file at `end` (a chunk sent again from the start leaves later bytes behind it),
 /// checks it whole and returns it.
-async fn finish(file: Box<File>, end: u64) -> std::io::Result<Box<File>> {
+async fn finish(
+    file: Box<SnapshotFile>,
+    end: u64,
+    work: Work,
+) -> std::io::Result<Box<SnapshotFile>> {
     file.set_len(end).await?;
-    let mut reading = file.try_clone().await?.into_std().await;
-    tokio::task::spawn_blocking(move || {
-        use std::io::Seek;
-        reading.seek(SeekFrom::Start(0))?;
-        snapshot::check(reading)
-    })
-    .await
-    .map_err(std::io::Error::other)??;
+    file.check(work).await?;
     Ok(file)
 }
 

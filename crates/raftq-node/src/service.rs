@@ -24,7 +24,7 @@ use uuid::Uuid;
 
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use openraft::Vote;
-use raftq_store::{NodeId, TypeConfig};
+use raftq_store::{NodeId, TypeConfig, Work};
 
 use crate::admission::{PeerCall, PingAnswer, Standing, CLUSTER_HEADER};
 use crate::error::NodeError;
@@ -44,11 +44,12 @@ pub(crate) struct PeerService {
 }
 
 impl PeerService {
-    pub(crate) fn new(core: Arc<Core>, authenticated: bool) -> PeerService {
+    /// The service of `core`'s node, whose received snapshots are checked as `work` says.
+    pub(crate) fn new(core: Arc<Core>, authenticated: bool, work: Work) -> PeerService {
         PeerService {
             core,
             authenticated,
-            receiver: SnapshotReceiver::default(),
+            receiver: SnapshotReceiver::new(work),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The simulation's faults, one at a time, each healed before the next, from the seed's source:
 //! partitions (both ways and one way), clock jumps both ways, crashes, power losses of one node
-//! and of every node at once, and membership changes (a new node added, an added one removed).
+//! and of every node at once, failed fsyncs, and membership changes (a new node added, an added
+//! one removed).
 //! A fault aimed at "the leader" finds it by asking the members.
 
 use std::time::Duration;
@@ -19,7 +20,7 @@ use crate::world::{address, Action, Control};
 const JUMP_MS: i64 = 3_600_000;
 
 /// The kinds of fault, each with its weight in the draw.
-const KINDS: [(&str, u32); 10] = [
+const KINDS: [(&str, u32); 11] = [
     ("partition", 3),
     ("one_way_partition", 3),
     ("clock_jump", 3),
@@ -30,6 +31,9 @@ const KINDS: [(&str, u32); 10] = [
     // replicated before its own fsync of them ended.
     ("power_loss_leader", 2),
     ("power_loss_all", 1),
+    // A disk that fails fsyncs: the node must not answer for what they should have made
+    // durable; it is then restarted after a power loss, which draws what those fsyncs left.
+    ("fsync_failure", 2),
     ("grow", 1),
     ("shrink", 1),
 ];
@@ -195,6 +199,13 @@ async fn inject(
         "power_loss" | "power_loss_leader" => {
             let _ = control.act(Action::PowerLoss(target)).await;
             sleep(hold).await;
+            start(control, target).await
+        }
+        "fsync_failure" => {
+            let count = rng.random_range(1..=3);
+            let _ = control.act(Action::FailSyncs { id: target, count }).await;
+            sleep(hold).await;
+            let _ = control.act(Action::PowerLoss(target)).await;
             start(control, target).await
         }
         "power_loss_all" => {

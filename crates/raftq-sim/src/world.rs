@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use raftq_node::{Node, NodeConfig, NodeId, PeerTransport, WallClock};
 use raftq_store::crash_disk::CrashDisk;
-use raftq_store::{LogOptions, Work};
+use raftq_store::{LogOptions, StateOptions, Work};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tempfile::TempDir;
@@ -39,6 +39,9 @@ pub const EPOCH_MS: u64 = 1_800_000_000_000;
 const FSYNC: Duration = Duration::from_millis(2);
 /// Bytes of a log segment: small, so that runs roll segments often.
 const SEGMENT_BYTES: u64 = 256 * 1024;
+/// Entries applied since the last snapshot before the next may be built (the log must also
+/// outweigh the messages held; see raftq-node's `snapshots`).
+const SNAPSHOT_AFTER_LOGS: u64 = 200;
 
 /// The peer address of node `id`.
 pub fn address(id: NodeId) -> String {
@@ -69,6 +72,9 @@ pub enum Action {
     Start { id: NodeId, join: Option<String> },
     /// Stops the node and loses what its log did not fsync.
     PowerLoss(NodeId),
+    /// Makes the next `count` fsyncs of the node's log disk fail, leaving what each should
+    /// have written undecided (as Linux does after it reports a failed fsync).
+    FailSyncs { id: NodeId, count: u32 },
 }
 
 type Asked = (Action, oneshot::Sender<Result<(), String>>);
@@ -212,9 +218,9 @@ impl World {
         }
         let mut config = NodeConfig::new(id, self.peers.clone(), machine.dir.clone());
         config.join = machine.join.clone();
-        // Snapshots write and read their files through tokio's blocking pool, which a
-        // simulation cannot order: the log is never purged, and a new member gets it whole.
-        config.snapshot_after_logs = u64::MAX;
+        // Often enough that a run builds, sends and installs snapshots and purges the log
+        // behind them: a node that was away or is new catches up from a snapshot.
+        config.snapshot_after_logs = SNAPSHOT_AFTER_LOGS;
         let (clock, skew) = (self.control.clock.clone(), self.control.skew_of(id));
         config.wall_clock = WallClock::new(move || {
             clock
@@ -226,6 +232,11 @@ impl World {
             segment_bytes: SEGMENT_BYTES,
             work: Work::Tasks { fsync: FSYNC },
             spare_thread: false,
+        };
+        // Every stop here is a crash: the state store keeps what it had flushed and what its
+        // write-ahead log holds, and the node applies the rest of the log again.
+        config.state = StateOptions {
+            flush_on_close: false,
         };
         let software = run_node(
             config,
@@ -273,6 +284,11 @@ impl World {
                 self.start(*id, join.clone()).map_err(|e| e.to_string())?;
             }
             Action::PowerLoss(id) => self.lose_power(*id),
+            Action::FailSyncs { id, count } => {
+                if let Some(machine) = self.machines.get(id) {
+                    machine.disk.fail_syncs(*count);
+                }
+            }
         }
         Ok(())
     }

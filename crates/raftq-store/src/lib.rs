@@ -31,6 +31,7 @@ mod recent;
 mod records;
 mod segments;
 pub mod snapshot;
+mod snapshot_file;
 pub mod state_machine;
 mod stepped;
 pub mod types;
@@ -44,6 +45,7 @@ pub use log_store::{
 };
 pub use records::SegmentError;
 pub use segments::LogOptions;
+pub use snapshot_file::SnapshotFile;
 pub use state_machine::{
     Awaited, AwaitedWrite, OpenError, PayloadView, RocksStateMachine, StateReader, SM_META_CF,
     STATE_CF,
@@ -69,8 +71,16 @@ pub fn column_families() -> Vec<rocksdb::ColumnFamilyDescriptor> {
 /// The write-ahead log is recovered to the last record before the first one that fails its
 /// checksum (see the comment at its mode below); a closed log file shorter than the manifest
 /// recorded refuses to open.
-pub fn open_db(path: &std::path::Path) -> Result<std::sync::Arc<rocksdb::DB>, rocksdb::Error> {
+pub fn open_db(
+    path: &std::path::Path,
+    state: &StateOptions,
+) -> Result<std::sync::Arc<rocksdb::DB>, rocksdb::Error> {
     let mut options = rocksdb::Options::default();
+    if !state.flush_on_close {
+        // Read from an options string, as the crate has no setter of its own; first, since
+        // the options it makes keep nothing set on `options` but its fields (the Env below).
+        options = options.get_options_from_string("avoid_flush_during_shutdown=true")?;
+    }
     options.create_if_missing(true);
     options.create_missing_column_families(true);
     options.set_atomic_flush(true);
@@ -97,6 +107,25 @@ pub fn open_db(path: &std::path::Path) -> Result<std::sync::Arc<rocksdb::DB>, ro
     let db = rocksdb::DB::open_cf_descriptors(&options, path, column_families())?;
     verify(&db)?;
     Ok(std::sync::Arc::new(db))
+}
+
+/// How a node's state store behaves when it closes.
+#[derive(Debug, Clone)]
+pub struct StateOptions {
+    /// Whether closing the database writes out what the applies wrote. Applies skip the
+    /// write-ahead log, so a database closed without it reopens at its last flush, as a killed
+    /// process leaves it, and the node applies the log's entries since then again. Servers
+    /// flush, so that a clean stop restarts without that work; a simulated crash does not,
+    /// since a killed process cannot.
+    pub flush_on_close: bool,
+}
+
+impl Default for StateOptions {
+    fn default() -> StateOptions {
+        StateOptions {
+            flush_on_close: true,
+        }
+    }
 }
 
 /// Makes the names in `dir` (files created, renamed or removed) durable.
@@ -158,18 +187,26 @@ impl StorageError {
 /// `log/`, snapshot files in `snapshots/`), creating what is missing, for a cluster serving
 /// `region`.
 pub fn open(data_dir: &std::path::Path, region: &str) -> Result<Storage, StorageError> {
-    open_on(data_dir, region, &LogOptions::default())
+    open_on(
+        data_dir,
+        region,
+        &LogOptions::default(),
+        &StateOptions::default(),
+    )
 }
 
-/// Opens a node's storage as [`open`] does, with the log's segment files kept as `log` says:
-/// on another disk, their slow work done elsewhere (a simulation's).
+/// Opens a node's storage as [`open`] does, with the log's segment files kept as `log` says
+/// (on another disk, their slow work done elsewhere: a simulation's) and the state store
+/// closing as `state` says.
 pub fn open_on(
     data_dir: &std::path::Path,
     region: &str,
     log: &LogOptions,
+    state: &StateOptions,
 ) -> Result<Storage, StorageError> {
     disk::create_dir_durably(&disk::RealDisk, data_dir).map_err(LogStoreError::Io)?;
-    let db = open_db(&data_dir.join("db"))?;
+    let work = log.work;
+    let db = open_db(&data_dir.join("db"), state)?;
     // RocksDB syncs the entries of its own directory, not the directory's entry in its parent.
     sync_dir(data_dir).map_err(LogStoreError::Io)?;
     let database = Database(std::sync::Arc::downgrade(&db));
@@ -179,7 +216,7 @@ pub fn open_on(
         &data_dir.join("log"),
         log,
     )?;
-    let state_machine = RocksStateMachine::open(db, region, data_dir.join("snapshots"))?;
+    let state_machine = RocksStateMachine::open(db, region, data_dir.join("snapshots"), work)?;
     let purged = log
         .last_purged()
         .map_err(StorageError::LogRead)?
@@ -272,7 +309,7 @@ mod tests {
     /// flushes them to a table; with `then_delete`, deletes them all with one range deletion,
     /// flushed to a table of its own, as a purge leaves them until compaction.
     fn write_rows(path: &std::path::Path, then_delete: bool) {
-        let db = open_db(path).expect("open");
+        let db = open_db(path, &StateOptions::default()).expect("open");
         let state = db.cf_handle(STATE_CF).expect("state");
         for i in 0..200u32 {
             db.put_cf(state, i.to_be_bytes(), vec![i as u8; 1024])
@@ -305,7 +342,8 @@ mod tests {
         let path = tmp.path().join("db");
         write_rows(&path, false);
         damage_largest_table(&path);
-        let error = open_db(&path).expect_err("a damaged table is refused");
+        let error =
+            open_db(&path, &StateOptions::default()).expect_err("a damaged table is refused");
         assert!(is_damage(&error), "{error}");
     }
 
@@ -315,8 +353,43 @@ mod tests {
         let path = tmp.path().join("db");
         write_rows(&path, true);
         damage_largest_table(&path);
-        let error = open_db(&path).expect_err("a damaged table is refused");
+        let error =
+            open_db(&path, &StateOptions::default()).expect_err("a damaged table is refused");
         assert!(is_damage(&error), "{error}");
+    }
+
+    #[test]
+    fn a_database_closed_without_flushing_keeps_its_flushed_and_logged_writes_only() {
+        let tmp = tempfile::TempDir::new().expect("temp dir");
+        let path = tmp.path().join("db");
+        let crash = StateOptions {
+            flush_on_close: false,
+        };
+        let mut unlogged = rocksdb::WriteOptions::default();
+        unlogged.disable_wal(true);
+        {
+            let db = open_db(&path, &crash).expect("open");
+            let state = db.cf_handle(STATE_CF).expect("state");
+            let meta = db.cf_handle(META_CF).expect("meta");
+            db.put_cf_opt(state, b"flushed", b"1", &unlogged)
+                .expect("put");
+            db.flush_cf(state).expect("flush");
+            db.put_cf_opt(state, b"unlogged", b"2", &unlogged)
+                .expect("put");
+            db.put_cf(meta, b"logged", b"3").expect("put");
+        }
+        let db = open_db(&path, &crash).expect("reopen");
+        let state = db.cf_handle(STATE_CF).expect("state");
+        let meta = db.cf_handle(META_CF).expect("meta");
+        assert_eq!(
+            db.get_cf(state, b"flushed").expect("get"),
+            Some(b"1".to_vec())
+        );
+        assert_eq!(db.get_cf(state, b"unlogged").expect("get"), None);
+        assert_eq!(
+            db.get_cf(meta, b"logged").expect("get"),
+            Some(b"3".to_vec())
+        );
     }
 
     /// The newest write-ahead log file of the database at `path`.
@@ -336,7 +409,7 @@ mod tests {
         let mut synced = rocksdb::WriteOptions::default();
         synced.set_sync(true);
         {
-            let db = open_db(&path).expect("open");
+            let db = open_db(&path, &StateOptions::default()).expect("open");
             let meta = db.cf_handle(META_CF).expect("meta");
             for key in 1..=3u8 {
                 db.put_cf_opt(meta, [key], [key; 300], &synced)
@@ -352,7 +425,7 @@ mod tests {
             .expect("the last value");
         bytes[value + 150..value + 300].fill(0);
         std::fs::write(&wal, &bytes).expect("write");
-        let db = open_db(&path).expect("a torn last record opens");
+        let db = open_db(&path, &StateOptions::default()).expect("a torn last record opens");
         let meta = db.cf_handle(META_CF).expect("meta");
         assert_eq!(db.get_cf(meta, [2]).expect("get"), Some(vec![2; 300]));
         assert_eq!(db.get_cf(meta, [3]).expect("get"), None);

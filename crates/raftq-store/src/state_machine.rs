@@ -40,13 +40,12 @@ use rocksdb::{
 };
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use tokio::fs::File;
-use tokio::io::AsyncWriteExt;
 use tokio::sync::oneshot;
 
 use crate::snapshot::{self, SnapshotDir};
 use crate::types::{NodeId, Response, TypeConfig};
 use crate::waiters::Waiters;
+use crate::{SnapshotFile, Work};
 
 /// Column family of engine rows and payloads.
 pub const STATE_CF: &str = "sm_state";
@@ -255,6 +254,8 @@ pub struct RocksStateMachine {
     snapshot_count: u64,
     snapshots: Snapshots,
     waiters: Waiters,
+    /// Where snapshots are built and installed, and how their files are read and written.
+    work: Work,
     /// The size of the last apply's write batch: the next one starts at that capacity rather
     /// than growing by copying what it holds.
     batch_bytes: usize,
@@ -270,8 +271,14 @@ struct Snapshots {
 
 impl RocksStateMachine {
     /// Opens the state stored in `db` (opened with [`state_column_families`]), with snapshot
-    /// files in `snapshot_dir`; an empty database gives an empty engine for `region`.
-    pub fn open(db: Arc<DB>, region: &str, snapshot_dir: PathBuf) -> Result<Self, OpenError> {
+    /// files in `snapshot_dir`, built and installed as `work` says; an empty database gives an
+    /// empty engine for `region`.
+    pub fn open(
+        db: Arc<DB>,
+        region: &str,
+        snapshot_dir: PathBuf,
+        work: Work,
+    ) -> Result<Self, OpenError> {
         let state = db
             .cf_handle(STATE_CF)
             .ok_or(OpenError::MissingColumnFamily(STATE_CF))?;
@@ -302,6 +309,7 @@ impl RocksStateMachine {
                 current: Arc::default(),
             },
             waiters: Waiters::default(),
+            work,
         })
     }
 
@@ -526,16 +534,15 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
             db: Arc::clone(&self.db),
             snapshots: self.snapshots.clone(),
             count: self.snapshot_count,
+            work: self.work,
         }
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<File>, StorageError<NodeId>> {
+    async fn begin_receiving_snapshot(
+        &mut self,
+    ) -> Result<Box<SnapshotFile>, StorageError<NodeId>> {
         let path = self.snapshots.dir.file(&SnapshotDir::receiving_name());
-        let file = tokio::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
+        let file = SnapshotFile::create_new(&path, self.work)
             .await
             .map_err(|e| StorageError::from(StorageIOError::write_snapshot(None, &e)))?;
         Ok(Box::new(file))
@@ -544,11 +551,12 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
     async fn install_snapshot(
         &mut self,
         meta: &Meta,
-        snapshot: Box<File>,
+        snapshot: Box<SnapshotFile>,
     ) -> Result<(), StorageError<NodeId>> {
-        let mut received = *snapshot;
-        received.flush().await.map_err(|e| unreadable(meta, &e))?;
-        let received = received.into_std().await;
+        let received = snapshot
+            .into_std()
+            .await
+            .map_err(|e| unreadable(meta, &e))?;
         let region = self.region().map_err(io_err)?;
         let (db, engine, snapshots) = (
             Arc::clone(&self.db),
@@ -559,12 +567,12 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         let started = Instant::now();
         // Reading, restoring and writing a large state takes seconds: off the runtime's workers,
         // which carry the Raft core and the network meanwhile.
-        let (applied, rows) = tokio::task::spawn_blocking(move || {
-            install(&db, &engine, &snapshots, region, &owned, received)
-        })
-        .await
-        .map_err(io_err)?
-        .map_err(|e| *e)?;
+        let (applied, rows) = self
+            .work
+            .blocking(move || install(&db, &engine, &snapshots, region, &owned, received))
+            .await
+            .map_err(io_err)?
+            .map_err(|e| *e)?;
         self.applied = applied;
         tracing::info!(
             snapshot = %meta.snapshot_id,
@@ -581,7 +589,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         let Some(stored) = stored_snapshot(&self.db).map_err(io_err)? else {
             return Ok(None);
         };
-        let file = File::open(self.snapshots.dir.file(&stored.file))
+        let file = SnapshotFile::open(&self.snapshots.dir.file(&stored.file), self.work)
             .await
             .map_err(|e| unreadable(&stored.meta, &e))?;
         Ok(Some(Snapshot {
@@ -680,14 +688,36 @@ pub struct SnapshotBuilder {
     db: Arc<DB>,
     snapshots: Snapshots,
     count: u64,
+    work: Work,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
+        let started = Instant::now();
+        let (stored, path) = match self.work {
+            Work::Threads => self.build_on_a_thread().await,
+            Work::Tasks { .. } => build(&self.db, &self.snapshots, self.count),
+        }
+        .map_err(io_err)?;
+        tracing::info!(
+            snapshot = %stored.meta.snapshot_id,
+            seconds = started.elapsed().as_secs_f64(),
+            "built a snapshot"
+        );
+        let file = SnapshotFile::open(&path, self.work).await.map_err(io_err)?;
+        Ok(Snapshot {
+            meta: stored.meta,
+            snapshot: Box::new(file),
+        })
+    }
+}
+
+impl SnapshotBuilder {
+    /// Builds on a thread of its own, at a lower priority.
+    async fn build_on_a_thread(&self) -> io::Result<(StoredSnapshot, PathBuf)> {
         let db = Arc::clone(&self.db);
         let snapshots = self.snapshots.clone();
         let count = self.count;
-        let started = Instant::now();
         let (done, built) = oneshot::channel();
         std::thread::Builder::new()
             .name("raftq-snapshot".into())
@@ -695,19 +725,8 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
                 lower_priority();
                 // Nobody is left to hear of it only if the build was abandoned.
                 let _ = done.send(build(&db, &snapshots, count));
-            })
-            .map_err(io_err)?;
-        let (stored, path) = built.await.map_err(io_err)?.map_err(io_err)?;
-        tracing::info!(
-            snapshot = %stored.meta.snapshot_id,
-            seconds = started.elapsed().as_secs_f64(),
-            "built a snapshot"
-        );
-        let file = File::open(path).await.map_err(io_err)?;
-        Ok(Snapshot {
-            meta: stored.meta,
-            snapshot: Box::new(file),
-        })
+            })?;
+        built.await.map_err(io::Error::other)?
     }
 }
 

@@ -18,7 +18,7 @@ openraft::declare_raft_types!(
         R = Vec<Response>,
         NodeId = u64,
         Node = openraft::BasicNode,
-        SnapshotData = tokio::fs::File,
+        SnapshotData = crate::snapshot_file::SnapshotFile,
         AsyncRuntime = crate::random::Runtime,
 );
 

@@ -10,29 +10,41 @@ use openraft::testing::{StoreBuilder, Suite};
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftSnapshotBuilder, StorageError};
 use raftq_engine::{Attribute, Command, NewMessage, Outcome, QueueAttributes};
 use raftq_store::{
-    open_db, CommandGroup, LogStore, NodeId, RocksStateMachine, TypeConfig, META_CF,
+    open_db, CommandGroup, LogStore, NodeId, RocksStateMachine, TypeConfig, Work, META_CF,
 };
 use tempfile::TempDir;
 use uuid::Uuid;
 
 const REGION: &str = "local";
 
+/// Snapshots built and installed by a server's threads, or inline, as a simulation does.
+const WORKS: [Work; 2] = [
+    Work::Threads,
+    Work::Tasks {
+        fsync: std::time::Duration::ZERO,
+    },
+];
+
 fn open(dir: &TempDir) -> (LogStore<TypeConfig>, RocksStateMachine) {
-    let db = open_db(&dir.path().join("db")).expect("open RocksDB");
+    open_with(dir, Work::Threads)
+}
+
+fn open_with(dir: &TempDir, work: Work) -> (LogStore<TypeConfig>, RocksStateMachine) {
+    let db = open_db(&dir.path().join("db"), &Default::default()).expect("open RocksDB");
     let log = LogStore::open(Arc::clone(&db), META_CF, &dir.path().join("log")).expect("log store");
-    let sm = RocksStateMachine::open(db, REGION, dir.path().join("snapshots"))
+    let sm = RocksStateMachine::open(db, REGION, dir.path().join("snapshots"), work)
         .expect("open state machine");
     (log, sm)
 }
 
-struct Builder;
+struct Builder(Work);
 
 impl StoreBuilder<TypeConfig, LogStore<TypeConfig>, RocksStateMachine, TempDir> for Builder {
     async fn build(
         &self,
     ) -> Result<(TempDir, LogStore<TypeConfig>, RocksStateMachine), StorageError<NodeId>> {
         let dir = TempDir::new().expect("create temp dir");
-        let (log, sm) = open(&dir);
+        let (log, sm) = open_with(&dir, self.0);
         Ok((dir, log, sm))
     }
 }
@@ -40,7 +52,9 @@ impl StoreBuilder<TypeConfig, LogStore<TypeConfig>, RocksStateMachine, TempDir> 
 /// `Suite::test_all` starts a tokio runtime per case, so this is a plain test.
 #[test]
 fn openraft_suite_passes_on_the_real_log_and_state_machine() {
-    Suite::test_all(Builder).expect("openraft storage suite");
+    for work in WORKS {
+        Suite::test_all(Builder(work)).expect("openraft storage suite");
+    }
 }
 
 fn entry(index: u64, now: u64, command: Command) -> Entry<TypeConfig> {
@@ -218,8 +232,14 @@ async fn a_deleted_queue_leaves_at_once_and_ticks_free_its_payloads_across_a_reo
 
 #[tokio::test]
 async fn a_snapshot_reproduces_the_state_on_a_fresh_node() {
+    for work in WORKS {
+        a_snapshot_reproduces_the_state_with(work).await;
+    }
+}
+
+async fn a_snapshot_reproduces_the_state_with(work: Work) {
     let source_dir = TempDir::new().expect("temp dir");
-    let (_log, mut source) = open(&source_dir);
+    let (_log, mut source) = open_with(&source_dir, work);
     source.apply(workload()).await.expect("apply");
     assert_eq!(source.reader().snapshot_bytes(), 0, "no snapshot yet");
     let snapshot = source
@@ -230,7 +250,7 @@ async fn a_snapshot_reproduces_the_state_on_a_fresh_node() {
         .expect("build snapshot");
 
     let target_dir = TempDir::new().expect("temp dir");
-    let (_log2, mut target) = open(&target_dir);
+    let (_log2, mut target) = open_with(&target_dir, work);
     target
         .install_snapshot(&snapshot.meta, snapshot.snapshot)
         .await
