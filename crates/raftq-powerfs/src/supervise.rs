@@ -195,7 +195,7 @@ fn reap(main: Option<Pid>) -> Option<i32> {
 }
 
 fn unmount(session: fuser::BackgroundSession, options: &Supervise) {
-    if let Err(err) = crate::fs::unmount(session) {
+    if let Err(err) = crate::fs::unmount(session, &options.mountpoint) {
         tracing::warn!(%err, "unmount failed; detaching the mount");
         if let Err(err) = nix::mount::umount2(&options.mountpoint, nix::mount::MntFlags::MNT_DETACH)
         {

@@ -85,7 +85,7 @@ impl Mounted {
 
     fn unmount(&mut self) {
         if let Some(session) = self.session.take() {
-            raftq_powerfs::fs::unmount(session).expect("unmount");
+            raftq_powerfs::fs::unmount(session, &self.mnt()).expect("unmount");
         }
     }
 }

@@ -21,7 +21,7 @@ use std::io;
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use fuser::{
     AccessFlags, BackgroundSession, BsdFileFlags, Config, Errno, FileAttr, FileHandle, FileType,
@@ -233,9 +233,27 @@ pub fn mount(
     session.spawn().map_err(mount_error)
 }
 
-/// Unmounts `session` and waits for its threads. A thread that reads its cloned device after
-/// the unmount gets `ECONNABORTED`: the session ended as asked, which is no failure.
-pub fn unmount(session: BackgroundSession) -> io::Result<()> {
+/// How long an unmount keeps retrying while the mount is busy.
+const UNMOUNT_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Unmounts `session` from `mountpoint` and waits for its threads.
+///
+/// The unmount is retried while the kernel answers `EBUSY`: a file closed a moment ago can
+/// still hold the mount, for example a descriptor copied into a child process that another
+/// thread forked and that has not reached its `exec` yet. fuser then finds the mount gone and
+/// only joins. A thread that reads its cloned device after the unmount gets `ECONNABORTED`: the
+/// session ended as asked, which is no failure.
+pub fn unmount(session: BackgroundSession, mountpoint: &Path) -> io::Result<()> {
+    let deadline = Instant::now() + UNMOUNT_PATIENCE;
+    loop {
+        match nix::mount::umount2(mountpoint, nix::mount::MntFlags::empty()) {
+            Err(nix::errno::Errno::EBUSY) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(nix::errno::Errno::EBUSY) => return Err(io::Error::from(nix::errno::Errno::EBUSY)),
+            _ => break,
+        }
+    }
     match session.umount_and_join() {
         Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => Ok(()),
         other => other,
