@@ -240,21 +240,27 @@ const UNMOUNT_PATIENCE: Duration = Duration::from_secs(10);
 ///
 /// The unmount is retried while the kernel answers `EBUSY`: a file closed a moment ago can
 /// still hold the mount, for example a descriptor copied into a child process that another
-/// thread forked and that has not reached its `exec` yet. fuser then finds the mount gone and
-/// only joins. A thread that reads its cloned device after the unmount gets `ECONNABORTED`: the
-/// session ended as asked, which is no failure.
+/// thread forked and that has not reached its `exec` yet. When this process may not unmount
+/// (not root), fuser's own unmount goes through `fusermount`. A thread that reads its cloned
+/// device after the unmount gets `ECONNABORTED`: the session ended as asked, which is no
+/// failure.
 pub fn unmount(session: BackgroundSession, mountpoint: &Path) -> io::Result<()> {
     let deadline = Instant::now() + UNMOUNT_PATIENCE;
-    loop {
+    let unmounted = loop {
         match nix::mount::umount2(mountpoint, nix::mount::MntFlags::empty()) {
             Err(nix::errno::Errno::EBUSY) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(20));
             }
             Err(nix::errno::Errno::EBUSY) => return Err(io::Error::from(nix::errno::Errno::EBUSY)),
-            _ => break,
+            other => break other.is_ok(),
         }
-    }
-    match session.umount_and_join() {
+    };
+    let ended = if unmounted {
+        session.join()
+    } else {
+        session.umount_and_join()
+    };
+    match ended {
         Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => Ok(()),
         other => other,
     }
