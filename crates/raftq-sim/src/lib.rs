@@ -17,6 +17,7 @@ pub mod faults;
 pub mod host;
 pub mod net;
 pub mod scenario;
+pub mod snapshots;
 mod waiting;
 pub mod workload;
 pub mod world;
@@ -84,11 +85,12 @@ impl Run {
             .count();
         let mut line = format!(
             "seed {}: {} events, {faults} faults ({} power losses, {} lost unsynced writes), {} \
-             anomalies, history {}",
+             snapshots installed, {} anomalies, history {}",
             self.seed,
             self.judged.events.len(),
             self.tally.power_losses,
             self.tally.lost_unsynced,
+            self.tally.snapshots_installed,
             self.judged.report.total(),
             &self.digest[..16]
         );

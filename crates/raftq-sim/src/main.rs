@@ -42,6 +42,13 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    {
+        use tracing_subscriber::layer::SubscriberExt;
+        let counting = tracing_subscriber::registry().with(raftq_sim::snapshots::counter());
+        if tracing::subscriber::set_global_default(counting).is_err() {
+            eprintln!("snapshot installs are not counted: a tracing subscriber is already set");
+        }
+    }
     let options = Options {
         faults_for: Duration::from_secs(args.faults_for),
     };

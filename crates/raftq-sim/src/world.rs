@@ -150,6 +150,8 @@ pub struct Tally {
     /// Power losses, and how many of them lost writes the log had not fsynced yet.
     pub power_losses: u64,
     pub lost_unsynced: u64,
+    /// Snapshots the nodes installed (counted when the `raftq-sim` command runs).
+    pub snapshots_installed: u64,
 }
 
 /// The simulated cluster and its director.
@@ -163,6 +165,8 @@ pub struct World {
     failures: Arc<Mutex<Vec<String>>>,
     power_losses: u64,
     lost_unsynced: u64,
+    /// This thread's count of installed snapshots when the world began.
+    installed_before: u64,
     dir: TempDir,
 }
 
@@ -184,6 +188,7 @@ impl World {
             failures: Arc::default(),
             power_losses: 0,
             lost_unsynced: 0,
+            installed_before: crate::snapshots::installed(),
             dir: TempDir::new()?,
         })
     }
@@ -197,6 +202,7 @@ impl World {
                 .unwrap_or_else(PoisonError::into_inner)
                 .clone(),
             power_losses: self.power_losses,
+            snapshots_installed: crate::snapshots::installed() - self.installed_before,
             lost_unsynced: self.lost_unsynced,
         }
     }
