@@ -43,20 +43,14 @@ impl SnapshotFile {
 
     /// Creates the file at `path`, which must not exist, for reading and writing.
     pub async fn create_new(path: &Path, work: Work) -> io::Result<SnapshotFile> {
+        let mut how = OpenOptions::new();
+        how.read(true).write(true).create_new(true);
         match work {
-            Work::Threads => tokio::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
+            Work::Threads => tokio::fs::OpenOptions::from(how)
                 .open(path)
                 .await
                 .map(SnapshotFile::pooled),
-            Work::Tasks { .. } => OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .open(path)
-                .map(SnapshotFile::inline),
+            Work::Tasks { .. } => how.open(path).map(SnapshotFile::inline),
         }
     }
 
