@@ -1,7 +1,7 @@
 //! What only the gRPC API has, end to end on a real single-node cluster on loopback (set up by
 //! `serving`) with the tonic client generated from `proto/raftq.proto`: send streams (in order,
 //! past a refusal, with API keys and accounts), a queue field that protobuf lets be empty, a
-//! patch that both sets and removes a tag, and REST and gRPC sharing one port. The operations both fronts share, with gRPC's status codes
+//! patch that both sets and removes a tag, REST and gRPC sharing one port, and backups streamed. The operations both fronts share, with gRPC's status codes
 //! and error metadata, are tested through both in `api`. Every test is bounded in time and
 //! stops its server and node.
 
@@ -249,6 +249,46 @@ async fn rest_and_grpc_share_the_port() {
         ] {
             assert!(metrics.contains(line), "{line}: {metrics}");
         }
+    })
+    .await;
+    s.shutdown().await;
+}
+
+/// A backup streams over gRPC as the bytes of one backup file, for admin keys only; on a quiet
+/// node its state digest is the node's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_streams_its_file_for_admin_keys_only() {
+    let s = Grpc::start(two_accounts()).await;
+    bounded(async {
+        let mut acme = s.with_key(Some("acme-key")).client();
+        acme.create_queue(new_queue("kept")).await.expect("create");
+        acme.send_message(message("kept", "body"))
+            .await
+            .expect("send");
+        let refused = acme.backup(pb::BackupRequest {}).await;
+        assert_eq!(
+            refused.expect_err("not admin").code(),
+            tonic::Code::PermissionDenied
+        );
+
+        let mut admin = s.with_key(Some("admin-key")).client();
+        let mut chunks = admin
+            .backup(pb::BackupRequest {})
+            .await
+            .expect("backup")
+            .into_inner();
+        let mut file = Vec::new();
+        while let Some(chunk) = chunks.message().await.expect("chunk") {
+            file.extend(chunk.data);
+        }
+        let backup = raftq_store::backup::read(file.as_slice()).expect("a whole backup");
+        let (applied, digest) = s.serving().node.digest().expect("digest");
+        assert_eq!(backup.header.applied_index, applied);
+        assert_eq!(backup.state_digest, digest);
+        assert!(
+            backup.rows.len() >= 3,
+            "the queue, its message and its payload"
+        );
     })
     .await;
     s.shutdown().await;

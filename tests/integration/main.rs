@@ -2,12 +2,13 @@
 //! client API end to end over a served node (set up by `serving`): every operation through both
 //! of its fronts (`api`, over the REST and gRPC views of `front`, gRPC's by way of `protojson`),
 //! and what only one front has (`http`, `grpc`); the `raftq` command as a user runs it
-//! (`process`), with TLS on its listener (`tls`) and between peers (`peers`), with certificates
-//! from `certs`, and its limits against abuse (`limits`); the SQS-compatible endpoint with the
+//! (`process`) and its backups (`backup`), with TLS on its listener (`tls`) and between peers
+//! (`peers`), with certificates from `certs`, and its limits against abuse (`limits`); the SQS-compatible endpoint with the
 //! AWS SDK for Rust and hand-built Query requests (`sqs`). Every test is bounded in time and
 //! removes what it started. Tests of one crate stay beside its code.
 
 mod api;
+mod backup;
 mod certs;
 mod cluster;
 mod front;

@@ -2,9 +2,10 @@
 //! `kill -9` of the server with a restart from the same data directory, and a cluster grown,
 //! repaired and shrunk with `raftq cluster add | replace | remove`.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -60,7 +61,7 @@ fn serve(dir: &Path) -> Server {
 }
 
 /// [`serve`] with more flags.
-fn serve_with(dir: &Path, flags: &[&str]) -> Server {
+pub(crate) fn serve_with(dir: &Path, flags: &[&str]) -> Server {
     start(dir, flags, None)
 }
 
@@ -86,10 +87,11 @@ pub(crate) fn start_as(
         // read from it below), with nothing in the environment asking for that.
         .env_remove("NO_COLOR")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("start raftq serve");
     let log = child.stdout.take().expect("the server's log (its stdout)");
+    let errors = drain(child.stderr.take().expect("the server's stderr"));
     let (tx, rx) = mpsc::channel();
     // Reads the whole log, so the server never blocks on a full pipe.
     std::thread::spawn(move || {
@@ -100,9 +102,13 @@ pub(crate) fn start_as(
     let deadline = Instant::now() + Duration::from_secs(30);
     let addr = loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let line = rx
-            .recv_timeout(left)
-            .expect("the server logs the address it serves on");
+        let Ok(line) = rx.recv_timeout(left) else {
+            let _ = child.kill();
+            let stderr = errors
+                .recv_timeout(Duration::from_secs(5))
+                .unwrap_or_default();
+            panic!("the server did not log the address it serves on; its stderr: {stderr}");
+        };
         if let Some(addr) = served_address(&line) {
             break addr.to_string();
         }
@@ -121,6 +127,18 @@ pub(crate) fn start_as(
         std::thread::sleep(Duration::from_millis(100));
     }
     server
+}
+
+/// Reads `stderr` to its end on a thread of its own (so the server never blocks on a full pipe);
+/// the text arrives once the server has closed it.
+fn drain(mut stderr: std::process::ChildStderr) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        let _ = tx.send(text);
+    });
+    rx
 }
 
 /// Runs the CLI against `server` with `--json`; the parsed output, or stderr on failure.
@@ -353,9 +371,25 @@ fn kill_9_and_restart_keeps_messages_leases_and_deduplication() {
 
 /// A loopback address with a port that was free a moment ago (peer addresses must be known
 /// before the nodes start, so the kernel cannot pick them at bind time).
+///
+/// The port is taken below Linux's ephemeral range (32768 and up): a port the kernel handed out
+/// for `bind(0)` and released can be handed again at once to another test's listener or to the
+/// local end of any connection, and the server that was meant to bind it would fail to start.
+/// Below that range only this function hands ports out, each once per test run, starting at an
+/// offset drawn from the process id so that two test runs at once rarely meet.
 pub(crate) fn free_addr() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("address").to_string()
+    const FIRST: u16 = 10_000;
+    const SPAN: u16 = 22_000;
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let offset = u16::try_from(std::process::id() % u32::from(SPAN)).expect("below SPAN");
+    loop {
+        let step = NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(step < SPAN, "no free port left below the ephemeral range");
+        let port = FIRST + (offset + step) % SPAN;
+        if let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            return listener.local_addr().expect("address").to_string();
+        }
+    }
 }
 
 /// The voters' ids in a `cluster status` answer.

@@ -23,6 +23,7 @@
 //! - `error`: the one mapping from engine and node errors to error codes, HTTP statuses and
 //!   gRPC statuses.
 //! - `longpoll`: receives that park in the engine until an entry delivers to them.
+//! - `backup`: a backup of the cluster's state as a stream of chunks, for both front ends.
 //! - `metrics`: request logs (REST and gRPC), request counters and latency histograms, and the
 //!   Prometheus text of `GET /metrics` with Raft and per-queue gauges.
 //! - `routes`: the REST handlers, grouped by resource, each with its OpenAPI operation.
@@ -41,6 +42,7 @@
 
 mod attributes;
 mod auth;
+mod backup;
 mod call;
 mod error;
 mod front;

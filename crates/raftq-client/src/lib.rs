@@ -39,6 +39,9 @@ pub enum ClientError {
     /// The request cannot be made as given.
     #[error("{0}")]
     Usage(String),
+    /// What the server sent could not be written where it was to go.
+    #[error("cannot write the answer: {0}")]
+    Output(#[from] std::io::Error),
 }
 
 impl ClientError {
@@ -63,6 +66,9 @@ fn causes(error: &reqwest::Error) -> String {
     }
     text
 }
+
+/// How long a backup may take to arrive whole: it streams the whole state.
+const BACKUP_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
 /// How a [`Client`] connects, besides its endpoint.
 #[derive(Debug, Clone)]
@@ -403,6 +409,38 @@ impl Client {
     pub async fn cluster_state(&self) -> Result<Value> {
         self.call(Method::GET, &["v1", "cluster", "state"], &[], None)
             .await
+    }
+
+    /// Streams a backup of the cluster's state (`GET /v1/cluster/backup`, admin keys) into
+    /// `out` as it arrives, calling `progress` with the bytes received so far after each chunk;
+    /// returns their count. Only a whole backup ends in `Ok`: the file checks itself on restore.
+    pub async fn backup(
+        &self,
+        out: &mut impl std::io::Write,
+        mut progress: impl FnMut(u64),
+    ) -> Result<u64> {
+        let mut request = self
+            .http
+            .get(self.url(&["v1", "cluster", "backup"]))
+            .timeout(BACKUP_TIMEOUT);
+        if let Some(key) = &self.key {
+            request = request.bearer_auth(key);
+        }
+        let mut response = request.send().await?;
+        let status = response.status();
+        if !status.is_success() {
+            let text = response.text().await?;
+            let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+            return Err(api_error(status, &value).into());
+        }
+        let mut received = 0u64;
+        while let Some(chunk) = response.chunk().await? {
+            out.write_all(&chunk)?;
+            received += chunk.len() as u64;
+            progress(received);
+        }
+        out.flush()?;
+        Ok(received)
     }
 
     pub async fn health(&self) -> Result<Value> {

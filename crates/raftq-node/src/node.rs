@@ -13,6 +13,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use openraft::{Config, Raft, SnapshotPolicy};
 use raftq_engine::{Command, Engine, EngineError};
+use raftq_store::backup::{self, BackupSummary};
 use raftq_store::{
     Database, LogOptions, NodeId, Response, StateOptions, Storage, TypeConfig, WaitSlot,
 };
@@ -370,6 +371,38 @@ impl Node {
             .reader
             .digest()
             .map_err(|e| NodeError::Storage(e.to_string()))
+    }
+
+    /// Writes a backup of the cluster's state to `out` ([`raftq_store::backup`]): the state at
+    /// one applied index, at least as new as every write committed before the call, read on
+    /// this node once it has applied that far (the leader tells the index). Applies go on
+    /// meanwhile; `out` gets the rows one at a time, on a thread of the blocking pool.
+    pub async fn backup(
+        &self,
+        out: impl std::io::Write + Send + 'static,
+    ) -> Result<BackupSummary, NodeError> {
+        let index = match self.read(Query::AppliedIndex).await? {
+            Ok(QueryResult::AppliedIndex(index)) => index,
+            Ok(_) => return Err(mismatched()),
+            Err(refused) => return Err(NodeError::Unavailable(refused.to_string())),
+        };
+        if let Some(index) = index {
+            self.core
+                .raft
+                .wait(Some(LEADER_WAIT))
+                .applied_index_at_least(Some(index), "the leader's applied index")
+                .await
+                .map_err(|e| NodeError::Unavailable(format!("applying up to {index}: {e}")))?;
+        }
+        let reader = self.core.reader.clone();
+        let cluster = self.core.admission.cluster().get();
+        let taken_at_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        tokio::task::spawn_blocking(move || backup::write(&reader, cluster, taken_at_ms, out))
+            .await
+            .map_err(|e| NodeError::Storage(format!("the backup's thread: {e}")))?
+            .map_err(|e| NodeError::Storage(format!("writing the backup: {e}")))
     }
 
     /// The openraft handle, for tests that look inside (snapshots, purges, metrics).

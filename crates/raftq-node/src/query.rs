@@ -57,6 +57,10 @@ pub enum Query {
         queue: String,
         message_ids: Vec<Uuid>,
     },
+    /// The index of the last entry applied on the leader once it has confirmed that it leads:
+    /// every write committed before the query is at or below it (what a node waits to have
+    /// applied before it reads a state at least that new).
+    AppliedIndex,
 }
 
 /// The answer to a [`Query`].
@@ -71,6 +75,7 @@ pub enum QueryResult {
     Accounts(Vec<AccountSummary>),
     MoveTasks(Vec<MoveTaskView>),
     StorageKeys(Vec<u64>),
+    AppliedIndex(Option<u64>),
 }
 
 /// What the engine answers under its lock: a final result, or messages whose payloads are read
@@ -79,6 +84,8 @@ enum Answer {
     Done(QueryResult),
     Messages(Vec<MessageMeta>),
     Keys(Vec<u64>),
+    /// The applied index, which the store holds.
+    AppliedIndex,
 }
 
 /// Runs a query on this node's applied state, at time `now`. The engine is held only while it
@@ -114,6 +121,11 @@ pub fn run(
             };
             Ok(QueryResult::StorageKeys(keys_of(&view, keys, ids)?))
         }
+        Ok(Answer::AppliedIndex) => Ok(QueryResult::AppliedIndex(
+            reader
+                .applied_index()
+                .map_err(|e| NodeError::Storage(e.to_string()))?,
+        )),
         Err(refused) => Err(refused),
     })
 }
@@ -148,6 +160,7 @@ fn answer(e: &Engine, query: &Query, now: u64) -> Result<Answer, EngineError> {
         Query::StorageKeys { account, queue, .. } => {
             e.storage_keys(account, queue).map(Answer::Keys)
         }
+        Query::AppliedIndex => Ok(Answer::AppliedIndex),
     }
 }
 

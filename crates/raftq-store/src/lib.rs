@@ -8,6 +8,8 @@
 //! - [`state_machine`]: the engine applied to committed entries, with its rows, the message
 //!   payloads, the last applied log id and the membership written in one atomic batch per apply.
 //! - [`snapshot`]: snapshot files, streamed from one view of the state to disk and back.
+//! - [`backup`]: the whole state at one applied index as a file, and a new cluster restored
+//!   from one.
 //! - [`types`]: the Raft type configuration both share.
 //! - [`waiters`]: the parked receives of this node's clients, which applies answer.
 //! - [`random`]: the random choices a node makes (openraft's election timeouts, new ids), which
@@ -20,6 +22,7 @@
 //! The log's metadata and the state machine live in one RocksDB instance, opened with
 //! [`column_families`].
 
+pub mod backup;
 #[cfg(any(test, feature = "testing"))]
 pub mod crash_disk;
 #[cfg(test)]

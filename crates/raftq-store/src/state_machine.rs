@@ -39,9 +39,9 @@ use rocksdb::{
     ColumnFamilyDescriptor, FlushOptions, IteratorMode, Options, WriteBatch, WriteOptions, DB,
 };
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
+use crate::backup::StateDigest;
 use crate::snapshot::{self, SnapshotDir};
 use crate::types::{NodeId, Response, TypeConfig};
 use crate::waiters::Waiters;
@@ -103,6 +103,9 @@ struct Applied {
     membership: Membership,
 }
 
+/// The rows of one view of the state, in key order.
+pub type Rows<'a> = &'a mut dyn Iterator<Item = io::Result<(Box<[u8]>, Box<[u8]>)>>;
+
 /// Read access to the applied state, for queries on any node.
 #[derive(Debug, Clone)]
 pub struct StateReader {
@@ -152,21 +155,36 @@ impl StateReader {
     /// the index of the last applied entry they reflect — read from one consistent snapshot of
     /// the database. Two nodes that applied the same entries have equal digests.
     pub fn digest(&self) -> Result<(Option<u64>, String), AnyError> {
-        let view = self.db.snapshot();
-        let applied = applied_in(&self.db, &view).map_err(|e| AnyError::new(&e))?;
-        let state = cf(&self.db, STATE_CF).map_err(|e| AnyError::new(&e))?;
-        let mut hasher = Sha256::new();
-        for row in view.iterator_cf(state, IteratorMode::Start) {
-            let (key, value) = row.map_err(|e| AnyError::new(&e))?;
-            for part in [&key, &value] {
-                hasher.update((part.len() as u64).to_be_bytes());
-                hasher.update(part);
+        self.with_view(|applied, rows| {
+            let mut digest = StateDigest::default();
+            for row in rows {
+                let (key, value) = row?;
+                digest.add(&key, &value);
             }
-        }
-        Ok((
-            applied.last_applied.map(|id| id.index),
-            hex::encode(hasher.finalize()),
-        ))
+            Ok((applied, digest.finish()))
+        })
+        .map_err(|e| AnyError::new(&e))
+    }
+
+    /// The index of the last entry the applied state reflects (none before the first).
+    pub fn applied_index(&self) -> io::Result<Option<u64>> {
+        self.with_view(|applied, _| Ok(applied))
+    }
+
+    /// Runs `f` on one consistent view of the applied state: the index of the last entry it
+    /// reflects and its rows (engine rows and payloads) in key order.
+    pub fn with_view<T>(
+        &self,
+        f: impl FnOnce(Option<u64>, Rows<'_>) -> io::Result<T>,
+    ) -> io::Result<T> {
+        let view = self.db.snapshot();
+        let applied = applied_in(&self.db, &view)?;
+        let mut rows = view
+            .iterator_cf(cf(&self.db, STATE_CF)?, IteratorMode::Start)
+            .map(|row| row.map_err(io::Error::other));
+        let answer = f(applied.last_applied.map(|id| id.index), &mut rows);
+        drop(rows);
+        answer
     }
 
     /// The payload stored under `storage_key`.

@@ -457,7 +457,10 @@ pub async fn run(conn: &Connection, cmd: ClientCmd) -> Result<(), ClientError> {
 
 /// The client's options: the key, the CA and the client identity read from their PEM files,
 /// and how long a request may wait for its answer.
-fn options(conn: &Connection, timeout: std::time::Duration) -> Result<Options, ClientError> {
+pub(crate) fn options(
+    conn: &Connection,
+    timeout: std::time::Duration,
+) -> Result<Options, ClientError> {
     let read = |path: &std::path::Path, error: fn(String) -> ClientError| {
         std::fs::read(path).map_err(|e| error(format!("cannot read {}: {e}", path.display())))
     };
@@ -567,7 +570,7 @@ async fn replace(
 }
 
 /// Prints an answer: lists of queues or messages one line each, anything else as indented JSON.
-fn print(value: &Value, as_json: bool) {
+pub(crate) fn print(value: &Value, as_json: bool) {
     if as_json {
         println!("{value}");
         return;

@@ -2,6 +2,7 @@
 //! library with one entry point, [`run`], so that the root test crate can build the same command
 //! as a binary of its own.
 
+mod backup;
 mod certs;
 mod client;
 mod listener;
@@ -40,6 +41,11 @@ enum Cmd {
     Serve(Box<serve::ServeArgs>),
     /// Make a development CA and node certificates (TLS and mutual TLS between peers).
     Certs(certs::CertsArgs),
+    /// Write a backup of the cluster's whole state to a file (admin keys).
+    Backup(backup::BackupArgs),
+    /// Make the first node of a new cluster from a backup, in an empty data directory (the
+    /// node is then started with `raftq serve` on that directory).
+    Restore(backup::RestoreArgs),
     #[command(flatten)]
     Client(client::ClientCmd),
 }
@@ -66,19 +72,38 @@ pub async fn run() -> ExitCode {
                 }
             }
         }
-        Cmd::Certs(args) => match certs::run(&args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::FAILURE
+        Cmd::Certs(args) => reported(certs::run(&args).map(|()| None), false),
+        Cmd::Client(cmd) => reported(
+            client::run(&cli.connection, cmd).await.map(|()| None),
+            false,
+        ),
+        Cmd::Backup(args) => reported(
+            backup::run_backup(&cli.connection, &args).await.map(Some),
+            cli.connection.json,
+        ),
+        Cmd::Restore(args) => reported(
+            backup::run_restore(&args).await.map(Some),
+            cli.connection.json,
+        ),
+    }
+}
+
+/// Prints what a command answered (its JSON, as `--json` says) or its error, and the exit code
+/// that goes with it.
+fn reported(
+    outcome: Result<Option<serde_json::Value>, impl std::fmt::Display>,
+    json: bool,
+) -> ExitCode {
+    match outcome {
+        Ok(answer) => {
+            if let Some(answer) = answer {
+                client::print(&answer, json);
             }
-        },
-        Cmd::Client(cmd) => match client::run(&cli.connection, cmd).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::FAILURE
-            }
-        },
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
     }
 }

@@ -12,6 +12,7 @@ use raftq_node::Change;
 use super::convert;
 use super::pb;
 use super::pb::queues_server::Queues;
+use crate::error::ApiError;
 use crate::json;
 use crate::keys::Principal;
 use crate::ops::ReceiveOptions;
@@ -24,6 +25,8 @@ type Reply<T> = Result<Response<T>, Status>;
 
 /// The results of a `SendMessageStream`, in request order.
 type SendResults = Pin<Box<dyn Stream<Item = Result<pb::SendMessageStreamResult, Status>> + Send>>;
+/// The chunks of a backup file, in order.
+type BackupChunks = Pin<Box<dyn Stream<Item = Result<pb::BackupChunk, Status>> + Send>>;
 
 /// Sends of one `SendMessageStream` in flight at once, at most: the stream reads no further
 /// request until the oldest of them is answered.
@@ -319,6 +322,20 @@ impl Queues for QueuesService {
                 })
                 .collect(),
         })
+    }
+
+    type BackupStream = BackupChunks;
+
+    async fn backup(&self, request: Request<pb::BackupRequest>) -> Reply<BackupChunks> {
+        self.open_admin(request)?;
+        let chunks = crate::backup::chunks(self.state.api.node.clone()).await?;
+        let chunks = chunks.map(|chunk| match chunk {
+            Ok(data) => Ok(pb::BackupChunk {
+                data: data.to_vec(),
+            }),
+            Err(e) => Err(Status::from(ApiError::from(e))),
+        });
+        Ok(Response::new(Box::pin(chunks)))
     }
 
     async fn add_node(&self, request: Request<pb::AddNodeRequest>) -> Reply<pb::Cluster> {

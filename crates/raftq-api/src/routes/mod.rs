@@ -8,7 +8,9 @@
 //! - [`move_tasks`]: start, list and cancel message move tasks.
 //! - [`cluster`]: cluster status and membership, liveness, Prometheus metrics and the OpenAPI
 //!   document.
+//! - [`backup`]: the cluster's state as one backup file, streamed.
 
+mod backup;
 mod cluster;
 mod leases;
 mod messages;
@@ -60,6 +62,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(cluster::add_node))
         .routes(routes!(cluster::remove_node))
         .routes(routes!(cluster::state))
+        .routes(routes!(backup::backup))
         .routes(routes!(cluster::accounts))
         .routes(routes!(cluster::healthz))
         .routes(routes!(cluster::metrics))

@@ -2,8 +2,8 @@
 //! and materializes its rows for the store. This file holds the state and the apply loop (the
 //! clock, timers, the dispatch of commands); each concept's rules are in a file of their own:
 //! [`references`] (finding queues), [`queues`], [`messages`], [`redrive`], [`move_tasks`],
-//! [`waiters`] (parked receives), [`queries`] and [`stored`] (the engine as rows, and rebuilt
-//! from them).
+//! [`waiters`] (parked receives), [`queries`], [`stored`] (the engine as rows, and rebuilt
+//! from them) and [`handoff`] (a restored state made ready for a new cluster).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -16,6 +16,7 @@ use crate::model::Millis;
 use crate::queue::{Queue, ReclaimSet, State};
 use crate::rows::{Changes, PayloadOp, RowKey};
 
+mod handoff;
 mod messages;
 mod move_tasks;
 mod queries;
