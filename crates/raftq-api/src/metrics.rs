@@ -792,4 +792,70 @@ mod tests {
         );
         assert_eq!(Filesystem::of(&dir.path().join("missing")), None);
     }
+
+    /// The names of the samples in a rendering: `raftq_requests_total`, `..._bucket`, ...
+    fn sample_names(text: &str) -> std::collections::BTreeSet<String> {
+        text.lines()
+            .filter(|line| !line.starts_with('#'))
+            .filter_map(|line| line.split(['{', ' ']).next())
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn every_metric_the_alerts_and_the_dashboard_use_is_rendered() {
+        let m = Metrics::default();
+        m.record(
+            RequestLabels {
+                protocol: "grpc",
+                method: "POST".into(),
+                route: "/raftq.v1.Queues/SendMessage".into(),
+                status: "0".into(),
+            },
+            0.001,
+        );
+        let member = Member {
+            id: 2,
+            raft_addr: "node2:7000".into(),
+            role: "follower",
+            answering: true,
+            matched_index: Some(3),
+            last_log_index: None,
+            commit_index: None,
+            applied_index: None,
+        };
+        let raft = RaftStatus {
+            leader: Some(1),
+            nodes: vec![member],
+            ..status()
+        };
+        let queues = [queue("dev", "orders", 4, 30, 5)];
+        let rendered = sample_names(&m.render(&reading(&raft, &queues), true));
+        // `up` is Prometheus' own.
+        let files = [
+            (
+                "alerts.yml",
+                include_str!("../../../deploy/prometheus/alerts.yml"),
+            ),
+            (
+                "raftq.json",
+                include_str!("../../../deploy/grafana/raftq.json"),
+            ),
+        ];
+        for (file, text) in files {
+            let mut used = 0;
+            for (at, _) in text.match_indices("raftq_") {
+                let name: String = text[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                used += 1;
+                assert!(
+                    rendered.contains(&name),
+                    "{file} uses {name}, which GET /metrics does not show: {rendered:?}"
+                );
+            }
+            assert!(used > 10, "{file} names {used} metrics");
+        }
+    }
 }
