@@ -167,7 +167,7 @@ async fn unavailable_answers_say_when_to_retry() {
 }
 
 /// The node's state (applied index and a digest that every change changes), health and
-/// metrics (requests by route and status, Raft and queue gauges).
+/// metrics (requests by route and status, Raft, member, clock and queue gauges, log fsyncs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_state_health_and_metrics_report_the_node() {
     let s = Rest::start(Keys::open()).await;
@@ -219,9 +219,21 @@ async fn node_state_health_and_metrics_report_the_node() {
             "raftq_raft_apply_lag ",
             "raftq_queue_visible_messages{account=\"dev\",queue=\"m\"} 1",
             "raftq_queue_dead_lettered_messages_total{account=\"dev\",queue=\"m\"} 0",
+            "raftq_raft_member_answering{member=\"1\"} 1",
+            "raftq_raft_member_replication_lag_entries{member=\"1\"} 0",
+            "raftq_clock_offset_seconds ",
+            "raftq_clock_skewed 0",
+            "raftq_clock_confirmed 1",
         ] {
             assert!(text.contains(gauge), "{gauge}: {text}");
         }
+        // The log's appends were fsynced on the real disk, and counted.
+        let fsyncs: u64 = text
+            .lines()
+            .find_map(|line| line.strip_prefix("raftq_log_fsync_duration_seconds_count "))
+            .and_then(|count| count.parse().ok())
+            .unwrap_or_else(|| panic!("no fsync count: {text}"));
+        assert!(fsyncs > 0, "{text}");
     })
     .await;
     s.shutdown().await;

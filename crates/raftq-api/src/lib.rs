@@ -70,7 +70,7 @@ pub use keys::{
     OPEN_ACCOUNT,
 };
 pub use limits::BODY_LIMIT;
-pub use metrics::Route;
+pub use metrics::{MetricsOptions, Route};
 pub use state::Api;
 pub use throttle::{Caller, Limits};
 

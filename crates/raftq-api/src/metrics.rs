@@ -5,19 +5,27 @@
 //!
 //! Request counters and latency histograms live for the life of the process. Raft and queue
 //! gauges are read at each scrape from this node's own applied state (no Raft round trip), so a
-//! follower's figures may trail the leader's by its apply lag, which is exported too.
+//! follower's figures may trail the leader's by its apply lag, which is exported too. So are the
+//! clock's offset, the data directory's free space and the Raft log's fsync times.
+//!
+//! Per-queue series (labelled `account` and `queue`) grow with the queues; with
+//! [`MetricsOptions::per_queue`] off each queue figure is one series summed (or, for ages and
+//! maxima, the largest) over every queue instead.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
 use axum::extract::MatchedPath;
 use axum::http;
-use prometheus_client::encoding::{text, EncodeLabelSet};
+use prometheus_client::encoding::{text, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use raftq_engine::QueueGauges;
+use raftq_node::SyncTimesReading;
 
 use crate::status::RaftStatus;
 
@@ -50,6 +58,71 @@ struct QueueLabels {
     queue: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MemberLabels {
+    /// The member's node id.
+    member: String,
+}
+
+/// What `GET /metrics` shows besides the request metrics, chosen by `raftq serve`'s flags.
+#[derive(Debug, Clone)]
+pub struct MetricsOptions {
+    /// Series for each queue (labelled `account` and `queue`); when off, each queue figure is
+    /// one series over every queue, so the number of series no longer grows with the queues.
+    pub per_queue: bool,
+    /// The node's data directory, whose file system's free and total bytes are shown.
+    pub data_dir: Option<PathBuf>,
+}
+
+impl Default for MetricsOptions {
+    fn default() -> MetricsOptions {
+        MetricsOptions {
+            per_queue: true,
+            data_dir: None,
+        }
+    }
+}
+
+/// The space of the file system holding the data directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Filesystem {
+    /// Bytes an unprivileged process may still write.
+    pub(crate) avail_bytes: u64,
+    pub(crate) size_bytes: u64,
+}
+
+impl Filesystem {
+    /// The space of the file system holding `dir`; `None` (and a warning) when it cannot be
+    /// read.
+    pub(crate) fn of(dir: &std::path::Path) -> Option<Filesystem> {
+        match nix::sys::statvfs::statvfs(dir) {
+            Ok(stat) => {
+                let fragment = stat.fragment_size();
+                Some(Filesystem {
+                    avail_bytes: stat.blocks_available().saturating_mul(fragment),
+                    size_bytes: stat.blocks().saturating_mul(fragment),
+                })
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, dir = %dir.display(), "cannot read the data directory's free space");
+                None
+            }
+        }
+    }
+}
+
+/// One reading of the node, rendered by [`Metrics::render`].
+pub(crate) struct Reading<'a> {
+    pub(crate) raft: &'a RaftStatus,
+    pub(crate) queues: &'a [QueueGauges],
+    /// Purged or deleted messages still to be deleted.
+    pub(crate) reclaiming: u64,
+    /// Receives parked in the replicated state.
+    pub(crate) parked: usize,
+    pub(crate) filesystem: Option<Filesystem>,
+    pub(crate) log_syncs: SyncTimesReading,
+}
+
 fn latency_histogram() -> Histogram {
     // 0.1 ms to ~6.5 s.
     Histogram::new(exponential_buckets(0.0001, 2.0, 17))
@@ -76,16 +149,9 @@ impl Metrics {
         self.requests.get_or_create(&labels).inc();
     }
 
-    /// The Prometheus text of the request metrics, the Raft gauges of `raft`, the gauges of
-    /// `queues`, how many purged or deleted messages are still to be deleted and how many
-    /// receives are parked.
-    pub fn render(
-        &self,
-        raft: &RaftStatus,
-        queues: &[QueueGauges],
-        reclaiming: u64,
-        parked: usize,
-    ) -> String {
+    /// The Prometheus text of the request metrics and of `reading`, with a series per queue
+    /// when `per_queue`.
+    pub(crate) fn render(&self, reading: &Reading, per_queue: bool) -> String {
         let mut registry = Registry::with_prefix("raftq");
         registry.register(
             "requests",
@@ -97,19 +163,41 @@ impl Metrics {
             "Time to answer a request, by protocol, method, route and status",
             self.latency.clone(),
         );
-        register_raft(&mut registry, raft);
-        register_queues(&mut registry, queues);
+        register_raft(&mut registry, reading.raft);
+        register_clock(&mut registry, reading.raft);
+        register_queues(&mut registry, reading.queues, per_queue);
         gauge(
             &mut registry,
             "reclaim_backlog_messages",
             "Purged or deleted messages whose rows and payloads are not deleted yet",
-            i64::try_from(reclaiming).unwrap_or(i64::MAX),
+            i64::try_from(reading.reclaiming).unwrap_or(i64::MAX),
         );
         gauge(
             &mut registry,
             "parked_receives",
             "Receives with a wait parked in the replicated state, of every node's clients",
-            i64::try_from(parked).unwrap_or(i64::MAX),
+            i64::try_from(reading.parked).unwrap_or(i64::MAX),
+        );
+        if let Some(filesystem) = reading.filesystem {
+            let bytes = |b: u64| i64::try_from(b).unwrap_or(i64::MAX);
+            gauge(
+                &mut registry,
+                "data_filesystem_avail_bytes",
+                "Bytes the node may still write on the file system of its data directory",
+                bytes(filesystem.avail_bytes),
+            );
+            gauge(
+                &mut registry,
+                "data_filesystem_size_bytes",
+                "Size of the file system of the node's data directory",
+                bytes(filesystem.size_bytes),
+            );
+        }
+        registry.register(
+            "log_fsync_duration_seconds",
+            "Time of each fsync of the Raft log's files and directory (an append is acknowledged \
+             after its fsync)",
+            FixedHistogram(reading.log_syncs.clone()),
         );
         let mut out = String::new();
         // Writing to a String cannot fail.
@@ -122,6 +210,58 @@ fn gauge(registry: &mut Registry, name: &str, help: &str, value: i64) {
     let g: Gauge = Gauge::default();
     g.set(value);
     registry.register(name, help, g);
+}
+
+/// A histogram counted elsewhere (the store's fsync times), rendered as it was read.
+#[derive(Debug)]
+struct FixedHistogram(SyncTimesReading);
+
+impl EncodeMetric for FixedHistogram {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        // The encoder writes `+Inf` for `f64::MAX`.
+        let buckets: Vec<(f64, u64)> = self
+            .0
+            .buckets
+            .iter()
+            .map(|&(bound, n)| (if bound.is_finite() { bound } else { f64::MAX }, n))
+            .collect();
+        encoder.encode_histogram::<NoLabelSet>(self.0.sum_seconds, self.0.count, &buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// The clock's offset from the cluster's time and the node's verdicts on it.
+fn register_clock(registry: &mut Registry, raft: &RaftStatus) {
+    let clock = registry.sub_registry_with_prefix("clock");
+    if let Some(offset) = raft.clock_offset_ms {
+        let g = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        g.set(offset as f64 / 1000.0);
+        clock.register(
+            "offset_seconds",
+            "This node's clock minus the median of the voters' clocks",
+            g,
+        );
+    }
+    if let Some(skewed) = raft.clock_skewed {
+        gauge(
+            clock,
+            "skewed",
+            "1 when the offset is beyond --max-clock-skew-ms: the node does not stand for election",
+            skewed.into(),
+        );
+    }
+    if let Some(confirmed) = raft.clock_confirmed {
+        gauge(
+            clock,
+            "confirmed",
+            "1 when a majority of the voters' clocks agreed on the cluster's time at the last \
+             round of pings",
+            confirmed.into(),
+        );
+    }
 }
 
 fn register_raft(registry: &mut Registry, raft: &RaftStatus) {
@@ -187,52 +327,98 @@ fn register_raft(registry: &mut Registry, raft: &RaftStatus) {
         "Elections this node would have stood in had its election gate not held it back",
         held_back,
     );
+    let answering = Family::<MemberLabels, Gauge>::default();
+    let lag = Family::<MemberLabels, Gauge>::default();
+    for member in &raft.nodes {
+        let labels = MemberLabels {
+            member: member.id.to_string(),
+        };
+        answering
+            .get_or_create(&labels)
+            .set(member.answering.into());
+        // Only a leader knows what each member holds.
+        if let Some(matched) = member.matched_index {
+            lag.get_or_create(&labels)
+                .set(index(raft.last_log_index.saturating_sub(matched)));
+        }
+    }
+    raft_registry.register(
+        "member_answering",
+        "1 when the member answered this node's pings in the last 2 s",
+        answering,
+    );
+    raft_registry.register(
+        "member_replication_lag_entries",
+        "On the leader: entries of its log the member is not known to hold",
+        lag,
+    );
 }
 
-fn register_queues(registry: &mut Registry, queues: &[QueueGauges]) {
+/// How the figures of several queues make one, when the series are not per queue.
+#[derive(Clone, Copy)]
+enum Together {
+    Sum,
+    Max,
+}
+
+fn register_queues(registry: &mut Registry, queues: &[QueueGauges], per_queue: bool) {
     let queue_registry = registry.sub_registry_with_prefix("queue");
     type Figure = fn(&QueueGauges) -> u64;
-    let figures: [(&str, &str, Figure); 7] = [
-        ("visible_messages", "Messages ready to be received", |g| {
-            g.stats.visible
-        }),
-        ("leased_messages", "Messages under a lease", |g| {
-            g.stats.leased
-        }),
+    let figures: [(&str, &str, Figure, Together); 7] = [
+        (
+            "visible_messages",
+            "Messages ready to be received",
+            |g| g.stats.visible,
+            Together::Sum,
+        ),
+        (
+            "leased_messages",
+            "Messages under a lease",
+            |g| g.stats.leased,
+            Together::Sum,
+        ),
         (
             "delayed_messages",
             "Messages whose delay has not ended",
             |g| g.stats.delayed,
+            Together::Sum,
         ),
         (
             "pending_redrive_messages",
             "Messages waiting to move to a dead-letter queue that refuses them",
             |g| g.stats.pending_redrive,
+            Together::Sum,
         ),
         (
             "oldest_message_age_seconds",
             "Age of the queue's oldest message",
             |g| g.stats.oldest_message_age_seconds,
+            Together::Max,
         ),
         (
             "active_tenants",
             "Message group IDs of a standard queue that hold messages",
             |g| g.stats.active_tenants,
+            Together::Sum,
         ),
         (
             "largest_tenant_in_flight_messages",
             "The most messages one tenant of a standard queue has leased",
             |g| g.stats.largest_tenant_in_flight,
+            Together::Max,
         ),
     ];
-    for (name, help, figure) in figures {
-        let family = Family::<QueueLabels, Gauge>::default();
-        for g in queues {
-            family
-                .get_or_create(&labels(g))
-                .set(i64::try_from(figure(g)).unwrap_or(i64::MAX));
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    for (name, help, figure, together) in figures {
+        if per_queue {
+            let family = Family::<QueueLabels, Gauge>::default();
+            for g in queues {
+                family.get_or_create(&labels(g)).set(count(figure(g)));
+            }
+            queue_registry.register(name, help, family);
+        } else if let Some(value) = all_together(queues, figure, together) {
+            gauge(queue_registry, name, help, count(value));
         }
-        queue_registry.register(name, help, family);
     }
     let counters: [(&str, &str, Figure); 3] = [
         (
@@ -252,11 +438,17 @@ fn register_queues(registry: &mut Registry, queues: &[QueueGauges]) {
         ),
     ];
     for (name, help, figure) in counters {
-        let family = Family::<QueueLabels, Counter>::default();
-        for g in queues {
-            family.get_or_create(&labels(g)).inc_by(figure(g));
+        if per_queue {
+            let family = Family::<QueueLabels, Counter>::default();
+            for g in queues {
+                family.get_or_create(&labels(g)).inc_by(figure(g));
+            }
+            queue_registry.register(name, help, family);
+        } else if let Some(value) = all_together(queues, figure, Together::Sum) {
+            let counter = Counter::<u64>::default();
+            counter.inc_by(value);
+            queue_registry.register(name, help, counter);
         }
-        queue_registry.register(name, help, family);
     }
 }
 
@@ -264,6 +456,20 @@ fn labels(g: &QueueGauges) -> QueueLabels {
     QueueLabels {
         account: g.account.clone(),
         queue: g.name.clone(),
+    }
+}
+
+/// One figure of every queue together; `None` when there is no queue.
+fn all_together(
+    queues: &[QueueGauges],
+    figure: fn(&QueueGauges) -> u64,
+    together: Together,
+) -> Option<u64> {
+    let values = queues.iter().map(figure);
+    match together {
+        Together::Sum if !queues.is_empty() => Some(values.fold(0, u64::saturating_add)),
+        Together::Sum => None,
+        Together::Max => values.max(),
     }
 }
 
@@ -367,6 +573,7 @@ impl Observation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::status::Member;
     use raftq_engine::QueueStats;
 
     fn status() -> RaftStatus {
@@ -378,7 +585,7 @@ mod tests {
             node_id: 1,
             region: "local".into(),
             cluster_id: None,
-            clock_offset_ms: Some(0),
+            clock_offset_ms: Some(-250),
             clock_skewed: Some(false),
             clock_confirmed: Some(true),
             state_time_ms: Some(1_800_000_000_000),
@@ -387,6 +594,53 @@ mod tests {
             members_answering: 2,
             leader_unreachable: true,
             elections_held_back: 4,
+        }
+    }
+
+    fn queue(account: &str, name: &str, visible: u64, age: u64, dead_lettered: u64) -> QueueGauges {
+        QueueGauges {
+            account: account.into(),
+            name: name.into(),
+            stats: QueueStats {
+                visible,
+                leased: 2,
+                delayed: 1,
+                pending_redrive: 0,
+                oldest_message_age_seconds: age,
+                active_tenants: 3,
+                largest_tenant_in_flight: 2,
+            },
+            dead_lettered,
+            sent: 11,
+            acked: 6,
+        }
+    }
+
+    fn syncs() -> SyncTimesReading {
+        SyncTimesReading {
+            buckets: vec![(0.0001, 3), (0.0002, 1), (f64::INFINITY, 1)],
+            count: 5,
+            sum_seconds: 2.5,
+        }
+    }
+
+    fn reading<'a>(raft: &'a RaftStatus, queues: &'a [QueueGauges]) -> Reading<'a> {
+        Reading {
+            raft,
+            queues,
+            reclaiming: 7,
+            parked: 3,
+            filesystem: Some(Filesystem {
+                avail_bytes: 1_000,
+                size_bytes: 4_000,
+            }),
+            log_syncs: syncs(),
+        }
+    }
+
+    fn assert_lines(text: &str, lines: &[String]) {
+        for line in lines {
+            assert!(text.contains(line.as_str()), "{line}: {text}");
         }
     }
 
@@ -401,48 +655,207 @@ mod tests {
         };
         m.record(labels.clone(), 0.5);
         m.record(labels, 0.00025);
-        let queues = [QueueGauges {
-            account: "dev".into(),
-            name: "orders".into(),
-            stats: QueueStats {
-                visible: 4,
-                leased: 2,
-                delayed: 1,
-                pending_redrive: 0,
-                oldest_message_age_seconds: 30,
-                active_tenants: 3,
-                largest_tenant_in_flight: 2,
-            },
-            dead_lettered: 5,
-            sent: 11,
-            acked: 6,
-        }];
-        let text = m.render(&status(), &queues, 7, 3);
+        let raft = status();
+        let queues = [queue("dev", "orders", 4, 30, 5)];
+        let text = m.render(&reading(&raft, &queues), true);
         let labels = r#"protocol="http",method="GET",route="/v1/queues/{q}",status="404""#;
-        for line in [
-            format!("raftq_requests_total{{{labels}}} 2\n"),
-            format!("raftq_request_duration_seconds_count{{{labels}}} 2\n"),
-            format!("raftq_request_duration_seconds_bucket{{le=\"0.0004\",{labels}}} 1\n"),
-            format!("raftq_request_duration_seconds_bucket{{le=\"+Inf\",{labels}}} 2\n"),
-            "raftq_raft_term 3\n".into(),
-            "raftq_raft_leader_id -1\n".into(),
-            "raftq_raft_apply_lag 2\n".into(),
-            "raftq_raft_members_answering 2\n".into(),
-            "raftq_raft_leader_unreachable 1\n".into(),
-            "raftq_raft_elections_held_back_total 4\n".into(),
-            "raftq_reclaim_backlog_messages 7\n".into(),
-            "raftq_parked_receives 3\n".into(),
-            "raftq_queue_visible_messages{account=\"dev\",queue=\"orders\"} 4\n".into(),
-            "raftq_queue_leased_messages{account=\"dev\",queue=\"orders\"} 2\n".into(),
-            "raftq_queue_oldest_message_age_seconds{account=\"dev\",queue=\"orders\"} 30\n".into(),
-            "raftq_queue_active_tenants{account=\"dev\",queue=\"orders\"} 3\n".into(),
-            "raftq_queue_largest_tenant_in_flight_messages{account=\"dev\",queue=\"orders\"} 2\n"
-                .into(),
-            "raftq_queue_dead_lettered_messages_total{account=\"dev\",queue=\"orders\"} 5\n".into(),
-            "raftq_queue_sent_messages_total{account=\"dev\",queue=\"orders\"} 11\n".into(),
-            "raftq_queue_acked_messages_total{account=\"dev\",queue=\"orders\"} 6\n".into(),
-        ] {
-            assert!(text.contains(&line), "{line}: {text}");
+        assert_lines(
+            &text,
+            &[
+                format!("raftq_requests_total{{{labels}}} 2\n"),
+                format!("raftq_request_duration_seconds_count{{{labels}}} 2\n"),
+                format!("raftq_request_duration_seconds_bucket{{le=\"0.0004\",{labels}}} 1\n"),
+                format!("raftq_request_duration_seconds_bucket{{le=\"+Inf\",{labels}}} 2\n"),
+                "raftq_raft_term 3\n".into(),
+                "raftq_raft_leader_id -1\n".into(),
+                "raftq_raft_apply_lag 2\n".into(),
+                "raftq_raft_members_answering 2\n".into(),
+                "raftq_raft_leader_unreachable 1\n".into(),
+                "raftq_raft_elections_held_back_total 4\n".into(),
+                "raftq_reclaim_backlog_messages 7\n".into(),
+                "raftq_parked_receives 3\n".into(),
+                "raftq_queue_visible_messages{account=\"dev\",queue=\"orders\"} 4\n".into(),
+                "raftq_queue_leased_messages{account=\"dev\",queue=\"orders\"} 2\n".into(),
+                "raftq_queue_oldest_message_age_seconds{account=\"dev\",queue=\"orders\"} 30\n"
+                    .into(),
+                "raftq_queue_active_tenants{account=\"dev\",queue=\"orders\"} 3\n".into(),
+                "raftq_queue_largest_tenant_in_flight_messages{account=\"dev\",queue=\"orders\"} 2\n"
+                    .into(),
+                "raftq_queue_dead_lettered_messages_total{account=\"dev\",queue=\"orders\"} 5\n"
+                    .into(),
+                "raftq_queue_sent_messages_total{account=\"dev\",queue=\"orders\"} 11\n".into(),
+                "raftq_queue_acked_messages_total{account=\"dev\",queue=\"orders\"} 6\n".into(),
+            ],
+        );
+    }
+
+    #[test]
+    fn render_shows_the_clock_the_disk_and_the_log_fsyncs() {
+        let raft = status();
+        let text = Metrics::default().render(&reading(&raft, &[]), true);
+        assert_lines(
+            &text,
+            &[
+                "# TYPE raftq_clock_offset_seconds gauge\n".into(),
+                "raftq_clock_offset_seconds -0.25\n".into(),
+                "raftq_clock_skewed 0\n".into(),
+                "raftq_clock_confirmed 1\n".into(),
+                "raftq_data_filesystem_avail_bytes 1000\n".into(),
+                "raftq_data_filesystem_size_bytes 4000\n".into(),
+                "# TYPE raftq_log_fsync_duration_seconds histogram\n".into(),
+                "raftq_log_fsync_duration_seconds_sum 2.5\n".into(),
+                "raftq_log_fsync_duration_seconds_count 5\n".into(),
+                // Cumulative, as Prometheus reads buckets.
+                "raftq_log_fsync_duration_seconds_bucket{le=\"0.0001\"} 3\n".into(),
+                "raftq_log_fsync_duration_seconds_bucket{le=\"0.0002\"} 4\n".into(),
+                "raftq_log_fsync_duration_seconds_bucket{le=\"+Inf\"} 5\n".into(),
+            ],
+        );
+        // A node that cannot read its file system's space shows no figure rather than a zero
+        // that would raise a full-disk alert.
+        let unread = Reading {
+            filesystem: None,
+            ..reading(&raft, &[])
+        };
+        let text = Metrics::default().render(&unread, true);
+        assert!(!text.contains("raftq_data_filesystem"), "{text}");
+    }
+
+    #[test]
+    fn the_leader_shows_each_members_lag_and_every_node_who_answers() {
+        let member = |id, answering, matched_index| Member {
+            id,
+            raft_addr: format!("node{id}:7000"),
+            role: "follower",
+            answering,
+            matched_index,
+            last_log_index: None,
+            commit_index: None,
+            applied_index: None,
+        };
+        let raft = RaftStatus {
+            leader: Some(1),
+            nodes: vec![
+                member(1, true, Some(10)),
+                member(2, true, Some(4)),
+                member(3, false, None),
+            ],
+            ..status()
+        };
+        let text = Metrics::default().render(&reading(&raft, &[]), true);
+        assert_lines(
+            &text,
+            &[
+                "raftq_raft_member_answering{member=\"2\"} 1\n".into(),
+                "raftq_raft_member_answering{member=\"3\"} 0\n".into(),
+                "raftq_raft_member_replication_lag_entries{member=\"1\"} 0\n".into(),
+                "raftq_raft_member_replication_lag_entries{member=\"2\"} 6\n".into(),
+            ],
+        );
+        // Member 3 was not matched yet: no figure rather than a made-up one.
+        assert!(
+            !text.contains("raftq_raft_member_replication_lag_entries{member=\"3\"}"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn without_per_queue_series_each_figure_is_one_series_over_every_queue() {
+        let raft = status();
+        let queues = [
+            queue("dev", "orders", 4, 30, 5),
+            queue("ops", "jobs", 6, 90, 1),
+        ];
+        let text = Metrics::default().render(&reading(&raft, &queues), false);
+        assert!(!text.contains("queue=\""), "{text}");
+        assert_lines(
+            &text,
+            &[
+                "raftq_queue_visible_messages 10\n".into(),
+                "raftq_queue_oldest_message_age_seconds 90\n".into(),
+                "raftq_queue_largest_tenant_in_flight_messages 2\n".into(),
+                "raftq_queue_dead_lettered_messages_total 6\n".into(),
+                "raftq_queue_sent_messages_total 22\n".into(),
+            ],
+        );
+        let text = Metrics::default().render(&reading(&raft, &[]), false);
+        assert!(!text.contains("raftq_queue_visible_messages "), "{text}");
+    }
+
+    #[test]
+    fn the_filesystem_of_a_directory_is_read() {
+        let dir = tempfile::TempDir::new().expect("temp dir");
+        let space = Filesystem::of(dir.path()).expect("statvfs");
+        assert!(
+            space.size_bytes > 0 && space.avail_bytes <= space.size_bytes,
+            "{space:?}"
+        );
+        assert_eq!(Filesystem::of(&dir.path().join("missing")), None);
+    }
+
+    /// The names of the samples in a rendering: `raftq_requests_total`, `..._bucket`, ...
+    fn sample_names(text: &str) -> std::collections::BTreeSet<String> {
+        text.lines()
+            .filter(|line| !line.starts_with('#'))
+            .filter_map(|line| line.split(['{', ' ']).next())
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn every_metric_the_alerts_and_the_dashboard_use_is_rendered() {
+        let m = Metrics::default();
+        m.record(
+            RequestLabels {
+                protocol: "grpc",
+                method: "POST".into(),
+                route: "/raftq.v1.Queues/SendMessage".into(),
+                status: "0".into(),
+            },
+            0.001,
+        );
+        let member = Member {
+            id: 2,
+            raft_addr: "node2:7000".into(),
+            role: "follower",
+            answering: true,
+            matched_index: Some(3),
+            last_log_index: None,
+            commit_index: None,
+            applied_index: None,
+        };
+        let raft = RaftStatus {
+            leader: Some(1),
+            nodes: vec![member],
+            ..status()
+        };
+        let queues = [queue("dev", "orders", 4, 30, 5)];
+        let rendered = sample_names(&m.render(&reading(&raft, &queues), true));
+        // `up` is Prometheus' own.
+        let files = [
+            (
+                "alerts.yml",
+                include_str!("../../../deploy/prometheus/alerts.yml"),
+            ),
+            (
+                "raftq.json",
+                include_str!("../../../deploy/grafana/raftq.json"),
+            ),
+        ];
+        for (file, text) in files {
+            let mut used = 0;
+            for (at, _) in text.match_indices("raftq_") {
+                let name: String = text[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                used += 1;
+                assert!(
+                    rendered.contains(&name),
+                    "{file} uses {name}, which GET /metrics does not show: {rendered:?}"
+                );
+            }
+            assert!(used > 10, "{file} names {used} metrics");
         }
     }
 }

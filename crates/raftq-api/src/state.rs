@@ -7,17 +7,19 @@ use raftq_node::Node;
 
 use crate::error::ApiError;
 use crate::keys::{KeyDigest, Keys};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, MetricsOptions};
 use crate::throttle::{Caller, Limits, Throttle};
 
 /// Everything the front ends need: the node it talks to, the region it serves, the key table
-/// that maps API keys to accounts, and the limits against abuse (none unless set).
+/// that maps API keys to accounts, the limits against abuse (none unless set) and what
+/// `GET /metrics` shows.
 #[derive(Clone)]
 pub struct Api {
     pub node: Arc<Node>,
     pub region: String,
     pub keys: Keys,
     pub limits: Limits,
+    pub metrics: MetricsOptions,
 }
 
 impl Api {
@@ -27,12 +29,18 @@ impl Api {
             region: region.into(),
             keys,
             limits: Limits::default(),
+            metrics: MetricsOptions::default(),
         }
     }
 
     /// The same, with `limits`.
     pub fn with_limits(self, limits: Limits) -> Api {
         Api { limits, ..self }
+    }
+
+    /// The same, with `metrics`.
+    pub fn with_metrics(self, metrics: MetricsOptions) -> Api {
+        Api { metrics, ..self }
     }
 }
 

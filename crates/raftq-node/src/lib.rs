@@ -42,6 +42,7 @@ pub use network::{refused, Answer, MemoryNetwork, Method as PeerMethod};
 pub use node::{Node, NodeConfig, PeerTransport};
 pub use query::{Query, QueryResult};
 pub use raftq_store::backup::BackupSummary;
+pub use raftq_store::sync_times::{log_sync_times, SyncTimesReading};
 pub use raftq_store::{NodeId, Response, WaitSlot};
 pub use service::Delivery;
 pub use status::{Member, NodeStatus, Role};

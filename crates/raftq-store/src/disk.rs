@@ -65,7 +65,7 @@ pub trait Disk: fmt::Debug + Send + Sync {
     fn create_dir(&self, dir: &Path) -> io::Result<()>;
 }
 
-/// The operating system's files.
+/// The operating system's files; its fsyncs are timed ([`crate::sync_times`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RealDisk;
 
@@ -87,11 +87,11 @@ impl DiskFile for RealFile {
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        self.0.sync_data()
+        crate::sync_times::timed(|| self.0.sync_data())
     }
 
     fn sync_all(&self) -> io::Result<()> {
-        self.0.sync_all()
+        crate::sync_times::timed(|| self.0.sync_all())
     }
 
     fn write_out(&self, offset: u64, len: u64) -> io::Result<()> {
@@ -118,7 +118,8 @@ impl Disk for RealDisk {
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        File::open(dir)?.sync_all()
+        let dir = File::open(dir)?;
+        crate::sync_times::timed(|| dir.sync_all())
     }
 
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {

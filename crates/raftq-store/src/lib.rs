@@ -18,6 +18,7 @@
 //!   `crash_disk`, a recording one that builds the disks a power loss can leave.
 //! - [`work`]: where the log's slow work runs, on threads of its own or, in a simulation, as
 //!   tasks of the runtime.
+//! - [`sync_times`]: how long the real disk's fsyncs of the log take, for the node's metrics.
 //!
 //! The log's metadata and the state machine live in one RocksDB instance, opened with
 //! [`column_families`].
@@ -37,6 +38,7 @@ pub mod snapshot;
 mod snapshot_file;
 pub mod state_machine;
 mod stepped;
+pub mod sync_times;
 pub mod types;
 pub mod waiters;
 pub mod work;

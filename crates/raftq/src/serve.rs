@@ -104,6 +104,12 @@ pub struct ServeArgs {
     #[arg(long, env = "RAFTQ_MAX_CLOCK_SKEW_MS", default_value_t = NodeConfig::DEFAULT_MAX_CLOCK_SKEW_MS,
           value_parser = clap::value_parser!(u64).range(10..=60_000))]
     pub max_clock_skew_ms: u64,
+    /// Series for each queue in `GET /metrics` (labelled `account` and `queue`); with `false`,
+    /// each queue figure is one series over every queue, so that the number of series does not
+    /// grow with the queues.
+    #[arg(long, env = "RAFTQ_METRICS_PER_QUEUE", default_value_t = true,
+          action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub metrics_per_queue: bool,
 }
 
 /// Why `raftq serve` stopped.
@@ -171,7 +177,11 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     config.peer_tls = peer_tls;
     let node = Arc::new(Node::start(config, raft_listener).await?);
     let api = raftq_api::Api::new(Arc::clone(&node), args.region.clone(), keys)
-        .with_limits(limits(&args));
+        .with_limits(limits(&args))
+        .with_metrics(raftq_api::MetricsOptions {
+            per_queue: args.metrics_per_queue,
+            data_dir: Some(args.data_dir.clone()),
+        });
     let listener = TcpListener::bind(args.listen).await?;
     // The bound address, not the flag's: `--listen 127.0.0.1:0` takes a free port and says which.
     let listen = listener.local_addr()?;
@@ -354,6 +364,22 @@ mod tests {
             text.contains("--heartbeat-ms") && text.contains("10..=10000"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn per_queue_metrics_are_on_unless_turned_off() {
+        assert!(serve(&[]).unwrap().metrics_per_queue);
+        assert!(
+            !serve(&["--metrics-per-queue=false"])
+                .unwrap()
+                .metrics_per_queue
+        );
+        assert!(
+            serve(&["--metrics-per-queue", "true"])
+                .unwrap()
+                .metrics_per_queue
+        );
+        assert!(serve(&["--metrics-per-queue=maybe"]).is_err());
     }
 
     #[test]

@@ -20,6 +20,7 @@ use crate::auth::{Account, Admin};
 use crate::error::ApiError;
 use crate::input::{Fields, JsonBody};
 use crate::keys::Principal;
+use crate::metrics::{Filesystem, Reading};
 use crate::openapi;
 use crate::state::AppState;
 use crate::status;
@@ -254,9 +255,18 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
             (engine.queue_gauges(now), backlog, engine.parked_count())
         })
         .unwrap_or_default();
+    let options = &state.api.metrics;
+    let reading = Reading {
+        raft: &status,
+        queues: &queues,
+        reclaiming,
+        parked,
+        filesystem: options.data_dir.as_deref().and_then(Filesystem::of),
+        log_syncs: raftq_node::log_sync_times(),
+    };
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-        state.metrics.render(&status, &queues, reclaiming, parked),
+        state.metrics.render(&reading, options.per_queue),
     )
         .into_response()
 }
