@@ -67,6 +67,7 @@ on_both_fronts! {
     typed_attributes_round_trip_and_plain_ones_keep_their_shape: Serving::start(Keys::open());
     tags_default_waits_and_modified_at_are_queue_settings: Serving::start(Keys::open());
     fifo_receive_attempts_replay_their_answer: Serving::start(Keys::open());
+    fifo_queues_deduplicate_per_queue_or_per_message_group: Serving::start(Keys::open());
     arns_name_queues_and_other_accounts_arns_are_refused: Serving::start(two_accounts());
 }
 
@@ -1387,6 +1388,65 @@ async fn tags_default_waits_and_modified_at_are_queue_settings(api: &Front) {
     let after = api.ok(Op::GetQueue("w"), Value::Null).await;
     assert_eq!(after["tags"], tagged["tags"]);
     assert_eq!(after["modified_at"], patched["modified_at"]);
+}
+
+/// A FIFO queue's `deduplication_scope`: `queue` by default, `message_group` takes one
+/// deduplication ID once in each group; a standard queue and other values are refused.
+async fn fifo_queues_deduplicate_per_queue_or_per_message_group(api: &Front) {
+    let q = api.create(json!({"name": "per-queue.fifo"})).await;
+    assert_eq!(q["deduplication_scope"], "queue");
+    let q = api
+        .create(json!({"name": "per-group.fifo", "deduplication_scope": "message_group"}))
+        .await;
+    assert_eq!(q["deduplication_scope"], "message_group");
+    for (queue, distinct) in [("per-queue.fifo", false), ("per-group.fifo", true)] {
+        let ids: Vec<Value> = ["a", "b"]
+            .into_iter()
+            .map(|group| {
+                json!({"body": group, "message_group_id": group, "message_deduplication_id": "d"})
+            })
+            .collect();
+        let first = api.send(queue, ids[0].clone()).await;
+        let second = api.send(queue, ids[1].clone()).await;
+        assert_eq!(
+            first["message_id"] != second["message_id"],
+            distinct,
+            "{queue}: {first} {second}"
+        );
+    }
+    api.create(json!({"name": "plain"})).await;
+    let cases = [
+        (
+            Op::CreateQueue,
+            json!({"name": "x", "deduplication_scope": "queue"}),
+        ),
+        (
+            Op::CreateQueue,
+            json!({"name": "x.fifo", "deduplication_scope": "group"}),
+        ),
+        (
+            Op::PatchQueue("plain"),
+            json!({"deduplication_scope": "message_group"}),
+        ),
+        (
+            Op::PatchQueue("per-queue.fifo"),
+            json!({"deduplication_scope": "Queue"}),
+        ),
+    ];
+    for (op, input) in cases {
+        refused(
+            api.call(op, input).await,
+            "invalid_argument",
+            Some("deduplication_scope"),
+        );
+    }
+    let patched = api
+        .ok(
+            Op::PatchQueue("per-group.fifo"),
+            json!({"deduplication_scope": "queue"}),
+        )
+        .await;
+    assert_eq!(patched["deduplication_scope"], "queue");
 }
 
 /// A FIFO receive retried with its attempt ID gets the same messages and receipts; a standard

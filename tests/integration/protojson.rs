@@ -286,6 +286,7 @@ fn create_request(i: &mut Input) -> pb::CreateQueueRequest {
         retry_backoff: i.take("retry_backoff").map(retry_backoff),
         receive_wait_seconds: i.int("receive_wait_seconds"),
         tags: i.opt("tags", strings_map).unwrap_or_default(),
+        deduplication_scope: i.text("deduplication_scope"),
     }
 }
 
@@ -333,6 +334,7 @@ fn patch_request(queue: &str, i: &mut Input) -> pb::PatchQueueRequest {
         receive_wait_seconds: settings.receive_wait_seconds,
         set_tags,
         remove_tags,
+        deduplication_scope: settings.deduplication_scope,
     }
 }
 
@@ -442,6 +444,7 @@ fn queue(q: &pb::Queue) -> Value {
         "retry_backoff": retry_backoff,
         "receive_wait_seconds": q.receive_wait_seconds,
         "tags": q.tags,
+        "deduplication_scope": q.deduplication_scope,
     })
 }
 

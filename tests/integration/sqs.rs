@@ -251,15 +251,19 @@ async fn sqs_sdk_manages_queues() {
         let policy = client
             .set_queue_attributes()
             .queue_url(&url)
-            .attributes(QueueAttributeName::Policy, "{}")
+            .attributes(QueueAttributeName::Policy, "[1]")
             .send()
             .await;
-        assert_eq!(code(policy), "InvalidAttributeName");
+        assert_eq!(
+            code(policy),
+            "InvalidAttributeValue",
+            "a policy is a JSON object"
+        );
         let scope = client
             .create_queue()
             .queue_name("scoped.fifo")
             .attributes(QueueAttributeName::FifoQueue, "true")
-            .attributes(QueueAttributeName::DeduplicationScope, "messageGroup")
+            .attributes(QueueAttributeName::DeduplicationScope, "group")
             .send()
             .await;
         assert_eq!(code(scope), "InvalidAttributeValue");
@@ -736,6 +740,300 @@ async fn sqs_sdk_answers_as_sqs_does() {
             late.message()
                 .is_some_and(|m| m.contains("The receipt handle has expired")),
             "{late:?}"
+        );
+    })
+    .await;
+}
+
+/// The message of a refused call, with its code.
+fn said<T, E, R>(result: Result<T, SdkError<E, R>>) -> (String, String)
+where
+    T: std::fmt::Debug,
+    E: ProvideErrorMetadata + std::fmt::Debug,
+    R: std::fmt::Debug,
+{
+    match result {
+        Ok(answer) => panic!("expected an error, got {answer:?}"),
+        Err(e) => (
+            e.code().unwrap_or_default().to_string(),
+            e.message().unwrap_or_default().to_string(),
+        ),
+    }
+}
+
+/// An X-Ray trace header, and the MD5 of it as a message system attribute, computed
+/// independently (Python's `hashlib`, by the encoding AWS documents for attributes).
+const TRACE_HEADER: &str =
+    "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
+const TRACE_HEADER_MD5: &str = "5ae4d5d7636402d80f4eb6d213245a88";
+
+/// SQS's attributes of high-throughput FIFO queues (deduplication per message group, with the
+/// rules between the two), of access policies (kept, returned, removed) and of tracing (an
+/// `AWSTraceHeader` carried with its message), as SQS documents them.
+#[tokio::test]
+async fn sqs_sdk_keeps_policies_trace_headers_and_deduplicates_per_message_group() {
+    use aws_sdk_sqs::types::{MessageSystemAttributeNameForSends, MessageSystemAttributeValue};
+    use QueueAttributeName::{DeduplicationScope, FifoQueue, FifoThroughputLimit, Policy};
+    with_node(async |_serving, client| {
+        // A policy is any JSON object, kept and returned as given; "" removes it.
+        let policy = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"sqs:SendMessage","Resource":"*"}]}"#;
+        let url = create(client, "guarded", &[(Policy, policy)]).await;
+        let policy_of = async || {
+            let got = client
+                .get_queue_attributes()
+                .queue_url(&url)
+                .attribute_names(QueueAttributeName::All)
+                .send()
+                .await
+                .unwrap();
+            got.attributes().and_then(|a| a.get(&Policy).cloned())
+        };
+        assert_eq!(policy_of().await.as_deref(), Some(policy));
+        client
+            .set_queue_attributes()
+            .queue_url(&url)
+            .attributes(Policy, "")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(policy_of().await, None);
+        let too_large = format!(r#"{{"Statement":"{}"}}"#, "x".repeat(8192));
+        let refused = client
+            .set_queue_attributes()
+            .queue_url(&url)
+            .attributes(Policy, too_large)
+            .send()
+            .await;
+        assert_eq!(refusal(refused), (400, "InvalidAttributeValue".to_string()));
+
+        // High-throughput FIFO: one deduplication ID once in each message group.
+        let fast = create(
+            client,
+            "fast.fifo",
+            &[
+                (FifoQueue, "true"),
+                (DeduplicationScope, "messageGroup"),
+                (FifoThroughputLimit, "perMessageGroupId"),
+            ],
+        )
+        .await;
+        let shown = client
+            .get_queue_attributes()
+            .queue_url(&fast)
+            .attribute_names(QueueAttributeName::All)
+            .send()
+            .await
+            .unwrap();
+        let shown = shown.attributes().unwrap();
+        assert_eq!(shown[&DeduplicationScope], "messageGroup");
+        assert_eq!(shown[&FifoThroughputLimit], "perMessageGroupId");
+        let mut ids = Vec::new();
+        for group in ["a", "b", "a"] {
+            let sent = client
+                .send_message()
+                .queue_url(&fast)
+                .message_body(group)
+                .message_group_id(group)
+                .message_deduplication_id("same")
+                .send()
+                .await
+                .unwrap();
+            ids.push(sent.message_id.unwrap());
+        }
+        assert_ne!(ids[0], ids[1], "the same ID in two groups is two messages");
+        assert_eq!(ids[2], ids[0], "and a duplicate within its group");
+        let received = client
+            .receive_message()
+            .queue_url(&fast)
+            .max_number_of_messages(10)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(received.messages().len(), 2);
+
+        // SQS's rules: the per-group limit needs per-group deduplication; both are FIFO's.
+        let alone = client
+            .create_queue()
+            .queue_name("slow.fifo")
+            .attributes(FifoQueue, "true")
+            .attributes(FifoThroughputLimit, "perMessageGroupId")
+            .send()
+            .await;
+        assert_eq!(refusal(alone), (400, "InvalidAttributeValue".to_string()));
+        let back = client
+            .set_queue_attributes()
+            .queue_url(&fast)
+            .attributes(DeduplicationScope, "queue")
+            .send()
+            .await;
+        assert_eq!(refusal(back), (400, "InvalidAttributeValue".to_string()));
+        for attribute in [DeduplicationScope, FifoThroughputLimit] {
+            let value = if attribute == DeduplicationScope { "queue" } else { "perQueue" };
+            let standard = client
+                .create_queue()
+                .queue_name("plain")
+                .attributes(attribute.clone(), value)
+                .send()
+                .await;
+            let text = format!(
+                "You can specify the {} only when FifoQueue is set to true.",
+                attribute.as_str()
+            );
+            assert_eq!(said(standard), ("InvalidAttributeName".to_string(), text));
+        }
+
+        // AWSTraceHeader: kept with the message, returned when asked for.
+        let header = MessageSystemAttributeValue::builder()
+            .data_type("String")
+            .string_value(TRACE_HEADER)
+            .build()
+            .unwrap();
+        let sent = client
+            .send_message()
+            .queue_url(&url)
+            .message_body("traced")
+            .message_system_attributes(MessageSystemAttributeNameForSends::AwsTraceHeader, header)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            sent.md5_of_message_system_attributes(),
+            Some(TRACE_HEADER_MD5)
+        );
+        for (asked, shown) in [
+            (MessageSystemAttributeName::AwsTraceHeader, true),
+            (MessageSystemAttributeName::All, true),
+            (MessageSystemAttributeName::SentTimestamp, false),
+        ] {
+            let received = client
+                .receive_message()
+                .queue_url(&url)
+                .message_system_attribute_names(asked.clone())
+                .visibility_timeout(0)
+                .send()
+                .await
+                .unwrap();
+            let message = &received.messages()[0];
+            let got = message
+                .attributes()
+                .and_then(|a| a.get(&MessageSystemAttributeName::AwsTraceHeader));
+            assert_eq!(got.map(String::as_str), shown.then_some(TRACE_HEADER), "{asked:?}");
+        }
+        let binary = MessageSystemAttributeValue::builder()
+            .data_type("Binary")
+            .binary_value(Blob::new(vec![1]))
+            .build()
+            .unwrap();
+        let refused = client
+            .send_message()
+            .queue_url(&url)
+            .message_body("x")
+            .message_system_attributes(MessageSystemAttributeNameForSends::AwsTraceHeader, binary)
+            .send()
+            .await;
+        assert_eq!(refusal(refused), (400, "InvalidParameterValue".to_string()));
+    })
+    .await;
+}
+
+/// Refusals whose message SQS is known to give (from the real service) carry that message,
+/// word for word, with SQS's code.
+#[tokio::test]
+async fn sqs_sdk_refuses_in_sqs_words() {
+    use QueueAttributeName::{ContentBasedDeduplication, FifoQueue, MaximumMessageSize};
+    with_node(async |_serving, client| {
+        let plain = create(client, "plain", &[]).await;
+        let fifo = create(client, "ordered.fifo", &[(FifoQueue, "true")]).await;
+        let small = create(client, "small", &[(MaximumMessageSize, "1024")]).await;
+        create(client, "dlq", &[]).await;
+        let dlq_arn = format!("arn:aws:sqs:local:{DEV}:dlq");
+        let invalid = "InvalidParameterValue";
+        let cases = [
+            (
+                said(client.get_queue_url().queue_name("nope").send().await),
+                ("AWS.SimpleQueueService.NonExistentQueue", "The specified queue does not exist."),
+            ),
+            (
+                said(client.receive_message().queue_url(&plain).max_number_of_messages(11).send().await),
+                (invalid, "Value 11 for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided."),
+            ),
+            (
+                said(client.receive_message().queue_url(&plain).wait_time_seconds(21).send().await),
+                (invalid, "Value 21 for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided."),
+            ),
+            (
+                said(client.send_message().queue_url(&plain).message_body("").send().await),
+                ("MissingParameter", "The request must contain the parameter MessageBody."),
+            ),
+            (
+                said(client.send_message().queue_url(&fifo).message_body("x").message_group_id("group 123").message_deduplication_id("d").send().await),
+                (invalid, "Value group 123 for parameter MessageGroupId is invalid. Reason: MessageGroupId can only include alphanumeric and punctuation characters. 1 to 128 in length."),
+            ),
+            (
+                said(client.send_message().queue_url(&plain).message_body("x").message_attributes("ErrorDetails", string("")).send().await),
+                (invalid, "Message (user) attribute 'ErrorDetails' must contain a non-empty value of type 'String'."),
+            ),
+            (
+                said(client.send_message().queue_url(&small).message_body("x".repeat(1025)).send().await),
+                (invalid, "One or more parameters are invalid. Reason: Message must be shorter than 1024 bytes."),
+            ),
+            (
+                said(client.set_queue_attributes().queue_url(&plain).attributes(FifoQueue, "true").send().await),
+                ("InvalidAttributeName", "Unknown Attribute FifoQueue."),
+            ),
+            (
+                said(client.set_queue_attributes().queue_url(&fifo).attributes(FifoQueue, "false").send().await),
+                ("InvalidAttributeValue", "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported."),
+            ),
+            (
+                said(client.create_queue().queue_name("other").attributes(FifoQueue, "false").send().await),
+                ("InvalidAttributeName", "Unknown Attribute FifoQueue."),
+            ),
+            (
+                said(client.create_queue().queue_name("other").attributes(ContentBasedDeduplication, "true").send().await),
+                ("InvalidAttributeName", "Unknown Attribute ContentBasedDeduplication."),
+            ),
+            (
+                said(client.send_message_batch().queue_url(&fifo).entries(SendMessageBatchRequestEntry::builder().id("a").message_body("x").message_deduplication_id("d").build().unwrap()).send().await),
+                (invalid, "The request must contain the parameter MessageGroupId."),
+            ),
+            (
+                said(client.start_message_move_task().source_arn(&dlq_arn).send().await),
+                (invalid, "Source queue must be configured as a Dead Letter Queue."),
+            ),
+            (
+                said(client.start_message_move_task().source_arn(&dlq_arn).destination_arn(format!("arn:aws:sqs:local:{DEV}:nowhere")).send().await),
+                ("ResourceNotFoundException", "The resource that you specified for the DestinationArn parameter doesn't exist."),
+            ),
+            (
+                said(client.cancel_message_move_task().task_handle("garbage").send().await),
+                (invalid, "Value for parameter TaskHandle is invalid."),
+            ),
+            (
+                said(client.cancel_message_move_task().task_handle(uuid::Uuid::new_v4().to_string()).send().await),
+                ("ResourceNotFoundException", "Task does not exist."),
+            ),
+        ];
+        for (got, (code, message)) in cases {
+            assert_eq!(got, (code.to_string(), message.to_string()));
+        }
+        client
+            .set_queue_attributes()
+            .queue_url(&fifo)
+            .attributes(FifoQueue, "true")
+            .send()
+            .await
+            .expect("a FIFO queue stays one");
+        let batch = client
+            .send_message_batch()
+            .queue_url(&small)
+            .entries(SendMessageBatchRequestEntry::builder().id("big").message_body("x".repeat(1025)).build().unwrap())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            batch.failed()[0].message(),
+            Some("One or more parameters cannot be validated. Reason: Message must be shorter than 1024 bytes.")
         );
     })
     .await;
@@ -1287,7 +1585,14 @@ async fn sqs_sdk_moves_dead_letters_back() {
             .source_arn(&dlq_arn)
             .send()
             .await;
-        assert_eq!(code(second), "AWS.SimpleQueueService.UnsupportedOperation");
+        let second = second.expect_err("a second running task").into_service_error();
+        assert_eq!(
+            (second.code(), second.message()),
+            (
+                Some("InvalidParameterValue"),
+                Some("There is already a task running. Only one active task is allowed for a source queue arn at a given time.")
+            )
+        );
         let cancelled = client
             .cancel_message_move_task()
             .task_handle(&handle)

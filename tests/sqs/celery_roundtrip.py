@@ -9,7 +9,13 @@ to a FIFO queue (two message groups, `MessageGroupId` given to `apply_async`), r
 - every task ran exactly once: each task appends one line to a file, and the lines are counted;
 - within each message group of the FIFO queue the tasks ran in the order they were sent;
 - both queues are empty afterwards (every message was deleted by its acknowledgement);
-- a publisher signing with a wrong secret is refused (`SignatureDoesNotMatch`) and sends nothing.
+- a publisher signing with a wrong secret is refused (`SignatureDoesNotMatch`) and sends nothing;
+- late acknowledgement survives a crash: two more workers consume a third queue whose
+  visibility timeout is short (4 s), one is killed (SIGKILL) while it runs its tasks, and every
+  task still runs: at least once, and exactly once unless the killed worker had started it (the
+  task it was running, and any whose deletion it had not yet sent, come back when their
+  visibility timeout ends, as on SQS; those it held but had not started run once, elsewhere);
+  the queue ends empty.
 
 Every request is signed with SigV4 by the access key given. Queues are created by kombu under a
 prefix of this run's own (`celery<time><random>-`) and deleted at the end. Each check prints PASS
@@ -38,16 +44,24 @@ from botocore.exceptions import ClientError
 from celery import Celery
 
 TASK_NAME = "raftq_roundtrip.record"
+SLOW_TASK_NAME = "raftq_roundtrip.record_slowly"
 STANDARD = "standard"
 FIFO = "ordered.fifo"
+CRASH = "crash"
+# The crash queue's visibility timeout: how soon a killed worker's messages come back.
+CRASH_VISIBILITY_SECONDS = 4
+# How long each crash task works after it is recorded, so that the kill lands mid-task.
+CRASH_TASK_SECONDS = 0.2
 GROUPS = ("group-a", "group-b")
 SETTINGS_VARIABLE = "RAFTQ_CELERY_SETTINGS"
 # How long a worker may take to stop after SIGTERM (a warm shutdown waits for its long poll).
 STOP_SECONDS = 20
 
 
-def broker_settings(endpoint, region, access_key_id, secret_access_key, prefix):
-    """The Celery settings of an application whose broker is the SQS endpoint at `endpoint`."""
+def broker_settings(endpoint, region, access_key_id, secret_access_key, prefix,
+                    visibility_timeout=1800):
+    """The Celery settings of an application whose broker is the SQS endpoint at `endpoint`, whose
+    queues kombu creates with `visibility_timeout`."""
     url = urlsplit(endpoint)
     port = f":{url.port}" if url.port else ""
     return {
@@ -59,6 +73,7 @@ def broker_settings(endpoint, region, access_key_id, secret_access_key, prefix):
             "is_secure": url.scheme == "https",
             "queue_name_prefix": prefix,
             "wait_time_seconds": 5,
+            "visibility_timeout": visibility_timeout,
         },
         "broker_connection_retry_on_startup": True,
         "task_default_queue": STANDARD,
@@ -87,6 +102,14 @@ def record(kind, group, index):
         os.write(fd, line)
     finally:
         os.close(fd)
+
+
+@app.task(name=SLOW_TASK_NAME)
+def record_slowly(kind, index):
+    """Records the task as `record` does, then works on: a worker killed meanwhile leaves it
+    unacknowledged."""
+    record(kind, "", index)
+    time.sleep(CRASH_TASK_SECONDS)
 
 
 class Checks:
@@ -149,14 +172,15 @@ def queue_depths(sqs, url):
     return {name: int(attributes.get(name, "0")) for name in names}
 
 
-def start_workers(count, env, directory):
-    """`count` Celery workers consuming both queues, each logging to a file of `directory`."""
+def start_workers(count, env, directory, queues, label="w"):
+    """`count` Celery workers consuming `queues`, each logging to `<label><n>.log` in
+    `directory`."""
     workers = []
     for n in range(count):
-        log = open(os.path.join(directory, f"worker-{n}.log"), "wb")
+        log = open(os.path.join(directory, f"{label}{n}.log"), "wb")
         command = [
             sys.executable, "-m", "celery", "-A", "celery_roundtrip", "worker",
-            "--queues", f"{STANDARD},{FIFO}", "--pool", "solo", "--hostname", f"w{n}@raftq",
+            "--queues", ",".join(queues), "--pool", "solo", "--hostname", f"{label}{n}@raftq",
             "--without-gossip", "--without-mingle", "--without-heartbeat",
             "--loglevel", "WARNING",
         ]
@@ -223,6 +247,10 @@ def main():
     parser.add_argument(
         "--timeout", type=float, default=90, help="seconds for all tasks to run (default 90)"
     )
+    parser.add_argument(
+        "--crash-tasks", type=int, default=30,
+        help="tasks of the run with a killed worker (default 30; 0 skips it)",
+    )
     args = parser.parse_args()
     if not args.access_key_id or not args.secret_access_key:
         parser.error("--access-key-id and --secret-access-key (or AWS_* variables) are needed")
@@ -243,20 +271,25 @@ def main():
         app.conf.update(settings)
         env = dict(os.environ, **{SETTINGS_VARIABLE: json.dumps(_settings)})
         env["PYTHONPATH"] = os.path.dirname(os.path.abspath(__file__))
-        workers = start_workers(args.workers, env, directory)
+        workers = start_workers(args.workers, env, directory, (STANDARD, FIFO))
         try:
             run(args, app, sqs, prefix, records, workers, checks)
+            if args.crash_tasks > 0:
+                crash_run(args, sqs, prefix, directory, checks)
         finally:
             stop_workers(workers)
             if checks.failed:
-                for n in range(len(workers)):
-                    with open(os.path.join(directory, f"worker-{n}.log"), errors="replace") as f:
-                        print(f"--- worker {n}'s log (last 40 lines)")
+                for name in sorted(os.listdir(directory)):
+                    if not name.endswith(".log"):
+                        continue
+                    with open(os.path.join(directory, name), errors="replace") as f:
+                        print(f"--- {name} (last 40 lines)")
                         print("".join(f.readlines()[-40:]), end="")
             delete_queues(sqs, prefix)
     elapsed = time.monotonic() - started
     print(f"{checks.passed} passed, {checks.failed} failed")
-    print(f"celery round trip: {2 * args.tasks} tasks, {args.workers} workers, {elapsed:.1f} s")
+    print(f"celery round trip: {2 * args.tasks} tasks, {args.workers} workers, "
+          f"{args.crash_tasks} tasks with a killed worker, {elapsed:.1f} s")
     return 1 if checks.failed else 0
 
 
@@ -306,6 +339,61 @@ def run(args, app, sqs, prefix, records, workers, checks):
                      f"the queue {name} is empty after the run", str(depths))
     pids = collections.Counter(pid for *_, pid in ran)
     print(f"tasks per worker process: {sorted(pids.values(), reverse=True)}")
+
+
+def crash_run(args, sqs, prefix, directory, checks):
+    """Sends the crash tasks to two new workers, kills (SIGKILL) the first to run one while it
+    works, and checks that every task still ran, each exactly once unless the killed worker had
+    started it, and that the queue ends empty."""
+    settings = broker_settings(
+        args.endpoint, args.region, args.access_key_id, args.secret_access_key, prefix,
+        visibility_timeout=CRASH_VISIBILITY_SECONDS,
+    )
+    records = os.path.join(directory, "crash-records")
+    env = dict(os.environ, **{SETTINGS_VARIABLE: json.dumps({"celery": settings,
+                                                             "records": records})})
+    env["PYTHONPATH"] = os.path.dirname(os.path.abspath(__file__))
+    publisher = make_app("raftq_crash", settings)
+    workers = start_workers(2, env, directory, (CRASH,), label="crash")
+    try:
+        for index in range(args.crash_tasks):
+            publisher.send_task(SLOW_TASK_NAME, args=("crash", index), queue=CRASH)
+        deadline = time.monotonic() + args.timeout
+        # The first worker to record a task is killed once it has recorded three.
+        first = wait_for(lambda: len(read_records(records)) >= 3, deadline, workers)
+        killed_pid = read_records(records)[0][3] if first else None
+        killed = [(p, log) for p, log in workers if p.pid == killed_pid]
+        checks.check(bool(killed), "a crash worker ran tasks before the kill",
+                     f"records {read_records(records)[:5]}")
+        for process, _ in killed:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        killed_at = time.monotonic()
+        survivors = [w for w in workers if w not in killed]
+
+        def all_ran():
+            return {i for k, _, i, _ in read_records(records)} >= set(range(args.crash_tasks))
+
+        ran_all = wait_for(all_ran, deadline, survivors)
+        url = sqs.get_queue_url(QueueName=prefix + CRASH)["QueueUrl"]
+        drained = wait_for(lambda: sum(queue_depths(sqs, url).values()) == 0,
+                           time.monotonic() + 10, survivors)
+        print(f"after the kill, the crash tasks all ran in {time.monotonic() - killed_at:.1f} s")
+    finally:
+        stop_workers(workers)
+        publisher.close()
+    ran = read_records(records)
+    runs = collections.Counter(index for _, _, index, _ in ran)
+    checks.check(ran_all, f"each of the {args.crash_tasks} crash tasks ran at least once",
+                 f"never ran: {sorted(set(range(args.crash_tasks)) - set(runs))[:10]}")
+    received_by_killed = {index for _, _, index, pid in ran if pid == killed_pid}
+    again = sorted(index for index, n in runs.items() if n > 1)
+    checks.check(set(again) <= received_by_killed,
+                 "the crash tasks ran exactly once, but those the killed worker had started",
+                 f"ran more than once: {again}; the killed worker ran {sorted(received_by_killed)}")
+    print(f"crash tasks run again after the kill: {again}")
+    checks.check(drained, "the crash queue is empty after the run",
+                 str(queue_depths(sqs, url)))
 
 
 def delete_queues(sqs, prefix):

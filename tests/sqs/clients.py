@@ -288,6 +288,57 @@ class Run:
         expect_equal(second["MessageId"], first["MessageId"], "content-based deduplication")
         expect_equal(len(self.receive(url, wait_seconds=2)), 1, "messages of a deduplicated pair")
 
+    def high_throughput_policy_and_trace_header(self):
+        """DeduplicationScope=messageGroup with FifoThroughputLimit=perMessageGroupId takes one
+        deduplication ID once in each group; a Policy is kept as given and removed by "";
+        AWSTraceHeader comes back with its message, with MD5OfMessageSystemAttributes."""
+        url = self.create(
+            "fast.fifo",
+            {
+                "FifoQueue": "true",
+                "DeduplicationScope": "messageGroup",
+                "FifoThroughputLimit": "perMessageGroupId",
+            },
+        )
+        expect_equal(self.attribute(url, "DeduplicationScope"), "messageGroup", "the scope")
+        ids = [
+            self.sqs.send_message(
+                QueueUrl=url, MessageBody=group, MessageGroupId=group,
+                MessageDeduplicationId="same",
+            )["MessageId"]
+            for group in ("a", "b", "a")
+        ]
+        expect(ids[0] != ids[1], "the same deduplication ID in two groups is two messages")
+        expect_equal(ids[2], ids[0], "MessageId of a send deduplicated within its group")
+        code = error_code(
+            lambda: self.sqs.set_queue_attributes(
+                QueueUrl=url, Attributes={"DeduplicationScope": "queue"}
+            )
+        )
+        expect_equal(code, "InvalidAttributeValue", "perMessageGroupId with the queue scope")
+
+        policy = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow"}]})
+        url = self.create("policy", {"Policy": policy})
+        expect_equal(self.attribute(url, "Policy"), policy, "the Policy")
+        self.sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": ""})
+        answer = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])
+        expect("Policy" not in answer.get("Attributes", {}), "a Policy set to \"\" is gone")
+
+        header = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+        sent = self.sqs.send_message(
+            QueueUrl=url, MessageBody="traced",
+            MessageSystemAttributes={
+                "AWSTraceHeader": {"DataType": "String", "StringValue": header}
+            },
+        )
+        expect_equal(
+            sent.get("MD5OfMessageSystemAttributes"),
+            md5_of_attributes({"AWSTraceHeader": {"DataType": "String", "StringValue": header}}),
+            "MD5OfMessageSystemAttributes",
+        )
+        message = self.receive_one(url)
+        expect_equal(message["Attributes"].get("AWSTraceHeader"), header, "AWSTraceHeader")
+
     def dead_letter_queue_redrive(self):
         dead = self.create("dlq")
         dead_arn = self.attribute(dead, "QueueArn")
@@ -528,6 +579,10 @@ def main():
         ),
         ("SQS's defaults, repeated deletes and its error codes", run.sqs_answers),
         ("FIFO order and deduplication", run.fifo_order_and_deduplication),
+        (
+            "per-group deduplication, Policy and AWSTraceHeader",
+            run.high_throughput_policy_and_trace_header,
+        ),
         ("dead-letter queue by redrive policy", run.dead_letter_queue_redrive),
         ("message move task back to the source", run.message_move_task),
         ("ListQueues with a prefix and pages", run.list_queues),

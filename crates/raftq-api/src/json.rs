@@ -63,6 +63,9 @@ pub struct Queue<'a> {
     pub retry_backoff: Option<RetryBackoff>,
     pub receive_wait_seconds: u32,
     pub tags: &'a BTreeMap<String, String>,
+    /// `queue` on standard queues.
+    #[schema(schema_with = schemas::deduplication_scope)]
+    pub deduplication_scope: &'static str,
 }
 
 /// A queue's retry backoff: a message whose lease expired waits `min(max_seconds,
@@ -110,6 +113,7 @@ impl<'a> Queue<'a> {
             }),
             receive_wait_seconds: view.receive_wait_seconds,
             tags: &view.tags,
+            deduplication_scope: view.deduplication_scope.as_str(),
         }
     }
 }

@@ -33,7 +33,9 @@ use utoipa::{IntoParams, IntoResponses, Modify, ToSchema};
 
 use crate::auth::{Account, Admin};
 use crate::input::{JsonBody, QueuePath};
-pub use crate::schemas::{permission, queue_reference, queue_type, ErrorBody, QueueStats};
+pub use crate::schemas::{
+    deduplication_scope, permission, queue_reference, queue_type, ErrorBody, QueueStats,
+};
 
 /// The document's frame: title, security scheme and tags; `routes::api` adds the operations.
 #[derive(utoipa::OpenApi)]

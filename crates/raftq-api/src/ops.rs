@@ -50,6 +50,8 @@ pub struct MessageInput {
     pub delay_seconds: Option<i64>,
     pub message_group_id: Option<String>,
     pub message_deduplication_id: Option<String>,
+    /// SQS's `AWSTraceHeader`.
+    pub trace_header: Option<String>,
 }
 
 /// One entry of a batch send.
@@ -162,6 +164,7 @@ impl MessageInput {
             delay_seconds: self.delay_seconds,
             message_group_id: self.message_group_id,
             message_deduplication_id: self.message_deduplication_id,
+            trace_header: self.trace_header,
         };
         precheck(&message)?;
         Ok(message)

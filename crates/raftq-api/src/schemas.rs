@@ -96,6 +96,20 @@ pub fn move_task_status() -> ObjectBuilder {
     one_of_strings(MOVE_TASK_STATUSES)
 }
 
+/// Schema of a FIFO queue's deduplication scope.
+pub fn deduplication_scope() -> ObjectBuilder {
+    use raftq_engine::model::DeduplicationScope;
+    one_of_strings(&[
+        DeduplicationScope::Queue.as_str(),
+        DeduplicationScope::MessageGroup.as_str(),
+    ])
+    .description(Some(
+        "FIFO queues: where a deduplication ID is looked for within its 5 minutes: in the whole \
+         queue (`queue`, the default) or in the sent message's group only (`message_group`: the \
+         same ID in two groups is two messages). SQS DeduplicationScope",
+    ))
+}
+
 /// Schema of a redrive allow policy's permission.
 pub fn permission() -> ObjectBuilder {
     one_of_strings(PERMISSIONS)

@@ -63,6 +63,7 @@ impl Fixture {
             message: NewMessage {
                 message_group_id: self.fifo.then(|| format!("group-{}", n % GROUPS)),
                 message_deduplication_id: self.fifo.then(|| format!("dedup-{n}")),
+                trace_header: None,
                 ..NewMessage::new(Uuid::from_u128(u128::from(n) + 1_000), "x".repeat(16))
             },
         }

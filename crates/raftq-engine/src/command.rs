@@ -20,19 +20,25 @@ pub struct Entry {
 }
 
 /// Every state change the queue service knows.
+pub type Command = CommandOf<QueueAttributes, NewMessage>;
+
+/// The commands, over the shapes of queue settings (`A`) and messages (`M`): the two that grow
+/// between log formats. Today's [`Command`] has today's shapes; the log entries of an earlier
+/// format are read with that format's shapes and [`converted`](CommandOf::convert) (see
+/// [`crate::legacy`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum Command {
+pub enum CommandOf<A, M> {
     CreateQueue {
         account: String,
         /// Stamped by the proposer; becomes the queue's UUID.
         queue_id: Uuid,
         name: String,
-        attributes: QueueAttributes,
+        attributes: A,
     },
     PatchQueue {
         account: String,
         queue: String,
-        attributes: QueueAttributes,
+        attributes: A,
     },
     DeleteQueue {
         account: String,
@@ -41,12 +47,12 @@ pub enum Command {
     Send {
         account: String,
         queue: String,
-        message: NewMessage,
+        message: M,
     },
     SendBatch {
         account: String,
         queue: String,
-        entries: Vec<BatchEntry>,
+        entries: Vec<BatchEntry<M>>,
     },
     Receive {
         account: String,
@@ -111,6 +117,133 @@ pub enum Command {
     },
 }
 
+impl<A, M> CommandOf<A, M> {
+    /// The same command with its queue settings and messages in the shapes `A2` and `M2`.
+    pub fn convert<A2: From<A>, M2: From<M>>(self) -> CommandOf<A2, M2> {
+        use CommandOf as C;
+        match self {
+            C::CreateQueue {
+                account,
+                queue_id,
+                name,
+                attributes,
+            } => C::CreateQueue {
+                account,
+                queue_id,
+                name,
+                attributes: attributes.into(),
+            },
+            C::PatchQueue {
+                account,
+                queue,
+                attributes,
+            } => C::PatchQueue {
+                account,
+                queue,
+                attributes: attributes.into(),
+            },
+            C::DeleteQueue { account, queue } => C::DeleteQueue { account, queue },
+            C::Send {
+                account,
+                queue,
+                message,
+            } => C::Send {
+                account,
+                queue,
+                message: message.into(),
+            },
+            C::SendBatch {
+                account,
+                queue,
+                entries,
+            } => C::SendBatch {
+                account,
+                queue,
+                entries: entries
+                    .into_iter()
+                    .map(|e| BatchEntry {
+                        id: e.id,
+                        message: e.message.into(),
+                    })
+                    .collect(),
+            },
+            C::Receive {
+                account,
+                queue,
+                max_messages,
+                lease_seconds,
+                attempt_id,
+            } => C::Receive {
+                account,
+                queue,
+                max_messages,
+                lease_seconds,
+                attempt_id,
+            },
+            C::Ack {
+                account,
+                queue,
+                receipts,
+            } => C::Ack {
+                account,
+                queue,
+                receipts,
+            },
+            C::ChangeLease {
+                account,
+                queue,
+                receipt,
+                lease_seconds,
+                delay_seconds,
+            } => C::ChangeLease {
+                account,
+                queue,
+                receipt,
+                lease_seconds,
+                delay_seconds,
+            },
+            C::Purge { account, queue } => C::Purge { account, queue },
+            C::Tick => C::Tick,
+            C::StartMoveTask {
+                account,
+                queue,
+                task_handle,
+                task,
+            } => C::StartMoveTask {
+                account,
+                queue,
+                task_handle,
+                task,
+            },
+            C::CancelMoveTask {
+                account,
+                queue,
+                task_handle,
+            } => C::CancelMoveTask {
+                account,
+                queue,
+                task_handle,
+            },
+            C::ReceiveWait {
+                account,
+                queue,
+                max_messages,
+                lease_seconds,
+                wait_seconds,
+                waiter,
+            } => C::ReceiveWait {
+                account,
+                queue,
+                max_messages,
+                lease_seconds,
+                wait_seconds,
+                waiter,
+            },
+            C::EndWait { waiter } => C::EndWait { waiter },
+        }
+    }
+}
+
 /// A move task as a client asks for it.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct MoveTaskInput {
@@ -139,6 +272,12 @@ pub struct QueueAttributes {
     pub receive_wait_seconds: Option<i64>,
     /// Tags to set (a value) or remove (`None`).
     pub tags: Option<TagChange>,
+    /// `queue` or `message_group`.
+    pub deduplication_scope: Option<String>,
+    /// `per_queue` or `per_message_group_id`.
+    pub fifo_throughput_limit: Option<String>,
+    /// An access policy document; `Some(None)` removes the queue's.
+    pub policy: Option<Option<String>>,
 }
 
 /// A retry backoff as a client writes it.
@@ -172,6 +311,8 @@ pub struct NewMessage {
     pub delay_seconds: Option<i64>,
     pub message_group_id: Option<String>,
     pub message_deduplication_id: Option<String>,
+    /// A tracing header (SQS's `AWSTraceHeader`), kept with the message; not part of its size.
+    pub trace_header: Option<String>,
 }
 
 impl NewMessage {
@@ -184,6 +325,7 @@ impl NewMessage {
             delay_seconds: None,
             message_group_id: None,
             message_deduplication_id: None,
+            trace_header: None,
         }
     }
 
@@ -202,9 +344,9 @@ impl NewMessage {
 
 /// One entry of a batch send.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BatchEntry {
+pub struct BatchEntry<M = NewMessage> {
     pub id: String,
-    pub message: NewMessage,
+    pub message: M,
 }
 
 /// The immutable part of a message, kept out of the engine's memory: the store persists it under
@@ -217,6 +359,7 @@ pub struct Payload {
     pub message_group_id: Option<String>,
     pub message_deduplication_id: Option<String>,
     pub sent_at: Millis,
+    pub trace_header: Option<String>,
 }
 
 /// What a successful command returns.

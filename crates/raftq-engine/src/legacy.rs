@@ -1,7 +1,9 @@
 //! Commands as earlier builds wrote them into the Raft log, read back after an upgrade. Each
 //! log entry format is decoded into its own types here and converted to the next format's, up
 //! to today's [`Command`], with the settings it could not carry left unset, so an upgraded node
-//! applies its old entries exactly as the build that wrote them did.
+//! applies its old entries exactly as the build that wrote them did. From format 2 on, only
+//! the queue settings and messages change shape: a format's commands are a [`CommandOf`] of
+//! its two shapes, converted by [`CommandOf::convert`].
 
 use std::collections::BTreeMap;
 
@@ -9,10 +11,12 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::attributes;
+use crate::attributes::Attribute;
 use crate::command::{
-    AllowPolicyInput, BatchEntry, Command, NewMessage, QueueAttributes, RedrivePolicyInput,
+    AllowPolicyInput, BatchEntry, CommandOf, NewMessage, QueueAttributes, RedrivePolicyInput,
     RetryBackoffInput,
 };
+use crate::tags::TagChange;
 
 /// A command of log format 0: queue settings without a retry backoff, lease changes without a
 /// delay.
@@ -41,7 +45,7 @@ pub enum CommandV0 {
     SendBatch {
         account: String,
         queue: String,
-        entries: Vec<BatchEntryV1>,
+        entries: Vec<BatchEntry<NewMessageV1>>,
     },
     Receive {
         account: String,
@@ -201,7 +205,7 @@ pub enum CommandV1 {
     SendBatch {
         account: String,
         queue: String,
-        entries: Vec<BatchEntryV1>,
+        entries: Vec<BatchEntry<NewMessageV1>>,
     },
     Receive {
         account: String,
@@ -252,33 +256,19 @@ pub struct NewMessageV1 {
     pub message_deduplication_id: Option<String>,
 }
 
-/// A batch entry of log formats 0 and 1.
-#[derive(Debug, Clone, Deserialize)]
-pub struct BatchEntryV1 {
-    pub id: String,
-    pub message: NewMessageV1,
-}
-
-impl From<QueueAttributesV1> for QueueAttributes {
-    fn from(a: QueueAttributesV1) -> Self {
-        QueueAttributes {
-            content_based_deduplication: a.content_based_deduplication,
-            lease_seconds: a.lease_seconds,
-            delay_seconds: a.delay_seconds,
-            retention_seconds: a.retention_seconds,
-            max_message_bytes: a.max_message_bytes,
-            redrive_policy: a.redrive_policy,
-            redrive_allow_policy: a.redrive_allow_policy,
-            retry_backoff: a.retry_backoff,
+impl From<QueueAttributesV1> for QueueAttributesV2 {
+    fn from(v1: QueueAttributesV1) -> Self {
+        QueueAttributesV2 {
+            v1,
             receive_wait_seconds: None,
             tags: None,
         }
     }
 }
 
-impl From<NewMessageV1> for NewMessage {
+impl From<NewMessageV1> for NewMessageV2 {
     fn from(m: NewMessageV1) -> Self {
-        NewMessage {
+        NewMessageV2 {
             message_id: m.message_id,
             body: m.body,
             attributes: attributes::plain(m.attributes),
@@ -289,7 +279,7 @@ impl From<NewMessageV1> for NewMessage {
     }
 }
 
-impl From<CommandV1> for Command {
+impl From<CommandV1> for CommandV2 {
     fn from(c: CommandV1) -> Self {
         match c {
             CommandV1::CreateQueue {
@@ -297,7 +287,7 @@ impl From<CommandV1> for Command {
                 queue_id,
                 name,
                 attributes,
-            } => Command::CreateQueue {
+            } => CommandV2::CreateQueue {
                 account,
                 queue_id,
                 name,
@@ -307,17 +297,17 @@ impl From<CommandV1> for Command {
                 account,
                 queue,
                 attributes,
-            } => Command::PatchQueue {
+            } => CommandV2::PatchQueue {
                 account,
                 queue,
                 attributes: attributes.into(),
             },
-            CommandV1::DeleteQueue { account, queue } => Command::DeleteQueue { account, queue },
+            CommandV1::DeleteQueue { account, queue } => CommandV2::DeleteQueue { account, queue },
             CommandV1::Send {
                 account,
                 queue,
                 message,
-            } => Command::Send {
+            } => CommandV2::Send {
                 account,
                 queue,
                 message: message.into(),
@@ -326,7 +316,7 @@ impl From<CommandV1> for Command {
                 account,
                 queue,
                 entries,
-            } => Command::SendBatch {
+            } => CommandV2::SendBatch {
                 account,
                 queue,
                 entries: entries
@@ -342,7 +332,7 @@ impl From<CommandV1> for Command {
                 queue,
                 max_messages,
                 lease_seconds,
-            } => Command::Receive {
+            } => CommandV2::Receive {
                 account,
                 queue,
                 max_messages,
@@ -353,7 +343,7 @@ impl From<CommandV1> for Command {
                 account,
                 queue,
                 receipts,
-            } => Command::Ack {
+            } => CommandV2::Ack {
                 account,
                 queue,
                 receipts,
@@ -364,15 +354,74 @@ impl From<CommandV1> for Command {
                 receipt,
                 lease_seconds,
                 delay_seconds,
-            } => Command::ChangeLease {
+            } => CommandV2::ChangeLease {
                 account,
                 queue,
                 receipt,
                 lease_seconds,
                 delay_seconds,
             },
-            CommandV1::Purge { account, queue } => Command::Purge { account, queue },
-            CommandV1::Tick => Command::Tick,
+            CommandV1::Purge { account, queue } => CommandV2::Purge { account, queue },
+            CommandV1::Tick => CommandV2::Tick,
+        }
+    }
+}
+
+/// A command of log format 2: queue settings without a deduplication scope, throughput limit or
+/// policy, messages without a trace header.
+pub type CommandV2 = CommandOf<QueueAttributesV2, NewMessageV2>;
+
+/// Queue settings of log format 2: those of format 1, then a default wait and tags (postcard
+/// writes a struct as its fields in order, so a nested struct reads as its fields inline).
+#[derive(Debug, Clone, Deserialize)]
+pub struct QueueAttributesV2 {
+    pub v1: QueueAttributesV1,
+    pub receive_wait_seconds: Option<i64>,
+    pub tags: Option<TagChange>,
+}
+
+/// A message of log format 2.
+#[derive(Debug, Clone, Deserialize)]
+pub struct NewMessageV2 {
+    pub message_id: Uuid,
+    pub body: String,
+    pub attributes: BTreeMap<String, Attribute>,
+    pub delay_seconds: Option<i64>,
+    pub message_group_id: Option<String>,
+    pub message_deduplication_id: Option<String>,
+}
+
+impl From<QueueAttributesV2> for QueueAttributes {
+    fn from(a: QueueAttributesV2) -> Self {
+        let v1 = a.v1;
+        QueueAttributes {
+            content_based_deduplication: v1.content_based_deduplication,
+            lease_seconds: v1.lease_seconds,
+            delay_seconds: v1.delay_seconds,
+            retention_seconds: v1.retention_seconds,
+            max_message_bytes: v1.max_message_bytes,
+            redrive_policy: v1.redrive_policy,
+            redrive_allow_policy: v1.redrive_allow_policy,
+            retry_backoff: v1.retry_backoff,
+            receive_wait_seconds: a.receive_wait_seconds,
+            tags: a.tags,
+            deduplication_scope: None,
+            fifo_throughput_limit: None,
+            policy: None,
+        }
+    }
+}
+
+impl From<NewMessageV2> for NewMessage {
+    fn from(m: NewMessageV2) -> Self {
+        NewMessage {
+            message_id: m.message_id,
+            body: m.body,
+            attributes: m.attributes,
+            delay_seconds: m.delay_seconds,
+            message_group_id: m.message_group_id,
+            message_deduplication_id: m.message_deduplication_id,
+            trace_header: None,
         }
     }
 }

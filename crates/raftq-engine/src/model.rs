@@ -53,6 +53,10 @@ pub mod limits {
     pub const TAG_KEY_MAX: usize = 128;
     pub const TAG_VALUE_MAX: usize = 256;
     pub const RECEIVE_ATTEMPT_ID_MAX: usize = 128;
+    /// The largest access policy document a queue keeps (SQS's limit).
+    pub const POLICY_BYTES_MAX: usize = 8192;
+    /// The longest trace header a message carries.
+    pub const TRACE_HEADER_MAX: usize = 1024;
     /// How long a FIFO receive's attempt ID replays its answer.
     pub const RECEIVE_ATTEMPT_WINDOW_MS: u64 = 5 * 60 * 1000;
 
@@ -176,6 +180,71 @@ pub struct QueueConfig {
     pub retry_backoff: Option<RetryBackoff>,
     /// How long a receive that names no wait waits for a message, 0-20 seconds.
     pub receive_wait_seconds: u32,
+    /// FIFO queues: where a deduplication ID is looked for.
+    pub deduplication_scope: DeduplicationScope,
+    /// FIFO queues: SQS's throughput quota setting, kept for SQS's clients.
+    pub fifo_throughput_limit: FifoThroughputLimit,
+    /// An access policy document, kept and returned as given; raftq authorizes by its keys.
+    pub policy: Option<String>,
+}
+
+/// Where a FIFO queue looks for a deduplication ID it accepted within the window: anywhere in
+/// the queue, or in the sent message's group only (the same ID in two groups is two messages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeduplicationScope {
+    #[default]
+    Queue,
+    MessageGroup,
+}
+
+impl DeduplicationScope {
+    /// Reads the API's spelling: `queue` or `message_group`.
+    pub fn parse(text: &str) -> Option<DeduplicationScope> {
+        match text {
+            "queue" => Some(DeduplicationScope::Queue),
+            "message_group" => Some(DeduplicationScope::MessageGroup),
+            _ => None,
+        }
+    }
+
+    /// The API's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeduplicationScope::Queue => "queue",
+            DeduplicationScope::MessageGroup => "message_group",
+        }
+    }
+}
+
+/// SQS's `FifoThroughputLimit`: whether its throughput quota applies per queue or per message
+/// group. raftq has no such quota; it keeps the setting, and its rule that the per-group limit
+/// needs deduplication per message group, for SQS's clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FifoThroughputLimit {
+    #[default]
+    PerQueue,
+    PerMessageGroupId,
+}
+
+impl FifoThroughputLimit {
+    /// Reads the API's spelling: `per_queue` or `per_message_group_id`.
+    pub fn parse(text: &str) -> Option<FifoThroughputLimit> {
+        match text {
+            "per_queue" => Some(FifoThroughputLimit::PerQueue),
+            "per_message_group_id" => Some(FifoThroughputLimit::PerMessageGroupId),
+            _ => None,
+        }
+    }
+
+    /// The API's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FifoThroughputLimit::PerQueue => "per_queue",
+            FifoThroughputLimit::PerMessageGroupId => "per_message_group_id",
+        }
+    }
 }
 
 impl Default for QueueConfig {
@@ -190,6 +259,9 @@ impl Default for QueueConfig {
             redrive_allow_policy: AllowPolicy::AllowAll,
             retry_backoff: None,
             receive_wait_seconds: 0,
+            deduplication_scope: DeduplicationScope::Queue,
+            fifo_throughput_limit: FifoThroughputLimit::PerQueue,
+            policy: None,
         }
     }
 }
@@ -278,6 +350,9 @@ pub struct QueueView {
     pub retry_backoff: Option<RetryBackoff>,
     pub receive_wait_seconds: u32,
     pub tags: BTreeMap<String, String>,
+    pub deduplication_scope: DeduplicationScope,
+    pub fifo_throughput_limit: FifoThroughputLimit,
+    pub policy: Option<String>,
 }
 
 /// Where a message is in its life, as peek shows it.

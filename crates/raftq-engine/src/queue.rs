@@ -17,7 +17,7 @@ use crate::attempts::ReceiveAttempts;
 use crate::context::{prune_due, ApplyContext, Timer};
 use crate::error::EngineError;
 use crate::interned::Interned;
-use crate::model::{Millis, QueueConfig, QueueName, QueueType};
+use crate::model::{DeduplicationScope, Millis, QueueConfig, QueueName, QueueType};
 use crate::move_task::MoveTask;
 use crate::rows::{AttemptLease, RowKey};
 
@@ -679,7 +679,22 @@ impl Queue {
             .collect()
     }
 
-    /// Records an accepted deduplication ID.
+    /// The key under which this queue records deduplication ID `id` of a message of `group`:
+    /// the ID itself when it deduplicates per queue; the group, a NUL and the ID when it
+    /// deduplicates per message group. Group and deduplication IDs are printable ASCII, so a key
+    /// of one kind is never one of the other, and no two groups' keys meet.
+    ///
+    /// Records keep the key they were made with: for the 5 minutes after the queue's scope
+    /// changes, an ID recorded under the earlier scope does not suppress a send under the new one.
+    pub(crate) fn dedup_key(&self, group: &str, id: &str) -> String {
+        debug_assert!(!group.contains('\0') && !id.contains('\0'));
+        match self.config.deduplication_scope {
+            DeduplicationScope::Queue => id.to_string(),
+            DeduplicationScope::MessageGroup => format!("{group}\0{id}"),
+        }
+    }
+
+    /// Records an accepted deduplication ID under its key ([`Queue::dedup_key`]).
     pub(crate) fn record_dedup(
         &mut self,
         context: &mut ApplyContext,

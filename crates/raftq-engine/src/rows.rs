@@ -13,30 +13,39 @@
 //!
 //! Payload rows carry their own format (a leading [`PAYLOAD_FORMAT`] byte), since a payload
 //! outlives the build that wrote it: those of row formats up to 4, with plain string attributes,
-//! start with the length of their message UUID (16) instead and are read as such.
+//! start with the length of their message UUID (16) instead and are read as such; those of
+//! payload format 1 have no trace header.
+//!
+//! Deduplication rows are keyed by the deduplication ID, or, on a queue that deduplicates per
+//! message group, by the group and the ID (see `Queue::dedup_key`): rows of row format 5 and
+//! earlier are all of the first kind.
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use std::collections::BTreeMap;
 
-use crate::attributes;
+use crate::attributes::{self, Attribute};
 use crate::command::Payload;
 use crate::model::{AllowPolicy, Millis, QueueConfig, QueueName, RedrivePolicy, RetryBackoff};
 use crate::move_task::MoveTask;
 
 /// Version of the row format, kept in the meta row.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 
 /// The oldest row format this build reads: version 3 only added reclaim rows, version 4 the
 /// retry backoff to queue rows, version 5 a queue's default wait, tags and `modified_at`,
-/// receive attempt rows, move task rows, waiter rows, and typed attributes in payloads (older rows read as
-/// [`QueueRowV3`], [`QueueRowV4`] and [`PayloadV4`]).
+/// receive attempt rows, move task rows, waiter rows, and typed attributes in payloads, version 6
+/// a queue's deduplication scope, throughput limit and policy (older rows read as
+/// [`QueueRowV3`], [`QueueRowV4`], [`QueueRowV5`] and [`PayloadV4`]).
 pub const OLDEST_READABLE_VERSION: u32 = 2;
 const _: () = assert!(OLDEST_READABLE_VERSION <= FORMAT_VERSION);
 
 /// The first byte of a payload row of today's format.
-pub const PAYLOAD_FORMAT: u8 = 1;
+pub const PAYLOAD_FORMAT: u8 = 2;
+
+/// The first byte of a payload row without a trace header.
+const PAYLOAD_FORMAT_1: u8 = 1;
 
 /// The first byte of a payload row of row formats 2 to 4: the length of its message UUID.
 const PAYLOAD_V4_FIRST_BYTE: u8 = 16;
@@ -250,10 +259,65 @@ pub(crate) struct QueueRow {
 }
 
 impl QueueRow {
-    /// Reads a queue row written in row format `version`. Rows before format 5 had no tags and
-    /// no default wait; their `modified_at` reads as their creation.
+    /// Reads a queue row written in row format `version`. Rows before format 6 had no
+    /// deduplication scope, throughput limit or policy: theirs are the defaults.
     pub(crate) fn decode(version: u32, bytes: &[u8]) -> Result<QueueRow, RowError> {
-        if version >= 5 {
+        if version >= 6 {
+            return Ok(postcard::from_bytes(bytes)?);
+        }
+        let old = QueueRowV5::decode(version, bytes)?;
+        let c = old.config.v4;
+        Ok(QueueRow {
+            id: old.id,
+            account: old.account,
+            name: old.name,
+            created_at: old.created_at,
+            config: QueueConfig {
+                content_based_deduplication: c.content_based_deduplication,
+                lease_seconds: c.lease_seconds,
+                delay_seconds: c.delay_seconds,
+                retention_seconds: c.retention_seconds,
+                max_message_bytes: c.max_message_bytes,
+                redrive_policy: c.redrive_policy,
+                redrive_allow_policy: c.redrive_allow_policy,
+                retry_backoff: c.retry_backoff,
+                receive_wait_seconds: old.config.receive_wait_seconds,
+                ..QueueConfig::default()
+            },
+            dead_lettered: old.dead_lettered,
+            modified_at: old.modified_at,
+            tags: old.tags,
+        })
+    }
+}
+
+/// A queue row of row format 5: settings without a deduplication scope, throughput limit or
+/// policy.
+#[derive(Debug, Serialize, Deserialize)]
+struct QueueRowV5 {
+    id: Uuid,
+    account: String,
+    name: String,
+    created_at: Millis,
+    config: QueueConfigV5,
+    dead_lettered: u64,
+    modified_at: Millis,
+    tags: BTreeMap<String, String>,
+}
+
+/// Queue settings of row format 5: those of format 4, then the default wait (postcard writes a
+/// struct as its fields in order, so a nested struct reads as its fields inline).
+#[derive(Debug, Serialize, Deserialize)]
+struct QueueConfigV5 {
+    v4: QueueConfigV4,
+    receive_wait_seconds: u32,
+}
+
+impl QueueRowV5 {
+    /// Reads a queue row of row formats 2 to 5. Rows before format 5 had no tags and no default
+    /// wait; their `modified_at` reads as their creation.
+    fn decode(version: u32, bytes: &[u8]) -> Result<QueueRowV5, RowError> {
+        if version == 5 {
             return Ok(postcard::from_bytes(bytes)?);
         }
         let old: QueueRowV4 = if version == 4 {
@@ -269,21 +333,13 @@ impl QueueRow {
                 dead_lettered: v3.dead_lettered,
             }
         };
-        let c = old.config;
-        Ok(QueueRow {
+        Ok(QueueRowV5 {
             id: old.id,
             account: old.account,
             name: old.name,
             created_at: old.created_at,
-            config: QueueConfig {
-                content_based_deduplication: c.content_based_deduplication,
-                lease_seconds: c.lease_seconds,
-                delay_seconds: c.delay_seconds,
-                retention_seconds: c.retention_seconds,
-                max_message_bytes: c.max_message_bytes,
-                redrive_policy: c.redrive_policy,
-                redrive_allow_policy: c.redrive_allow_policy,
-                retry_backoff: c.retry_backoff,
+            config: QueueConfigV5 {
+                v4: old.config,
                 receive_wait_seconds: 0,
             },
             dead_lettered: old.dead_lettered,
@@ -423,23 +479,45 @@ pub fn encode_payload(payload: &Payload) -> Vec<u8> {
     encode(&(PAYLOAD_FORMAT, payload))
 }
 
-/// Decodes a payload row's value, of today's format or of row formats 2 to 4.
+/// Decodes a payload row's value, of today's format, of payload format 1 or of row formats 2
+/// to 4.
 pub fn decode_payload(bytes: &[u8]) -> Result<Payload, RowError> {
-    match bytes.first() {
-        Some(&PAYLOAD_FORMAT) => Ok(postcard::from_bytes(&bytes[1..])?),
+    let old: PayloadV1 = match bytes.first() {
+        Some(&PAYLOAD_FORMAT) => return Ok(postcard::from_bytes(&bytes[1..])?),
+        Some(&PAYLOAD_FORMAT_1) => postcard::from_bytes(&bytes[1..])?,
         Some(&PAYLOAD_V4_FIRST_BYTE) => {
-            let old: PayloadV4 = postcard::from_bytes(bytes)?;
-            Ok(Payload {
-                message_id: old.message_id,
-                body: old.body,
-                attributes: attributes::plain(old.attributes),
-                message_group_id: old.message_group_id,
-                message_deduplication_id: old.message_deduplication_id,
-                sent_at: old.sent_at,
-            })
+            let v4: PayloadV4 = postcard::from_bytes(bytes)?;
+            PayloadV1 {
+                message_id: v4.message_id,
+                body: v4.body,
+                attributes: attributes::plain(v4.attributes),
+                message_group_id: v4.message_group_id,
+                message_deduplication_id: v4.message_deduplication_id,
+                sent_at: v4.sent_at,
+            }
         }
-        _ => Err(RowError::BadPayload),
-    }
+        _ => return Err(RowError::BadPayload),
+    };
+    Ok(Payload {
+        message_id: old.message_id,
+        body: old.body,
+        attributes: old.attributes,
+        message_group_id: old.message_group_id,
+        message_deduplication_id: old.message_deduplication_id,
+        sent_at: old.sent_at,
+        trace_header: None,
+    })
+}
+
+/// A payload of payload format 1, without a trace header.
+#[derive(Debug, Serialize, Deserialize)]
+struct PayloadV1 {
+    message_id: Uuid,
+    body: String,
+    attributes: BTreeMap<String, Attribute>,
+    message_group_id: Option<String>,
+    message_deduplication_id: Option<String>,
+    sent_at: Millis,
 }
 
 /// A payload of row formats 2 to 4, whose attributes were plain strings.
@@ -456,7 +534,6 @@ struct PayloadV4 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attributes::Attribute;
 
     #[test]
     fn keys_round_trip_and_sort_by_queue_then_sequence() {
@@ -505,6 +582,7 @@ mod tests {
             message_group_id: Some("g".into()),
             message_deduplication_id: None,
             sent_at: 1_700_000_000_000,
+            trace_header: None,
         }
     }
 
@@ -521,6 +599,19 @@ mod tests {
         assert_eq!(read, payload(plain));
     }
 
+    /// A payload row of payload format 1: UUID 9, body `hello`, the `Number` attribute `n` =
+    /// `1.5`, group `g`, no deduplication ID, sent at 1,700,000,000,000 ms.
+    const PAYLOAD_FORMAT_1_ROW: &str = "0110000000000000000000000000000000090568656c6c6f01016e\
+        064e756d6265720003312e350101670080d095ffbc31";
+
+    #[test]
+    fn payloads_of_payload_format_1_read_without_a_trace_header() {
+        let bytes = hex::decode(PAYLOAD_FORMAT_1_ROW).expect("hex");
+        let read = decode_payload(&bytes).expect("a format 1 payload");
+        let typed = BTreeMap::from([("n".to_string(), Attribute::text("Number", "1.5"))]);
+        assert_eq!(read, payload(typed));
+    }
+
     #[test]
     fn payloads_round_trip_with_typed_attributes() {
         let typed = BTreeMap::from([
@@ -531,7 +622,8 @@ mod tests {
             ("n".to_string(), Attribute::text("Number", "1.5")),
             ("s".to_string(), Attribute::string("")),
         ]);
-        let p = payload(typed);
+        let mut p = payload(typed);
+        p.trace_header = Some("Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1".into());
         let bytes = encode_payload(&p);
         assert_eq!(bytes[0], PAYLOAD_FORMAT);
         assert_eq!(decode_payload(&bytes).expect("decodes"), p);

@@ -9,7 +9,20 @@ use crate::command::{
     RetryBackoffInput,
 };
 use crate::error::{EngineError, Result};
-use crate::model::{limits, QueueConfig, QueueType, RetryBackoff};
+use crate::model::{
+    limits, DeduplicationScope, FifoThroughputLimit, QueueConfig, QueueType, RetryBackoff,
+};
+
+/// The rule broken by a FIFO-only setting given to a standard queue.
+pub const FIFO_ONLY: &str = "applies only to FIFO queues";
+
+/// The rule broken by a move task's destination that names no queue.
+pub const NO_SUCH_DESTINATION: &str = "names no existing queue of this account";
+
+/// The rule broken by a move task without a destination from a queue that is no dead-letter
+/// queue.
+pub const DESTINATION_REQUIRED: &str =
+    "is required: the source queue is not the dead-letter queue of any queue";
 
 /// Checks a queue name and tells its type.
 pub fn queue_name(name: &str) -> Result<QueueType> {
@@ -56,7 +69,7 @@ pub fn scalar_attributes(
         if cbd && queue_type == QueueType::Standard {
             return Err(EngineError::invalid(
                 "content_based_deduplication",
-                "applies only to FIFO queues",
+                FIFO_ONLY,
             ));
         }
         config.content_based_deduplication = cbd;
@@ -87,7 +100,76 @@ pub fn scalar_attributes(
     if let Some(v) = attrs.receive_wait_seconds {
         config.receive_wait_seconds = receive_wait_seconds("receive_wait_seconds", v)?;
     }
+    fifo_settings(attrs, queue_type, config)?;
+    match &attrs.policy {
+        Some(Some(policy)) => config.policy = Some(self::policy(policy)?),
+        Some(None) => config.policy = None,
+        None => {}
+    }
     Ok(())
+}
+
+/// The FIFO-only settings: the deduplication scope and the throughput limit, read from the
+/// API's spelling.
+fn fifo_settings(
+    attrs: &QueueAttributes,
+    queue_type: QueueType,
+    config: &mut QueueConfig,
+) -> Result<()> {
+    let fifo_only = |field: &str| {
+        if queue_type == QueueType::Standard {
+            return Err(EngineError::invalid(field, FIFO_ONLY));
+        }
+        Ok(())
+    };
+    if let Some(text) = &attrs.deduplication_scope {
+        fifo_only("deduplication_scope")?;
+        config.deduplication_scope = DeduplicationScope::parse(text).ok_or_else(|| {
+            EngineError::invalid("deduplication_scope", "must be queue or message_group")
+        })?;
+    }
+    if let Some(text) = &attrs.fifo_throughput_limit {
+        fifo_only("fifo_throughput_limit")?;
+        config.fifo_throughput_limit = FifoThroughputLimit::parse(text).ok_or_else(|| {
+            EngineError::invalid(
+                "fifo_throughput_limit",
+                "must be per_queue or per_message_group_id",
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// The rule between a queue's final deduplication scope and throughput limit (SQS's): the
+/// per-message-group limit needs deduplication per message group. Checked once a create or
+/// patch has set both; the field named is the one the request changed.
+pub fn throughput_limit(attrs: &QueueAttributes, config: &QueueConfig) -> Result<()> {
+    if config.fifo_throughput_limit == FifoThroughputLimit::PerMessageGroupId
+        && config.deduplication_scope != DeduplicationScope::MessageGroup
+    {
+        let field = if attrs.fifo_throughput_limit.is_some() {
+            "fifo_throughput_limit"
+        } else {
+            "deduplication_scope"
+        };
+        return Err(EngineError::invalid(
+            field,
+            "the per-message-group throughput limit needs deduplication per message group",
+        ));
+    }
+    Ok(())
+}
+
+/// An access policy document: 1-8,192 bytes. Its syntax is the SQS endpoint's to check: raftq
+/// keeps the document and does not enforce it.
+pub fn policy(text: &str) -> Result<String> {
+    if text.is_empty() || text.len() > limits::POLICY_BYTES_MAX {
+        return Err(EngineError::invalid(
+            "policy",
+            format!("must be 1-{} bytes", limits::POLICY_BYTES_MAX),
+        ));
+    }
+    Ok(text.to_string())
 }
 
 /// A retry backoff: `initial_seconds` 0-900, `max_seconds` from `initial_seconds` to 43,200 and
@@ -140,10 +222,15 @@ pub fn release_delay(lease_seconds: u32, delay_seconds: Option<i64>) -> Result<u
 
 /// Message group and deduplication IDs: 1-128 bytes of printable ASCII.
 pub fn message_tag(field: &str, value: &str) -> Result<()> {
-    if value.is_empty() || value.len() > limits::GROUP_ID_MAX {
+    printable_ascii(field, value, limits::GROUP_ID_MAX)
+}
+
+/// 1-`max` bytes of printable ASCII.
+fn printable_ascii(field: &str, value: &str, max: usize) -> Result<()> {
+    if value.is_empty() || value.len() > max {
         return Err(EngineError::invalid(
             field,
-            format!("must be 1-{} bytes", limits::GROUP_ID_MAX),
+            format!("must be 1-{max} bytes"),
         ));
     }
     if !value.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
@@ -238,10 +325,18 @@ pub fn message_form(msg: &NewMessage, max_bytes: u32) -> Result<MessageForm> {
     if let Some(dedup) = &msg.message_deduplication_id {
         message_tag("message_deduplication_id", dedup)?;
     }
+    if let Some(header) = &msg.trace_header {
+        trace_header(header)?;
+    }
     Ok(MessageForm {
         size,
         delay_seconds,
     })
+}
+
+/// A trace header: 1-1,024 bytes of printable ASCII. Its syntax (X-Ray's) is not checked.
+pub fn trace_header(header: &str) -> Result<()> {
+    printable_ascii("trace_header", header, limits::TRACE_HEADER_MAX)
 }
 
 /// The content-based deduplication ID: hex SHA-256 of the body, attributes excluded.

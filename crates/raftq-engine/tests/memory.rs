@@ -64,6 +64,7 @@ fn bytes_per_message(queue: &str, groups: u64) -> f64 {
         let message = NewMessage {
             message_group_id: fifo.then(|| format!("group-{}", n % groups)),
             message_deduplication_id: fifo.then(|| format!("dedup-{n}")),
+            trace_header: None,
             ..NewMessage::new(
                 Uuid::from_u128(u128::from(n) + 10),
                 "payload kept by the store",

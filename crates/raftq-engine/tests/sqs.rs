@@ -7,8 +7,11 @@ mod support;
 use std::collections::BTreeMap;
 
 use raftq_engine::arn::{account_number, arn};
+use raftq_engine::model::{DeduplicationScope, FifoThroughputLimit};
+use raftq_engine::rows::FORMAT_VERSION;
 use raftq_engine::{
     Attribute, Command, Delivery, Engine, EngineError, Entry, Outcome, QueueAttributes, RowKey,
+    SendResult,
 };
 use support::*;
 
@@ -560,7 +563,210 @@ fn rows_of_format_4_restore_with_no_tags_no_default_wait_and_modified_at_their_c
     });
     let meta = engine.row_value(&RowKey::Meta).expect("meta row");
     assert_eq!(
-        meta[0], 5,
-        "the meta row is written in format 5 from now on"
+        meta[0], FORMAT_VERSION as u8,
+        "the meta row is written in today's format from now on"
     );
+}
+
+/// Rows as row format 5 wrote them: the meta row (next sequence number 2) and the FIFO queue
+/// `jobs.fifo` (default wait 5 s, tag `team` = `core`, changed at 1,700,000,001,000 ms), with
+/// the deduplication record of `d` for message 9 (sequence number 1), kept until
+/// 1,700,000,300,000 ms.
+const FORMAT_5_ROWS: [(&str, &str); 3] = [
+    ("00", "05d0df95ffbc310202"),
+    (
+        "0100000001",
+        "100000000000000000000000000000000103646576096a6f62732e6669666f80d095ffbc31001e00808c15\
+         8080100000000500e8d795ffbc3101047465616d04636f7265",
+    ),
+    (
+        "030000000164",
+        "100000000000000000000000000000000901e0f7a7ffbc31",
+    ),
+];
+
+#[test]
+fn rows_of_format_5_restore_deduplicating_per_queue_with_no_policy() {
+    let rows = FORMAT_5_ROWS
+        .iter()
+        .map(|(k, v)| (hex::decode(k).expect("hex"), hex::decode(v).expect("hex")));
+    let engine = Engine::restore("local", rows).expect("format 5 restores");
+    let mut h = Harness::new();
+    h.engine = engine;
+    h.now = 1_700_000_003_000;
+    let jobs = h.engine.get_queue(ACCOUNT, "jobs.fifo").expect("jobs.fifo");
+    assert_eq!(jobs.receive_wait_seconds, 5);
+    assert_eq!(jobs.modified_at, 1_700_000_001_000);
+    assert_eq!(jobs.tags["team"], "core");
+    assert_eq!(jobs.deduplication_scope, DeduplicationScope::Queue);
+    assert_eq!(jobs.fifo_throughput_limit, FifoThroughputLimit::PerQueue);
+    assert_eq!(jobs.policy, None);
+    let resent = h.message("again").in_group("other").deduplicated_by("d");
+    let result = h.try_send_msg("jobs.fifo", resent).expect("send");
+    assert!(
+        result.duplicate,
+        "the restored record covers the whole queue"
+    );
+    assert_eq!(result.message_id, uuid::Uuid::from_u128(9));
+}
+
+// ---- deduplication scope, throughput limit, policy, trace header ------------------------------
+
+fn fifo_settings(scope: Option<&str>, limit: Option<&str>) -> QueueAttributes {
+    QueueAttributes {
+        deduplication_scope: scope.map(str::to_string),
+        fifo_throughput_limit: limit.map(str::to_string),
+        ..Default::default()
+    }
+}
+
+fn send_deduplicated(h: &mut Harness, group: &str, id: &str) -> SendResult {
+    let m = h.message(group).in_group(group).deduplicated_by(id);
+    h.try_send_msg("jobs.fifo", m).expect("send")
+}
+
+#[test]
+fn a_queue_deduplicating_per_message_group_takes_one_id_once_in_each_group() {
+    let mut h = Harness::new();
+    let high = fifo_settings(Some("message_group"), Some("per_message_group_id"));
+    let view = h.create_with("jobs.fifo", high);
+    assert_eq!(view.deduplication_scope, DeduplicationScope::MessageGroup);
+    assert_eq!(
+        view.fifo_throughput_limit,
+        FifoThroughputLimit::PerMessageGroupId
+    );
+    let first = send_deduplicated(&mut h, "a", "d");
+    let other_group = send_deduplicated(&mut h, "b", "d");
+    let again = send_deduplicated(&mut h, "a", "d");
+    assert!(!first.duplicate && !other_group.duplicate);
+    assert_ne!(first.message_id, other_group.message_id);
+    assert!(
+        again.duplicate,
+        "the same ID in the same group is a duplicate"
+    );
+    assert_eq!(again.message_id, first.message_id);
+    assert_eq!(h.receive("jobs.fifo", 10).len(), 2);
+
+    let restored = Engine::restore("local", h.store.engine_rows()).expect("restores");
+    assert_eq!(restored.export_rows(), h.engine.export_rows());
+    h.engine = restored;
+    assert!(
+        send_deduplicated(&mut h, "b", "d").duplicate,
+        "records persist"
+    );
+    h.advance(5 * 60 + 1);
+    h.tick();
+    assert!(
+        !send_deduplicated(&mut h, "b", "d").duplicate,
+        "the window ends"
+    );
+}
+
+#[test]
+fn a_queue_deduplicating_per_queue_takes_one_id_once_in_all_groups() {
+    let mut h = Harness::new();
+    h.create_with("jobs.fifo", fifo_settings(Some("queue"), None));
+    let first = send_deduplicated(&mut h, "a", "d");
+    let other_group = send_deduplicated(&mut h, "b", "d");
+    assert!(other_group.duplicate);
+    assert_eq!(other_group.message_id, first.message_id);
+}
+
+#[test]
+fn the_per_group_throughput_limit_needs_per_group_deduplication_and_fifo_settings_a_fifo_queue() {
+    let mut h = Harness::new();
+    h.create("jobs");
+    h.create("jobs.fifo");
+    let before = h.snapshot();
+    let standard = [
+        (fifo_settings(Some("queue"), None), "deduplication_scope"),
+        (
+            fifo_settings(None, Some("per_queue")),
+            "fifo_throughput_limit",
+        ),
+    ];
+    for (attributes, field) in standard {
+        let rule = invalid(h.try_patch("jobs", attributes.clone()), field);
+        assert_eq!(rule, raftq_engine::validate::FIFO_ONLY);
+        invalid(h.try_create("other", attributes), field);
+    }
+    let refused = [
+        (fifo_settings(Some("group"), None), "deduplication_scope"),
+        (
+            fifo_settings(None, Some("per_group")),
+            "fifo_throughput_limit",
+        ),
+        (
+            fifo_settings(None, Some("per_message_group_id")),
+            "fifo_throughput_limit",
+        ),
+        (
+            fifo_settings(Some("queue"), Some("per_message_group_id")),
+            "fifo_throughput_limit",
+        ),
+    ];
+    for (attributes, field) in refused {
+        invalid(h.try_patch("jobs.fifo", attributes.clone()), field);
+        invalid(h.try_create("new.fifo", attributes), field);
+    }
+    assert_eq!(h.snapshot(), before, "refusals change nothing");
+    let high = fifo_settings(Some("message_group"), Some("per_message_group_id"));
+    h.try_patch("jobs.fifo", high).expect("both at once");
+    let rule = invalid(
+        h.try_patch("jobs.fifo", fifo_settings(Some("queue"), None)),
+        "deduplication_scope",
+    );
+    assert!(rule.contains("per-message-group"), "{rule}");
+    let normal = fifo_settings(Some("queue"), Some("per_queue"));
+    let view = h.try_patch("jobs.fifo", normal).expect("both back");
+    assert_eq!(view.deduplication_scope, DeduplicationScope::Queue);
+}
+
+#[test]
+fn a_policy_is_kept_as_given_up_to_8192_bytes_and_removed_by_none() {
+    let mut h = Harness::new();
+    let document = r#"{"Version":"2012-10-17","Statement":[]}"#;
+    let with = |policy: Option<String>| QueueAttributes {
+        policy: Some(policy),
+        ..Default::default()
+    };
+    let view = h.create_with("q", with(Some(document.into())));
+    assert_eq!(view.policy.as_deref(), Some(document));
+    let before = h.snapshot();
+    invalid(h.try_patch("q", with(Some("x".repeat(8193)))), "policy");
+    invalid(h.try_patch("q", with(Some(String::new()))), "policy");
+    assert_eq!(h.snapshot(), before);
+    let largest = "x".repeat(8192);
+    let view = h
+        .try_patch("q", with(Some(largest.clone())))
+        .expect("8192 bytes");
+    assert_eq!(view.policy, Some(largest));
+    let restored = Engine::restore("local", h.store.engine_rows()).expect("restores");
+    assert_eq!(restored.export_rows(), h.engine.export_rows());
+    let view = h.try_patch("q", with(None)).expect("removed");
+    assert_eq!(view.policy, None);
+}
+
+#[test]
+fn a_trace_header_is_kept_with_its_message_and_is_not_part_of_its_size() {
+    let mut h = Harness::new();
+    let small = QueueAttributes {
+        max_message_bytes: Some(5),
+        ..Default::default()
+    };
+    h.create_with("q", small);
+    let header = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
+    let mut m = h.message("hello");
+    m.trace_header = Some(header.into());
+    h.try_send_msg("q", m).expect("a 5-byte body with a header");
+    let got = h.receive("q", 1);
+    let payload = h.store.payload(got[0].meta.storage_key).expect("payload");
+    assert_eq!(payload.trace_header.as_deref(), Some(header));
+    let before = h.snapshot();
+    for bad in [String::new(), "a\nb".into(), "x".repeat(1025)] {
+        let mut m = h.message("hello");
+        m.trace_header = Some(bad);
+        invalid(h.try_send_msg("q", m), "trace_header");
+    }
+    assert_eq!(h.snapshot(), before);
 }

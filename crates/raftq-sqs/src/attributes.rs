@@ -14,10 +14,11 @@
 //! | `ContentBasedDeduplication` | `content_based_deduplication` |
 //! | `RedrivePolicy` | `redrive_policy`, with the target's ARN |
 //! | `RedriveAllowPolicy` | `redrive_allow_policy`, with the sources' ARNs |
-//! | `DeduplicationScope`, `FifoThroughputLimit` | what raftq does (`queue`, `perQueue`) only |
+//! | `DeduplicationScope` | `deduplication_scope` (`queue`, `message_group`), FIFO queues only |
+//! | `FifoThroughputLimit` | `fifo_throughput_limit`, kept: raftq has no throughput quota |
+//! | `Policy` | `policy`, a JSON object kept and returned as given: raftq authorizes by its keys |
 //! | `SqsManagedSseEnabled` | `false` only: raftq does not encrypt messages at rest |
 //! | `QueueArn`, `CreatedTimestamp`, `LastModifiedTimestamp`, `ApproximateNumberOfMessages*` | read only |
-//! | `Policy` | refused (`InvalidAttributeName`): raftq authorizes by its keys |
 //! | `KmsMasterKeyId`, `KmsDataKeyReusePeriodSeconds` | refused (`InvalidAttributeName`), saying what raftq does about data at rest |
 
 use std::collections::BTreeMap;
@@ -28,7 +29,7 @@ use raftq_engine::{
 };
 use serde_json::{json, Map, Value};
 
-use crate::error::{Kind, SqsError};
+use crate::error::SqsError;
 use crate::names::Names;
 
 /// What a queue attribute is to this endpoint.
@@ -36,8 +37,6 @@ use crate::names::Names;
 enum Attribute {
     /// Read and written.
     Settable,
-    /// Given on create only (`FifoQueue`).
-    CreateOnly,
     /// Read only.
     ReadOnly,
     /// Taken with the one value that says what raftq does; refused with any other.
@@ -56,18 +55,18 @@ fn attribute(name: &str) -> Option<Attribute> {
         | "ReceiveMessageWaitTimeSeconds"
         | "ContentBasedDeduplication"
         | "RedrivePolicy"
-        | "RedriveAllowPolicy" => Attribute::Settable,
-        "FifoQueue" => Attribute::CreateOnly,
+        | "RedriveAllowPolicy"
+        | "DeduplicationScope"
+        | "FifoThroughputLimit"
+        | "Policy"
+        | "FifoQueue" => Attribute::Settable,
         "QueueArn"
         | "CreatedTimestamp"
         | "LastModifiedTimestamp"
         | "ApproximateNumberOfMessages"
         | "ApproximateNumberOfMessagesNotVisible"
         | "ApproximateNumberOfMessagesDelayed" => Attribute::ReadOnly,
-        "DeduplicationScope" | "FifoThroughputLimit" | "SqsManagedSseEnabled" => Attribute::Fixed,
-        "Policy" => Attribute::Unsupported(
-            "raftq has no access policies: an account's keys reach all of its queues",
-        ),
+        "SqsManagedSseEnabled" => Attribute::Fixed,
         "KmsMasterKeyId" | "KmsDataKeyReusePeriodSeconds" => Attribute::Unsupported(AT_REST),
         _ => return None,
     })
@@ -75,6 +74,16 @@ fn attribute(name: &str) -> Option<Attribute> {
 
 /// What raftq does about data at rest, the reason it refuses the encryption attributes.
 const AT_REST: &str = "raftq does not encrypt messages at rest, with KMS keys or its own: its data directory (RocksDB files, log segments, snapshots) is plain on disk, so keep it on an encrypted volume";
+
+/// `DeduplicationScope`'s values, and raftq's spelling of each.
+const DEDUPLICATION_SCOPES: &[(&str, &str)] =
+    &[("queue", "queue"), ("messageGroup", "message_group")];
+
+/// `FifoThroughputLimit`'s values, and raftq's spelling of each.
+const THROUGHPUT_LIMITS: &[(&str, &str)] = &[
+    ("perQueue", "per_queue"),
+    ("perMessageGroupId", "per_message_group_id"),
+];
 
 /// The smallest `MaximumMessageSize` SQS takes; the largest is raftq's, 1 MiB, as SQS's.
 const SQS_MESSAGE_BYTES_MIN: i64 = 1024;
@@ -92,6 +101,7 @@ const ALL: &[&str] = &[
     "MessageRetentionPeriod",
     "DelaySeconds",
     "ReceiveMessageWaitTimeSeconds",
+    "Policy",
     "RedrivePolicy",
     "RedriveAllowPolicy",
     "SqsManagedSseEnabled",
@@ -107,6 +117,14 @@ pub struct Requested {
     pub attributes: QueueAttributes,
     /// `FifoQueue`, when given.
     pub fifo: Option<bool>,
+}
+
+/// What attributes are read for: a queue's creation or a change of its attributes, and whether
+/// the queue is a FIFO queue (for a creation: whether its name makes it one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Create { fifo: bool },
+    Set { fifo: bool },
 }
 
 /// Who the attributes are read for: the names, and the caller's account number (ARNs in
@@ -135,32 +153,21 @@ fn boolean(name: &str, value: &str) -> Result<bool, SqsError> {
 }
 
 impl Reader<'_> {
-    /// Translates the attributes of a create (`creating`) or a set. Every name is checked:
+    /// Translates the attributes of a create or a set (`target`). Every name is checked:
     /// unknown ones, read-only ones and those raftq does not have are refused, never ignored.
     pub fn requested(
         &self,
         given: &BTreeMap<String, String>,
-        creating: bool,
+        target: Target,
     ) -> Result<Requested, SqsError> {
         let mut requested = Requested::default();
         let attrs = &mut requested.attributes;
         for (name, value) in given {
             let name = name.as_str();
             match attribute(name) {
-                None => {
-                    return Err(SqsError::new(
-                        Kind::InvalidAttributeName,
-                        format!("Unknown Attribute {name}."),
-                    ))
-                }
+                None => return Err(SqsError::unknown_attribute(name)),
                 Some(Attribute::ReadOnly) => {
                     return Err(SqsError::invalid_attribute_name(name, "it is read only"))
-                }
-                Some(Attribute::CreateOnly) if !creating => {
-                    return Err(SqsError::invalid_attribute_name(
-                        name,
-                        "a queue's type is fixed when it is created",
-                    ))
                 }
                 Some(Attribute::Unsupported(why)) => {
                     return Err(SqsError::invalid_attribute_name(name, why))
@@ -187,7 +194,7 @@ impl Reader<'_> {
                 "ReceiveMessageWaitTimeSeconds" => {
                     attrs.receive_wait_seconds = Some(integer(name, value)?)
                 }
-                "FifoQueue" => requested.fifo = Some(boolean(name, value)?),
+                "FifoQueue" => requested.fifo = fifo_queue(boolean(name, value)?, target)?,
                 "ContentBasedDeduplication" => {
                     attrs.content_based_deduplication = Some(boolean(name, value)?)
                 }
@@ -195,18 +202,13 @@ impl Reader<'_> {
                 "RedriveAllowPolicy" => {
                     attrs.redrive_allow_policy = Some(self.allow_policy(value)?)
                 }
-                "DeduplicationScope" => fixed(
-                    name,
-                    value,
-                    "queue",
-                    "raftq deduplicates per queue, not per message group",
-                )?,
-                "FifoThroughputLimit" => fixed(
-                    name,
-                    value,
-                    "perQueue",
-                    "raftq has no per-message-group throughput limit",
-                )?,
+                "DeduplicationScope" => {
+                    attrs.deduplication_scope = Some(one_of(name, value, DEDUPLICATION_SCOPES)?)
+                }
+                "FifoThroughputLimit" => {
+                    attrs.fifo_throughput_limit = Some(one_of(name, value, THROUGHPUT_LIMITS)?)
+                }
+                "Policy" => attrs.policy = Some(policy(value)?),
                 "SqsManagedSseEnabled" => fixed(name, value, "false", AT_REST)?,
                 _ => {}
             }
@@ -323,10 +325,7 @@ impl Reader<'_> {
         let mut names: Vec<&str> = if every { ALL.to_vec() } else { Vec::new() };
         for name in wanted.iter().filter(|w| *w != "All") {
             if attribute(name).is_none() {
-                return Err(SqsError::new(
-                    Kind::InvalidAttributeName,
-                    format!("Unknown Attribute {name}."),
-                ));
+                return Err(SqsError::unknown_attribute(name));
             }
             names.push(name.as_str());
         }
@@ -384,8 +383,13 @@ impl Reader<'_> {
             "SqsManagedSseEnabled" => "false".to_string(),
             "FifoQueue" if fifo => "true".to_string(),
             "ContentBasedDeduplication" if fifo => view.content_based_deduplication.to_string(),
-            "DeduplicationScope" if fifo => "queue".to_string(),
-            "FifoThroughputLimit" if fifo => "perQueue".to_string(),
+            "DeduplicationScope" if fifo => {
+                sqs_spelling(DEDUPLICATION_SCOPES, view.deduplication_scope.as_str())
+            }
+            "FifoThroughputLimit" if fifo => {
+                sqs_spelling(THROUGHPUT_LIMITS, view.fifo_throughput_limit.as_str())
+            }
+            "Policy" => view.policy.clone()?,
             _ => return None,
         })
     }
@@ -419,6 +423,23 @@ impl Reader<'_> {
             .is_some_and(|c| c != view.content_based_deduplication)
         {
             return Some("ContentBasedDeduplication");
+        }
+        let differs =
+            |asked: &Option<String>, has: &str| asked.as_deref().is_some_and(|a| a != has);
+        if differs(
+            &given.deduplication_scope,
+            view.deduplication_scope.as_str(),
+        ) {
+            return Some("DeduplicationScope");
+        }
+        if differs(
+            &given.fifo_throughput_limit,
+            view.fifo_throughput_limit.as_str(),
+        ) {
+            return Some("FifoThroughputLimit");
+        }
+        if given.policy.as_ref().is_some_and(|p| *p != view.policy) {
+            return Some("Policy");
         }
         if let Some(policy) = &given.redrive_policy {
             let has = view.redrive_policy.as_ref().map(|p| {
@@ -470,6 +491,52 @@ pub fn needs_stats(wanted: &[String]) -> bool {
         .any(|w| w == "All" || w.starts_with("ApproximateNumberOfMessages"))
 }
 
+/// `FifoQueue`, as SQS takes it: on a standard queue it is no attribute at all; a FIFO queue's
+/// stays `true`. On a create, `true` asks for a FIFO queue (the name decides, see CreateQueue).
+fn fifo_queue(value: bool, target: Target) -> Result<Option<bool>, SqsError> {
+    match (target, value) {
+        (Target::Create { fifo: false }, false) | (Target::Set { fifo: false }, _) => {
+            Err(SqsError::unknown_attribute("FifoQueue"))
+        }
+        (Target::Create { .. }, _) => Ok(Some(value)),
+        (Target::Set { .. }, true) => Ok(None),
+        (Target::Set { .. }, false) => Err(SqsError::invalid_attribute_value(
+            "FifoQueue",
+            "Modifying queue type is not supported",
+        )),
+    }
+}
+
+/// raftq's spelling of `value`, one of `values` (SQS's spelling first).
+fn one_of(name: &str, value: &str, values: &[(&str, &str)]) -> Result<String, SqsError> {
+    match values.iter().find(|(sqs, _)| *sqs == value) {
+        Some((_, raftq)) => Ok(raftq.to_string()),
+        None => {
+            let names: Vec<&str> = values.iter().map(|(sqs, _)| *sqs).collect();
+            Err(SqsError::invalid_attribute_value(
+                name,
+                format!("must be {}", names.join(" or ")),
+            ))
+        }
+    }
+}
+
+/// SQS's spelling of raftq's `value`, one of `values`.
+fn sqs_spelling(values: &[(&str, &str)], value: &str) -> String {
+    let found = values.iter().find(|(_, raftq)| *raftq == value);
+    found.map_or(value, |(sqs, _)| sqs).to_string()
+}
+
+/// A `Policy`: a JSON object, kept as given (its size is raftq's rule); an empty one removes the
+/// queue's policy, as in SQS.
+fn policy(text: &str) -> Result<Option<String>, SqsError> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    json_object("Policy", text)?;
+    Ok(Some(text.to_string()))
+}
+
 /// Takes `value` for attribute `name` only when it is `what_raftq_does`.
 fn fixed(name: &str, value: &str, what_raftq_does: &str, why: &str) -> Result<(), SqsError> {
     if value == what_raftq_does {
@@ -494,11 +561,17 @@ fn json_object(name: &str, text: &str) -> Result<Map<String, Value>, SqsError> {
 
 #[cfg(test)]
 mod tests {
-    use raftq_engine::model::{AllowPolicyView, RedrivePolicyView};
+    use raftq_engine::model::{
+        AllowPolicyView, DeduplicationScope, FifoThroughputLimit, RedrivePolicyView,
+    };
     use raftq_engine::QueueRef;
     use uuid::Uuid;
 
     use super::*;
+    use crate::error::Kind;
+
+    const CREATE: Target = Target::Create { fifo: true };
+    const SET: Target = Target::Set { fifo: true };
 
     const NUMBER: &str = "123456789012";
 
@@ -543,6 +616,9 @@ mod tests {
             modified_at: 1_700_000_000_123,
             receive_wait_seconds: 0,
             tags: BTreeMap::new(),
+            deduplication_scope: DeduplicationScope::Queue,
+            fifo_throughput_limit: FifoThroughputLimit::PerQueue,
+            policy: None,
         }
     }
 
@@ -562,8 +638,9 @@ mod tests {
                     ("MaximumMessageSize", "1048576"),
                     ("FifoQueue", "true"),
                     ("ContentBasedDeduplication", "TRUE"),
-                    ("DeduplicationScope", "queue"),
-                    ("FifoThroughputLimit", "perQueue"),
+                    ("DeduplicationScope", "messageGroup"),
+                    ("FifoThroughputLimit", "perMessageGroupId"),
+                    ("Policy", POLICY),
                     ("ReceiveMessageWaitTimeSeconds", "0"),
                     (
                         "RedrivePolicy",
@@ -574,7 +651,7 @@ mod tests {
                         r#"{"redrivePermission":"byQueue","sourceQueueArns":["arn:aws:sqs:local:123456789012:a"]}"#,
                     ),
                 ]),
-                true,
+                CREATE,
             )
             .unwrap();
         let a = &requested.attributes;
@@ -589,6 +666,12 @@ mod tests {
             (Some(60), Some(120), Some(5), Some(1_048_576))
         );
         assert_eq!(a.content_based_deduplication, Some(true));
+        assert_eq!(a.deduplication_scope.as_deref(), Some("message_group"));
+        assert_eq!(
+            a.fifo_throughput_limit.as_deref(),
+            Some("per_message_group_id")
+        );
+        assert_eq!(a.policy, Some(Some(POLICY.to_string())));
         assert_eq!(
             a.redrive_policy,
             Some(Some(RedrivePolicyInput {
@@ -604,10 +687,15 @@ mod tests {
             })
         );
         let detach = reader
-            .requested(&given(&[("RedrivePolicy", "")]), false)
+            .requested(&given(&[("RedrivePolicy", "")]), SET)
             .unwrap();
         assert_eq!(detach.attributes.redrive_policy, Some(None));
+        let no_policy = reader.requested(&given(&[("Policy", "")]), SET).unwrap();
+        assert_eq!(no_policy.attributes.policy, Some(None));
     }
+
+    /// A policy document as SQS takes it: any JSON object, kept as written.
+    const POLICY: &str = r#"{"Version": "2012-10-17", "Statement": [{"Effect": "Allow"}]}"#;
 
     #[test]
     fn what_raftq_lacks_is_refused_by_name() {
@@ -617,53 +705,68 @@ mod tests {
             account_number: NUMBER,
         };
         let cases = [
-            (("Bogus", "1"), true, Kind::InvalidAttributeName),
-            (("QueueArn", "x"), true, Kind::InvalidAttributeName),
-            (("Policy", "{}"), true, Kind::InvalidAttributeName),
+            (("Bogus", "1"), CREATE, Kind::InvalidAttributeName),
+            (("QueueArn", "x"), CREATE, Kind::InvalidAttributeName),
+            (("Policy", "[1]"), CREATE, Kind::InvalidAttributeValue),
+            (("Policy", "{"), SET, Kind::InvalidAttributeValue),
             (
                 ("KmsMasterKeyId", "alias/aws/sqs"),
-                true,
+                CREATE,
                 Kind::InvalidAttributeName,
             ),
-            (("FifoQueue", "true"), false, Kind::InvalidAttributeName),
             (
-                ("DeduplicationScope", "messageGroup"),
-                true,
+                ("FifoQueue", "true"),
+                Target::Set { fifo: false },
+                Kind::InvalidAttributeName,
+            ),
+            (
+                ("FifoQueue", "false"),
+                Target::Create { fifo: false },
+                Kind::InvalidAttributeName,
+            ),
+            (("FifoQueue", "false"), SET, Kind::InvalidAttributeValue),
+            (
+                ("DeduplicationScope", "message_group"),
+                CREATE,
                 Kind::InvalidAttributeValue,
             ),
             (
-                ("FifoThroughputLimit", "perMessageGroupId"),
-                true,
+                ("FifoThroughputLimit", "perGroup"),
+                CREATE,
                 Kind::InvalidAttributeValue,
             ),
             (
                 ("SqsManagedSseEnabled", "true"),
-                true,
+                CREATE,
                 Kind::InvalidAttributeValue,
             ),
             (
                 ("VisibilityTimeout", "ten"),
-                true,
+                CREATE,
                 Kind::InvalidAttributeValue,
             ),
-            (("FifoQueue", "yes"), true, Kind::InvalidAttributeValue),
+            (("FifoQueue", "yes"), CREATE, Kind::InvalidAttributeValue),
             (
                 ("MaximumMessageSize", "1023"),
-                true,
+                CREATE,
                 Kind::InvalidAttributeValue,
             ),
             (
                 ("MaximumMessageSize", "1048577"),
-                false,
+                SET,
                 Kind::InvalidAttributeValue,
             ),
-            (("RedrivePolicy", "[1]"), true, Kind::InvalidAttributeValue),
+            (
+                ("RedrivePolicy", "[1]"),
+                CREATE,
+                Kind::InvalidAttributeValue,
+            ),
             (
                 (
                     "RedrivePolicy",
                     r#"{"deadLetterTargetArn":"arn:aws:sqs:local:999999999999:d","maxReceiveCount":1}"#,
                 ),
-                true,
+                CREATE,
                 Kind::InvalidAttributeValue,
             ),
             (
@@ -671,23 +774,23 @@ mod tests {
                     "RedrivePolicy",
                     r#"{"deadLetterTargetArn":"dlq","maxReceiveCount":1}"#,
                 ),
-                true,
+                CREATE,
                 Kind::InvalidAttributeValue,
             ),
             (
                 ("RedrivePolicy", r#"{"other":1}"#),
-                true,
+                CREATE,
                 Kind::InvalidAttributeValue,
             ),
             (
                 ("RedriveAllowPolicy", r#"{"redrivePermission":"some"}"#),
-                true,
+                CREATE,
                 Kind::InvalidAttributeValue,
             ),
         ];
-        for ((name, value), creating, kind) in cases {
+        for ((name, value), target, kind) in cases {
             let e = reader
-                .requested(&given(&[(name, value)]), creating)
+                .requested(&given(&[(name, value)]), target)
                 .unwrap_err();
             assert_eq!(e.kind, kind, "{name}={value}: {e}");
             assert!(e.message.contains(name), "{name}: {e}");
@@ -730,6 +833,15 @@ mod tests {
             policy,
             json!({"deadLetterTargetArn": "arn:aws:sqs:local:123456789012:dlq.fifo", "maxReceiveCount": 4})
         );
+        let mut high = view("jobs.fifo");
+        high.deduplication_scope = DeduplicationScope::MessageGroup;
+        high.fifo_throughput_limit = FifoThroughputLimit::PerMessageGroupId;
+        high.policy = Some(POLICY.into());
+        let wanted = ["DeduplicationScope", "FifoThroughputLimit", "Policy"].map(String::from);
+        let rendered = reader.render(&high, None, &wanted).unwrap();
+        assert_eq!(rendered["DeduplicationScope"], "messageGroup");
+        assert_eq!(rendered["FifoThroughputLimit"], "perMessageGroupId");
+        assert_eq!(rendered["Policy"], POLICY);
         let standard = reader.render(&view("jobs"), None, &["All".into()]).unwrap();
         assert!(!standard.contains_key("FifoQueue"));
         assert!(!standard.contains_key("RedrivePolicy"));
@@ -758,7 +870,7 @@ mod tests {
             account_number: NUMBER,
         };
         let has = view("jobs");
-        let ask = |pairs: &[(&str, &str)]| reader.requested(&given(pairs), true).unwrap();
+        let ask = |pairs: &[(&str, &str)]| reader.requested(&given(pairs), CREATE).unwrap();
         assert_eq!(reader.differing(&has, &ask(&[])), None);
         assert_eq!(
             reader.differing(&has, &ask(&[("VisibilityTimeout", "30")])),
@@ -791,6 +903,19 @@ mod tests {
         assert_eq!(
             reader.differing(&has, &ask(&[("RedriveAllowPolicy", allow)])),
             None
+        );
+        assert_eq!(
+            reader.differing(&has, &ask(&[("Policy", POLICY)])),
+            Some("Policy")
+        );
+        let fifo = view("jobs.fifo");
+        assert_eq!(
+            reader.differing(&fifo, &ask(&[("DeduplicationScope", "queue")])),
+            None
+        );
+        assert_eq!(
+            reader.differing(&fifo, &ask(&[("DeduplicationScope", "messageGroup")])),
+            Some("DeduplicationScope")
         );
     }
 }

@@ -14,7 +14,8 @@
 //! | `queue_exists` | `QueueNameExists` (`QueueAlreadyExists`) |
 //! | `queue_in_use` | `UnsupportedOperation` (raftq keeps a dead-letter queue that others name) |
 //! | `move_task_not_found` | `ResourceNotFoundException`, as is `queue_not_found` in a move task action |
-//! | `move_task_running`, `move_task_not_running` | `UnsupportedOperation` |
+//! | `move_task_running` | `InvalidParameterValue` |
+//! | `move_task_not_running` | `UnsupportedOperation` |
 //! | `lease_expired` | answered by the receipt actions themselves (`messages`): a repeated delete succeeds, as in SQS |
 //! | `message_too_large` | `InvalidParameterValue` |
 //! | `too_many_requests` | `RequestThrottled` |
@@ -23,7 +24,7 @@
 //! | anything else | `InternalFailure` |
 
 use raftq_api::ApiError;
-use raftq_engine::EngineError;
+use raftq_engine::{validate, EngineError};
 
 /// An SQS error: its kind and message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -211,9 +212,14 @@ impl SqsError {
 
     /// A receipt handle refused for `reason`, in SQS's words for the parameter `ReceiptHandle`.
     pub fn receipt_refused(receipt: &str, reason: &str) -> SqsError {
+        SqsError::invalid_value("ReceiptHandle", receipt, reason)
+    }
+
+    /// The value `value` of `parameter`, refused for `reason` (SQS's text).
+    pub fn invalid_value(parameter: &str, value: impl std::fmt::Display, reason: &str) -> SqsError {
         SqsError::new(
             Kind::InvalidParameterValue,
-            format!("Value {receipt} for parameter ReceiptHandle is invalid. Reason: {reason}."),
+            format!("Value {value} for parameter {parameter} is invalid. Reason: {reason}."),
         )
     }
 
@@ -256,8 +262,69 @@ impl SqsError {
         )
     }
 
+    /// A FIFO queue's attribute given to a standard queue, in SQS's words: its older attribute
+    /// is unknown there, its newer ones need `FifoQueue`.
+    pub fn fifo_only(attribute: &str) -> SqsError {
+        if attribute == "ContentBasedDeduplication" {
+            return SqsError::unknown_attribute(attribute);
+        }
+        SqsError::new(
+            Kind::InvalidAttributeName,
+            format!("You can specify the {attribute} only when FifoQueue is set to true."),
+        )
+    }
+
+    /// A queue attribute name SQS does not have (SQS's text).
+    pub fn unknown_attribute(attribute: &str) -> SqsError {
+        SqsError::new(
+            Kind::InvalidAttributeName,
+            format!("Unknown Attribute {attribute}."),
+        )
+    }
+
     pub fn unsupported(what: impl std::fmt::Display) -> SqsError {
         SqsError::new(Kind::UnsupportedOperation, what.to_string())
+    }
+
+    /// SQS's own error for raftq's `e`, met while `doing`, where SQS has one.
+    fn in_sqs_words(e: Option<&EngineError>, doing: Doing) -> Option<SqsError> {
+        let resource_missing = |parameter: &str| {
+            SqsError::new(
+                Kind::ResourceNotFoundException,
+                format!(
+                    "The resource that you specified for the {parameter} parameter doesn't exist."
+                ),
+            )
+        };
+        Some(match (e?, doing) {
+            (EngineError::InvalidArgument { field, rule }, Doing::Attributes)
+                if rule == validate::FIFO_ONLY =>
+            {
+                SqsError::fifo_only(&parameter_name(field))
+            }
+            (EngineError::QueueNotFound(_), Doing::Moving) => resource_missing("SourceArn"),
+            (EngineError::InvalidArgument { rule, .. }, Doing::Moving)
+                if rule == validate::NO_SUCH_DESTINATION =>
+            {
+                resource_missing("DestinationArn")
+            }
+            (EngineError::InvalidArgument { rule, .. }, Doing::Moving)
+                if rule == validate::DESTINATION_REQUIRED =>
+            {
+                SqsError::new(
+                    Kind::InvalidParameterValue,
+                    "Source queue must be configured as a Dead Letter Queue.",
+                )
+            }
+            (EngineError::MoveTaskNotFound(_), _) => {
+                SqsError::new(Kind::ResourceNotFoundException, "Task does not exist.")
+            }
+            (EngineError::MoveTaskRunning(_), _) => SqsError::new(
+                Kind::InvalidParameterValue,
+                "There is already a task running. Only one active task is allowed for a source queue arn at a given time.",
+            ),
+            _ => return None,
+        })
     }
 
     /// raftq's error `e`, met while `doing`.
@@ -267,6 +334,9 @@ impl SqsError {
                 Kind::InvalidParameterValue,
                 format!("One or more parameters are invalid. Reason: Message must be shorter than {max} bytes."),
             );
+        }
+        if let Some(known) = SqsError::in_sqs_words(e.engine.as_deref(), doing) {
+            return known;
         }
         let kind = match (e.code, doing) {
             ("invalid_argument", _) if is_receipt(e.field.as_deref()) => {
@@ -280,7 +350,7 @@ impl SqsError {
                 Kind::ResourceNotFoundException
             }
             ("queue_not_found", _) => Kind::QueueDoesNotExist,
-            ("move_task_running" | "move_task_not_running", _) => Kind::UnsupportedOperation,
+            ("move_task_not_running", _) => Kind::UnsupportedOperation,
             ("queue_exists", _) => Kind::QueueNameExists,
             ("queue_in_use", _) => Kind::UnsupportedOperation,
             ("lease_expired", _) => Kind::ReceiptHandleIsInvalid,
@@ -340,6 +410,10 @@ pub fn parameter_name(field: &str) -> String {
         "retention_seconds" => "MessageRetentionPeriod",
         "max_message_bytes" => "MaximumMessageSize",
         "content_based_deduplication" => "ContentBasedDeduplication",
+        "deduplication_scope" => "DeduplicationScope",
+        "fifo_throughput_limit" => "FifoThroughputLimit",
+        "policy" => "Policy",
+        "trace_header" => "MessageSystemAttributes.AWSTraceHeader",
         "redrive_policy" => "RedrivePolicy",
         "redrive_allow_policy" => "RedriveAllowPolicy",
         "body" => "MessageBody",
@@ -495,6 +569,59 @@ mod tests {
         assert_eq!(
             e.message,
             "One or more parameters are invalid. Reason: Message must be shorter than 1 bytes."
+        );
+    }
+
+    #[test]
+    fn errors_sqs_has_words_for_are_said_in_them() {
+        let said = |e: EngineError, doing: Doing| {
+            let e = SqsError::from_api(api(e), doing);
+            (e.kind, e.message)
+        };
+        let fifo_only = |field: &str| EngineError::invalid(field, validate::FIFO_ONLY);
+        assert_eq!(
+            said(fifo_only("deduplication_scope"), Doing::Attributes),
+            (
+                Kind::InvalidAttributeName,
+                "You can specify the DeduplicationScope only when FifoQueue is set to true.".into()
+            )
+        );
+        assert_eq!(
+            said(fifo_only("content_based_deduplication"), Doing::Attributes),
+            (
+                Kind::InvalidAttributeName,
+                "Unknown Attribute ContentBasedDeduplication.".into()
+            )
+        );
+        assert_eq!(
+            said(EngineError::QueueNotFound("q".into()), Doing::Moving),
+            (
+                Kind::ResourceNotFoundException,
+                "The resource that you specified for the SourceArn parameter doesn't exist.".into()
+            )
+        );
+        let destination = |rule: &str| EngineError::invalid("destination", rule);
+        assert_eq!(
+            said(destination(validate::NO_SUCH_DESTINATION), Doing::Moving).0,
+            Kind::ResourceNotFoundException
+        );
+        assert_eq!(
+            said(destination(validate::DESTINATION_REQUIRED), Doing::Moving),
+            (
+                Kind::InvalidParameterValue,
+                "Source queue must be configured as a Dead Letter Queue.".into()
+            )
+        );
+        assert_eq!(
+            said(EngineError::MoveTaskRunning("h".into()), Doing::Moving).0,
+            Kind::InvalidParameterValue
+        );
+        assert_eq!(
+            said(EngineError::MoveTaskNotFound("h".into()), Doing::Moving),
+            (
+                Kind::ResourceNotFoundException,
+                "Task does not exist.".into()
+            )
         );
     }
 

@@ -9,7 +9,7 @@ use base64::Engine as _;
 use raftq_engine::{attributes, Attribute, AttributeValue as Stored, Delivery, Payload};
 use serde::{Deserialize, Serialize};
 
-use crate::error::SqsError;
+use crate::error::{Kind, SqsError};
 use crate::names::Names;
 
 /// A message attribute as both protocols carry it (`BinaryValue` in base64).
@@ -80,7 +80,15 @@ impl AttributeValue {
             ("Binary", _, _) => return Err(invalid("a Binary attribute takes a BinaryValue only")),
             (_, Some(text), None) => {
                 if text.is_empty() {
-                    return Err(invalid("the StringValue must not be empty"));
+                    let owner = if parameter == "MessageAttributes" {
+                        "(user)"
+                    } else {
+                        "system"
+                    };
+                    return Err(SqsError::new(
+                        Kind::InvalidParameterValue,
+                        format!("Message {owner} attribute '{name}' must contain a non-empty value of type '{base}'."),
+                    ));
                 }
                 check_characters(&field, text)?;
                 if base == "Number" && !is_number(text) {
@@ -198,7 +206,7 @@ pub fn check_characters(parameter: &str, text: &str) -> Result<(), SqsError> {
     match bad {
         None => Ok(()),
         Some(c) => Err(SqsError::new(
-            crate::error::Kind::InvalidMessageContents,
+            Kind::InvalidMessageContents,
             format!(
                 "Invalid binary character '#x{:X}' was found in {parameter}, the set of allowed characters is #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF",
                 u32::from(c)
@@ -265,6 +273,7 @@ pub fn system_attributes(
             payload.message_deduplication_id.clone(),
         ),
         ("SequenceNumber", meta.fifo.then(|| meta.seq.to_string())),
+        ("AWSTraceHeader", payload.trace_header.clone()),
         (
             "DeadLetterQueueSourceArn",
             meta.dead_letter_source
@@ -304,7 +313,6 @@ mod tests {
             value("Number", Some("one"), None),
             value("Number", Some("1e"), None),
             value("String", None, Some("AA==")),
-            value("String", Some(""), None),
             value("Binary", Some("x"), None),
             value("Binary", None, Some("not base64!")),
             value("String", Some("\u{1}"), None),
@@ -312,6 +320,11 @@ mod tests {
             let e = bad.checked("MessageAttributes", "a").unwrap_err();
             assert!(e.message.contains("MessageAttributes.a"), "{bad:?}: {e}");
         }
+        let empty = value("String", Some(""), None).checked("MessageAttributes", "a");
+        assert_eq!(
+            empty.unwrap_err().message,
+            "Message (user) attribute 'a' must contain a non-empty value of type 'String'."
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 use crate::call::{required, sqs, Call};
 use crate::digest;
 use crate::error::{is_receipt, Doing, Kind, SqsError};
-use crate::message::{self, AttributeValue, Selection};
+use crate::message::{self, AttributeValue, Selection, Typed, TypedValue};
 
 /// A message to send: a `SendMessage` request or an entry of a `SendMessageBatch`.
 #[derive(Deserialize)]
@@ -36,9 +36,19 @@ pub struct Outgoing {
 /// A message checked and translated, with the digests of what was sent.
 pub struct Prepared {
     input: MessageInput,
-    md5_of_body: String,
-    md5_of_attributes: Option<String>,
+    digests: Digests,
 }
+
+/// The digests a send answers with: of the body, of the message attributes and of the message
+/// system attributes (the last two left out when there are none).
+pub struct Digests {
+    body: String,
+    attributes: Option<String>,
+    system_attributes: Option<String>,
+}
+
+/// The one message system attribute a message is sent with.
+const TRACE_HEADER: &str = "AWSTraceHeader";
 
 /// SQS's answer to raftq's refusal `e` of a message sent to `queue` (a queue is FIFO exactly
 /// when its name ends in `.fifo`) with a group ID or not (`grouped`): raftq's rules, in SQS's
@@ -63,40 +73,90 @@ impl Outgoing {
     fn prepare(self) -> Result<Prepared, SqsError> {
         let body = self
             .message_body
+            .filter(|body| !body.is_empty())
             .ok_or_else(|| SqsError::missing("MessageBody"))?;
         message::check_characters("MessageBody", &body)?;
-        if let Some(name) = self.message_system_attributes.keys().next() {
-            return Err(SqsError::invalid_parameter(
-                &format!("MessageSystemAttributes.{name}"),
-                "raftq does not keep message system attributes such as AWSTraceHeader",
-            ));
-        }
+        check_tag("MessageGroupId", self.message_group_id.as_deref())?;
+        check_tag(
+            "MessageDeduplicationId",
+            self.message_deduplication_id.as_deref(),
+        )?;
+        let system = message::checked_attributes(
+            "MessageSystemAttributes",
+            &self.message_system_attributes,
+        )?;
+        let trace_header = trace_header(&system)?;
         let typed = message::checked_attributes("MessageAttributes", &self.message_attributes)?;
         let attributes = message::to_stored("MessageAttributes", &typed)?;
         Ok(Prepared {
-            md5_of_body: digest::of_body(&body),
-            md5_of_attributes: digest::of_attributes(&typed),
+            digests: Digests {
+                body: digest::of_body(&body),
+                attributes: digest::of_attributes(&typed),
+                system_attributes: digest::of_attributes(&system),
+            },
             input: MessageInput {
                 body,
                 attributes,
                 delay_seconds: self.delay_seconds,
                 message_group_id: self.message_group_id,
                 message_deduplication_id: self.message_deduplication_id,
+                trace_header,
             },
         })
     }
 }
 
+/// A `MessageGroupId` or `MessageDeduplicationId`, by SQS's rule: 1-128 characters, each a
+/// letter, a digit or punctuation (printable ASCII without the space).
+fn check_tag(parameter: &str, value: Option<&str>) -> Result<(), SqsError> {
+    let Some(value) = value else {
+        return Ok(());
+    };
+    let length = 1..=limits::GROUP_ID_MAX;
+    if length.contains(&value.len()) && value.bytes().all(|b| b.is_ascii_graphic()) {
+        return Ok(());
+    }
+    Err(SqsError::invalid_value(
+        parameter,
+        value,
+        &format!(
+            "{parameter} can only include alphanumeric and punctuation characters. 1 to {} in length",
+            limits::GROUP_ID_MAX
+        ),
+    ))
+}
+
+/// The trace header among a send's message system attributes: `AWSTraceHeader`, of type
+/// `String`, is the only one SQS takes.
+fn trace_header(system: &BTreeMap<String, Typed>) -> Result<Option<String>, SqsError> {
+    if let Some(name) = system.keys().find(|name| *name != TRACE_HEADER) {
+        return Err(SqsError::invalid_parameter(
+            &format!("MessageSystemAttributes.{name}"),
+            format!("{TRACE_HEADER} is the only message system attribute a message is sent with"),
+        ));
+    }
+    match system.get(TRACE_HEADER) {
+        None => Ok(None),
+        Some(Typed {
+            data_type,
+            value: TypedValue::Text(header),
+        }) if data_type == "String" => Ok(Some(header.clone())),
+        Some(_) => Err(SqsError::invalid_parameter(
+            &format!("MessageSystemAttributes.{TRACE_HEADER}"),
+            "its DataType must be String",
+        )),
+    }
+}
+
 /// The answer to one sent message, as `SendMessage` and a batch's `Successful` entry give it.
-pub fn sent(
-    result: &SendResult,
-    md5_of_body: String,
-    md5_of_attributes: Option<String>,
-) -> Map<String, Value> {
+pub fn sent(result: &SendResult, digests: Digests) -> Map<String, Value> {
     let mut answer = Map::new();
-    answer.insert("MD5OfMessageBody".into(), md5_of_body.into());
-    if let Some(md5) = md5_of_attributes {
+    answer.insert("MD5OfMessageBody".into(), digests.body.into());
+    if let Some(md5) = digests.attributes {
         answer.insert("MD5OfMessageAttributes".into(), md5.into());
+    }
+    if let Some(md5) = digests.system_attributes {
+        answer.insert("MD5OfMessageSystemAttributes".into(), md5.into());
     }
     answer.insert("MessageId".into(), result.message_id.to_string().into());
     if let Some(seq) = result.sequence_number {
@@ -122,11 +182,7 @@ pub async fn send_message(call: &Call<'_>, input: SendMessage) -> Result<Value, 
         .send(call.account(), queue.clone(), prepared.input)
         .await
         .map_err(|e| send_refused(e, &queue, grouped))?;
-    Ok(Value::Object(sent(
-        &result,
-        prepared.md5_of_body,
-        prepared.md5_of_attributes,
-    )))
+    Ok(Value::Object(sent(&result, prepared.digests)))
 }
 
 /// A batch entry that failed, as a batch's `Failed` entry gives it.
@@ -192,6 +248,14 @@ pub async fn send_message_batch(
     let queue = call.queue(&input.queue_url)?;
     let ids: Vec<Option<&str>> = input.entries.iter().map(|e| e.id.as_deref()).collect();
     check_entry_ids(&ids, "SendMessageBatchRequestEntry")?;
+    let fifo = queue.ends_with(limits::FIFO_SUFFIX);
+    if fifo && input.entries.iter().any(|e| e.message_group_id.is_none()) {
+        // SQS refuses the whole batch, not the entry.
+        return Err(SqsError::new(
+            Kind::InvalidParameterValue,
+            "The request must contain the parameter MessageGroupId.",
+        ));
+    }
     let mut failures = Vec::new();
     let mut to_send = Vec::new();
     let mut digests = Vec::new();
@@ -199,8 +263,7 @@ pub async fn send_message_batch(
         let id = entry.id.clone().unwrap_or_default();
         match entry.prepare() {
             Ok(prepared) => {
-                let grouped = prepared.input.message_group_id.is_some();
-                digests.push((prepared.md5_of_body, prepared.md5_of_attributes, grouped));
+                digests.push(prepared.digests);
                 to_send.push(BatchEntryInput {
                     id,
                     message: prepared.input,
@@ -223,16 +286,22 @@ pub async fn send_message_batch(
                 .await,
             Doing::Other,
         )?;
-        for (result, (md5_of_body, md5_of_attributes, grouped)) in results.into_iter().zip(digests)
-        {
+        for (result, digests) in results.into_iter().zip(digests) {
             match result.result {
                 Ok(sent_one) => {
-                    let mut answer = sent(&sent_one, md5_of_body, md5_of_attributes);
+                    let mut answer = sent(&sent_one, digests);
                     answer.insert("Id".into(), result.id.into());
                     successes.push(Value::Object(answer));
                 }
+                Err(EngineError::MessageTooLarge { max, .. }) => {
+                    let e = SqsError::new(
+                        Kind::InvalidParameterValue,
+                        format!("One or more parameters cannot be validated. Reason: Message must be shorter than {max} bytes."),
+                    );
+                    failures.push(failed(&result.id, &e));
+                }
                 Err(e) => {
-                    let e = send_refused(e.into(), &queue, grouped);
+                    let e = send_refused(e.into(), &queue, true);
                     failures.push(failed(&result.id, &e));
                 }
             }
@@ -259,6 +328,26 @@ pub struct ReceiveMessage {
 
 pub async fn receive_message(call: &Call<'_>, input: ReceiveMessage) -> Result<Value, SqsError> {
     let queue = call.queue(&input.queue_url)?;
+    if let Some(n) = input
+        .max_number_of_messages
+        .filter(|n| !(1..=limits::RECEIVE_MAX_MESSAGES).contains(n))
+    {
+        return Err(SqsError::invalid_value(
+            "MaxNumberOfMessages",
+            n,
+            "Must be between 1 and 10, if provided",
+        ));
+    }
+    if let Some(wait) = input
+        .wait_time_seconds
+        .filter(|w| !(0..=limits::RECEIVE_WAIT_SECONDS_MAX).contains(w))
+    {
+        return Err(SqsError::invalid_value(
+            "WaitTimeSeconds",
+            wait,
+            "Must be >= 0 and <= 20, if provided",
+        ));
+    }
     let options = ReceiveOptions {
         max_messages: input.max_number_of_messages,
         lease_seconds: input.visibility_timeout,

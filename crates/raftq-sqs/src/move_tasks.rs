@@ -8,9 +8,10 @@ use raftq_api::ops::MoveTaskRequest;
 use raftq_engine::{MoveTaskStatus, MoveTaskView};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
+use uuid::Uuid;
 
 use crate::call::{required, sqs, Call};
-use crate::error::{Doing, SqsError};
+use crate::error::{Doing, Kind, SqsError};
 
 /// How many tasks `ListMessageMoveTasks` lists at most, and without `MaxResults`.
 const LIST_MOST: i64 = 10;
@@ -52,6 +53,12 @@ pub struct CancelMessageMoveTask {
 
 pub async fn cancel(call: &Call<'_>, input: CancelMessageMoveTask) -> Result<Value, SqsError> {
     let handle = required(&input.task_handle, "TaskHandle")?.to_string();
+    if Uuid::parse_str(&handle).is_err() {
+        return Err(SqsError::new(
+            Kind::InvalidParameterValue,
+            "Value for parameter TaskHandle is invalid.",
+        ));
+    }
     let task = sqs(
         call.ops
             .cancel_move_task(call.account(), None, handle)

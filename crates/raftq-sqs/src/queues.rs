@@ -9,7 +9,7 @@ use raftq_engine::validate;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use crate::attributes::needs_stats;
+use crate::attributes::{needs_stats, Target};
 use crate::call::{required, sqs, Call, QueueOnly};
 use crate::error::{Doing, Kind, SqsError};
 use crate::tags;
@@ -64,7 +64,10 @@ pub struct CreateQueue {
 
 pub async fn create_queue(call: &Call<'_>, input: CreateQueue) -> Result<Value, SqsError> {
     let name = required(&input.queue_name, "QueueName")?;
-    let requested = call.reader().requested(&input.attributes, true)?;
+    let fifo = name.ends_with(limits::FIFO_SUFFIX);
+    let requested = call
+        .reader()
+        .requested(&input.attributes, Target::Create { fifo })?;
     let mut attributes = requested.attributes.clone();
     attributes.tags = tags::on_create(&input.tags);
     // SQS's default; a repeated create compares only the attributes it gives, so `requested`
@@ -220,7 +223,10 @@ pub async fn set_queue_attributes(
     input: SetQueueAttributes,
 ) -> Result<Value, SqsError> {
     let queue = call.queue(&input.queue_url)?;
-    let requested = call.reader().requested(&input.attributes, false)?;
+    let fifo = queue.ends_with(limits::FIFO_SUFFIX);
+    let requested = call
+        .reader()
+        .requested(&input.attributes, Target::Set { fifo })?;
     sqs(
         call.ops
             .patch_queue(call.account(), queue, requested.attributes)

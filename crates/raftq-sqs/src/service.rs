@@ -265,6 +265,14 @@ fn error_response(wire: Wire, e: &SqsError, request_id: &str) -> Response {
         Wire::Json => json!({"__type": e.kind.json_type(), "message": e.message})
             .to_string()
             .into_bytes(),
+        Wire::Query if e.kind == Kind::QueueDoesNotExist => {
+            // SQS's words for this error in its Query protocol.
+            let e = SqsError::new(
+                e.kind,
+                "The specified queue does not exist for this wsdl version.",
+            );
+            shapes::write_error_xml(&e, request_id)
+        }
         Wire::Query => shapes::write_error_xml(e, request_id),
     };
     let mut response = Response::new(Body::from(body));

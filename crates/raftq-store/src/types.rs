@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use raftq_engine::legacy::{CommandV0, CommandV1};
+use raftq_engine::legacy::{CommandV0, CommandV1, CommandV2};
 use raftq_engine::{Command, EngineError, Outcome, Payload};
 use serde::de::{self, SeqAccess, Visitor};
 use serde::ser::SerializeTuple;
@@ -34,8 +34,8 @@ pub type NodeId = u64;
 /// Encoded as `(LOG_FORMAT, now, commands)`. Entries of log format 0, written before the log
 /// had a format number, are `(now, commands)`: their first number is a wall-clock reading in
 /// milliseconds, far above any format number, and their commands are read as
-/// [`CommandV0`]s; entries of format 1 are read as [`CommandV1`]s. A format newer than this
-/// build's is refused, never guessed at.
+/// [`CommandV0`]s; entries of formats 1 and 2 are read as [`CommandV1`]s and [`CommandV2`]s.
+/// A format newer than this build's is refused, never guessed at.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommandGroup {
     pub now: u64,
@@ -44,12 +44,17 @@ pub struct CommandGroup {
 
 /// The log entry format this build writes: 1 added queue retry backoffs and release delays, 2
 /// typed message attributes, queue tags and default waits, receive attempt IDs, the move task
-/// commands and those of parked receives.
-pub const LOG_FORMAT: u64 = 2;
+/// commands and those of parked receives, 3 queue deduplication scopes, throughput limits and
+/// policies, and message trace headers.
+pub const LOG_FORMAT: u64 = 3;
 
 /// The log entry format before typed attributes, tags, default waits, attempt IDs, move tasks and
 /// parked receives.
 const LOG_FORMAT_1: u64 = 1;
+
+/// The log entry format before deduplication scopes, throughput limits, policies and trace
+/// headers.
+const LOG_FORMAT_2: u64 = 2;
 
 /// Below this, an entry's first number is a format number; from it up, the time of a format 0
 /// entry (2^32 ms is in 1970).
@@ -81,12 +86,17 @@ impl<'de> Deserialize<'de> for CommandGroup {
                 let first: u64 = seq.next_element()?.ok_or_else(missing)?;
                 let (now, commands) = if first >= FIRST_WALL_CLOCK {
                     let old: Vec<CommandV0> = seq.next_element()?.ok_or_else(missing)?;
-                    let v1 = old.into_iter().map(CommandV1::from);
-                    (first, v1.map(Command::from).collect())
+                    let v2 = old.into_iter().map(|c| CommandV2::from(CommandV1::from(c)));
+                    (first, v2.map(CommandV2::convert).collect())
                 } else if first == LOG_FORMAT_1 {
                     let now = seq.next_element()?.ok_or_else(missing)?;
                     let old: Vec<CommandV1> = seq.next_element()?.ok_or_else(missing)?;
-                    (now, old.into_iter().map(Command::from).collect())
+                    let v2 = old.into_iter().map(CommandV2::from);
+                    (now, v2.map(CommandV2::convert).collect())
+                } else if first == LOG_FORMAT_2 {
+                    let now = seq.next_element()?.ok_or_else(missing)?;
+                    let old: Vec<CommandV2> = seq.next_element()?.ok_or_else(missing)?;
+                    (now, old.into_iter().map(CommandV2::convert).collect())
                 } else if first == LOG_FORMAT {
                     let now = seq.next_element()?.ok_or_else(missing)?;
                     (now, seq.next_element()?.ok_or_else(missing)?)
@@ -190,6 +200,50 @@ mod tests {
                 max_messages: Some(2),
                 lease_seconds: None,
                 attempt_id: None,
+            },
+        ];
+        assert_eq!(*group.commands, expected);
+    }
+
+    /// `(2, now, commands)` as log format 2 wrote it: the FIFO queue `jobs.fifo` created with a
+    /// 45 s lease, a 5 s default wait and the tag `team` = `core`, then a batch of one message
+    /// with the `Number` attribute `n` = `1.5`, in group `g`, deduplication ID `d`, at
+    /// 1,700,000,000,000 ms.
+    const FORMAT_2_ENTRY: &str = "0280d095ffbc310200036465761000000000000000000000000000000007096a\
+        6f62732e6669666f00015a000000000000010a0101047465616d0104636f72650403646576096a6f62732e66\
+        69666f0102653110000000000000000000000000000000090568656c6c6f01016e064e756d6265720003312e\
+        3500010167010164";
+
+    #[test]
+    fn entries_of_log_format_2_read_without_scopes_policies_or_trace_headers() {
+        let bytes = hex::decode(FORMAT_2_ENTRY).expect("hex");
+        let group: CommandGroup = postcard::from_bytes(&bytes).expect("format 2 decodes");
+        assert_eq!(group.now, 1_700_000_000_000);
+        let mut message = NewMessage::new(Uuid::from_u128(9), "hello")
+            .in_group("g")
+            .deduplicated_by("d");
+        message
+            .attributes
+            .insert("n".into(), raftq_engine::Attribute::text("Number", "1.5"));
+        let expected = vec![
+            Command::CreateQueue {
+                account: "dev".into(),
+                queue_id: Uuid::from_u128(7),
+                name: "jobs.fifo".into(),
+                attributes: QueueAttributes {
+                    lease_seconds: Some(45),
+                    receive_wait_seconds: Some(5),
+                    tags: Some([("team".to_string(), Some("core".to_string()))].into()),
+                    ..Default::default()
+                },
+            },
+            Command::SendBatch {
+                account: "dev".into(),
+                queue: "jobs.fifo".into(),
+                entries: vec![raftq_engine::BatchEntry {
+                    id: "e1".into(),
+                    message,
+                }],
             },
         ];
         assert_eq!(*group.commands, expected);

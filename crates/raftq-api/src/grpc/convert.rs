@@ -50,6 +50,10 @@ macro_rules! queue_attributes {
             retry_backoff: $retry_backoff,
             receive_wait_seconds: $request.receive_wait_seconds,
             tags: $tags,
+            deduplication_scope: $request.deduplication_scope,
+            // SQS's own settings, which the SQS endpoint alone sets.
+            fifo_throughput_limit: None,
+            policy: None,
         }
     };
 }
@@ -68,6 +72,7 @@ macro_rules! message_input {
             delay_seconds: $request.delay_seconds,
             message_group_id: $request.message_group_id,
             message_deduplication_id: $request.message_deduplication_id,
+            trace_header: None,
         }
     };
 }
@@ -236,6 +241,7 @@ impl From<json::Queue<'_>> for pb::Queue {
             }),
             receive_wait_seconds: q.receive_wait_seconds,
             tags: q.tags.clone(),
+            deduplication_scope: q.deduplication_scope.to_string(),
         }
     }
 }

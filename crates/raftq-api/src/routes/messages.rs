@@ -133,6 +133,7 @@ fn message(f: &Fields<'_>) -> Result<MessageInput, ApiError> {
         delay_seconds: f.integer("delay_seconds")?,
         message_group_id: f.string("message_group_id")?.map(str::to_string),
         message_deduplication_id: f.string("message_deduplication_id")?.map(str::to_string),
+        trace_header: None,
     })
 }
 

@@ -45,6 +45,7 @@ pub const ATTRIBUTE_FIELDS: &[&str] = &[
     "retry_backoff",
     "receive_wait_seconds",
     "tags",
+    "deduplication_scope",
 ];
 
 /// The fields of a redrive policy.
@@ -83,7 +84,8 @@ pub fn create_fields() -> Vec<&'static str> {
     "redrive_allow_policy": {"permission": "deny_all"},
     "retry_backoff": {"initial_seconds": 5, "max_seconds": 600, "multiplier": 2.0},
     "receive_wait_seconds": 20,
-    "tags": {"team": "payments", "cost-center": "42"}
+    "tags": {"team": "payments", "cost-center": "42"},
+    "deduplication_scope": "message_group"
 }))]
 pub struct CreateQueue {
     /// 1–80 characters of `A-Z a-z 0-9 _ -`, unique in the account; a name ending in `.fifo`
@@ -131,6 +133,9 @@ pub struct QueueSettings {
     /// Tags to set, and with `null` to remove (a merge: tags not named stay). Keys 1–128
     /// characters, not starting with `aws:`; values 0–256 characters; at most 50 tags.
     tags: Option<BTreeMap<String, Option<String>>>,
+    /// `queue` or `message_group` (FIFO queues; see the schema).
+    #[schema(schema_with = openapi::deduplication_scope)]
+    deduplication_scope: Option<String>,
 }
 
 /// A retry backoff in a request; all three fields are required. A message whose lease expired
@@ -218,6 +223,10 @@ fn attributes(f: &Fields<'_>) -> Result<QueueAttributes, ApiError> {
         retry_backoff,
         receive_wait_seconds: f.integer("receive_wait_seconds")?,
         tags,
+        deduplication_scope: f.string("deduplication_scope")?.map(str::to_string),
+        // SQS's own settings, which the SQS endpoint alone sets.
+        fifo_throughput_limit: None,
+        policy: None,
     })
 }
 

@@ -16,8 +16,10 @@ impl Engine {
         let now = self.context.now;
         let q = self.queue(qid)?;
         let checked = validate::message(&msg, q.queue_type, &q.config)?;
-        if let Some(id) = &checked.dedup_id {
-            if let Some(r) = q.dedup.get(id).filter(|r| r.expires_at > now) {
+        let group = msg.message_group_id.as_deref().unwrap_or_default();
+        let dedup_key = checked.dedup_id.as_deref().map(|id| q.dedup_key(group, id));
+        if let Some(key) = &dedup_key {
+            if let Some(r) = q.dedup.get(key).filter(|r| r.expires_at > now) {
                 return Ok(SendResult {
                     message_id: r.message_id,
                     duplicate: true,
@@ -46,19 +48,14 @@ impl Engine {
             state,
             moved: None,
         };
-        q.insert(
-            &mut self.context,
-            seq,
-            stored,
-            msg.message_group_id.as_deref().unwrap_or_default(),
-        );
-        if let Some(id) = &checked.dedup_id {
+        q.insert(&mut self.context, seq, stored, group);
+        if let Some(key) = dedup_key {
             let record = DedupRecord {
                 message_id: msg.message_id,
                 seq,
                 expires_at: now + limits::DEDUP_WINDOW_MS,
             };
-            q.record_dedup(&mut self.context, id.clone(), record);
+            q.record_dedup(&mut self.context, key, record);
         }
         self.context.changes.payloads.push(PayloadOp::Put(
             seq,
@@ -69,6 +66,7 @@ impl Engine {
                 message_group_id: msg.message_group_id,
                 message_deduplication_id: checked.dedup_id,
                 sent_at: now,
+                trace_header: msg.trace_header,
             },
         ));
         Ok(SendResult {

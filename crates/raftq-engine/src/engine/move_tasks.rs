@@ -53,10 +53,7 @@ impl Engine {
             None if q.sources.is_empty() => {
                 return Err(EngineError::invalid(
                     "destination",
-                    format!(
-                        "is required: {} is not the dead-letter queue of any queue",
-                        q.name
-                    ),
+                    validate::DESTINATION_REQUIRED,
                 ))
             }
             None => None,
@@ -226,9 +223,7 @@ impl Engine {
         let target = self
             .find(account, reference)
             .and_then(|qid| self.queues.get(&qid))
-            .ok_or_else(|| {
-                EngineError::invalid("destination", "names no existing queue of this account")
-            })?;
+            .ok_or_else(|| EngineError::invalid("destination", validate::NO_SUCH_DESTINATION))?;
         if target.qid == source.qid {
             return Err(EngineError::invalid(
                 "destination",

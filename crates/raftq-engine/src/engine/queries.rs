@@ -209,6 +209,9 @@ impl Engine {
             retry_backoff: c.retry_backoff,
             receive_wait_seconds: c.receive_wait_seconds,
             tags: q.tags.clone(),
+            deduplication_scope: c.deduplication_scope,
+            fifo_throughput_limit: c.fifo_throughput_limit,
+            policy: c.policy.clone(),
         })
     }
 

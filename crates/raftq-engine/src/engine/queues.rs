@@ -45,6 +45,7 @@ impl Engine {
         }
         let mut config = QueueConfig::default();
         validate::scalar_attributes(attrs, queue_type, &mut config)?;
+        validate::throughput_limit(attrs, &config)?;
         let source = Source {
             id: queue_id,
             name: &name,
@@ -93,6 +94,7 @@ impl Engine {
         let q = self.queue(qid)?;
         let mut config = q.config.clone();
         validate::scalar_attributes(attrs, q.queue_type, &mut config)?;
+        validate::throughput_limit(attrs, &config)?;
         let source = Source {
             id: q.id,
             name: &q.name,
