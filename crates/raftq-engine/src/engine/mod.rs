@@ -214,10 +214,7 @@ impl Engine {
                 account,
                 queue,
                 message,
-            } => {
-                let qid = self.lookup(&account, &queue)?;
-                self.send_one(qid, message).map(Outcome::Sent)
-            }
+            } => self.send(&account, &queue, message),
             Command::SendBatch {
                 account,
                 queue,
@@ -242,19 +239,8 @@ impl Engine {
                 lease_seconds,
                 delay_seconds,
             } => self.change_lease(&account, &queue, receipt, lease_seconds, delay_seconds),
-            Command::Purge { account, queue } => {
-                let qid = self.lookup(&account, &queue)?;
-                if let Some(q) = self.queues.get_mut(&qid) {
-                    let taken = q.take_for_reclaim(&mut self.context);
-                    let below = self.next_seq;
-                    self.reclaim_later(qid, below, taken);
-                }
-                Ok(Outcome::Purged)
-            }
-            Command::Tick => {
-                self.reclaim_some(RECLAIM_PER_TICK);
-                Ok(Outcome::Ticked)
-            }
+            Command::Purge { account, queue } => self.purge(&account, &queue),
+            Command::Tick => Ok(self.tick()),
             Command::StartMoveTask {
                 account,
                 queue,
@@ -273,11 +259,9 @@ impl Engine {
                 lease_seconds,
                 wait_seconds,
                 waiter,
-            } => {
-                let request =
-                    self.receive_request(&account, &queue, max_messages, lease_seconds)?;
-                self.receive_or_park(request, wait_seconds, waiter)
-            }
+            } => self
+                .receive_request(&account, &queue, max_messages, lease_seconds)
+                .and_then(|request| self.receive_or_park(request, wait_seconds, waiter)),
             Command::EndWait { waiter } => Ok(self.end_wait_of(waiter)),
         }
     }

@@ -15,7 +15,7 @@ use crate::queue::{Queue, ReclaimSet};
 use crate::rows::{self, PayloadOp, RowKey};
 use crate::{tags, validate};
 
-use super::{Engine, Reclaim};
+use super::{Engine, Reclaim, RECLAIM_PER_TICK};
 
 /// The queue a redrive policy is being set on.
 struct Source<'a> {
@@ -191,6 +191,24 @@ impl Engine {
         }
         self.by_id.remove(&q.id);
         Ok(Outcome::Deleted)
+    }
+
+    /// Takes every message of the queue out at once; ticks delete them for good later.
+    pub(super) fn purge(&mut self, account: &str, reference: &str) -> Result<Outcome> {
+        let qid = self.lookup(account, reference)?;
+        if let Some(q) = self.queues.get_mut(&qid) {
+            let taken = q.take_for_reclaim(&mut self.context);
+            let below = self.next_seq;
+            self.reclaim_later(qid, below, taken);
+        }
+        Ok(Outcome::Purged)
+    }
+
+    /// A tick's own work, after the timers due fired: deletes a bounded number of purged or
+    /// deleted messages for good.
+    pub(super) fn tick(&mut self) -> Outcome {
+        self.reclaim_some(RECLAIM_PER_TICK);
+        Outcome::Ticked
     }
 
     /// Hands messages taken out of queue `qid` to reclamation, which ticks carry out.
