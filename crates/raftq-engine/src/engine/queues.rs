@@ -64,6 +64,10 @@ impl Engine {
             None => Default::default(),
         };
         let qid = self.next_qid;
+        debug_assert!(
+            !self.queues.contains_key(&qid) && !self.reclaim.contains_key(&qid),
+            "queue number {qid} is new: a deleted queue's messages are still reclaimed under it"
+        );
         self.next_qid += 1;
         if let Some(target) = config
             .redrive_policy
@@ -198,6 +202,10 @@ impl Engine {
         let qid = self.lookup(account, reference)?;
         if let Some(q) = self.queues.get_mut(&qid) {
             let taken = q.take_for_reclaim(&mut self.context);
+            debug_assert!(
+                q.messages.is_empty() && q.bytes() == 0 && q.ready_len() == 0,
+                "a purge leaves the queue empty, its counters with it"
+            );
             let below = self.next_seq;
             self.reclaim_later(qid, below, taken);
         }

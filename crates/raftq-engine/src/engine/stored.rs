@@ -166,7 +166,35 @@ impl Engine {
         }
         engine.context.changes = Changes::default();
         engine.context.woken.clear();
+        debug_assert!(
+            engine.numbers_ahead(),
+            "the next sequence and queue numbers restored are past every one in use"
+        );
         Ok(engine)
+    }
+
+    /// Whether the next sequence number is past every message's and parked receive's, and the
+    /// next queue number past every queue's, reclaimed ones included.
+    fn numbers_ahead(&self) -> bool {
+        let below_next = |seq: u64| seq < self.next_seq;
+        let seqs = self.queues.values().all(|q| {
+            q.messages
+                .keys()
+                .next_back()
+                .copied()
+                .is_none_or(below_next)
+                && q.waiters.keys().next_back().copied().is_none_or(below_next)
+        });
+        let reclaimed = self
+            .reclaim
+            .values()
+            .all(|r| r.sets.iter().flat_map(ReclaimSet::seqs).all(below_next));
+        let qids = self
+            .queues
+            .keys()
+            .chain(self.reclaim.keys())
+            .all(|&qid| qid < self.next_qid);
+        seqs && reclaimed && qids
     }
 
     /// The restored queue `qid`; a row of a queue that has none is an error.
