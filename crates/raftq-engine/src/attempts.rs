@@ -121,6 +121,12 @@ impl ReceiveAttempts {
         let expires_at = context
             .now
             .saturating_add(limits::RECEIVE_ATTEMPT_WINDOW_MS);
+        debug_assert!(
+            self.order
+                .back()
+                .is_none_or(|(last, _)| *last <= expires_at),
+            "records join the window in expiry order, so pruning looks at the front alone"
+        );
         context.changes.rows.push(RowKey::Attempt(qid, id.clone()));
         self.order.push_back((expires_at, id.clone()));
         self.records

@@ -235,6 +235,10 @@ impl Index {
 
     /// A message leaves the queue.
     fn leave(&mut self, context: &mut ApplyContext, seq: u64, msg: &Msg) {
+        debug_assert!(
+            self.counts[msg.state as usize] > 0 && self.bytes >= u64::from(msg.size),
+            "message {seq} leaves with its state and size counted"
+        );
         self.counts[msg.state as usize] -= 1;
         self.bytes -= u64::from(msg.size);
         if msg.state.timed() {
@@ -547,11 +551,24 @@ impl Queue {
         mut msg: Msg,
         group_name: &str,
     ) {
+        debug_assert!(
+            self.messages
+                .last_key_value()
+                .is_none_or(|(&last, _)| last < seq),
+            "message {seq} enters after every message held: sends and moves take a new, highest \
+             sequence number, and a restore goes in key order"
+        );
         msg.group = self.index.intern(group_name);
         self.index.enter(context, seq, &msg);
         self.messages.insert(seq, msg);
         context.changes.rows.push(RowKey::Message(self.qid, seq));
         self.schedule_retention(context);
+        debug_assert!(self.counts_add_up(), "message {seq} entered counted once");
+    }
+
+    /// Whether the messages counted per state add up to the messages held.
+    fn counts_add_up(&self) -> bool {
+        self.index.counts.iter().sum::<u64>() == self.messages.len() as u64
     }
 
     /// Takes a message out of every index (its payload stays: the caller decides).
@@ -559,6 +576,7 @@ impl Queue {
         let msg = self.messages.remove(&seq)?;
         self.index.leave(context, seq, &msg);
         context.changes.rows.push(RowKey::Message(self.qid, seq));
+        debug_assert!(self.counts_add_up(), "message {seq} left uncounted");
         Some(msg)
     }
 
@@ -636,6 +654,10 @@ impl Queue {
                 break;
             }
         }
+        debug_assert!(
+            out.len() <= max && out.iter().all(|(_, m)| m.state == State::Leased),
+            "a receive leases at most what it asked for, and hands out only what it leased"
+        );
         out
     }
 
@@ -702,6 +724,12 @@ impl Queue {
         record: DedupRecord,
     ) {
         let expires = record.expires_at;
+        debug_assert!(
+            self.dedup_order
+                .back()
+                .is_none_or(|(last, _)| *last <= expires),
+            "records join the window in expiry order, so pruning looks at the front alone"
+        );
         context
             .changes
             .rows

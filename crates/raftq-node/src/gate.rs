@@ -45,7 +45,7 @@ use tokio::time::Instant;
 
 use crate::admission::PingAnswer;
 use crate::clock::read_clocks;
-use crate::shared::Core;
+use crate::shared::{Core, Members};
 
 /// How often every member is pinged.
 const EVERY: Duration = Duration::from_millis(100);
@@ -133,21 +133,10 @@ fn log_clock(core: &Core, (confirmed, skewed): (bool, bool)) {
     }
 }
 
+/// Pings the members every [`EVERY`] and opens or closes the gate on what they answer, until
+/// `shutdown` changes.
 pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
-    let mut answers: BTreeMap<NodeId, Answer> = BTreeMap::new();
-    let mut open = core.admission.may_stand();
-    // Whether the voters' clocks agreed on the cluster's time, and whether this node's was
-    // outside the bound of it, at the last round.
-    let mut last_clock = (false, false);
-    // The handover of a leader whose clock is skewed, while one runs.
-    let mut handover: Option<JoinHandle<()>> = None;
-    // The longest election timeout, so that the elections counted are the fewest openraft
-    // would have started. It is also openraft's leader lease: a voter that heard a leader
-    // within it refuses its vote.
-    let timeout = Duration::from_millis(core.raft.config().election_timeout_max);
-    // Since when the gate has held this node back with no append from a leader, and the
-    // elections counted since then.
-    let mut held: Option<(Instant, u64)> = None;
+    let mut gate = Gate::new(core);
     let mut tick = tokio::time::interval(EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -155,7 +144,88 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
             _ = tick.tick() => {}
             _ = shutdown.changed() => return,
         }
-        let members = core.members();
+        gate.round().await;
+    }
+}
+
+/// What the gate keeps from one round of pings to the next.
+struct Gate {
+    core: Arc<Core>,
+    /// Each member's last answer.
+    answers: BTreeMap<NodeId, Answer>,
+    /// Whether openraft's elections are on.
+    open: bool,
+    /// Whether the voters' clocks agreed on the cluster's time, and whether this node's was
+    /// outside the bound of it, at the last round.
+    last_clock: (bool, bool),
+    /// The handover of a leader whose clock is skewed, while one runs.
+    handover: Option<JoinHandle<()>>,
+    /// The longest election timeout, so that the elections counted are the fewest openraft
+    /// would have started. It is also openraft's leader lease: a voter that heard a leader
+    /// within it refuses its vote.
+    timeout: Duration,
+    /// Since when the gate has held this node back with no append from a leader, and the
+    /// elections counted since then.
+    held: Option<(Instant, u64)>,
+}
+
+impl Gate {
+    fn new(core: Arc<Core>) -> Gate {
+        Gate {
+            open: core.admission.may_stand(),
+            timeout: Duration::from_millis(core.raft.config().election_timeout_max),
+            core,
+            answers: BTreeMap::new(),
+            last_clock: (false, false),
+            handover: None,
+            held: None,
+        }
+    }
+
+    /// One round: pings every member, reads the voters' clocks, hands a skewed leader's
+    /// leadership over, then opens or closes the gate and counts the elections held back.
+    async fn round(&mut self) {
+        let members = self.core.members();
+        self.ping(&members).await;
+        let answering = self.recent().count() + 1;
+        let voters = members.voters();
+        let clock = self.read_clocks(&voters);
+        self.hand_over_if_skewed(clock, &voters, &members);
+        let own_log = match self.core.admission.last_log() {
+            Ok(last) => last,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the log's last entry");
+                return;
+            }
+        };
+        let mut voters_for_us: BTreeSet<NodeId> = self
+            .recent()
+            .filter(|(_, answer)| answer.would_vote_for(own_log.as_ref(), self.timeout))
+            .map(|(id, _)| *id)
+            .collect();
+        voters_for_us.insert(self.core.id);
+        let allow = majority(&voters_for_us, &members.configs)
+            && self.core.admission.may_stand()
+            && self.core.clock.may_lead();
+        if allow != self.open {
+            self.open = allow;
+            self.core.raft.runtime_config().elect(allow);
+            tracing::info!(
+                answering,
+                would_vote = voters_for_us.len(),
+                standing = ?self.core.admission.standing(),
+                clock_confirmed = clock.0,
+                clock_skewed = clock.1,
+                elections = allow,
+                "election gate"
+            );
+        }
+        self.count_held_back(allow, &voters);
+    }
+
+    /// Pings every other member at once and keeps the answers, noting each one's reach.
+    async fn ping(&mut self, members: &Members) {
+        let core = &self.core;
         let pings = members
             .nodes
             .iter()
@@ -176,25 +246,30 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
                 reach.entry(id).or_default().record(answer.as_ref(), now);
             }
             if let Some(said) = answer {
-                answers.insert(
-                    id,
-                    Answer {
-                        at: now,
-                        said,
-                        clock_read,
-                    },
-                );
+                let answer = Answer {
+                    at: now,
+                    said,
+                    clock_read,
+                };
+                self.answers.insert(id, answer);
             }
         }
-        let recent = || {
-            answers
-                .iter()
-                .filter(|(_, answer)| answer.at.elapsed() <= FRESH)
-        };
-        let answering = recent().count() + 1;
-        let voters = members.voters();
+    }
+
+    /// The members' answers that are still fresh.
+    fn recent(&self) -> impl Iterator<Item = (&NodeId, &Answer)> {
+        self.answers
+            .iter()
+            .filter(|(_, answer)| answer.at.elapsed() <= FRESH)
+    }
+
+    /// Records what the fresh answers of `voters` say of this node's clock, logs a change, and
+    /// returns `(confirmed, skewed)`.
+    fn read_clocks(&mut self, voters: &BTreeSet<NodeId>) -> (bool, bool) {
+        let core = &self.core;
         let wall = core.clock.wall();
-        let mut clocks: BTreeMap<NodeId, i64> = recent()
+        let mut clocks: BTreeMap<NodeId, i64> = self
+            .recent()
             .filter(|(id, _)| voters.contains(id))
             .map(|(id, answer)| (*id, answer.offset(wall)))
             .collect();
@@ -204,67 +279,57 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
         core.clock
             .record(read_clocks(&clocks, voters.len(), core.clock.bound_ms()));
         let clock = (core.clock.confirmed(), core.clock.skewed());
-        if clock != last_clock {
-            last_clock = clock;
-            log_clock(&core, clock);
+        if clock != self.last_clock {
+            self.last_clock = clock;
+            log_clock(core, clock);
         }
-        let idle = handover.as_ref().is_none_or(JoinHandle::is_finished);
-        if clock.1 && idle && core.is_leader() {
-            // Apart from this loop, which must go on measuring while the handover runs.
-            let mut successors = voters.clone();
-            successors.remove(&core.id);
-            let leaving = Arc::clone(&core);
-            let nodes = members.nodes.clone();
-            handover = Some(tokio::spawn(async move {
-                if let Err(e) = leaving.hand_over(&successors, &nodes).await {
-                    tracing::warn!(error = %e, "a leader with a skewed clock could not hand over");
-                    // Tried again after a pause, not on every round.
-                    tokio::time::sleep(HANDOVER_AGAIN).await;
-                }
-            }));
+        clock
+    }
+
+    /// Starts a handover of this node's leadership to another voter when its clock is skewed
+    /// and no handover runs.
+    fn hand_over_if_skewed(
+        &mut self,
+        (_, skewed): (bool, bool),
+        voters: &BTreeSet<NodeId>,
+        members: &Members,
+    ) {
+        let idle = self.handover.as_ref().is_none_or(JoinHandle::is_finished);
+        if !(skewed && idle && self.core.is_leader()) {
+            return;
         }
-        let own_log = match core.admission.last_log() {
-            Ok(last) => last,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot read the log's last entry");
-                continue;
+        // Apart from the gate's loop, which must go on measuring while the handover runs.
+        let mut successors = voters.clone();
+        successors.remove(&self.core.id);
+        let leaving = Arc::clone(&self.core);
+        let nodes = members.nodes.clone();
+        self.handover = Some(tokio::spawn(async move {
+            if let Err(e) = leaving.hand_over(&successors, &nodes).await {
+                tracing::warn!(error = %e, "a leader with a skewed clock could not hand over");
+                // Tried again after a pause, not on every round.
+                tokio::time::sleep(HANDOVER_AGAIN).await;
             }
-        };
-        let mut voters_for_us: BTreeSet<NodeId> = recent()
-            .filter(|(_, answer)| answer.would_vote_for(own_log.as_ref(), timeout))
-            .map(|(id, _)| *id)
-            .collect();
-        voters_for_us.insert(core.id);
-        let allow = majority(&voters_for_us, &members.configs)
-            && core.admission.may_stand()
-            && core.clock.may_lead();
-        if allow != open {
-            open = allow;
-            core.raft.runtime_config().elect(allow);
-            tracing::info!(
-                answering,
-                would_vote = voters_for_us.len(),
-                standing = ?core.admission.standing(),
-                clock_confirmed = clock.0,
-                clock_skewed = clock.1,
-                elections = allow,
-                "election gate"
-            );
+        }));
+    }
+
+    /// Counts the elections openraft would have started while the gate holds back this voter
+    /// and no leader's append arrives (`allow`: the gate is open now).
+    fn count_held_back(&mut self, allow: bool, voters: &BTreeSet<NodeId>) {
+        let core = &self.core;
+        if allow || core.current_leader() == Some(core.id) || !voters.contains(&core.id) {
+            self.held = None;
+            return;
         }
-        held = if allow || core.current_leader() == Some(core.id) || !voters.contains(&core.id) {
-            None
-        } else {
-            let now = Instant::now();
-            let (mut since, mut counted) = held.unwrap_or((now, 0));
-            // A leader's append restarts openraft's election timer.
-            if let Some(last) = core.last_append().filter(|last| *last > since) {
-                (since, counted) = (last, 0);
-            }
-            let elections = elections_in(now - since, timeout);
-            core.elections_held_back
-                .fetch_add(elections.saturating_sub(counted), Ordering::Relaxed);
-            Some((since, elections))
-        };
+        let now = Instant::now();
+        let (mut since, mut counted) = self.held.unwrap_or((now, 0));
+        // A leader's append restarts openraft's election timer.
+        if let Some(last) = core.last_append().filter(|last| *last > since) {
+            (since, counted) = (last, 0);
+        }
+        let elections = elections_in(now - since, self.timeout);
+        core.elections_held_back
+            .fetch_add(elections.saturating_sub(counted), Ordering::Relaxed);
+        self.held = Some((since, elections));
     }
 }
 

@@ -15,7 +15,8 @@ use openraft::{Config, Raft, SnapshotPolicy};
 use raftq_engine::{Command, Engine, EngineError};
 use raftq_store::backup::{self, BackupSummary};
 use raftq_store::{
-    Database, LogOptions, NodeId, Response, StateOptions, Storage, TypeConfig, WaitSlot,
+    Database, LogOptions, LogStore, NodeId, Response, RocksStateMachine, StateOptions, Storage,
+    TypeConfig, WaitSlot,
 };
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
@@ -228,6 +229,114 @@ fn spawn_peer_service(
     })
 }
 
+/// Reads the node's enrolment in its cluster from `log`; a node started to join that holds
+/// nothing yet is marked as joining first.
+async fn open_admission(
+    config: &NodeConfig,
+    log: &LogStore<TypeConfig>,
+) -> Result<Admission, StartError> {
+    let admission = Admission::open(log).map_err(|e| StartError::Enrolment(e.to_string()))?;
+    if config.join.is_some() && admission.standing() == Standing::Blank {
+        admission
+            .become_joining()
+            .await
+            .map_err(|e| StartError::Enrolment(e.to_string()))?;
+    }
+    Ok(admission)
+}
+
+/// How this node dials its peers over `transport`, as a member of `admission`'s cluster.
+fn dial(config: &NodeConfig, transport: &PeerTransport, admission: &Admission) -> Dial {
+    Dial {
+        partition: Partition::default(),
+        cluster: admission.cluster(),
+        tls: config.peer_tls.as_ref().map(PeerTls::client),
+        memory: match transport {
+            PeerTransport::Tcp(_) => None,
+            PeerTransport::Memory { network, .. } => Some(Arc::clone(network)),
+        },
+    }
+}
+
+/// Starts openraft on `log` and `state_machine`, and the group commit that proposes to it;
+/// returns the state every task of the node shares, and the group-commit task.
+async fn start_core(
+    config: &NodeConfig,
+    transport: &PeerTransport,
+    admission: Admission,
+    log: LogStore<TypeConfig>,
+    state_machine: RocksStateMachine,
+) -> Result<(Arc<Core>, JoinHandle<()>), StartError> {
+    let reader = state_machine.reader();
+    let awaited = state_machine.awaited();
+    let raft_config = raft_config(config)?;
+    let dial = dial(config, transport, &admission);
+    let network = Network {
+        peers: PeerClients::new(dial.clone()),
+    };
+    let raft = Raft::new(
+        config.id,
+        Arc::new(raft_config),
+        network.clone(),
+        log,
+        state_machine,
+    )
+    .await
+    .map_err(|e| StartError::Raft(e.to_string()))?;
+    // The election gate keeps them so; off from the start for a node that may not stand.
+    raft.runtime_config().elect(admission.may_stand());
+    log_if_flags_differ(config, &raft, admission.standing()).await;
+    let clock = Arc::new(LeaderClock::new(
+        config.wall_clock.clone(),
+        config.max_clock_skew_ms,
+    ));
+    let (group_commit, committing) =
+        GroupCommit::start(raft.clone(), LEADER_WAIT, awaited, Arc::clone(&clock));
+    let core = Arc::new(Core {
+        id: config.id,
+        raft,
+        group_commit,
+        reader,
+        forwarders: PeerClients::new(dial),
+        network,
+        admission,
+        clock,
+        handing_over: Default::default(),
+        changing: tokio::sync::Mutex::new(()),
+        reach: Default::default(),
+        elections_held_back: Default::default(),
+        leader_commit: Default::default(),
+        appends: Default::default(),
+    });
+    Ok((core, committing))
+}
+
+/// The tasks that bring a node into its cluster: forming it (`forming`: the node found no
+/// cluster in its data directory) and announcing a joining node to the member it was given.
+fn spawn_enrolment(
+    core: &Arc<Core>,
+    config: &NodeConfig,
+    forming: bool,
+    signal: &watch::Receiver<bool>,
+) -> Vec<JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    if forming {
+        tasks.push(tokio::spawn(formation::run(
+            Arc::clone(core),
+            config.peers.clone(),
+            signal.clone(),
+        )));
+    }
+    if let (Some(member), Standing::Joining) = (&config.join, core.admission.standing()) {
+        tasks.push(tokio::spawn(formation::announce(
+            Arc::clone(core),
+            member.clone(),
+            signal.clone(),
+        )));
+    }
+    tasks
+}
+
 impl Node {
     /// Starts a node whose peer service listens on `listener`.
     pub async fn start(config: NodeConfig, listener: TcpListener) -> Result<Node, StartError> {
@@ -242,88 +351,28 @@ impl Node {
         check(&config)?;
         let Storage {
             log,
-            state_machine: sm,
+            state_machine,
             database,
         } = open_storage(&config)?;
         let appended = log.appended();
         #[cfg(feature = "testing")]
         let failing_disk = log.failing_disk();
-        let admission = Admission::open(&log).map_err(|e| StartError::Enrolment(e.to_string()))?;
-        if config.join.is_some() && admission.standing() == Standing::Blank {
-            admission
-                .become_joining()
-                .await
-                .map_err(|e| StartError::Enrolment(e.to_string()))?;
-        }
-        let reader = sm.reader();
-        let awaited = sm.awaited();
-        let raft_config = raft_config(&config)?;
-        let dial = Dial {
-            partition: Partition::default(),
-            cluster: admission.cluster(),
-            tls: config.peer_tls.as_ref().map(PeerTls::client),
-            memory: match &transport {
-                PeerTransport::Tcp(_) => None,
-                PeerTransport::Memory { network, .. } => Some(Arc::clone(network)),
-            },
-        };
-        let network = Network {
-            peers: PeerClients::new(dial.clone()),
-        };
-        let raft = Raft::new(config.id, Arc::new(raft_config), network.clone(), log, sm)
-            .await
-            .map_err(|e| StartError::Raft(e.to_string()))?;
-        // The election gate keeps them so; off from the start for a node that may not stand.
-        raft.runtime_config().elect(admission.may_stand());
+        let admission = open_admission(&config, &log).await?;
         let forming = matches!(admission.standing(), Standing::Blank | Standing::Fresh);
-        log_if_flags_differ(&config, &raft, admission.standing()).await;
-        let clock = Arc::new(LeaderClock::new(
-            config.wall_clock.clone(),
-            config.max_clock_skew_ms,
-        ));
-        let (group_commit, committing) =
-            GroupCommit::start(raft.clone(), LEADER_WAIT, awaited, Arc::clone(&clock));
-        let core = Arc::new(Core {
-            id: config.id,
-            raft,
-            group_commit,
-            reader,
-            forwarders: PeerClients::new(dial),
-            network,
-            admission,
-            clock,
-            handing_over: Default::default(),
-            changing: tokio::sync::Mutex::new(()),
-            reach: Default::default(),
-            elections_held_back: Default::default(),
-            leader_commit: Default::default(),
-            appends: Default::default(),
-        });
+        let (core, committing) =
+            start_core(&config, &transport, admission, log, state_machine).await?;
         let (shutdown, signal) = watch::channel(false);
+        let not_due = watch::Sender::new(None);
+        #[cfg(feature = "testing")]
+        let snapshot_not_due = not_due.subscribe();
         let mut tasks = vec![spawn_peer_service(
             Arc::clone(&core),
             &config,
             transport,
             signal.clone(),
         )];
-        if forming {
-            tasks.push(tokio::spawn(formation::run(
-                Arc::clone(&core),
-                config.peers.clone(),
-                signal.clone(),
-            )));
-        }
-        if let (Some(member), Standing::Joining) = (&config.join, core.admission.standing()) {
-            tasks.push(tokio::spawn(formation::announce(
-                Arc::clone(&core),
-                member.clone(),
-                signal.clone(),
-            )));
-        }
+        tasks.extend(spawn_enrolment(&core, &config, forming, &signal));
         tasks.push(tokio::spawn(gate::run(Arc::clone(&core), signal.clone())));
-        let not_due = watch::Sender::new(None);
-        #[cfg(feature = "testing")]
-        let snapshot_not_due = not_due.subscribe();
         tasks.push(tokio::spawn(snapshots::run(
             core.raft.clone(),
             core.reader.clone(),

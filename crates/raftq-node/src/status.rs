@@ -9,6 +9,7 @@
 //! follower, learner, shutdown); other voters are followers and non-voters learners, since a node
 //! sees only its own state.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 
 use openraft::{BasicNode, RaftMetrics, ServerState};
@@ -163,62 +164,7 @@ impl Core {
     pub(crate) async fn status(&self) -> NodeStatus {
         let answering = self.answering(ANSWERED_WITHIN);
         let answers = self.last_answers(ANSWERED_WITHIN);
-        let mut status = {
-            let metrics = self.raft.metrics();
-            let m = metrics.borrow();
-            let membership = m.membership_config.membership();
-            let voters: Vec<NodeId> = membership.voter_ids().collect();
-            let matched = |id: &NodeId| {
-                if *id == m.id && m.state == ServerState::Leader {
-                    return m.last_log_index;
-                }
-                m.replication
-                    .as_ref()
-                    .and_then(|r| r.get(id).cloned().flatten())
-                    .map(|l| l.index)
-            };
-            let members = membership
-                .nodes()
-                .map(|(id, n)| Member {
-                    id: *id,
-                    raft_addr: n.addr.clone(),
-                    role: if m.current_leader == Some(*id) {
-                        Role::Leader
-                    } else if *id == m.id {
-                        m.state.into()
-                    } else if voters.contains(id) {
-                        Role::Follower
-                    } else {
-                        Role::Learner
-                    },
-                    answering: answering.contains(id),
-                    matched_index: matched(id),
-                    last_log_index: None,
-                    commit_index: None,
-                    applied_index: None,
-                })
-                .collect();
-            let last_applied = m.last_applied.map_or(0, |l| l.index);
-            NodeStatus {
-                node_id: m.id,
-                role: m.state.into(),
-                leader: m.current_leader,
-                members,
-                term: m.current_term,
-                commit_index: last_applied,
-                last_applied,
-                last_log_index: m.last_log_index.unwrap_or(0),
-                cluster_id: self.admission.cluster().get(),
-                clock_offset_ms: self.clock.offset().unwrap_or(0),
-                clock_skewed: self.clock.skewed(),
-                clock_confirmed: self.clock.confirmed(),
-                state_time_ms: self.reader.with_engine(|e| e.now()).unwrap_or(0),
-                leader_unreachable: m
-                    .current_leader
-                    .is_some_and(|leader| leader != m.id && self.cut_off_from(leader)),
-                elections_held_back: self.elections_held_back.load(Ordering::Relaxed),
-            }
-        };
+        let mut status = self.status_from_metrics(&answering);
         // The committed index lives in the Raft state, not in the metrics; the applied index
         // stands in for it when the Raft core cannot answer.
         if let Ok(Some(committed)) = self
@@ -228,23 +174,94 @@ impl Core {
         {
             status.commit_index = status.commit_index.max(committed);
         }
-        for member in &mut status.members {
-            let answer = if member.id == status.node_id {
-                LastAnswer {
-                    last_log_index: Some(status.last_log_index),
-                    progress: Some(Progress {
-                        commit_index: status.commit_index,
-                        applied_index: status.last_applied,
-                    }),
-                }
-            } else {
-                answers.get(&member.id).copied().unwrap_or_default()
-            };
-            member.last_log_index = answer.last_log_index;
-            member.commit_index = answer.progress.map(|p| p.commit_index);
-            member.applied_index = answer.progress.map(|p| p.applied_index);
-        }
+        add_progress(&mut status, &answers);
         status
+    }
+
+    /// This node's status as openraft's metrics and this node's own state show it, the members
+    /// in `answering` marked so; the committed index is the applied one, and the members'
+    /// progress is not filled in.
+    fn status_from_metrics(&self, answering: &BTreeSet<NodeId>) -> NodeStatus {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        let last_applied = m.last_applied.map_or(0, |l| l.index);
+        NodeStatus {
+            node_id: m.id,
+            role: m.state.into(),
+            leader: m.current_leader,
+            members: members(&m, answering),
+            term: m.current_term,
+            commit_index: last_applied,
+            last_applied,
+            last_log_index: m.last_log_index.unwrap_or(0),
+            cluster_id: self.admission.cluster().get(),
+            clock_offset_ms: self.clock.offset().unwrap_or(0),
+            clock_skewed: self.clock.skewed(),
+            clock_confirmed: self.clock.confirmed(),
+            state_time_ms: self.reader.with_engine(|e| e.now()).unwrap_or(0),
+            leader_unreachable: m
+                .current_leader
+                .is_some_and(|leader| leader != m.id && self.cut_off_from(leader)),
+            elections_held_back: self.elections_held_back.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Every member as the metrics `m` show it, the members in `answering` marked so, with how far
+/// a leader matched each one's log; their own progress is not filled in.
+fn members(m: &RaftMetrics<NodeId, BasicNode>, answering: &BTreeSet<NodeId>) -> Vec<Member> {
+    let membership = m.membership_config.membership();
+    let voters: Vec<NodeId> = membership.voter_ids().collect();
+    let matched = |id: &NodeId| {
+        if *id == m.id && m.state == ServerState::Leader {
+            return m.last_log_index;
+        }
+        m.replication
+            .as_ref()
+            .and_then(|r| r.get(id).cloned().flatten())
+            .map(|l| l.index)
+    };
+    membership
+        .nodes()
+        .map(|(id, n)| Member {
+            id: *id,
+            raft_addr: n.addr.clone(),
+            role: if m.current_leader == Some(*id) {
+                Role::Leader
+            } else if *id == m.id {
+                m.state.into()
+            } else if voters.contains(id) {
+                Role::Follower
+            } else {
+                Role::Learner
+            },
+            answering: answering.contains(id),
+            matched_index: matched(id),
+            last_log_index: None,
+            commit_index: None,
+            applied_index: None,
+        })
+        .collect()
+}
+
+/// Fills in each member's log end and progress: this node's own from `status`, the others'
+/// from their last `answers` to its pings.
+fn add_progress(status: &mut NodeStatus, answers: &BTreeMap<NodeId, LastAnswer>) {
+    for member in &mut status.members {
+        let answer = if member.id == status.node_id {
+            LastAnswer {
+                last_log_index: Some(status.last_log_index),
+                progress: Some(Progress {
+                    commit_index: status.commit_index,
+                    applied_index: status.last_applied,
+                }),
+            }
+        } else {
+            answers.get(&member.id).copied().unwrap_or_default()
+        };
+        member.last_log_index = answer.last_log_index;
+        member.commit_index = answer.progress.map(|p| p.commit_index);
+        member.applied_index = answer.progress.map(|p| p.applied_index);
     }
 }
 

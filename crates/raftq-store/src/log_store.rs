@@ -405,7 +405,11 @@ fn sync_queued<C: RaftTypeConfig>(durability: &Durability, waiting: Vec<Flush<C>
                 }
                 trace_stage("synced", entries);
                 callback.completed(synced.clone().map_err(io::Error::other));
-                durability.queued.fetch_sub(1, Ordering::SeqCst);
+                let queued = durability.queued.fetch_sub(1, Ordering::SeqCst);
+                debug_assert!(
+                    queued > 0,
+                    "each callback told was counted when its append queued"
+                );
             }
             Flush::Barrier(done) => {
                 let _ = done.send(());
@@ -737,6 +741,10 @@ where
         trace_stage("appended", entries);
         self.remember(decoded, &encoded);
         if in_place {
+            debug_assert!(
+                entries.is_none_or(|(_, last)| self.durability.synced.get() > last),
+                "an append is reported durable only once the synced mark covers it"
+            );
             trace_stage("synced", entries);
             callback.completed(Ok(()));
             return Ok(());
@@ -745,7 +753,8 @@ where
         if let Err(SendError(Flush::Append(_, _, callback))) =
             self.syncer.send(Flush::Append(entries, files, callback))
         {
-            self.durability.queued.fetch_sub(1, Ordering::SeqCst);
+            let queued = self.durability.queued.fetch_sub(1, Ordering::SeqCst);
+            debug_assert!(queued > 0, "the append that failed to queue was counted");
             callback.completed(Err(io::Error::other("the log's sync thread stopped")));
         }
         Ok(())
@@ -775,6 +784,11 @@ where
     /// Keeps appended entries in the cache of recent ones, counts their bytes and notes the
     /// last one's id.
     fn remember(&self, decoded: Vec<C::Entry>, encoded: &[(u64, Vec<u8>)]) {
+        debug_assert_eq!(
+            decoded.len(),
+            encoded.len(),
+            "each entry kept goes with its own encoding, or the cache counts wrong bytes"
+        );
         let last = decoded.last().map(|entry| entry.get_log_id().clone());
         let mut recent = self.recent();
         for (entry, (index, value)) in decoded.into_iter().zip(encoded) {
@@ -865,6 +879,7 @@ fn move_rocks_entries(db: &DB, segments: &mut Segments) -> Result<(), MoveError>
         return Ok(());
     };
     let mut found = 0usize;
+    let mut previous: Option<u64> = None;
     let mut batch: Vec<(u64, Vec<u8>)> = Vec::with_capacity(MOVE_BATCH);
     let mut rows = db.iterator_cf(logs, IteratorMode::Start).peekable();
     while let Some(row) = rows.next() {
@@ -872,6 +887,11 @@ fn move_rocks_entries(db: &DB, segments: &mut Segments) -> Result<(), MoveError>
         let index = <[u8; 8]>::try_from(&key[..])
             .map(u64::from_be_bytes)
             .map_err(|_| MoveError::Key(key.len()))?;
+        debug_assert!(
+            previous.is_none_or(|before| index > before),
+            "the logs family's keys are big-endian indexes, read in ascending order"
+        );
+        previous = Some(index);
         found += 1;
         if segments.last().is_none_or(|last| index > last) {
             batch.push((index, value.to_vec()));
@@ -1026,11 +1046,23 @@ where
             .await
             .map_err(StorageIOError::write_logs)?;
         self.forget_last();
+        debug_assert!(
+            self.segments().last().is_none_or(|last| last < index),
+            "a truncation leaves no entry from its index on"
+        );
         Ok(())
     }
 
     async fn purge(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
         tracing::debug!(%log_id, "purging raft log up to (inclusive)");
+        if cfg!(debug_assertions) {
+            let purged: Option<LogId<C::NodeId>> =
+                self.get_meta(KEY_LAST_PURGED).unwrap_or_default();
+            debug_assert!(
+                purged.is_none_or(|purged| purged.index <= log_id.index),
+                "a purge never goes back: the entries purged before are gone"
+            );
+        }
         let batch = self
             .meta_batch(KEY_LAST_PURGED, &log_id)
             .map_err(StorageIOError::write_logs)?;

@@ -103,6 +103,11 @@ pub fn header_bytes(first: u64, prev_crc: u32) -> [u8; SEGMENT_HEADER as usize] 
     header[16..20].copy_from_slice(&prev_crc.to_le_bytes());
     let crc = crc32fast::hash(&header[..20]);
     header[20..].copy_from_slice(&crc.to_le_bytes());
+    debug_assert_eq!(
+        read_header(&header),
+        Some((FORMAT, first, prev_crc)),
+        "a segment's header reads back as written"
+    );
     header
 }
 
@@ -148,12 +153,26 @@ fn record_crc(format: Format, prev: u32, index: u64, synced: u64, payload: &[u8]
 /// Appends to `out` the record of entry `index` in [`FORMAT`], chaining from `prev` and marked
 /// `synced`; returns its checksum.
 pub fn encode_record(out: &mut Vec<u8>, prev: u32, index: u64, synced: u64, payload: &[u8]) -> u32 {
+    assert!(
+        !payload.is_empty(),
+        "entry {index}'s record has a payload: a length of 0 reads as the end of the chain"
+    );
+    assert!(
+        u32::try_from(payload.len()).is_ok(),
+        "entry {index}'s payload length fits the record's 32-bit length field"
+    );
+    let before = out.len();
     let crc = record_crc(FORMAT, prev, index, synced, payload);
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     out.extend_from_slice(&crc.to_le_bytes());
     out.extend_from_slice(&index.to_le_bytes());
     out.extend_from_slice(&synced.to_le_bytes());
     out.extend_from_slice(payload);
+    debug_assert_eq!(
+        (out.len() - before) as u64,
+        FORMAT.record_header() + payload.len() as u64,
+        "a record is its header and its payload, as the segment's offsets count it"
+    );
     crc
 }
 
@@ -257,6 +276,10 @@ pub fn scan(
             }
             return Ok(scanned);
         }
+        debug_assert!(
+            record.end > scanned.end && record.end <= bytes.len() as u64,
+            "each record read ends past the one before it, within the file"
+        );
         scanned.starts.push(scanned.end);
         scanned.end = record.end;
         scanned.last_crc = record.crc;

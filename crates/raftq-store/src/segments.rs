@@ -357,6 +357,13 @@ impl Segments {
                 .map_or(kept_from, |s| s.next().max(kept_from)),
         );
         let segments = Segments::with_spare(options, dir, segments, kept_from, synced)?;
+        debug_assert!(segments.chain_holds(), "the segments opened form one chain");
+        debug_assert!(
+            segments
+                .last()
+                .is_none_or(|last| segments.synced.get() > last),
+            "every entry an open keeps is durable (synced above) before it is acknowledged again"
+        );
         segments.ask_for_spare();
         Ok(segments)
     }
@@ -420,6 +427,25 @@ impl Segments {
             .map(|_| self.kept_from.max(self.segments[0].first))
     }
 
+    /// Whether the segments form the log's chain: each starts at or after the index where the
+    /// one before it ended and chains from that one's last checksum, and each one's records
+    /// lie within its file, after its header.
+    fn chain_holds(&self) -> bool {
+        let linked = self.segments.windows(2).all(|pair| {
+            let (before, after) = (&pair[0], &pair[1]);
+            after.first >= before.next() && after.prev_crc == before.last_crc
+        });
+        let within = self.segments.iter().all(|s| {
+            s.starts
+                .first()
+                .is_none_or(|&start| start == SEGMENT_HEADER)
+                && s.starts.last().is_none_or(|&last| last < s.end)
+                && SEGMENT_HEADER <= s.end
+                && s.end <= s.capacity
+        });
+        linked && within
+    }
+
     /// The index of the last entry held, if any.
     pub fn last(&self) -> Option<u64> {
         let next = self.segments.last()?.next();
@@ -468,6 +494,13 @@ impl Segments {
             active.last_crc = crc;
         }
         self.write_pending(&mut pending, pending_at, &mut written)?;
+        debug_assert!(
+            entries.last().is_none_or(|(last, _)| {
+                self.segments.last().is_some_and(|s| s.next() == last + 1)
+            }),
+            "the chain's last segment ends with the last entry appended"
+        );
+        debug_assert!(self.chain_holds(), "an append only extends the chain");
         Ok(written)
     }
 
@@ -541,6 +574,7 @@ impl Segments {
             end: SEGMENT_HEADER,
             last_crc: prev_crc,
         });
+        debug_assert!(self.chain_holds(), "a new segment continues the chain");
         Ok(())
     }
 
@@ -581,6 +615,11 @@ impl Segments {
     /// and each removal synced before the next (a crash keeps a prefix of the segments), then
     /// the removed records are overwritten with zeros.
     pub fn truncate(&mut self, index: u64) -> io::Result<()> {
+        assert!(
+            index >= self.kept_from,
+            "a truncation never reaches purged entries, which were committed: {index} < {}",
+            self.kept_from
+        );
         self.synced.lower(index);
         while self.segments.last().is_some_and(|s| s.first > index) {
             if let Some(segment) = self.segments.pop() {
@@ -619,6 +658,10 @@ impl Segments {
             self.synced.get() <= index,
             "the synced mark claims no entry the log no longer holds"
         );
+        debug_assert!(
+            self.chain_holds(),
+            "a truncation keeps a prefix of the chain"
+        );
         Ok(())
     }
 
@@ -648,6 +691,11 @@ impl Segments {
                 removable.push(segment.path);
             }
         }
+        debug_assert!(
+            self.kept_from > index,
+            "no entry up to a purge's index is read any more"
+        );
+        debug_assert!(self.chain_holds(), "a purge keeps a suffix of the chain");
         Ok(removable)
     }
 }
@@ -817,6 +865,24 @@ mod tests {
             log.truncate(4).expect("truncate");
         });
         assert_eq!(log.last(), Some(3));
+    }
+
+    #[test]
+    #[should_panic(expected = "a truncation never reaches purged entries")]
+    fn a_truncation_into_purged_entries_stops_the_process() {
+        let tmp = tempfile::TempDir::new().expect("temp dir");
+        let mut log = open_real(tmp.path(), SMALL, None).expect("open");
+        log.append(&entries(1..10, 100)).expect("append");
+        log.purge(5).expect("purge");
+        let _ = log.truncate(3);
+    }
+
+    #[test]
+    #[should_panic(expected = "a length of 0 reads as the end of the chain")]
+    fn an_entry_without_bytes_is_never_written() {
+        let tmp = tempfile::TempDir::new().expect("temp dir");
+        let mut log = open_real(tmp.path(), SMALL, None).expect("open");
+        let _ = log.append(&[(1, Vec::new())]);
     }
 
     #[test]

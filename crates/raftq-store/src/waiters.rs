@@ -19,7 +19,11 @@ impl Waiters {
     /// an answer applied before the proposal returns finds no one.
     pub fn register(&self, waiter: Uuid) -> WaitSlot {
         let (sender, answer) = oneshot::channel();
-        self.lock().insert(waiter, sender);
+        let earlier = self.lock().insert(waiter, sender);
+        debug_assert!(
+            earlier.is_none(),
+            "waiter {waiter} is registered once: a second slot would take the first one's answer"
+        );
         WaitSlot {
             waiter,
             answer,

@@ -76,6 +76,16 @@ impl Engine {
         })
     }
 
+    pub(super) fn send(
+        &mut self,
+        account: &str,
+        reference: &str,
+        message: NewMessage,
+    ) -> Result<Outcome> {
+        let qid = self.lookup(account, reference)?;
+        self.send_one(qid, message).map(Outcome::Sent)
+    }
+
     pub(super) fn send_batch(
         &mut self,
         account: &str,

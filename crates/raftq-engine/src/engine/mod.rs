@@ -116,10 +116,23 @@ impl Engine {
     /// take what became deliverable (so those that waited go before the command's own receive).
     /// A refused command changes nothing.
     pub fn apply(&mut self, entry: Entry) -> Applied {
+        let before = (self.context.now, self.next_seq, self.next_qid);
         self.advance(entry.now);
         let result = self.execute(entry.command);
         self.serve_waiters();
         self.context.changes.rows.push(RowKey::Meta);
+        debug_assert!(
+            self.context.now >= before.0 && self.context.now >= entry.now,
+            "the state's time never goes back, and reaches every entry's"
+        );
+        debug_assert!(
+            self.next_seq >= before.1 && self.next_qid >= before.2,
+            "sequence and queue numbers only grow: a number once given names nothing else"
+        );
+        debug_assert!(
+            self.context.woken.is_empty(),
+            "every queue woken by the entry had its parked receives served"
+        );
         Applied {
             result,
             changes: std::mem::take(&mut self.context.changes),
@@ -141,10 +154,16 @@ impl Engine {
 
     fn advance(&mut self, now: Millis) {
         self.context.now = self.context.now.max(now);
+        let mut fired: Millis = 0;
         while let Some(&(due, timer)) = self.context.timers.first() {
             if due > self.context.now {
                 break;
             }
+            debug_assert!(
+                due >= fired,
+                "timers fire in the order they fall due: what a timer sets is due from now on"
+            );
+            fired = due;
             self.context.timers.pop_first();
             self.fire(timer);
             // In the order things fell due: a message that became deliverable goes to the
@@ -215,10 +234,7 @@ impl Engine {
                 account,
                 queue,
                 message,
-            } => {
-                let qid = self.lookup(&account, &queue)?;
-                self.send_one(qid, message).map(Outcome::Sent)
-            }
+            } => self.send(&account, &queue, message),
             Command::SendBatch {
                 account,
                 queue,
@@ -243,19 +259,8 @@ impl Engine {
                 lease_seconds,
                 delay_seconds,
             } => self.change_lease(&account, &queue, receipt, lease_seconds, delay_seconds),
-            Command::Purge { account, queue } => {
-                let qid = self.lookup(&account, &queue)?;
-                if let Some(q) = self.queues.get_mut(&qid) {
-                    let taken = q.take_for_reclaim(&mut self.context);
-                    let below = self.next_seq;
-                    self.reclaim_later(qid, below, taken);
-                }
-                Ok(Outcome::Purged)
-            }
-            Command::Tick => {
-                self.reclaim_some(RECLAIM_PER_TICK);
-                Ok(Outcome::Ticked)
-            }
+            Command::Purge { account, queue } => self.purge(&account, &queue),
+            Command::Tick => Ok(self.tick()),
             Command::StartMoveTask {
                 account,
                 queue,
@@ -274,11 +279,9 @@ impl Engine {
                 lease_seconds,
                 wait_seconds,
                 waiter,
-            } => {
-                let request =
-                    self.receive_request(&account, &queue, max_messages, lease_seconds)?;
-                self.receive_or_park(request, wait_seconds, waiter)
-            }
+            } => self
+                .receive_request(&account, &queue, max_messages, lease_seconds)
+                .and_then(|request| self.receive_or_park(request, wait_seconds, waiter)),
             Command::EndWait { waiter } => Ok(self.end_wait_of(waiter)),
         }
     }

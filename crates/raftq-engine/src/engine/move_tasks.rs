@@ -147,6 +147,7 @@ impl Engine {
             return;
         };
         task.refill(now);
+        let cursor = task.cursor;
         for _ in 0..EXAMINED_PER_STEP {
             match self.next_of(qid, &task) {
                 Next::Done => {
@@ -173,6 +174,10 @@ impl Engine {
                 }
             }
         }
+        debug_assert!(
+            task.cursor >= cursor && task.cursor < task.end_seq.max(1),
+            "a task's cursor only moves forward, over the task's own messages: each once"
+        );
         if let Some(q) = self.queues.get_mut(&qid) {
             if let Some(slot) = q.move_tasks.front_mut() {
                 *slot = task;

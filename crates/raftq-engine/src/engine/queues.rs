@@ -15,7 +15,7 @@ use crate::queue::{Queue, ReclaimSet};
 use crate::rows::{self, PayloadOp, RowKey};
 use crate::{tags, validate};
 
-use super::{Engine, Reclaim};
+use super::{Engine, Reclaim, RECLAIM_PER_TICK};
 
 /// The queue a redrive policy is being set on.
 struct Source<'a> {
@@ -65,6 +65,10 @@ impl Engine {
             None => Default::default(),
         };
         let qid = self.next_qid;
+        debug_assert!(
+            !self.queues.contains_key(&qid) && !self.reclaim.contains_key(&qid),
+            "queue number {qid} is new: a deleted queue's messages are still reclaimed under it"
+        );
         self.next_qid += 1;
         if let Some(target) = config
             .redrive_policy
@@ -193,6 +197,28 @@ impl Engine {
         }
         self.by_id.remove(&q.id);
         Ok(Outcome::Deleted)
+    }
+
+    /// Takes every message of the queue out at once; ticks delete them for good later.
+    pub(super) fn purge(&mut self, account: &str, reference: &str) -> Result<Outcome> {
+        let qid = self.lookup(account, reference)?;
+        if let Some(q) = self.queues.get_mut(&qid) {
+            let taken = q.take_for_reclaim(&mut self.context);
+            debug_assert!(
+                q.messages.is_empty() && q.bytes() == 0 && q.ready_len() == 0,
+                "a purge leaves the queue empty, its counters with it"
+            );
+            let below = self.next_seq;
+            self.reclaim_later(qid, below, taken);
+        }
+        Ok(Outcome::Purged)
+    }
+
+    /// A tick's own work, after the timers due fired: deletes a bounded number of purged or
+    /// deleted messages for good.
+    pub(super) fn tick(&mut self) -> Outcome {
+        self.reclaim_some(RECLAIM_PER_TICK);
+        Outcome::Ticked
     }
 
     /// Hands messages taken out of queue `qid` to reclamation, which ticks carry out.

@@ -51,6 +51,10 @@ impl Engine {
 
     pub(super) fn alloc_seq(&mut self) -> u64 {
         let seq = self.next_seq;
+        debug_assert!(
+            seq > 0,
+            "sequence numbers start at 1: a move task's cursor 0 is none"
+        );
         self.next_seq += 1;
         seq
     }

@@ -23,43 +23,8 @@ impl Engine {
                 next_seq: self.next_seq,
                 next_qid: self.next_qid,
             })),
-            RowKey::Queue(qid) => self.queues.get(qid).map(|q| {
-                rows::encode(&QueueRow {
-                    id: q.id,
-                    account: q.account.clone(),
-                    name: q.name.clone(),
-                    created_at: q.created_at,
-                    config: q.config.clone(),
-                    dead_lettered: q.dead_lettered,
-                    modified_at: q.modified_at,
-                    tags: q.tags.clone(),
-                })
-            }),
-            RowKey::Message(qid, seq) => {
-                let (m, group) = match self.queues.get(qid) {
-                    Some(q) if !self.is_reclaiming(*qid, *seq) => {
-                        let m = q.messages.get(seq)?;
-                        (m, q.group_name(m.group))
-                    }
-                    _ => self
-                        .reclaim
-                        .get(qid)?
-                        .sets
-                        .iter()
-                        .find_map(|s| s.get(*seq))?,
-                };
-                Some(rows::encode(&MessageRow {
-                    storage_key: m.storage_key,
-                    enqueued_at: m.enqueued_at,
-                    state: m.state as u8,
-                    until: m.until,
-                    first_received_at: m.first_received_at,
-                    receive_count: m.receive_count,
-                    size: m.size,
-                    group: group.map(str::to_string),
-                    moved: m.moved.as_deref().cloned(),
-                }))
-            }
+            RowKey::Queue(qid) => self.queues.get(qid).map(|q| rows::encode(&queue_row(q))),
+            RowKey::Message(qid, seq) => self.message_row(*qid, *seq).map(|row| rows::encode(&row)),
             RowKey::Dedup(qid, id) => {
                 let r = self.queues.get(qid)?.dedup.get(id)?;
                 Some(rows::encode(&DedupRow {
@@ -95,6 +60,34 @@ impl Engine {
                 }))
             }
         }
+    }
+
+    /// The row of message `seq` of queue `qid`, in the queue or in what a purge or the queue's
+    /// deletion took away.
+    fn message_row(&self, qid: u32, seq: u64) -> Option<MessageRow> {
+        let (m, group) = match self.queues.get(&qid) {
+            Some(q) if !self.is_reclaiming(qid, seq) => {
+                let m = q.messages.get(&seq)?;
+                (m, q.group_name(m.group))
+            }
+            _ => self
+                .reclaim
+                .get(&qid)?
+                .sets
+                .iter()
+                .find_map(|s| s.get(seq))?,
+        };
+        Some(MessageRow {
+            storage_key: m.storage_key,
+            enqueued_at: m.enqueued_at,
+            state: m.state as u8,
+            until: m.until,
+            first_received_at: m.first_received_at,
+            receive_count: m.receive_count,
+            size: m.size,
+            group: group.map(str::to_string),
+            moved: m.moved.as_deref().cloned(),
+        })
     }
 
     /// Whether message `seq` of queue `qid` is one a purge or the queue's deletion took away.
@@ -139,41 +132,9 @@ impl Engine {
         rows: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>,
     ) -> Result<Engine, RowError> {
         let mut engine = Engine::new(region);
-        let mut meta: Option<MetaRow> = None;
-        let mut queues: Vec<(u32, Vec<u8>)> = Vec::new();
-        let mut messages: Vec<(u32, u64, MessageRow)> = Vec::new();
-        let mut dedups: Vec<(u32, String, DedupRow)> = Vec::new();
-        let mut reclaims: Vec<(u32, ReclaimRow)> = Vec::new();
-        let mut move_tasks: Vec<(u32, MoveTasksRow)> = Vec::new();
-        let mut attempts: Vec<(u32, String, AttemptRow)> = Vec::new();
-        let mut waiters: Vec<(u32, u64, WaiterRow)> = Vec::new();
-        for (key, value) in rows {
-            match decode_key(&key)? {
-                KeyKind::Payload(_) => {}
-                KeyKind::Engine(RowKey::Meta) => meta = Some(postcard::from_bytes(&value)?),
-                KeyKind::Engine(RowKey::Queue(qid)) => queues.push((qid, value)),
-                KeyKind::Engine(RowKey::Message(qid, seq)) => {
-                    messages.push((qid, seq, postcard::from_bytes(&value)?))
-                }
-                KeyKind::Engine(RowKey::Dedup(qid, id)) => {
-                    dedups.push((qid, id, postcard::from_bytes(&value)?))
-                }
-                KeyKind::Engine(RowKey::Reclaim(qid)) => {
-                    reclaims.push((qid, postcard::from_bytes(&value)?))
-                }
-                KeyKind::Engine(RowKey::MoveTasks(qid)) => {
-                    move_tasks.push((qid, postcard::from_bytes(&value)?))
-                }
-                KeyKind::Engine(RowKey::Attempt(qid, id)) => {
-                    attempts.push((qid, id, postcard::from_bytes(&value)?))
-                }
-                KeyKind::Engine(RowKey::Waiter(qid, order)) => {
-                    waiters.push((qid, order, postcard::from_bytes(&value)?))
-                }
-            }
-        }
-        let Some(meta) = meta else {
-            return match queues.first() {
+        let rows = RowsByKind::read(rows)?;
+        let Some(meta) = rows.meta else {
+            return match rows.queues.first() {
                 Some(&(qid, _)) => Err(RowError::MissingQueue(qid)),
                 None => Ok(engine),
             };
@@ -184,14 +145,76 @@ impl Engine {
         engine.context.now = meta.now;
         engine.next_seq = meta.next_seq;
         engine.next_qid = meta.next_qid;
+        engine.restore_queues(meta.version, rows.queues)?;
+        engine.restore_dead_letter_sources()?;
+        for (qid, row) in rows.move_tasks {
+            engine.restored_queue(qid)?.move_tasks = row.tasks.into();
+        }
+        for (qid, row) in rows.reclaims {
+            let reclaim = Reclaim {
+                below: row.below,
+                sets: VecDeque::from([ReclaimSet::new(qid)]),
+            };
+            engine.reclaim.insert(qid, reclaim);
+        }
+        engine.restore_messages(rows.messages)?;
+        engine.restore_windows(rows.dedups, rows.attempts)?;
+        engine.restore_waiters(rows.waiters)?;
+        for (&qid, q) in engine.queues.iter_mut() {
+            q.finish_restore(&mut engine.context);
+            q.attempts.finish_restore(&mut engine.context, qid);
+        }
+        engine.context.changes = Changes::default();
+        engine.context.woken.clear();
+        debug_assert!(
+            engine.numbers_ahead(),
+            "the next sequence and queue numbers restored are past every one in use"
+        );
+        Ok(engine)
+    }
+
+    /// Whether the next sequence number is past every message's and parked receive's, and the
+    /// next queue number past every queue's, reclaimed ones included.
+    fn numbers_ahead(&self) -> bool {
+        let below_next = |seq: u64| seq < self.next_seq;
+        let seqs = self.queues.values().all(|q| {
+            q.messages
+                .keys()
+                .next_back()
+                .copied()
+                .is_none_or(below_next)
+                && q.waiters.keys().next_back().copied().is_none_or(below_next)
+        });
+        let reclaimed = self
+            .reclaim
+            .values()
+            .all(|r| r.sets.iter().flat_map(ReclaimSet::seqs).all(below_next));
+        let qids = self
+            .queues
+            .keys()
+            .chain(self.reclaim.keys())
+            .all(|&qid| qid < self.next_qid);
+        seqs && reclaimed && qids
+    }
+
+    /// The restored queue `qid`; a row of a queue that has none is an error.
+    fn restored_queue(&mut self, qid: u32) -> Result<&mut Queue, RowError> {
+        self.queues.get_mut(&qid).ok_or(RowError::MissingQueue(qid))
+    }
+
+    /// Restores the queues from their rows, written in format `version`, with their names.
+    fn restore_queues(
+        &mut self,
+        version: u32,
+        queues: Vec<(u32, Vec<u8>)>,
+    ) -> Result<(), RowError> {
         for (qid, bytes) in queues {
-            let row = QueueRow::decode(meta.version, &bytes)?;
-            engine
-                .by_name
+            let row = QueueRow::decode(version, &bytes)?;
+            self.by_name
                 .entry(row.account.clone())
                 .or_default()
                 .insert(row.name.clone(), qid);
-            engine.by_id.insert(row.id, qid);
+            self.by_id.insert(row.id, qid);
             let mut q = Queue::new(
                 qid,
                 row.id,
@@ -203,37 +226,30 @@ impl Engine {
             q.dead_lettered = row.dead_lettered;
             q.modified_at = row.modified_at;
             q.tags = row.tags;
-            engine.queues.insert(qid, q);
+            self.queues.insert(qid, q);
         }
-        let targets: Vec<(u32, u32)> = engine
+        Ok(())
+    }
+
+    /// Tells each dead-letter target which queues' redrive policies name it.
+    fn restore_dead_letter_sources(&mut self) -> Result<(), RowError> {
+        let targets: Vec<(u32, u32)> = self
             .queues
             .iter()
             .filter_map(|(&qid, q)| Some((qid, q.config.redrive_policy?.target)))
             .collect();
         for (source, target) in targets {
-            engine
-                .queues
-                .get_mut(&target)
-                .ok_or(RowError::MissingQueue(target))?
-                .sources
-                .insert(source);
+            self.restored_queue(target)?.sources.insert(source);
         }
-        for (qid, row) in move_tasks {
-            engine
-                .queues
-                .get_mut(&qid)
-                .ok_or(RowError::MissingQueue(qid))?
-                .move_tasks = row.tasks.into();
-        }
-        for (qid, row) in reclaims {
-            engine.reclaim.insert(
-                qid,
-                Reclaim {
-                    below: row.below,
-                    sets: VecDeque::from([ReclaimSet::new(qid)]),
-                },
-            );
-        }
+        Ok(())
+    }
+
+    /// Restores the messages, in key order, into their queues or into what a purge or the
+    /// queue's deletion took away.
+    fn restore_messages(
+        &mut self,
+        mut messages: Vec<(u32, u64, MessageRow)>,
+    ) -> Result<(), RowError> {
         messages.sort_unstable_by_key(|&(qid, seq, _)| (qid, seq));
         for (qid, seq, row) in messages {
             let state = State::from_u8(row.state).ok_or(RowError::BadKey)?;
@@ -248,15 +264,15 @@ impl Engine {
                 state,
                 moved: row.moved.map(Box::new),
             };
-            let reclaiming = engine.is_reclaiming(qid, seq);
-            match engine.queues.get_mut(&qid) {
+            let reclaiming = self.is_reclaiming(qid, seq);
+            match self.queues.get_mut(&qid) {
                 Some(q) if !reclaiming => q.insert(
-                    &mut engine.context,
+                    &mut self.context,
                     seq,
                     msg,
                     row.group.as_deref().unwrap_or_default(),
                 ),
-                _ => engine
+                _ => self
                     .reclaim
                     .get_mut(&qid)
                     .and_then(|r| r.sets.front_mut())
@@ -264,35 +280,37 @@ impl Engine {
                     .restore(seq, msg, row.group.as_deref()),
             }
         }
+        Ok(())
+    }
+
+    /// Restores the deduplication and receive attempt records of the queues.
+    fn restore_windows(
+        &mut self,
+        dedups: Vec<(u32, String, DedupRow)>,
+        attempts: Vec<(u32, String, AttemptRow)>,
+    ) -> Result<(), RowError> {
         for (qid, id, row) in dedups {
-            let q = engine
-                .queues
-                .get_mut(&qid)
-                .ok_or(RowError::MissingQueue(qid))?;
-            q.restore_dedup(
-                id,
-                DedupRecord {
-                    message_id: row.message_id,
-                    seq: row.seq,
-                    expires_at: row.expires_at,
-                },
-            );
+            let record = DedupRecord {
+                message_id: row.message_id,
+                seq: row.seq,
+                expires_at: row.expires_at,
+            };
+            self.restored_queue(qid)?.restore_dedup(id, record);
         }
         for (qid, id, row) in attempts {
-            let q = engine
-                .queues
-                .get_mut(&qid)
-                .ok_or(RowError::MissingQueue(qid))?;
-            q.attempts.restore(
-                id,
-                AttemptRecord {
-                    expires_at: row.expires_at,
-                    leases: row.leases,
-                },
-            );
+            let record = AttemptRecord {
+                expires_at: row.expires_at,
+                leases: row.leases,
+            };
+            self.restored_queue(qid)?.attempts.restore(id, record);
         }
+        Ok(())
+    }
+
+    /// Parks the receives that were parked, each in its place in its queue's order.
+    fn restore_waiters(&mut self, waiters: Vec<(u32, u64, WaiterRow)>) -> Result<(), RowError> {
         for (qid, order, row) in waiters {
-            if !engine.queues.contains_key(&qid) {
+            if !self.queues.contains_key(&qid) {
                 return Err(RowError::MissingQueue(qid));
             }
             let request = ReceiveRequest {
@@ -305,14 +323,75 @@ impl Engine {
                 request,
                 deadline: row.deadline,
             };
-            engine.park(order, parked);
+            self.park(order, parked);
         }
-        for (&qid, q) in engine.queues.iter_mut() {
-            q.finish_restore(&mut engine.context);
-            q.attempts.finish_restore(&mut engine.context, qid);
+        Ok(())
+    }
+}
+
+/// The queue's row.
+fn queue_row(q: &Queue) -> QueueRow {
+    QueueRow {
+        id: q.id,
+        account: q.account.clone(),
+        name: q.name.clone(),
+        created_at: q.created_at,
+        config: q.config.clone(),
+        dead_lettered: q.dead_lettered,
+        modified_at: q.modified_at,
+        tags: q.tags.clone(),
+    }
+}
+
+/// Engine rows sorted by kind, decoded but for the queues' (their format depends on the meta
+/// row's version).
+#[derive(Default)]
+struct RowsByKind {
+    meta: Option<MetaRow>,
+    queues: Vec<(u32, Vec<u8>)>,
+    messages: Vec<(u32, u64, MessageRow)>,
+    dedups: Vec<(u32, String, DedupRow)>,
+    reclaims: Vec<(u32, ReclaimRow)>,
+    move_tasks: Vec<(u32, MoveTasksRow)>,
+    attempts: Vec<(u32, String, AttemptRow)>,
+    waiters: Vec<(u32, u64, WaiterRow)>,
+}
+
+impl RowsByKind {
+    /// Sorts `rows` (in any order) by kind; payload rows are skipped.
+    fn read(rows: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>) -> Result<RowsByKind, RowError> {
+        let mut sorted = RowsByKind::default();
+        for (key, value) in rows {
+            let KeyKind::Engine(key) = decode_key(&key)? else {
+                continue;
+            };
+            match key {
+                RowKey::Meta => sorted.meta = Some(postcard::from_bytes(&value)?),
+                RowKey::Queue(qid) => sorted.queues.push((qid, value)),
+                RowKey::Message(qid, seq) => {
+                    sorted
+                        .messages
+                        .push((qid, seq, postcard::from_bytes(&value)?))
+                }
+                RowKey::Dedup(qid, id) => {
+                    sorted.dedups.push((qid, id, postcard::from_bytes(&value)?))
+                }
+                RowKey::Reclaim(qid) => sorted.reclaims.push((qid, postcard::from_bytes(&value)?)),
+                RowKey::MoveTasks(qid) => {
+                    sorted.move_tasks.push((qid, postcard::from_bytes(&value)?))
+                }
+                RowKey::Attempt(qid, id) => {
+                    sorted
+                        .attempts
+                        .push((qid, id, postcard::from_bytes(&value)?))
+                }
+                RowKey::Waiter(qid, order) => {
+                    sorted
+                        .waiters
+                        .push((qid, order, postcard::from_bytes(&value)?))
+                }
+            }
         }
-        engine.context.changes = Changes::default();
-        engine.context.woken.clear();
-        Ok(engine)
+        Ok(sorted)
     }
 }

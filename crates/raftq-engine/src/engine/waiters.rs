@@ -47,10 +47,19 @@ impl Engine {
         let Some(q) = self.queues.get_mut(&qid) else {
             return;
         };
-        q.waiters.insert(order, parked);
-        self.parked.insert(parked.waiter, (qid, order));
+        let taken = q.waiters.insert(order, parked);
+        debug_assert!(
+            taken.is_none(),
+            "a parked receive's place {order} is its own"
+        );
+        let twice = self.parked.insert(parked.waiter, (qid, order));
+        debug_assert!(
+            twice.is_none(),
+            "a waiter is parked once: a second receive under its id is refused"
+        );
         let timer = Timer::Wait { qid, order };
-        self.context.timers.insert((parked.deadline, timer));
+        let armed = self.context.timers.insert((parked.deadline, timer));
+        debug_assert!(armed, "a parked receive's deadline is its own timer");
         self.context.changes.rows.push(RowKey::Waiter(qid, order));
     }
 
