@@ -5,10 +5,10 @@
 //! director asked of the machines themselves (crash, start, power loss), which only the world
 //! can do between two ticks.
 //!
-//! A node's Raft log lives on a [`CrashDisk`] that remembers what was not fsynced: a power loss
-//! keeps one of the disks the loss could leave, chosen by the world's seeded source, and starts
-//! the node again on it. Its database (RocksDB) lives in a directory of its own and survives
-//! every crash whole, as after a crash of the process.
+//! A node's Raft log and its snapshot files live on a [`CrashDisk`] that remembers what was not
+//! fsynced: a power loss keeps one of the disks the loss could leave, chosen by the world's
+//! seeded source, and starts the node again on it. Its database (RocksDB) lives in a directory
+//! of its own and survives every crash whole, as after a crash of the process.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
@@ -122,7 +122,7 @@ impl Control {
 #[derive(Debug)]
 struct Machine {
     host: Host,
-    /// The disk of its log.
+    /// The disk of its log and its snapshot files.
     disk: CrashDisk,
     /// The directory of its database.
     dir: PathBuf,
@@ -147,7 +147,7 @@ pub enum SimError {
 pub struct Tally {
     /// Why nodes failed to start, in order.
     pub start_failures: Vec<String>,
-    /// Power losses, and how many of them lost writes the log had not fsynced yet.
+    /// Power losses, and how many of them lost writes not fsynced yet (of the log or snapshots).
     pub power_losses: u64,
     pub lost_unsynced: u64,
     /// Snapshots the nodes installed (counted when the `raftq-sim` command runs).
@@ -264,7 +264,8 @@ impl World {
         self.control.api.crashed(id);
     }
 
-    /// Crashes node `id` and keeps one of the disks the crash could leave of its log.
+    /// Crashes node `id` and keeps one of the disks the crash could leave of its log and its
+    /// snapshot files.
     fn lose_power(&mut self, id: NodeId) {
         self.crash(id);
         if let Some(machine) = self.machines.get_mut(&id) {

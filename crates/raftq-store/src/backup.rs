@@ -22,6 +22,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use openraft::storage::{RaftLogStorage, RaftStateMachine};
 use openraft::{BasicNode, CommittedLeaderId, LogId, Membership, SnapshotMeta, StoredMembership};
@@ -31,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+use crate::disk::RealDisk;
 use crate::snapshot::SnapshotDir;
 use crate::state_machine::StateReader;
 use crate::types::NodeId;
@@ -383,8 +385,8 @@ pub async fn restore(backup: Backup, target: &RestoreTarget) -> Result<Restored,
         return Err(RestoreError::NotEmpty(target.data_dir.clone()));
     }
     let (rows, leases_ended) = handed_off(&backup)?;
-    let staging =
-        SnapshotDir::open(target.data_dir.join("restoring"), None).map_err(write_failed)?;
+    let staging = SnapshotDir::open(Arc::new(RealDisk), target.data_dir.join("restoring"), None)
+        .map_err(write_failed)?;
     let name = staging
         .write_rows(
             rows.iter()
@@ -402,7 +404,7 @@ pub async fn restore(backup: Backup, target: &RestoreTarget) -> Result<Restored,
         last_membership: StoredMembership::new(Some(applied), membership),
         snapshot_id: format!("restored-{}", applied.index),
     };
-    let file = SnapshotFile::open(&staging.file(&name), Work::Threads)
+    let file = SnapshotFile::open(&staging, &name, Work::Threads)
         .await
         .map_err(write_failed)?;
     state_machine

@@ -277,8 +277,12 @@ impl State {
                 self.inode(ino)?.set_len(0);
                 Ok(ino)
             }
+            (Ok(_), Open::CreateNew) => Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} exists", path.display()),
+            )),
             (Err(e), Open::Existing) => Err(e),
-            (Err(_), Open::Create) => {
+            (Err(_), Open::Create | Open::CreateNew) => {
                 let (dir, name) = split(path)?;
                 let ino = self.next_ino;
                 let dir = self.dir_mut(dir)?;
@@ -475,8 +479,23 @@ impl DiskFile for CrashFile {
         Ok(())
     }
 
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let mut state = self.disk.state();
+        let data = &state.inode(self.ino)?.data;
+        let start = usize::try_from(offset).map_or(data.len(), |s| s.min(data.len()));
+        let held = &data[start..];
+        let n = held.len().min(buf.len());
+        buf[..n].copy_from_slice(&held[..n]);
+        Ok(n)
+    }
+
     fn len(&self) -> io::Result<u64> {
         Ok(self.disk.state().inode(self.ino)?.data.len() as u64)
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.disk.state().inode(self.ino)?.set_len(len);
+        Ok(())
     }
 
     fn sync_data(&self) -> io::Result<()> {

@@ -134,7 +134,7 @@ fn segments_hold(
 }
 
 /// The moments at the start of each sync from now on, frozen.
-fn record_syncs(disk: &CrashDisk) -> Arc<Mutex<Vec<Frozen>>> {
+pub(crate) fn record_syncs(disk: &CrashDisk) -> Arc<Mutex<Vec<Frozen>>> {
     let moments = Arc::new(Mutex::new(Vec::new()));
     let kept = Arc::clone(&moments);
     disk.on_sync(move |disk| {
@@ -146,7 +146,8 @@ fn record_syncs(disk: &CrashDisk) -> Arc<Mutex<Vec<Frozen>>> {
     moments
 }
 
-fn taken(moments: &Mutex<Vec<Frozen>>) -> Vec<Frozen> {
+/// The moments recorded so far, taken out.
+pub(crate) fn taken(moments: &Mutex<Vec<Frozen>>) -> Vec<Frozen> {
     std::mem::take(&mut moments.lock().unwrap_or_else(PoisonError::into_inner))
 }
 

@@ -1,6 +1,6 @@
-//! The file layer the Raft log's files go through: [`Disk`] for names (open, rename, remove,
-//! list, directory sync) and [`DiskFile`] for an open file's bytes (positioned reads and writes,
-//! fsync).
+//! The file layer the Raft log's files and the snapshot files go through: [`Disk`] for names
+//! (open, rename, remove, list, directory sync) and [`DiskFile`] for an open file's bytes
+//! (positioned reads and writes, fsync); [`Cursor`] reads and writes one as a stream.
 //!
 //! [`RealDisk`] is the operating system's (`std::fs`, and `sync_file_range` for written-out
 //! steps). A store picks its disk once, when it opens; an append then costs one call through a
@@ -14,7 +14,7 @@
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::io;
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -26,6 +26,8 @@ pub enum Open {
     Existing,
     /// Created when missing, emptied when present.
     Create,
+    /// Created; an `AlreadyExists` error when present.
+    CreateNew,
 }
 
 /// An open file.
@@ -34,12 +36,17 @@ pub trait DiskFile: fmt::Debug + Send + Sync {
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
     /// Fills `buf` from `offset`; an error when the file ends before.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// Reads into `buf` from `offset` up to the end of the file; the bytes read (0 at or past
+    /// the end).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
     /// The file's length in bytes.
     fn len(&self) -> io::Result<u64>;
     /// Whether the file holds no byte.
     fn is_empty(&self) -> io::Result<bool> {
         Ok(self.len()? == 0)
     }
+    /// Cuts or grows (with zeros) the file to `len` bytes.
+    fn set_len(&self, len: u64) -> io::Result<()>;
     /// Makes the file's data (and its length) durable: `fdatasync`.
     fn sync_data(&self) -> io::Result<()>;
     /// Makes the file's data and metadata durable: `fsync`.
@@ -82,8 +89,16 @@ impl DiskFile for RealFile {
         self.0.read_exact_at(buf, offset)
     }
 
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.0.read_at(buf, offset)
+    }
+
     fn len(&self) -> io::Result<u64> {
         Ok(self.0.metadata()?.len())
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
     }
 
     fn sync_data(&self) -> io::Result<()> {
@@ -99,14 +114,27 @@ impl DiskFile for RealFile {
     }
 }
 
+impl RealDisk {
+    /// `file`, open on the operating system's disk, as a [`DiskFile`].
+    pub fn file(file: File) -> Arc<dyn DiskFile> {
+        Arc::new(RealFile(file))
+    }
+}
+
 impl Disk for RealDisk {
     fn open(&self, path: &Path, how: Open) -> io::Result<Arc<dyn DiskFile>> {
         let mut options = OpenOptions::new();
         options.read(true).write(true);
-        if how == Open::Create {
-            options.create(true).truncate(true);
+        match how {
+            Open::Existing => {}
+            Open::Create => {
+                options.create(true).truncate(true);
+            }
+            Open::CreateNew => {
+                options.create_new(true);
+            }
         }
-        Ok(Arc::new(RealFile(options.open(path)?)))
+        Ok(RealDisk::file(options.open(path)?))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
@@ -183,6 +211,66 @@ pub(crate) fn read_all(file: &dyn DiskFile) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// An open file read and written as a stream, from a position that each read and write moves
+/// on, as a file descriptor's offset does. Clones share the file, each with its own position.
+#[derive(Debug, Clone)]
+pub struct Cursor {
+    file: Arc<dyn DiskFile>,
+    position: u64,
+}
+
+impl Cursor {
+    /// A cursor at the first byte of `file`.
+    pub fn new(file: Arc<dyn DiskFile>) -> Cursor {
+        Cursor { file, position: 0 }
+    }
+
+    /// The file.
+    pub fn file(&self) -> &Arc<dyn DiskFile> {
+        &self.file
+    }
+
+    /// The position the next read or write starts at.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+}
+
+impl Read for Cursor {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.file.read_at(buf, self.position)?;
+        debug_assert!(n <= buf.len());
+        self.position += n as u64;
+        Ok(n)
+    }
+}
+
+impl Write for Cursor {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.write_all_at(buf, self.position)?;
+        self.position += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Seek for Cursor {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let position = match to {
+            SeekFrom::Start(at) => Some(at),
+            SeekFrom::Current(by) => self.position.checked_add_signed(by),
+            SeekFrom::End(by) => self.file.len()?.checked_add_signed(by),
+        };
+        self.position = position.ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, "a seek before the first byte")
+        })?;
+        Ok(self.position)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,5 +295,29 @@ mod tests {
         assert_eq!(read_file(&RealDisk, &dir.join("x")).expect("read"), None);
         RealDisk.remove_file(&dir.join("y")).expect("remove");
         assert!(RealDisk.list_dir(&dir).expect("list").is_empty());
+        RealDisk.open(&dir.join("z"), Open::CreateNew).expect("new");
+        let again = RealDisk.open(&dir.join("z"), Open::CreateNew).err();
+        assert_eq!(again.map(|e| e.kind()), Some(io::ErrorKind::AlreadyExists));
+    }
+
+    #[test]
+    fn a_cursor_reads_writes_and_seeks_as_a_file_descriptor_does() {
+        let tmp = tempfile::TempDir::new().expect("temp dir");
+        let file = RealDisk
+            .open(&tmp.path().join("f"), Open::Create)
+            .expect("open");
+        let mut cursor = Cursor::new(Arc::clone(&file));
+        cursor.write_all(b"0123456789").expect("write");
+        assert_eq!(cursor.seek(SeekFrom::Current(-6)).expect("seek"), 4);
+        cursor.write_all(b"ab").expect("write at 4");
+        assert_eq!(cursor.position(), 6);
+        assert!(cursor.seek(SeekFrom::Current(-7)).is_err());
+        assert_eq!(cursor.seek(SeekFrom::End(-3)).expect("seek"), 7);
+        let mut tail = String::new();
+        cursor.read_to_string(&mut tail).expect("read");
+        assert_eq!(tail, "789");
+        let mut whole = String::new();
+        Cursor::new(file).read_to_string(&mut whole).expect("read");
+        assert_eq!(whole, "0123ab6789");
     }
 }

@@ -14,8 +14,8 @@
 //! - [`waiters`]: the parked receives of this node's clients, which applies answer.
 //! - [`random`]: the random choices a node makes (openraft's election timeouts, new ids), which
 //!   a simulation seeds.
-//! - [`disk`]: the file layer the log's files go through; with the `testing` feature,
-//!   `crash_disk`, a recording one that builds the disks a power loss can leave.
+//! - [`disk`]: the file layer the log's and the snapshots' files go through; with the `testing`
+//!   feature, `crash_disk`, a recording one that builds the disks a power loss can leave.
 //! - [`work`]: where the log's slow work runs, on threads of its own or, in a simulation, as
 //!   tasks of the runtime.
 //! - [`sync_times`]: how long the real disk's fsyncs of the log take, for the node's metrics.
@@ -35,6 +35,8 @@ mod recent;
 mod records;
 mod segments;
 pub mod snapshot;
+#[cfg(test)]
+mod snapshot_crash_tests;
 mod snapshot_file;
 pub mod state_machine;
 mod stepped;
@@ -200,9 +202,9 @@ pub fn open(data_dir: &std::path::Path, region: &str) -> Result<Storage, Storage
     )
 }
 
-/// Opens a node's storage as [`open`] does, with the log's segment files kept as `log` says
-/// (on another disk, their slow work done elsewhere: a simulation's) and the state store
-/// closing as `state` says.
+/// Opens a node's storage as [`open`] does, with the log's segment files and the snapshot files
+/// kept as `log` says (on another disk, their slow work done elsewhere: a simulation's) and the
+/// state store closing as `state` says.
 pub fn open_on(
     data_dir: &std::path::Path,
     region: &str,
@@ -210,7 +212,7 @@ pub fn open_on(
     state: &StateOptions,
 ) -> Result<Storage, StorageError> {
     disk::create_dir_durably(&disk::RealDisk, data_dir).map_err(LogStoreError::Io)?;
-    let work = log.work;
+    let (work, disk) = (log.work, std::sync::Arc::clone(&log.disk));
     let db = open_db(&data_dir.join("db"), state)?;
     // RocksDB syncs the entries of its own directory, not the directory's entry in its parent.
     sync_dir(data_dir).map_err(LogStoreError::Io)?;
@@ -221,7 +223,8 @@ pub fn open_on(
         &data_dir.join("log"),
         log,
     )?;
-    let state_machine = RocksStateMachine::open(db, region, data_dir.join("snapshots"), work)?;
+    let snapshots = data_dir.join("snapshots");
+    let state_machine = RocksStateMachine::open(db, region, disk, snapshots, work)?;
     let purged = log
         .last_purged()
         .map_err(StorageError::LogRead)?

@@ -91,7 +91,9 @@ impl Segment {
 /// Where and how a log keeps its segments.
 #[derive(Debug, Clone)]
 pub struct LogOptions {
-    /// The file system of the segments.
+    /// The file system of the segments, and of the snapshot files when the store opens whole
+    /// ([`crate::open_on`]). With [`Work::Threads`] the Raft core reads and writes snapshot
+    /// files with tokio's files, so that disk is then the operating system's ([`RealDisk`]).
     pub disk: Arc<dyn Disk>,
     /// Bytes of a new segment file.
     pub segment_bytes: u64,

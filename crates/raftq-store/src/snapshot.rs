@@ -11,23 +11,29 @@
 //! The directory holds the current snapshot file, named in `sm_meta`; files being written or
 //! received have other names and are removed when the state machine opens. The directory knows
 //! the size of the file it keeps: the snapshot policy weighs the log against it.
+//!
+//! Every file operation goes through the store's [`Disk`], the one its log is on: a server's is
+//! the operating system's, a simulation's forgets what was not synced when its power is lost. A
+//! new file is written, synced, renamed to its name and its directory synced before it is
+//! named anywhere else, so that a power loss leaves either no file or the whole one.
 
-use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+use crate::disk::{create_dir_durably, Cursor, Disk, DiskFile, Open};
 use crate::stepped::SteppedFile;
-use crate::sync_dir;
 
 const MAGIC: &[u8; 8] = b"RAFTQSN2";
 /// The first format's magic: no digest after the row count.
 const MAGIC_WITHOUT_DIGEST: &[u8; 8] = b"RAFTQSN1";
 const ROW: u8 = 1;
 const END: u8 = 0;
+/// The end of the name of a file being written, until it is renamed to its own.
+const PARTIAL: &str = ".partial";
 
 /// Rows as read back from a snapshot file.
 pub type Rows = Vec<(Vec<u8>, Vec<u8>)>;
@@ -35,22 +41,25 @@ pub type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 /// The directory of snapshot files. Clones share the size of the kept file.
 #[derive(Debug, Clone)]
 pub struct SnapshotDir {
+    disk: Arc<dyn Disk>,
     path: PathBuf,
     kept_bytes: Arc<AtomicU64>,
 }
 
 impl SnapshotDir {
-    /// Opens (creating it if needed) the directory, removes every file but `keep`, and checks
-    /// `keep` ([`verify`]): a damaged snapshot is an error now, not when a follower needs it.
-    pub fn open(path: PathBuf, keep: Option<&str>) -> io::Result<SnapshotDir> {
-        crate::disk::create_dir_durably(&crate::disk::RealDisk, &path)?;
+    /// Opens (creating it if needed) the directory `path` on `disk`, removes every file but
+    /// `keep`, and checks `keep` ([`SnapshotDir::verify`]): a damaged snapshot is an error now,
+    /// not when a follower needs it.
+    pub fn open(disk: Arc<dyn Disk>, path: PathBuf, keep: Option<&str>) -> io::Result<SnapshotDir> {
+        create_dir_durably(disk.as_ref(), &path)?;
         let dir = SnapshotDir {
+            disk,
             path,
             kept_bytes: Arc::default(),
         };
         dir.keep_only(keep)?;
         if let Some(name) = keep {
-            verify(&dir.file(name))?;
+            dir.verify(name)?;
         }
         Ok(dir)
     }
@@ -63,6 +72,11 @@ impl SnapshotDir {
     /// The path of the file named `name`.
     pub fn file(&self, name: &str) -> PathBuf {
         self.path.join(name)
+    }
+
+    /// Opens the file named `name` as `how` says.
+    pub fn open_file(&self, name: &str, how: Open) -> io::Result<Arc<dyn DiskFile>> {
+        self.disk.open(&self.file(name), how)
     }
 
     /// A fresh name for a file being received.
@@ -108,32 +122,45 @@ impl SnapshotDir {
         fill: impl FnOnce(&mut BufWriter<SteppedFile>) -> io::Result<()>,
     ) -> io::Result<String> {
         let name = format!("snapshot-{}", crate::random::uuid());
-        let partial = self.file(&format!("{name}.partial"));
-        let mut out = BufWriter::new(SteppedFile::new(File::create(&partial)?));
+        let partial = format!("{name}{PARTIAL}");
+        let file = self.open_file(&partial, Open::CreateNew)?;
+        let mut out = BufWriter::new(SteppedFile::new(file));
         fill(&mut out)?;
-        out.into_inner()
-            .map_err(|e| e.into_error())?
-            .finish()?
-            .sync_all()?;
-        fs::rename(&partial, self.file(&name))?;
-        sync_dir(&self.path)?;
+        let file = out.into_inner().map_err(|e| e.into_error())?.finish()?;
+        file.sync_all()?;
+        self.disk.rename(&self.file(&partial), &self.file(&name))?;
+        self.disk.sync_dir(&self.path)?;
         Ok(name)
     }
 
     /// Removes every file of the directory but `keep`, and records the size of `keep`.
     pub fn keep_only(&self, keep: Option<&str>) -> io::Result<()> {
-        for entry in fs::read_dir(&self.path)? {
-            let entry = entry?;
-            if keep != entry.file_name().to_str() {
-                fs::remove_file(entry.path())?;
+        for name in self.disk.list_dir(&self.path)? {
+            if keep != Some(name.as_str()) {
+                self.disk.remove_file(&self.file(&name))?;
             }
         }
         let bytes = match keep {
-            Some(name) => fs::metadata(self.file(name))?.len(),
+            Some(name) => self.open_file(name, Open::Existing)?.len()?,
             None => 0,
         };
         self.kept_bytes.store(bytes, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Reads every row of the snapshot file named `name`; a file that is not one, or that ends
+    /// before its end marker, or with a different row count or digest, is an error.
+    pub fn read_rows(&self, name: &str) -> io::Result<Rows> {
+        let mut rows = Vec::new();
+        let file = Cursor::new(self.open_file(name, Open::Existing)?);
+        rows_of(file, |key, value| rows.push((key, value)))?;
+        Ok(rows)
+    }
+
+    /// Checks the snapshot file named `name` as [`SnapshotDir::read_rows`] does, without
+    /// keeping its rows.
+    pub fn verify(&self, name: &str) -> io::Result<()> {
+        check(Cursor::new(self.open_file(name, Open::Existing)?))
     }
 }
 
@@ -176,21 +203,8 @@ fn invalid(message: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, message.to_string())
 }
 
-/// Reads every row of the snapshot file at `path`; a file that is not one, or that ends before
-/// its end marker, or with a different row count or digest, is an error.
-pub fn read_rows(path: &Path) -> io::Result<Rows> {
-    let mut rows = Vec::new();
-    rows_of(File::open(path)?, |key, value| rows.push((key, value)))?;
-    Ok(rows)
-}
-
-/// Checks the snapshot file at `path` as [`read_rows`] does, without keeping its rows.
-pub fn verify(path: &Path) -> io::Result<()> {
-    check(File::open(path)?)
-}
-
-/// Checks the snapshot file read from `source` (from its first byte to its last) as [`read_rows`]
-/// does, without keeping its rows.
+/// Checks the snapshot file read from `source` (from its first byte to its last) as
+/// [`SnapshotDir::read_rows`] does, without keeping its rows.
 pub fn check(source: impl Read) -> io::Result<()> {
     rows_of(source, |_, _| {})
 }
@@ -259,6 +273,11 @@ fn read_part(input: &mut impl Read) -> io::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::crash_disk::CrashDisk;
+    use crate::crash_tests::{record_syncs, taken};
+    use crate::disk::RealDisk;
+    use std::fs;
+    use std::path::Path;
 
     type Row = (Box<[u8]>, Box<[u8]>);
 
@@ -269,28 +288,36 @@ mod tests {
         ]
     }
 
-    #[test]
-    fn rows_round_trip_and_only_the_kept_file_survives_open() {
-        let tmp = tempfile::TempDir::new().expect("temp dir");
-        let dir = SnapshotDir::open(tmp.path().join("s"), None).expect("open");
+    /// A directory on the operating system's disk, in `tmp`.
+    fn real(tmp: &tempfile::TempDir) -> SnapshotDir {
+        SnapshotDir::open(Arc::new(RealDisk), tmp.path().to_path_buf(), None).expect("open")
+    }
+
+    fn rows_round_trip_and_only_the_kept_file_survives_open_on(disk: Arc<dyn Disk>, at: &Path) {
+        let path = at.join("s");
+        let dir = SnapshotDir::open(Arc::clone(&disk), path.clone(), None).expect("open");
         let first = dir.write_rows(rows().into_iter()).expect("write");
-        let second = dir
-            .copy_from(&mut File::open(dir.file(&first)).expect("open first"))
-            .expect("copy");
+        let mut source = Cursor::new(dir.open_file(&first, Open::Existing).expect("open first"));
+        let second = dir.copy_from(&mut source).expect("copy");
         for name in [&first, &second] {
             assert_eq!(
-                read_rows(&dir.file(name)).expect("read"),
+                dir.read_rows(name).expect("read"),
                 vec![(b"a".to_vec(), b"1".to_vec()), (b"bb".to_vec(), Vec::new())]
             );
         }
-        fs::write(dir.file(&SnapshotDir::receiving_name()), b"partial").expect("write");
-        let dir = SnapshotDir::open(tmp.path().join("s"), Some(&second)).expect("reopen");
-        let left: Vec<_> = fs::read_dir(&dir.path)
-            .expect("list")
-            .map(|e| e.expect("entry").file_name())
-            .collect();
-        assert_eq!(left, [second.as_str()]);
-        let size = fs::metadata(dir.file(&second)).expect("stat").len();
+        let receiving = dir
+            .open_file(&SnapshotDir::receiving_name(), Open::CreateNew)
+            .expect("create");
+        receiving.write_all_at(b"partial", 0).expect("write");
+        let dir = SnapshotDir::open(disk, path, Some(&second)).expect("reopen");
+        assert_eq!(
+            dir.disk.list_dir(&dir.path).expect("list"),
+            std::slice::from_ref(&second)
+        );
+        let size = dir
+            .open_file(&second, Open::Existing)
+            .and_then(|f| f.len())
+            .expect("size");
         assert!(size > 0);
         assert_eq!(dir.kept_bytes(), size);
         dir.keep_only(None).expect("empty");
@@ -298,49 +325,107 @@ mod tests {
     }
 
     #[test]
+    fn rows_round_trip_and_only_the_kept_file_survives_open() {
+        let tmp = tempfile::TempDir::new().expect("temp dir");
+        rows_round_trip_and_only_the_kept_file_survives_open_on(Arc::new(RealDisk), tmp.path());
+        let crash = CrashDisk::new();
+        rows_round_trip_and_only_the_kept_file_survives_open_on(Arc::new(crash), Path::new("/"));
+    }
+
+    #[test]
+    fn a_file_written_before_its_rename_and_directory_sync_is_gone_or_whole_after_a_power_loss() {
+        let disk = CrashDisk::new();
+        let path = PathBuf::from("/node/snapshots");
+        let dir = SnapshotDir::open(Arc::new(disk.clone()), path.clone(), None).expect("open");
+        let moments = record_syncs(&disk);
+        let name = dir.write_rows(rows().into_iter()).expect("write");
+        disk.no_sync_hook();
+        let mut moments = taken(&moments);
+        assert_eq!(moments.len(), 2, "the file's sync, then its directory's");
+        moments.push(disk.freeze());
+        let mut gone = 0;
+        for (moment, frozen) in moments.iter().enumerate() {
+            for image in frozen.images(256, moment as u64) {
+                let names = image
+                    .disk
+                    .list_dir(&path)
+                    .expect("the directory is durable");
+                match names.as_slice() {
+                    [] => gone += 1,
+                    [one] if one == &name => {
+                        let whole = SnapshotDir::open(
+                            Arc::new(image.disk.clone()),
+                            path.clone(),
+                            Some(&name),
+                        );
+                        let rows = whole.and_then(|dir| dir.read_rows(&name));
+                        assert_eq!(rows.expect("a renamed file is whole").len(), 2);
+                    }
+                    [one] => assert_eq!(one, &format!("{name}{PARTIAL}")),
+                    more => panic!("more than one file after a power loss: {more:?}"),
+                }
+                let found = SnapshotDir::open(Arc::new(image.disk), path.clone(), None)
+                    .expect("a directory a power loss left opens");
+                let left = found.disk.list_dir(&path).expect("list");
+                assert!(left.is_empty(), "a file no one names is removed: {left:?}");
+            }
+        }
+        assert!(
+            gone > 0,
+            "a power loss before the directory sync loses the file"
+        );
+        let last = moments.last().expect("the end");
+        for image in last.images(256, 0) {
+            let kept = SnapshotDir::open(Arc::new(image.disk), path.clone(), Some(&name))
+                .expect("the synced file survives every power loss");
+            assert_eq!(kept.read_rows(&name).expect("read").len(), 2);
+        }
+    }
+
+    #[test]
     fn a_truncated_file_is_refused() {
         let tmp = tempfile::TempDir::new().expect("temp dir");
-        let dir = SnapshotDir::open(tmp.path().to_path_buf(), None).expect("open");
+        let dir = real(&tmp);
         let name = dir.write_rows(rows().into_iter()).expect("write");
         let bytes = fs::read(dir.file(&name)).expect("read");
         for cut in [4, 12, bytes.len() - 1] {
             fs::write(dir.file(&name), &bytes[..cut]).expect("truncate");
-            assert!(read_rows(&dir.file(&name)).is_err(), "cut at {cut}");
+            assert!(dir.read_rows(&name).is_err(), "cut at {cut}");
         }
         let mut wrong_count = bytes.clone();
         let last = wrong_count.len() - 32 - 8;
         wrong_count[last] = 9;
         fs::write(dir.file(&name), &wrong_count).expect("write");
-        assert!(read_rows(&dir.file(&name)).is_err());
+        assert!(dir.read_rows(&name).is_err());
     }
 
     #[test]
     fn a_file_of_the_first_format_is_read_and_bytes_after_the_end_are_refused() {
         let tmp = tempfile::TempDir::new().expect("temp dir");
-        let dir = SnapshotDir::open(tmp.path().to_path_buf(), None).expect("open");
+        let dir = real(&tmp);
         let name = dir.write_rows(rows().into_iter()).expect("write");
         let bytes = fs::read(dir.file(&name)).expect("read");
         let mut first = MAGIC_WITHOUT_DIGEST.to_vec();
         first.extend_from_slice(&bytes[MAGIC.len()..bytes.len() - 32]);
         fs::write(dir.file(&name), &first).expect("write");
-        assert_eq!(read_rows(&dir.file(&name)).expect("read").len(), 2);
+        assert_eq!(dir.read_rows(&name).expect("read").len(), 2);
         let mut longer = bytes.clone();
         longer.push(0);
         fs::write(dir.file(&name), &longer).expect("write");
-        assert!(read_rows(&dir.file(&name)).is_err());
+        assert!(dir.read_rows(&name).is_err());
     }
 
     #[test]
     fn a_flipped_byte_anywhere_is_refused() {
         let tmp = tempfile::TempDir::new().expect("temp dir");
-        let dir = SnapshotDir::open(tmp.path().to_path_buf(), None).expect("open");
+        let dir = real(&tmp);
         let name = dir.write_rows(rows().into_iter()).expect("write");
         let bytes = fs::read(dir.file(&name)).expect("read");
         for at in 0..bytes.len() {
             let mut damaged = bytes.clone();
             damaged[at] ^= 0x01;
             fs::write(dir.file(&name), &damaged).expect("write");
-            assert!(read_rows(&dir.file(&name)).is_err(), "byte {at} flipped");
+            assert!(dir.read_rows(&name).is_err(), "byte {at} flipped");
         }
     }
 }

@@ -22,7 +22,7 @@
 //! their payloads, once the apply is written.
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::{self, Seek, SeekFrom};
+use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -42,7 +42,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use crate::backup::StateDigest;
-use crate::snapshot::{self, SnapshotDir};
+use crate::disk::{Cursor, Disk, DiskFile};
+use crate::snapshot::SnapshotDir;
 use crate::types::{NodeId, Response, TypeConfig};
 use crate::waiters::Waiters;
 use crate::{SnapshotFile, Work};
@@ -289,11 +290,13 @@ struct Snapshots {
 
 impl RocksStateMachine {
     /// Opens the state stored in `db` (opened with [`state_column_families`]), with snapshot
-    /// files in `snapshot_dir`, built and installed as `work` says; an empty database gives an
-    /// empty engine for `region`.
+    /// files in `snapshot_dir` on `disk`, built and installed as `work` says; an empty database
+    /// gives an empty engine for `region`. With [`Work::Threads`], the Raft core reads and
+    /// writes snapshot files with tokio's files: `disk` is then the operating system's.
     pub fn open(
         db: Arc<DB>,
         region: &str,
+        disk: Arc<dyn Disk>,
         snapshot_dir: PathBuf,
         work: Work,
     ) -> Result<Self, OpenError> {
@@ -314,7 +317,8 @@ impl RocksStateMachine {
             .map(|(k, v)| (k.into_vec(), v.into_vec()));
         let engine = Engine::restore(region, rows)?;
         let current = stored_snapshot(&db)?;
-        let dir = SnapshotDir::open(snapshot_dir, current.as_ref().map(|s| s.file.as_str()))?;
+        let kept = current.as_ref().map(|s| s.file.as_str());
+        let dir = SnapshotDir::open(disk, snapshot_dir, kept)?;
         Ok(RocksStateMachine {
             db,
             engine: Arc::new(RwLock::new(engine)),
@@ -559,8 +563,8 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
     async fn begin_receiving_snapshot(
         &mut self,
     ) -> Result<Box<SnapshotFile>, StorageError<NodeId>> {
-        let path = self.snapshots.dir.file(&SnapshotDir::receiving_name());
-        let file = SnapshotFile::create_new(&path, self.work)
+        let name = SnapshotDir::receiving_name();
+        let file = SnapshotFile::create_new(&self.snapshots.dir, &name, self.work)
             .await
             .map_err(|e| StorageError::from(StorageIOError::write_snapshot(None, &e)))?;
         Ok(Box::new(file))
@@ -572,7 +576,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         snapshot: Box<SnapshotFile>,
     ) -> Result<(), StorageError<NodeId>> {
         let received = snapshot
-            .into_std()
+            .into_file()
             .await
             .map_err(|e| unreadable(meta, &e))?;
         let region = self.region().map_err(io_err)?;
@@ -607,7 +611,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         let Some(stored) = stored_snapshot(&self.db).map_err(io_err)? else {
             return Ok(None);
         };
-        let file = SnapshotFile::open(&self.snapshots.dir.file(&stored.file), self.work)
+        let file = SnapshotFile::open(&self.snapshots.dir, &stored.file, self.work)
             .await
             .map_err(|e| unreadable(&stored.meta, &e))?;
         Ok(Some(Snapshot {
@@ -626,12 +630,14 @@ fn install(
     snapshots: &Snapshots,
     region: String,
     meta: &Meta,
-    mut received: std::fs::File,
+    received: Arc<dyn DiskFile>,
 ) -> Result<(Applied, usize), Box<StorageError<NodeId>>> {
     let read_err = |e| Box::new(unreadable(meta, &e));
-    received.seek(SeekFrom::Start(0)).map_err(read_err)?;
-    let name = snapshots.dir.copy_from(&mut received).map_err(read_err)?;
-    let rows = snapshot::read_rows(&snapshots.dir.file(&name)).map_err(read_err)?;
+    let name = snapshots
+        .dir
+        .copy_from(&mut Cursor::new(received))
+        .map_err(read_err)?;
+    let rows = snapshots.dir.read_rows(&name).map_err(read_err)?;
     let restored =
         Engine::restore(region, rows.iter().cloned()).map_err(|e| unreadable(meta, &e))?;
     let state = cf(db, STATE_CF).map_err(io_err)?;
@@ -712,7 +718,7 @@ pub struct SnapshotBuilder {
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
         let started = Instant::now();
-        let (stored, path) = match self.work {
+        let stored = match self.work {
             Work::Threads => self.build_on_a_thread().await,
             Work::Tasks { .. } => build(&self.db, &self.snapshots, self.count),
         }
@@ -722,7 +728,9 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             seconds = started.elapsed().as_secs_f64(),
             "built a snapshot"
         );
-        let file = SnapshotFile::open(&path, self.work).await.map_err(io_err)?;
+        let file = SnapshotFile::open(&self.snapshots.dir, &stored.file, self.work)
+            .await
+            .map_err(io_err)?;
         Ok(Snapshot {
             meta: stored.meta,
             snapshot: Box::new(file),
@@ -732,7 +740,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
 
 impl SnapshotBuilder {
     /// Builds on a thread of its own, at a lower priority.
-    async fn build_on_a_thread(&self) -> io::Result<(StoredSnapshot, PathBuf)> {
+    async fn build_on_a_thread(&self) -> io::Result<StoredSnapshot> {
         let db = Arc::clone(&self.db);
         let snapshots = self.snapshots.clone();
         let count = self.count;
@@ -766,7 +774,7 @@ fn lower_priority() {
 
 /// Streams the rows of one view to a new snapshot file and makes it the current snapshot,
 /// unless a newer one was installed meanwhile (which then stays current and is returned).
-fn build(db: &DB, snapshots: &Snapshots, count: u64) -> io::Result<(StoredSnapshot, PathBuf)> {
+fn build(db: &DB, snapshots: &Snapshots, count: u64) -> io::Result<StoredSnapshot> {
     let view = db.snapshot();
     let applied = applied_in(db, &view)?;
     let rows = view
@@ -811,8 +819,7 @@ fn build(db: &DB, snapshots: &Snapshots, count: u64) -> io::Result<(StoredSnapsh
         }
     };
     snapshots.dir.keep_only(Some(&current.file))?;
-    let path = snapshots.dir.file(&current.file);
-    Ok((current, path))
+    Ok(current)
 }
 
 /// The applied marker as a view of the database holds it.

@@ -11,6 +11,9 @@
 
 use std::fs::File;
 use std::io::{self, Write};
+use std::sync::Arc;
+
+use crate::disk::DiskFile;
 
 /// Bytes written out at a time: a log fsync that comes while a step is under way waits for that
 /// step alone.
@@ -19,13 +22,14 @@ pub(crate) const STEP: u64 = 256 << 10;
 /// A file being written from its start, written out to the disk every [`STEP`] bytes.
 #[derive(Debug)]
 pub(crate) struct SteppedFile {
-    file: File,
+    file: Arc<dyn DiskFile>,
     written: u64,
     written_out: u64,
 }
 
 impl SteppedFile {
-    pub(crate) fn new(file: File) -> SteppedFile {
+    /// Writes `file` from its first byte on.
+    pub(crate) fn new(file: Arc<dyn DiskFile>) -> SteppedFile {
         SteppedFile {
             file,
             written: 0,
@@ -34,18 +38,15 @@ impl SteppedFile {
     }
 
     /// Writes out the bytes not written out yet and returns the file, for its fsync.
-    pub(crate) fn finish(mut self) -> io::Result<File> {
+    pub(crate) fn finish(mut self) -> io::Result<Arc<dyn DiskFile>> {
         self.write_out()?;
         Ok(self.file)
     }
 
     fn write_out(&mut self) -> io::Result<()> {
         if self.written > self.written_out {
-            write_out_range(
-                &self.file,
-                self.written_out,
-                self.written - self.written_out,
-            )?;
+            self.file
+                .write_out(self.written_out, self.written - self.written_out)?;
             self.written_out = self.written;
         }
         Ok(())
@@ -54,16 +55,17 @@ impl SteppedFile {
 
 impl Write for SteppedFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.file.write(buf)?;
-        self.written += n as u64;
+        self.file.write_all_at(buf, self.written)?;
+        self.written += buf.len() as u64;
         if self.written - self.written_out >= STEP {
             self.write_out()?;
         }
-        Ok(n)
+        debug_assert!(self.written - self.written_out < STEP);
+        Ok(buf.len())
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.file.flush()
+        Ok(())
     }
 }
 
@@ -97,12 +99,14 @@ pub(crate) fn write_out_range(file: &File, _offset: u64, _len: u64) -> io::Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::disk::{Disk, Open};
 
     #[test]
     fn a_stepped_file_holds_every_byte_written_across_steps() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("stepped");
-        let mut out = SteppedFile::new(File::create(&path).expect("create"));
+        let disk = crate::disk::RealDisk;
+        let mut out = SteppedFile::new(disk.open(&path, Open::Create).expect("create"));
         let bytes: Vec<u8> = (0..(STEP as usize * 2 + 1000)).map(|i| i as u8).collect();
         for chunk in bytes.chunks(4096) {
             out.write_all(chunk).expect("write");

@@ -9,6 +9,7 @@ use openraft::storage::RaftStateMachine;
 use openraft::testing::{StoreBuilder, Suite};
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftSnapshotBuilder, StorageError};
 use raftq_engine::{Attribute, Command, NewMessage, Outcome, QueueAttributes};
+use raftq_store::disk::RealDisk;
 use raftq_store::{
     open_db, CommandGroup, LogStore, NodeId, RocksStateMachine, TypeConfig, Work, META_CF,
 };
@@ -32,7 +33,8 @@ fn open(dir: &TempDir) -> (LogStore<TypeConfig>, RocksStateMachine) {
 fn open_with(dir: &TempDir, work: Work) -> (LogStore<TypeConfig>, RocksStateMachine) {
     let db = open_db(&dir.path().join("db"), &Default::default()).expect("open RocksDB");
     let log = LogStore::open(Arc::clone(&db), META_CF, &dir.path().join("log")).expect("log store");
-    let sm = RocksStateMachine::open(db, REGION, dir.path().join("snapshots"), work)
+    let disk = Arc::new(RealDisk);
+    let sm = RocksStateMachine::open(db, REGION, disk, dir.path().join("snapshots"), work)
         .expect("open state machine");
     (log, sm)
 }
