@@ -312,7 +312,7 @@ mod tests {
         let dir = SnapshotDir::open(disk, path, Some(&second)).expect("reopen");
         assert_eq!(
             dir.disk.list_dir(&dir.path).expect("list"),
-            std::slice::from_ref(&second)
+            [second.as_str()]
         );
         let size = dir
             .open_file(&second, Open::Existing)
