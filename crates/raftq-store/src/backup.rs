@@ -34,6 +34,7 @@ use uuid::Uuid;
 
 use crate::disk::RealDisk;
 use crate::snapshot::SnapshotDir;
+use crate::state_digest::StateDigest;
 use crate::state_machine::StateReader;
 use crate::types::NodeId;
 use crate::{Enrolment, SnapshotFile, Work};
@@ -117,24 +118,6 @@ pub enum RestoreError {
     Rows(#[from] RowError),
     #[error("cannot write the restored state: {0}")]
     Write(String),
-}
-
-/// The digest of a node's state rows: SHA-256 over each key and value, each preceded by its
-/// length (`u64`, big-endian), in key order.
-#[derive(Default)]
-pub(crate) struct StateDigest(Sha256);
-
-impl StateDigest {
-    pub(crate) fn add(&mut self, key: &[u8], value: &[u8]) {
-        for part in [key, value] {
-            self.0.update((part.len() as u64).to_be_bytes());
-            self.0.update(part);
-        }
-    }
-
-    pub(crate) fn finish(self) -> String {
-        hex::encode(self.0.finalize())
-    }
 }
 
 /// A writer that hashes and counts the bytes passing through it.

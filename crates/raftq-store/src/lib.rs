@@ -38,6 +38,7 @@ pub mod snapshot;
 #[cfg(test)]
 mod snapshot_crash_tests;
 mod snapshot_file;
+mod state_digest;
 pub mod state_machine;
 mod stepped;
 pub mod sync_times;

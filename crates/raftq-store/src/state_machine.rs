@@ -41,9 +41,9 @@ use rocksdb::{
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
-use crate::backup::StateDigest;
 use crate::disk::{Cursor, Disk, DiskFile};
 use crate::snapshot::SnapshotDir;
+use crate::state_digest::StateDigest;
 use crate::types::{NodeId, Response, TypeConfig};
 use crate::waiters::Waiters;
 use crate::{SnapshotFile, Work};

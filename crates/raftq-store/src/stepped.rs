@@ -9,7 +9,6 @@
 //! such a file takes the disk a step at a time, between the log's fsyncs. The final fsync still
 //! makes the file durable.
 
-use std::fs::File;
 use std::io::{self, Write};
 use std::sync::Arc;
 
@@ -67,33 +66,6 @@ impl Write for SteppedFile {
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
-}
-
-/// Writes `len` bytes of `file` from `offset` out to the disk and waits for them, without the
-/// cache flush and the metadata of an fsync.
-#[cfg(target_os = "linux")]
-pub(crate) fn write_out_range(file: &File, offset: u64, len: u64) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
-        return Err(io::Error::other("file range beyond i64"));
-    };
-    let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
-        | libc::SYNC_FILE_RANGE_WRITE
-        | libc::SYNC_FILE_RANGE_WAIT_AFTER;
-    // SAFETY: the descriptor is `file`'s, open for the whole call, which reads and writes no
-    // memory of this process.
-    let done = unsafe { libc::sync_file_range(file.as_raw_fd(), offset, len, flags) };
-    if done == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-/// Writes `file`'s data out to the disk and waits for it (systems without `sync_file_range`).
-#[cfg(not(target_os = "linux"))]
-pub(crate) fn write_out_range(file: &File, _offset: u64, _len: u64) -> io::Result<()> {
-    file.sync_data()
 }
 
 #[cfg(test)]
