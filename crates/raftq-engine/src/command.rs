@@ -115,6 +115,13 @@ pub enum CommandOf<A, M> {
     EndWait {
         waiter: Uuid,
     },
+    /// Removes a message sent with a `deliver_at` that is still before its time; a message that
+    /// is due (or gone) is refused with [`EngineError::NotScheduled`].
+    CancelScheduled {
+        account: String,
+        queue: String,
+        message_id: Uuid,
+    },
 }
 
 impl<A, M> CommandOf<A, M> {
@@ -240,6 +247,15 @@ impl<A, M> CommandOf<A, M> {
                 waiter,
             },
             C::EndWait { waiter } => C::EndWait { waiter },
+            C::CancelScheduled {
+                account,
+                queue,
+                message_id,
+            } => C::CancelScheduled {
+                account,
+                queue,
+                message_id,
+            },
         }
     }
 }
@@ -278,6 +294,11 @@ pub struct QueueAttributes {
     pub fifo_throughput_limit: Option<String>,
     /// An access policy document; `Some(None)` removes the queue's.
     pub policy: Option<Option<String>>,
+    /// Standard queues: the priority of messages sent without one, 0-9.
+    pub default_priority: Option<i64>,
+    /// Standard queues: the weights of the priority levels; `Some(None)` returns to strict
+    /// order.
+    pub priority_weights: Option<Option<Vec<i64>>>,
 }
 
 /// A retry backoff as a client writes it.
@@ -313,6 +334,11 @@ pub struct NewMessage {
     pub message_deduplication_id: Option<String>,
     /// A tracing header (SQS's `AWSTraceHeader`), kept with the message; not part of its size.
     pub trace_header: Option<String>,
+    /// Standard queues: 0-9, higher first; the queue's `default_priority` when `None`.
+    pub priority: Option<i64>,
+    /// When the message becomes visible, in the engine's time (milliseconds since the epoch);
+    /// instead of `delay_seconds`.
+    pub deliver_at: Option<i64>,
 }
 
 impl NewMessage {
@@ -326,6 +352,8 @@ impl NewMessage {
             message_group_id: None,
             message_deduplication_id: None,
             trace_header: None,
+            priority: None,
+            deliver_at: None,
         }
     }
 
@@ -381,6 +409,8 @@ pub enum Outcome {
     /// A [`Command::ReceiveWait`] found nothing and waits for a [`WaitAnswer`].
     Parked,
     WaitEnded,
+    /// A scheduled message was cancelled (removed before its time).
+    ScheduledCancelled,
 }
 
 /// How the wait of a parked receive ended: with the messages an entry delivered to it, or with
@@ -432,6 +462,10 @@ pub struct MessageMeta {
     pub state: MessageState,
     /// End of the delay or the lease, for delayed and leased messages.
     pub until: Option<Millis>,
+    /// Standard queues: the message's priority, 0-9.
+    pub priority: Option<u8>,
+    /// Whether it was sent with a `deliver_at` that is still ahead (`until` is that time).
+    pub scheduled: bool,
 }
 
 /// A leased message handed to a receiver.

@@ -66,7 +66,7 @@ pub use command::{
 pub use engine::{Applied, Engine, RECLAIM_PER_TICK};
 pub use error::EngineError;
 pub use model::{
-    MessageState, Millis, MoveFilter, MoveTaskStatus, MoveTaskView, QueueGauges, QueueRef,
-    QueueStats, QueueType, QueueView, RetryBackoff,
+    LevelStats, MessageState, Millis, MoveFilter, MoveTaskStatus, MoveTaskView, PriorityWeights,
+    QueueGauges, QueueRef, QueueStats, QueueType, QueueView, RetryBackoff,
 };
 pub use rows::{Changes, PayloadOp, RowKey};

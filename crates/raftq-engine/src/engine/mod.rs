@@ -283,6 +283,11 @@ impl Engine {
                 .receive_request(&account, &queue, max_messages, lease_seconds)
                 .and_then(|request| self.receive_or_park(request, wait_seconds, waiter)),
             Command::EndWait { waiter } => Ok(self.end_wait_of(waiter)),
+            Command::CancelScheduled {
+                account,
+                queue,
+                message_id,
+            } => self.cancel_scheduled(&account, &queue, message_id),
         }
     }
 }
