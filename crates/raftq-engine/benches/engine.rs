@@ -143,7 +143,7 @@ impl Fixture {
             self.apply(Command::CancelScheduled {
                 account: "dev".into(),
                 queue: self.queue.into(),
-                message_id: message_id(n),
+                id: message_id(n),
             });
         }
     }

@@ -120,7 +120,8 @@ pub enum CommandOf<A, M> {
     CancelScheduled {
         account: String,
         queue: String,
-        message_id: Uuid,
+        /// The message's ID.
+        id: Uuid,
     },
 }
 
@@ -247,15 +248,7 @@ impl<A, M> CommandOf<A, M> {
                 waiter,
             },
             C::EndWait { waiter } => C::EndWait { waiter },
-            C::CancelScheduled {
-                account,
-                queue,
-                message_id,
-            } => C::CancelScheduled {
-                account,
-                queue,
-                message_id,
-            },
+            C::CancelScheduled { account, queue, id } => C::CancelScheduled { account, queue, id },
         }
     }
 }

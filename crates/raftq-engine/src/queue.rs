@@ -127,21 +127,14 @@ impl Group {
 struct Tenant {
     /// Visible messages as `(rank, seq)`: the highest priority first, then the oldest first.
     visible: BTreeSet<(u8, u64)>,
+    /// The oldest visible message of each level that has one, as `(rank, seq)`, highest level
+    /// first: with `leased`, the tenant's keys in the fair order (kept here so that a change of
+    /// `leased` moves them without a lookup in `visible`).
+    heads: Vec<(u8, u64)>,
     /// Messages leased now: the tenant's messages in flight.
     leased: u32,
     /// Every message of the tenant in the queue; the tenant is forgotten when none is left.
     held: u32,
-}
-
-/// The oldest visible message of each priority level of a tenant, as `(rank, seq)`, highest
-/// priority first: one lookup per level that has one.
-fn level_heads(visible: &BTreeSet<(u8, u64)>) -> impl Iterator<Item = (u8, u64)> + '_ {
-    let mut from = Some(0u8);
-    std::iter::from_fn(move || {
-        let &(rank, seq) = visible.range((from?, 0)..).next()?;
-        from = rank.checked_add(1);
-        Some((rank, seq))
-    })
 }
 
 /// The oldest visible message of the level ranked `rank` of a tenant.
@@ -408,16 +401,6 @@ impl Index {
         let rank = rank(priority);
         let leased_before = t.leased;
         let recount = old == Some(State::Leased) || new == Some(State::Leased);
-        let revisit = old == Some(State::Visible) || new == Some(State::Visible);
-        // Take the tenant's keys that change out under the count they were made with: every
-        // level's when its count in flight changes, else the message's level's.
-        if recount {
-            for (r, oldest) in level_heads(&t.visible) {
-                self.fair.remove(&(r, leased_before, oldest, tenant));
-            }
-        } else if let Some(oldest) = level_head(&t.visible, rank).filter(|_| revisit) {
-            self.fair.remove(&(rank, leased_before, oldest, tenant));
-        }
         if old == Some(State::Visible) {
             t.visible.remove(&(rank, seq));
         }
@@ -432,13 +415,42 @@ impl Index {
             t.leased += 1;
         }
         let leased = t.leased;
+        let at = t.heads.binary_search_by_key(&rank, |&(r, _)| r);
+        let head_before = at.ok().map(|i| t.heads[i].1);
+        let head = match old == Some(State::Visible) || new == Some(State::Visible) {
+            true => level_head(&t.visible, rank),
+            false => head_before,
+        };
+        // The keys that change leave the fair order under the count they were made with, and
+        // come back under the new one: every level's when the count in flight changes, else
+        // the message's level's when its oldest visible message changes.
         if recount {
-            for (r, oldest) in level_heads(&t.visible) {
+            for &(r, oldest) in &t.heads {
+                self.fair.remove(&(r, leased_before, oldest, tenant));
+            }
+        } else if let Some(oldest) = head_before.filter(|_| head != head_before) {
+            self.fair.remove(&(rank, leased_before, oldest, tenant));
+        }
+        match (at, head) {
+            (Ok(i), Some(oldest)) => t.heads[i].1 = oldest,
+            (Ok(i), None) => {
+                t.heads.remove(i);
+            }
+            (Err(i), Some(oldest)) => t.heads.insert(i, (rank, oldest)),
+            (Err(_), None) => {}
+        }
+        if recount {
+            for &(r, oldest) in &t.heads {
                 self.fair.insert((r, leased, oldest, tenant));
             }
-        } else if let Some(oldest) = level_head(&t.visible, rank).filter(|_| revisit) {
+        } else if let Some(oldest) = head.filter(|_| head != head_before) {
             self.fair.insert((rank, leased, oldest, tenant));
         }
+        debug_assert_eq!(
+            t.heads.first().map(|&(r, oldest)| (r, oldest)),
+            t.visible.first().copied(),
+            "the first level's head is the tenant's first visible message"
+        );
         let held = t.held;
         if leased != leased_before && self.tenants.name(tenant) != Some(UNNAMED_TENANT) {
             self.in_flight.remove(&(leased_before, tenant));

@@ -148,7 +148,7 @@ fn cancel(h: &mut Harness, model: &mut Model, pick: usize) {
     let result = h.apply(Command::CancelScheduled {
         account: ACCOUNT.into(),
         queue: "q".into(),
-        message_id: id,
+        id,
     });
     let now = h.engine.now();
     let cancellable = now < at && !model.cancelled.contains(&id);
@@ -291,7 +291,7 @@ fn an_outcome_of_a_cancel_is_its_own() {
     let outcome = h.apply(Command::CancelScheduled {
         account: ACCOUNT.into(),
         queue: "q".into(),
-        message_id: sent.message_id,
+        id: sent.message_id,
     });
     assert_eq!(outcome, Ok(Outcome::ScheduledCancelled));
 }

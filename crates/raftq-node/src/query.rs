@@ -57,6 +57,13 @@ pub enum Query {
         queue: String,
         message_ids: Vec<Uuid>,
     },
+    /// The messages scheduled by a `deliver_at` still ahead, in queue order.
+    Scheduled {
+        account: String,
+        queue: String,
+        after: Option<u64>,
+        limit: Option<i64>,
+    },
     /// The index of the last entry applied on the leader once it has confirmed that it leads:
     /// every write committed before the query is at or below it (what a node waits to have
     /// applied before it reads a state at least that new).
@@ -98,7 +105,11 @@ pub fn run(
 ) -> Result<Result<QueryResult, EngineError>, NodeError> {
     let poisoned = || NodeError::Storage("engine lock poisoned".into());
     let answer_of = |e: &Engine| answer(e, query, now);
-    let (answer, view) = if matches!(query, Query::Peek { .. } | Query::StorageKeys { .. }) {
+    let reads_payloads = matches!(
+        query,
+        Query::Peek { .. } | Query::Scheduled { .. } | Query::StorageKeys { .. }
+    );
+    let (answer, view) = if reads_payloads {
         let (answer, view) = reader
             .with_engine_and_view(answer_of)
             .ok_or_else(poisoned)?;
@@ -160,6 +171,14 @@ fn answer(e: &Engine, query: &Query, now: u64) -> Result<Answer, EngineError> {
         Query::StorageKeys { account, queue, .. } => {
             e.storage_keys(account, queue).map(Answer::Keys)
         }
+        Query::Scheduled {
+            account,
+            queue,
+            after,
+            limit,
+        } => e
+            .scheduled(account, queue, *after, *limit)
+            .map(Answer::Messages),
         Query::AppliedIndex => Ok(Answer::AppliedIndex),
     }
 }

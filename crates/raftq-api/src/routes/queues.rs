@@ -46,6 +46,8 @@ pub const ATTRIBUTE_FIELDS: &[&str] = &[
     "receive_wait_seconds",
     "tags",
     "deduplication_scope",
+    "default_priority",
+    "priority_weights",
 ];
 
 /// The fields of a redrive policy.
@@ -136,6 +138,16 @@ pub struct QueueSettings {
     /// `queue` or `message_group` (FIFO queues; see the schema).
     #[schema(schema_with = openapi::deduplication_scope)]
     deduplication_scope: Option<String>,
+    /// Standard queues: the priority of a message sent without one, 0–9 (higher first).
+    /// Default 0.
+    #[schema(minimum = 0, maximum = 9)]
+    default_priority: Option<i64>,
+    /// Standard queues: serve the priority levels in these weights instead of strictly the
+    /// highest first. 1–10 weights of 1–1000: the first weighs priority 0, the next priority 1,
+    /// and every priority past the list's end takes its last weight (`[1, 2, 4]`: priorities
+    /// 2–9 weigh 4). `null` (the default) is strict order; absent leaves it as it is.
+    #[schema(min_items = 1, max_items = 10)]
+    priority_weights: Option<Vec<i64>>,
 }
 
 /// A retry backoff in a request; all three fields are required. A message whose lease expired
@@ -227,7 +239,31 @@ fn attributes(f: &Fields<'_>) -> Result<QueueAttributes, ApiError> {
         // SQS's own settings, which the SQS endpoint alone sets.
         fifo_throughput_limit: None,
         policy: None,
+        default_priority: f.integer("default_priority")?,
+        priority_weights: priority_weights(f)?,
     })
+}
+
+/// Reads `priority_weights`: absent is `None` (leave as it is), `null` is `Some(None)` (strict
+/// order), an array of integers is `Some(Some(..))`.
+fn priority_weights(f: &Fields<'_>) -> Result<Option<Option<Vec<i64>>>, ApiError> {
+    const KEY: &str = "priority_weights";
+    if f.raw(KEY).is_some_and(Value::is_null) {
+        return Ok(Some(None));
+    }
+    let Some(items) = f.array(KEY)? else {
+        return Ok(None);
+    };
+    let weights = items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            v.as_i64().ok_or_else(|| {
+                ApiError::invalid(format!("{}[{i}]", f.path(KEY)), "must be an integer")
+            })
+        })
+        .collect::<Result<Vec<i64>, ApiError>>()?;
+    Ok(Some(Some(weights)))
 }
 
 fn retry_backoff(f: Fields<'_>) -> Result<RetryBackoffInput, ApiError> {

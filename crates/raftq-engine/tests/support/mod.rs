@@ -226,7 +226,7 @@ impl Harness {
         self.apply(Command::CancelScheduled {
             account: ACCOUNT.into(),
             queue: queue.into(),
-            message_id,
+            id: message_id,
         })
         .map(drop)
     }
