@@ -34,9 +34,10 @@
 //!
 //! ## Costs
 //! Per-queue indexes make every operation cost O(log n) in the queue's depth and group count:
-//! messages by sequence number, a ready set (visible messages of a standard queue, heads of
-//! unblocked groups of a FIFO queue), per-group message sets, a global timer set of
-//! `(due, what)`, and deduplication records in window order. Retention needs no per-message
+//! messages by sequence number, a ready set (visible messages of a standard queue by priority
+//! level and tenant, heads of unblocked groups of a FIFO queue), per-group message sets, a
+//! global timer set of `(due, what)` (delays, scheduled messages and leases alike), scheduled
+//! messages in queue order, and deduplication records in window order. Retention needs no per-message
 //! timer: messages enter a queue in time order, so the oldest is always first.
 
 pub mod arn;

@@ -1,8 +1,8 @@
 //! One queue's messages and the indexes that keep every operation's cost independent of queue
-//! depth and group count: messages by sequence number, the ready set (visible messages of a
-//! standard queue, or the heads of unblocked groups of a FIFO queue), FIFO groups, pending
-//! redrives, deduplication records in window order, and the queue's entries in the global timer
-//! set.
+//! depth and group count: messages by sequence number, the ready set (the levels of a standard
+//! queue's tenants with visible messages in fair order, or the heads of unblocked groups of a
+//! FIFO queue), FIFO groups, pending redrives, scheduled messages, counters per priority level,
+//! deduplication records in window order, and the queue's entries in the global timer set.
 //!
 //! Every mutation goes through [`Queue::insert`], [`Queue::remove`] or [`Queue::set_state`], which
 //! keep counters, timers, groups and the ready set consistent and record the rows they dirty.
