@@ -162,7 +162,7 @@ pub fn rfc3339_in(seconds: u64) -> String {
     let since_epoch = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("after 1970")
-        + Duration::from_secs(seconds);
+        + std::time::Duration::from_secs(seconds);
     let (secs, millis) = (since_epoch.as_secs(), since_epoch.subsec_millis());
     // Days to a civil date (proleptic Gregorian), as in H. Hinnant's `civil_from_days`.
     let days = secs / 86_400 + 719_468;

@@ -322,7 +322,7 @@ fn create_request(i: &mut Input) -> pb::CreateQueueRequest {
 
 /// Priority weights: an array of integers.
 fn weights(value: &Value) -> Option<pb::PriorityWeights> {
-    let weights = value.as_array()?.iter().map(Value::as_i64).collect();
+    let weights: Option<Vec<i64>> = value.as_array()?.iter().map(Value::as_i64).collect();
     Some(pb::PriorityWeights { weights: weights? })
 }
 
