@@ -178,7 +178,10 @@ fn prioritized(priority: i64) -> Vec<Entry<TypeConfig>> {
 }
 
 /// The digest and engine rows of a state machine that applied `entries` in `dir`.
-async fn applied(dir: &TempDir, entries: Vec<Entry<TypeConfig>>) -> (String, Vec<(Vec<u8>, Vec<u8>)>) {
+async fn applied(
+    dir: &TempDir,
+    entries: Vec<Entry<TypeConfig>>,
+) -> (String, Vec<(Vec<u8>, Vec<u8>)>) {
     let (_log, mut sm) = open(dir);
     sm.apply(entries).await.expect("apply");
     let (_, digest) = sm.reader().digest().expect("digest");
@@ -191,7 +194,10 @@ async fn priorities_weights_and_schedules_are_in_the_digest_and_survive_a_reopen
     let (digest, rows) = applied(&dir, prioritized(7)).await;
     let other = TempDir::new().expect("temp dir");
     let (other_digest, _) = applied(&other, prioritized(6)).await;
-    assert_ne!(digest, other_digest, "a message's priority is part of the state");
+    assert_ne!(
+        digest, other_digest,
+        "a message's priority is part of the state"
+    );
 
     let (_log, sm) = open(&dir);
     assert_eq!(export(&sm), rows, "the state reads back as it was written");
