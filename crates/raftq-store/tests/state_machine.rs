@@ -151,11 +151,11 @@ async fn applied_state_and_payloads_survive_a_reopen() {
 /// A standard queue with priority weights, a send at `priority` and one scheduled an hour
 /// ahead.
 fn prioritized(priority: i64) -> Vec<Entry<TypeConfig>> {
-    let start = 1_700_000_000_000;
+    let start: u64 = 1_700_000_000_000;
     let mut urgent = NewMessage::new(Uuid::from_u128(100), "urgent");
     urgent.priority = Some(priority);
     let mut later = NewMessage::new(Uuid::from_u128(101), "later");
-    later.deliver_at = Some(start + 3_600_000);
+    later.deliver_at = Some(1_700_000_000_000 + 3_600_000);
     let send = |index, message| {
         let command = Command::Send {
             account: "dev".into(),
