@@ -361,7 +361,7 @@ impl<'de> MapAccess<'de> for Fields<'_> {
         let key_reader: de::value::StrDeserializer<'_, Error> = key.as_str().into_deserializer();
         seed.deserialize(key_reader)
             .map(Some)
-            .map_err(|e| e.placed(&join(&self.path, key)))
+            .map_err(|e| e.placed(&self.path))
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
