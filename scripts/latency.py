@@ -4,6 +4,8 @@ with `--tail` the causes of the slow sends at a fixed rate (`latency_tail.py`) p
 
 import bisect, http.client, json, os, platform, re, statistics, subprocess, sys, time
 
+import latency_tail
+
 (work, base, sends, warmup, out, command_line, binary, in_flight, seconds, bench, pid_list,
  mode, rate, over_ms) = sys.argv[1:]
 base, sends, warmup, in_flight, seconds = int(base), int(sends), int(warmup), int(in_flight), int(seconds)
@@ -79,16 +81,6 @@ def run_bench(*workload):
         capture_output=True, text=True, timeout=seconds + 120, check=True)
     with open(results) as lines:
         return [json.loads(l) for l in lines if l.startswith("{")], started
-
-import latency_tail
-
-
-def request(conn, method, path, body=None):
-    conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                 headers={"content-type": "application/json"})
-    reply = conn.getresponse()
-    data = reply.read()
-    return reply.status, (json.loads(data) if data else None)
 
 leader = wait_for_leader()
 if mode == "tail":
