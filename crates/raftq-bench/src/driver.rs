@@ -174,10 +174,7 @@ pub fn nanos_at(t: Instant) -> u64 {
 /// A body of `size` bytes (at least the stamp) that starts with the send time `sent_nanos`: the
 /// current time, or in a fixed-rate run the time the message was meant to be sent.
 pub fn stamp_body_at(sent_nanos: u64, size: usize) -> String {
-    padded(
-        format!("{sent_nanos:0width$}", width = STAMP_DIGITS),
-        size,
-    )
+    padded(format!("{sent_nanos:0width$}", width = STAMP_DIGITS), size)
 }
 
 /// A body of `size` bytes (at least the stamp and the sender) that starts with the send time
@@ -266,7 +263,10 @@ mod tests {
 
     #[test]
     fn plain_bodies_name_no_sender() {
-        assert_eq!(read_sender(stamp_body_at(now_nanos(), 1024).as_bytes()), None);
+        assert_eq!(
+            read_sender(stamp_body_at(now_nanos(), 1024).as_bytes()),
+            None
+        );
         assert_eq!(read_sender(stamp_body_at(now_nanos(), 0).as_bytes()), None);
         assert_eq!(read_sender(b"hello"), None);
     }

@@ -89,8 +89,7 @@ impl Results {
             else {
                 continue;
             };
-            std::fs::create_dir_all(&dir)
-                .with_context(|| format!("creating {}", dir.display()))?;
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             let name = format!("{}-{}.png", timeline.key.replace('/', "-"), timeline.label);
             let title = match row.latency {
                 Some(l) => format!(

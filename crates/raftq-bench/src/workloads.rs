@@ -326,24 +326,13 @@ impl<D: Driver> Bench<D> {
             let row = self.send(n, 10, None).await;
             emit(self.row(key, what, row))?;
         }
-        for &rate in &s.rates {
-            let key = format!("rate/b1/r{rate}");
-            let what = format!("send at a fixed {rate}/s (latency from intended time)");
-            let row = self.send(s.rate_workers, 1, Some(rate)).await;
-            emit(self.row(key, what, row))?;
-        }
         for &n in &s.e2e_in_flight {
             let key = format!("e2e/c{n}");
             let what = format!("send+receive+ack, {n} in flight");
             let row = self.end_to_end(n, None).await;
             emit(self.row(key, what, row))?;
         }
-        for &rate in &s.e2e_rates {
-            let key = format!("e2e/r{rate}");
-            let what = format!("send+receive+ack at a fixed {rate}/s (latency from intended time)");
-            let row = self.end_to_end_at_rate(rate).await;
-            emit(self.row(key, what, row))?;
-        }
+        self.fixed_rate_rows(emit).await?;
         for &g in &s.fifo_groups {
             let n = s.fifo_in_flight;
             let key = format!("fifo/g{g}/c{n}");
@@ -382,6 +371,27 @@ impl<D: Driver> Bench<D> {
                 .await
                 .unwrap_or_else(|_| Err(anyhow!("the run did not end within {limit:?}")));
             emit(self.row("failover".into(), what, row))?;
+        }
+        Ok(())
+    }
+
+    /// The fixed-rate rows: sends, then send+receive+ack, at each of their rates.
+    async fn fixed_rate_rows(
+        &self,
+        emit: &mut impl FnMut(Measurement) -> Result<()>,
+    ) -> Result<()> {
+        let s = &self.settings;
+        for &rate in &s.rates {
+            let key = format!("rate/b1/r{rate}");
+            let what = format!("send at a fixed {rate}/s (latency from intended time)");
+            let row = self.send(s.rate_workers, 1, Some(rate)).await;
+            emit(self.row(key, what, row))?;
+        }
+        for &rate in &s.e2e_rates {
+            let key = format!("e2e/r{rate}");
+            let what = format!("send+receive+ack at a fixed {rate}/s (latency from intended time)");
+            let row = self.end_to_end_at_rate(rate).await;
+            emit(self.row(key, what, row))?;
         }
         Ok(())
     }
@@ -521,7 +531,11 @@ impl<D: Driver> Bench<D> {
         let messages = Messages::new(self.settings.size, None);
         let shared = EndToEnd::new(&self.driver, window, messages, pace, None);
         let mut m = self
-            .run_end_to_end(&spec, &Arc::new(shared), (self.settings.rate_workers, consumers))
+            .run_end_to_end(
+                &spec,
+                &Arc::new(shared),
+                (self.settings.rate_workers, consumers),
+            )
             .await?;
         dispatcher.await?;
         m.extra.insert("intended_per_sec".into(), rate);
@@ -1324,6 +1338,13 @@ mod tests {
         assert_eq!(m.extra["intended_per_sec"], 500.0);
         assert!(m.latency.expect("latency").p50_ms < 50.0);
         assert!(m.timeline.is_none());
-        assert_eq!(bench.driver().depth(&QueueSpec::standard("q".into())).await.ok(), Some(0));
+        assert_eq!(
+            bench
+                .driver()
+                .depth(&QueueSpec::standard("q".into()))
+                .await
+                .ok(),
+            Some(0)
+        );
     }
 }
