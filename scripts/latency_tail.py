@@ -20,7 +20,7 @@ longest in is the stage it waited in, and the cause is what ran on that step's n
   entry in flight taken) and none of the above ran anywhere during the send;
 - scheduler/other: any other wait with none of the above under way.
 
-A step spent waiting before the server (the client's wait for a free worker) or in group commit
+A step spent waiting before the server (in the load generator: its dispatch, a free worker) or in group commit
 is a queue behind earlier sends: its cause is looked for on every node over the whole send.
 
 `python3 scripts/latency_tail.py` runs the self-test."""
@@ -40,7 +40,7 @@ GROUP_COMMIT = "group-commit wait"
 OTHER = "scheduler/other"
 CAUSES = ["segment roll-over", "snapshot", COMPACTION, "purge", GROUP_COMMIT, OTHER]
 
-CLIENT_WAIT = "the client's wait for a free worker"
+CLIENT_WAIT = "in the load generator before the send (its dispatch, a free worker)"
 TO_LEADER = "the request on its way to the leader's node"
 IN_GROUP_COMMIT = "group commit (every slot for an entry in flight taken)"
 QUEUES = (CLIENT_WAIT, IN_GROUP_COMMIT)
