@@ -718,6 +718,7 @@ pub struct SnapshotBuilder {
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
         let started = Instant::now();
+        tracing::trace!(target: "raftq::stage", stage = "snapshot");
         let stored = match self.work {
             Work::Threads => self.build_on_a_thread().await,
             Work::Tasks { .. } => build(&self.db, &self.snapshots, self.count),
@@ -731,6 +732,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         let file = SnapshotFile::open(&self.snapshots.dir, &stored.file, self.work)
             .await
             .map_err(io_err)?;
+        tracing::trace!(target: "raftq::stage", stage = "snapshotted");
         Ok(Snapshot {
             meta: stored.meta,
             snapshot: Box::new(file),
