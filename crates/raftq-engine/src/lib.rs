@@ -56,6 +56,7 @@ mod queue;
 pub mod receipt;
 pub mod rows;
 pub mod tags;
+pub mod typed;
 pub mod validate;
 
 pub use attributes::{Attribute, AttributeValue};
@@ -71,3 +72,4 @@ pub use model::{
     QueueGauges, QueueRef, QueueStats, QueueType, QueueView, RetryBackoff,
 };
 pub use rows::{Changes, PayloadOp, RowKey};
+pub use typed::{proposal, LeaseChange, Proposal, WaitStart};
