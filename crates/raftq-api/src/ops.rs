@@ -446,17 +446,8 @@ impl Shared {
         after: Option<u64>,
         limit: Option<i64>,
     ) -> Result<Vec<(MessageMeta, Payload)>, ApiError> {
-        let query = Query::Scheduled {
-            account,
-            queue,
-            after,
-            limit,
-        };
-        self.read_for(query, |r| match r {
-            QueryResult::Messages(messages) => Some(messages),
-            _ => None,
-        })
-        .await
+        self.read(question::scheduled(account, queue, after, limit))
+            .await
     }
 
     /// Cancels the scheduled message with ID `message_id` (text, from a path or a request)
@@ -469,11 +460,8 @@ impl Shared {
     ) -> Result<(), ApiError> {
         let id = Uuid::parse_str(message_id)
             .map_err(|_| ApiError::invalid("message_id", "is not a message ID (a UUID)"))?;
-        let command = Command::CancelScheduled { account, queue, id };
-        self.write_for(command, |o| {
-            matches!(o, Outcome::ScheduledCancelled).then_some(())
-        })
-        .await
+        self.write(proposal::cancel_scheduled(account, queue, id))
+            .await
     }
 
     pub async fn purge(&self, account: String, queue: String) -> Result<(), ApiError> {

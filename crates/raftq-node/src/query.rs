@@ -111,6 +111,10 @@ pub mod question {
             -> Vec<MoveTaskView> = MoveTasks { QueryResult::MoveTasks(tasks) => tasks };
         fn storage_keys(account: String, queue: String, message_ids: Vec<Uuid>)
             -> Vec<u64> = StorageKeys { QueryResult::StorageKeys(keys) => keys };
+        fn scheduled(account: String, queue: String, after: Option<u64>, limit: Option<i64>)
+            -> Vec<(MessageMeta, Payload)> = Scheduled {
+            QueryResult::Messages(messages) => messages
+        };
         fn applied_index()
             -> Option<u64> = AppliedIndex { QueryResult::AppliedIndex(index) => index };
     }
