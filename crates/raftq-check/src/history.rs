@@ -121,7 +121,9 @@ impl Placement {
             },
             QueueKind::Standard => Placement {
                 priority: None,
-                deliver_at: draw.is_multiple_of(6).then(|| now + 100 + (draw / 6) % 2_900),
+                deliver_at: draw
+                    .is_multiple_of(6)
+                    .then(|| now + 100 + (draw / 6) % 2_900),
             },
             QueueKind::Fifo => Placement::default(),
         }

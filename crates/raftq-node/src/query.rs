@@ -77,7 +77,8 @@ pub enum QueryResult {
     Queue(Box<QueueView>),
     Queues(Vec<QueueView>),
     Messages(Vec<(MessageMeta, Payload)>),
-    Stats(QueueStats),
+    /// Boxed: a queue's figures per priority level make it many times the other answers.
+    Stats(Box<QueueStats>),
     Refs(Vec<QueueRef>),
     Deliverable(bool),
     Accounts(Vec<AccountSummary>),
@@ -102,7 +103,7 @@ pub mod question {
         fn peek(account: String, queue: String, after: Option<u64>, limit: Option<i64>)
             -> Vec<(MessageMeta, Payload)> = Peek { QueryResult::Messages(messages) => messages };
         fn stats(account: String, queue: String)
-            -> QueueStats = Stats { QueryResult::Stats(stats) => stats };
+            -> QueueStats = Stats { QueryResult::Stats(stats) => *stats };
         fn dead_letter_sources(account: String, queue: String)
             -> Vec<QueueRef> = DeadLetterSources { QueryResult::Refs(refs) => refs };
         fn accounts()
@@ -192,7 +193,7 @@ fn answer(e: &Engine, query: &Query, now: u64) -> Result<Answer, EngineError> {
         } => e.peek(account, queue, *after, *limit).map(Answer::Messages),
         Query::Stats { account, queue } => e
             .stats(account, queue, now)
-            .map(|s| Answer::Done(QueryResult::Stats(s))),
+            .map(|s| Answer::Done(QueryResult::Stats(Box::new(s)))),
         Query::DeadLetterSources { account, queue } => e
             .dead_letter_sources(account, queue)
             .map(|r| Answer::Done(QueryResult::Refs(r))),

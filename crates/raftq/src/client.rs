@@ -723,7 +723,7 @@ mod tests {
     /// `raftq LINE` as a client subcommand.
     fn client(line: &str) -> ClientCmd {
         match parse(line).expect("parses").command {
-            crate::Cmd::Client(cmd) => cmd,
+            crate::Cmd::Client(cmd) => *cmd,
             other => panic!("`{line}` parsed as {other:?}"),
         }
     }
