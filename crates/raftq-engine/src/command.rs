@@ -125,131 +125,59 @@ pub enum CommandOf<A, M> {
     },
 }
 
+/// A `match` on a command of one shape that builds the command of another: the arms given,
+/// then, for each variant listed after `same`, the variant again with its fields unchanged.
+macro_rules! reshape {
+    ($value:expr, { $($arm:tt)* } same { $($variant:ident { $($field:ident),* })* }) => {
+        match $value {
+            $($arm)*
+            $(CommandOf::$variant { $($field),* } => CommandOf::$variant { $($field),* },)*
+        }
+    };
+}
+
 impl<A, M> CommandOf<A, M> {
     /// The same command with its queue settings and messages in the shapes `A2` and `M2`.
     pub fn convert<A2: From<A>, M2: From<M>>(self) -> CommandOf<A2, M2> {
         use CommandOf as C;
-        match self {
-            C::CreateQueue {
-                account,
-                queue_id,
-                name,
-                attributes,
-            } => C::CreateQueue {
+        reshape!(self, {
+            C::CreateQueue { account, queue_id, name, attributes } => C::CreateQueue {
                 account,
                 queue_id,
                 name,
                 attributes: attributes.into(),
             },
-            C::PatchQueue {
-                account,
-                queue,
-                attributes,
-            } => C::PatchQueue {
+            C::PatchQueue { account, queue, attributes } => C::PatchQueue {
                 account,
                 queue,
                 attributes: attributes.into(),
             },
-            C::DeleteQueue { account, queue } => C::DeleteQueue { account, queue },
-            C::Send {
-                account,
-                queue,
-                message,
-            } => C::Send {
+            C::Send { account, queue, message } => C::Send {
                 account,
                 queue,
                 message: message.into(),
             },
-            C::SendBatch {
-                account,
-                queue,
-                entries,
-            } => C::SendBatch {
+            C::SendBatch { account, queue, entries } => C::SendBatch {
                 account,
                 queue,
                 entries: entries
                     .into_iter()
-                    .map(|e| BatchEntry {
-                        id: e.id,
-                        message: e.message.into(),
-                    })
+                    .map(|e| BatchEntry { id: e.id, message: e.message.into() })
                     .collect(),
             },
-            C::Receive {
-                account,
-                queue,
-                max_messages,
-                lease_seconds,
-                attempt_id,
-            } => C::Receive {
-                account,
-                queue,
-                max_messages,
-                lease_seconds,
-                attempt_id,
-            },
-            C::Ack {
-                account,
-                queue,
-                receipts,
-            } => C::Ack {
-                account,
-                queue,
-                receipts,
-            },
-            C::ChangeLease {
-                account,
-                queue,
-                receipt,
-                lease_seconds,
-                delay_seconds,
-            } => C::ChangeLease {
-                account,
-                queue,
-                receipt,
-                lease_seconds,
-                delay_seconds,
-            },
-            C::Purge { account, queue } => C::Purge { account, queue },
-            C::Tick => C::Tick,
-            C::StartMoveTask {
-                account,
-                queue,
-                task_handle,
-                task,
-            } => C::StartMoveTask {
-                account,
-                queue,
-                task_handle,
-                task,
-            },
-            C::CancelMoveTask {
-                account,
-                queue,
-                task_handle,
-            } => C::CancelMoveTask {
-                account,
-                queue,
-                task_handle,
-            },
-            C::ReceiveWait {
-                account,
-                queue,
-                max_messages,
-                lease_seconds,
-                wait_seconds,
-                waiter,
-            } => C::ReceiveWait {
-                account,
-                queue,
-                max_messages,
-                lease_seconds,
-                wait_seconds,
-                waiter,
-            },
-            C::EndWait { waiter } => C::EndWait { waiter },
-            C::CancelScheduled { account, queue, id } => C::CancelScheduled { account, queue, id },
-        }
+        } same {
+            DeleteQueue { account, queue }
+            Receive { account, queue, max_messages, lease_seconds, attempt_id }
+            Ack { account, queue, receipts }
+            ChangeLease { account, queue, receipt, lease_seconds, delay_seconds }
+            Purge { account, queue }
+            Tick {}
+            StartMoveTask { account, queue, task_handle, task }
+            CancelMoveTask { account, queue, task_handle }
+            ReceiveWait { account, queue, max_messages, lease_seconds, wait_seconds, waiter }
+            EndWait { waiter }
+            CancelScheduled { account, queue, id }
+        })
     }
 }
 

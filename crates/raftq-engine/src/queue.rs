@@ -452,10 +452,16 @@ impl Index {
             "the first level's head is the tenant's first visible message"
         );
         let held = t.held;
-        if leased != leased_before && self.tenants.name(tenant) != Some(UNNAMED_TENANT) {
-            self.in_flight.remove(&(leased_before, tenant));
-            if leased > 0 {
-                self.in_flight.insert((leased, tenant));
+        self.tenant_settled(tenant, (leased_before, leased), held);
+    }
+
+    /// After a change to `tenant`: moves it in the in-flight order when its count of leased
+    /// messages went from `before` to `after`, and forgets it once it holds no message.
+    fn tenant_settled(&mut self, tenant: u32, (before, after): (u32, u32), held: u32) {
+        if after != before && self.tenants.name(tenant) != Some(UNNAMED_TENANT) {
+            self.in_flight.remove(&(before, tenant));
+            if after > 0 {
+                self.in_flight.insert((after, tenant));
             }
         }
         if held == 0 {
