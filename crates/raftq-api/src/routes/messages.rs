@@ -214,11 +214,18 @@ pub async fn peek(
     QueuePath(queue): QueuePath,
     params: Params,
 ) -> Result<Response, ApiError> {
+    let (after, limit) = page(&params)?;
+    let messages = state.peek(account, queue, after, limit).await?;
+    Ok(Json(json::Peeked::new(&messages)).into_response())
+}
+
+/// The page a peek or a list of scheduled messages asks for: the sequence number to show
+/// messages after, and how many.
+fn page(params: &Params) -> Result<(Option<u64>, Option<i64>), ApiError> {
     params.only(PEEK_PARAMS)?;
     let limit = params.number::<i64>("limit", "an integer")?;
     let after = params.number::<u64>("after", "a sequence number (an integer of at least 0)")?;
-    let messages = state.peek(account, queue, after, limit).await?;
-    Ok(Json(json::Peeked::new(&messages)).into_response())
+    Ok((after, limit))
 }
 
 /// List scheduled messages
@@ -248,9 +255,7 @@ pub async fn scheduled(
     QueuePath(queue): QueuePath,
     params: Params,
 ) -> Result<Response, ApiError> {
-    params.only(PEEK_PARAMS)?;
-    let limit = params.number::<i64>("limit", "an integer")?;
-    let after = params.number::<u64>("after", "a sequence number (an integer of at least 0)")?;
+    let (after, limit) = page(&params)?;
     let messages = state.list_scheduled(account, queue, after, limit).await?;
     Ok(Json(json::Peeked::new(&messages)).into_response())
 }
