@@ -632,8 +632,6 @@ mod tests {
             deduplication_scope: DeduplicationScope::Queue,
             fifo_throughput_limit: FifoThroughputLimit::PerQueue,
             policy: None,
-            default_priority: 0,
-            priority_weights: None,
         }
     }
 
