@@ -212,7 +212,12 @@ async fn check(fixture: &Path) {
     let queues = want["queues"].as_object().expect("queues");
     for (queue, recorded) in queues {
         let actual = served(&node, queue).await;
-        if let Err(difference) = holds(recorded, &actual, queue) {
+        // The one figure that moves with the clock: it grew between the reading and the stop.
+        let mut recorded = recorded.clone();
+        if let Some(stats) = recorded["stats"].as_object_mut() {
+            stats.remove("oldest_message_age_seconds");
+        }
+        if let Err(difference) = holds(&recorded, &actual, queue) {
             panic!("{name}: {difference}");
         }
     }
