@@ -40,10 +40,10 @@ pub use error::{Halted, NodeError, StartError};
 pub use membership::{Change, ChangeError, ChangeResult, LONGEST as LONGEST_CHANGE};
 pub use network::{refused, Answer, MemoryNetwork, Method as PeerMethod};
 pub use node::{Node, NodeConfig, PeerTransport};
-pub use query::{Query, QueryResult};
+pub use query::{question, Query, QueryResult, Question};
 pub use raftq_store::backup::BackupSummary;
 pub use raftq_store::sync_times::{log_sync_times, SyncTimesReading};
-pub use raftq_store::{NodeId, Response, WaitSlot};
+pub use raftq_store::{Delivered, NodeId, Response, WaitSlot};
 pub use service::Delivery;
 pub use status::{Member, NodeStatus, Role};
 
