@@ -46,7 +46,11 @@ fn unpack(fixture: &Path, into: &Path) -> PathBuf {
         .arg(into)
         .status()
         .expect("run tar");
-    assert!(status.success(), "tar could not unpack {}", fixture.display());
+    assert!(
+        status.success(),
+        "tar could not unpack {}",
+        fixture.display()
+    );
     into.join("data")
 }
 
@@ -119,7 +123,9 @@ impl Upgraded {
 
     /// The JSON answer of a request, which must succeed.
     async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let mut request = self.http.request(method.clone(), format!("{}{path}", self.base));
+        let mut request = self
+            .http
+            .request(method.clone(), format!("{}{path}", self.base));
         if let Some(body) = body {
             request = request.json(&body);
         }
@@ -149,7 +155,9 @@ impl Upgraded {
 
 /// What the node serves of `queue`, in the shape `scripts/make-fixture` records.
 async fn served(node: &Upgraded, queue: &str) -> Value {
-    let messages = node.get(&format!("/v1/queues/{queue}/messages?limit=100")).await;
+    let messages = node
+        .get(&format!("/v1/queues/{queue}/messages?limit=100"))
+        .await;
     let tasks = node.get(&format!("/v1/queues/{queue}/move_tasks")).await;
     json!({
         "queue": node.get(&format!("/v1/queues/{queue}")).await,
@@ -167,7 +175,9 @@ async fn round_trip(node: &Upgraded, queue: &str) {
         send["message_group_id"] = json!("after-upgrade");
         send["message_deduplication_id"] = json!("after-upgrade");
     }
-    let sent = node.post(&format!("/v1/queues/{queue}/messages"), send).await;
+    let sent = node
+        .post(&format!("/v1/queues/{queue}/messages"), send)
+        .await;
     assert_eq!(sent["duplicate"], false, "{queue}: {sent}");
     let deadline = Instant::now() + Duration::from_secs(10);
     let receipt = loop {
@@ -185,7 +195,10 @@ async fn round_trip(node: &Upgraded, queue: &str) {
         if let Some(message) = ours {
             break message["receipt"].clone();
         }
-        assert!(Instant::now() < deadline, "{queue}: the new message never came");
+        assert!(
+            Instant::now() < deadline,
+            "{queue}: the new message never came"
+        );
     };
     let acked = node
         .post(
@@ -225,8 +238,13 @@ async fn check(fixture: &Path) {
         let queue = duplicate["queue"].as_str().expect("queue");
         let mut send = duplicate.clone();
         send.as_object_mut().expect("a send").remove("queue");
-        let sent = node.post(&format!("/v1/queues/{queue}/messages"), send).await;
-        assert_eq!(sent["duplicate"], true, "{name}: {duplicate} is still a duplicate");
+        let sent = node
+            .post(&format!("/v1/queues/{queue}/messages"), send)
+            .await;
+        assert_eq!(
+            sent["duplicate"], true,
+            "{name}: {duplicate} is still a duplicate"
+        );
     }
     for queue in queues.keys() {
         round_trip(&node, queue).await;

@@ -56,7 +56,12 @@ pub async fn run(
             now_ms() - start,
         );
         history.push(Event::Fault {
-            kind: if result.is_ok() { "upgrade" } else { "upgrade (failed)" }.into(),
+            kind: if result.is_ok() {
+                "upgrade"
+            } else {
+                "upgrade (failed)"
+            }
+            .into(),
             target,
             start,
             end: now_ms(),
@@ -66,7 +71,9 @@ pub async fn run(
         });
         result?;
         if !back {
-            return Err(format!("the cluster had no leader within {BACK_WITHIN:?} of step {step}"));
+            return Err(format!(
+                "the cluster had no leader within {BACK_WITHIN:?} of step {step}"
+            ));
         }
     }
     if let (Some(first), Some(until)) = (first_back, mixed_until) {

@@ -37,11 +37,7 @@ pub enum FormatError {
         "the data directory holds {kind} format {data}, newer than this build's {kind} format \
          {build}: a later raftq build wrote it; run that build (or a later one) on it"
     )]
-    Newer {
-        kind: String,
-        data: u64,
-        build: u64,
-    },
+    Newer { kind: String, data: u64, build: u64 },
     #[error(
         "the data directory holds {kind} format {data}, a kind of stored format this build does \
          not know (it knows {known}): a later raftq build wrote it; run that build (or a later \
@@ -194,7 +190,10 @@ mod tests {
             };
             assert_eq!(error, expected);
             let text = error.to_string();
-            assert!(text.contains(&format!("{kind} format {}", number + 1)), "{text}");
+            assert!(
+                text.contains(&format!("{kind} format {}", number + 1)),
+                "{text}"
+            );
             assert!(text.contains(&format!("{kind} format {number}")), "{text}");
             assert!(!error.is_damage());
         }

@@ -434,7 +434,10 @@ mod tests {
         fs::write(dir.file(&name), &bytes).expect("write");
         let error = dir.read_rows(&name).expect_err("later").to_string();
         assert!(error.contains("format 3"), "{error}");
-        assert!(error.contains(&format!("snapshot format {FORMAT}")), "{error}");
+        assert!(
+            error.contains(&format!("snapshot format {FORMAT}")),
+            "{error}"
+        );
     }
 
     #[test]
