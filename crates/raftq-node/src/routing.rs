@@ -177,10 +177,12 @@ impl Core {
             return Err(NodeError::NotLeader(None));
         }
         match request {
-            Forwarded::Write(command) => self
-                .propose(Command::clone(command))
-                .await
-                .map(ForwardReply::Written),
+            Forwarded::Write(command) => {
+                self.space.admits(command)?;
+                self.propose(Command::clone(command))
+                    .await
+                    .map(ForwardReply::Written)
+            }
             Forwarded::Read(query) => {
                 self.raft.ensure_linearizable().await.map_err(|e| match e {
                     RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(
