@@ -714,6 +714,7 @@ impl Frozen {
             dirs,
             next_ino: self.state.next_ino,
             failing_syncs: 0,
+            capacity: self.state.capacity,
         };
         CrashDisk {
             inner: Arc::new(Inner {
