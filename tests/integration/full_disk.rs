@@ -148,9 +148,15 @@ fn a_full_disk_refuses_writes_keeps_reads_and_recovers_without_a_restart() {
     for body in ["m0", "m1", "m2", "m3", "m4"] {
         ok(&server, &["send", "work", body]);
     }
-    let got = ok(&server, &["receive", "work", "--max", "1", "--lease", "600"]);
+    let got = ok(
+        &server,
+        &["receive", "work", "--max", "1", "--lease", "600"],
+    );
     let receipt = got["messages"][0]["receipt"].as_str().expect("receipt");
-    let acked = got["messages"][0]["body"].as_str().expect("body").to_string();
+    let acked = got["messages"][0]["body"]
+        .as_str()
+        .expect("body")
+        .to_string();
 
     // Below --min-free-bytes: sends are refused, acks, deletions and reads are not.
     let room = avail(&disk.0);
@@ -165,7 +171,10 @@ fn a_full_disk_refuses_writes_keeps_reads_and_recovers_without_a_restart() {
     // The disk full to its last page: writes refused, reads served.
     fill(&disk.0.join("filler-2"), None);
     assert!(avail(&disk.0) < 1 << 20, "the disk is full");
-    assert_storage_full(cli(&server, &["send", "work", "late"]), "a send on a full disk");
+    assert_storage_full(
+        cli(&server, &["send", "work", "late"]),
+        "a send on a full disk",
+    );
     assert_storage_full(
         cli(&server, &["queue", "create", "late"]),
         "a new queue on a full disk",

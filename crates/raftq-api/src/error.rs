@@ -177,9 +177,11 @@ impl From<NodeError> for ApiError {
                 "unavailable",
                 format!("{e}; a retried write may apply twice"),
             ),
-            NodeError::StorageFull(_) => {
-                ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "storage_full", e.to_string())
-            }
+            NodeError::StorageFull(_) => ApiError::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                "storage_full",
+                e.to_string(),
+            ),
             NodeError::Storage(_) => ApiError::internal(e.to_string()),
         }
     }

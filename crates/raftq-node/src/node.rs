@@ -35,10 +35,10 @@ use crate::routing::{mismatched, ForwardReply, Forwarded, LEADER_WAIT};
 use crate::rpc::raft_server::RaftServer;
 use crate::service::{self, Delivery, PeerService};
 use crate::shared::Core;
+use crate::space::{self, Space, SpaceReading};
 use crate::status::NodeStatus;
 use crate::tls::PeerTls;
 use crate::{formation, gate};
-use crate::space::{self, Space, SpaceReading};
 use crate::{snapshots, timer};
 
 /// How long shutdown waits for openraft's tasks to release the database.

@@ -118,8 +118,7 @@ impl Space {
         self.avail_bytes.store(avail, Ordering::Relaxed);
         self.size_bytes
             .store(filesystem.map_or(0, |f| f.size_bytes), Ordering::Relaxed);
-        self.log_short
-            .store(self.log.is_short(), Ordering::Relaxed);
+        self.log_short.store(self.log.is_short(), Ordering::Relaxed);
     }
 
     /// What the readings refuse now.
@@ -206,7 +205,10 @@ pub(crate) async fn run(space: std::sync::Arc<Space>, mut shutdown: watch::Recei
             let avail_bytes = space.avail_bytes.load(Ordering::Relaxed);
             match now {
                 Refusing::Nothing => {
-                    tracing::info!(avail_bytes, "the data directory has room again: writes are admitted")
+                    tracing::info!(
+                        avail_bytes,
+                        "the data directory has room again: writes are admitted"
+                    )
                 }
                 _ => tracing::warn!(
                     avail_bytes,

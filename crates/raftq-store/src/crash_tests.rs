@@ -256,7 +256,9 @@ fn a_disk_too_full_for_a_new_segment_stops_an_append_before_it_without_damage() 
     disk.set_capacity(Some(0));
     let moments = record_syncs(&disk);
     let more = entries(6..30, 1200);
-    let written = log.append_until_full(&more).expect("an append stopped by a full disk");
+    let written = log
+        .append_until_full(&more)
+        .expect("an append stopped by a full disk");
     let (done, left) = more.split_at(written.count);
     assert!(
         !done.is_empty() && !left.is_empty(),
@@ -662,18 +664,30 @@ async fn an_append_waits_for_room_and_goes_on_by_itself_once_space_is_freed() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    assert!(room.waiting(), "the append waits for room for a new segment");
+    assert!(
+        room.waiting(),
+        "the append waits for room for a new segment"
+    );
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    assert!(!append.is_finished(), "and neither fails nor returns meanwhile");
+    assert!(
+        !append.is_finished(),
+        "and neither fails nor returns meanwhile"
+    );
     assert_eq!(room.waits(), 1);
     disk.set_capacity(None);
-    append.await.expect("the append's task").expect("the append, once there is room");
+    append
+        .await
+        .expect("the append's task")
+        .expect("the append, once there is room");
     assert!(!room.waiting());
     let read = store.try_get_log_entries(0..40).await.expect("read");
     assert_eq!(read.len(), 40);
     drop(store);
     let mut reopened = open();
-    let read = reopened.try_get_log_entries(0..40).await.expect("read after reopening");
+    let read = reopened
+        .try_get_log_entries(0..40)
+        .await
+        .expect("read after reopening");
     let indexes: Vec<u64> = read.iter().map(|e| e.log_id.index).collect();
     assert_eq!(indexes, (0..40).collect::<Vec<_>>());
 }

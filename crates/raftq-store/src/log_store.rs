@@ -846,9 +846,16 @@ where
         }
         if let Some((since, _)) = waited {
             self.room.waiting.store(false, Ordering::Relaxed);
-            tracing::info!(waited_ms = since.elapsed().as_millis() as u64, "the log has room again: appends go on");
+            tracing::info!(
+                waited_ms = since.elapsed().as_millis() as u64,
+                "the log has room again: appends go on"
+            );
         }
-        debug_assert_eq!(done, encoded.len(), "every entry is written before the append returns");
+        debug_assert_eq!(
+            done,
+            encoded.len(),
+            "every entry is written before the append returns"
+        );
         if in_place {
             self.noted(sync_files(&files))?;
             if let Some((last, _)) = encoded.last() {

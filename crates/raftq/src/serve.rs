@@ -378,10 +378,7 @@ mod tests {
     fn min_free_bytes_defaults_to_the_nodes_and_takes_a_byte_count() {
         let args = serve(&[]).unwrap();
         assert_eq!(args.min_free_bytes, NodeConfig::DEFAULT_MIN_FREE_BYTES);
-        assert_eq!(
-            serve(&["--min-free-bytes", "0"]).unwrap().min_free_bytes,
-            0
-        );
+        assert_eq!(serve(&["--min-free-bytes", "0"]).unwrap().min_free_bytes, 0);
         let error = serve(&["--min-free-bytes", "1G"]).unwrap_err();
         assert!(error.to_string().contains("--min-free-bytes"), "{error}");
     }

@@ -39,7 +39,9 @@ async fn a_follower_whose_disk_is_full_waits_while_the_others_commit() {
     for i in 0..400 {
         let written = timeout(
             Duration::from_secs(5),
-            cluster.node(leader).write(plain("q", &format!("{i}{body}"))),
+            cluster
+                .node(leader)
+                .write(plain("q", &format!("{i}{body}"))),
         )
         .await
         .unwrap_or_else(|_| panic!("send {i} committed by the leader and one follower"));
