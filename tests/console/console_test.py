@@ -425,6 +425,19 @@ def cluster_page(console, rest):
         "const p = document.querySelector('#throughput-chart polyline');"
         "return p !== null && p.getAttribute('points').split(' ').length >= 6"),
         "the throughput chart's line", seconds=10)
+    # The facts come from one reading: this node never shows more applied than committed,
+    # and its own row of the table agrees with them.
+    facts = console.driver.execute_script(
+        "const f = {}; const dts = [...document.querySelectorAll('#cluster-facts dt')];"
+        "for (const dt of dts) f[dt.textContent] = dt.nextElementSibling.textContent;"
+        "const own = [...document.querySelectorAll('#nodes tbody tr')]"
+        ".find((tr) => tr.querySelector('th').textContent.includes('(this node)'));"
+        "const cell = own && own.querySelector('td[data-field=\"applied_index\"]');"
+        "f.row = cell ? cell.textContent : null; return f;")
+    committed, applied = int(facts["Commit index"]), int(facts["Applied index (this node)"])
+    check(applied <= committed, f"applied {applied} at most committed {committed}: {facts}")
+    check(int(facts["Apply lag (this node)"]) == committed - applied, f"the apply lag: {facts}")
+    check(facts["row"] == str(applied), f"this node's row shows the same applied index: {facts}")
     console.shoot("cluster")
     console.check_log("the cluster page")
 

@@ -1,57 +1,48 @@
-//! Calls into the node: a write proposes one command through Raft and returns its outcome with
-//! the payloads of the messages it delivers; a read runs one linearizable query. Engine refusals
-//! and node failures both come back as an [`ApiError`]; `write_for` and `read_for` also take the
-//! answer apart into the one kind the command or query gives.
+//! Calls into the node, typed: a write proposes a [`Proposal`] through Raft and answers its
+//! outcome as the proposal's type, with the payloads of the messages it delivers; a read asks
+//! one linearizable [`Question`] and answers as the question's type. The one match of an
+//! outcome (or a query's result) is the proposal's (`raftq_engine::typed`). Engine refusals and
+//! node failures both come back as an [`ApiError`].
 
-use raftq_engine::{Command, Outcome, Payload};
-use raftq_node::{Query, QueryResult};
+use raftq_engine::{EngineError, Payload, Proposal};
+use raftq_node::{NodeError, Question};
 
 use crate::error::ApiError;
 use crate::state::Shared;
 
 /// What a committed command answered.
-pub struct Written {
-    pub outcome: Outcome,
+pub struct Written<T> {
+    pub outcome: T,
     /// Payloads of delivered messages, by storage key.
     pub payloads: Vec<(u64, Payload)>,
 }
 
 impl Shared {
-    /// Commits `command` (through the leader) and returns its outcome.
-    pub(crate) async fn write(&self, command: Command) -> Result<Written, ApiError> {
+    /// Commits `proposal` (through the leader): its outcome with the payloads it delivers, or
+    /// the engine's refusal; the outer error is the node's.
+    pub(crate) async fn commit<T>(
+        &self,
+        proposal: Proposal<T>,
+    ) -> Result<Result<Written<T>, EngineError>, NodeError> {
+        let (command, outcome) = proposal.split();
         let response = self.api.node.write(command).await?;
-        match response.result {
-            Some(Ok(outcome)) => Ok(Written {
-                outcome,
-                payloads: response.payloads,
-            }),
-            Some(Err(refused)) => Err(refused.into()),
-            None => Err(ApiError::unexpected_answer()),
-        }
+        // Every command applied answers; only Raft's own entries (blank, membership) do not.
+        let result = response
+            .result
+            .unwrap_or_else(|| panic!("{} was applied without an outcome", outcome.kind()));
+        Ok(result.map(|answer| Written {
+            outcome: outcome.take(answer),
+            payloads: response.payloads,
+        }))
     }
 
-    /// Commits `command` and takes its outcome apart with `expected`, which answers `None` for
-    /// an outcome of another kind than the command's (a bug, answered as `internal`).
-    pub(crate) async fn write_for<T>(
-        &self,
-        command: Command,
-        expected: impl FnOnce(Outcome) -> Option<T>,
-    ) -> Result<T, ApiError> {
-        let written = self.write(command).await?;
-        expected(written.outcome).ok_or_else(ApiError::unexpected_answer)
+    /// Commits `proposal` and returns its outcome.
+    pub(crate) async fn write<T>(&self, proposal: Proposal<T>) -> Result<T, ApiError> {
+        Ok(self.commit(proposal).await??.outcome)
     }
 
-    /// Runs a linearizable query.
-    pub(crate) async fn read(&self, query: Query) -> Result<QueryResult, ApiError> {
-        Ok(self.api.node.read(query).await??)
-    }
-
-    /// Runs `query` and takes its result apart with `expected`, as [`Shared::write_for`] does.
-    pub(crate) async fn read_for<T>(
-        &self,
-        query: Query,
-        expected: impl FnOnce(QueryResult) -> Option<T>,
-    ) -> Result<T, ApiError> {
-        expected(self.read(query).await?).ok_or_else(ApiError::unexpected_answer)
+    /// Asks a linearizable question.
+    pub(crate) async fn read<T>(&self, question: Question<T>) -> Result<T, ApiError> {
+        Ok(self.api.node.ask(question).await??)
     }
 }

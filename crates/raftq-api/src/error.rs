@@ -126,11 +126,6 @@ impl ApiError {
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
-
-    /// The state machine answered with an outcome the route did not ask for.
-    pub fn unexpected_answer() -> ApiError {
-        ApiError::internal("the node gave an unexpected answer")
-    }
 }
 
 impl From<EngineError> for ApiError {

@@ -43,6 +43,7 @@
 mod attributes;
 mod auth;
 mod backup;
+mod body;
 mod call;
 mod error;
 mod front;

@@ -1,5 +1,5 @@
 //! Long polling, parked in the engine. A receive with `wait_seconds` is one
-//! [`Command::ReceiveWait`]: it delivers what is deliverable at once, or parks in its queue as a
+//! `Command::ReceiveWait`: it delivers what is deliverable at once, or parks in its queue as a
 //! waiter (a fresh UUID, registered on this node before the command is proposed). Whatever entry
 //! then makes messages deliverable on the queue (a send, an ack that frees a FIFO group, a lease
 //! or delay that ends) delivers to the parked receives in the order they parked, and this node,
@@ -7,7 +7,7 @@
 //! wakes it. The engine ends a wait at its deadline, answering it with nothing.
 //!
 //! Should no answer come by a moment after the deadline (this node lags, or skipped the entry by
-//! installing a snapshot), the task ends the wait itself with [`Command::EndWait`] and takes
+//! installing a snapshot), the task ends the wait itself with `Command::EndWait` and takes
 //! what this node applies up to it: the deliveries of an earlier entry, or nothing. A request
 //! cancelled while it waits (its client went away, or a write failed) ends its wait the same
 //! way, from a task of its own; messages delivered to it meanwhile wait out their lease, as
@@ -16,11 +16,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use raftq_engine::{Command, Delivery, Outcome, Payload};
-use raftq_node::{Node, Response};
+use raftq_engine::{proposal, Delivery, Payload, WaitStart};
+use raftq_node::{Delivered, Node};
 use tokio::time::{timeout, timeout_at, Instant};
 use uuid::Uuid;
 
+use crate::call::Written;
 use crate::error::ApiError;
 use crate::state::Shared;
 
@@ -64,23 +65,13 @@ impl Received {
             })
             .collect()
     }
+}
 
-    /// The deliveries of a receive's outcome (or a waiter's answer).
-    fn of(outcome: Outcome, payloads: Vec<(u64, Payload)>) -> Result<Received, ApiError> {
-        match outcome {
-            Outcome::Received(deliveries) => Ok(Received {
-                deliveries,
-                payloads,
-            }),
-            _ => Err(ApiError::unexpected_answer()),
-        }
-    }
-
-    /// The deliveries of the answer to a parked receive.
-    fn answered(response: Response) -> Result<Received, ApiError> {
-        match response.result {
-            Some(Ok(outcome)) => Received::of(outcome, response.payloads),
-            _ => Err(ApiError::unexpected_answer()),
+impl From<Delivered> for Received {
+    fn from(answer: Delivered) -> Received {
+        Received {
+            deliveries: answer.deliveries,
+            payloads: answer.payloads,
         }
     }
 }
@@ -90,15 +81,18 @@ pub async fn receive(shared: &Shared, request: ReceiveRequest) -> Result<Receive
     // A receive under an attempt ID goes first as a plain one, so that its answer is recorded
     // (and a retry replayed); only if it finds nothing does it park, without the ID.
     if request.wait_seconds == 0 || request.attempt_id.is_some() {
-        let command = Command::Receive {
-            account: request.account.clone(),
-            queue: request.queue.clone(),
-            max_messages: request.max_messages,
-            lease_seconds: request.lease_seconds,
-            attempt_id: request.attempt_id.clone(),
+        let command = proposal::receive(
+            request.account.clone(),
+            request.queue.clone(),
+            request.max_messages,
+            request.lease_seconds,
+            request.attempt_id.clone(),
+        );
+        let written = shared.commit(command).await??;
+        let received = Received {
+            deliveries: written.outcome,
+            payloads: written.payloads,
         };
-        let written = shared.write(command).await?;
-        let received = Received::of(written.outcome, written.payloads)?;
         if request.wait_seconds == 0 || !received.deliveries.is_empty() {
             return Ok(received);
         }
@@ -111,39 +105,44 @@ pub async fn receive(shared: &Shared, request: ReceiveRequest) -> Result<Receive
         node: Arc::clone(&shared.api.node),
         waiter: Some(waiter),
     };
-    let response = shared
-        .api
-        .node
-        .write(Command::ReceiveWait {
-            account: request.account,
-            queue: request.queue,
-            max_messages: request.max_messages,
-            lease_seconds: request.lease_seconds,
-            wait_seconds: request.wait_seconds.into(),
-            waiter,
-        })
-        .await?;
-    match response.result {
-        Some(Ok(Outcome::Parked)) => {}
-        Some(Ok(outcome)) => {
+    let wait = proposal::receive_wait(
+        request.account,
+        request.queue,
+        request.max_messages,
+        request.lease_seconds,
+        request.wait_seconds.into(),
+        waiter,
+    );
+    // A node error leaves the wait to the guard: it may have parked.
+    match shared.commit(wait).await? {
+        Ok(Written {
+            outcome: WaitStart::Parked,
+            ..
+        }) => {}
+        Ok(Written {
+            outcome: WaitStart::Delivered(deliveries),
+            payloads,
+        }) => {
             waiting.waiter = None;
-            return Received::of(outcome, response.payloads);
+            return Ok(Received {
+                deliveries,
+                payloads,
+            });
         }
-        Some(Err(refused)) => {
+        Err(refused) => {
             waiting.waiter = None;
             return Err(refused.into());
         }
-        None => return Err(ApiError::unexpected_answer()),
     }
-    if let Ok(Some(response)) = timeout_at(deadline + ANSWER_GRACE, slot.answer()).await {
+    if let Ok(Some(answer)) = timeout_at(deadline + ANSWER_GRACE, slot.answer()).await {
         waiting.waiter = None;
-        return Received::answered(response);
+        return Ok(answer.into());
     }
-    shared.write(Command::EndWait { waiter }).await?;
+    shared.write(proposal::end_wait(waiter)).await?;
     waiting.waiter = None;
     // The end, or an entry before it, answered the waiter; this node applies it soon.
     match timeout(END_APPLIED_WAIT, slot.answer()).await {
-        Ok(Some(response)) => Received::answered(response),
+        Ok(Some(answer)) => Ok(answer.into()),
         _ => Ok(Received::default()),
     }
 }
@@ -165,7 +164,8 @@ impl Drop for Waiting {
         };
         let node = Arc::clone(&self.node);
         runtime.spawn(async move {
-            if let Err(e) = node.write(Command::EndWait { waiter }).await {
+            let (end, _) = proposal::end_wait(waiter).split();
+            if let Err(e) = node.write(end).await {
                 // The engine ends the wait at its deadline anyway.
                 tracing::debug!(error = %e, %waiter, "ending an abandoned wait");
             }

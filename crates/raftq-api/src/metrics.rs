@@ -147,27 +147,26 @@ impl Metrics {
             &mut registry,
             "reclaim_backlog_messages",
             "Purged or deleted messages whose rows and payloads are not deleted yet",
-            i64::try_from(reading.reclaiming).unwrap_or(i64::MAX),
+            signed(reading.reclaiming),
         );
         gauge(
             &mut registry,
             "parked_receives",
             "Receives with a wait parked in the replicated state, of every node's clients",
-            i64::try_from(reading.parked).unwrap_or(i64::MAX),
+            signed(reading.parked),
         );
         if let Some(filesystem) = reading.filesystem {
-            let bytes = |b: u64| i64::try_from(b).unwrap_or(i64::MAX);
             gauge(
                 &mut registry,
                 "data_filesystem_avail_bytes",
                 "Bytes the node may still write on the file system of its data directory",
-                bytes(filesystem.avail_bytes),
+                signed(filesystem.avail_bytes),
             );
             gauge(
                 &mut registry,
                 "data_filesystem_size_bytes",
                 "Size of the file system of the node's data directory",
-                bytes(filesystem.size_bytes),
+                signed(filesystem.size_bytes),
             );
         }
         register_space(&mut registry, reading);
@@ -266,58 +265,7 @@ fn register_clock(registry: &mut Registry, raft: &RaftStatus) {
 
 fn register_raft(registry: &mut Registry, raft: &RaftStatus) {
     let raft_registry = registry.sub_registry_with_prefix("raft");
-    let index = |i: u64| i64::try_from(i).unwrap_or(i64::MAX);
-    let gauges = [
-        ("node_id", "This node's id", index(raft.node_id)),
-        ("term", "The current Raft term", index(raft.term)),
-        (
-            "leader_id",
-            "The leader's node id, -1 when no leader is known",
-            raft.leader.map_or(-1, index),
-        ),
-        (
-            "is_leader",
-            "1 when this node is the leader",
-            (raft.leader == Some(raft.node_id)).into(),
-        ),
-        (
-            "commit_index",
-            "The highest log index known committed",
-            index(raft.commit_index),
-        ),
-        (
-            "last_applied_index",
-            "The highest log index applied to the state machine",
-            index(raft.last_applied),
-        ),
-        (
-            "last_log_index",
-            "The highest log index appended to this node's log",
-            index(raft.last_log_index),
-        ),
-        (
-            "apply_lag",
-            "Committed log entries this node has not applied yet",
-            index(raft.commit_index.saturating_sub(raft.last_applied)),
-        ),
-        (
-            "members",
-            "Members of the cluster (voters and learners)",
-            index(raft.nodes.len() as u64),
-        ),
-        (
-            "members_answering",
-            "Members, this node included, that answered this node's pings in the last 2 s",
-            index(raft.members_answering),
-        ),
-        (
-            "leader_unreachable",
-            "1 when the leader's appends reach this node but it does not answer this node's \
-             pings: requests to this node are refused at once",
-            raft.leader_unreachable.into(),
-        ),
-    ];
-    for (name, help, value) in gauges {
+    for (name, help, value) in raft_gauges(raft) {
         gauge(raft_registry, name, help, value);
     }
     let held_back = Counter::<u64>::default();
@@ -327,6 +275,70 @@ fn register_raft(registry: &mut Registry, raft: &RaftStatus) {
         "Elections this node would have stood in had its election gate not held it back",
         held_back,
     );
+    register_members(raft_registry, raft);
+}
+
+/// A log index, a count or a size as a gauge's value (saturating: a gauge is signed).
+fn signed(i: impl TryInto<i64>) -> i64 {
+    i.try_into().unwrap_or(i64::MAX)
+}
+
+/// The node's Raft figures: name, help and value of each gauge.
+fn raft_gauges(raft: &RaftStatus) -> [(&'static str, &'static str, i64); 11] {
+    [
+        ("node_id", "This node's id", signed(raft.node_id)),
+        ("term", "The current Raft term", signed(raft.term)),
+        (
+            "leader_id",
+            "The leader's node id, -1 when no leader is known",
+            raft.leader.map_or(-1, signed),
+        ),
+        (
+            "is_leader",
+            "1 when this node is the leader",
+            (raft.leader == Some(raft.node_id)).into(),
+        ),
+        (
+            "commit_index",
+            "The highest log index known committed",
+            signed(raft.commit_index),
+        ),
+        (
+            "last_applied_index",
+            "The highest log index applied to the state machine",
+            signed(raft.last_applied),
+        ),
+        (
+            "last_log_index",
+            "The highest log index appended to this node's log",
+            signed(raft.last_log_index),
+        ),
+        (
+            "apply_lag",
+            "Committed log entries this node has not applied yet",
+            signed(raft.commit_index.saturating_sub(raft.last_applied)),
+        ),
+        (
+            "members",
+            "Members of the cluster (voters and learners)",
+            signed(raft.nodes.len()),
+        ),
+        (
+            "members_answering",
+            "Members, this node included, that answered this node's pings in the last 2 s",
+            signed(raft.members_answering),
+        ),
+        (
+            "leader_unreachable",
+            "1 when the leader's appends reach this node but it does not answer this node's \
+             pings: requests to this node are refused at once",
+            raft.leader_unreachable.into(),
+        ),
+    ]
+}
+
+/// Per member: whether it answers this node's pings and, on the leader, how far it lags.
+fn register_members(raft_registry: &mut Registry, raft: &RaftStatus) {
     let answering = Family::<MemberLabels, Gauge>::default();
     let lag = Family::<MemberLabels, Gauge>::default();
     for member in &raft.nodes {
@@ -339,7 +351,7 @@ fn register_raft(registry: &mut Registry, raft: &RaftStatus) {
         // Only a leader knows what each member holds.
         if let Some(matched) = member.matched_index {
             lag.get_or_create(&labels)
-                .set(index(raft.last_log_index.saturating_sub(matched)));
+                .set(signed(raft.last_log_index.saturating_sub(matched)));
         }
     }
     raft_registry.register(
@@ -361,93 +373,109 @@ enum Together {
     Max,
 }
 
+/// One figure of a queue: its series name, its help text, how it is read off the queue's gauges
+/// and how the figures of several queues make one.
+struct QueueFigure {
+    name: &'static str,
+    help: &'static str,
+    value: fn(&QueueGauges) -> u64,
+    together: Together,
+}
+
+/// The queue figures exported as gauges.
+const QUEUE_GAUGES: [QueueFigure; 7] = [
+    QueueFigure {
+        name: "visible_messages",
+        help: "Messages ready to be received",
+        value: |g| g.stats.visible,
+        together: Together::Sum,
+    },
+    QueueFigure {
+        name: "leased_messages",
+        help: "Messages under a lease",
+        value: |g| g.stats.leased,
+        together: Together::Sum,
+    },
+    QueueFigure {
+        name: "delayed_messages",
+        help: "Messages whose delay has not ended",
+        value: |g| g.stats.delayed,
+        together: Together::Sum,
+    },
+    QueueFigure {
+        name: "pending_redrive_messages",
+        help: "Messages waiting to move to a dead-letter queue that refuses them",
+        value: |g| g.stats.pending_redrive,
+        together: Together::Sum,
+    },
+    QueueFigure {
+        name: "oldest_message_age_seconds",
+        help: "Age of the queue's oldest message",
+        value: |g| g.stats.oldest_message_age_seconds,
+        together: Together::Max,
+    },
+    QueueFigure {
+        name: "active_tenants",
+        help: "Message group IDs of a standard queue that hold messages",
+        value: |g| g.stats.active_tenants,
+        together: Together::Sum,
+    },
+    QueueFigure {
+        name: "largest_tenant_in_flight_messages",
+        help: "The most messages one tenant of a standard queue has leased",
+        value: |g| g.stats.largest_tenant_in_flight,
+        together: Together::Max,
+    },
+];
+
+/// The queue figures exported as counters (every one sums over queues).
+const QUEUE_COUNTERS: [QueueFigure; 3] = [
+    QueueFigure {
+        name: "dead_lettered_messages",
+        help: "Messages moved from this queue to its dead-letter queue",
+        value: |g| g.dead_lettered,
+        together: Together::Sum,
+    },
+    QueueFigure {
+        name: "sent_messages",
+        help: "Messages sent to this queue since this node loaded it (duplicates not counted)",
+        value: |g| g.sent,
+        together: Together::Sum,
+    },
+    QueueFigure {
+        name: "acked_messages",
+        help: "Messages acknowledged on this queue since this node loaded it",
+        value: |g| g.acked,
+        together: Together::Sum,
+    },
+];
+
 fn register_queues(registry: &mut Registry, queues: &[QueueGauges], per_queue: bool) {
     let queue_registry = registry.sub_registry_with_prefix("queue");
-    type Figure = fn(&QueueGauges) -> u64;
-    let figures: [(&str, &str, Figure, Together); 7] = [
-        (
-            "visible_messages",
-            "Messages ready to be received",
-            |g| g.stats.visible,
-            Together::Sum,
-        ),
-        (
-            "leased_messages",
-            "Messages under a lease",
-            |g| g.stats.leased,
-            Together::Sum,
-        ),
-        (
-            "delayed_messages",
-            "Messages whose delay has not ended",
-            |g| g.stats.delayed,
-            Together::Sum,
-        ),
-        (
-            "pending_redrive_messages",
-            "Messages waiting to move to a dead-letter queue that refuses them",
-            |g| g.stats.pending_redrive,
-            Together::Sum,
-        ),
-        (
-            "oldest_message_age_seconds",
-            "Age of the queue's oldest message",
-            |g| g.stats.oldest_message_age_seconds,
-            Together::Max,
-        ),
-        (
-            "active_tenants",
-            "Message group IDs of a standard queue that hold messages",
-            |g| g.stats.active_tenants,
-            Together::Sum,
-        ),
-        (
-            "largest_tenant_in_flight_messages",
-            "The most messages one tenant of a standard queue has leased",
-            |g| g.stats.largest_tenant_in_flight,
-            Together::Max,
-        ),
-    ];
-    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    for (name, help, figure, together) in figures {
+    for figure in &QUEUE_GAUGES {
         if per_queue {
             let family = Family::<QueueLabels, Gauge>::default();
             for g in queues {
-                family.get_or_create(&labels(g)).set(count(figure(g)));
+                family
+                    .get_or_create(&labels(g))
+                    .set(signed((figure.value)(g)));
             }
-            queue_registry.register(name, help, family);
-        } else if let Some(value) = all_together(queues, figure, together) {
-            gauge(queue_registry, name, help, count(value));
+            queue_registry.register(figure.name, figure.help, family);
+        } else if let Some(value) = all_together(queues, figure) {
+            gauge(queue_registry, figure.name, figure.help, signed(value));
         }
     }
-    let counters: [(&str, &str, Figure); 3] = [
-        (
-            "dead_lettered_messages",
-            "Messages moved from this queue to its dead-letter queue",
-            |g| g.dead_lettered,
-        ),
-        (
-            "sent_messages",
-            "Messages sent to this queue since this node loaded it (duplicates not counted)",
-            |g| g.sent,
-        ),
-        (
-            "acked_messages",
-            "Messages acknowledged on this queue since this node loaded it",
-            |g| g.acked,
-        ),
-    ];
-    for (name, help, figure) in counters {
+    for figure in &QUEUE_COUNTERS {
         if per_queue {
             let family = Family::<QueueLabels, Counter>::default();
             for g in queues {
-                family.get_or_create(&labels(g)).inc_by(figure(g));
+                family.get_or_create(&labels(g)).inc_by((figure.value)(g));
             }
-            queue_registry.register(name, help, family);
-        } else if let Some(value) = all_together(queues, figure, Together::Sum) {
+            queue_registry.register(figure.name, figure.help, family);
+        } else if let Some(value) = all_together(queues, figure) {
             let counter = Counter::<u64>::default();
             counter.inc_by(value);
-            queue_registry.register(name, help, counter);
+            queue_registry.register(figure.name, figure.help, counter);
         }
     }
 }
@@ -460,13 +488,9 @@ fn labels(g: &QueueGauges) -> QueueLabels {
 }
 
 /// One figure of every queue together; `None` when there is no queue.
-fn all_together(
-    queues: &[QueueGauges],
-    figure: fn(&QueueGauges) -> u64,
-    together: Together,
-) -> Option<u64> {
-    let values = queues.iter().map(figure);
-    match together {
+fn all_together(queues: &[QueueGauges], figure: &QueueFigure) -> Option<u64> {
+    let values = queues.iter().map(figure.value);
+    match figure.together {
         Together::Sum if !queues.is_empty() => Some(values.fold(0, u64::saturating_add)),
         Together::Sum => None,
         Together::Max => values.max(),

@@ -7,15 +7,15 @@
 //! - response schemas are derived from the serialized shapes of `json` and `status`; engine types
 //!   that the API returns as they are have schema mirrors here (the engine does not depend on
 //!   utoipa), held to the engine's JSON by a test;
-//! - request schemas stand next to their handlers; a test holds their properties to the fields
-//!   each handler accepts, and `tests/integration/http.rs` holds their required fields to those
-//!   the server requires;
+//! - request schemas are the types the handlers read their bodies into (`body`), next to the
+//!   handlers; a test holds their properties to the fields each type reads, and
+//!   `tests/integration/http.rs` holds their required fields to those the server requires;
 //! - a test holds `docs/openapi.json` to the generated document:
 //!   `RAFTQ_UPDATE_OPENAPI=1 cargo test -p raftq-api openapi` rewrites it.
 //!
-//! Schema-only types (mirrors, request bodies) derive `Serialize` too: serde's attributes
-//! (`rename`, `flatten`, `skip_serializing_if`) shape their schemas as they shape the response
-//! types', and the mirror test compares their JSON.
+//! Schema mirrors derive `Serialize` too: serde's attributes (`rename`, `skip_serializing_if`)
+//! shape their schemas as they shape the response types', and the mirror test compares their
+//! JSON.
 //!
 //! Error answers are listed by the inputs that cause them: a route's responses include those of
 //! its [`Account`] (401), [`Admin`] (401, 403), [`QueuePath`] (400, 404) and [`JsonBody`] (400, 413) extractors, and

@@ -18,11 +18,11 @@ use std::collections::BTreeMap;
 
 use raftq_engine::model::{limits, AccountSummary, QueueConfig};
 use raftq_engine::{
-    attempts, tags, validate, AckResult, Attribute, BatchEntry, BatchResult, Command, EngineError,
-    MessageMeta, Millis, MoveFilter, MoveTaskInput, MoveTaskView, NewMessage, Outcome, Payload,
+    attempts, proposal, tags, validate, AckResult, Attribute, BatchEntry, BatchResult, EngineError,
+    MessageMeta, Millis, MoveFilter, MoveTaskInput, MoveTaskView, NewMessage, Payload,
     QueueAttributes, QueueRef, QueueStats, QueueType, QueueView, SendResult,
 };
-use raftq_node::{Change, Query, QueryResult};
+use raftq_node::{question, Change};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -34,6 +34,7 @@ use crate::throttle::Caller;
 pub use crate::error::ApiError;
 pub use crate::longpoll::Received;
 pub use crate::state::Shared;
+pub use raftq_engine::LeaseChange;
 
 /// A queue to create, as a client asks for it.
 pub struct NewQueue {
@@ -70,12 +71,6 @@ pub struct ReceiveOptions {
     pub receive_attempt_id: Option<String>,
     /// Who asks, for the limits on long polls.
     pub caller: Caller,
-}
-
-/// The answer to a lease change.
-pub struct LeaseChange {
-    pub receipt: String,
-    pub lease_expires_at: Millis,
 }
 
 /// A message move task as a client asks for it (the SQS action StartMessageMoveTask, and more).
@@ -146,14 +141,6 @@ fn time_field(field: &str, text: Option<String>) -> Result<Option<Millis>, ApiEr
     Ok(Some(millis))
 }
 
-/// The task of a move task outcome.
-fn move_task_view(outcome: Outcome) -> Option<Box<MoveTaskView>> {
-    match outcome {
-        Outcome::MoveTask(view) => Some(view),
-        _ => None,
-    }
-}
-
 impl MessageInput {
     /// The message with a new UUID, checked against the rules that need no state.
     fn checked(self) -> Result<NewMessage, EngineError> {
@@ -194,14 +181,6 @@ fn precheck_attributes(attrs: &QueueAttributes, queue_type: QueueType) -> Result
     Ok(())
 }
 
-/// The queue object of a create or patch outcome.
-fn queue_view(outcome: Outcome) -> Option<Box<QueueView>> {
-    match outcome {
-        Outcome::Queue(view) => Some(view),
-        _ => None,
-    }
-}
-
 impl Shared {
     pub async fn create_queue(
         &self,
@@ -223,13 +202,14 @@ impl Shared {
             ));
         }
         precheck_attributes(&new.attributes, queue_type)?;
-        let command = Command::CreateQueue {
+        let queue_id = Uuid::new_v4();
+        self.write(proposal::create_queue(
             account,
-            queue_id: Uuid::new_v4(),
-            name: new.name,
-            attributes: new.attributes,
-        };
-        self.write_for(command, queue_view).await
+            queue_id,
+            new.name,
+            new.attributes,
+        ))
+        .await
     }
 
     pub async fn list_queues(
@@ -237,11 +217,7 @@ impl Shared {
         account: String,
         prefix: String,
     ) -> Result<Vec<QueueView>, ApiError> {
-        self.read_for(Query::ListQueues { account, prefix }, |r| match r {
-            QueryResult::Queues(views) => Some(views),
-            _ => None,
-        })
-        .await
+        self.read(question::list_queues(account, prefix)).await
     }
 
     pub async fn get_queue(
@@ -249,11 +225,7 @@ impl Shared {
         account: String,
         queue: String,
     ) -> Result<Box<QueueView>, ApiError> {
-        self.read_for(Query::GetQueue { account, queue }, |r| match r {
-            QueryResult::Queue(view) => Some(view),
-            _ => None,
-        })
-        .await
+        self.read(question::get_queue(account, queue)).await
     }
 
     /// Changes the settings given; `redrive_policy: Some(None)` detaches the policy.
@@ -266,19 +238,12 @@ impl Shared {
         // Ranges only: the FIFO-only rule of content_based_deduplication needs the queue's type,
         // which the engine knows.
         precheck_attributes(&attributes, QueueType::Fifo)?;
-        let command = Command::PatchQueue {
-            account,
-            queue,
-            attributes,
-        };
-        self.write_for(command, queue_view).await
+        self.write(proposal::patch_queue(account, queue, attributes))
+            .await
     }
 
     pub async fn delete_queue(&self, account: String, queue: String) -> Result<(), ApiError> {
-        self.write_for(Command::DeleteQueue { account, queue }, |o| {
-            matches!(o, Outcome::Deleted).then_some(())
-        })
-        .await
+        self.write(proposal::delete_queue(account, queue)).await
     }
 
     pub async fn dead_letter_sources(
@@ -286,11 +251,8 @@ impl Shared {
         account: String,
         queue: String,
     ) -> Result<Vec<QueueRef>, ApiError> {
-        self.read_for(Query::DeadLetterSources { account, queue }, |r| match r {
-            QueryResult::Refs(refs) => Some(refs),
-            _ => None,
-        })
-        .await
+        self.read(question::dead_letter_sources(account, queue))
+            .await
     }
 
     pub async fn queue_stats(
@@ -298,11 +260,7 @@ impl Shared {
         account: String,
         queue: String,
     ) -> Result<QueueStats, ApiError> {
-        self.read_for(Query::Stats { account, queue }, |r| match r {
-            QueryResult::Stats(stats) => Some(stats),
-            _ => None,
-        })
-        .await
+        self.read(question::stats(account, queue)).await
     }
 
     pub async fn send(
@@ -312,16 +270,7 @@ impl Shared {
         message: MessageInput,
     ) -> Result<SendResult, ApiError> {
         let message = message.checked()?;
-        let command = Command::Send {
-            account,
-            queue,
-            message,
-        };
-        self.write_for(command, |o| match o {
-            Outcome::Sent(result) => Some(result),
-            _ => None,
-        })
-        .await
+        self.write(proposal::send(account, queue, message)).await
     }
 
     /// Sends a batch. A request that is wrong as a whole (entry count, entry IDs) is refused; a
@@ -335,45 +284,40 @@ impl Shared {
     ) -> Result<Vec<BatchResult>, ApiError> {
         let ids: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
         validate::batch_entry_ids(&ids)?;
-        // Refusals of the precheck now, the rest from the engine.
-        let mut results: Vec<Option<BatchResult>> = Vec::with_capacity(entries.len());
+        // Refusals of the precheck now (an entry's own `Err`), the rest from the engine.
+        let mut prechecked = Vec::with_capacity(entries.len());
         let mut to_send = Vec::with_capacity(entries.len());
         for BatchEntryInput { id, message } in entries {
             match message.checked() {
                 Ok(message) => {
-                    results.push(None);
+                    prechecked.push(Ok(()));
                     to_send.push(BatchEntry { id, message });
                 }
-                Err(refused) => results.push(Some(BatchResult {
+                Err(refused) => prechecked.push(Err(BatchResult {
                     id,
                     result: Err(refused),
                 })),
             }
         }
-        if to_send.is_empty() {
+        let count = to_send.len();
+        let sent = if to_send.is_empty() {
             // Nothing to propose; the queue must still exist for the batch to be answered.
             self.get_queue(account, queue).await?;
+            Vec::new()
         } else {
-            let command = Command::SendBatch {
-                account,
-                queue,
-                entries: to_send,
-            };
-            let sent = self
-                .write_for(command, |o| match o {
-                    Outcome::SentBatch(sent) => Some(sent),
-                    _ => None,
-                })
-                .await?;
-            let mut sent = sent.into_iter();
-            for slot in results.iter_mut().filter(|r| r.is_none()) {
-                *slot = sent.next();
-            }
-        }
-        results
+            self.write(proposal::send_batch(account, queue, to_send))
+                .await?
+        };
+        assert_eq!(
+            sent.len(),
+            count,
+            "the engine answers a batch with one result per entry"
+        );
+        let mut sent = sent.into_iter();
+        Ok(prechecked
             .into_iter()
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(ApiError::unexpected_answer)
+            .filter_map(|entry| entry.err().or_else(|| sent.next()))
+            .collect())
     }
 
     /// Receives, long polling for up to `wait_seconds` when nothing is deliverable.
@@ -437,16 +381,15 @@ impl Shared {
         receipts: Vec<String>,
     ) -> Result<Vec<AckResult>, ApiError> {
         validate::count("receipts", receipts.len(), limits::BATCH_MAX)?;
-        let command = Command::Ack {
-            account,
-            queue,
-            receipts,
-        };
-        self.write_for(command, |o| match o {
-            Outcome::Acked(results) => Some(results),
-            _ => None,
-        })
-        .await
+        let count = receipts.len();
+        let command = proposal::ack(account, queue, receipts);
+        let results = self.write(command).await?;
+        assert_eq!(
+            results.len(),
+            count,
+            "the engine answers an ack with one result per receipt"
+        );
+        Ok(results)
     }
 
     /// Changes (or with 0 s releases, after `delay_seconds`) the lease of `receipt`;
@@ -463,24 +406,8 @@ impl Shared {
             lease_seconds.ok_or_else(|| ApiError::invalid("lease_seconds", "is required"))?;
         let secs = validate::lease_seconds(lease_seconds)?;
         validate::release_delay(secs, delay_seconds)?;
-        let command = Command::ChangeLease {
-            account,
-            queue,
-            receipt,
-            lease_seconds,
-            delay_seconds,
-        };
-        self.write_for(command, |o| match o {
-            Outcome::LeaseChanged {
-                receipt,
-                lease_expires_at,
-            } => Some(LeaseChange {
-                receipt,
-                lease_expires_at,
-            }),
-            _ => None,
-        })
-        .await
+        let command = proposal::change_lease(account, queue, receipt, lease_seconds, delay_seconds);
+        self.write(command).await
     }
 
     /// Shows messages after sequence number `after`, without leasing them.
@@ -491,24 +418,12 @@ impl Shared {
         after: Option<u64>,
         limit: Option<i64>,
     ) -> Result<Vec<(MessageMeta, Payload)>, ApiError> {
-        let query = Query::Peek {
-            account,
-            queue,
-            after,
-            limit,
-        };
-        self.read_for(query, |r| match r {
-            QueryResult::Messages(messages) => Some(messages),
-            _ => None,
-        })
-        .await
+        self.read(question::peek(account, queue, after, limit))
+            .await
     }
 
     pub async fn purge(&self, account: String, queue: String) -> Result<(), ApiError> {
-        self.write_for(Command::Purge { account, queue }, |o| {
-            matches!(o, Outcome::Purged).then_some(())
-        })
-        .await
+        self.write(proposal::purge(account, queue)).await
     }
 
     /// Starts a message move task on `queue` (SQS StartMessageMoveTask): its messages go, paced,
@@ -532,25 +447,13 @@ impl Shared {
         };
         validate::move_task(&task)?;
         if let Some(f) = task.filter.as_mut().filter(|f| !f.message_ids.is_empty()) {
-            let query = Query::StorageKeys {
-                account: account.clone(),
-                queue: queue.clone(),
-                message_ids: f.message_ids.clone(),
-            };
-            f.storage_keys = self
-                .read_for(query, |r| match r {
-                    QueryResult::StorageKeys(keys) => Some(keys),
-                    _ => None,
-                })
-                .await?;
+            let query =
+                question::storage_keys(account.clone(), queue.clone(), f.message_ids.clone());
+            f.storage_keys = self.read(query).await?;
         }
-        let command = Command::StartMoveTask {
-            account,
-            queue,
-            task_handle: Uuid::new_v4(),
-            task,
-        };
-        self.write_for(command, move_task_view).await
+        let task_handle = Uuid::new_v4();
+        self.write(proposal::start_move_task(account, queue, task_handle, task))
+            .await
     }
 
     /// Cancels a running move task (SQS CancelMessageMoveTask), found by its handle among the
@@ -561,12 +464,8 @@ impl Shared {
         queue: Option<String>,
         task_handle: String,
     ) -> Result<Box<MoveTaskView>, ApiError> {
-        let command = Command::CancelMoveTask {
-            account,
-            queue,
-            task_handle,
-        };
-        self.write_for(command, move_task_view).await
+        self.write(proposal::cancel_move_task(account, queue, task_handle))
+            .await
     }
 
     /// The last 10 move tasks of `queue`, the newest first (SQS ListMessageMoveTasks).
@@ -575,20 +474,12 @@ impl Shared {
         account: String,
         queue: String,
     ) -> Result<Vec<MoveTaskView>, ApiError> {
-        self.read_for(Query::MoveTasks { account, queue }, |r| match r {
-            QueryResult::MoveTasks(tasks) => Some(tasks),
-            _ => None,
-        })
-        .await
+        self.read(question::move_tasks(account, queue)).await
     }
 
     /// Every account that holds queues (the caller checked the admin role).
     pub async fn accounts(&self) -> Result<Vec<AccountSummary>, ApiError> {
-        self.read_for(Query::Accounts, |r| match r {
-            QueryResult::Accounts(accounts) => Some(accounts),
-            _ => None,
-        })
-        .await
+        self.read(question::accounts()).await
     }
 
     /// Changes the cluster's membership (the caller checked the admin role); answers the

@@ -39,7 +39,7 @@ impl QueueSpec {
 /// One message to send.
 #[derive(Debug, Clone)]
 pub struct Outgoing {
-    /// Starts with the send time (see [`stamp_body`]), padded to the message size.
+    /// Starts with the send time (see [`stamp_body_at`]), padded to the message size.
     pub body: String,
     /// FIFO: the message group. Standard queue: the tenant (see
     /// [`Driver::supports_fair_queues`]).
@@ -171,12 +171,10 @@ pub fn nanos_at(t: Instant) -> u64 {
     u64::try_from(t.saturating_duration_since(epoch()).as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// A body of `size` bytes (at least the stamp) that starts with the current time.
-pub fn stamp_body(size: usize) -> String {
-    padded(
-        format!("{:0width$}", now_nanos(), width = STAMP_DIGITS),
-        size,
-    )
+/// A body of `size` bytes (at least the stamp) that starts with the send time `sent_nanos`: the
+/// current time, or in a fixed-rate run the time the message was meant to be sent.
+pub fn stamp_body_at(sent_nanos: u64, size: usize) -> String {
+    padded(format!("{sent_nanos:0width$}", width = STAMP_DIGITS), size)
 }
 
 /// A body of `size` bytes (at least the stamp and the sender) that starts with the send time
@@ -199,7 +197,7 @@ fn padded(mut head: String, size: usize) -> String {
     head
 }
 
-/// The send time written by [`stamp_body`] or [`sender_body`], if `body` has one.
+/// The send time written by [`stamp_body_at`] or [`sender_body`], if `body` has one.
 pub fn read_stamp(body: &[u8]) -> Option<u64> {
     let digits = std::str::from_utf8(body.get(..STAMP_DIGITS)?).ok()?;
     digits.parse().ok()
@@ -215,6 +213,11 @@ pub fn read_sender(body: &[u8]) -> Option<u32> {
     digits.parse().ok()
 }
 
+/// The instant a stamp stands for.
+pub fn instant_of(sent_nanos: u64) -> Instant {
+    epoch() + Duration::from_nanos(sent_nanos)
+}
+
 /// How long ago a stamp was taken.
 pub fn since_stamp(sent_nanos: u64) -> Duration {
     Duration::from_nanos(now_nanos().saturating_sub(sent_nanos))
@@ -227,10 +230,18 @@ mod tests {
     #[test]
     fn bodies_carry_their_send_time_and_size() {
         let before = now_nanos();
-        let body = stamp_body(1024);
+        let body = stamp_body_at(now_nanos(), 1024);
         assert_eq!(body.len(), 1024);
         let stamp = read_stamp(body.as_bytes()).expect("stamp");
         assert!(stamp >= before && stamp <= now_nanos());
+    }
+
+    #[test]
+    fn bodies_stamped_with_a_given_time_read_back_as_that_instant() {
+        let body = stamp_body_at(5_000_000, 1024);
+        assert_eq!(body.len(), 1024);
+        assert_eq!(read_stamp(body.as_bytes()), Some(5_000_000));
+        assert_eq!(instant_of(5_000_000), epoch() + Duration::from_millis(5));
     }
 
     #[test]
@@ -252,8 +263,11 @@ mod tests {
 
     #[test]
     fn plain_bodies_name_no_sender() {
-        assert_eq!(read_sender(stamp_body(1024).as_bytes()), None);
-        assert_eq!(read_sender(stamp_body(0).as_bytes()), None);
+        assert_eq!(
+            read_sender(stamp_body_at(now_nanos(), 1024).as_bytes()),
+            None
+        );
+        assert_eq!(read_sender(stamp_body_at(now_nanos(), 0).as_bytes()), None);
         assert_eq!(read_sender(b"hello"), None);
     }
 

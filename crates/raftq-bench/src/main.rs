@@ -6,7 +6,9 @@
 //! - `run`: the workloads against one system; appends one JSON line per measurement.
 //! - `machine`: the report header (cores, kernel, fsync latency, versions given as facts).
 //! - `report`: markdown and JSON from the machine header and the results, or from an earlier
-//!   report with the rows of the workloads measured again replaced (`--merge`).
+//!   report with the rows of the workloads measured again replaced (`--merge`), and the
+//!   latency-over-time plots of the fixed-rate rows that kept their sends' times, in a directory
+//!   beside the markdown named after it.
 
 mod driver;
 mod jetstream;
@@ -16,6 +18,7 @@ mod producer;
 mod rabbitmq;
 mod raftq;
 mod report;
+mod timeline;
 mod workloads;
 
 use std::collections::BTreeMap;
@@ -30,7 +33,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use driver::Driver;
 use machine::Machine;
+use measure::Measurement;
 use report::{Line, Results, SystemLine};
+use timeline::Timeline;
 use workloads::{Bench, FairSettings, Settings};
 
 #[derive(Debug, Parser)]
@@ -80,10 +85,12 @@ enum Workload {
     Send,
     /// Sends in batches of 10 (`--batch-in-flight`).
     Batch,
-    /// Sends at a fixed rate (`--rate`).
+    /// Sends at fixed rates (`--rate`).
     Rate,
     /// Send+receive+ack (`--e2e-in-flight`).
     E2e,
+    /// Send+receive+ack at fixed rates (`--e2e-rate`).
+    E2eRate,
     /// FIFO send+receive+ack (`--fifo-groups`).
     Fifo,
     /// Redelivery of abandoned deliveries (`--redeliver`).
@@ -136,15 +143,22 @@ struct RunArgs {
     /// In-flight counts of the closed-loop sends in batches of 10.
     #[arg(long, default_value = "16,256")]
     batch_in_flight: String,
-    /// Messages/s of the fixed-rate send run (0: none).
-    #[arg(long, default_value_t = 1000.0)]
-    rate: f64,
-    /// Tasks that carry out the fixed-rate sends.
+    /// Messages/s of the fixed-rate send runs (comma list; empty: none).
+    #[arg(long, default_value = "1000,5000,10000")]
+    rate: String,
+    /// Tasks that carry out the fixed-rate sends (of the send+receive+ack runs too).
     #[arg(long, default_value_t = 256)]
     rate_workers: usize,
+    /// The fixed-rate send run at this rate writes every send's times to the results file, for
+    /// the report's latency-over-time plot (0: none).
+    #[arg(long, default_value_t = 1000.0)]
+    timeline_rate: f64,
     /// Sender counts of the send+receive+ack runs.
     #[arg(long, default_value = "16,256")]
     e2e_in_flight: String,
+    /// Messages/s of the fixed-rate send+receive+ack runs (comma list; empty: none).
+    #[arg(long, default_value = "1000")]
+    e2e_rate: String,
     /// Group counts of the FIFO send+receive+ack runs.
     #[arg(long, default_value = "1,100,10000")]
     fifo_groups: String,
@@ -216,7 +230,7 @@ struct ReportArgs {
     results: PathBuf,
     #[arg(long)]
     markdown: PathBuf,
-    /// Machine, systems and results in one JSON document.
+    /// Machine, systems and results in one JSON document (the plots go beside the markdown).
     #[arg(long)]
     json: PathBuf,
     /// An earlier report's JSON to merge these results into: its header and its rows stay,
@@ -236,6 +250,15 @@ where
         .collect()
 }
 
+/// A comma list of messages/s, each positive and finite.
+fn rates(text: &str) -> Result<Vec<f64>> {
+    let rates: Vec<f64> = list(text)?;
+    if let Some(bad) = rates.iter().find(|r| !(r.is_finite() && **r > 0.0)) {
+        bail!("rate `{bad}` in `{text}`: each rate must be a positive number of messages/s");
+    }
+    Ok(rates)
+}
+
 fn positive(n: u64) -> Option<u64> {
     (n > 0).then_some(n)
 }
@@ -251,9 +274,11 @@ impl RunArgs {
             size: self.size,
             send_in_flight: self.only(Workload::Send, list(&self.send_in_flight)?),
             batch_in_flight: self.only(Workload::Batch, list(&self.batch_in_flight)?),
-            rate: self.only(Workload::Rate, (self.rate > 0.0).then_some(self.rate)),
+            rates: self.only(Workload::Rate, rates(&self.rate)?),
             rate_workers: self.rate_workers,
+            timeline_rate: (self.timeline_rate > 0.0).then_some(self.timeline_rate),
             e2e_in_flight: self.only(Workload::E2e, list(&self.e2e_in_flight)?),
+            e2e_rates: self.only(Workload::E2eRate, rates(&self.e2e_rate)?),
             fifo_groups: self.only(Workload::Fifo, list(&self.fifo_groups)?),
             fifo_in_flight: self.fifo_in_flight,
             backlog: self.only(Workload::Backlog, positive(self.backlog)),
@@ -297,7 +322,8 @@ impl RunArgs {
     }
 }
 
-/// Appends `line` to the results file and prints it.
+/// Appends `line` to the results file and prints it, unless it is a timeline (thousands of
+/// numbers, for the report and `scripts/latency` only).
 fn append(path: &PathBuf, line: &Line) -> Result<()> {
     let text = serde_json::to_string(line)?;
     let mut file = OpenOptions::new()
@@ -306,8 +332,23 @@ fn append(path: &PathBuf, line: &Line) -> Result<()> {
         .open(path)
         .with_context(|| format!("opening {}", path.display()))?;
     writeln!(file, "{text}").with_context(|| format!("writing {}", path.display()))?;
-    println!("{text}");
+    if !matches!(line, Line::Timeline(_)) {
+        println!("{text}");
+    }
     Ok(())
+}
+
+/// Appends a row to the results file, its timeline (if it kept one) on a line of its own first.
+fn append_row(path: &PathBuf, mut row: Measurement) -> Result<()> {
+    if let Some(timeline) = row.timeline.take() {
+        let timeline = Timeline {
+            label: row.label.clone(),
+            key: row.key.clone(),
+            ..timeline
+        };
+        append(path, &Line::Timeline(timeline))?;
+    }
+    append(path, &Line::Result(row))
 }
 
 async fn run_system<D: Driver>(driver: D, args: &RunArgs) -> Result<()> {
@@ -321,9 +362,7 @@ async fn run_system<D: Driver>(driver: D, args: &RunArgs) -> Result<()> {
         notes: bench.driver().notes(),
     };
     append(&args.out, &Line::System(system))?;
-    bench
-        .run(&mut |m| append(&args.out, &Line::Result(m)))
-        .await
+    bench.run(&mut |m| append_row(&args.out, m)).await
 }
 
 async fn run(args: RunArgs) -> Result<()> {
@@ -381,6 +420,7 @@ fn report(args: ReportArgs) -> Result<()> {
     let machine: Machine = serde_json::from_str(&read(&args.machine)?)
         .with_context(|| format!("parsing {}", args.machine.display()))?;
     let mut results = Results::parse(machine, &read(&args.results)?)?;
+    results.plot(&args.markdown)?;
     if let Some(earlier) = &args.merge {
         let earlier: Results = serde_json::from_str(&read(earlier)?)
             .with_context(|| format!("parsing {}", earlier.display()))?;

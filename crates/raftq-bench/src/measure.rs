@@ -9,6 +9,8 @@ use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::timeline::Timeline;
+
 /// Latencies are recorded in microseconds, up to this many.
 const MAX_LATENCY_MICROS: u64 = 300_000_000;
 
@@ -152,6 +154,13 @@ pub struct Measurement {
     /// later run of some workloads (its command, date and raftq version).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
+    /// The latency-over-time plot of a fixed-rate row, relative to the report that links it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plot: Option<String>,
+    /// Every send of a fixed-rate row with its times, on its way from the workload to the results
+    /// file, which holds it as a line of its own (it is never part of the report's JSON).
+    #[serde(skip)]
+    pub timeline: Option<Timeline>,
 }
 
 impl Measurement {
@@ -191,6 +200,8 @@ impl Measurement {
             extra: BTreeMap::new(),
             note: recorder.first_error.clone(),
             run: None,
+            plot: None,
+            timeline: None,
         }
     }
 

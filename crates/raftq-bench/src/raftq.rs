@@ -499,7 +499,7 @@ mod tests {
     use tokio::net::TcpListener;
 
     use super::*;
-    use crate::driver::{now_nanos, sender_body, stamp_body};
+    use crate::driver::{now_nanos, sender_body, stamp_body_at};
 
     /// A single-node raftq serving its API on loopback; stops with the returned sender.
     async fn serve(dir: &std::path::Path) -> (String, tokio::sync::oneshot::Sender<()>) {
@@ -534,7 +534,7 @@ mod tests {
         assert_eq!(driver.leader(&spec).await.expect("leader"), Some(0));
         let mut session = driver.session(&spec, 0).await.expect("session");
         let single = Outgoing {
-            body: stamp_body(64),
+            body: stamp_body_at(now_nanos(), 64),
             group: None,
             dedup_id: None,
         };

@@ -1,8 +1,9 @@
 //! The results file (one JSON object a line) and the markdown report made from it: the machine,
 //! each system's durability and mappings, the comparative targets, the headline ratios of raftq
-//! to each peer, and every measurement.
+//! to each peer, and every measurement, with links to the latency-over-time plots it draws.
 
 use std::fmt::Write as _;
+use std::path::Path;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -12,6 +13,7 @@ mod targets;
 use crate::driver::SystemNotes;
 use crate::machine::Machine;
 use crate::measure::Measurement;
+use crate::timeline::Timeline;
 
 /// One line of the results file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -19,6 +21,8 @@ use crate::measure::Measurement;
 pub enum Line {
     System(SystemLine),
     Result(Measurement),
+    /// Every send of a row that kept them, written before the row.
+    Timeline(Timeline),
 }
 
 /// A system and topology under test.
@@ -38,12 +42,16 @@ pub struct Results {
     pub machine: Machine,
     pub systems: Vec<SystemLine>,
     pub results: Vec<Measurement>,
+    /// The results file's timelines, drawn by [`Results::plot`]; not part of the report's JSON.
+    #[serde(skip)]
+    pub timelines: Vec<Timeline>,
 }
 
 impl Results {
     pub fn parse(machine: Machine, lines: &str) -> Result<Results> {
         let mut systems = Vec::new();
         let mut results = Vec::new();
+        let mut timelines = Vec::new();
         for (i, line) in lines.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
@@ -53,13 +61,47 @@ impl Results {
             match parsed {
                 Line::System(s) => systems.push(s),
                 Line::Result(m) => results.push(m),
+                Line::Timeline(t) => timelines.push(t),
             }
         }
         Ok(Results {
             machine,
             systems,
             results,
+            timelines,
         })
+    }
+
+    /// Draws each timeline as a PNG in the directory beside `markdown` named after it (made if
+    /// missing), and links its row to it.
+    pub fn plot(&mut self, markdown: &Path) -> Result<()> {
+        let stem = markdown
+            .file_stem()
+            .with_context(|| format!("{} names no file", markdown.display()))?
+            .to_string_lossy()
+            .into_owned();
+        let dir = markdown.with_file_name(&stem);
+        for timeline in &self.timelines {
+            let Some(row) = self
+                .results
+                .iter_mut()
+                .find(|m| m.label == timeline.label && m.key == timeline.key)
+            else {
+                continue;
+            };
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            let name = format!("{}-{}.png", timeline.key.replace('/', "-"), timeline.label);
+            let title = match row.latency {
+                Some(l) => format!(
+                    "{}: {}; p50 {:.2}, p99 {:.2}, p99.9 {:.2}, max {:.2} ms",
+                    row.label, row.workload, l.p50_ms, l.p99_ms, l.p999_ms, l.max_ms
+                ),
+                None => format!("{}: {}", row.label, row.workload),
+            };
+            timeline.plot(&dir.join(&name), &title, row.latency)?;
+            row.plot = Some(format!("{stem}/{name}"));
+        }
+        Ok(())
     }
 
     /// These results with `newer`'s rows in place of all rows of the same workloads, so that a
@@ -282,6 +324,9 @@ impl Results {
                     .into_iter()
                     .collect();
                 notes.extend(m.extra.iter().map(|(k, v)| format!("{k} {}", fmt_num(*v))));
+                if let Some(plot) = &m.plot {
+                    notes.push(format!("[latency over time]({plot})"));
+                }
                 if let Some(run) = &m.run {
                     notes.push(format!("measured by {run}"));
                 }
@@ -324,9 +369,19 @@ const NOTE_CHARS: usize = 160;
 const METHOD: &str = "## How the numbers are made
 
 - **Closed loop** (`send, N in flight`): N tasks, each sending its next request as soon as the
-  previous one is confirmed. **Fixed rate**: a dispatcher hands out intended send times at the
-  rate to 256 workers; latency counts from the intended time, so a stall shows as latency of the
-  requests queued behind it (no coordinated omission).
+  previous one is confirmed. **Fixed rate** (`send at a fixed R/s`, at 1,000, 5,000 and
+  10,000/s): a dispatcher hands out intended send times at the rate to 256 workers; latency
+  counts from the intended time, so a stall shows as latency of the requests queued behind it,
+  and every send meant to start inside the window counts however late it is confirmed (no
+  coordinated omission). p50 to max come from an HdrHistogram of microseconds (3 significant
+  digits). The 1,000/s row of each system links its **latency over time** (`latency over
+  time` in the notes): every send's latency against its intended time, with the row's p99, so a
+  stall shows where it happened.
+- **send+receive+ack at a fixed R/s**: the same dispatcher and workers send, each message
+  stamped with its intended send time; one consumer per 250 msg/s (4 at 1,000/s), each
+  receiving up to 10 and acknowledging them, and a message counts when its ack returns, with the
+  latency from its intended send time. After the window the consumers go on until every
+  message meant to be sent inside it was acknowledged.
 - **Warm-up**: each row runs for the warm-up, then the measured window; only requests that
   complete inside the window count. Every row uses a fresh queue (stream), deleted afterwards.
 - **send+receive+ack, N in flight**: at most N messages are between the start of their send and

@@ -1,5 +1,5 @@
 //! The workloads, written once against [`Driver`]: closed-loop and fixed-rate sends, send +
-//! receive + ack end to end (standard and FIFO), a backlog filled then drained, redelivery after
+//! receive + ack end to end (closed loop, at a fixed rate, and FIFO), a backlog filled then drained, redelivery after
 //! abandoned deliveries, redrive to a dead-letter queue, a fair queue's quiet tenants beside a
 //! noisy one ([`fair`]), and the leader killed under load.
 
@@ -9,7 +9,7 @@ pub use fair::FairSettings;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -17,8 +17,11 @@ use anyhow::{anyhow, bail, Context, Result};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::driver::{since_stamp, stamp_body, Driver, Outgoing, QueueSpec};
+use crate::driver::{
+    instant_of, nanos_at, now_nanos, since_stamp, stamp_body_at, Driver, Outgoing, QueueSpec,
+};
 use crate::measure::{Measurement, Probe, Recorder, Usage, Window};
+use crate::timeline::Timeline;
 
 /// Most messages a receive asks for (the largest raftq allows).
 const RECEIVE_MAX: usize = 10;
@@ -46,6 +49,9 @@ const FAILOVER_SEND_DEADLINE: Duration = Duration::from_secs(5);
 const FAILOVER_GRACE: Duration = Duration::from_secs(60);
 /// How a lease is set for the redelivery and redrive runs.
 const SHORT_LEASE: Duration = Duration::from_secs(1);
+/// Messages/s one consumer of a fixed-rate send+receive+ack run is given (each takes up to
+/// [`RECEIVE_MAX`] a receive): 4 consumers at 1,000/s.
+const PACED_PER_CONSUMER: f64 = 250.0;
 
 /// What to run and for how long.
 #[derive(Debug, Clone)]
@@ -55,9 +61,14 @@ pub struct Settings {
     pub size: usize,
     pub send_in_flight: Vec<usize>,
     pub batch_in_flight: Vec<usize>,
-    pub rate: Option<f64>,
+    /// Messages/s of the fixed-rate send rows.
+    pub rates: Vec<f64>,
     pub rate_workers: usize,
+    /// The fixed-rate send row at this rate keeps every send's times ([`Timeline`]).
+    pub timeline_rate: Option<f64>,
     pub e2e_in_flight: Vec<usize>,
+    /// Messages/s of the fixed-rate send+receive+ack rows.
+    pub e2e_rates: Vec<f64>,
     pub fifo_groups: Vec<u64>,
     pub fifo_in_flight: usize,
     pub backlog: Option<u64>,
@@ -97,17 +108,19 @@ impl Messages {
         }
     }
 
+    /// `n` messages stamped with the current time.
     fn batch(&self, n: usize) -> Vec<Outgoing> {
-        (0..n)
-            .map(|_| {
-                let i = self.next.fetch_add(1, Ordering::Relaxed);
-                Outgoing {
-                    body: stamp_body(self.size),
-                    group: self.groups.map(|g| format!("g{}", i % g)),
-                    dedup_id: self.groups.map(|_| format!("m{i}")),
-                }
-            })
-            .collect()
+        (0..n).map(|_| self.stamped(now_nanos())).collect()
+    }
+
+    /// The next message, stamped with `sent_nanos` (see [`stamp_body_at`]).
+    fn stamped(&self, sent_nanos: u64) -> Outgoing {
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        Outgoing {
+            body: stamp_body_at(sent_nanos, self.size),
+            group: self.groups.map(|g| format!("g{}", i % g)),
+            dedup_id: self.groups.map(|_| format!("m{i}")),
+        }
     }
 }
 
@@ -132,6 +145,17 @@ impl Pace {
         match self {
             Pace::Closed => window.open().then(Instant::now),
             Pace::Rate(intended) => intended.lock().await.recv().await,
+        }
+    }
+
+    /// Whether a send meant to start at `intended` and confirmed at `done` counts in `window`.
+    /// Closed loop: both inside it. Fixed rate: meant to start inside it, however late it was
+    /// confirmed; leaving out the sends that a stall at the window's end held up would leave out
+    /// the very latencies a fixed-rate row is about (coordinated omission).
+    fn counts(&self, window: Window, intended: Instant, done: Instant) -> bool {
+        match self {
+            Pace::Closed => window.contains(intended) && window.contains(done),
+            Pace::Rate(_) => window.contains(intended),
         }
     }
 }
@@ -302,18 +326,13 @@ impl<D: Driver> Bench<D> {
             let row = self.send(n, 10, None).await;
             emit(self.row(key, what, row))?;
         }
-        if let Some(rate) = s.rate {
-            let key = format!("rate/b1/r{rate}");
-            let what = format!("send at a fixed {rate}/s (latency from intended time)");
-            let row = self.send(s.rate_workers, 1, Some(rate)).await;
-            emit(self.row(key, what, row))?;
-        }
         for &n in &s.e2e_in_flight {
             let key = format!("e2e/c{n}");
             let what = format!("send+receive+ack, {n} in flight");
             let row = self.end_to_end(n, None).await;
             emit(self.row(key, what, row))?;
         }
+        self.fixed_rate_rows(emit).await?;
         for &g in &s.fifo_groups {
             let n = s.fifo_in_flight;
             let key = format!("fifo/g{g}/c{n}");
@@ -352,6 +371,27 @@ impl<D: Driver> Bench<D> {
                 .await
                 .unwrap_or_else(|_| Err(anyhow!("the run did not end within {limit:?}")));
             emit(self.row("failover".into(), what, row))?;
+        }
+        Ok(())
+    }
+
+    /// The fixed-rate rows: sends, then send+receive+ack, at each of their rates.
+    async fn fixed_rate_rows(
+        &self,
+        emit: &mut impl FnMut(Measurement) -> Result<()>,
+    ) -> Result<()> {
+        let s = &self.settings;
+        for &rate in &s.rates {
+            let key = format!("rate/b1/r{rate}");
+            let what = format!("send at a fixed {rate}/s (latency from intended time)");
+            let row = self.send(s.rate_workers, 1, Some(rate)).await;
+            emit(self.row(key, what, row))?;
+        }
+        for &rate in &s.e2e_rates {
+            let key = format!("e2e/r{rate}");
+            let what = format!("send+receive+ack at a fixed {rate}/s (latency from intended time)");
+            let row = self.end_to_end_at_rate(rate).await;
+            emit(self.row(key, what, row))?;
         }
         Ok(())
     }
@@ -422,12 +462,12 @@ impl<D: Driver> Bench<D> {
     }
 
     /// Senders against a fresh standard queue: `workers` closed-loop tasks, or a dispatcher at
-    /// `rate` messages/s whose latencies count from each message's intended send time.
+    /// `rate` messages/s whose latencies count from each message's intended send time; the
+    /// fixed-rate row at the timeline rate keeps every send's times as well.
     async fn send(&self, workers: usize, batch: usize, rate: Option<f64>) -> Result<Measurement> {
         let spec = self.queue("send", false, QUEUE_LEASE).await?;
         let node = self.home(&spec).await?;
         let window = Window::after(self.settings.warmup, self.settings.seconds);
-        let messages = Messages::new(self.settings.size, None);
         let (pace, dispatcher) = match rate {
             Some(rate) => {
                 let (pace, dispatcher) = Pace::at_rate(rate, window);
@@ -435,35 +475,20 @@ impl<D: Driver> Bench<D> {
             }
             None => (Pace::Closed, None),
         };
-        let pace = Arc::new(pace);
+        let timed = rate.is_some() && rate == self.settings.timeline_rate;
+        let senders = Arc::new(Senders {
+            driver: Arc::clone(&self.driver),
+            messages: Messages::new(self.settings.size, None),
+            batch,
+            pace,
+            window,
+            timeline: timed.then(|| Mutex::new(Timeline::of(window))),
+        });
         let usage = tokio::spawn(self.probe.clone().during(window));
         let mut tasks = JoinSet::new();
         for _ in 0..workers {
-            let mut session = self.driver.session(&spec, node).await?;
-            let (driver, messages, pace) = (
-                Arc::clone(&self.driver),
-                messages.clone(),
-                Arc::clone(&pace),
-            );
-            tasks.spawn(async move {
-                let mut rec = Recorder::new();
-                while let Some(intended) = pace.next(window).await {
-                    let result = driver.send(&mut session, messages.batch(batch)).await;
-                    let done = Instant::now();
-                    let counted = window.contains(intended) && window.contains(done);
-                    match result {
-                        Ok(()) if counted => rec.record(batch as u64, done - intended),
-                        Ok(()) => {}
-                        Err(e) => {
-                            if counted {
-                                rec.error(&e);
-                            }
-                            tokio::time::sleep(ERROR_PAUSE).await;
-                        }
-                    }
-                }
-                Ok(rec)
-            });
+            let session = self.driver.session(&spec, node).await?;
+            tasks.spawn(Arc::clone(&senders).run(session));
         }
         let total = join_all(tasks).await?;
         if let Some(d) = dispatcher {
@@ -475,6 +500,9 @@ impl<D: Driver> Bench<D> {
         if let Some(rate) = rate {
             m.extra.insert("intended_per_sec".into(), rate);
         }
+        if let Some(timeline) = &senders.timeline {
+            m.timeline = Some(std::mem::take(&mut *lock(timeline)?));
+        }
         Ok(m)
     }
 
@@ -483,39 +511,79 @@ impl<D: Driver> Bench<D> {
     /// message counts when its ack returns, with the latency from its send.
     async fn end_to_end(&self, senders: usize, groups: Option<u64>) -> Result<Measurement> {
         let spec = self.queue("e2e", groups.is_some(), QUEUE_LEASE).await?;
-        let node = self.home(&spec).await?;
-        let consumers = self
-            .driver
-            .consumers(&spec, (senders / 8).clamp(1, DRAIN_CONSUMERS));
+        let consumers = (senders / 8).clamp(1, DRAIN_CONSUMERS);
         let window = Window::after(self.settings.warmup, self.settings.seconds);
-        let shared = Arc::new(EndToEnd {
-            driver: Arc::clone(&self.driver),
-            window,
-            messages: Messages::new(self.settings.size, groups),
-            in_flight: Semaphore::new(senders),
-            sent: AtomicU64::new(0),
-        });
+        let messages = Messages::new(self.settings.size, groups);
+        let shared = EndToEnd::new(&self.driver, window, messages, Pace::Closed, Some(senders));
+        self.run_end_to_end(&spec, &Arc::new(shared), (senders, consumers))
+            .await
+    }
+
+    /// Senders at a fixed `rate` and consumers on one queue: each message carries the time it
+    /// was meant to be sent, and counts when its ack returns, with the latency from that time.
+    /// After the window the consumers go on until every message meant to be sent inside it
+    /// was acked, so that those a stall at the window's end held up count too.
+    async fn end_to_end_at_rate(&self, rate: f64) -> Result<Measurement> {
+        let spec = self.queue("e2erate", false, QUEUE_LEASE).await?;
+        let consumers = ((rate / PACED_PER_CONSUMER).ceil() as usize).clamp(1, DRAIN_CONSUMERS);
+        let window = Window::after(self.settings.warmup, self.settings.seconds);
+        let (pace, dispatcher) = Pace::at_rate(rate, window);
+        let messages = Messages::new(self.settings.size, None);
+        let shared = EndToEnd::new(&self.driver, window, messages, pace, None);
+        let mut m = self
+            .run_end_to_end(
+                &spec,
+                &Arc::new(shared),
+                (self.settings.rate_workers, consumers),
+            )
+            .await?;
+        dispatcher.await?;
+        m.extra.insert("intended_per_sec".into(), rate);
+        Ok(m)
+    }
+
+    /// Runs `senders` and `consumers` (as many as the driver allows) of `shared` on `spec` until
+    /// its senders are done and, at a fixed rate, every message they sent that counts was
+    /// acked.
+    async fn run_end_to_end(
+        &self,
+        spec: &QueueSpec,
+        shared: &Arc<EndToEnd<D>>,
+        (senders, consumers): (usize, usize),
+    ) -> Result<Measurement> {
+        let node = self.home(spec).await?;
+        let consumers = self.driver.consumers(spec, consumers);
+        let window = shared.window;
         let usage = tokio::spawn(self.probe.clone().during(window));
         let mut send_tasks = JoinSet::new();
         for _ in 0..senders {
-            let session = self.driver.session(&spec, node).await?;
-            send_tasks.spawn(Arc::clone(&shared).send(session));
+            let session = self.driver.session(spec, node).await?;
+            send_tasks.spawn(Arc::clone(shared).send(session));
         }
         let mut receive_tasks = JoinSet::new();
         for _ in 0..consumers {
-            let session = self.driver.session(&spec, node).await?;
-            receive_tasks.spawn(Arc::clone(&shared).consume(session));
+            let session = self.driver.session(spec, node).await?;
+            receive_tasks.spawn(Arc::clone(shared).consume(session));
         }
-        let mut total = join_all(receive_tasks).await?;
-        total.merge(&join_all(send_tasks).await?);
+        let mut total = join_all(send_tasks).await?;
+        let sent = shared.sent.load(Ordering::Relaxed);
+        let waited = match shared.pace {
+            Pace::Closed => Ok(()),
+            Pace::Rate(_) => wait_for(&shared.acked, sent, "acking the messages sent").await,
+        };
+        shared.stop.store(true, Ordering::Relaxed);
+        if waited.is_err() {
+            receive_tasks.abort_all();
+        }
+        let received = join_all(receive_tasks).await;
+        waited?;
+        total.merge(&received?);
         let usage = usage.await?;
-        self.drop_queue(&spec).await;
+        self.drop_queue(spec).await;
         let seconds = window.seconds();
         let mut m = self.measurement((senders, 1), seconds, &total, usage);
-        m.extra.insert(
-            "sends_per_sec".into(),
-            shared.sent.load(Ordering::Relaxed) as f64 / seconds,
-        );
+        m.extra
+            .insert("sends_per_sec".into(), sent as f64 / seconds);
         m.extra.insert("consumers".into(), consumers as f64);
         Ok(m)
     }
@@ -869,33 +937,112 @@ impl<D: Driver> Bench<D> {
     }
 }
 
+/// The senders of one send row: what their tasks share.
+struct Senders<D: Driver> {
+    driver: Arc<D>,
+    messages: Messages,
+    batch: usize,
+    pace: Pace,
+    window: Window,
+    /// Every counted send's times, in the fixed-rate row at the timeline rate.
+    timeline: Option<Mutex<Timeline>>,
+}
+
+impl<D: Driver> Senders<D> {
+    /// A sender until its pace ends: each counted send is a latency sample from its intended
+    /// time (closed loop: its start).
+    async fn run(self: Arc<Self>, mut session: D::Session) -> Result<Recorder> {
+        let mut rec = Recorder::new();
+        while let Some(intended) = self.pace.next(self.window).await {
+            let started = Instant::now();
+            let batch = self.messages.batch(self.batch);
+            let result = self.driver.send(&mut session, batch).await;
+            let done = Instant::now();
+            let counted = self.pace.counts(self.window, intended, done);
+            match result {
+                Ok(()) if counted => {
+                    rec.record(self.batch as u64, done - intended);
+                    if let Some(timeline) = &self.timeline {
+                        lock(timeline)?.push(self.window.start, [intended, started, done]);
+                    }
+                }
+                Ok(()) => {}
+                Err(e) => {
+                    if counted {
+                        rec.error(&e);
+                    }
+                    tokio::time::sleep(ERROR_PAUSE).await;
+                }
+            }
+        }
+        Ok(rec)
+    }
+}
+
 /// An end-to-end run under way: what its senders and consumers share.
 struct EndToEnd<D: Driver> {
     driver: Arc<D>,
     window: Window,
     messages: Messages,
-    /// One permit per message in flight: taken by its send, given back by its ack.
-    in_flight: Semaphore,
-    /// Sends confirmed inside the window.
+    pace: Pace,
+    /// Closed loop: one permit per message in flight, taken by its send, given back by its ack.
+    in_flight: Option<Semaphore>,
+    /// Sends that count (see [`Pace::counts`]).
     sent: AtomicU64,
+    /// Fixed rate: acks of messages meant to be sent inside the window.
+    acked: AtomicU64,
+    /// Fixed rate: set once the consumers may stop.
+    stop: AtomicBool,
 }
 
 impl<D: Driver> EndToEnd<D> {
-    /// A sender until the window closes: one message whenever one in flight was acked.
+    /// `messages` paced by `pace`; closed loop with `in_flight` messages at most.
+    fn new(
+        driver: &Arc<D>,
+        window: Window,
+        messages: Messages,
+        pace: Pace,
+        in_flight: Option<usize>,
+    ) -> Self {
+        EndToEnd {
+            driver: Arc::clone(driver),
+            window,
+            messages,
+            pace,
+            in_flight: in_flight.map(Semaphore::new),
+            sent: AtomicU64::new(0),
+            acked: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    /// When the next send is meant to start: closed loop, once a message in flight was acked;
+    /// `None` once sending is over.
+    async fn next(&self) -> Option<Instant> {
+        if let Some(in_flight) = &self.in_flight {
+            tokio::select! {
+                permit = in_flight.acquire() => permit.ok()?.forget(),
+                () = tokio::time::sleep_until(self.window.end.into()) => return None,
+            }
+        }
+        self.pace.next(self.window).await
+    }
+
+    /// A sender until its pace ends; each message is stamped with its intended time (closed
+    /// loop: its start).
     async fn send(self: Arc<Self>, mut session: D::Session) -> Result<Recorder> {
         let mut rec = Recorder::new();
-        while self.window.open() {
-            tokio::select! {
-                permit = self.in_flight.acquire() => permit?.forget(),
-                () = tokio::time::sleep_until(self.window.end.into()) => break,
-            }
-            match self.driver.send(&mut session, self.messages.batch(1)).await {
-                Ok(()) if self.window.contains(Instant::now()) => {
+        while let Some(intended) = self.next().await {
+            let message = self.messages.stamped(nanos_at(intended));
+            match self.driver.send(&mut session, vec![message]).await {
+                Ok(()) if self.pace.counts(self.window, intended, Instant::now()) => {
                     self.sent.fetch_add(1, Ordering::Relaxed);
                 }
                 Ok(()) => {}
                 Err(e) => {
-                    self.in_flight.add_permits(1);
+                    if let Some(in_flight) = &self.in_flight {
+                        in_flight.add_permits(1);
+                    }
                     rec.error(&e);
                     tokio::time::sleep(ERROR_PAUSE).await;
                 }
@@ -904,18 +1051,39 @@ impl<D: Driver> EndToEnd<D> {
         Ok(rec)
     }
 
-    /// A consumer until the window closes: each message acked inside it is a latency sample
-    /// from its send.
+    /// Whether an ack returned at `now` of a message stamped `sent_nanos` counts: closed loop,
+    /// an ack inside the window; fixed rate, a message meant to be sent inside it.
+    fn counts(&self, sent_nanos: u64, now: Instant) -> bool {
+        match self.pace {
+            Pace::Closed => self.window.contains(now),
+            Pace::Rate(_) => self.window.contains(instant_of(sent_nanos)),
+        }
+    }
+
+    /// Whether the consumers are done: closed loop, once the window closed; fixed rate, once
+    /// told to stop.
+    fn over(&self) -> bool {
+        match self.pace {
+            Pace::Closed => !self.window.open(),
+            Pace::Rate(_) => self.stop.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A consumer until the run is over: each message acked that counts is a latency sample
+    /// from its stamp.
     async fn consume(self: Arc<Self>, mut session: D::Session) -> Result<Recorder> {
         let mut rec = Recorder::new();
-        while self.window.open() {
+        while !self.over() {
             match self.take(&mut session).await {
-                Ok(stamps) if self.window.contains(Instant::now()) => {
+                Ok(stamps) => {
+                    let now = Instant::now();
                     for stamp in stamps.into_iter().flatten() {
-                        rec.record(1, since_stamp(stamp));
+                        if self.counts(stamp, now) {
+                            rec.record(1, since_stamp(stamp));
+                            self.acked.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                 }
-                Ok(_) => {}
                 Err(e) => {
                     rec.error(&e);
                     tokio::time::sleep(ERROR_PAUSE).await;
@@ -932,7 +1100,9 @@ impl<D: Driver> EndToEnd<D> {
         let stamps: Vec<Option<u64>> = delivered.iter().map(|d| d.sent_nanos).collect();
         let receipts = delivered.into_iter().map(|d| d.receipt).collect();
         self.driver.ack(session, receipts).await?;
-        self.in_flight.add_permits(stamps.len());
+        if let Some(in_flight) = &self.in_flight {
+            in_flight.add_permits(stamps.len());
+        }
         Ok(stamps)
     }
 }
@@ -1001,5 +1171,180 @@ async fn dispatch(tx: mpsc::UnboundedSender<Instant>, rate: f64, window: Window)
             issued += 1;
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::*;
+    use crate::driver::{read_stamp, Received, SystemNotes};
+
+    /// An in-memory queue whose sends all wait while a stall is under way: a send that starts
+    /// inside `stall` is confirmed at its end, as when a server stops for a moment.
+    struct Stalling {
+        queue: Mutex<VecDeque<Outgoing>>,
+        stall: Option<(Instant, Instant)>,
+    }
+
+    impl Driver for Stalling {
+        type Session = ();
+        type Receipt = ();
+
+        fn notes(&self) -> SystemNotes {
+            SystemNotes {
+                durability: "memory".into(),
+                syncs_before_ack: false,
+                fifo: "none".into(),
+                redelivery: "none".into(),
+                dead_letter: "none".into(),
+            }
+        }
+
+        async fn create_queue(&self, _: &QueueSpec) -> Result<()> {
+            Ok(())
+        }
+
+        async fn delete_queue(&self, _: &QueueSpec) -> Result<()> {
+            Ok(())
+        }
+
+        async fn leader(&self, _: &QueueSpec) -> Result<Option<usize>> {
+            Ok(None)
+        }
+
+        async fn session(&self, _: &QueueSpec, _: usize) -> Result<()> {
+            Ok(())
+        }
+
+        async fn send(&self, _: &mut (), messages: Vec<Outgoing>) -> Result<()> {
+            if let Some((from, until)) = self.stall {
+                if (from..until).contains(&Instant::now()) {
+                    tokio::time::sleep_until(until.into()).await;
+                }
+            }
+            lock(&self.queue)?.extend(messages);
+            Ok(())
+        }
+
+        async fn receive(&self, _: &mut (), max: usize) -> Result<Vec<Received<()>>> {
+            let taken: Vec<Outgoing> = {
+                let mut queue = lock(&self.queue)?;
+                let n = queue.len().min(max);
+                queue.drain(..n).collect()
+            };
+            if taken.is_empty() {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            Ok(taken
+                .into_iter()
+                .map(|m| Received {
+                    sent_nanos: read_stamp(m.body.as_bytes()),
+                    sender: None,
+                    redelivered: false,
+                    receipt: (),
+                })
+                .collect())
+        }
+
+        async fn ack(&self, _: &mut (), _: Vec<()>) -> Result<()> {
+            Ok(())
+        }
+
+        async fn abandon(&self, _: &mut (), _: Vec<()>) -> Result<()> {
+            Ok(())
+        }
+
+        async fn depth(&self, _: &QueueSpec) -> Result<u64> {
+            Ok(lock(&self.queue)?.len() as u64)
+        }
+    }
+
+    const WARMUP: Duration = Duration::from_millis(200);
+    const SECONDS: Duration = Duration::from_secs(1);
+
+    /// A bench over `Stalling` with a stall from `stall.0` to `stall.1` after its window opens
+    /// (the window opens [`WARMUP`] after this call), keeping the timeline of a 1,000/s row.
+    fn bench(stall: Option<(Duration, Duration)>, rate_workers: usize) -> Bench<Stalling> {
+        let opens = Instant::now() + WARMUP;
+        let driver = Stalling {
+            queue: Mutex::new(VecDeque::new()),
+            stall: stall.map(|(from, until)| (opens + from, opens + until)),
+        };
+        let settings = Settings {
+            warmup: WARMUP,
+            seconds: SECONDS,
+            size: 64,
+            send_in_flight: Vec::new(),
+            batch_in_flight: Vec::new(),
+            rates: Vec::new(),
+            rate_workers,
+            timeline_rate: Some(1000.0),
+            e2e_in_flight: Vec::new(),
+            e2e_rates: Vec::new(),
+            fifo_groups: Vec::new(),
+            fifo_in_flight: 1,
+            backlog: None,
+            backlog_baseline: 0,
+            redeliver: None,
+            redrive: None,
+            fair: None,
+            failover: None,
+        };
+        Bench::new(driver, "fake".into(), Vec::new(), settings).expect("bench")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stall_counts_for_every_send_meant_to_start_during_it_even_past_the_window() {
+        // One worker: a send held up by the stall keeps every later one from starting, so only
+        // latencies from the intended times show the sends queued behind it. The stall runs
+        // past the window's end, so the sends it holds up are confirmed after the window.
+        let stall = (Duration::from_millis(900), Duration::from_millis(1100));
+        let bench = bench(Some(stall), 1);
+        let m = bench.send(1, 1, Some(1000.0)).await.expect("row");
+        assert!((900..=1100).contains(&m.messages), "{} sends", m.messages);
+        let l = m.latency.expect("latency");
+        assert!(l.p50_ms < 20.0, "{l:?}");
+        // The sends meant for the last 100 ms of the window waited from 200 down to 100 ms.
+        assert!(l.p99_ms >= 100.0 && l.max_ms >= 150.0, "{l:?}");
+        let timeline = m.timeline.expect("the 1,000/s row keeps its sends' times");
+        assert_eq!(timeline.sends.len() as u64, m.messages);
+        let late = |over_ms: u64| {
+            timeline
+                .sends
+                .iter()
+                .filter(|[intended, _, done]| done - intended >= over_ms * 1000)
+                .count()
+        };
+        assert!(late(100) >= 80, "{} sends took 100 ms or more", late(100));
+        // Counted from their start, the worker's sends show the stall once or twice.
+        let from_start = timeline
+            .sends
+            .iter()
+            .filter(|[_, started, done]| done - started >= 100_000)
+            .count();
+        assert!(from_start <= 2, "{from_start}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fixed_rate_round_trip_counts_every_message_meant_for_the_window_once() {
+        let bench = bench(None, 16);
+        let m = bench.end_to_end_at_rate(500.0).await.expect("row");
+        let sends = m.extra["sends_per_sec"] * SECONDS.as_secs_f64();
+        assert!((450.0..=550.0).contains(&sends), "{sends} sends");
+        assert_eq!(m.messages as f64, sends.round());
+        assert_eq!(m.extra["consumers"], 2.0);
+        assert_eq!(m.extra["intended_per_sec"], 500.0);
+        assert!(m.latency.expect("latency").p50_ms < 50.0);
+        assert!(m.timeline.is_none());
+        assert_eq!(
+            bench
+                .driver()
+                .depth(&QueueSpec::standard("q".into()))
+                .await
+                .ok(),
+            Some(0)
+        );
     }
 }

@@ -29,6 +29,7 @@ use clap::Parser;
 use futures_util::future::join_all;
 use raftq_check::checker::{self, Final};
 use raftq_check::history::{Event, History, Outcome};
+use raftq_check::workers::{self, Worker};
 use raftq_client::{Client, Options};
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
@@ -245,8 +246,7 @@ async fn connect(args: &Args, dir: &Path) -> Result<(Nodes, Compose), String> {
     Ok((nodes, compose))
 }
 
-/// Two producers per source queue and two consumers per queue (dead-letter queues included),
-/// each with a seed of its own derived from the run's.
+/// Starts the workers of [`workers::plan`].
 fn start_workers(
     nodes: &Nodes,
     history: &History,
@@ -254,34 +254,26 @@ fn start_workers(
     control: &Control,
     seed: u64,
 ) -> Vec<JoinHandle<()>> {
-    let mut workers = Vec::new();
-    let mut n = 0u64;
-    for (source, dlq) in dead_letter {
-        for id in 0..2 {
-            n += 1;
-            workers.push(tokio::spawn(workload::produce(
+    workers::plan(dead_letter, seed)
+        .into_iter()
+        .map(|worker| match worker {
+            Worker::Produce { queue, id, seed } => tokio::spawn(workload::produce(
                 nodes.clone(),
                 history.clone(),
-                source.clone(),
+                queue,
                 id,
                 control.clone(),
-                seed ^ n,
-            )));
-        }
-        for queue in [source, dlq] {
-            for _ in 0..2 {
-                n += 1;
-                workers.push(tokio::spawn(workload::consume(
-                    nodes.clone(),
-                    history.clone(),
-                    queue.clone(),
-                    control.clone(),
-                    seed ^ n,
-                )));
-            }
-        }
-    }
-    workers
+                seed,
+            )),
+            Worker::Consume { queue, seed } => tokio::spawn(workload::consume(
+                nodes.clone(),
+                history.clone(),
+                queue,
+                control.clone(),
+                seed,
+            )),
+        })
+        .collect()
 }
 
 /// Creates a standard and a FIFO source queue with their dead-letter queues; both retry with a

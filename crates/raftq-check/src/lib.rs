@@ -11,6 +11,7 @@
 //! - [`checker`]: the invariants of a replicated queue ([`checker::INVARIANTS`]), counted over a
 //!   history and the final state read after the cluster healed ([`checker::Final`]) by
 //!   [`checker::check`] into a [`checker::Report`].
+//! - [`workers`]: the producers and consumers a run starts against its queues.
 //!
 //! Times are milliseconds on the clock the recorder uses, the same clock the nodes stamp their
 //! entries with: in the chaos run the machine's clock since the Unix epoch, in a simulation its
@@ -18,3 +19,4 @@
 
 pub mod checker;
 pub mod history;
+pub mod workers;

@@ -1061,10 +1061,14 @@ async function renderCluster(gen) {
   if (gen !== generation) return;
   const live = h("div", {id: "cluster-live"});
   const fill = () => {
-    const {cluster, samples, state} = data;
-    const applied = metricValue(samples, "raftq_raft_last_applied_index");
+    const {cluster, state} = data;
+    // Every figure of the table and of the facts comes from one reading, the cluster answer:
+    // this node's own row holds its applied and last log index as of its commit index.
+    const own = cluster.nodes.find((n) => n.id === cluster.node_id) || {};
+    const applied = own.applied_index ?? null;
     const committed = cluster.commit_index;
-    const lastLog = metricValue(samples, "raftq_raft_last_log_index");
+    const lastLog = own.last_log_index ?? null;
+    const answeringCount = cluster.nodes.filter((n) => n.answering).length;
     const leading = cluster.leader === cluster.node_id;
     const known = (v) => (v === null || v === undefined ? "–" : v);
     const rows = cluster.nodes.map((n) => {
@@ -1094,9 +1098,9 @@ async function renderCluster(gen) {
       ["Term", cluster.term],
       ["Commit index", committed],
       ["Applied index (this node)", applied === null ? "–" : applied],
-      ["Apply lag (this node)", metricValue(samples, "raftq_raft_apply_lag")],
+      ["Apply lag (this node)", applied === null ? "–" : Math.max(0, committed - applied)],
       ["Last log index (this node)", lastLog === null ? "–" : lastLog],
-      ["Members answering", metricValue(samples, "raftq_raft_members_answering") + " of " + metricValue(samples, "raftq_raft_members")],
+      ["Members answering", answeringCount + " of " + cluster.nodes.length],
       ["Region", cluster.region],
     ];
     if (cluster.cluster_id) facts.push(["Cluster ID", cluster.cluster_id]);

@@ -55,6 +55,7 @@ mod queue;
 pub mod receipt;
 pub mod rows;
 pub mod tags;
+pub mod typed;
 pub mod validate;
 
 pub use attributes::{Attribute, AttributeValue};
@@ -70,3 +71,4 @@ pub use model::{
     QueueStats, QueueType, QueueView, RetryBackoff,
 };
 pub use rows::{Changes, PayloadOp, RowKey};
+pub use typed::{proposal, LeaseChange, Proposal, WaitStart};

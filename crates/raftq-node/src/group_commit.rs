@@ -80,6 +80,7 @@ async fn run(
         let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
             return;
         };
+        tracing::trace!(target: "raftq::stage", stage = "slot");
         let mut bytes = encoded_len(&first.0);
         let mut group = vec![first];
         while group.len() < MAX_GROUP && bytes < ENTRY_BYTES {

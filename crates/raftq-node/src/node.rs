@@ -30,8 +30,8 @@ use crate::error::{Halted, NodeError, StartError};
 use crate::group_commit::GroupCommit;
 use crate::membership::{Change, ChangeResult};
 use crate::network::{Dial, MemoryNetwork, Network, Partition, PeerClients, WINDOW};
-use crate::query::{Query, QueryResult};
-use crate::routing::{mismatched, ForwardReply, Forwarded, LEADER_WAIT};
+use crate::query::{question, Query, QueryResult, Question};
+use crate::routing::LEADER_WAIT;
 use crate::rpc::raft_server::RaftServer;
 use crate::service::{self, Delivery, PeerService};
 use crate::shared::Core;
@@ -453,11 +453,10 @@ impl Node {
         &self,
         out: impl std::io::Write + Send + 'static,
     ) -> Result<BackupSummary, NodeError> {
-        let index = match self.read(Query::AppliedIndex).await? {
-            Ok(QueryResult::AppliedIndex(index)) => index,
-            Ok(_) => return Err(mismatched()),
-            Err(refused) => return Err(NodeError::Unavailable(refused.to_string())),
-        };
+        let index = self
+            .ask(question::applied_index())
+            .await?
+            .map_err(|refused| NodeError::Unavailable(refused.to_string()))?;
         if let Some(index) = index {
             self.core
                 .raft
@@ -513,29 +512,26 @@ impl Node {
     /// the state machine's response. Success means committed on a majority and applied.
     pub async fn write(&self, command: Command) -> Result<Response, NodeError> {
         tracing::trace!(target: "raftq::stage", stage = "write");
-        let reply = self.core.route(Forwarded::Write(Box::new(command))).await;
+        let reply = self.core.route(&command).await;
         tracing::trace!(target: "raftq::stage", stage = "written");
-        match reply? {
-            ForwardReply::Written(response) => Ok(response),
-            _ => Err(mismatched()),
-        }
+        reply
     }
 
     /// A linearizable read, answered by the leader (forwarding when this node is not it).
     pub async fn read(&self, query: Query) -> Result<Result<QueryResult, EngineError>, NodeError> {
-        match self.core.route(Forwarded::Read(query)).await? {
-            ForwardReply::Read(result) => Ok(result),
-            _ => Err(mismatched()),
-        }
+        self.core.route(&query).await
+    }
+
+    /// A linearizable read of a typed question: its answer as the question's type.
+    pub async fn ask<T>(&self, question: Question<T>) -> Result<Result<T, EngineError>, NodeError> {
+        let (query, answer) = question.split();
+        Ok(self.read(query).await?.map(|result| answer.take(result)))
     }
 
     /// Changes the cluster's membership through the leader (see `membership`). Success means
     /// the change committed; a refusal changed nothing.
     pub async fn change_membership(&self, change: Change) -> Result<ChangeResult, NodeError> {
-        match self.core.route(Forwarded::Change(change)).await? {
-            ForwardReply::Changed(result) => Ok(result),
-            _ => Err(mismatched()),
-        }
+        self.core.route(&change).await
     }
 
     /// When this node leads, hands its leadership to the most caught-up other voter and waits

@@ -60,7 +60,7 @@ pub async fn call_peer(
             client.call(method, &request, timeout).await
         }
         Method::Forward => {
-            let request = Forwarded::Read(Query::Accounts);
+            let request: Forwarded = Forwarded::Read(Query::Accounts);
             client.call(method, &request, timeout).await
         }
         Method::Ping | Method::Elect | Method::Admit => client.call(method, &(), timeout).await,

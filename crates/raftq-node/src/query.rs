@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use raftq_engine::model::AccountSummary;
+use raftq_engine::typed::Typed;
 use raftq_engine::{
     Engine, EngineError, MessageMeta, MoveTaskView, Payload, QueueRef, QueueStats, QueueView,
 };
@@ -76,6 +77,36 @@ pub enum QueryResult {
     MoveTasks(Vec<MoveTaskView>),
     StorageKeys(Vec<u64>),
     AppliedIndex(Option<u64>),
+}
+
+/// A query with the type of its answer.
+pub type Question<T> = Typed<Query, QueryResult, T>;
+
+/// The queries a client asks, typed by their answer (see [`Query`] for each).
+pub mod question {
+    use super::*;
+
+    raftq_engine::typed_requests! {
+        Query => QueryResult;
+        fn get_queue(account: String, queue: String)
+            -> Box<QueueView> = GetQueue { QueryResult::Queue(view) => view };
+        fn list_queues(account: String, prefix: String)
+            -> Vec<QueueView> = ListQueues { QueryResult::Queues(views) => views };
+        fn peek(account: String, queue: String, after: Option<u64>, limit: Option<i64>)
+            -> Vec<(MessageMeta, Payload)> = Peek { QueryResult::Messages(messages) => messages };
+        fn stats(account: String, queue: String)
+            -> QueueStats = Stats { QueryResult::Stats(stats) => stats };
+        fn dead_letter_sources(account: String, queue: String)
+            -> Vec<QueueRef> = DeadLetterSources { QueryResult::Refs(refs) => refs };
+        fn accounts()
+            -> Vec<AccountSummary> = Accounts { QueryResult::Accounts(accounts) => accounts };
+        fn move_tasks(account: String, queue: String)
+            -> Vec<MoveTaskView> = MoveTasks { QueryResult::MoveTasks(tasks) => tasks };
+        fn storage_keys(account: String, queue: String, message_ids: Vec<Uuid>)
+            -> Vec<u64> = StorageKeys { QueryResult::StorageKeys(keys) => keys };
+        fn applied_index()
+            -> Option<u64> = AppliedIndex { QueryResult::AppliedIndex(index) => index };
+    }
 }
 
 /// What the engine answers under its lock: a final result, or messages whose payloads are read

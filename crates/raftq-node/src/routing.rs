@@ -3,6 +3,7 @@
 //! or after a pause) while no leader is known. A node that knows the leader but cannot reach it
 //! says so at once.
 
+use std::future::Future;
 use std::time::Duration;
 
 use openraft::error::RaftError;
@@ -27,14 +28,19 @@ const RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// only just came back, after a partition healed, gets the time to answer pings again.)
 const SILENT: Duration = Duration::from_secs(1);
 
-/// A client request a follower hands to the leader. A command is boxed: it is by far the
-/// largest kind (a queue's settings), and boxing leaves its encoding as it is.
+/// A client request a follower hands to the leader, as it travels: owned as the leader receives
+/// it, borrowed from the routed request as a follower sends it ([`Sent`]); both encode alike. An
+/// owned command is boxed: it is by far the largest kind (a queue's settings), and boxing leaves
+/// its encoding as it is.
 #[derive(Debug, Serialize, Deserialize)]
-pub(crate) enum Forwarded {
-    Write(Box<Command>),
-    Read(Query),
-    Change(Change),
+pub(crate) enum Forwarded<W = Box<Command>, R = Query, C = Change> {
+    Write(W),
+    Read(R),
+    Change(C),
 }
+
+/// A request as a follower sends it to the leader.
+pub(crate) type Sent<'a> = Forwarded<&'a Command, &'a Query, &'a Change>;
 
 /// The leader's answer to a [`Forwarded`] request.
 #[derive(Debug, Serialize, Deserialize)]
@@ -44,17 +50,101 @@ pub(crate) enum ForwardReply {
     Changed(ChangeResult),
 }
 
-/// A leader answered a request with a reply of another kind.
-pub(crate) fn mismatched() -> NodeError {
-    NodeError::Storage("mismatched reply".into())
+/// A client request of one kind, and the reply the leader gives to that kind: [`Core::route`]
+/// answers a request with its own kind of reply, typed.
+pub(crate) trait Routed: Sync {
+    type Reply: Send;
+
+    /// The request as it is sent to the leader.
+    fn sent(&self) -> Sent<'_>;
+
+    /// Serves the request on this node, which must lead.
+    fn serve(&self, core: &Core) -> impl Future<Output = Result<Self::Reply, NodeError>> + Send;
+
+    /// The reply of this kind in a leader's answer; `Err`: a reply of another kind.
+    fn reply(reply: ForwardReply) -> Result<Self::Reply, ForwardReply>;
+}
+
+impl Routed for Command {
+    type Reply = Response;
+
+    fn sent(&self) -> Sent<'_> {
+        Forwarded::Write(self)
+    }
+
+    async fn serve(&self, core: &Core) -> Result<Response, NodeError> {
+        core.space.admits(self)?;
+        core.propose(self.clone()).await
+    }
+
+    fn reply(reply: ForwardReply) -> Result<Response, ForwardReply> {
+        match reply {
+            ForwardReply::Written(response) => Ok(response),
+            other => Err(other),
+        }
+    }
+}
+
+impl Routed for Query {
+    type Reply = Result<QueryResult, EngineError>;
+
+    fn sent(&self) -> Sent<'_> {
+        Forwarded::Read(self)
+    }
+
+    async fn serve(&self, core: &Core) -> Result<Self::Reply, NodeError> {
+        core.raft.ensure_linearizable().await.map_err(|e| match e {
+            RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(f)) => {
+                NodeError::NotLeader(f.leader_id)
+            }
+            other => NodeError::Unavailable(other.to_string()),
+        })?;
+        let now = core.clock.stamp()?;
+        // Timers that fell due since the last entry fire before the read sees the state.
+        if core
+            .reader
+            .with_engine(|e| e.next_due())
+            .flatten()
+            .is_some_and(|due| due <= now)
+        {
+            core.propose(Command::Tick).await?;
+        }
+        query::run(&core.reader, self, now)
+    }
+
+    fn reply(reply: ForwardReply) -> Result<Self::Reply, ForwardReply> {
+        match reply {
+            ForwardReply::Read(result) => Ok(result),
+            other => Err(other),
+        }
+    }
+}
+
+impl Routed for Change {
+    type Reply = ChangeResult;
+
+    fn sent(&self) -> Sent<'_> {
+        Forwarded::Change(self)
+    }
+
+    async fn serve(&self, core: &Core) -> Result<ChangeResult, NodeError> {
+        core.change_membership(self).await
+    }
+
+    fn reply(reply: ForwardReply) -> Result<ChangeResult, ForwardReply> {
+        match reply {
+            ForwardReply::Changed(result) => Ok(result),
+            other => Err(other),
+        }
+    }
 }
 
 impl Core {
     /// Runs a request here when this node leads, else at the leader; retries while no leader
     /// is known, up to [`LEADER_WAIT`] (a membership change also has the time it may take).
     /// A leader cut off from this node one way is not waited for: see [`SILENT`].
-    pub(crate) async fn route(&self, request: Forwarded) -> Result<ForwardReply, NodeError> {
-        let patience = match request {
+    pub(crate) async fn route<R: Routed>(&self, request: &R) -> Result<R::Reply, NodeError> {
+        let patience = match request.sent() {
             Forwarded::Change(_) => LEADER_WAIT + membership::LONGEST,
             Forwarded::Write(_) | Forwarded::Read(_) => LEADER_WAIT,
         };
@@ -65,11 +155,11 @@ impl Core {
             // whether this node leads, or where to go.
             let here = match known {
                 Some(leader) if leader != self.id => Err(NodeError::NotLeader(Some(leader))),
-                _ => self.serve_local(&request).await,
+                _ => self.serve_local(request).await,
             };
             let outcome = match here {
                 Err(NodeError::NotLeader(Some(leader))) if leader != self.id => {
-                    self.forward(leader, &request, deadline).await
+                    self.forward(leader, request, deadline).await
                 }
                 other => other,
             };
@@ -95,12 +185,12 @@ impl Core {
         }
     }
 
-    async fn forward(
+    async fn forward<R: Routed>(
         &self,
         leader: NodeId,
-        request: &Forwarded,
+        request: &R,
         deadline: Instant,
-    ) -> Result<ForwardReply, NodeError> {
+    ) -> Result<R::Reply, NodeError> {
         let addr = {
             let metrics = self.raft.server_metrics();
             let m = metrics.borrow();
@@ -117,7 +207,8 @@ impl Core {
         }
         let mut client = self.forwarders.get(leader, &addr);
         let timeout = deadline.saturating_duration_since(Instant::now());
-        let read = matches!(request, Forwarded::Read(_));
+        let sent = request.sent();
+        let read = matches!(sent, Forwarded::Read(_));
         // A leader that dies without closing its connections (its host gone, not just its
         // process) leaves the call hanging until its timeout; once this node sees another leader
         // or an election, the call is given up instead.
@@ -137,7 +228,7 @@ impl Core {
         };
         // A leader that removes itself hands over on purpose, and answers where to go next.
         let deposed = async {
-            match request {
+            match sent {
                 Forwarded::Change(_) => std::future::pending::<()>().await,
                 _ => {
                     let _ = metrics.wait_for(|m| m.current_leader != Some(leader)).await;
@@ -151,9 +242,16 @@ impl Core {
             }
         };
         tokio::select! {
-            reply = client.forward(request, timeout) => reply.map_err(|e| {
-                failed(format!("forwarding to node {leader}: {e}"), !e.unreachable())
-            })?,
+            reply = client.forward::<_, Result<ForwardReply, NodeError>>(&sent, timeout) => {
+                let reply = reply.map_err(|e| {
+                    failed(format!("forwarding to node {leader}: {e}"), !e.unreachable())
+                })??;
+                // A reply of another kind than the request's does not follow the protocol, as
+                // one that does not decode does not.
+                R::reply(reply).map_err(|_| {
+                    failed(format!("node {leader} answered with a reply of another kind"), true)
+                })
+            }
             _ = deposed => Err(failed(
                 format!("node {leader} stopped leading while a request was forwarded to it"),
                 true,
@@ -172,40 +270,25 @@ impl Core {
     }
 
     /// Serves a request on this node, which must be the leader.
-    pub(crate) async fn serve_local(&self, request: &Forwarded) -> Result<ForwardReply, NodeError> {
+    async fn serve_local<R: Routed>(&self, request: &R) -> Result<R::Reply, NodeError> {
         if self.handing_over.load(std::sync::atomic::Ordering::Relaxed) {
             return Err(NodeError::NotLeader(None));
         }
+        request.serve(self).await
+    }
+
+    /// Serves a request another node forwarded to this one, which must be the leader.
+    pub(crate) async fn serve_forwarded(
+        &self,
+        request: &Forwarded,
+    ) -> Result<ForwardReply, NodeError> {
         match request {
-            Forwarded::Write(command) => {
-                self.space.admits(command)?;
-                self.propose(Command::clone(command))
-                    .await
-                    .map(ForwardReply::Written)
-            }
-            Forwarded::Read(query) => {
-                self.raft.ensure_linearizable().await.map_err(|e| match e {
-                    RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(
-                        f,
-                    )) => NodeError::NotLeader(f.leader_id),
-                    other => NodeError::Unavailable(other.to_string()),
-                })?;
-                let now = self.clock.stamp()?;
-                // Timers that fell due since the last entry fire before the read sees the state.
-                if self
-                    .reader
-                    .with_engine(|e| e.next_due())
-                    .flatten()
-                    .is_some_and(|due| due <= now)
-                {
-                    self.propose(Command::Tick).await?;
-                }
-                query::run(&self.reader, query, now).map(ForwardReply::Read)
-            }
-            Forwarded::Change(change) => self
-                .change_membership(change)
+            Forwarded::Write(command) => self
+                .serve_local(&**command)
                 .await
-                .map(ForwardReply::Changed),
+                .map(ForwardReply::Written),
+            Forwarded::Read(query) => self.serve_local(query).await.map(ForwardReply::Read),
+            Forwarded::Change(change) => self.serve_local(change).await.map(ForwardReply::Changed),
         }
     }
 }
@@ -219,7 +302,7 @@ mod tests {
     /// A forward to `addr` that fails before any answer, with its error.
     async fn failed_forward(addr: &str, timeout: Duration) -> CallError {
         let mut client = PeerClient::new(2, addr, &Default::default());
-        let request = Forwarded::Read(Query::ListQueues {
+        let request: Forwarded = Forwarded::Read(Query::ListQueues {
             account: "dev".into(),
             prefix: String::new(),
         });

@@ -211,7 +211,7 @@ impl RaftRpc for PeerService {
     async fn forward(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
         self.screen(PeerCall::Forward, &request).await?;
         let forwarded: Forwarded = decode(request)?;
-        let reply: Result<ForwardReply, NodeError> = self.core.serve_local(&forwarded).await;
+        let reply: Result<ForwardReply, NodeError> = self.core.serve_forwarded(&forwarded).await;
         encode(&reply)
     }
 }

@@ -146,6 +146,12 @@ async fn inject(
 ) -> (String, Result<(), Failure>) {
     let members = cluster.members();
     let any = members[rng.random_range(0..members.len())];
+    match kind {
+        "power_loss_all" => return ("all".into(), power_loss_all(control, &members, hold).await),
+        "grow" => return ("all".into(), grow(control, cluster).await),
+        "shrink" => return ("all".into(), shrink(control, cluster, &members).await),
+        _ => {}
+    }
     let target = match kind {
         "crash_leader" | "power_loss_leader" => leader(control, &members).await.unwrap_or(any),
         _ => any,
@@ -153,77 +159,98 @@ async fn inject(
     let others: Vec<NodeId> = members.iter().copied().filter(|id| *id != target).collect();
     let result = match kind {
         "partition" => {
-            for other in &others {
-                control.net.partition(target, *other, true);
-            }
-            sleep(hold).await;
-            for other in &others {
-                control.net.partition(target, *other, false);
-            }
-            Ok(())
+            isolate(control, target, &others, hold, |other| {
+                control.net.partition(target, other, true)
+            })
+            .await
         }
         "one_way_partition" => {
             let outgoing = rng.random_bool(0.5);
-            for other in &others {
-                let (from, to) = if outgoing {
-                    (target, *other)
-                } else {
-                    (*other, target)
-                };
-                control.net.cut(from, to, true);
-            }
-            sleep(hold).await;
-            for other in &others {
-                control.net.partition(target, *other, false);
-            }
-            Ok(())
+            isolate(control, target, &others, hold, |other| match outgoing {
+                true => control.net.cut(target, other, true),
+                false => control.net.cut(other, target, true),
+            })
+            .await
         }
         "clock_jump" => {
-            control.skew(
-                target,
-                if rng.random_bool(0.5) {
-                    JUMP_MS
-                } else {
-                    -JUMP_MS
-                },
-            );
+            let jump = if rng.random_bool(0.5) {
+                JUMP_MS
+            } else {
+                -JUMP_MS
+            };
+            control.skew(target, jump);
             sleep(hold).await;
             control.skew(target, 0);
             Ok(())
         }
+        _ => stop_node(control, kind, target, hold, rng).await,
+    };
+    (format!("node{target}"), result)
+}
+
+/// Cuts `target` off from each of `others` with `cut` for `hold`, then heals every link both
+/// ways.
+async fn isolate(
+    control: &Control,
+    target: NodeId,
+    others: &[NodeId],
+    hold: Duration,
+    cut: impl Fn(NodeId),
+) -> Result<(), Failure> {
+    for other in others {
+        cut(*other);
+    }
+    sleep(hold).await;
+    for other in others {
+        control.net.partition(target, *other, false);
+    }
+    Ok(())
+}
+
+/// The faults that stop one node (a crash, a power loss, failing fsyncs then a power loss), held
+/// for `hold`, after which the node starts again on what its disk kept.
+async fn stop_node(
+    control: &Control,
+    kind: &str,
+    target: NodeId,
+    hold: Duration,
+    rng: &mut StdRng,
+) -> Result<(), Failure> {
+    match kind {
         "crash" | "crash_leader" => {
             let _ = control.act(Action::Crash(target)).await;
             sleep(hold).await;
-            start(control, target).await
         }
         "power_loss" | "power_loss_leader" => {
             let _ = control.act(Action::PowerLoss(target)).await;
             sleep(hold).await;
-            start(control, target).await
         }
         "fsync_failure" => {
             let count = rng.random_range(1..=3);
             let _ = control.act(Action::FailSyncs { id: target, count }).await;
             sleep(hold).await;
             let _ = control.act(Action::PowerLoss(target)).await;
-            start(control, target).await
         }
-        "power_loss_all" => {
-            for id in &members {
-                let _ = control.act(Action::PowerLoss(*id)).await;
-            }
-            sleep(hold).await;
-            let mut result = Ok(());
-            for id in &members {
-                result = result.and(start(control, *id).await);
-            }
-            return ("all".into(), result);
-        }
-        "grow" => return ("all".into(), grow(control, cluster).await),
-        "shrink" => return ("all".into(), shrink(control, cluster, &members).await),
-        _ => Ok(()),
-    };
-    (format!("node{target}"), result)
+        _ => return Ok(()),
+    }
+    start(control, target).await
+}
+
+/// Cuts every node's power at once, holds, and starts them all again.
+async fn power_loss_all(
+    control: &Control,
+    members: &[NodeId],
+    hold: Duration,
+) -> Result<(), Failure> {
+    for id in members {
+        let _ = control.act(Action::PowerLoss(*id)).await;
+    }
+    sleep(hold).await;
+    let mut result = Ok(());
+    for id in members {
+        result = result.and(start(control, *id).await);
+    }
+    result
 }
 
 /// Starts node `id` again on what its disk holds, with the flags it had.

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use raftq_sim::world::SimError;
 use raftq_sim::{json_lines, replay_command, run, Options, Run};
 
 #[derive(Debug, Parser)]
@@ -49,73 +50,37 @@ fn main() -> ExitCode {
             eprintln!("snapshot installs are not counted: a tracing subscriber is already set");
         }
     }
-    let options = Options {
-        faults_for: Duration::from_secs(args.faults_for),
+    let batch = Batch {
+        options: Options {
+            faults_for: Duration::from_secs(args.faults_for),
+        },
+        seeds: match args.seed {
+            Some(seed) => vec![seed],
+            None => (args.first..args.first + args.seeds).collect(),
+        },
+        dir: args.dir.clone().unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("raftq-sim-{}", std::process::id()))
+        }),
+        keep_every: args.seed.is_some(),
+        next: AtomicU64::new(0),
+        failed: Mutex::new(Vec::new()),
+        power_losses: AtomicU64::new(0),
+        lost_unsynced: AtomicU64::new(0),
+        running: Mutex::new(BTreeMap::new()),
     };
-    let seeds: Vec<u64> = match args.seed {
-        Some(seed) => vec![seed],
-        None => (args.first..args.first + args.seeds).collect(),
-    };
-    let dir = args
-        .dir
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("raftq-sim-{}", std::process::id())));
-    let keep_every = args.seed.is_some();
-    let next = AtomicU64::new(0);
-    let failed = Mutex::new(Vec::new());
-    let (power_losses, lost_unsynced) = (AtomicU64::new(0), AtomicU64::new(0));
     let started = Instant::now();
-    let running: Mutex<BTreeMap<u64, Instant>> = Mutex::new(BTreeMap::new());
     let done = AtomicBool::new(false);
     std::thread::scope(|scope| {
         scope.spawn(|| {
             watch(
-                &running,
+                &batch.running,
                 &done,
                 Duration::from_secs(args.seed_seconds),
-                &options,
+                &batch.options,
             )
         });
         let workers: Vec<_> = (0..args.threads.max(1))
-            .map(|_| {
-                scope.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst) as usize;
-                    let Some(seed) = seeds.get(i).copied() else {
-                        return;
-                    };
-                    let clock = Instant::now();
-                    running.lock().map(|mut r| r.insert(seed, clock)).ok();
-                    let ran = run(seed, &options);
-                    running.lock().map(|mut r| r.remove(&seed)).ok();
-                    if let Ok(run) = &ran {
-                        power_losses.fetch_add(run.tally.power_losses, Ordering::SeqCst);
-                        lost_unsynced.fetch_add(run.tally.lost_unsynced, Ordering::SeqCst);
-                    }
-                    let line = match ran {
-                        Ok(run) if run.failures() == 0 && !keep_every => run.summary(),
-                        Ok(run) if run.failures() == 0 => {
-                            format!("{}\n  {}", run.summary(), keep(&dir, &run))
-                        }
-                        Ok(run) => {
-                            failed.lock().map(|mut f| f.push(seed)).ok();
-                            format!(
-                                "{}\n  replay: {}\n  {}",
-                                run.summary(),
-                                replay_command(seed, &options),
-                                keep(&dir, &run)
-                            )
-                        }
-                        Err(error) => {
-                            failed.lock().map(|mut f| f.push(seed)).ok();
-                            format!(
-                                "seed {seed}: {error}\n  replay: {}",
-                                replay_command(seed, &options)
-                            )
-                        }
-                    };
-                    println!("{line} ({:.1} s)", clock.elapsed().as_secs_f64());
-                })
-            })
+            .map(|_| scope.spawn(|| batch.work()))
             .collect();
         for worker in workers {
             let _ = worker.join();
@@ -123,19 +88,82 @@ fn main() -> ExitCode {
         // The watchdog ends with the seeds.
         done.store(true, Ordering::SeqCst);
     });
-    let failed = failed.into_inner().unwrap_or_default();
+    let failed = batch.failed.into_inner().unwrap_or_default();
     println!(
         "{} seeds in {:.0} s: {} failed {:?}; {} power losses, {} of them lost unsynced writes",
-        seeds.len(),
+        batch.seeds.len(),
         started.elapsed().as_secs_f64(),
         failed.len(),
         failed,
-        power_losses.into_inner(),
-        lost_unsynced.into_inner()
+        batch.power_losses.into_inner(),
+        batch.lost_unsynced.into_inner()
     );
     match failed.is_empty() {
         true => ExitCode::SUCCESS,
         false => ExitCode::FAILURE,
+    }
+}
+
+/// The seeds of one run and what the threads running them share: the next seed to take, the
+/// seeds that failed, the tallies, and when each running seed started (for the watchdog).
+struct Batch {
+    options: Options,
+    seeds: Vec<u64>,
+    /// Where failed seeds' histories are kept.
+    dir: PathBuf,
+    /// Keeps every seed's history, not only failed ones' (a single `--seed`).
+    keep_every: bool,
+    next: AtomicU64,
+    failed: Mutex<Vec<u64>>,
+    power_losses: AtomicU64,
+    lost_unsynced: AtomicU64,
+    running: Mutex<BTreeMap<u64, Instant>>,
+}
+
+impl Batch {
+    /// Takes seeds and runs them until none is left, printing a line for each.
+    fn work(&self) {
+        loop {
+            let i = self.next.fetch_add(1, Ordering::SeqCst) as usize;
+            let Some(seed) = self.seeds.get(i).copied() else {
+                return;
+            };
+            let clock = Instant::now();
+            self.running.lock().map(|mut r| r.insert(seed, clock)).ok();
+            let ran = run(seed, &self.options);
+            self.running.lock().map(|mut r| r.remove(&seed)).ok();
+            let line = self.report(seed, ran);
+            println!("{line} ({:.1} s)", clock.elapsed().as_secs_f64());
+        }
+    }
+
+    /// Tallies what `seed` ran into and says it in a line (with how to replay it if it failed).
+    fn report(&self, seed: u64, ran: Result<Run, SimError>) -> String {
+        if let Ok(run) = &ran {
+            self.power_losses
+                .fetch_add(run.tally.power_losses, Ordering::SeqCst);
+            self.lost_unsynced
+                .fetch_add(run.tally.lost_unsynced, Ordering::SeqCst);
+        }
+        let replay = replay_command(seed, &self.options);
+        match ran {
+            Ok(run) if run.failures() == 0 && !self.keep_every => run.summary(),
+            Ok(run) if run.failures() == 0 => {
+                format!("{}\n  {}", run.summary(), keep(&self.dir, &run))
+            }
+            Ok(run) => {
+                self.failed.lock().map(|mut f| f.push(seed)).ok();
+                format!(
+                    "{}\n  replay: {replay}\n  {}",
+                    run.summary(),
+                    keep(&self.dir, &run)
+                )
+            }
+            Err(error) => {
+                self.failed.lock().map(|mut f| f.push(seed)).ok();
+                format!("seed {seed}: {error}\n  replay: {replay}")
+            }
+        }
     }
 }
 

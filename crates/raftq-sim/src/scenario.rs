@@ -9,6 +9,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use raftq_check::checker::{self, Final, Report};
 use raftq_check::history::{Event, History};
+use raftq_check::workers::{self, Worker};
 use raftq_engine::{Command, QueueAttributes, RedrivePolicyInput, RetryBackoffInput};
 use raftq_node::{NodeId, Query, QueryResult};
 use rand::rngs::StdRng;
@@ -75,46 +76,79 @@ pub async fn play(control: Control, seed: u64, faults_for: Duration) -> Judged {
         Instant::now() + faults_for,
     )
     .await;
-    let members = cluster
-        .switches
-        .members
-        .lock()
-        .map(|m| m.clone())
-        .unwrap_or_default();
-    faults::heal(&control, &members);
-    if !leader_within(&control, &members, Duration::from_secs(30)).await {
-        problems.push("no leader within 30 s of healing".into());
-    }
-    switches.stop_producing.store(true, Ordering::SeqCst);
-    switches.ack_per_mille.store(1000, Ordering::SeqCst);
-    if !drain(&control, &members, &dead_letter, Duration::from_secs(60)).await {
-        problems.push("queues were not empty 60 s after healing".into());
-    }
-    switches.stop_consuming.store(true, Ordering::SeqCst);
-    for worker in workers {
-        let _ = worker.await;
-    }
-    let remaining = remaining(&control, &members, &dead_letter)
-        .await
-        .unwrap_or_else(|e| {
-            problems.push(e);
-            BTreeMap::new()
-        });
-    let fin = Final {
-        remaining,
-        node_states: node_states(&control, &members).await,
-        memberships: faults::memberships(&control, &members).await,
-        members: members.clone(),
+    let ending = Ending {
+        history,
         dead_letter,
-        max_receive_count: MAX_RECEIVE_COUNT,
-    };
-    let events = history.events();
-    let report = checker::check(&events, &fin);
-    Judged {
-        events,
-        report,
-        unrecovered: cluster.unrecovered,
+        workers,
         problems,
+    };
+    ending.settle(&control, cluster).await
+}
+
+/// What a run has when its faults end: its history, its queues, the workers still at work and
+/// the problems found so far.
+struct Ending {
+    history: History,
+    /// Each source queue's dead-letter queue.
+    dead_letter: BTreeMap<String, String>,
+    workers: Vec<tokio::task::JoinHandle<()>>,
+    problems: Vec<String>,
+}
+
+impl Ending {
+    /// Heals every fault, lets the consumers drain the queues acknowledging every receive, stops
+    /// the workers, and judges the history against the state the members end with.
+    async fn settle(mut self, control: &Control, cluster: Cluster) -> Judged {
+        let switches = &cluster.switches;
+        let members = switches
+            .members
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default();
+        faults::heal(control, &members);
+        if !leader_within(control, &members, Duration::from_secs(30)).await {
+            self.problems
+                .push("no leader within 30 s of healing".into());
+        }
+        switches.stop_producing.store(true, Ordering::SeqCst);
+        switches.ack_per_mille.store(1000, Ordering::SeqCst);
+        if !drain(
+            control,
+            &members,
+            &self.dead_letter,
+            Duration::from_secs(60),
+        )
+        .await
+        {
+            self.problems
+                .push("queues were not empty 60 s after healing".into());
+        }
+        switches.stop_consuming.store(true, Ordering::SeqCst);
+        for worker in self.workers {
+            let _ = worker.await;
+        }
+        let remaining = remaining(control, &members, &self.dead_letter)
+            .await
+            .unwrap_or_else(|e| {
+                self.problems.push(e);
+                BTreeMap::new()
+            });
+        let fin = Final {
+            remaining,
+            node_states: node_states(control, &members).await,
+            memberships: faults::memberships(control, &members).await,
+            members: members.clone(),
+            dead_letter: self.dead_letter,
+            max_receive_count: MAX_RECEIVE_COUNT,
+        };
+        let events = self.history.events();
+        let report = checker::check(&events, &fin);
+        Judged {
+            events,
+            report,
+            unrecovered: cluster.unrecovered,
+            problems: self.problems,
+        }
     }
 }
 
@@ -185,7 +219,7 @@ async fn create(
     Err(format!("could not create {name}"))
 }
 
-/// Two producers per source queue and two consumers per queue, each seeded from `seed`.
+/// Starts the workers of [`workers::plan`].
 fn start_workers(
     control: &Control,
     history: &History,
@@ -193,34 +227,26 @@ fn start_workers(
     switches: &Switches,
     seed: u64,
 ) -> Vec<tokio::task::JoinHandle<()>> {
-    let mut workers = Vec::new();
-    let mut n = 0u64;
-    for (source, dlq) in dead_letter {
-        for id in 0..2 {
-            n += 1;
-            workers.push(tokio::spawn(workload::produce(
+    workers::plan(dead_letter, seed)
+        .into_iter()
+        .map(|worker| match worker {
+            Worker::Produce { queue, id, seed } => tokio::spawn(workload::produce(
                 control.clone(),
                 history.clone(),
-                source.clone(),
+                queue,
                 id,
                 switches.clone(),
-                seed ^ n,
-            )));
-        }
-        for queue in [source, dlq] {
-            for _ in 0..2 {
-                n += 1;
-                workers.push(tokio::spawn(workload::consume(
-                    control.clone(),
-                    history.clone(),
-                    queue.clone(),
-                    switches.clone(),
-                    seed ^ n,
-                )));
-            }
-        }
-    }
-    workers
+                seed,
+            )),
+            Worker::Consume { queue, seed } => tokio::spawn(workload::consume(
+                control.clone(),
+                history.clone(),
+                queue,
+                switches.clone(),
+                seed,
+            )),
+        })
+        .collect()
 }
 
 /// A linearizable read through the members in turn; `None` when none answers.

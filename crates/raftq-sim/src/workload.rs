@@ -187,33 +187,59 @@ pub async fn consume(
     switches: Switches,
     seed: u64,
 ) {
-    let mut rng = StdRng::seed_from_u64(seed);
-    while !switches.stop_consuming.load(Ordering::SeqCst) {
+    let mut consumer = Consumer {
+        control,
+        history,
+        queue,
+        switches,
+        rng: StdRng::seed_from_u64(seed),
+    };
+    while !consumer.switches.stop_consuming.load(Ordering::SeqCst) {
+        match consumer.receive().await {
+            None => {
+                let pause = consumer.rng.random_range(50..150);
+                sleep(Duration::from_millis(pause)).await;
+            }
+            Some(chosen) if chosen.is_empty() => {}
+            Some(chosen) => consumer.ack(chosen).await,
+        }
+    }
+}
+
+/// One consumer of a queue, with the history it records into.
+struct Consumer {
+    control: Control,
+    history: History,
+    queue: String,
+    switches: Switches,
+    rng: StdRng,
+}
+
+impl Consumer {
+    /// Receives once and records every delivery; `None` when nothing was delivered, else the
+    /// deliveries chosen to be acknowledged (message id and receipt).
+    async fn receive(&mut self) -> Option<Vec<(String, String)>> {
         let command = Command::Receive {
             account: ACCOUNT.into(),
-            queue: queue.clone(),
+            queue: self.queue.clone(),
             max_messages: Some(5),
             lease_seconds: Some(LEASE_SECONDS),
             attempt_id: None,
         };
-        let start = control.clock.now_ms();
-        let (outcome, done, payloads) =
-            classify(write(&control, switches.pick(&mut rng), command).await);
-        let end = control.clock.now_ms();
-        history.push(Event::Receive {
-            queue: queue.clone(),
+        let start = self.control.clock.now_ms();
+        let node = self.switches.pick(&mut self.rng);
+        let (outcome, done, payloads) = classify(write(&self.control, node, command).await);
+        let end = self.control.clock.now_ms();
+        self.history.push(Event::Receive {
+            queue: self.queue.clone(),
             start,
             end,
-            outcome: outcome.clone(),
+            outcome,
         });
         let deliveries = match done {
-            Some(Done::Received(deliveries)) => deliveries,
-            _ => Vec::new(),
+            Some(Done::Received(deliveries)) if !deliveries.is_empty() => deliveries,
+            _ => return None,
         };
-        if deliveries.is_empty() {
-            sleep(Duration::from_millis(rng.random_range(50..150))).await;
-            continue;
-        }
         let mut chosen = Vec::new();
         for delivery in &deliveries {
             let Some((_, payload)) = payloads
@@ -223,8 +249,8 @@ pub async fn consume(
                 continue;
             };
             let message_id = payload.message_id.to_string();
-            history.push(Event::Deliver {
-                queue: queue.clone(),
+            self.history.push(Event::Deliver {
+                queue: self.queue.clone(),
                 message_id: message_id.clone(),
                 body: payload.body.clone(),
                 receipt: delivery.receipt.clone(),
@@ -240,21 +266,25 @@ pub async fn consume(
                 start,
                 end,
             });
-            if rng.random_range(0..1000) < switches.ack_per_mille.load(Ordering::SeqCst) {
+            let ack_per_mille = self.switches.ack_per_mille.load(Ordering::SeqCst);
+            if self.rng.random_range(0..1000) < ack_per_mille {
                 chosen.push((message_id, delivery.receipt.clone()));
             }
         }
-        if chosen.is_empty() {
-            continue;
-        }
+        Some(chosen)
+    }
+
+    /// Acknowledges `chosen` (message id and receipt) in one call and records each one's outcome.
+    async fn ack(&mut self, chosen: Vec<(String, String)>) {
         let command = Command::Ack {
             account: ACCOUNT.into(),
-            queue: queue.clone(),
+            queue: self.queue.clone(),
             receipts: chosen.iter().map(|(_, receipt)| receipt.clone()).collect(),
         };
-        let start = control.clock.now_ms();
-        let (outcome, done, _) = classify(write(&control, switches.pick(&mut rng), command).await);
-        let end = control.clock.now_ms();
+        let start = self.control.clock.now_ms();
+        let node = self.switches.pick(&mut self.rng);
+        let (outcome, done, _) = classify(write(&self.control, node, command).await);
+        let end = self.control.clock.now_ms();
         let results = match done {
             Some(Done::Acked(results)) => results,
             _ => Vec::new(),
@@ -267,8 +297,8 @@ pub async fn consume(
                 },
                 None => outcome.clone(),
             };
-            history.push(Event::Ack {
-                queue: queue.clone(),
+            self.history.push(Event::Ack {
+                queue: self.queue.clone(),
                 message_id,
                 receipt,
                 start,

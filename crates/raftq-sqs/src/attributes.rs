@@ -441,47 +441,60 @@ impl Reader<'_> {
         if given.policy.as_ref().is_some_and(|p| *p != view.policy) {
             return Some("Policy");
         }
-        if let Some(policy) = &given.redrive_policy {
-            let has = view.redrive_policy.as_ref().map(|p| {
-                (
-                    p.dead_letter_target.name.as_str(),
-                    i64::from(p.max_receive_count),
-                )
-            });
-            let asked = policy.as_ref().map(|p| {
-                (
-                    p.dead_letter_target.as_deref().unwrap_or_default(),
-                    p.max_receive_count.unwrap_or_default(),
-                )
-            });
-            if has != asked {
-                return Some("RedrivePolicy");
-            }
+        if given
+            .redrive_policy
+            .as_ref()
+            .is_some_and(|policy| redrive_differs(view, policy.as_ref()))
+        {
+            return Some("RedrivePolicy");
         }
-        if let Some(allow) = &given.redrive_allow_policy {
-            let has = &view.redrive_allow_policy;
-            let mut has_sources: Vec<&str> = has
-                .source_queues
-                .iter()
-                .flatten()
-                .map(|s| s.name.as_str())
-                .collect();
-            let mut asked_sources: Vec<&str> = allow
-                .source_queues
-                .iter()
-                .flatten()
-                .map(String::as_str)
-                .collect();
-            has_sources.sort_unstable();
-            asked_sources.sort_unstable();
-            if allow.permission.as_deref() != Some(has.permission.as_str())
-                || has_sources != asked_sources
-            {
-                return Some("RedriveAllowPolicy");
-            }
+        if given
+            .redrive_allow_policy
+            .as_ref()
+            .is_some_and(|allow| redrive_allow_differs(view, allow))
+        {
+            return Some("RedriveAllowPolicy");
         }
         None
     }
+}
+
+/// Whether the redrive policy asked for (`None`: none) differs from `view`'s.
+fn redrive_differs(view: &QueueView, asked: Option<&RedrivePolicyInput>) -> bool {
+    let has = view.redrive_policy.as_ref().map(|p| {
+        (
+            p.dead_letter_target.name.as_str(),
+            i64::from(p.max_receive_count),
+        )
+    });
+    let asked = asked.map(|p| {
+        (
+            p.dead_letter_target.as_deref().unwrap_or_default(),
+            p.max_receive_count.unwrap_or_default(),
+        )
+    });
+    has != asked
+}
+
+/// Whether the redrive allow policy asked for differs from `view`'s: its permission, or its
+/// source queues in any order.
+fn redrive_allow_differs(view: &QueueView, allow: &AllowPolicyInput) -> bool {
+    let has = &view.redrive_allow_policy;
+    let mut has_sources: Vec<&str> = has
+        .source_queues
+        .iter()
+        .flatten()
+        .map(|s| s.name.as_str())
+        .collect();
+    let mut asked_sources: Vec<&str> = allow
+        .source_queues
+        .iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    has_sources.sort_unstable();
+    asked_sources.sort_unstable();
+    allow.permission.as_deref() != Some(has.permission.as_str()) || has_sources != asked_sources
 }
 
 /// Whether rendering `wanted` needs the queue's message counts.

@@ -470,19 +470,12 @@ async fn delete(
     queue: &str,
     receipts: Vec<String>,
 ) -> Result<Vec<Result<(), SqsError>>, SqsError> {
-    let count = receipts.len();
     let results = sqs(
         call.ops
             .ack(call.account(), queue.to_string(), receipts)
             .await,
         Doing::Other,
     )?;
-    if results.len() != count {
-        return Err(SqsError::from_api(
-            ApiError::unexpected_answer(),
-            Doing::Other,
-        ));
-    }
     Ok(results
         .into_iter()
         .map(|r| match r.result {
@@ -495,14 +488,11 @@ async fn delete(
 pub async fn delete_message(call: &Call<'_>, input: DeleteMessage) -> Result<Value, SqsError> {
     let queue = call.queue(&input.queue_url)?;
     let receipt = required(&input.receipt_handle, "ReceiptHandle")?.to_string();
-    let mut outcomes = delete(call, &queue, vec![receipt]).await?;
-    match outcomes.pop() {
-        Some(outcome) => outcome.map(|()| json!({})),
-        None => Err(SqsError::from_api(
-            ApiError::unexpected_answer(),
-            Doing::Other,
-        )),
-    }
+    let outcome = delete(call, &queue, vec![receipt])
+        .await?
+        .pop()
+        .expect("an ack answers one result per receipt");
+    outcome.map(|()| json!({}))
 }
 
 /// An entry of a delete or visibility batch.

@@ -1165,6 +1165,7 @@ where
 
     async fn purge(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
         tracing::debug!(%log_id, "purging raft log up to (inclusive)");
+        tracing::trace!(target: "raftq::stage", stage = "purge", index = log_id.index);
         if cfg!(debug_assertions) {
             let purged: Option<LogId<C::NodeId>> =
                 self.get_meta(KEY_LAST_PURGED).unwrap_or_default();
@@ -1190,6 +1191,7 @@ where
         self.work
             .detached(move || remove_purged(disk.as_ref(), &removable));
         self.forget_last();
+        tracing::trace!(target: "raftq::stage", stage = "purged", index = log_id.index);
         Ok(())
     }
 }

@@ -203,7 +203,9 @@ impl Spare {
             return Ok(());
         }
         let tmp = self.dir.join(SPARE_TMP);
+        tracing::trace!(target: "raftq::stage", stage = "spare");
         zeroed_file(self.disk.as_ref(), &tmp, self.bytes)?;
+        tracing::trace!(target: "raftq::stage", stage = "spare_made");
         let mut ready = self.ready();
         if *ready {
             // A purged segment became the spare meanwhile.
@@ -641,6 +643,7 @@ impl Segments {
             self.segments.last().is_none_or(|s| s.next() <= first),
             "a new segment starts after the last entry held: the chain only grows at its end"
         );
+        tracing::trace!(target: "raftq::stage", stage = "roll", segment = first);
         let bytes = self.segment_bytes.max(SEGMENT_HEADER + record);
         let path = self.dir.join(segment_name(first));
         let spare = {
@@ -674,6 +677,7 @@ impl Segments {
             last_crc: prev_crc,
         });
         debug_assert!(self.chain_holds(), "a new segment continues the chain");
+        tracing::trace!(target: "raftq::stage", stage = "rolled", segment = first, spare);
         Ok(())
     }
 
@@ -818,11 +822,13 @@ fn truncation_zeros(at: u64, end: u64, header: u64) -> [Range<u64>; 2] {
 /// page cache, which is slow for segments written moments ago: done under the
 /// segments' lock, with the Raft core waiting for the purge, it would hold up every append.
 pub(crate) fn remove_purged(disk: &dyn Disk, paths: &[PathBuf]) {
+    tracing::trace!(target: "raftq::stage", stage = "purge_remove", files = paths.len());
     for path in paths {
         if let Err(error) = disk.remove_file(path) {
             tracing::warn!(%error, path = %path.display(), "cannot remove a purged log segment");
         }
     }
+    tracing::trace!(target: "raftq::stage", stage = "purge_removed");
 }
 
 /// Starts the thread that makes a spare segment whenever asked, until the spare's owner is gone.

@@ -51,7 +51,7 @@ use tokio::sync::oneshot;
 use crate::disk::{Cursor, Disk, DiskFile};
 use crate::snapshot::SnapshotDir;
 use crate::state_digest::StateDigest;
-use crate::types::{NodeId, Response, TypeConfig};
+use crate::types::{Delivered, NodeId, Response, TypeConfig};
 use crate::waiters::Waiters;
 use crate::{SnapshotFile, Work};
 
@@ -526,7 +526,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         let mut fresh: HashMap<u64, Payload> = HashMap::new();
         let mut rows = BTreeSet::new();
         let mut responses = Vec::new();
-        let mut answered_waiters: Vec<(oneshot::Sender<Response>, Response)> = Vec::new();
+        let mut answered_waiters: Vec<(oneshot::Sender<Delivered>, Delivered)> = Vec::new();
         // A write proposed or a waiter registered after this check is in a later apply.
         let answered = self.awaited.any() || self.waiters.any();
         let mut engine = self
@@ -562,11 +562,11 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
                             };
                             let payloads = delivered(&reader, &fresh, &answer.deliveries)
                                 .map_err(read_failed)?;
-                            let response = Response {
-                                result: Some(Ok(Outcome::Received(answer.deliveries))),
+                            let delivered = Delivered {
+                                deliveries: answer.deliveries,
                                 payloads,
                             };
-                            answered_waiters.push((sender, response));
+                            answered_waiters.push((sender, delivered));
                         }
                         let payloads = match (answered, &applied.result) {
                             (true, Ok(Outcome::Received(deliveries))) => {
@@ -592,9 +592,9 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         // loses from the memtables (see the module documentation).
         write_applied(&self.db, batch).map_err(io_err)?;
         drop(engine);
-        for (sender, response) in answered_waiters {
+        for (sender, delivered) in answered_waiters {
             // A waiter that went away meanwhile leaves its messages to their leases.
-            let _ = sender.send(response);
+            let _ = sender.send(delivered);
         }
         let last = self.applied.last_applied.map_or(0, |id| id.index);
         tracing::trace!(target: "raftq::stage", stage = "applied", first, last);
@@ -769,6 +769,7 @@ pub struct SnapshotBuilder {
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
         let started = Instant::now();
+        tracing::trace!(target: "raftq::stage", stage = "snapshot");
         let stored = match self.work {
             Work::Threads => self.build_on_a_thread().await,
             Work::Tasks { .. } => build(&self.db, &self.snapshots, self.count),
@@ -782,6 +783,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         let file = SnapshotFile::open(&self.snapshots.dir, &stored.file, self.work)
             .await
             .map_err(io_err)?;
+        tracing::trace!(target: "raftq::stage", stage = "snapshotted");
         Ok(Snapshot {
             meta: stored.meta,
             snapshot: Box::new(file),

@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use raftq_engine::legacy::{CommandV0, CommandV1, CommandV2};
-use raftq_engine::{Command, EngineError, Outcome, Payload};
+use raftq_engine::{Command, Delivery, EngineError, Outcome, Payload};
 use serde::de::{self, SeqAccess, Visitor};
 use serde::ser::SerializeTuple;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -122,6 +122,14 @@ pub struct Response {
     /// The command's outcome.
     pub result: Option<Result<Outcome, EngineError>>,
     /// Payloads of the messages the outcome delivers, by storage key.
+    pub payloads: Vec<(u64, Payload)>,
+}
+
+/// The answer to a parked receive of this node's client: the messages an entry delivered to
+/// it (none when its wait ended empty), with their payloads by storage key.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Delivered {
+    pub deliveries: Vec<Delivery>,
     pub payloads: Vec<(u64, Payload)>,
 }
 

@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use crate::types::Response;
+use crate::types::Delivered;
 
 /// Waiter IDs registered on this node, each with the channel its answer goes to.
 #[derive(Debug, Clone, Default)]
-pub struct Waiters(Arc<Mutex<HashMap<Uuid, oneshot::Sender<Response>>>>);
+pub struct Waiters(Arc<Mutex<HashMap<Uuid, oneshot::Sender<Delivered>>>>);
 
 impl Waiters {
     /// Registers `waiter` until the slot is dropped: register before proposing the receive, or
@@ -37,11 +37,11 @@ impl Waiters {
     }
 
     /// The channel of `waiter`, if it is registered here; an answer is taken once.
-    pub(crate) fn take(&self, waiter: Uuid) -> Option<oneshot::Sender<Response>> {
+    pub(crate) fn take(&self, waiter: Uuid) -> Option<oneshot::Sender<Delivered>> {
         self.lock().remove(&waiter)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, oneshot::Sender<Response>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, oneshot::Sender<Delivered>>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -50,14 +50,14 @@ impl Waiters {
 #[derive(Debug)]
 pub struct WaitSlot {
     waiter: Uuid,
-    answer: oneshot::Receiver<Response>,
+    answer: oneshot::Receiver<Delivered>,
     waiters: Waiters,
 }
 
 impl WaitSlot {
-    /// The answer to the waiter, once this node applies the entry that ended its wait: a
-    /// receive's response (its deliveries and their payloads). `None` when the node stopped.
-    pub async fn answer(&mut self) -> Option<Response> {
+    /// The answer to the waiter, once this node applies the entry that ended its wait: its
+    /// deliveries and their payloads. `None` when the node stopped.
+    pub async fn answer(&mut self) -> Option<Delivered> {
         (&mut self.answer).await.ok()
     }
 }
@@ -83,8 +83,8 @@ mod tests {
         assert!(waiters.take(two).is_none(), "a dropped slot unregisters");
         let sender = waiters.take(one).expect("registered");
         assert!(waiters.take(one).is_none(), "an answer is taken once");
-        sender.send(Response::default()).expect("the slot listens");
-        assert_eq!(slot.answer().await, Some(Response::default()));
+        sender.send(Delivered::default()).expect("the slot listens");
+        assert_eq!(slot.answer().await, Some(Delivered::default()));
         drop(slot);
         assert!(!waiters.any());
     }

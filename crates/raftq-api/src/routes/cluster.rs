@@ -10,7 +10,7 @@ use axum::extract::{Path, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::openapi::OpenApi;
 use utoipa::ToSchema;
 
@@ -18,7 +18,7 @@ use raftq_node::Change;
 
 use crate::auth::{Account, Admin};
 use crate::error::ApiError;
-use crate::input::{Fields, JsonBody};
+use crate::input::JsonBody;
 use crate::keys::Principal;
 use crate::metrics::{Filesystem, Reading};
 use crate::openapi;
@@ -65,11 +65,9 @@ pub async fn show(State(state): State<AppState>, principal: Principal) -> Respon
     Json(status.shown_to(&principal)).into_response()
 }
 
-/// The fields `POST /v1/cluster/nodes` accepts.
-pub const ADD_NODE_FIELDS: &[&str] = &["id", "raft_addr"];
-
 /// A node to add.
-#[derive(Serialize, ToSchema)]
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(example = json!({"id": 4, "raft_addr": "node4:7000"}))]
 pub struct AddNode {
     /// The new node's id, unused by any member.
@@ -100,13 +98,9 @@ pub struct AddNode {
 pub async fn add_node(
     State(state): State<AppState>,
     _admin: Admin,
-    JsonBody(body): JsonBody,
+    JsonBody(body): JsonBody<AddNode>,
 ) -> Result<Response, ApiError> {
-    let f = Fields::root(&body)?;
-    f.only(ADD_NODE_FIELDS)?;
-    let id = f.required("id", f.integer("id")?)?;
-    let id = u64::try_from(id).map_err(|_| ApiError::invalid("id", "must be 0 or more"))?;
-    let raft_addr = f.required_string("raft_addr")?.to_string();
+    let AddNode { id, raft_addr } = body;
     let cluster = state
         .change_membership(Change::Add { id, raft_addr })
         .await?;

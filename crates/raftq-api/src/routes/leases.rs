@@ -1,40 +1,27 @@
 //! Lease routes: `POST /v1/queues/{q}/receive` (with long polling), `POST .../ack` (a batch of
 //! receipts, each with its own result) and `POST .../lease` (change or release a lease). Ranges
-//! and defaults are those of `ops`. The request schemas of the OpenAPI document stand next to
-//! the handlers that read them.
+//! and defaults are those of `ops`. The request bodies are read into the types here, which are
+//! also their schemas in the OpenAPI document.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use axum::Json;
-use serde::Serialize;
+use serde::Deserialize;
 use utoipa::ToSchema;
 
 use crate::auth::Account;
 use crate::error::ApiError;
-use crate::input::{string_at, Fields, JsonBody, QueuePath};
+use crate::input::{JsonBody, QueuePath};
 use crate::json;
 use crate::openapi::{self, Replicated};
 use crate::ops::ReceiveOptions;
 use crate::state::AppState;
 use crate::throttle::Caller;
 
-/// The fields of a receive.
-pub const RECEIVE_FIELDS: &[&str] = &[
-    "max_messages",
-    "lease_seconds",
-    "wait_seconds",
-    "receive_attempt_id",
-];
-
-/// The fields of an ack.
-pub const ACK_FIELDS: &[&str] = &["receipts"];
-
-/// The fields of a lease change.
-pub const CHANGE_FIELDS: &[&str] = &["receipt", "lease_seconds", "delay_seconds"];
-
 /// The body of `POST /v1/queues/{q}/receive`; an empty body takes every default.
-#[derive(Serialize, ToSchema)]
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(example = json!({"max_messages": 10, "lease_seconds": 60, "wait_seconds": 20, "receive_attempt_id": "poll-7f3a"}))]
 pub struct Receive {
     /// At most this many messages, 1–10. Default 1.
@@ -56,7 +43,8 @@ pub struct Receive {
 }
 
 /// The body of `POST /v1/queues/{q}/ack`.
-#[derive(Serialize, ToSchema)]
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(example = json!({"receipts": ["AAEC...", "AAED..."]}))]
 pub struct Ack {
     /// The receipts of the messages to acknowledge (delete), 1–10.
@@ -65,14 +53,15 @@ pub struct Ack {
 }
 
 /// The body of `POST /v1/queues/{q}/lease`.
-#[derive(Serialize, ToSchema)]
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(example = json!({"receipt": "AAEC...", "lease_seconds": 0, "delay_seconds": 30}))]
 pub struct ChangeLease {
     /// The receipt of the lease to change.
     receipt: String,
     /// The new lease, from now, 0–43200 seconds; 0 releases the message.
-    #[schema(minimum = 0, maximum = 43200)]
-    lease_seconds: i64,
+    #[schema(value_type = i64, minimum = 0, maximum = 43200)]
+    lease_seconds: Option<i64>,
     /// With `lease_seconds` 0 only: the released message stays invisible this long, 0–900
     /// seconds (its peek state is `delayed`). Default 0: visible at once.
     #[schema(minimum = 0, maximum = 900)]
@@ -103,15 +92,13 @@ pub async fn receive(
     caller: Option<Extension<Caller>>,
     Account(account): Account,
     QueuePath(queue): QueuePath,
-    JsonBody(body): JsonBody,
+    JsonBody(body): JsonBody<Receive>,
 ) -> Result<Response, ApiError> {
-    let f = Fields::root(&body)?;
-    f.only(RECEIVE_FIELDS)?;
     let options = ReceiveOptions {
-        max_messages: f.integer("max_messages")?,
-        lease_seconds: f.integer("lease_seconds")?,
-        wait_seconds: f.integer("wait_seconds")?,
-        receive_attempt_id: f.string("receive_attempt_id")?.map(str::to_string),
+        max_messages: body.max_messages,
+        lease_seconds: body.lease_seconds,
+        wait_seconds: body.wait_seconds,
+        receive_attempt_id: body.receive_attempt_id,
         caller: caller.map(|c| c.0).unwrap_or_default(),
     };
     let received = state.receive(account, queue, options).await?;
@@ -141,17 +128,9 @@ pub async fn ack(
     State(state): State<AppState>,
     Account(account): Account,
     QueuePath(queue): QueuePath,
-    JsonBody(body): JsonBody,
+    JsonBody(body): JsonBody<Ack>,
 ) -> Result<Response, ApiError> {
-    let f = Fields::root(&body)?;
-    f.only(ACK_FIELDS)?;
-    let list = f.required("receipts", f.array("receipts")?)?;
-    let receipts = list
-        .iter()
-        .enumerate()
-        .map(|(i, v)| string_at(v, format!("receipts[{i}]")).map(str::to_string))
-        .collect::<Result<Vec<_>, _>>()?;
-    let results = state.ack(account, queue, receipts).await?;
+    let results = state.ack(account, queue, body.receipts).await?;
     let results = results.into_iter().map(json::AckEntryResult::new).collect();
     Ok(Json(json::Results { results }).into_response())
 }
@@ -177,15 +156,16 @@ pub async fn change(
     State(state): State<AppState>,
     Account(account): Account,
     QueuePath(queue): QueuePath,
-    JsonBody(body): JsonBody,
+    JsonBody(body): JsonBody<ChangeLease>,
 ) -> Result<Response, ApiError> {
-    let f = Fields::root(&body)?;
-    f.only(CHANGE_FIELDS)?;
-    let receipt = f.required_string("receipt")?.to_string();
-    let lease_seconds = f.integer("lease_seconds")?;
-    let delay_seconds = f.integer("delay_seconds")?;
     let changed = state
-        .change_lease(account, queue, receipt, lease_seconds, delay_seconds)
+        .change_lease(
+            account,
+            queue,
+            body.receipt,
+            body.lease_seconds,
+            body.delay_seconds,
+        )
         .await?;
     Ok(Json(json::LeaseChanged::new(changed)).into_response())
 }

@@ -1,12 +1,11 @@
 //! Message routes: `POST /v1/queues/{q}/messages` (send), `POST .../messages/batch`,
 //! `GET .../messages` (peek) and `POST .../purge`.
 //!
-//! Each handler reads its JSON into the plain values of `ops`, which checks every message
-//! against the rules that need no state before it is proposed; in a batch, an entry that fails
-//! them gets its own error result and the other entries are still sent. Rules of the queue (its
-//! size limit, FIFO IDs, deduplication) are the engine's, which answers per entry too.
-//!
-//! The request schemas of the OpenAPI document stand next to the handlers that read them.
+//! Each handler reads its body into the types here, which are also the request schemas of the
+//! OpenAPI document, and hands their plain values to `ops`, which checks every message against
+//! the rules that need no state before it is proposed; in a batch, an entry that fails them gets
+//! its own error result and the other entries are still sent. Rules of the queue (its size
+//! limit, FIFO IDs, deduplication) are the engine's, which answers per entry too.
 
 use std::collections::BTreeMap;
 
@@ -14,74 +13,66 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Serialize;
-use utoipa::ToSchema;
 
 use crate::attributes;
 use crate::auth::Account;
+use crate::body::sharing_fields;
 use crate::error::ApiError;
-use crate::input::{Fields, JsonBody, Params, QueuePath};
+use crate::input::{JsonBody, Params, QueuePath};
 use crate::json;
 use crate::openapi::Replicated;
 use crate::ops::{BatchEntryInput, MessageInput};
 use crate::state::AppState;
 
-/// The fields of one message, in a send or a batch entry.
-pub const MESSAGE_FIELDS: &[&str] = &[
-    "body",
-    "attributes",
-    "attribute_types",
-    "delay_seconds",
-    "message_group_id",
-    "message_deduplication_id",
-];
-
-/// The fields of a batch send.
-pub const BATCH_FIELDS: &[&str] = &["entries"];
-
 /// The query parameters of a peek.
 pub const PEEK_PARAMS: &[&str] = &["limit", "after"];
 
-/// The fields of a batch entry: its ID, then those of a message.
-pub fn entry_fields() -> Vec<&'static str> {
-    ["id"].iter().chain(MESSAGE_FIELDS).copied().collect()
-}
+sharing_fields! {
+    shared MessageFields {
+        /// UTF-8 text, at least 1 byte; with the attributes at most the queue's
+        /// `max_message_bytes`.
+        body: String,
+        /// Up to 10 attributes, names 1–256 characters: each value as text, or base64 for a
+        /// `Binary` type. Names, values and types other than `String` count toward the size.
+        attributes: Option<BTreeMap<String, String>>,
+        /// The data type of each attribute that is not a plain `String`: `String`, `Number` or
+        /// `Binary`, optionally with a custom label (`Number.float`, `Binary.jpg`), at most 256
+        /// characters. A `Number` value is an integer or decimal number (38 significant digits,
+        /// magnitude 10^-128 to 10^126).
+        attribute_types: Option<BTreeMap<String, String>>,
+        /// Seconds before the message can be received, 0–900. Default: the queue's.
+        #[schema(minimum = 0, maximum = 900)]
+        delay_seconds: Option<i64>,
+        /// FIFO queues (required there): the group, 1–128 bytes of printable ASCII. Stored and
+        /// returned on a standard queue, where it orders nothing.
+        message_group_id: Option<String>,
+        /// FIFO queues: the deduplication ID, 1–128 bytes of printable ASCII; required unless the
+        /// queue has `content_based_deduplication`. A standard queue refuses it.
+        message_deduplication_id: Option<String>,
+    }
 
-/// A message to send: the body of `POST /v1/queues/{q}/messages`.
-#[derive(Serialize, ToSchema)]
-#[schema(example = json!({
-    "body": "order 42 paid",
-    "attributes": {"kind": "payment", "amount": "12.50", "receipt": "JVBERi0xLjQ="},
-    "attribute_types": {"amount": "Number", "receipt": "Binary.pdf"},
-    "delay_seconds": 0,
-    "message_group_id": "customer-7",
-    "message_deduplication_id": "order-42-paid"
-}))]
-pub struct SendMessage {
-    /// UTF-8 text, at least 1 byte; with the attributes at most the queue's
-    /// `max_message_bytes`.
-    body: String,
-    /// Up to 10 attributes, names 1–256 characters: each value as text, or base64 for a
-    /// `Binary` type. Names, values and types other than `String` count toward the size.
-    attributes: Option<BTreeMap<String, String>>,
-    /// The data type of each attribute that is not a plain `String`: `String`, `Number` or
-    /// `Binary`, optionally with a custom label (`Number.float`, `Binary.jpg`), at most 256
-    /// characters. A `Number` value is an integer or decimal number (38 significant digits,
-    /// magnitude 10^-128 to 10^126).
-    attribute_types: Option<BTreeMap<String, String>>,
-    /// Seconds before the message can be received, 0–900. Default: the queue's.
-    #[schema(minimum = 0, maximum = 900)]
-    delay_seconds: Option<i64>,
-    /// FIFO queues (required there): the group, 1–128 bytes of printable ASCII. Stored and
-    /// returned on a standard queue, where it orders nothing.
-    message_group_id: Option<String>,
-    /// FIFO queues: the deduplication ID, 1–128 bytes of printable ASCII; required unless the
-    /// queue has `content_based_deduplication`. A standard queue refuses it.
-    message_deduplication_id: Option<String>,
+    /// A message to send: the body of `POST /v1/queues/{q}/messages`.
+    #[schema(example = json!({
+        "body": "order 42 paid",
+        "attributes": {"kind": "payment", "amount": "12.50", "receipt": "JVBERi0xLjQ="},
+        "attribute_types": {"amount": "Number", "receipt": "Binary.pdf"},
+        "delay_seconds": 0,
+        "message_group_id": "customer-7",
+        "message_deduplication_id": "order-42-paid"
+    }))]
+    struct SendMessage {}
+
+    /// One message of a batch send.
+    struct BatchEntry {
+        /// Names the entry in the results: 1–80 characters of `A-Z a-z 0-9 _ -`, unique in the
+        /// batch.
+        id: String,
+    }
 }
 
 /// The body of `POST /v1/queues/{q}/messages/batch`.
-#[derive(Serialize, ToSchema)]
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(example = json!({"entries": [
     {"id": "a", "body": "first", "attributes": {"kind": "test"}, "delay_seconds": 5,
      "message_group_id": "g", "message_deduplication_id": "d-1"},
@@ -93,48 +84,23 @@ pub struct SendBatch {
     entries: Vec<BatchEntry>,
 }
 
-/// One message of a batch send.
-#[derive(Serialize, ToSchema)]
-pub struct BatchEntry {
-    /// Names the entry in the results: 1–80 characters of `A-Z a-z 0-9 _ -`, unique in the
-    /// batch.
-    id: String,
-    #[serde(flatten)]
-    message: SendMessage,
-}
-
-/// A JSON object of strings, such as a message's attributes or their types.
-fn strings(f: &Fields<'_>, key: &str) -> Result<BTreeMap<String, String>, ApiError> {
-    let Some(map) = f.object(key)? else {
-        return Ok(BTreeMap::new());
-    };
-    map.iter()
-        .map(|(name, value)| {
-            value
-                .as_str()
-                .map(|v| (name.clone(), v.to_string()))
-                .ok_or_else(|| {
-                    ApiError::invalid(format!("{}.{name}", f.path(key)), "must be a string")
-                })
+impl MessageFields {
+    /// The message, its attributes typed; `prefix` leads the names of the fields in errors.
+    fn message(self, prefix: &str) -> Result<MessageInput, ApiError> {
+        let attributes = attributes::from_text(
+            self.attributes.unwrap_or_default(),
+            self.attribute_types.unwrap_or_default(),
+            prefix,
+        )?;
+        Ok(MessageInput {
+            body: self.body,
+            attributes,
+            delay_seconds: self.delay_seconds,
+            message_group_id: self.message_group_id,
+            message_deduplication_id: self.message_deduplication_id,
+            trace_header: None,
         })
-        .collect()
-}
-
-/// Reads a message.
-fn message(f: &Fields<'_>) -> Result<MessageInput, ApiError> {
-    let attributes = attributes::from_text(
-        strings(f, "attributes")?,
-        strings(f, "attribute_types")?,
-        &f.path(""),
-    )?;
-    Ok(MessageInput {
-        body: f.required_string("body")?.to_string(),
-        attributes,
-        delay_seconds: f.integer("delay_seconds")?,
-        message_group_id: f.string("message_group_id")?.map(str::to_string),
-        message_deduplication_id: f.string("message_deduplication_id")?.map(str::to_string),
-        trace_header: None,
-    })
+    }
 }
 
 /// Send a message
@@ -157,11 +123,10 @@ pub async fn send(
     State(state): State<AppState>,
     Account(account): Account,
     QueuePath(queue): QueuePath,
-    JsonBody(body): JsonBody,
+    JsonBody(body): JsonBody<SendMessage>,
 ) -> Result<Response, ApiError> {
-    let f = Fields::root(&body)?;
-    f.only(MESSAGE_FIELDS)?;
-    let sent = state.send(account, queue, message(&f)?).await?;
+    let ((), fields) = body.split();
+    let sent = state.send(account, queue, fields.message("")?).await?;
     Ok(Json(json::Sent::new(&sent)).into_response())
 }
 
@@ -189,22 +154,16 @@ pub async fn send_batch(
     State(state): State<AppState>,
     Account(account): Account,
     QueuePath(queue): QueuePath,
-    JsonBody(body): JsonBody,
+    JsonBody(body): JsonBody<SendBatch>,
 ) -> Result<Response, ApiError> {
-    let f = Fields::root(&body)?;
-    f.only(BATCH_FIELDS)?;
-    let list = f.required("entries", f.array("entries")?)?;
-    let entry_fields = entry_fields();
-    let entries = list
-        .iter()
+    let entries = body
+        .entries
+        .into_iter()
         .enumerate()
-        .map(|(i, value)| {
-            let entry = Fields::nested(value, format!("entries[{i}]"))?;
-            entry.only(&entry_fields)?;
-            Ok(BatchEntryInput {
-                id: entry.required_string("id")?.to_string(),
-                message: message(&entry)?,
-            })
+        .map(|(i, entry)| {
+            let ((id,), fields) = entry.split();
+            let message = fields.message(&format!("entries[{i}]."))?;
+            Ok(BatchEntryInput { id, message })
         })
         .collect::<Result<Vec<_>, ApiError>>()?;
     let results = state.send_batch(account, queue, entries).await?;

@@ -3,40 +3,32 @@
 //! (back to their dead-letter sources, or to a destination), list the queue's last tasks, cancel
 //! a running one.
 //!
-//! Each handler reads its JSON into the plain values of `ops`; the rate, the filter's IDs and
-//! times are checked by `ops`, the destination and the one-running-task rule by the engine.
+//! A start's body is read into the types here, which are also its schema in the OpenAPI
+//! document, and handed to `ops` as its plain values; the rate, the filter's IDs and times are
+//! checked by `ops`, the destination and the one-running-task rule by the engine.
 
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Serialize;
+use serde::Deserialize;
 use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
 use utoipa::openapi::{KnownFormat, SchemaFormat};
 use utoipa::ToSchema;
 
 use crate::auth::Account;
+use crate::body::QueueReference;
 use crate::error::ApiError;
-use crate::input::{queue_reference, string_at, Fields, JsonBody, QueuePath};
+use crate::input::{JsonBody, QueuePath};
 use crate::json;
 use crate::openapi::{self, Replicated};
 use crate::ops::{MoveFilterRequest, MoveTaskRequest};
 use crate::state::AppState;
 
-/// The fields of a start.
-pub const START_FIELDS: &[&str] = &[
-    "destination",
-    "max_messages_per_second",
-    "filter",
-    "dry_run",
-];
-
-/// The fields of a filter.
-pub const FILTER_FIELDS: &[&str] = &["message_ids", "moved_since", "moved_before"];
-
 /// The body of `POST /v1/queues/{q}/move_tasks`; every field is optional.
-#[derive(Serialize, ToSchema)]
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(example = json!({
     "destination": "orders",
     "max_messages_per_second": 50,
@@ -45,7 +37,7 @@ pub const FILTER_FIELDS: &[&str] = &["message_ids", "moved_since", "moved_before
 }))]
 pub struct StartMoveTask {
     #[schema(schema_with = destination)]
-    destination: Option<String>,
+    destination: Option<QueueReference>,
     /// The most messages moved per second, 1–500. Default 500.
     #[schema(minimum = 1, maximum = 500)]
     max_messages_per_second: Option<i64>,
@@ -55,7 +47,8 @@ pub struct StartMoveTask {
 }
 
 /// Which messages of the queue the task takes; absent fields take every message.
-#[derive(Serialize, ToSchema)]
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct MoveFilterBody {
     #[schema(schema_with = message_ids)]
     message_ids: Option<Vec<String>>,
@@ -89,25 +82,14 @@ fn message_ids() -> ArrayBuilder {
         .description(Some("Only the messages with these IDs, at most 100"))
 }
 
-fn filter(f: Fields<'_>) -> Result<MoveFilterRequest, ApiError> {
-    f.only(FILTER_FIELDS)?;
-    let message_ids = f
-        .array("message_ids")?
-        .map(|list| {
-            list.iter()
-                .enumerate()
-                .map(|(i, v)| {
-                    string_at(v, format!("{}[{i}]", f.path("message_ids"))).map(str::to_string)
-                })
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .transpose()?
-        .unwrap_or_default();
-    Ok(MoveFilterRequest {
-        message_ids,
-        moved_since: f.string("moved_since")?.map(str::to_string),
-        moved_before: f.string("moved_before")?.map(str::to_string),
-    })
+impl From<MoveFilterBody> for MoveFilterRequest {
+    fn from(body: MoveFilterBody) -> MoveFilterRequest {
+        MoveFilterRequest {
+            message_ids: body.message_ids.unwrap_or_default(),
+            moved_since: body.moved_since,
+            moved_before: body.moved_before,
+        }
+    }
 }
 
 /// Start moving a queue's messages
@@ -136,21 +118,13 @@ pub async fn start(
     State(state): State<AppState>,
     Account(account): Account,
     QueuePath(queue): QueuePath,
-    JsonBody(body): JsonBody,
+    JsonBody(body): JsonBody<StartMoveTask>,
 ) -> Result<Response, ApiError> {
-    let f = Fields::root(&body)?;
-    f.only(START_FIELDS)?;
     let request = MoveTaskRequest {
-        destination: f
-            .value("destination")
-            .map(|v| queue_reference(v, f.path("destination")))
-            .transpose()?,
-        max_messages_per_second: f.integer("max_messages_per_second")?,
-        filter: f
-            .value("filter")
-            .map(|v| filter(Fields::nested(v, f.path("filter"))?))
-            .transpose()?,
-        dry_run: f.boolean("dry_run")?.unwrap_or(false),
+        destination: body.destination.map(|d| d.0),
+        max_messages_per_second: body.max_messages_per_second,
+        filter: body.filter.map(MoveFilterRequest::from),
+        dry_run: body.dry_run.unwrap_or(false),
     };
     let task = state.start_move_task(account, queue, request).await?;
     Ok((StatusCode::CREATED, Json(json::MoveTask::new(&task))).into_response())

@@ -1,175 +1,155 @@
 //! Queue routes: `POST/GET /v1/queues`, `GET/PATCH/DELETE /v1/queues/{q}`,
 //! `GET /v1/queues/{q}/dead_letter_sources` and `GET /v1/queues/{q}/stats`.
 //!
-//! Each handler reads its JSON into the plain values of `ops` (field types and unknown fields are
-//! checked here) and renders the answer; names, ranges and required settings are checked by
+//! Each handler reads its body into the types here (field types and unknown fields are checked
+//! by reading it), which are also the request schemas of the OpenAPI document, hands their plain
+//! values to `ops` and renders the answer; names, ranges and required settings are checked by
 //! `ops`, rules that need state (the redrive target exists, is of the same type, allows the
 //! source...) by the engine.
-//!
-//! The request schemas of the OpenAPI document stand here too, next to the code that reads the
-//! bodies they describe; `routes` tests hold them to the fields the handlers accept.
+
+use std::collections::BTreeMap;
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use std::collections::BTreeMap;
-
-use raftq_engine::tags::TagChange;
 use raftq_engine::{AllowPolicyInput, QueueAttributes, RedrivePolicyInput, RetryBackoffInput};
-use serde::Serialize;
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use utoipa::openapi::schema::{ArrayBuilder, OneOfBuilder};
 use utoipa::ToSchema;
 
 use crate::auth::Account;
+use crate::body::{self, sharing_fields, QueueReference};
 use crate::error::ApiError;
-use crate::input::{queue_reference, Fields, JsonBody, Params, QueuePath};
+use crate::input::{JsonBody, Params, QueuePath};
 use crate::json;
 use crate::openapi::{self, Replicated};
 use crate::ops::NewQueue;
 use crate::state::AppState;
 
 /// The fields of a create that a patch refuses.
-pub const FIXED_FIELDS: &[&str] = &["name", "type"];
-
-/// The optional settings of a queue, for create and patch.
-pub const ATTRIBUTE_FIELDS: &[&str] = &[
-    "content_based_deduplication",
-    "lease_seconds",
-    "delay_seconds",
-    "retention_seconds",
-    "max_message_bytes",
-    "redrive_policy",
-    "redrive_allow_policy",
-    "retry_backoff",
-    "receive_wait_seconds",
-    "tags",
-    "deduplication_scope",
-];
-
-/// The fields of a redrive policy.
-pub const REDRIVE_POLICY_FIELDS: &[&str] = &["dead_letter_target", "max_receive_count"];
-
-/// The fields of a retry backoff.
-pub const RETRY_BACKOFF_FIELDS: &[&str] = &["initial_seconds", "max_seconds", "multiplier"];
-
-/// The fields of a redrive allow policy.
-pub const ALLOW_POLICY_FIELDS: &[&str] = &["permission", "source_queues"];
+const FIXED_FIELDS: &[&str] = &["name", "type"];
 
 /// The query parameters of a list.
 pub const LIST_PARAMS: &[&str] = &["prefix"];
 
-/// The fields of a create: the fixed ones, then the settings.
-pub fn create_fields() -> Vec<&'static str> {
-    FIXED_FIELDS
-        .iter()
-        .chain(ATTRIBUTE_FIELDS)
-        .copied()
-        .collect()
-}
+sharing_fields! {
+    shared SettingFields {
+        /// FIFO queues: a send without `message_deduplication_id` is deduplicated by the hex
+        /// SHA-256 of its body. Default `false`.
+        content_based_deduplication: Option<bool>,
+        /// The lease of a receive that asks for none, 0–43200 seconds. Default 30.
+        #[schema(minimum = 0, maximum = 43200)]
+        lease_seconds: Option<i64>,
+        /// The delay of a send that asks for none, 0–900 seconds. Default 0.
+        #[schema(minimum = 0, maximum = 900)]
+        delay_seconds: Option<i64>,
+        /// How long a message is kept, 60–1209600 seconds. Default 345600 (4 days).
+        #[schema(minimum = 60, maximum = 1209600)]
+        retention_seconds: Option<i64>,
+        /// The largest message (body and attributes), 1–1048576 bytes. Default 262144.
+        #[schema(minimum = 1, maximum = 1048576)]
+        max_message_bytes: Option<i64>,
+        /// Where messages go after `max_receive_count` receives without an ack. `null` detaches
+        /// the policy; absent leaves it as it is.
+        #[serde(default, deserialize_with = "clearable")]
+        #[schema(value_type = Option<RedrivePolicyBody>)]
+        redrive_policy: Option<Option<RedrivePolicyBody>>,
+        /// Which queues may use this queue as their dead-letter queue. Default `allow_all`.
+        redrive_allow_policy: Option<AllowPolicyBody>,
+        /// How long a message whose lease expired waits before it is visible again. `null` (the
+        /// default) makes it visible at once; absent leaves it as it is.
+        #[serde(default, deserialize_with = "clearable")]
+        #[schema(value_type = Option<RetryBackoffBody>)]
+        retry_backoff: Option<Option<RetryBackoffBody>>,
+        /// How long a receive that gives no `wait_seconds` waits for a message, 0–20 seconds
+        /// (SQS ReceiveMessageWaitTimeSeconds). Default 0.
+        #[schema(minimum = 0, maximum = 20)]
+        receive_wait_seconds: Option<i64>,
+        /// Tags to set, and with `null` to remove (a merge: tags not named stay). Keys 1–128
+        /// characters, not starting with `aws:`; values 0–256 characters; at most 50 tags.
+        tags: Option<BTreeMap<String, Option<String>>>,
+        /// `queue` or `message_group` (FIFO queues; see the schema).
+        #[schema(schema_with = openapi::deduplication_scope)]
+        deduplication_scope: Option<String>,
+    }
 
-/// The body of `POST /v1/queues`: a name, an optional `type` (`standard` or `fifo`, which must
-/// match the name) and the settings.
-#[derive(Serialize, ToSchema)]
-#[schema(example = json!({
-    "name": "orders.fifo",
-    "type": "fifo",
-    "content_based_deduplication": true,
-    "lease_seconds": 60,
-    "delay_seconds": 0,
-    "retention_seconds": 86400,
-    "max_message_bytes": 65536,
-    "redrive_policy": {"dead_letter_target": "orders-dlq.fifo", "max_receive_count": 5},
-    "redrive_allow_policy": {"permission": "deny_all"},
-    "retry_backoff": {"initial_seconds": 5, "max_seconds": 600, "multiplier": 2.0},
-    "receive_wait_seconds": 20,
-    "tags": {"team": "payments", "cost-center": "42"},
-    "deduplication_scope": "message_group"
-}))]
-pub struct CreateQueue {
-    /// 1–80 characters of `A-Z a-z 0-9 _ -`, unique in the account; a name ending in `.fifo`
-    /// (counted in the 80) makes a FIFO queue.
-    name: String,
-    #[serde(rename = "type")]
-    #[schema(schema_with = openapi::queue_type)]
-    queue_type: Option<String>,
-    #[serde(flatten)]
-    settings: QueueSettings,
-}
+    /// The body of `POST /v1/queues`: a name, an optional `type` (`standard` or `fifo`, which must
+    /// match the name) and the settings.
+    #[schema(example = json!({
+        "name": "orders.fifo",
+        "type": "fifo",
+        "content_based_deduplication": true,
+        "lease_seconds": 60,
+        "delay_seconds": 0,
+        "retention_seconds": 86400,
+        "max_message_bytes": 65536,
+        "redrive_policy": {"dead_letter_target": "orders-dlq.fifo", "max_receive_count": 5},
+        "redrive_allow_policy": {"permission": "deny_all"},
+        "retry_backoff": {"initial_seconds": 5, "max_seconds": 600, "multiplier": 2.0},
+        "receive_wait_seconds": 20,
+        "tags": {"team": "payments", "cost-center": "42"},
+        "deduplication_scope": "message_group"
+    }))]
+    struct CreateQueue {
+        /// 1–80 characters of `A-Z a-z 0-9 _ -`, unique in the account; a name ending in `.fifo`
+        /// (counted in the 80) makes a FIFO queue.
+        name: String,
+        #[serde(rename = "type")]
+        #[schema(schema_with = openapi::queue_type)]
+        queue_type: Option<String>,
+    }
 
-/// The settings of a queue: the body of `PATCH /v1/queues/{q}`, and of a create with its name.
-/// An absent (or `null`) setting keeps its default on a create, its value on a patch.
-#[derive(Serialize, ToSchema)]
-#[schema(example = json!({"lease_seconds": 120, "redrive_policy": null, "tags": {"team": "billing", "old": null}}))]
-pub struct QueueSettings {
-    /// FIFO queues: a send without `message_deduplication_id` is deduplicated by the hex
-    /// SHA-256 of its body. Default `false`.
-    content_based_deduplication: Option<bool>,
-    /// The lease of a receive that asks for none, 0–43200 seconds. Default 30.
-    #[schema(minimum = 0, maximum = 43200)]
-    lease_seconds: Option<i64>,
-    /// The delay of a send that asks for none, 0–900 seconds. Default 0.
-    #[schema(minimum = 0, maximum = 900)]
-    delay_seconds: Option<i64>,
-    /// How long a message is kept, 60–1209600 seconds. Default 345600 (4 days).
-    #[schema(minimum = 60, maximum = 1209600)]
-    retention_seconds: Option<i64>,
-    /// The largest message (body and attributes), 1–1048576 bytes. Default 262144.
-    #[schema(minimum = 1, maximum = 1048576)]
-    max_message_bytes: Option<i64>,
-    /// Where messages go after `max_receive_count` receives without an ack. `null` detaches
-    /// the policy; absent leaves it as it is.
-    redrive_policy: Option<RedrivePolicyBody>,
-    /// Which queues may use this queue as their dead-letter queue. Default `allow_all`.
-    redrive_allow_policy: Option<AllowPolicyBody>,
-    /// How long a message whose lease expired waits before it is visible again. `null` (the
-    /// default) makes it visible at once; absent leaves it as it is.
-    retry_backoff: Option<RetryBackoffBody>,
-    /// How long a receive that gives no `wait_seconds` waits for a message, 0–20 seconds
-    /// (SQS ReceiveMessageWaitTimeSeconds). Default 0.
-    #[schema(minimum = 0, maximum = 20)]
-    receive_wait_seconds: Option<i64>,
-    /// Tags to set, and with `null` to remove (a merge: tags not named stay). Keys 1–128
-    /// characters, not starting with `aws:`; values 0–256 characters; at most 50 tags.
-    tags: Option<BTreeMap<String, Option<String>>>,
-    /// `queue` or `message_group` (FIFO queues; see the schema).
-    #[schema(schema_with = openapi::deduplication_scope)]
-    deduplication_scope: Option<String>,
+    /// The settings of a queue: the body of `PATCH /v1/queues/{q}`, and of a create with its
+    /// name. An absent (or `null`) setting keeps its default on a create, its value on a patch.
+    #[schema(example = json!({"lease_seconds": 120, "redrive_policy": null, "tags": {"team": "billing", "old": null}}))]
+    struct QueueSettings {}
 }
 
 /// A retry backoff in a request; all three fields are required. A message whose lease expired
 /// waits `min(max_seconds, initial_seconds × multiplier^(receive_count − 1))` seconds.
-#[derive(Serialize, ToSchema)]
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RetryBackoffBody {
     /// The wait after the first receive, 0–900 seconds.
-    #[schema(minimum = 0, maximum = 900)]
-    initial_seconds: i64,
+    #[schema(value_type = i64, minimum = 0, maximum = 900)]
+    initial_seconds: Option<i64>,
     /// The longest wait, from `initial_seconds` to 43200 seconds.
-    #[schema(minimum = 0, maximum = 43200)]
-    max_seconds: i64,
+    #[schema(value_type = i64, minimum = 0, maximum = 43200)]
+    max_seconds: Option<i64>,
     /// The factor between two waits, 1.0–10.0, kept to three decimal places.
-    #[schema(minimum = 1.0, maximum = 10.0)]
-    multiplier: f64,
+    #[schema(value_type = f64, minimum = 1.0, maximum = 10.0)]
+    multiplier: Option<f64>,
 }
 
 /// A redrive policy in a request.
-#[derive(Serialize, ToSchema)]
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RedrivePolicyBody {
-    #[schema(schema_with = dead_letter_target)]
-    dead_letter_target: String,
+    #[schema(schema_with = dead_letter_target, required = true)]
+    dead_letter_target: Option<QueueReference>,
     /// Receives after which an unacknowledged message moves, 1–1000.
-    #[schema(minimum = 1, maximum = 1000)]
-    max_receive_count: i64,
+    #[schema(value_type = i64, minimum = 1, maximum = 1000)]
+    max_receive_count: Option<i64>,
 }
 
 /// A redrive allow policy in a request.
-#[derive(Serialize, ToSchema)]
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AllowPolicyBody {
-    #[schema(schema_with = openapi::permission)]
-    permission: String,
+    #[schema(schema_with = openapi::permission, required = true)]
+    permission: Option<String>,
     #[schema(schema_with = source_queues)]
-    source_queues: Option<Vec<String>>,
+    source_queues: Option<Vec<QueueReference>>,
+}
+
+/// A setting that `null` clears: absent is `None` (leave it as it is, by `default`), `null` is
+/// `Some(None)` (clear it), a value is `Some(Some(..))`.
+fn clearable<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(deserializer).map(Some)
 }
 
 /// Schema of a redrive policy's target.
@@ -189,83 +169,59 @@ fn source_queues() -> ArrayBuilder {
         .description(Some("With `by_queue` only: the queues allowed, 1–10"))
 }
 
-/// Reads the optional settings; `"redrive_policy": null` clears the policy.
-fn attributes(f: &Fields<'_>) -> Result<QueueAttributes, ApiError> {
-    let redrive_policy = f.clearable("redrive_policy", redrive_policy)?;
-    let redrive_allow_policy = f
-        .value("redrive_allow_policy")
-        .map(|v| allow_policy(Fields::nested(v, f.path("redrive_allow_policy"))?))
-        .transpose()?;
-    let retry_backoff = f.clearable("retry_backoff", retry_backoff)?;
-    let tags = f
-        .object("tags")?
-        .map(|map| {
-            map.iter()
-                .map(|(key, value)| match value {
-                    Value::Null => Ok((key.clone(), None)),
-                    Value::String(text) => Ok((key.clone(), Some(text.clone()))),
-                    _ => Err(ApiError::invalid(
-                        format!("{}.{key}", f.path("tags")),
-                        "must be a string, or null to remove the tag",
-                    )),
-                })
-                .collect::<Result<TagChange, ApiError>>()
-        })
-        .transpose()?;
-    Ok(QueueAttributes {
-        content_based_deduplication: f.boolean("content_based_deduplication")?,
-        lease_seconds: f.integer("lease_seconds")?,
-        delay_seconds: f.integer("delay_seconds")?,
-        retention_seconds: f.integer("retention_seconds")?,
-        max_message_bytes: f.integer("max_message_bytes")?,
-        redrive_policy,
-        redrive_allow_policy,
-        retry_backoff,
-        receive_wait_seconds: f.integer("receive_wait_seconds")?,
-        tags,
-        deduplication_scope: f.string("deduplication_scope")?.map(str::to_string),
-        // SQS's own settings, which the SQS endpoint alone sets.
-        fifo_throughput_limit: None,
-        policy: None,
-    })
+impl From<SettingFields> for QueueAttributes {
+    fn from(fields: SettingFields) -> QueueAttributes {
+        QueueAttributes {
+            content_based_deduplication: fields.content_based_deduplication,
+            lease_seconds: fields.lease_seconds,
+            delay_seconds: fields.delay_seconds,
+            retention_seconds: fields.retention_seconds,
+            max_message_bytes: fields.max_message_bytes,
+            redrive_policy: fields
+                .redrive_policy
+                .map(|policy| policy.map(RedrivePolicyInput::from)),
+            redrive_allow_policy: fields.redrive_allow_policy.map(AllowPolicyInput::from),
+            retry_backoff: fields
+                .retry_backoff
+                .map(|backoff| backoff.map(RetryBackoffInput::from)),
+            receive_wait_seconds: fields.receive_wait_seconds,
+            tags: fields.tags,
+            deduplication_scope: fields.deduplication_scope,
+            // SQS's own settings, which the SQS endpoint alone sets.
+            fifo_throughput_limit: None,
+            policy: None,
+        }
+    }
 }
 
-fn retry_backoff(f: Fields<'_>) -> Result<RetryBackoffInput, ApiError> {
-    f.only(RETRY_BACKOFF_FIELDS)?;
-    Ok(RetryBackoffInput {
-        initial_seconds: f.integer("initial_seconds")?,
-        max_seconds: f.integer("max_seconds")?,
-        multiplier: f.number("multiplier")?,
-    })
+impl From<RetryBackoffBody> for RetryBackoffInput {
+    fn from(body: RetryBackoffBody) -> RetryBackoffInput {
+        RetryBackoffInput {
+            initial_seconds: body.initial_seconds,
+            max_seconds: body.max_seconds,
+            multiplier: body.multiplier,
+        }
+    }
 }
 
-fn redrive_policy(f: Fields<'_>) -> Result<RedrivePolicyInput, ApiError> {
-    f.only(REDRIVE_POLICY_FIELDS)?;
-    let dead_letter_target = f
-        .value("dead_letter_target")
-        .map(|v| queue_reference(v, f.path("dead_letter_target")))
-        .transpose()?;
-    Ok(RedrivePolicyInput {
-        dead_letter_target,
-        max_receive_count: f.integer("max_receive_count")?,
-    })
+impl From<RedrivePolicyBody> for RedrivePolicyInput {
+    fn from(body: RedrivePolicyBody) -> RedrivePolicyInput {
+        RedrivePolicyInput {
+            dead_letter_target: body.dead_letter_target.map(|t| t.0),
+            max_receive_count: body.max_receive_count,
+        }
+    }
 }
 
-fn allow_policy(f: Fields<'_>) -> Result<AllowPolicyInput, ApiError> {
-    f.only(ALLOW_POLICY_FIELDS)?;
-    let source_queues = f
-        .array("source_queues")?
-        .map(|list| {
-            list.iter()
-                .enumerate()
-                .map(|(i, v)| queue_reference(v, format!("{}[{i}]", f.path("source_queues"))))
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .transpose()?;
-    Ok(AllowPolicyInput {
-        permission: f.string("permission")?.map(str::to_string),
-        source_queues,
-    })
+impl From<AllowPolicyBody> for AllowPolicyInput {
+    fn from(body: AllowPolicyBody) -> AllowPolicyInput {
+        AllowPolicyInput {
+            permission: body.permission,
+            source_queues: body
+                .source_queues
+                .map(|queues| queues.into_iter().map(|q| q.0).collect()),
+        }
+    }
 }
 
 /// Create a queue
@@ -286,14 +242,13 @@ fn allow_policy(f: Fields<'_>) -> Result<AllowPolicyInput, ApiError> {
 pub async fn create(
     State(state): State<AppState>,
     Account(account): Account,
-    JsonBody(body): JsonBody,
+    JsonBody(body): JsonBody<CreateQueue>,
 ) -> Result<Response, ApiError> {
-    let f = Fields::root(&body)?;
-    f.only(&create_fields())?;
+    let ((name, queue_type), settings) = body.split();
     let new = NewQueue {
-        name: f.required_string("name")?.to_string(),
-        queue_type: f.string("type")?.map(str::to_string),
-        attributes: attributes(&f)?,
+        name,
+        queue_type,
+        attributes: settings.into(),
     };
     let view = state.create_queue(account, new).await?;
     Ok((StatusCode::CREATED, Json(json::Queue::new(&view))).into_response())
@@ -369,19 +324,16 @@ pub async fn patch(
     State(state): State<AppState>,
     Account(account): Account,
     QueuePath(queue): QueuePath,
-    JsonBody(body): JsonBody,
+    JsonBody(body): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
-    let f = Fields::root(&body)?;
-    for &fixed in FIXED_FIELDS {
-        if f.raw(fixed).is_some() {
-            return Err(ApiError::invalid(
-                fixed,
-                "cannot be changed; create a new queue instead",
-            ));
-        }
+    if let Some(fixed) = FIXED_FIELDS.iter().find(|f| body.get(**f).is_some()) {
+        return Err(ApiError::invalid(
+            *fixed,
+            "cannot be changed; create a new queue instead",
+        ));
     }
-    f.only(ATTRIBUTE_FIELDS)?;
-    let view = state.patch_queue(account, queue, attributes(&f)?).await?;
+    let ((), settings) = body::read::<QueueSettings>(&body)?.split();
+    let view = state.patch_queue(account, queue, settings.into()).await?;
     Ok(Json(json::Queue::new(&view)).into_response())
 }
 

@@ -21,6 +21,12 @@ const STALL_MS: f64 = 1000.0;
 const SEND_P50_MS: f64 = 1.0;
 /// The fair queue: quiet tenants' p99 beside the noisy tenant, at most, in p99s alone.
 const FAIR_P99_TIMES: f64 = 2.0;
+/// The row of sends at a fixed 1,000/s, whose tail the rate target is about.
+const RATE_ROW: &str = "rate/b1/r1000";
+/// That row's p99.9, at most, in JetStream R3 sync-always's p99 of the same row.
+const RATE_P999_TIMES: f64 = 2.0;
+/// Every row's p99, at most, in JetStream R3 sync-always's p99 of the same row.
+const P99_TIMES: f64 = 1.2;
 
 /// Which side of its bound a figure must be on.
 #[derive(Debug, Clone, Copy)]
@@ -254,6 +260,10 @@ fn p99(m: &Measurement) -> Option<f64> {
     Some(m.latency?.p99_ms)
 }
 
+fn p999(m: &Measurement) -> Option<f64> {
+    Some(m.latency?.p999_ms)
+}
+
 impl Results {
     /// What `pick` reads from the row `key` of `label`, when both were measured.
     fn figure(
@@ -381,6 +391,7 @@ impl Results {
         let s = Systems::of(self);
         let mut rows = vec![self.send_p50_target(&s)];
         rows.extend(self.throughput_targets(&s));
+        rows.extend([self.rate_target(&s), self.p99_target(&s)]);
         rows.extend([
             self.failover_target(&s),
             self.written_target(&s),
@@ -464,6 +475,61 @@ impl Results {
                 vec![self.throughput_goal(s, "fifo/g1/c256", 1.0, js)],
             ),
         ]
+    }
+
+    /// Sends at a fixed 1,000/s, latency from the intended time: the p99 and the p99.9 against
+    /// JetStream R3 sync-always's p99 in the same row.
+    fn rate_target(&self, s: &Systems) -> Target {
+        let name = s.jetstream_sync_name();
+        let peer_p99 = self.figure(s.jetstream_sync, RATE_ROW, p99);
+        let goal = |what: &str, factor: f64, pick: fn(&Measurement) -> Option<f64>| {
+            Goal::times(
+                format!("{what} ≤ {factor}× {name}'s p99"),
+                Side::AtMost,
+                Unit::Ms,
+                self.figure(s.raftq, RATE_ROW, pick),
+                (factor, peer_p99),
+            )
+        };
+        Target::new(
+            "send at a fixed 1,000/s, from the intended time (3 nodes)",
+            "p99 ≤ JetStream R3 `sync_interval: always`'s p99; p99.9 ≤ 2× that p99",
+            vec![goal("p99", 1.0, p99), goal("p99.9", RATE_P999_TIMES, p999)],
+        )
+    }
+
+    /// Every row measured by both raftq and JetStream R3 sync-always: raftq's p99 within
+    /// [`P99_TIMES`] the peer's.
+    fn p99_target(&self, s: &Systems) -> Target {
+        let name = s.jetstream_sync_name();
+        let mut goals: Vec<Goal> = self
+            .keys()
+            .into_iter()
+            .filter_map(|(key, what)| {
+                let peer = self.figure(s.jetstream_sync, key, p99)?;
+                Some(Goal::times(
+                    format!("{what} ≤ {P99_TIMES}× {name}'s"),
+                    Side::AtMost,
+                    Unit::Ms,
+                    self.figure(s.raftq, key, p99),
+                    (P99_TIMES, Some(peer)),
+                ))
+            })
+            .collect();
+        if goals.is_empty() {
+            goals.push(Goal::new(
+                format!("p99 ≤ {P99_TIMES}× {name}'s"),
+                Side::AtMost,
+                Unit::Ms,
+                None,
+                None,
+            ));
+        }
+        Target::new(
+            "every row's p99 (3 nodes)",
+            "≤ 1.2× JetStream R3 `sync_interval: always`'s p99 in the same row",
+            goals,
+        )
     }
 
     /// Sends while the leader is killed: msg/s against JetStream R3's, and the longest stall.
@@ -564,7 +630,7 @@ mod tests {
             synced("jetstream-r3", "jetstream", 3, false),
             synced("jetstream-r3-sync", "jetstream", 3, true),
         ];
-        let rows: [(&str, u64, u64, u64, u64); 8] = [
+        let rows: [(&str, u64, u64, u64, u64); 9] = [
             // key, raftq msg/s, jetstream-r3's, jetstream-r3-sync's, raftq's latency (µs)
             ("send/b1/c1", 1_000, 1_600, 600, 800),
             ("send/b1/c16", 30_000, 20_000, 10_000, 1_000),
@@ -572,6 +638,7 @@ mod tests {
             ("e2e/c16", 10_000, 9_000, 5_000, 1_000),
             ("e2e/c256", 20_000, 15_000, 8_000, 1_000),
             ("fifo/g1/c256", 5_000, 4_000, 3_000, 1_000),
+            ("rate/b1/r1000", 1_000, 1_000, 1_000, 1_000),
             ("failover", 3_000, 2_000, 1_000, 1_000),
             ("fair/alone", 18, 0, 0, 1_000),
         ];
@@ -621,7 +688,7 @@ mod tests {
     fn every_target_of_a_run_that_meets_them_says_yes() {
         let results = run(|_| {});
         let lines = targets(&results);
-        assert_eq!(lines.len(), 9);
+        assert_eq!(lines.len(), 11);
         for l in &lines {
             assert!(l.ends_with("| yes |"), "{l}");
         }
@@ -674,6 +741,29 @@ mod tests {
             ),
             "{fair}"
         );
+        let rate = line(
+            &lines,
+            "send at a fixed 1,000/s, from the intended time (3 nodes)",
+        );
+        assert!(
+            rate.contains(
+                "p99 ≤ 1× jetstream-r3-sync's p99 (1.00 ms): 1.00 ms = 1.00×, met; p99.9 ≤ 2× \
+                 jetstream-r3-sync's p99 (2.00 ms): 1.00 ms = 1.00×, met"
+            ),
+            "{rate}"
+        );
+        let p99s = line(&lines, "every row's p99 (3 nodes)");
+        // One goal per row both measured: not the fair queue's, which the peer has not.
+        assert_eq!(
+            p99s.matches("≤ 1.2× jetstream-r3-sync's").count(),
+            8,
+            "{p99s}"
+        );
+        assert!(
+            p99s.contains("send/b1/c1 ≤ 1.2× jetstream-r3-sync's (1.92 ms): 0.80 ms = 0.50×, met"),
+            "{p99s}"
+        );
+        assert!(!p99s.contains("fair/alone"), "{p99s}");
     }
 
     #[test]
@@ -688,6 +778,7 @@ mod tests {
             "failover" => {
                 m.extra.insert("unavailable_ms".into(), 1_811.0);
             }
+            "rate/b1/r1000" => *m = row("raftq-3", "rate/b1/r1000", 1_000, micros(1_800)),
             _ => {}
         });
         let lines = targets(&results);
@@ -748,6 +839,32 @@ mod tests {
         );
         assert!(failover.contains("≥ 1× jetstream-r3 (2000 msg/s): 3000 msg/s = 1.50×, met"));
         assert!(line(&lines, "FIFO, 1 group, 256 in flight").ends_with("| yes |"));
+        let rate = line(
+            &lines,
+            "send at a fixed 1,000/s, from the intended time (3 nodes)",
+        );
+        assert!(
+            rate.contains(
+                "p99 ≤ 1× jetstream-r3-sync's p99 (1.00 ms): 1.80 ms = 1.80×, **missed by 0.80 \
+                 ms (80%)**"
+            ),
+            "{rate}"
+        );
+        // The p99.9 is within twice the peer's p99, met, but the row is missed.
+        assert!(
+            rate.contains("p99.9 ≤ 2× jetstream-r3-sync's p99 (2.00 ms): 1.80 ms = 1.80×, met"),
+            "{rate}"
+        );
+        assert!(rate.ends_with("| **no** |"), "{rate}");
+        let p99s = line(&lines, "every row's p99 (3 nodes)");
+        assert!(
+            p99s.contains(
+                "rate/b1/r1000 ≤ 1.2× jetstream-r3-sync's (1.20 ms): 1.80 ms = 1.80×, **missed \
+                 by 0.60 ms (50%)**"
+            ),
+            "{p99s}"
+        );
+        assert!(p99s.ends_with("| **no** |"), "{p99s}");
     }
 
     #[test]
@@ -770,6 +887,10 @@ mod tests {
             "{fifo}"
         );
         assert!(line(&lines, "fair queue (3 nodes)").ends_with("| not measured |"));
+        assert!(line(&lines, "every row's p99 (3 nodes)").ends_with(
+            "| ≤ 1.2× JetStream R3 `sync_interval: always`'s p99 in the same row | p99 ≤ 1.2× \
+             JetStream R3 (`sync_interval: always`)'s: not measured | not measured |"
+        ));
         // One condition met, the other not measured: not measured.
         assert!(line(&lines, "send, 256 in flight").ends_with("| not measured |"));
 

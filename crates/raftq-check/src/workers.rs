@@ -1,0 +1,77 @@
+//! The workers a run starts against its queues, the same in the chaos run and the simulation:
+//! two producers per source queue and two consumers per queue (a source and its dead-letter
+//! queue), each with a seed of its own drawn from the run's.
+
+use std::collections::BTreeMap;
+
+/// One worker of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Worker {
+    /// Sends to `queue`; `id` tells the two producers of a queue apart in the bodies they send.
+    Produce { queue: String, id: usize, seed: u64 },
+    /// Receives from `queue`, acknowledging some and abandoning the rest.
+    Consume { queue: String, seed: u64 },
+}
+
+/// The workers of a run over `dead_letter` (each source queue with its dead-letter queue), each
+/// seeded from `seed`.
+pub fn plan(dead_letter: &BTreeMap<String, String>, seed: u64) -> Vec<Worker> {
+    let mut workers = Vec::new();
+    let mut n = 0u64;
+    let mut next_seed = || {
+        n += 1;
+        seed ^ n
+    };
+    for (source, dlq) in dead_letter {
+        for id in 0..2 {
+            workers.push(Worker::Produce {
+                queue: source.clone(),
+                id,
+                seed: next_seed(),
+            });
+        }
+        for queue in [source, dlq] {
+            for _ in 0..2 {
+                workers.push(Worker::Consume {
+                    queue: queue.clone(),
+                    seed: next_seed(),
+                });
+            }
+        }
+    }
+    workers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_source_has_two_producers_and_every_queue_two_consumers_with_distinct_seeds() {
+        let dead_letter = BTreeMap::from([("a".to_string(), "a-dlq".to_string())]);
+        let workers = plan(&dead_letter, 0x100);
+        let producing: Vec<&String> = workers
+            .iter()
+            .filter_map(|w| match w {
+                Worker::Produce { queue, .. } => Some(queue),
+                Worker::Consume { .. } => None,
+            })
+            .collect();
+        let consuming: Vec<&String> = workers
+            .iter()
+            .filter_map(|w| match w {
+                Worker::Consume { queue, .. } => Some(queue),
+                Worker::Produce { .. } => None,
+            })
+            .collect();
+        assert_eq!(producing, ["a", "a"]);
+        assert_eq!(consuming, ["a", "a", "a-dlq", "a-dlq"]);
+        let seeds: Vec<u64> = workers
+            .iter()
+            .map(|w| match w {
+                Worker::Produce { seed, .. } | Worker::Consume { seed, .. } => *seed,
+            })
+            .collect();
+        assert_eq!(seeds, [0x101, 0x102, 0x103, 0x104, 0x105, 0x106]);
+    }
+}
