@@ -348,7 +348,7 @@ fn append_row(path: &PathBuf, mut row: Measurement) -> Result<()> {
         };
         append(path, &Line::Timeline(timeline))?;
     }
-    append(path, &Line::Result(row))
+    append(path, &Line::Result(Box::new(row)))
 }
 
 async fn run_system<D: Driver>(driver: D, args: &RunArgs) -> Result<()> {

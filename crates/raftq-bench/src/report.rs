@@ -20,7 +20,8 @@ use crate::timeline::Timeline;
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Line {
     System(SystemLine),
-    Result(Measurement),
+    /// Boxed: a measurement is several times the size of the other lines.
+    Result(Box<Measurement>),
     /// Every send of a row that kept them, written before the row.
     Timeline(Timeline),
 }
@@ -60,7 +61,7 @@ impl Results {
                 serde_json::from_str(line).with_context(|| format!("results line {}", i + 1))?;
             match parsed {
                 Line::System(s) => systems.push(s),
-                Line::Result(m) => results.push(m),
+                Line::Result(m) => results.push(*m),
                 Line::Timeline(t) => timelines.push(t),
             }
         }
@@ -540,7 +541,7 @@ mod tests {
         messages: u64,
         latency: Duration,
     ) -> Line {
-        Line::Result(row(label, key, messages, latency))
+        Line::Result(Box::new(row(label, key, messages, latency)))
     }
 
     /// A row of `messages` in one second, each taking `latency`, with 1 s of server CPU and
@@ -694,7 +695,10 @@ mod tests {
             usage,
         );
         let results = parse(
-            &[system("raftq-3", "raftq-grpc", 3), Line::Result(m)],
+            &[
+                system("raftq-3", "raftq-grpc", 3),
+                Line::Result(Box::new(m)),
+            ],
             machine(),
         );
         let md = results.markdown("docs/benchmarks.json");

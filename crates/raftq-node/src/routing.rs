@@ -191,15 +191,7 @@ impl Core {
         request: &R,
         deadline: Instant,
     ) -> Result<R::Reply, NodeError> {
-        let addr = {
-            let metrics = self.raft.server_metrics();
-            let m = metrics.borrow();
-            m.membership_config
-                .membership()
-                .get_node(&leader)
-                .map(|n| n.addr.clone())
-        };
-        let Some(addr) = addr else {
+        let Some(addr) = self.member_addr(leader) else {
             return Err(NodeError::NotLeader(None));
         };
         if self.cut_off_from(leader) {
@@ -261,6 +253,16 @@ impl Core {
                 true,
             )),
         }
+    }
+
+    /// The peer address of member `id`, as this node's membership has it.
+    fn member_addr(&self, id: NodeId) -> Option<String> {
+        let metrics = self.raft.server_metrics();
+        let m = metrics.borrow();
+        m.membership_config
+            .membership()
+            .get_node(&id)
+            .map(|n| n.addr.clone())
     }
 
     /// Whether `leader` is cut off from this node one way: its appends arrive, its answers to

@@ -650,26 +650,26 @@ mod tests {
                 m.extra.insert("unavailable_ms".into(), 800.0);
             }
             raftq(&mut m);
-            lines.push(Line::Result(m));
+            lines.push(Line::Result(Box::new(m)));
             if js > 0 {
                 // The peers' single sends take 1.6 ms (sync) and 0.6 ms (default) at p50.
                 // They write 1 KiB (default) and 4 KiB (sync) per message per node.
                 let p50 = if key == "send/b1/c1" { 600 } else { 1_000 };
                 let mut m = row("jetstream-r3", key, js, micros(p50));
                 m.written_bytes_per_msg_per_node = Some(1024.0);
-                lines.push(Line::Result(m));
+                lines.push(Line::Result(Box::new(m)));
                 let p50 = if key == "send/b1/c1" { 1_600 } else { 1_000 };
                 let mut m = row("jetstream-r3-sync", key, sync, micros(p50));
                 m.written_bytes_per_msg_per_node = Some(4096.0);
-                lines.push(Line::Result(m));
+                lines.push(Line::Result(Box::new(m)));
             }
         }
-        lines.push(Line::Result(row(
+        lines.push(Line::Result(Box::new(row(
             "raftq-3",
             "fair/fair",
             137,
             micros(1_500),
-        )));
+        ))));
         parse(&lines, machine())
     }
 
