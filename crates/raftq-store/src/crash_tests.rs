@@ -73,6 +73,13 @@ fn entries(range: std::ops::Range<u64>, size: usize) -> Encoded {
         .collect()
 }
 
+/// The log opened on `disk`, holding `acked` durably.
+fn log_holding(disk: &CrashDisk, acked: &Encoded) -> Segments {
+    let mut log = Segments::open(&options(disk), Path::new(LOG), None).expect("open");
+    sync(log.append(acked).expect("append"));
+    log
+}
+
 fn sync(files: Vec<Arc<dyn DiskFile>>) {
     for file in files {
         file.sync_data().expect("sync");
@@ -154,9 +161,8 @@ pub(crate) fn taken(moments: &Mutex<Vec<Frozen>>) -> Vec<Frozen> {
 #[test]
 fn a_group_commit_cut_short_inside_its_first_record_opens_without_it() {
     let disk = disk_with_log();
-    let mut log = Segments::open(&options(&disk), Path::new(LOG), None).expect("open");
     let acked = entries(1..4, 1150);
-    sync(log.append(&acked).expect("append"));
+    let mut log = log_holding(&disk, &acked);
     // Records 4 and 5 in one write; the power goes during its fsync. Record 4 spans three
     // sectors: the middle one alone may be lost while record 5 is whole.
     let unacked = entries(4..6, 1150);
@@ -170,10 +176,9 @@ fn a_group_commit_cut_short_inside_its_first_record_opens_without_it() {
 #[test]
 fn a_roll_whose_new_segment_reached_the_disk_before_the_old_ones_tail_opens() {
     let disk = disk_with_log();
-    let mut log = Segments::open(&options(&disk), Path::new(LOG), None).expect("open");
     // Five records of 1216 to 1316 bytes leave room in the first segment for one more.
     let acked = entries(1..6, 1200);
-    sync(log.append(&acked).expect("append"));
+    let mut log = log_holding(&disk, &acked);
     let moments = record_syncs(&disk);
     let unacked = entries(6..9, 1200);
     let files = log.append(&unacked).expect("append");
@@ -195,9 +200,8 @@ fn a_roll_whose_new_segment_reached_the_disk_before_the_old_ones_tail_opens() {
 #[test]
 fn a_truncation_removing_several_segments_opens_at_any_moment() {
     let disk = disk_with_log();
-    let mut log = Segments::open(&options(&disk), Path::new(LOG), None).expect("open");
     let written = entries(1..22, 1200);
-    sync(log.append(&written).expect("append"));
+    let mut log = log_holding(&disk, &written);
     assert!(
         disk.list_dir(Path::new(LOG)).expect("list").len() >= 5,
         "four segments"
@@ -217,9 +221,8 @@ fn a_truncation_removing_several_segments_opens_at_any_moment() {
 #[test]
 fn a_new_segment_cut_short_while_it_was_filled_is_removed() {
     let disk = disk_with_log();
-    let mut log = Segments::open(&options(&disk), Path::new(LOG), None).expect("open");
     let acked = entries(1..3, 500);
-    sync(log.append(&acked).expect("append"));
+    let mut log = log_holding(&disk, &acked);
     // Larger than a segment: a file of its own, filled with zeros under a temporary name.
     let moments = record_syncs(&disk);
     let large = vec![(3, vec![3; SEGMENT as usize + 100])];
@@ -236,9 +239,8 @@ fn a_new_segment_cut_short_while_it_was_filled_is_removed() {
 #[test]
 fn the_log_directory_outlives_a_power_loss_once_entries_are_acknowledged() {
     let disk = new_disk();
-    let mut log = Segments::open(&options(&disk), Path::new(LOG), None).expect("open");
     let acked = entries(1..3, 500);
-    sync(log.append(&acked).expect("append"));
+    let _log = log_holding(&disk, &acked);
     each_image(&disk.freeze(), SEGMENT_IMAGES, 0, |image| {
         segments_hold(image, None, &acked, &acked)
     });
@@ -247,9 +249,8 @@ fn the_log_directory_outlives_a_power_loss_once_entries_are_acknowledged() {
 #[test]
 fn a_disk_too_full_for_a_new_segment_stops_an_append_before_it_without_damage() {
     let disk = disk_with_log();
-    let mut log = Segments::open(&options(&disk), Path::new(LOG), None).expect("open");
     let acked = entries(1..6, 1200);
-    sync(log.append(&acked).expect("append"));
+    let mut log = log_holding(&disk, &acked);
     let room = log.room();
     assert!(room > SEGMENT, "the spare is ready: {room}");
     // From now on no file may grow: writes inside the segments still succeed.
