@@ -25,7 +25,6 @@ mod routing;
 mod service;
 mod shared;
 mod snapshots;
-mod space;
 mod status;
 mod timer;
 pub mod tls;
@@ -46,7 +45,6 @@ pub use raftq_store::backup::BackupSummary;
 pub use raftq_store::sync_times::{log_sync_times, SyncTimesReading};
 pub use raftq_store::{Delivered, NodeId, Response, WaitSlot};
 pub use service::Delivery;
-pub use space::{Filesystem, Refusing, SpaceReading};
 pub use status::{Member, NodeStatus, Role};
 
 #[cfg(feature = "testing")]
