@@ -99,7 +99,7 @@ impl Results {
                 ),
                 None => format!("{}: {}", row.label, row.workload),
             };
-            timeline.plot(&dir.join(&name), &title, row.latency)?;
+            timeline.plot(&dir.join(&name), &title, row.latency.map(|l| l.p99_ms))?;
             row.plot = Some(format!("{stem}/{name}"));
         }
         Ok(())

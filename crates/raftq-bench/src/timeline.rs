@@ -10,8 +10,6 @@ use anyhow::{anyhow, Context, Result};
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::measure::{Latency, Window};
-
 /// Pixels of a plot.
 const PLOT_SIZE: (u32, u32) = (1000, 400);
 /// The font family every text of a plot is drawn in (registered once, from [`dejavu`]).
@@ -30,10 +28,10 @@ pub struct Timeline {
 }
 
 impl Timeline {
-    /// An empty timeline of the sends of `window`.
-    pub fn of(window: Window) -> Timeline {
+    /// An empty timeline of the sends of a window that opened at `start`.
+    pub fn starting(start: Instant) -> Timeline {
         Timeline {
-            start_unix_nanos: unix_nanos(window.start),
+            start_unix_nanos: unix_nanos(start),
             ..Timeline::default()
         }
     }
@@ -66,8 +64,8 @@ impl Timeline {
     }
 
     /// Draws every send's latency against its intended time as a PNG at `path`, titled with
-    /// `title` and with a line at the row's p99 (`latency`, from its histogram).
-    pub fn plot(&self, path: &Path, title: &str, latency: Option<Latency>) -> Result<()> {
+    /// `title` and with a line at the row's p99 (`p99_ms`, from its histogram).
+    pub fn plot(&self, path: &Path, title: &str, p99_ms: Option<f64>) -> Result<()> {
         register_font();
         let points = self.latencies();
         let seconds = points.last().map_or(1.0, |p| p.0).max(1.0);
@@ -95,14 +93,14 @@ impl Timeline {
                     .map(|&p| Circle::new(p, 1, BLUE.mix(0.6).filled())),
             )
             .map_err(drawing)?;
-        if let Some(l) = latency {
+        if let Some(p99_ms) = p99_ms {
             chart
                 .draw_series(LineSeries::new(
-                    [(0.0, l.p99_ms), (seconds, l.p99_ms)],
+                    [(0.0, p99_ms), (seconds, p99_ms)],
                     RED.stroke_width(1),
                 ))
                 .map_err(drawing)?
-                .label(format!("p99 {:.2} ms", l.p99_ms))
+                .label(format!("p99 {p99_ms:.2} ms"))
                 .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], RED));
             chart
                 .configure_series_labels()
@@ -178,14 +176,7 @@ mod tests {
         let (t, _) = timeline();
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("plot.png");
-        let latency = Latency {
-            p50_ms: 1.0,
-            p90_ms: 1.0,
-            p99_ms: 7.0,
-            p999_ms: 7.0,
-            max_ms: 7.0,
-        };
-        t.plot(&path, "raftq-3: a fixed 1000/s", Some(latency))
+        t.plot(&path, "raftq-3: a fixed 1000/s", Some(7.0))
             .expect("plot");
         let png = std::fs::read(&path).expect("read");
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");

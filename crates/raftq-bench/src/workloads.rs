@@ -482,7 +482,7 @@ impl<D: Driver> Bench<D> {
             batch,
             pace,
             window,
-            timeline: timed.then(|| Mutex::new(Timeline::of(window))),
+            timeline: timed.then(|| Mutex::new(Timeline::starting(window.start))),
         });
         let usage = tokio::spawn(self.probe.clone().during(window));
         let mut tasks = JoinSet::new();
