@@ -12,7 +12,7 @@ use raftq_api::Keys;
 use serde_json::{json, Map, Value};
 use tokio::time::{sleep, Instant};
 
-use crate::front::{is_rfc3339_utc, refused, Front, Kind, Op};
+use crate::front::{is_rfc3339_utc, refused, rfc3339_in, Front, Kind, Op};
 use crate::serving::{bounded, two_accounts, Serving};
 
 /// Runs `scenario` within the time bound through the front `kind` of the node that `serving`
@@ -69,6 +69,7 @@ on_both_fronts! {
     fifo_receive_attempts_replay_their_answer: Serving::start(Keys::open());
     fifo_queues_deduplicate_per_queue_or_per_message_group: Serving::start(Keys::open());
     arns_name_queues_and_other_accounts_arns_are_refused: Serving::start(two_accounts());
+    priorities_order_deliveries_and_scheduled_messages_are_listed_and_cancelled: Serving::start(Keys::open());
 }
 
 /// The string `name` of each of `items`.
@@ -1548,4 +1549,152 @@ async fn arns_name_queues_and_other_accounts_arns_are_refused(api: &Front) {
         "{}",
         r.error
     );
+}
+
+async fn priorities_order_deliveries_and_scheduled_messages_are_listed_and_cancelled(api: &Front) {
+    let q = api
+        .create(json!({"name": "prio", "default_priority": 2}))
+        .await;
+    assert_eq!(
+        (&q["default_priority"], &q["priority_weights"]),
+        (&json!(2), &Value::Null)
+    );
+    api.send("prio", json!({"body": "low", "priority": 0}))
+        .await;
+    api.send("prio", json!({"body": "high", "priority": 9}))
+        .await;
+    api.send("prio", json!({"body": "default"})).await;
+    let stats = api.stats("prio").await;
+    assert_eq!(stats["by_priority"][9]["visible"], 1, "{stats}");
+    assert_eq!(stats["by_priority"][2]["visible"], 1, "{stats}");
+    let got = api.receive("prio", json!({"max_messages": 3})).await;
+    assert_eq!(strings(&got, "body"), ["high", "default", "low"]);
+    let priorities: Vec<&Value> = got.iter().map(|m| &m["priority"]).collect();
+    assert_eq!(priorities, [&json!(9), &json!(2), &json!(0)]);
+
+    let weighted = api
+        .ok(Op::PatchQueue("prio"), json!({"priority_weights": [1, 3]}))
+        .await;
+    assert_eq!(weighted["priority_weights"], json!([1, 3]));
+    let strict = api
+        .ok(Op::PatchQueue("prio"), json!({"priority_weights": null}))
+        .await;
+    assert_eq!(strict["priority_weights"], Value::Null);
+
+    api.create(json!({"name": "prio.fifo"})).await;
+    let fifo = json!({"body": "x", "message_group_id": "g", "message_deduplication_id": "d",
+        "priority": 1});
+    let bad = [
+        ("prio.fifo", Op::Send("prio.fifo"), fifo, "priority"),
+        (
+            "prio",
+            Op::Send("prio"),
+            json!({"body": "x", "priority": 10}),
+            "priority",
+        ),
+        (
+            "prio",
+            Op::Send("prio"),
+            json!({"body": "x", "deliver_at": "soon"}),
+            "deliver_at",
+        ),
+        (
+            "prio",
+            Op::Send("prio"),
+            json!({"body": "x", "deliver_at": rfc3339_in(60), "delay_seconds": 5}),
+            "deliver_at",
+        ),
+        (
+            "prio",
+            Op::Send("prio"),
+            json!({"body": "x", "deliver_at": rfc3339_in(5 * 24 * 3600)}),
+            "deliver_at",
+        ),
+        (
+            "prio",
+            Op::PatchQueue("prio"),
+            json!({"priority_weights": [0]}),
+            "priority_weights[0]",
+        ),
+        (
+            "prio.fifo",
+            Op::PatchQueue("prio.fifo"),
+            json!({"default_priority": 1}),
+            "default_priority",
+        ),
+    ];
+    for (queue, op, input, field) in bad {
+        refused(api.call(op, input).await, "invalid_argument", Some(field));
+        assert_eq!(
+            api.stats(queue).await["visible"],
+            0,
+            "{queue}: nothing sent"
+        );
+    }
+
+    let later = api
+        .send(
+            "prio",
+            json!({"body": "later", "deliver_at": rfc3339_in(3600)}),
+        )
+        .await;
+    let soon = api
+        .send(
+            "prio",
+            json!({"body": "soon", "deliver_at": rfc3339_in(4), "priority": 5}),
+        )
+        .await;
+    let listed = api.ok(Op::Scheduled("prio"), json!({"limit": 1})).await;
+    let page = listed["messages"].as_array().expect("messages");
+    assert_eq!(strings(page, "body"), ["later"]);
+    assert_eq!(
+        (&page[0]["scheduled"], &page[0]["state"]),
+        (&json!(true), &json!("delayed"))
+    );
+    assert!(is_rfc3339_utc(&page[0]["visible_at"]), "{}", page[0]);
+    let rest = api
+        .ok(
+            Op::Scheduled("prio"),
+            json!({"after": listed["next_after"]}),
+        )
+        .await;
+    assert_eq!(
+        strings(rest["messages"].as_array().expect("messages"), "body"),
+        ["soon"]
+    );
+    assert_eq!(api.stats("prio").await["scheduled"], 2);
+
+    let later_id = later["message_id"].as_str().expect("message_id");
+    api.ok(Op::CancelScheduled("prio", later_id), Value::Null)
+        .await;
+    let again = api
+        .call(Op::CancelScheduled("prio", later_id), Value::Null)
+        .await;
+    refused(again, "message_not_scheduled", None);
+    let not_an_id = api
+        .call(Op::CancelScheduled("prio", "x"), Value::Null)
+        .await;
+    refused(not_an_id, "invalid_argument", Some("message_id"));
+
+    // `soon` is due within 4 s: delivered then, with its priority, and no longer cancellable.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let due = loop {
+        let got = api.receive("prio", json!({"max_messages": 10})).await;
+        if !got.is_empty() {
+            break got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the scheduled message never came"
+        );
+        sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(strings(&due, "body"), ["soon"]);
+    assert_eq!(due[0]["priority"], 5);
+    let soon_id = soon["message_id"].as_str().expect("message_id");
+    let late = api
+        .call(Op::CancelScheduled("prio", soon_id), Value::Null)
+        .await;
+    refused(late, "message_not_scheduled", None);
+    assert_eq!(api.stats("prio").await["scheduled"], 0);
 }

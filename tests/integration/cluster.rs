@@ -293,7 +293,7 @@ async fn stats(node: &Node, queue: &str) -> QueueStats {
             queue: queue.into(),
         };
         match node.read(query).await {
-            Ok(Ok(QueryResult::Stats(s))) => return s,
+            Ok(Ok(QueryResult::Stats(s))) => return *s,
             Err(NodeError::Unavailable(_)) if Instant::now() < deadline => {}
             other => panic!("unexpected {other:?}"),
         }

@@ -46,6 +46,10 @@ pub enum Op<'q> {
     Peek(&'q str),
     Purge(&'q str),
     Stats(&'q str),
+    /// The scheduled messages of a queue: `limit` and `after` as in a peek.
+    Scheduled(&'q str),
+    /// Cancels the scheduled message of ID `.1`.
+    CancelScheduled(&'q str, &'q str),
     StartMoveTask(&'q str),
     MoveTasks(&'q str),
     CancelMoveTask(&'q str, &'q str),
@@ -56,7 +60,7 @@ pub enum Op<'q> {
 }
 
 /// The HTTP status and the gRPC code that answer each of the spec's error codes.
-const STATUSES: [(&str, u16, Code); 15] = [
+const STATUSES: [(&str, u16, Code); 16] = [
     ("invalid_argument", 400, Code::InvalidArgument),
     ("unauthenticated", 401, Code::Unauthenticated),
     ("permission_denied", 403, Code::PermissionDenied),
@@ -64,6 +68,7 @@ const STATUSES: [(&str, u16, Code); 15] = [
     ("move_task_not_found", 404, Code::NotFound),
     ("move_task_running", 409, Code::FailedPrecondition),
     ("move_task_not_running", 409, Code::FailedPrecondition),
+    ("message_not_scheduled", 409, Code::FailedPrecondition),
     ("not_found", 404, Code::Unimplemented),
     ("method_not_allowed", 405, Code::Unimplemented),
     ("queue_exists", 409, Code::AlreadyExists),
@@ -150,6 +155,37 @@ pub fn is_rfc3339_utc(value: &Value) -> bool {
     value.as_str().is_some_and(|t| {
         t.len() == 24 && t.ends_with('Z') && t.as_bytes()[10] == b'T' && t.starts_with("20")
     })
+}
+
+/// The time `seconds` from now, as the API writes times (RFC 3339, UTC, milliseconds).
+pub fn rfc3339_in(seconds: u64) -> String {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        + std::time::Duration::from_secs(seconds);
+    let (secs, millis) = (since_epoch.as_secs(), since_epoch.subsec_millis());
+    // Days to a civil date (proleptic Gregorian), as in H. Hinnant's `civil_from_days`.
+    let days = secs / 86_400 + 719_468;
+    let era = days / 146_097;
+    let day_of_era = days % 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let shifted_month = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
+    let month = if shifted_month < 10 {
+        shifted_month + 3
+    } else {
+        shifted_month - 9
+    };
+    let year = year_of_era + era * 400 + u64::from(month <= 2);
+    let time = secs % 86_400;
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        time / 3600,
+        time / 60 % 60,
+        time % 60
+    )
 }
 
 /// Percent-encodes a path segment or a query value.
@@ -406,6 +442,14 @@ impl Rest {
                 (Method::GET, path, Value::Null)
             }
             Op::Purge(q) => (Method::POST, queue(q, "/purge"), no_input(input)),
+            Op::Scheduled(q) => {
+                let path = queue(q, &format!("/scheduled{}", query(input)));
+                (Method::GET, path, Value::Null)
+            }
+            Op::CancelScheduled(q, id) => {
+                let path = queue(q, &format!("/scheduled/{}", enc(id)));
+                (Method::DELETE, path, no_input(input))
+            }
             Op::Stats(q) => (Method::GET, queue(q, "/stats"), no_input(input)),
             Op::StartMoveTask(q) => (Method::POST, queue(q, "/move_tasks"), input),
             Op::MoveTasks(q) => (Method::GET, queue(q, "/move_tasks"), no_input(input)),
@@ -425,7 +469,7 @@ impl Rest {
         if (200..300).contains(&reply.status) {
             let expected = match op {
                 Op::CreateQueue | Op::StartMoveTask(_) => 201,
-                Op::DeleteQueue(_) | Op::Purge(_) => 204,
+                Op::DeleteQueue(_) | Op::Purge(_) | Op::CancelScheduled(..) => 204,
                 _ => 200,
             };
             assert_eq!(reply.status, expected, "{op:?}: {}", reply.body);

@@ -5,8 +5,9 @@
 //! The translation is strict: an input field that protobuf has no place for, or a value of a
 //! type its field cannot hold (a string for a number, `1.5` for an integer), panics, since such
 //! a case can only be sent over REST and belongs to its tests. Absent and `null` fields are
-//! both "not given", as in the API; a patch's `"redrive_policy": null` and `"retry_backoff":
-//! null` are `clear_redrive_policy` and `clear_retry_backoff`, and a patch's tags with a value
+//! both "not given", as in the API; a patch's `"redrive_policy": null`, `"retry_backoff":
+//! null` and `"priority_weights": null` are `clear_redrive_policy`, `clear_retry_backoff` and
+//! `clear_priority_weights`, and a patch's tags with a value
 //! or `null` are `set_tags` and `remove_tags`. On the way back, fields protobuf
 //! leaves out are left out of the JSON where REST leaves them out too, and are `null` where
 //! REST always writes them (`redrive_policy`, `retry_backoff`, `first_received_at`,
@@ -118,6 +119,26 @@ pub async fn call(mut c: Client, op: Op<'_>, input: Value) -> Result<Value, Stat
             c.purge_queue(request).await?;
             Value::Null
         }
+        Op::Scheduled(q) => {
+            let request = Input::read(input, |i| pb::ListScheduledMessagesRequest {
+                queue: q.into(),
+                limit: i.int("limit"),
+                after: i.opt("after", Value::as_u64),
+            });
+            let page = c.list_scheduled_messages(request).await?.into_inner();
+            json!({
+                "messages": page.messages.iter().map(message).collect::<Vec<_>>(),
+                "next_after": page.next_after,
+            })
+        }
+        Op::CancelScheduled(q, id) => {
+            let request = Input::read(input, |_| pb::CancelScheduledMessageRequest {
+                queue: q.into(),
+                message_id: id.into(),
+            });
+            c.cancel_scheduled_message(request).await?;
+            Value::Null
+        }
         Op::Stats(q) => {
             let request = Input::read(input, |_| pb::GetQueueStatsRequest { queue: q.into() });
             let s = c.get_queue_stats(request).await?.into_inner();
@@ -129,6 +150,13 @@ pub async fn call(mut c: Client, op: Op<'_>, input: Value) -> Result<Value, Stat
                 "oldest_message_age_seconds": s.oldest_message_age_seconds,
                 "active_tenants": s.active_tenants,
                 "largest_tenant_in_flight": s.largest_tenant_in_flight,
+                "scheduled": s.scheduled,
+                "by_priority": s.by_priority.iter().map(|l| json!({
+                    "visible": l.visible,
+                    "leased": l.leased,
+                    "delayed": l.delayed,
+                    "pending_redrive": l.pending_redrive,
+                })).collect::<Vec<_>>(),
             })
         }
         Op::StartMoveTask(q) => {
@@ -287,13 +315,21 @@ fn create_request(i: &mut Input) -> pb::CreateQueueRequest {
         receive_wait_seconds: i.int("receive_wait_seconds"),
         tags: i.opt("tags", strings_map).unwrap_or_default(),
         deduplication_scope: i.text("deduplication_scope"),
+        default_priority: i.int("default_priority"),
+        priority_weights: i.opt("priority_weights", weights),
     }
+}
+
+/// Priority weights: an array of integers.
+fn weights(value: &Value) -> Option<pb::PriorityWeights> {
+    let weights: Option<Vec<i64>> = value.as_array()?.iter().map(Value::as_i64).collect();
+    Some(pb::PriorityWeights { weights: weights? })
 }
 
 /// A patch: the settings of a create, with the redrive policy and the retry backoff each set,
 /// cleared (`null`) or left (absent).
 fn patch_request(queue: &str, i: &mut Input) -> pb::PatchQueueRequest {
-    use pb::patch_queue_request::{Backoff, Redrive};
+    use pb::patch_queue_request::{Backoff, Redrive, Weights};
     let redrive = match i.0.remove("redrive_policy") {
         None => None,
         Some(Value::Null) => Some(Redrive::ClearRedrivePolicy(true)),
@@ -303,6 +339,13 @@ fn patch_request(queue: &str, i: &mut Input) -> pb::PatchQueueRequest {
         None => None,
         Some(Value::Null) => Some(Backoff::ClearRetryBackoff(true)),
         Some(backoff) => Some(Backoff::RetryBackoff(retry_backoff(backoff))),
+    };
+    let weights = match i.0.remove("priority_weights") {
+        None => None,
+        Some(Value::Null) => Some(Weights::ClearPriorityWeights(true)),
+        Some(list) => Some(Weights::PriorityWeights(
+            self::weights(&list).expect("priority weights are integers"),
+        )),
     };
     let mut set_tags = BTreeMap::new();
     let mut remove_tags = Vec::new();
@@ -335,6 +378,8 @@ fn patch_request(queue: &str, i: &mut Input) -> pb::PatchQueueRequest {
         set_tags,
         remove_tags,
         deduplication_scope: settings.deduplication_scope,
+        default_priority: settings.default_priority,
+        weights,
     }
 }
 
@@ -347,6 +392,8 @@ fn send_request(queue: &str, i: &mut Input) -> pb::SendMessageRequest {
         message_group_id: i.text("message_group_id"),
         message_deduplication_id: i.text("message_deduplication_id"),
         attribute_types: i.opt("attribute_types", strings_map).unwrap_or_default(),
+        priority: i.int("priority"),
+        deliver_at: i.text("deliver_at"),
     }
 }
 
@@ -371,6 +418,8 @@ fn batch_entry(i: &mut Input) -> pb::SendMessageBatchEntry {
         message_group_id: send.message_group_id,
         message_deduplication_id: send.message_deduplication_id,
         attribute_types: send.attribute_types,
+        priority: send.priority,
+        deliver_at: send.deliver_at,
     }
 }
 
@@ -445,6 +494,8 @@ fn queue(q: &pb::Queue) -> Value {
         "receive_wait_seconds": q.receive_wait_seconds,
         "tags": q.tags,
         "deduplication_scope": q.deduplication_scope,
+        "default_priority": q.default_priority,
+        "priority_weights": (!q.priority_weights.is_empty()).then_some(&q.priority_weights),
     })
 }
 
@@ -485,6 +536,8 @@ fn message(m: &pb::Message) -> Value {
                 "attribute_types",
                 (!m.attribute_types.is_empty()).then(|| json!(m.attribute_types)),
             ),
+            ("priority", m.priority.map(Value::from)),
+            ("scheduled", m.scheduled.then_some(Value::Bool(true))),
         ],
     )
 }

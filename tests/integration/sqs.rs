@@ -25,6 +25,7 @@ use md5::{Digest, Md5};
 use raftq_api::Keys;
 use tempfile::TempDir;
 
+use crate::front::rfc3339_in;
 use crate::process::start;
 use crate::serving::{bounded, Serving};
 
@@ -1986,4 +1987,156 @@ fn sqs_requests_pass_the_limits_and_signatures() {
         let throttled = throttled.expect("acme's requests over its rate are refused");
         assert_eq!(throttled.code(), Some("RequestThrottled"), "{throttled:?}");
     });
+}
+
+fn number(value: &str) -> MessageAttributeValue {
+    MessageAttributeValue::builder()
+        .data_type("Number")
+        .string_value(value)
+        .build()
+        .expect("attribute")
+}
+
+/// The MD5 of text attributes (`String` and `Number`), by the encoding AWS documents: sorted by
+/// name, each name, data type and value behind a 4-byte big-endian length, with the transport
+/// byte 1 before the value.
+fn attributes_md5(attributes: &[(&str, &str, &str)]) -> String {
+    let mut sorted = attributes.to_vec();
+    sorted.sort();
+    let mut bytes = Vec::new();
+    let put = |bytes: &mut Vec<u8>, part: &str| {
+        bytes.extend_from_slice(&(part.len() as u32).to_be_bytes());
+        bytes.extend_from_slice(part.as_bytes());
+    };
+    for (name, data_type, value) in sorted {
+        put(&mut bytes, name);
+        put(&mut bytes, data_type);
+        bytes.push(1);
+        put(&mut bytes, value);
+    }
+    Md5::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// raftq's priorities and schedules through unchanged SDK code: the message attributes
+/// `raftq.Priority` and `raftq.DeliverAt` set them, are digested with the others, and are not
+/// kept as attributes; bad ones are refused in SQS's words.
+#[tokio::test]
+async fn sqs_sdk_sets_priorities_and_schedules_by_message_attributes() {
+    use QueueAttributeName::{ApproximateNumberOfMessagesDelayed, FifoQueue};
+    with_node(async |_serving, client| {
+        let url = create(client, "prio", &[]).await;
+        let fifo = create(client, "prio.fifo", &[(FifoQueue, "true")]).await;
+        let send = |body: &str, name: &str, value: MessageAttributeValue| {
+            client
+                .send_message()
+                .queue_url(&url)
+                .message_body(body)
+                .message_attributes(name, value)
+                .message_attributes("kind", string("job"))
+        };
+        let low = send("low", "raftq.Priority", number("0"))
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(
+            low.md5_of_message_attributes.as_deref(),
+            Some(
+                attributes_md5(&[("kind", "String", "job"), ("raftq.Priority", "Number", "0")])
+                    .as_str()
+            ),
+            "the digest covers every attribute sent"
+        );
+        send("high", "raftq.Priority", number("9"))
+            .send()
+            .await
+            .expect("send");
+        let refused_at = code(
+            send("later", "raftq.DeliverAt", string("in an hour"))
+                .send()
+                .await,
+        );
+        assert_eq!(refused_at, "InvalidParameterValue", "not RFC 3339");
+        send("later", "raftq.DeliverAt", string(&rfc3339_in(3600)))
+            .send()
+            .await
+            .expect("a scheduled send");
+
+        let got = client
+            .receive_message()
+            .queue_url(&url)
+            .max_number_of_messages(10)
+            .message_attribute_names("All")
+            .send()
+            .await
+            .expect("receive")
+            .messages
+            .unwrap_or_default();
+        let bodies: Vec<&str> = got.iter().filter_map(|m| m.body.as_deref()).collect();
+        assert_eq!(
+            bodies,
+            ["high", "low"],
+            "higher first; the scheduled one waits"
+        );
+        for m in &got {
+            let names: Vec<&String> = m
+                .message_attributes
+                .iter()
+                .flatten()
+                .map(|(k, _)| k)
+                .collect();
+            assert_eq!(
+                names,
+                ["kind"],
+                "raftq's settings are not kept as attributes"
+            );
+        }
+        let delayed = client
+            .get_queue_attributes()
+            .queue_url(&url)
+            .attribute_names(ApproximateNumberOfMessagesDelayed)
+            .send()
+            .await
+            .expect("attributes")
+            .attributes
+            .unwrap_or_default();
+        assert_eq!(
+            delayed
+                .get(&ApproximateNumberOfMessagesDelayed)
+                .map(String::as_str),
+            Some("1")
+        );
+
+        let invalid = "InvalidParameterValue".to_string();
+        let refusals = [
+            code(send("x", "raftq.Priority", number("10")).send().await),
+            code(send("x", "raftq.Priority", string("9")).send().await),
+            code(send("x", "raftq.Priority", number("1.5")).send().await),
+            code(send("x", "raftq.DeliverAt", number("1")).send().await),
+            code(
+                client
+                    .send_message()
+                    .queue_url(&fifo)
+                    .message_body("x")
+                    .message_group_id("g")
+                    .message_deduplication_id("d")
+                    .message_attributes("raftq.Priority", number("1"))
+                    .send()
+                    .await,
+            ),
+        ];
+        assert_eq!(
+            refusals,
+            [
+                invalid.clone(),
+                invalid.clone(),
+                invalid.clone(),
+                invalid.clone(),
+                invalid
+            ]
+        );
+    })
+    .await;
 }

@@ -12,7 +12,7 @@
 //! | `move_task_not_found` | 404 | `NOT_FOUND` | [`EngineError::MoveTaskNotFound`] |
 //! | `not_found`, `method_not_allowed` | 404, 405 | `UNIMPLEMENTED` | a path or method the API does not have |
 //! | `queue_exists` | 409 | `ALREADY_EXISTS` | [`EngineError::QueueExists`] |
-//! | `queue_in_use`, `lease_expired`, `move_task_running`, `move_task_not_running` | 409 | `FAILED_PRECONDITION` | the engine's errors of those names |
+//! | `queue_in_use`, `lease_expired`, `move_task_running`, `move_task_not_running`, `message_not_scheduled` | 409 | `FAILED_PRECONDITION` | the engine's errors of those names |
 //! | `membership_conflict` | 409 | `FAILED_PRECONDITION` | a membership change that the cluster's state refuses ([`ChangeError`]) |
 //! | `message_too_large` | 413 | `RESOURCE_EXHAUSTED` | [`EngineError::MessageTooLarge`], a request body over the limit |
 //! | `too_many_requests` | 429 | `RESOURCE_EXHAUSTED` | a request over a rate or long-poll limit (`throttle`), with `Retry-After` |
@@ -139,7 +139,8 @@ impl From<EngineError> for ApiError {
             | EngineError::LeaseExpired
             | EngineError::MessageGone
             | EngineError::MoveTaskRunning(_)
-            | EngineError::MoveTaskNotRunning(_) => StatusCode::CONFLICT,
+            | EngineError::MoveTaskNotRunning(_)
+            | EngineError::NotScheduled(_) => StatusCode::CONFLICT,
             EngineError::MessageTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         };
         let sources = match &e {
@@ -213,6 +214,7 @@ impl ApiError {
             | "lease_expired"
             | "move_task_running"
             | "move_task_not_running"
+            | "message_not_scheduled"
             | "membership_conflict" => Code::FailedPrecondition,
             "message_too_large" | "too_many_requests" => Code::ResourceExhausted,
             "unavailable" => Code::Unavailable,
@@ -311,6 +313,11 @@ mod tests {
                 EngineError::MoveTaskNotRunning("completed".into()),
                 409,
                 "move_task_not_running",
+            ),
+            (
+                EngineError::NotScheduled("m".into()),
+                409,
+                "message_not_scheduled",
             ),
             (
                 EngineError::MessageTooLarge {

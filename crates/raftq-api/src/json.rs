@@ -66,6 +66,12 @@ pub struct Queue<'a> {
     /// `queue` on standard queues.
     #[schema(schema_with = schemas::deduplication_scope)]
     pub deduplication_scope: &'static str,
+    /// The priority of a message sent without one (0 on FIFO queues, which take none).
+    pub default_priority: u8,
+    /// The weights of the priority levels (element `i` weighs priority `i`, the last one every
+    /// priority after it); `null`: strictly the highest level first.
+    #[schema(required = true)]
+    pub priority_weights: Option<&'a [u32]>,
 }
 
 /// A queue's retry backoff: a message whose lease expired waits `min(max_seconds,
@@ -114,6 +120,8 @@ impl<'a> Queue<'a> {
             receive_wait_seconds: view.receive_wait_seconds,
             tags: &view.tags,
             deduplication_scope: view.deduplication_scope.as_str(),
+            default_priority: view.default_priority,
+            priority_weights: view.priority_weights.as_ref().map(|w| w.0.as_slice()),
         }
     }
 }
@@ -174,10 +182,18 @@ pub struct Message<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(schema_with = schemas::message_state)]
     pub state: Option<MessageState>,
-    /// Peeked delayed messages: when the delay or retry backoff ends.
+    /// Peeked delayed messages: when the delay, retry backoff or schedule ends.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(format = DateTime)]
     pub visible_at: Option<String>,
+    /// Standard queues: 0–9, higher first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 9)]
+    pub priority: Option<u8>,
+    /// Peeked and listed messages sent with a `deliver_at` still ahead (their `visible_at`):
+    /// they can be cancelled until then. Left out when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub scheduled: bool,
 }
 
 impl<'a> Message<'a> {
@@ -200,6 +216,8 @@ impl<'a> Message<'a> {
             moved_at: meta.moved_at.map(rfc3339),
             state: None,
             visible_at: None,
+            priority: meta.priority,
+            scheduled: meta.scheduled,
         }
     }
 

@@ -633,6 +633,7 @@ mod tests {
                 oldest_message_age_seconds: age,
                 active_tenants: 3,
                 largest_tenant_in_flight: 2,
+                ..QueueStats::default()
             },
             dead_lettered,
             sent: 11,

@@ -53,6 +53,10 @@ pub struct MessageInput {
     pub message_deduplication_id: Option<String>,
     /// SQS's `AWSTraceHeader`.
     pub trace_header: Option<String>,
+    /// Standard queues: 0-9.
+    pub priority: Option<i64>,
+    /// An RFC 3339 time.
+    pub deliver_at: Option<String>,
 }
 
 /// One entry of a batch send.
@@ -124,26 +128,35 @@ impl MoveFilterRequest {
     }
 }
 
+/// The rule of a time in a request.
+const TIME_RULE: &str = "must be an RFC 3339 time after 1970 (2024-05-01T12:00:00Z)";
+
+/// An RFC 3339 time as milliseconds since the Unix epoch; `None` when it is not one, or
+/// before 1970.
+pub fn rfc3339_millis(text: &str) -> Option<Millis> {
+    OffsetDateTime::parse(text, &Rfc3339)
+        .ok()
+        .and_then(|t| Millis::try_from(t.unix_timestamp_nanos() / 1_000_000).ok())
+}
+
 /// An RFC 3339 time of a request, as milliseconds since the Unix epoch.
 fn time_field(field: &str, text: Option<String>) -> Result<Option<Millis>, ApiError> {
     let Some(text) = text else {
         return Ok(None);
     };
-    let millis = OffsetDateTime::parse(&text, &Rfc3339)
-        .ok()
-        .and_then(|t| Millis::try_from(t.unix_timestamp_nanos() / 1_000_000).ok())
-        .ok_or_else(|| {
-            ApiError::invalid(
-                field,
-                "must be an RFC 3339 time after 1970 (2024-05-01T12:00:00Z)",
-            )
-        })?;
+    let millis = rfc3339_millis(&text).ok_or_else(|| ApiError::invalid(field, TIME_RULE))?;
     Ok(Some(millis))
 }
 
 impl MessageInput {
     /// The message with a new UUID, checked against the rules that need no state.
     fn checked(self) -> Result<NewMessage, EngineError> {
+        let deliver_at = match self.deliver_at {
+            Some(text) => Some(rfc3339_millis(&text).ok_or_else(|| {
+                EngineError::invalid("deliver_at", format!("{TIME_RULE}; got {text:?}"))
+            })?),
+            None => None,
+        };
         let message = NewMessage {
             message_id: Uuid::new_v4(),
             body: self.body,
@@ -152,6 +165,8 @@ impl MessageInput {
             message_group_id: self.message_group_id,
             message_deduplication_id: self.message_deduplication_id,
             trace_header: self.trace_header,
+            priority: self.priority,
+            deliver_at: deliver_at.and_then(|ms| i64::try_from(ms).ok()),
         };
         precheck(&message)?;
         Ok(message)
@@ -419,6 +434,33 @@ impl Shared {
         limit: Option<i64>,
     ) -> Result<Vec<(MessageMeta, Payload)>, ApiError> {
         self.read(question::peek(account, queue, after, limit))
+            .await
+    }
+
+    /// Lists the messages scheduled by a `deliver_at` still ahead, after sequence number
+    /// `after`, in queue order.
+    pub async fn list_scheduled(
+        &self,
+        account: String,
+        queue: String,
+        after: Option<u64>,
+        limit: Option<i64>,
+    ) -> Result<Vec<(MessageMeta, Payload)>, ApiError> {
+        self.read(question::scheduled(account, queue, after, limit))
+            .await
+    }
+
+    /// Cancels the scheduled message with ID `message_id` (text, from a path or a request)
+    /// before its time: it is removed for good.
+    pub async fn cancel_scheduled(
+        &self,
+        account: String,
+        queue: String,
+        message_id: &str,
+    ) -> Result<(), ApiError> {
+        let id = Uuid::parse_str(message_id)
+            .map_err(|_| ApiError::invalid("message_id", "is not a message ID (a UUID)"))?;
+        self.write(proposal::cancel_scheduled(account, queue, id))
             .await
     }
 

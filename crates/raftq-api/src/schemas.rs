@@ -21,8 +21,9 @@ pub struct ErrorBody {
 pub struct Error {
     /// `invalid_argument`, `unauthenticated`, `permission_denied`, `queue_not_found`,
     /// `move_task_not_found`, `not_found`, `method_not_allowed`, `queue_exists`, `queue_in_use`,
-    /// `lease_expired`, `move_task_running`, `move_task_not_running`, `membership_conflict`,
-    /// `message_too_large`, `too_many_requests`, `unavailable` or `internal`.
+    /// `lease_expired`, `move_task_running`, `move_task_not_running`, `message_not_scheduled`,
+    /// `membership_conflict`, `message_too_large`, `too_many_requests`, `unavailable` or
+    /// `internal`.
     code: String,
     /// What went wrong; for `invalid_argument`, `<field>: <rule>`.
     message: String,
@@ -63,6 +64,21 @@ pub struct QueueStats {
     active_tenants: u64,
     /// The most messages one tenant has leased now.
     largest_tenant_in_flight: u64,
+    /// Messages sent with a `deliver_at` still ahead (counted in `delayed` too).
+    scheduled: u64,
+    /// The messages of each priority level, by state: ten entries, the first for priority 0
+    /// (every message of a FIFO queue is there).
+    #[schema(min_items = 10, max_items = 10)]
+    by_priority: Vec<LevelStats>,
+}
+
+/// The messages of one priority level (the engine's `LevelStats`).
+#[derive(Serialize, ToSchema)]
+pub struct LevelStats {
+    visible: u64,
+    leased: u64,
+    delayed: u64,
+    pending_redrive: u64,
 }
 
 /// The states a peeked message can be in, as the engine's `MessageState` serializes them.
@@ -167,6 +183,19 @@ mod tests {
                 max_receive_count: 5,
             }),
         );
+        let mut by_priority = [raftq_engine::LevelStats::default(); 10];
+        by_priority[9] = raftq_engine::LevelStats {
+            visible: 1,
+            leased: 2,
+            delayed: 3,
+            pending_redrive: 4,
+        };
+        let level = |n| LevelStats {
+            visible: n,
+            leased: 2 * n,
+            delayed: 3 * n,
+            pending_redrive: 4 * n,
+        };
         assert_eq!(
             json(raftq_engine::QueueStats {
                 visible: 1,
@@ -176,6 +205,8 @@ mod tests {
                 oldest_message_age_seconds: 5,
                 active_tenants: 6,
                 largest_tenant_in_flight: 7,
+                scheduled: 8,
+                by_priority,
             }),
             json(QueueStats {
                 visible: 1,
@@ -185,6 +216,8 @@ mod tests {
                 oldest_message_age_seconds: 5,
                 active_tenants: 6,
                 largest_tenant_in_flight: 7,
+                scheduled: 8,
+                by_priority: (0..10).map(|p| level(u64::from(p == 9))).collect(),
             }),
         );
         for api in [

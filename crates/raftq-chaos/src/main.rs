@@ -199,6 +199,11 @@ async fn run(args: &Args, seed: u64, dir: &Path, history: &History) -> Result<u6
         members: nodes.members(),
         dead_letter: dead_letter.clone(),
         max_receive_count: MAX_RECEIVE_COUNT,
+        strict_priority_queues: dead_letter
+            .keys()
+            .filter(|q| q.ends_with(workload::PRIORITY_SUFFIX))
+            .cloned()
+            .collect(),
     };
     drop(sampler);
     let events = history.events();
@@ -276,12 +281,13 @@ fn start_workers(
         .collect()
 }
 
-/// Creates a standard and a FIFO source queue with their dead-letter queues; both retry with a
-/// backoff, and the standard one serves the producers' tenants fairly.
+/// Creates two standard source queues (the second for strict priorities) and a FIFO one with
+/// their dead-letter queues; all retry with a backoff, and the standard ones serve the
+/// producers' tenants fairly.
 async fn create_queues(nodes: &Nodes, tag: u64) -> Result<BTreeMap<String, String>, String> {
     let client = nodes.client(0);
     let mut pairs = BTreeMap::new();
-    for suffix in ["", ".fifo"] {
+    for suffix in ["", workload::PRIORITY_SUFFIX, ".fifo"] {
         let source = format!("chaos-{tag}{suffix}");
         let dlq = format!("chaos-{tag}-dlq{suffix}");
         create(client, &dlq, json!({})).await?;

@@ -1,13 +1,15 @@
 //! Producers and consumers against random nodes, recording every attempt in the history.
 //! FIFO producers retry a send whose outcome is unknown with the same deduplication ID, and now
-//! and then resend a known ID on purpose; consumers lease for a short time and leave some
-//! messages unacknowledged so that leases expire and messages reach the dead-letter queues.
+//! and then resend a known ID on purpose; producers of the priority queue send priorities 0-9,
+//! those of the other standard queue schedule one message in six a moment ahead; consumers
+//! lease for a short time and leave some messages unacknowledged so that leases expire and
+//! messages reach the dead-letter queues.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use raftq_check::history::{Event, History, Outcome};
+use raftq_check::history::{Event, History, Outcome, Placement, QueueKind};
 use raftq_client::ClientError;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -21,6 +23,9 @@ use crate::nodes::{Avoided, Nodes};
 
 /// Lease length the consumers ask for.
 pub const LEASE_SECONDS: u64 = 2;
+
+/// How the name of the standard queue of strict priorities ends.
+pub const PRIORITY_SUFFIX: &str = "-prio";
 
 /// Shared switches of the workers.
 #[derive(Debug, Clone, Default)]
@@ -57,6 +62,25 @@ pub fn millis(v: &Value) -> Option<u64> {
     u64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
 }
 
+/// Milliseconds since the Unix epoch as an RFC 3339 time with milliseconds.
+fn rfc3339(ms: u64) -> String {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_default()
+}
+
+/// Which of the run's source queues `queue` is.
+fn queue_kind(queue: &str) -> QueueKind {
+    if queue.ends_with(PRIORITY_SUFFIX) {
+        QueueKind::Priorities
+    } else if queue.ends_with(".fifo") {
+        QueueKind::Fifo
+    } else {
+        QueueKind::Standard
+    }
+}
+
 /// Sends messages to `queue` until told to stop.
 pub async fn produce(
     nodes: Nodes,
@@ -80,15 +104,14 @@ pub async fn produce(
             (false, 0) => format!("tenant-{id}"),
             (false, _) => "tenant-shared".to_string(),
         };
+        let placement = Placement::pick(queue_kind(&queue), now_ms(), rng.random());
         let mut ok = false;
         for _attempt in 0..20 {
             let outcome = send(
                 &nodes,
                 &history,
                 &queue,
-                &body,
-                &body,
-                &group,
+                (&body, &body, &group, placement),
                 (&mut avoided, &mut rng),
             )
             .await;
@@ -112,9 +135,7 @@ pub async fn produce(
                 &nodes,
                 &history,
                 &queue,
-                &resend,
-                &body,
-                &group,
+                (&resend, &body, &group, placement),
                 (&mut avoided, &mut rng),
             )
             .await;
@@ -122,19 +143,25 @@ pub async fn produce(
     }
 }
 
+/// One send of `body` (with deduplication ID `dedup` on a FIFO queue) in `group`, placed by
+/// `placement`.
 async fn send(
     nodes: &Nodes,
     history: &History,
     queue: &str,
-    body: &str,
-    dedup: &str,
-    group: &str,
+    (body, dedup, group, placement): (&str, &str, &str, Placement),
     (avoided, rng): (&mut Avoided, &mut StdRng),
 ) -> Outcome {
     let fifo = queue.ends_with(".fifo");
     let mut message = json!({ "body": body, "message_group_id": group });
     if fifo {
         message["message_deduplication_id"] = dedup.into();
+    }
+    if let Some(priority) = placement.priority {
+        message["priority"] = priority.into();
+    }
+    if let Some(at) = placement.deliver_at {
+        message["deliver_at"] = rfc3339(at).into();
     }
     let (node, client) = nodes.pick(avoided, rng);
     let start = now_ms();
@@ -156,6 +183,8 @@ async fn send(
         message_id: reply["message_id"].as_str().map(str::to_string),
         duplicate: reply["duplicate"].as_bool().unwrap_or(false),
         sequence_number: reply["sequence_number"].as_u64(),
+        priority: placement.priority,
+        deliver_at: placement.deliver_at,
     });
     outcome
 }
@@ -226,6 +255,8 @@ fn delivery(queue: &str, m: &Value, (start, end): (u64, u64)) -> Event {
         sequence_number: m["sequence_number"].as_u64(),
         dead_letter_source: m["dead_letter_source"]["name"].as_str().map(str::to_string),
         moved_at: millis(&m["moved_at"]),
+        priority: m["priority"].as_u64().and_then(|p| u8::try_from(p).ok()),
+        first_received_at: millis(&m["first_received_at"]),
         start,
         end,
     }

@@ -31,6 +31,9 @@ pub struct Final {
     /// Source queue → its dead-letter queue.
     pub dead_letter: BTreeMap<String, String>,
     pub max_receive_count: u64,
+    /// Queues whose producers send priorities and whose levels are served in strict order
+    /// (the default), for invariant 10.
+    pub strict_priority_queues: BTreeSet<String>,
 }
 
 /// Anomalies per invariant, with a few examples each.
@@ -40,7 +43,7 @@ pub struct Report {
     pub unverifiable: BTreeMap<&'static str, u64>,
 }
 
-pub const INVARIANTS: [&str; 9] = [
+pub const INVARIANTS: [&str; 11] = [
     "1_acknowledged_sends_survive",
     "2_nothing_delivered_unsent",
     "3_fifo_order_per_group",
@@ -50,6 +53,8 @@ pub const INVARIANTS: [&str; 9] = [
     "7_dead_letter_exactly_once",
     "8_identical_node_state",
     "9_membership_and_cluster_id_agree",
+    "10_no_lower_priority_while_a_higher_was_visible",
+    "11_no_delivery_before_deliver_at",
 ];
 
 impl Report {
@@ -77,6 +82,8 @@ struct Delivery<'a> {
     seq: Option<u64>,
     source: Option<&'a str>,
     moved_at: Option<u64>,
+    priority: Option<u8>,
+    first_received_at: Option<u64>,
     start: u64,
     end: u64,
 }
@@ -93,6 +100,8 @@ impl<'a> Delivery<'a> {
             sequence_number,
             dead_letter_source,
             moved_at,
+            priority,
+            first_received_at,
             start,
             end,
         } = event
@@ -109,6 +118,8 @@ impl<'a> Delivery<'a> {
             seq: *sequence_number,
             source: dead_letter_source.as_deref(),
             moved_at: *moved_at,
+            priority: *priority,
+            first_received_at: *first_received_at,
             start: *start,
             end: *end,
         })
@@ -269,7 +280,133 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
     dead_letter_exactly_once(&index, fin, &mut report);
     identical_node_state(fin, &mut report);
     membership_and_cluster_id(fin, &mut report);
+    strict_priority_order(events, &index, fin, &mut report);
+    no_delivery_before_deliver_at(events, &index, &mut report);
     report
+}
+
+/// A message sent to a queue of strict priorities: its priority, when its send started and
+/// ended, and its ID.
+struct Prioritized<'a> {
+    priority: u8,
+    start: u64,
+    end: u64,
+    id: &'a str,
+}
+
+/// The messages sent to `queue` with a priority, as their sends answered.
+fn prioritized<'a>(events: &'a [Event], queue: &str) -> Vec<Prioritized<'a>> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Send {
+                queue: q,
+                outcome: Outcome::Ok,
+                duplicate: false,
+                message_id: Some(id),
+                priority: Some(priority),
+                start,
+                end,
+                ..
+            } if q == queue => Some(Prioritized {
+                priority: *priority,
+                start: *start,
+                end: *end,
+                id,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Invariant 10, strict priorities: on a queue that serves its levels in strict order, no
+/// delivery of a level while a message of a higher level was surely visible: sent (committed)
+/// before the receive started, and not leased by any receive that may have applied before this
+/// one ended (one that delivered it, or one whose outcome is unknown, which makes the case
+/// unverifiable). The producers of such a queue send without delays.
+fn strict_priority_order(events: &[Event], index: &Index<'_>, fin: &Final, report: &mut Report) {
+    for queue in &fin.strict_priority_queues {
+        let sent = prioritized(events, queue);
+        let deliveries: Vec<&Delivery<'_>> = index
+            .deliveries
+            .iter()
+            .filter(|d| d.queue == queue)
+            .collect();
+        let mut first_leased: HashMap<&str, u64> = HashMap::new();
+        for d in &deliveries {
+            let first = first_leased.entry(d.id).or_insert(d.start);
+            *first = (*first).min(d.start);
+        }
+        let unknown: Vec<(u64, u64)> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Receive {
+                    queue: q,
+                    outcome: Outcome::Unknown(_),
+                    start,
+                    end,
+                } if q == queue => Some((*start, *end)),
+                _ => None,
+            })
+            .collect();
+        for d in &deliveries {
+            let Some(level) = d.priority else {
+                continue;
+            };
+            let waiting = sent.iter().filter(|m| {
+                m.priority > level
+                    && m.end < d.start
+                    && first_leased.get(m.id).is_none_or(|first| *first >= d.end)
+            });
+            for m in waiting {
+                if unknown.iter().any(|(s, e)| *s < d.end && *e > m.start) {
+                    *report.unverifiable.entry(INVARIANTS[9]).or_default() += 1;
+                    continue;
+                }
+                report.flag(
+                    INVARIANTS[9],
+                    format!(
+                        "{} (priority {level}) delivered from {queue} while {} (priority {}) was \
+                         visible",
+                        d.id, m.id, m.priority
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// Invariant 11, scheduled messages: a message sent with a `deliver_at` is first leased at or
+/// after that time by the state's clock (its `first_received_at`, stamped by the leader). A
+/// `deliver_at` the state's clock had passed at the send is due at once, and the rule holds too.
+fn no_delivery_before_deliver_at(events: &[Event], index: &Index<'_>, report: &mut Report) {
+    let due: HashMap<&str, u64> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Send {
+                outcome: Outcome::Ok,
+                message_id: Some(id),
+                deliver_at: Some(at),
+                ..
+            } => Some((id.as_str(), *at)),
+            _ => None,
+        })
+        .collect();
+    for d in &index.deliveries {
+        let (Some(at), Some(first)) = (due.get(d.id), d.first_received_at) else {
+            continue;
+        };
+        if first < *at {
+            report.flag(
+                INVARIANTS[10],
+                format!(
+                    "{} delivered from {} at {first} by the state's clock, before its deliver_at \
+                     {at}",
+                    d.id, d.queue
+                ),
+            );
+        }
+    }
 }
 
 /// Invariant 1: every acknowledged send is delivered-and-acked (or its ack's answer was lost)
@@ -589,6 +726,8 @@ mod tests {
             message_id: Some(id.into()),
             duplicate,
             sequence_number: Some(t),
+            priority: None,
+            deliver_at: None,
         }
     }
 
@@ -603,6 +742,8 @@ mod tests {
             sequence_number: Some(seq),
             dead_letter_source: None,
             moved_at: None,
+            priority: None,
+            first_received_at: None,
             start: t,
             end: t + 5,
         }
@@ -633,6 +774,7 @@ mod tests {
             members: vec![1, 2],
             dead_letter: BTreeMap::new(),
             max_receive_count: 3,
+            strict_priority_queues: BTreeSet::new(),
         }
     }
 
@@ -661,6 +803,8 @@ mod tests {
             sequence_number: Some(10),
             dead_letter_source: None,
             moved_at: None,
+            priority: None,
+            first_received_at: None,
             start: 100,
             end: 2_305,
         };
@@ -728,6 +872,8 @@ mod tests {
             sequence_number: Some(1),
             dead_letter_source: Some("q.fifo".into()),
             moved_at: Some(1_300),
+            priority: None,
+            first_received_at: None,
             start: 900,
             end: 905,
         };
@@ -778,6 +924,112 @@ mod tests {
         assert_eq!(moved_before.total(), 0);
         // Moved only after B's delivery: A was still unresolved when B came.
         assert_eq!(check_with(7_500).anomalies[INVARIANTS[2]].0, 1);
+    }
+
+    /// A send to the standard queue `prio` at `priority`, from `t` to `t + 1`.
+    fn send_at(id: &str, priority: u8, t: u64) -> Event {
+        Event::Send {
+            queue: "prio".into(),
+            body: id.into(),
+            group: None,
+            dedup: None,
+            start: t,
+            end: t + 1,
+            outcome: Outcome::Ok,
+            message_id: Some(id.into()),
+            duplicate: false,
+            sequence_number: None,
+            priority: Some(priority),
+            deliver_at: None,
+        }
+    }
+
+    /// The delivery of `id` from `prio` at `priority` by a receive from `t` to `t + 5`, first
+    /// leased at `first` by the state's clock.
+    fn deliver_at_level(id: &str, priority: u8, t: u64, first: u64) -> Event {
+        Event::Deliver {
+            queue: "prio".into(),
+            message_id: id.into(),
+            body: id.into(),
+            receipt: format!("r-{id}"),
+            receive_count: 1,
+            lease_expires_at: t + 2_000,
+            sequence_number: None,
+            dead_letter_source: None,
+            moved_at: None,
+            priority: Some(priority),
+            first_received_at: Some(first),
+            start: t,
+            end: t + 5,
+        }
+    }
+
+    fn receive_of(outcome: Outcome, t: u64) -> Event {
+        Event::Receive {
+            queue: "prio".into(),
+            start: t,
+            end: t + 5,
+            outcome,
+        }
+    }
+
+    fn prio_fin() -> Final {
+        let mut f = fin(&[]);
+        f.strict_priority_queues = BTreeSet::from(["prio".to_string()]);
+        f
+    }
+
+    #[test]
+    fn a_lower_level_delivered_while_a_higher_one_was_visible_is_an_anomaly() {
+        let inverted = |f: &Final, events: &[Event]| check(events, f).anomalies[INVARIANTS[9]].0;
+        let fin = prio_fin();
+        // H (priority 9) was sent before L's receive and leased only afterwards.
+        let late = [
+            send_at("L", 1, 10),
+            send_at("H", 9, 20),
+            deliver_at_level("L", 1, 100, 100),
+            deliver_at_level("H", 9, 200, 200),
+        ];
+        assert_eq!(inverted(&fin, &late), 1);
+        // Delivered in the same receive, or sent while the receive ran: no anomaly.
+        let fine = [
+            send_at("L", 1, 10),
+            send_at("H", 9, 99),
+            deliver_at_level("H", 9, 100, 100),
+            deliver_at_level("L", 1, 100, 100),
+            send_at("H2", 9, 101),
+            deliver_at_level("L", 1, 102, 102),
+        ];
+        assert_eq!(inverted(&fin, &fine), 0);
+        // A receive whose outcome is unknown may have leased H: unverifiable, not an anomaly.
+        let mut unknown = late.to_vec();
+        unknown.push(receive_of(Outcome::Unknown("timeout".into()), 50));
+        let report = check(&unknown, &fin);
+        assert_eq!(report.anomalies[INVARIANTS[9]].0, 0);
+        assert_eq!(report.unverifiable[INVARIANTS[9]], 1);
+        // On a queue that is not served in strict order, nothing is checked.
+        assert_eq!(inverted(&super::tests::fin(&[]), &late), 0);
+    }
+
+    #[test]
+    fn a_delivery_before_deliver_at_by_the_state_s_clock_is_an_anomaly() {
+        let scheduled = |at: u64| {
+            let mut send = send_at("S", 0, 10);
+            if let Event::Send { deliver_at, .. } = &mut send {
+                *deliver_at = Some(at);
+            }
+            send
+        };
+        let early = |at: u64, first: u64| {
+            let events = [scheduled(at), deliver_at_level("S", 0, 900, first)];
+            check(&events, &fin(&[])).anomalies[INVARIANTS[10]].0
+        };
+        assert_eq!(early(1_000, 999), 1, "1 ms early by the state's clock");
+        assert_eq!(
+            early(1_000, 1_000),
+            0,
+            "at its time, whatever the client's clock said"
+        );
     }
 
     #[test]

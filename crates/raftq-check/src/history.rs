@@ -31,6 +31,12 @@ pub enum Event {
         message_id: Option<String>,
         duplicate: bool,
         sequence_number: Option<u64>,
+        /// The priority it was sent with, if any.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        priority: Option<u8>,
+        /// The `deliver_at` it was sent with, if any, in milliseconds since the Unix epoch.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        deliver_at: Option<u64>,
     },
     Receive {
         queue: String,
@@ -48,6 +54,12 @@ pub enum Event {
         sequence_number: Option<u64>,
         dead_letter_source: Option<String>,
         moved_at: Option<u64>,
+        /// Standard queues: its priority.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        priority: Option<u8>,
+        /// When it was first leased in this queue, by the state's clock (the server's stamp).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        first_received_at: Option<u64>,
         /// The receive that delivered it.
         start: u64,
         end: u64,
@@ -77,6 +89,45 @@ pub enum Event {
         #[serde(skip_serializing_if = "Vec::is_empty")]
         unrecovered: Vec<String>,
     },
+}
+
+/// What a producer's send asks for besides its body and group, as both recorders pick it: a
+/// priority 0-9 on a queue of strict priorities (invariant 10), and on another standard queue
+/// one message in six scheduled 100 ms to 3 s ahead (invariant 11).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Placement {
+    pub priority: Option<u8>,
+    pub deliver_at: Option<u64>,
+}
+
+/// Which queue a producer sends to, for its [`Placement`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueKind {
+    /// A standard queue of strict priorities (sent without delays).
+    Priorities,
+    /// Another standard queue.
+    Standard,
+    Fifo,
+}
+
+impl Placement {
+    /// The placement of a send to a queue of `kind` at `now` (the recorder's clock), drawn from
+    /// the random number `draw`.
+    pub fn pick(kind: QueueKind, now: u64, draw: u64) -> Placement {
+        match kind {
+            QueueKind::Priorities => Placement {
+                priority: Some((draw % 10) as u8),
+                deliver_at: None,
+            },
+            QueueKind::Standard => Placement {
+                priority: None,
+                deliver_at: draw
+                    .is_multiple_of(6)
+                    .then(|| now + 100 + (draw / 6) % 2_900),
+            },
+            QueueKind::Fifo => Placement::default(),
+        }
+    }
 }
 
 /// The shared log every worker appends to.

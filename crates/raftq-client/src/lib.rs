@@ -356,17 +356,39 @@ impl Client {
     }
 
     pub async fn peek(&self, queue: &str, limit: Option<u64>, after: Option<u64>) -> Result<Value> {
-        let mut query = Vec::new();
-        if let Some(l) = limit {
-            query.push(("limit", l.to_string()));
-        }
-        if let Some(a) = after {
-            query.push(("after", a.to_string()));
-        }
+        let query = page(limit, after);
         self.call(
             Method::GET,
             &["v1", "queues", queue, "messages"],
             &query,
+            None,
+        )
+        .await
+    }
+
+    /// A page of the messages scheduled by a `deliver_at` still ahead.
+    pub async fn scheduled(
+        &self,
+        queue: &str,
+        limit: Option<u64>,
+        after: Option<u64>,
+    ) -> Result<Value> {
+        let query = page(limit, after);
+        self.call(
+            Method::GET,
+            &["v1", "queues", queue, "scheduled"],
+            &query,
+            None,
+        )
+        .await
+    }
+
+    /// Cancels the scheduled message `message_id` before its time.
+    pub async fn cancel_scheduled(&self, queue: &str, message_id: &str) -> Result<Value> {
+        self.call(
+            Method::DELETE,
+            &["v1", "queues", queue, "scheduled", message_id],
+            &[],
             None,
         )
         .await
@@ -457,6 +479,18 @@ fn api_error(status: StatusCode, value: &Value) -> ApiError {
         message: text("message").unwrap_or_else(|| value.to_string()),
         field: text("field"),
     }
+}
+
+/// The query of a page of messages: its size and the sequence number it starts after.
+fn page(limit: Option<u64>, after: Option<u64>) -> Vec<(&'static str, String)> {
+    let mut query = Vec::new();
+    if let Some(l) = limit {
+        query.push(("limit", l.to_string()));
+    }
+    if let Some(a) = after {
+        query.push(("after", a.to_string()));
+    }
+    query
 }
 
 #[cfg(test)]

@@ -657,6 +657,11 @@ function settingsList(queue) {
     ["Tags", Object.keys(queue.tags || {}).length
       ? Object.entries(queue.tags).map(([k, v]) => k + "=" + v).join(", ") : "none"],
   ];
+  if (queue.type !== "fifo") {
+    rows.push(["Default priority", String(queue.default_priority)],
+      ["Priority order", queue.priority_weights
+        ? "weights " + queue.priority_weights.join(", ") + " (from priority 0)" : "strict, highest first"]);
+  }
   return h("dl", {class: "settings", id: "settings"}, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
 }
 
@@ -692,6 +697,8 @@ function sendForm(queue, onSent) {
     field({name: "body", label: "Body", type: "textarea", required: true}),
     field({name: "attributes", label: "Attributes", type: "textarea", rows: 2, hint: "One name=value a line"}),
     field({name: "delay_seconds", label: "Delay (s)", numeric: true}),
+    field({name: "deliver_at", label: "Deliver at", hint: "RFC 3339, e.g. 2030-01-01T09:00:00Z; instead of a delay"}),
+    fifo ? null : field({name: "priority", label: "Priority", numeric: true, hint: "0-9, higher first"}),
     fifo ? field({name: "message_group_id", label: "Message group ID"}) : null,
     fifo ? field({name: "message_deduplication_id", label: "Deduplication ID"}) : null,
     h("div", {class: "actions"}, h("button", {type: "submit", class: "primary"}, "Send message")));
@@ -707,7 +714,9 @@ function sendForm(queue, onSent) {
     if (Object.keys(attributes).length) body.attributes = attributes;
     const delay = numberOrText(formValue(form, "delay_seconds"));
     if (delay !== undefined) body.delay_seconds = delay;
-    for (const n of ["message_group_id", "message_deduplication_id"]) {
+    const priority = fifo ? undefined : numberOrText(formValue(form, "priority"));
+    if (priority !== undefined) body.priority = priority;
+    for (const n of ["message_group_id", "message_deduplication_id", "deliver_at"]) {
       const v = formValue(form, n);
       if (v) body[n] = v;
     }
@@ -724,7 +733,9 @@ function messageRow(m) {
   const short = m.body.length > 80 ? m.body.slice(0, 80) + "…" : m.body;
   return h("tr", {"data-message": m.message_id},
     h("td", {class: "mono"}, m.message_id),
-    h("td", {}, h("span", {class: "state state-" + m.state}, m.state.replace("_", " "))),
+    h("td", {}, h("span", {class: "state state-" + m.state},
+      (m.scheduled ? "scheduled" : m.state.replace("_", " ")) +
+      (m.priority ? " · priority " + m.priority : ""))),
     h("td", {class: "body-cell"}, short),
     h("td", {}, attributes || "–"),
     h("td", {class: "num"}, m.receive_count),
@@ -885,7 +896,8 @@ function movePanel(queue, onChanged) {
 function statsLine(stats) {
   return h("p", {class: "stats", id: "queue-stats"},
     [["visible", stats.visible], ["leased", stats.leased], ["delayed", stats.delayed],
-      ["pending redrive", stats.pending_redrive]].map(([k, v]) => h("span", {}, h("strong", {}, v), " " + k)),
+      ["scheduled", stats.scheduled], ["pending redrive", stats.pending_redrive]]
+      .map(([k, v]) => h("span", {}, h("strong", {}, v), " " + k)),
     h("span", {}, "oldest ", h("strong", {}, age(stats.oldest_message_age_seconds))));
 }
 

@@ -1,7 +1,10 @@
-//! Engine throughput on one core: sends into a FIFO queue spread over 10,000 groups and into a
-//! standard queue, and receive+ack cycles, each on queues holding 1,000 and 1,000,000 messages.
-//! Only `Engine::apply` is timed; building commands and keeping the queue at its depth (refills
-//! and drains between timed chunks) are not.
+//! Engine throughput on one core: sends into a FIFO queue spread over 10,000 groups, into a
+//! standard queue, into a standard queue whose messages spread over ten priority levels served
+//! by weights, and (as scheduled messages) into a standard queue whose backlog is scheduled a
+//! day ahead; and receive+ack cycles on each, on queues holding 1,000 and 1,000,000 messages.
+//! The scheduled queue's receives take from a working set of visible messages beside its
+//! scheduled backlog. Only `Engine::apply` is timed; building commands and keeping the queue at
+//! its depth (refills, drains and cancels between timed chunks) are not.
 //!
 //! Run: `scripts/bench-engine` (writes docs/benchmarks-engine.md) or
 //! `cargo bench -p raftq-engine --bench engine`.
@@ -16,31 +19,51 @@ use uuid::Uuid;
 const GROUPS: u64 = 10_000;
 const CHUNK: u64 = 1_000;
 const DEPTHS: [u64; 2] = [1_000, 1_000_000];
+/// How far ahead the scheduled queue's messages are due.
+const SCHEDULED_AHEAD_MS: i64 = 24 * 3600 * 1000;
+
+/// What a queue's messages are.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Fifo,
+    Standard,
+    /// Priorities 0-9 in turn, on a queue with `priority_weights` 1-10.
+    Weighted,
+    /// Sent with a `deliver_at` a day ahead.
+    Scheduled,
+}
 
 struct Fixture {
     engine: Engine,
     queue: &'static str,
-    fifo: bool,
+    kind: Kind,
     now: u64,
     sent: u64,
 }
 
 impl Fixture {
-    fn new(queue: &'static str, depth: u64) -> Fixture {
+    fn new(queue: &'static str, kind: Kind, depth: u64) -> Fixture {
         let mut f = Fixture {
             engine: Engine::new("local"),
             queue,
-            fifo: queue.ends_with(".fifo"),
+            kind,
             now: 1_700_000_000_000,
             sent: 0,
         };
+        let priority_weights = (kind == Kind::Weighted).then(|| Some((1..=10).collect()));
         f.apply(Command::CreateQueue {
             account: "dev".into(),
             queue_id: Uuid::from_u128(1),
             name: queue.into(),
-            attributes: QueueAttributes::default(),
+            attributes: QueueAttributes {
+                priority_weights,
+                ..QueueAttributes::default()
+            },
         });
         f.fill(depth);
+        if kind == Kind::Scheduled {
+            f.fill_visible(CHUNK);
+        }
         f
     }
 
@@ -54,17 +77,21 @@ impl Fixture {
             .ok()
     }
 
-    fn send_command(&mut self) -> Command {
+    /// A send of the queue's kind of message; `scheduled` false sends a visible one.
+    fn send_command(&mut self, scheduled: bool) -> Command {
         self.sent += 1;
         let n = self.sent;
+        let fifo = self.kind == Kind::Fifo;
+        let weighted = self.kind == Kind::Weighted;
         Command::Send {
             account: "dev".into(),
             queue: self.queue.into(),
             message: NewMessage {
-                message_group_id: self.fifo.then(|| format!("group-{}", n % GROUPS)),
-                message_deduplication_id: self.fifo.then(|| format!("dedup-{n}")),
-                trace_header: None,
-                ..NewMessage::new(Uuid::from_u128(u128::from(n) + 1_000), "x".repeat(16))
+                message_group_id: fifo.then(|| format!("group-{}", n % GROUPS)),
+                message_deduplication_id: fifo.then(|| format!("dedup-{n}")),
+                priority: weighted.then_some((n % 10) as i64),
+                deliver_at: scheduled.then_some(self.now as i64 + SCHEDULED_AHEAD_MS),
+                ..NewMessage::new(message_id(n), "x".repeat(16))
             },
         }
     }
@@ -87,10 +114,37 @@ impl Fixture {
         }
     }
 
+    /// Sends `n` messages of the queue's kind.
     fn fill(&mut self, n: u64) {
         for _ in 0..n {
-            let c = self.send_command();
+            let c = self.send_command(self.kind == Kind::Scheduled);
             self.apply(c);
+        }
+    }
+
+    /// Sends `n` visible messages.
+    fn fill_visible(&mut self, n: u64) {
+        for _ in 0..n {
+            let c = self.send_command(false);
+            self.apply(c);
+        }
+    }
+
+    /// Takes the messages sent last, `first_sent` on, out of the queue again: receives them
+    /// (cancels them, on the scheduled queue, where they are not deliverable).
+    fn drain(&mut self, first_sent: u64) {
+        if self.kind != Kind::Scheduled {
+            for _ in first_sent..=self.sent {
+                self.cycle();
+            }
+            return;
+        }
+        for n in first_sent..=self.sent {
+            self.apply(Command::CancelScheduled {
+                account: "dev".into(),
+                queue: self.queue.into(),
+                id: message_id(n),
+            });
         }
     }
 
@@ -110,7 +164,9 @@ impl Fixture {
         let mut left = iters;
         while left > 0 {
             let n = left.min(CHUNK);
-            let commands: Vec<Command> = (0..n).map(|_| self.send_command()).collect();
+            let first_sent = self.sent + 1;
+            let scheduled = self.kind == Kind::Scheduled;
+            let commands: Vec<Command> = (0..n).map(|_| self.send_command(scheduled)).collect();
             let start = Instant::now();
             for command in commands {
                 black_box(self.engine.apply(Entry {
@@ -120,9 +176,7 @@ impl Fixture {
             }
             total += start.elapsed();
             self.now += 1;
-            for _ in 0..n {
-                self.cycle();
-            }
+            self.drain(first_sent);
             left -= n;
         }
         total
@@ -140,23 +194,33 @@ impl Fixture {
             }
             total += start.elapsed();
             self.now += 1;
-            self.fill(n);
+            self.fill_visible(n);
             left -= n;
         }
         total
     }
 }
 
-fn queues() -> [(&'static str, &'static str); 2] {
-    [("fifo_10k_groups", "bench.fifo"), ("standard", "bench")]
+/// The message ID of the `n`th message sent.
+fn message_id(n: u64) -> Uuid {
+    Uuid::from_u128(u128::from(n) + 1_000)
+}
+
+fn queues() -> [(&'static str, &'static str, Kind); 4] {
+    [
+        ("fifo_10k_groups", "bench.fifo", Kind::Fifo),
+        ("standard", "bench", Kind::Standard),
+        ("weighted_priorities", "bench", Kind::Weighted),
+        ("scheduled_backlog", "bench", Kind::Scheduled),
+    ]
 }
 
 fn sends(c: &mut Criterion) {
-    for (label, queue) in queues() {
+    for (label, queue, kind) in queues() {
         let mut group = c.benchmark_group(format!("send/{label}"));
         group.throughput(Throughput::Elements(1));
         for depth in DEPTHS {
-            let mut f = Fixture::new(queue, depth);
+            let mut f = Fixture::new(queue, kind, depth);
             group.bench_function(BenchmarkId::from_parameter(depth), |b| {
                 b.iter_custom(|iters| f.time_sends(iters))
             });
@@ -166,11 +230,11 @@ fn sends(c: &mut Criterion) {
 }
 
 fn receive_ack(c: &mut Criterion) {
-    for (label, queue) in queues() {
+    for (label, queue, kind) in queues() {
         let mut group = c.benchmark_group(format!("receive_ack/{label}"));
         group.throughput(Throughput::Elements(1));
         for depth in DEPTHS {
-            let mut f = Fixture::new(queue, depth);
+            let mut f = Fixture::new(queue, kind, depth);
             group.bench_function(BenchmarkId::from_parameter(depth), |b| {
                 b.iter_custom(|iters| f.time_cycles(iters))
             });

@@ -115,132 +115,69 @@ pub enum CommandOf<A, M> {
     EndWait {
         waiter: Uuid,
     },
+    /// Removes a message sent with a `deliver_at` that is still before its time; a message that
+    /// is due (or gone) is refused with [`EngineError::NotScheduled`].
+    CancelScheduled {
+        account: String,
+        queue: String,
+        /// The message's ID.
+        id: Uuid,
+    },
+}
+
+/// A `match` on a command of one shape that builds the command of another: the arms given,
+/// then, for each variant listed after `same`, the variant again with its fields unchanged.
+macro_rules! reshape {
+    ($value:expr, { $($arm:tt)* } same { $($variant:ident { $($field:ident),* })* }) => {
+        match $value {
+            $($arm)*
+            $(CommandOf::$variant { $($field),* } => CommandOf::$variant { $($field),* },)*
+        }
+    };
 }
 
 impl<A, M> CommandOf<A, M> {
     /// The same command with its queue settings and messages in the shapes `A2` and `M2`.
     pub fn convert<A2: From<A>, M2: From<M>>(self) -> CommandOf<A2, M2> {
         use CommandOf as C;
-        match self {
-            C::CreateQueue {
-                account,
-                queue_id,
-                name,
-                attributes,
-            } => C::CreateQueue {
+        reshape!(self, {
+            C::CreateQueue { account, queue_id, name, attributes } => C::CreateQueue {
                 account,
                 queue_id,
                 name,
                 attributes: attributes.into(),
             },
-            C::PatchQueue {
-                account,
-                queue,
-                attributes,
-            } => C::PatchQueue {
+            C::PatchQueue { account, queue, attributes } => C::PatchQueue {
                 account,
                 queue,
                 attributes: attributes.into(),
             },
-            C::DeleteQueue { account, queue } => C::DeleteQueue { account, queue },
-            C::Send {
-                account,
-                queue,
-                message,
-            } => C::Send {
+            C::Send { account, queue, message } => C::Send {
                 account,
                 queue,
                 message: message.into(),
             },
-            C::SendBatch {
-                account,
-                queue,
-                entries,
-            } => C::SendBatch {
+            C::SendBatch { account, queue, entries } => C::SendBatch {
                 account,
                 queue,
                 entries: entries
                     .into_iter()
-                    .map(|e| BatchEntry {
-                        id: e.id,
-                        message: e.message.into(),
-                    })
+                    .map(|e| BatchEntry { id: e.id, message: e.message.into() })
                     .collect(),
             },
-            C::Receive {
-                account,
-                queue,
-                max_messages,
-                lease_seconds,
-                attempt_id,
-            } => C::Receive {
-                account,
-                queue,
-                max_messages,
-                lease_seconds,
-                attempt_id,
-            },
-            C::Ack {
-                account,
-                queue,
-                receipts,
-            } => C::Ack {
-                account,
-                queue,
-                receipts,
-            },
-            C::ChangeLease {
-                account,
-                queue,
-                receipt,
-                lease_seconds,
-                delay_seconds,
-            } => C::ChangeLease {
-                account,
-                queue,
-                receipt,
-                lease_seconds,
-                delay_seconds,
-            },
-            C::Purge { account, queue } => C::Purge { account, queue },
-            C::Tick => C::Tick,
-            C::StartMoveTask {
-                account,
-                queue,
-                task_handle,
-                task,
-            } => C::StartMoveTask {
-                account,
-                queue,
-                task_handle,
-                task,
-            },
-            C::CancelMoveTask {
-                account,
-                queue,
-                task_handle,
-            } => C::CancelMoveTask {
-                account,
-                queue,
-                task_handle,
-            },
-            C::ReceiveWait {
-                account,
-                queue,
-                max_messages,
-                lease_seconds,
-                wait_seconds,
-                waiter,
-            } => C::ReceiveWait {
-                account,
-                queue,
-                max_messages,
-                lease_seconds,
-                wait_seconds,
-                waiter,
-            },
-            C::EndWait { waiter } => C::EndWait { waiter },
-        }
+        } same {
+            DeleteQueue { account, queue }
+            Receive { account, queue, max_messages, lease_seconds, attempt_id }
+            Ack { account, queue, receipts }
+            ChangeLease { account, queue, receipt, lease_seconds, delay_seconds }
+            Purge { account, queue }
+            Tick {}
+            StartMoveTask { account, queue, task_handle, task }
+            CancelMoveTask { account, queue, task_handle }
+            ReceiveWait { account, queue, max_messages, lease_seconds, wait_seconds, waiter }
+            EndWait { waiter }
+            CancelScheduled { account, queue, id }
+        })
     }
 }
 
@@ -278,6 +215,11 @@ pub struct QueueAttributes {
     pub fifo_throughput_limit: Option<String>,
     /// An access policy document; `Some(None)` removes the queue's.
     pub policy: Option<Option<String>>,
+    /// Standard queues: the priority of messages sent without one, 0-9.
+    pub default_priority: Option<i64>,
+    /// Standard queues: the weights of the priority levels; `Some(None)` returns to strict
+    /// order.
+    pub priority_weights: Option<Option<Vec<i64>>>,
 }
 
 /// A retry backoff as a client writes it.
@@ -313,6 +255,11 @@ pub struct NewMessage {
     pub message_deduplication_id: Option<String>,
     /// A tracing header (SQS's `AWSTraceHeader`), kept with the message; not part of its size.
     pub trace_header: Option<String>,
+    /// Standard queues: 0-9, higher first; the queue's `default_priority` when `None`.
+    pub priority: Option<i64>,
+    /// When the message becomes visible, in the engine's time (milliseconds since the epoch);
+    /// instead of `delay_seconds`.
+    pub deliver_at: Option<i64>,
 }
 
 impl NewMessage {
@@ -326,6 +273,8 @@ impl NewMessage {
             message_group_id: None,
             message_deduplication_id: None,
             trace_header: None,
+            priority: None,
+            deliver_at: None,
         }
     }
 
@@ -381,6 +330,8 @@ pub enum Outcome {
     /// A [`Command::ReceiveWait`] found nothing and waits for a [`WaitAnswer`].
     Parked,
     WaitEnded,
+    /// A scheduled message was cancelled (removed before its time).
+    ScheduledCancelled,
 }
 
 /// How the wait of a parked receive ended: with the messages an entry delivered to it, or with
@@ -432,6 +383,10 @@ pub struct MessageMeta {
     pub state: MessageState,
     /// End of the delay or the lease, for delayed and leased messages.
     pub until: Option<Millis>,
+    /// Standard queues: the message's priority, 0-9.
+    pub priority: Option<u8>,
+    /// Whether it was sent with a `deliver_at` that is still ahead (`until` is that time).
+    pub scheduled: bool,
 }
 
 /// A leased message handed to a receiver.

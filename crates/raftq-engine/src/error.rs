@@ -46,6 +46,13 @@ pub enum EngineError {
     /// The move task has ended (completed, cancelled or failed) and cannot be cancelled.
     #[error("the move task has ended ({0}); only a running task can be cancelled")]
     MoveTaskNotRunning(String),
+    /// No message of the queue with this ID waits for its `deliver_at`: it is due already
+    /// (visible, leased or gone since), was cancelled, or was never sent with a `deliver_at`.
+    #[error(
+        "message {0} is not scheduled in this queue: it is due already, was cancelled, or was \
+         never sent with deliver_at"
+    )]
+    NotScheduled(String),
 }
 
 fn names(sources: &[QueueRef]) -> String {
@@ -77,6 +84,7 @@ impl EngineError {
             EngineError::MoveTaskNotFound(_) => "move_task_not_found",
             EngineError::MoveTaskRunning(_) => "move_task_running",
             EngineError::MoveTaskNotRunning(_) => "move_task_not_running",
+            EngineError::NotScheduled(_) => "message_not_scheduled",
         }
     }
 

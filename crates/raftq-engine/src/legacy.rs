@@ -391,10 +391,10 @@ pub struct NewMessageV2 {
     pub message_deduplication_id: Option<String>,
 }
 
-impl From<QueueAttributesV2> for QueueAttributes {
+impl From<QueueAttributesV2> for QueueAttributesV3 {
     fn from(a: QueueAttributesV2) -> Self {
         let v1 = a.v1;
-        QueueAttributes {
+        QueueAttributesV3 {
             content_based_deduplication: v1.content_based_deduplication,
             lease_seconds: v1.lease_seconds,
             delay_seconds: v1.delay_seconds,
@@ -412,9 +412,9 @@ impl From<QueueAttributesV2> for QueueAttributes {
     }
 }
 
-impl From<NewMessageV2> for NewMessage {
+impl From<NewMessageV2> for NewMessageV3 {
     fn from(m: NewMessageV2) -> Self {
-        NewMessage {
+        NewMessageV3 {
             message_id: m.message_id,
             body: m.body,
             attributes: m.attributes,
@@ -422,6 +422,78 @@ impl From<NewMessageV2> for NewMessage {
             message_group_id: m.message_group_id,
             message_deduplication_id: m.message_deduplication_id,
             trace_header: None,
+        }
+    }
+}
+
+/// A command of log format 3: queue settings without a default priority or priority weights,
+/// messages without a priority or a `deliver_at`.
+pub type CommandV3 = CommandOf<QueueAttributesV3, NewMessageV3>;
+
+/// Queue settings of log format 3.
+#[derive(Debug, Clone, Deserialize)]
+pub struct QueueAttributesV3 {
+    pub content_based_deduplication: Option<bool>,
+    pub lease_seconds: Option<i64>,
+    pub delay_seconds: Option<i64>,
+    pub retention_seconds: Option<i64>,
+    pub max_message_bytes: Option<i64>,
+    pub redrive_policy: Option<Option<RedrivePolicyInput>>,
+    pub redrive_allow_policy: Option<AllowPolicyInput>,
+    pub retry_backoff: Option<Option<RetryBackoffInput>>,
+    pub receive_wait_seconds: Option<i64>,
+    pub tags: Option<TagChange>,
+    pub deduplication_scope: Option<String>,
+    pub fifo_throughput_limit: Option<String>,
+    pub policy: Option<Option<String>>,
+}
+
+/// A message of log format 3.
+#[derive(Debug, Clone, Deserialize)]
+pub struct NewMessageV3 {
+    pub message_id: Uuid,
+    pub body: String,
+    pub attributes: BTreeMap<String, Attribute>,
+    pub delay_seconds: Option<i64>,
+    pub message_group_id: Option<String>,
+    pub message_deduplication_id: Option<String>,
+    pub trace_header: Option<String>,
+}
+
+impl From<QueueAttributesV3> for QueueAttributes {
+    fn from(a: QueueAttributesV3) -> Self {
+        QueueAttributes {
+            content_based_deduplication: a.content_based_deduplication,
+            lease_seconds: a.lease_seconds,
+            delay_seconds: a.delay_seconds,
+            retention_seconds: a.retention_seconds,
+            max_message_bytes: a.max_message_bytes,
+            redrive_policy: a.redrive_policy,
+            redrive_allow_policy: a.redrive_allow_policy,
+            retry_backoff: a.retry_backoff,
+            receive_wait_seconds: a.receive_wait_seconds,
+            tags: a.tags,
+            deduplication_scope: a.deduplication_scope,
+            fifo_throughput_limit: a.fifo_throughput_limit,
+            policy: a.policy,
+            default_priority: None,
+            priority_weights: None,
+        }
+    }
+}
+
+impl From<NewMessageV3> for NewMessage {
+    fn from(m: NewMessageV3) -> Self {
+        NewMessage {
+            message_id: m.message_id,
+            body: m.body,
+            attributes: m.attributes,
+            delay_seconds: m.delay_seconds,
+            message_group_id: m.message_group_id,
+            message_deduplication_id: m.message_deduplication_id,
+            trace_header: m.trace_header,
+            priority: None,
+            deliver_at: None,
         }
     }
 }

@@ -34,9 +34,10 @@
 //!
 //! ## Costs
 //! Per-queue indexes make every operation cost O(log n) in the queue's depth and group count:
-//! messages by sequence number, a ready set (visible messages of a standard queue, heads of
-//! unblocked groups of a FIFO queue), per-group message sets, a global timer set of
-//! `(due, what)`, and deduplication records in window order. Retention needs no per-message
+//! messages by sequence number, a ready set (visible messages of a standard queue by priority
+//! level and tenant, heads of unblocked groups of a FIFO queue), per-group message sets, a
+//! global timer set of `(due, what)` (delays, scheduled messages and leases alike), scheduled
+//! messages in queue order, and deduplication records in window order. Retention needs no per-message
 //! timer: messages enter a queue in time order, so the oldest is always first.
 
 pub mod arn;
@@ -67,8 +68,8 @@ pub use command::{
 pub use engine::{Applied, Engine, RECLAIM_PER_TICK};
 pub use error::EngineError;
 pub use model::{
-    MessageState, Millis, MoveFilter, MoveTaskStatus, MoveTaskView, QueueGauges, QueueRef,
-    QueueStats, QueueType, QueueView, RetryBackoff,
+    LevelStats, MessageState, Millis, MoveFilter, MoveTaskStatus, MoveTaskView, PriorityWeights,
+    QueueGauges, QueueRef, QueueStats, QueueType, QueueView, RetryBackoff,
 };
 pub use rows::{Changes, PayloadOp, RowKey};
 pub use typed::{proposal, LeaseChange, Proposal, WaitStart};

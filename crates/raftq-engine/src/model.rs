@@ -59,6 +59,12 @@ pub mod limits {
     pub const TRACE_HEADER_MAX: usize = 1024;
     /// How long a FIFO receive's attempt ID replays its answer.
     pub const RECEIVE_ATTEMPT_WINDOW_MS: u64 = 5 * 60 * 1000;
+    /// The highest message priority; priorities are 0 (the lowest, the default) to this.
+    pub const PRIORITY_MAX: i64 = 9;
+    /// How many priority levels a standard queue keeps apart.
+    pub const PRIORITY_LEVELS: usize = PRIORITY_MAX as usize + 1;
+    /// The largest weight of one level in a queue's `priority_weights`.
+    pub const PRIORITY_WEIGHT_MAX: i64 = 1000;
 
     // How the limits relate: each default within its bounds, each lower bound under its upper one.
     const _: () = assert!(LEASE_SECONDS_DEFAULT as i64 <= LEASE_SECONDS_MAX);
@@ -69,6 +75,7 @@ pub mod limits {
     const _: () = assert!(BACKOFF_MULTIPLIER_MIN <= BACKOFF_MULTIPLIER_MAX);
     const _: () = assert!(MOVE_RATE_DEFAULT as i64 <= MOVE_RATE_MAX);
     const _: () = assert!(PEEK_LIMIT_DEFAULT <= PEEK_LIMIT_MAX);
+    const _: () = assert!(PRIORITY_LEVELS <= u8::MAX as usize);
 }
 
 /// `standard` or `fifo`; a queue is FIFO exactly when its name ends in `.fifo`.
@@ -186,6 +193,27 @@ pub struct QueueConfig {
     pub fifo_throughput_limit: FifoThroughputLimit,
     /// An access policy document, kept and returned as given; raftq authorizes by its keys.
     pub policy: Option<String>,
+    /// Standard queues: the priority of a message sent without one, 0-9.
+    pub default_priority: u8,
+    /// Standard queues: how often each priority level is served when several hold visible
+    /// messages (see [`PriorityWeights`]); `None`: strictly the highest level first.
+    pub priority_weights: Option<PriorityWeights>,
+}
+
+/// The weights in which a standard queue serves its priority levels: element `i` is the
+/// weight of priority `i`, and every priority past the list's end takes its last element (so
+/// `[1, 2, 4]` weighs priority 0 at 1, priority 1 at 2 and priorities 2-9 at 4). Among the
+/// levels that hold visible messages, a receive serves each level in proportion to its weight,
+/// by a smooth weighted round robin whose credits live in the queue's replicated state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PriorityWeights(pub Vec<u32>);
+
+impl PriorityWeights {
+    /// The weight of priority level `priority`.
+    pub fn of(&self, priority: u8) -> u32 {
+        let at = usize::from(priority).min(self.0.len().saturating_sub(1));
+        self.0.get(at).copied().unwrap_or(1)
+    }
 }
 
 /// Where a FIFO queue looks for a deduplication ID it accepted within the window: anywhere in
@@ -262,6 +290,8 @@ impl Default for QueueConfig {
             deduplication_scope: DeduplicationScope::Queue,
             fifo_throughput_limit: FifoThroughputLimit::PerQueue,
             policy: None,
+            default_priority: 0,
+            priority_weights: None,
         }
     }
 }
@@ -353,6 +383,8 @@ pub struct QueueView {
     pub deduplication_scope: DeduplicationScope,
     pub fifo_throughput_limit: FifoThroughputLimit,
     pub policy: Option<String>,
+    pub default_priority: u8,
+    pub priority_weights: Option<PriorityWeights>,
 }
 
 /// Where a message is in its life, as peek shows it.
@@ -434,6 +466,26 @@ pub struct QueueStats {
     pub active_tenants: u64,
     /// The most messages any one tenant has leased at once now.
     pub largest_tenant_in_flight: u64,
+    /// Messages sent with a `deliver_at` that is still ahead (counted in `delayed` too).
+    pub scheduled: u64,
+    /// The messages of each priority level (standard queues; index = priority).
+    pub by_priority: [LevelStats; limits::PRIORITY_LEVELS],
+}
+
+/// The messages of one priority level of a standard queue, by state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct LevelStats {
+    pub visible: u64,
+    pub leased: u64,
+    pub delayed: u64,
+    pub pending_redrive: u64,
+}
+
+impl LevelStats {
+    /// Whether the level holds no message.
+    pub fn is_empty(&self) -> bool {
+        *self == LevelStats::default()
+    }
 }
 
 /// One queue's monitoring figures: its counters, how many messages redrive has moved out of it

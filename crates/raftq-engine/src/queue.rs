@@ -1,8 +1,8 @@
 //! One queue's messages and the indexes that keep every operation's cost independent of queue
-//! depth and group count: messages by sequence number, the ready set (visible messages of a
-//! standard queue, or the heads of unblocked groups of a FIFO queue), FIFO groups, pending
-//! redrives, deduplication records in window order, and the queue's entries in the global timer
-//! set.
+//! depth and group count: messages by sequence number, the ready set (the levels of a standard
+//! queue's tenants with visible messages in fair order, or the heads of unblocked groups of a
+//! FIFO queue), FIFO groups, pending redrives, scheduled messages, counters per priority level,
+//! deduplication records in window order, and the queue's entries in the global timer set.
 //!
 //! Every mutation goes through [`Queue::insert`], [`Queue::remove`] or [`Queue::set_state`], which
 //! keep counters, timers, groups and the ready set consistent and record the rows they dirty.
@@ -17,7 +17,9 @@ use crate::attempts::ReceiveAttempts;
 use crate::context::{prune_due, ApplyContext, Timer};
 use crate::error::EngineError;
 use crate::interned::Interned;
-use crate::model::{DeduplicationScope, Millis, QueueConfig, QueueName, QueueType};
+use crate::model::{
+    limits, DeduplicationScope, LevelStats, Millis, QueueConfig, QueueName, QueueType,
+};
 use crate::move_task::MoveTask;
 use crate::rows::{AttemptLease, RowKey};
 
@@ -66,8 +68,16 @@ pub(crate) struct Msg {
     pub size: u32,
     pub group: u32,
     pub state: State,
+    /// 0-9, higher first (standard queues; 0 on FIFO queues).
+    pub priority: u8,
     /// The queue it was moved from by redrive; `enqueued_at` is then the move time.
     pub moved: Option<Box<QueueName>>,
+}
+
+/// A priority level's rank in the fair order: the highest priority ranks first.
+fn rank(priority: u8) -> u8 {
+    debug_assert!(i64::from(priority) <= limits::PRIORITY_MAX);
+    limits::PRIORITY_MAX as u8 - priority
 }
 
 /// A receive's queue and options, checked.
@@ -110,16 +120,29 @@ impl Group {
 
 /// The messages of one tenant of a standard queue: those sent with one message group ID, or
 /// (under the empty name) those sent without one.
+///
+/// The tenant has one key in the fair order for each priority level at which it has a visible
+/// message: `(rank, leased, oldest visible of that level, tenant)`.
 #[derive(Debug, Clone, Default)]
 struct Tenant {
-    /// Visible messages, oldest first.
-    visible: BTreeSet<u64>,
+    /// Visible messages as `(rank, seq)`: the highest priority first, then the oldest first.
+    visible: BTreeSet<(u8, u64)>,
+    /// The oldest visible message of each level that has one, as `(rank, seq)`, highest level
+    /// first: with `leased`, the tenant's keys in the fair order (kept here so that a change of
+    /// `leased` moves them without a lookup in `visible`).
+    heads: Vec<(u8, u64)>,
     /// Messages leased now: the tenant's messages in flight.
     leased: u32,
     /// Every message of the tenant in the queue; the tenant is forgotten when none is left.
     held: u32,
-    /// Its key in the fair order, `(leased, oldest visible)`, while it has a visible message.
-    fair_key: Option<(u32, u64)>,
+}
+
+/// The oldest visible message of the level ranked `rank` of a tenant.
+fn level_head(visible: &BTreeSet<(u8, u64)>, rank: u8) -> Option<u64> {
+    visible
+        .range((rank, 0)..=(rank, u64::MAX))
+        .next()
+        .map(|&(_, seq)| seq)
 }
 
 /// The name under which a standard queue keeps the messages sent without a group ID.
@@ -144,15 +167,23 @@ struct Index {
     ready: BTreeSet<(u64, u32)>,
     groups: Interned<Group>,
     tenants: Interned<Tenant>,
-    /// Tenants with a visible message, fewest in flight first, then oldest visible message
-    /// first: the order in which a standard queue serves them.
-    fair: BTreeSet<(u32, u64, u32)>,
+    /// Each priority level of each tenant with a visible message, as `(rank, in flight, oldest
+    /// visible, tenant)`: the highest level first, and within a level the tenant with the
+    /// fewest in flight, then the oldest visible message: the order in which a standard queue
+    /// serves them.
+    fair: BTreeSet<(u8, u32, u64, u32)>,
     /// Named tenants with messages in flight, by how many.
     in_flight: BTreeSet<(u32, u32)>,
     pending: BTreeSet<u64>,
     counts: [u64; 4],
+    /// The messages of each priority level (by priority) per state.
+    levels: [[u64; 4]; limits::PRIORITY_LEVELS],
     /// The sizes (body and attributes) of the messages, added up.
     bytes: u64,
+    /// Messages sent with a `deliver_at` still ahead, with their message IDs, in queue order;
+    /// and where each ID is. A message leaves them when it becomes visible (or leaves).
+    scheduled: BTreeMap<u64, Uuid>,
+    scheduled_ids: HashMap<Uuid, u64>,
 }
 
 impl Index {
@@ -167,7 +198,10 @@ impl Index {
             in_flight: BTreeSet::new(),
             pending: BTreeSet::new(),
             counts: [0; 4],
+            levels: [[0; 4]; limits::PRIORITY_LEVELS],
             bytes: 0,
+            scheduled: BTreeMap::new(),
+            scheduled_ids: HashMap::default(),
         }
     }
 
@@ -196,7 +230,7 @@ impl Index {
     /// A message enters the queue.
     fn enter(&mut self, context: &mut ApplyContext, seq: u64, msg: &Msg) {
         let state = msg.state;
-        self.counts[state as usize] += 1;
+        self.count(msg.priority, state, 1);
         self.bytes += u64::from(msg.size);
         if state.timed() {
             let armed = context.timers.insert((msg.until, self.timer(seq)));
@@ -212,7 +246,8 @@ impl Index {
             if let Some(t) = tenant {
                 t.held += 1;
             }
-            self.tenant_change(context, seq, msg.group, None, Some(state));
+            let key = (seq, msg.group, msg.priority);
+            self.tenant_change(context, key, None, Some(state));
         } else if let Some(g) = self.groups.get_mut(msg.group) {
             // A message joins at the tail: the group's readiness changes only when it was
             // empty or gains a lease.
@@ -239,8 +274,9 @@ impl Index {
             self.counts[msg.state as usize] > 0 && self.bytes >= u64::from(msg.size),
             "message {seq} leaves with its state and size counted"
         );
-        self.counts[msg.state as usize] -= 1;
+        self.count(msg.priority, msg.state, -1);
         self.bytes -= u64::from(msg.size);
+        self.unschedule(seq);
         if msg.state.timed() {
             context.timers.remove(&(msg.until, self.timer(seq)));
         }
@@ -260,7 +296,8 @@ impl Index {
             if let Some(t) = tenant {
                 t.held -= 1;
             }
-            self.tenant_change(context, seq, msg.group, Some(msg.state), None);
+            let key = (seq, msg.group, msg.priority);
+            self.tenant_change(context, key, Some(msg.state), None);
         } else if let Some(g) = self.groups.get_mut(msg.group) {
             let at = g.position(seq);
             debug_assert!(at.is_ok(), "message {seq} left a group it was not in");
@@ -277,11 +314,11 @@ impl Index {
         }
     }
 
-    /// A message of `group` moved from state `old` (with its `until`) to `new`.
+    /// A message `(seq, group, priority)` moved from state `old` (with its `until`) to `new`.
     fn change(
         &mut self,
         context: &mut ApplyContext,
-        (seq, group): (u64, u32),
+        (seq, group, priority): (u64, u32, u8),
         (old, old_until): (State, Millis),
         (new, new_until): (State, Millis),
     ) {
@@ -294,8 +331,11 @@ impl Index {
             let armed = context.timers.insert((new_until, timer));
             debug_assert!(armed, "message {seq} changed to a timer already set");
         }
-        self.counts[old as usize] -= 1;
-        self.counts[new as usize] += 1;
+        self.count(priority, old, -1);
+        self.count(priority, new, 1);
+        if old == State::Delayed {
+            self.unschedule(seq);
+        }
         if old == State::Pending {
             let removed = self.pending.remove(&seq);
             debug_assert!(
@@ -308,7 +348,7 @@ impl Index {
             debug_assert!(added, "message {seq} became pending twice");
         }
         if !self.fifo {
-            self.tenant_change(context, seq, group, Some(old), Some(new));
+            self.tenant_change(context, (seq, group, priority), Some(old), Some(new));
         } else if let Some(g) = self.groups.get_mut(group) {
             let at = g.position(seq);
             debug_assert!(at.is_ok(), "message {seq} changed in a group it was not in");
@@ -325,49 +365,103 @@ impl Index {
         }
     }
 
-    /// Re-indexes a standard queue's message in its tenant after it entered (`old` none),
-    /// left (`new` none) or changed state, and puts the tenant in its new place in the fair
-    /// order; forgets the tenant once it holds no message.
+    /// Counts a message of `priority` in `state` in (`delta` 1) or out (-1).
+    fn count(&mut self, priority: u8, state: State, delta: i64) {
+        let level = &mut self.levels[usize::from(priority)][state as usize];
+        debug_assert!(
+            delta > 0 || *level > 0,
+            "a message leaves a state it was counted in"
+        );
+        *level = level.wrapping_add_signed(delta);
+        let all = &mut self.counts[state as usize];
+        *all = all.wrapping_add_signed(delta);
+    }
+
+    /// Forgets that message `seq` is scheduled, if it was.
+    fn unschedule(&mut self, seq: u64) {
+        if let Some(id) = self.scheduled.remove(&seq) {
+            let removed = self.scheduled_ids.remove(&id);
+            debug_assert_eq!(removed, Some(seq), "a scheduled message is found by its ID");
+        }
+    }
+
+    /// Re-indexes a standard queue's message `(seq, tenant, priority)` in its tenant after it
+    /// entered (`old` none), left (`new` none) or changed state, and puts the tenant's levels in
+    /// their new places in the fair order; forgets the tenant once it holds no message.
     fn tenant_change(
         &mut self,
         context: &mut ApplyContext,
-        seq: u64,
-        tenant: u32,
+        (seq, tenant, priority): (u64, u32, u8),
         old: Option<State>,
         new: Option<State>,
     ) {
         let Some(t) = self.tenants.get_mut(tenant) else {
             return;
         };
+        let rank = rank(priority);
         let leased_before = t.leased;
+        let recount = old == Some(State::Leased) || new == Some(State::Leased);
         if old == Some(State::Visible) {
-            t.visible.remove(&seq);
+            t.visible.remove(&(rank, seq));
         }
         if old == Some(State::Leased) {
             t.leased -= 1;
         }
         if new == Some(State::Visible) {
-            t.visible.insert(seq);
+            t.visible.insert((rank, seq));
             context.woken.push(self.qid);
         }
         if new == Some(State::Leased) {
             t.leased += 1;
         }
-        let want = t.visible.first().map(|&oldest| (t.leased, oldest));
-        if t.fair_key != want {
-            if let Some((leased, oldest)) = t.fair_key {
-                self.fair.remove(&(leased, oldest, tenant));
+        let leased = t.leased;
+        let at = t.heads.binary_search_by_key(&rank, |&(r, _)| r);
+        let head_before = at.ok().map(|i| t.heads[i].1);
+        let head = match old == Some(State::Visible) || new == Some(State::Visible) {
+            true => level_head(&t.visible, rank),
+            false => head_before,
+        };
+        // The keys that change leave the fair order under the count they were made with, and
+        // come back under the new one: every level's when the count in flight changes, else
+        // the message's level's when its oldest visible message changes.
+        if recount {
+            for &(r, oldest) in &t.heads {
+                self.fair.remove(&(r, leased_before, oldest, tenant));
             }
-            if let Some((leased, oldest)) = want {
-                self.fair.insert((leased, oldest, tenant));
-            }
-            t.fair_key = want;
+        } else if let Some(oldest) = head_before.filter(|_| head != head_before) {
+            self.fair.remove(&(rank, leased_before, oldest, tenant));
         }
-        let (leased, held) = (t.leased, t.held);
-        if leased != leased_before && self.tenants.name(tenant) != Some(UNNAMED_TENANT) {
-            self.in_flight.remove(&(leased_before, tenant));
-            if leased > 0 {
-                self.in_flight.insert((leased, tenant));
+        match (at, head) {
+            (Ok(i), Some(oldest)) => t.heads[i].1 = oldest,
+            (Ok(i), None) => {
+                t.heads.remove(i);
+            }
+            (Err(i), Some(oldest)) => t.heads.insert(i, (rank, oldest)),
+            (Err(_), None) => {}
+        }
+        if recount {
+            for &(r, oldest) in &t.heads {
+                self.fair.insert((r, leased, oldest, tenant));
+            }
+        } else if let Some(oldest) = head.filter(|_| head != head_before) {
+            self.fair.insert((rank, leased, oldest, tenant));
+        }
+        debug_assert_eq!(
+            t.heads.first().map(|&(r, oldest)| (r, oldest)),
+            t.visible.first().copied(),
+            "the first level's head is the tenant's first visible message"
+        );
+        let held = t.held;
+        self.tenant_settled(tenant, (leased_before, leased), held);
+    }
+
+    /// After a change to `tenant`: moves it in the in-flight order when its count of leased
+    /// messages went from `before` to `after`, and forgets it once it holds no message.
+    fn tenant_settled(&mut self, tenant: u32, (before, after): (u32, u32), held: u32) {
+        if after != before && self.tenants.name(tenant) != Some(UNNAMED_TENANT) {
+            self.in_flight.remove(&(before, tenant));
+            if after > 0 {
+                self.in_flight.insert((after, tenant));
             }
         }
         if held == 0 {
@@ -401,14 +495,18 @@ impl Index {
     }
 
     /// The messages a receive takes next, at most `max`: a standard queue's oldest visible
-    /// message of the tenant with the fewest in flight; a FIFO queue's consecutive visible
-    /// messages of the group whose deliverable message is oldest.
-    fn next_run(&self, max: usize) -> Vec<u64> {
+    /// message of the tenant with the fewest in flight, of the highest level that has one (of
+    /// the level ranked `rank` when given); a FIFO queue's consecutive visible messages of the
+    /// group whose deliverable message is oldest.
+    fn next_run(&self, max: usize, rank: Option<u8>) -> Vec<u64> {
         if !self.fifo {
+            let from = (rank.unwrap_or(0), 0, 0, 0);
             return self
                 .fair
-                .first()
-                .map(|&(_, seq, _)| seq)
+                .range(from..)
+                .next()
+                .filter(|&&(r, ..)| rank.is_none_or(|want| r == want))
+                .map(|&(_, _, seq, _)| seq)
                 .into_iter()
                 .collect();
         }
@@ -457,6 +555,9 @@ pub(crate) struct Queue {
     pub attempts: ReceiveAttempts,
     /// Receives parked on this queue, in the order they parked.
     pub waiters: BTreeMap<u64, Parked>,
+    /// The credits of the smooth weighted round robin over priority levels (by priority),
+    /// under `priority_weights`: replicated state, so that every replica serves the same level.
+    pub credits: [i64; limits::PRIORITY_LEVELS],
     retention_timer: Option<Millis>,
     dedup_timer: Option<Millis>,
     move_timer: Option<Millis>,
@@ -493,6 +594,7 @@ impl Queue {
             move_tasks: VecDeque::new(),
             attempts: ReceiveAttempts::default(),
             waiters: BTreeMap::new(),
+            credits: [0; limits::PRIORITY_LEVELS],
             retention_timer: None,
             dedup_timer: None,
             move_timer: None,
@@ -530,6 +632,87 @@ impl Queue {
     /// The sizes (body and attributes) of the queue's messages, added up.
     pub(crate) fn bytes(&self) -> u64 {
         self.index.bytes
+    }
+
+    /// The messages of each priority level (index = priority), by state.
+    pub(crate) fn level_stats(&self) -> [LevelStats; limits::PRIORITY_LEVELS] {
+        self.index.levels.map(|c| LevelStats {
+            visible: c[State::Visible as usize],
+            leased: c[State::Leased as usize],
+            delayed: c[State::Delayed as usize],
+            pending_redrive: c[State::Pending as usize],
+        })
+    }
+
+    /// Marks the delayed message `seq` as scheduled under its message ID, so that it is listed
+    /// and can be cancelled until it becomes visible.
+    pub(crate) fn schedule(&mut self, seq: u64, message_id: Uuid) {
+        debug_assert!(
+            self.messages
+                .get(&seq)
+                .is_some_and(|m| m.state == State::Delayed),
+            "only a delayed message is scheduled"
+        );
+        self.index.scheduled.insert(seq, message_id);
+        self.index.scheduled_ids.insert(message_id, seq);
+    }
+
+    /// The message ID of message `seq` while it is scheduled.
+    pub(crate) fn scheduled_id(&self, seq: u64) -> Option<Uuid> {
+        self.index.scheduled.get(&seq).copied()
+    }
+
+    /// The sequence number of the scheduled message with ID `message_id`.
+    pub(crate) fn scheduled_seq(&self, message_id: Uuid) -> Option<u64> {
+        self.index.scheduled_ids.get(&message_id).copied()
+    }
+
+    /// The scheduled messages from sequence number `start` on, in queue order.
+    pub(crate) fn scheduled_from(&self, start: u64) -> impl Iterator<Item = (u64, &Msg)> + '_ {
+        self.index
+            .scheduled
+            .range(start..)
+            .filter_map(|(&seq, _)| Some((seq, self.messages.get(&seq)?)))
+    }
+
+    /// How many messages are scheduled.
+    pub(crate) fn scheduled_len(&self) -> u64 {
+        self.index.scheduled.len() as u64
+    }
+
+    /// The rank of the priority level a receive of a queue with `priority_weights` serves
+    /// next, by a smooth weighted round robin over the levels with visible messages: each adds
+    /// its weight to its credit, the one with the most (the higher priority on a tie) is
+    /// served and gives back the weights of all. `None`: strict order (or nothing visible).
+    fn weighted_rank(&mut self, context: &mut ApplyContext) -> Option<u8> {
+        let weights = self.config.priority_weights.as_ref()?;
+        let mut total = 0i64;
+        let mut best: Option<usize> = None;
+        for (priority, counts) in self.index.levels.iter().enumerate() {
+            if counts[State::Visible as usize] == 0 {
+                continue;
+            }
+            let weight = i64::from(weights.of(priority as u8));
+            self.credits[priority] += weight;
+            total += weight;
+            if best.is_none_or(|b| self.credits[priority] >= self.credits[b]) {
+                best = Some(priority);
+            }
+        }
+        let chosen = best?;
+        self.credits[chosen] -= total;
+        debug_assert_eq!(
+            self.credits.iter().sum::<i64>(),
+            0,
+            "the round robin's credits always add up to nothing"
+        );
+        context.changes.rows.push(RowKey::Queue(self.qid));
+        Some(rank(chosen as u8))
+    }
+
+    /// Forgets the round robin's credits (when the weights change).
+    pub(crate) fn reset_credits(&mut self) {
+        self.credits = [0; limits::PRIORITY_LEVELS];
     }
 
     /// The messages waiting for redrive.
@@ -637,7 +820,12 @@ impl Queue {
         let first_received = context.now.max(1);
         let mut out = Vec::with_capacity(max);
         while out.len() < max {
-            let run = self.index.next_run(max - out.len());
+            let rank = if self.fifo() {
+                None
+            } else {
+                self.weighted_rank(context)
+            };
+            let run = self.index.next_run(max - out.len(), rank);
             let before = out.len();
             for seq in run {
                 let Some(msg) = self.messages.get_mut(&seq) else {
@@ -855,16 +1043,28 @@ impl ReclaimSet {
         self.messages.is_empty()
     }
 
-    /// Adds a message read back from its row (with no timer: it is never delivered again).
-    pub(crate) fn restore(&mut self, seq: u64, mut msg: Msg, group_name: Option<&str>) {
+    /// Adds a message read back from its row (with no timer: it is never delivered again),
+    /// with the message ID it was scheduled under, if any.
+    pub(crate) fn restore(
+        &mut self,
+        seq: u64,
+        mut msg: Msg,
+        group_name: Option<&str>,
+        scheduled: Option<Uuid>,
+    ) {
         msg.group = group_name.map_or(NO_GROUP, |name| self.index.intern(name));
         self.messages.insert(seq, msg);
+        if let Some(id) = scheduled {
+            self.index.scheduled.insert(seq, id);
+        }
     }
 
-    /// The message under `seq` and its group's name.
-    pub(crate) fn get(&self, seq: u64) -> Option<(&Msg, Option<&str>)> {
+    /// The message under `seq`, its group's name and the ID it was scheduled under, as its row
+    /// holds them.
+    pub(crate) fn get(&self, seq: u64) -> Option<(&Msg, Option<&str>, Option<Uuid>)> {
         let msg = self.messages.get(&seq)?;
-        Some((msg, self.index.group_name(msg.group)))
+        let scheduled = self.index.scheduled.get(&seq).copied();
+        Some((msg, self.index.group_name(msg.group), scheduled))
     }
 
     pub(crate) fn seqs(&self) -> impl Iterator<Item = u64> + '_ {
@@ -874,6 +1074,7 @@ impl ReclaimSet {
     /// Takes the oldest message out for good, with its timer, recording its row's deletion.
     pub(crate) fn pop(&mut self, context: &mut ApplyContext) -> Option<(u64, Msg)> {
         let (seq, msg) = self.messages.pop_first()?;
+        self.index.scheduled.remove(&seq);
         if msg.state.timed() {
             context.timers.remove(&(msg.until, self.index.timer(seq)));
         }
@@ -903,7 +1104,7 @@ fn transition(
     msg.until = if state.timed() { until } else { 0 };
     index.change(
         context,
-        (seq, msg.group),
+        (seq, msg.group, msg.priority),
         (old, old_until),
         (state, msg.until),
     );

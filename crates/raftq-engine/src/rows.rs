@@ -27,17 +27,22 @@ use std::collections::BTreeMap;
 
 use crate::attributes::{self, Attribute};
 use crate::command::Payload;
-use crate::model::{AllowPolicy, Millis, QueueConfig, QueueName, RedrivePolicy, RetryBackoff};
+use crate::model::{
+    limits, AllowPolicy, DeduplicationScope, FifoThroughputLimit, Millis, QueueConfig, QueueName,
+    RedrivePolicy, RetryBackoff,
+};
 use crate::move_task::MoveTask;
 
 /// Version of the row format, kept in the meta row.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 
 /// The oldest row format this build reads: version 3 only added reclaim rows, version 4 the
 /// retry backoff to queue rows, version 5 a queue's default wait, tags and `modified_at`,
 /// receive attempt rows, move task rows, waiter rows, and typed attributes in payloads, version 6
-/// a queue's deduplication scope, throughput limit and policy (older rows read as
-/// [`QueueRowV3`], [`QueueRowV4`], [`QueueRowV5`] and [`PayloadV4`]).
+/// a queue's deduplication scope, throughput limit and policy, version 7 a queue's default
+/// priority, priority weights and round robin credits, and a message's priority and the ID it
+/// is scheduled under (older rows read as [`QueueRowV3`], [`QueueRowV4`], [`QueueRowV5`],
+/// [`QueueRowV6`], [`MessageRowV6`] and [`PayloadV4`]).
 pub const OLDEST_READABLE_VERSION: u32 = 2;
 const _: () = assert!(OLDEST_READABLE_VERSION <= FORMAT_VERSION);
 
@@ -256,17 +261,19 @@ pub(crate) struct QueueRow {
     pub dead_lettered: u64,
     pub modified_at: Millis,
     pub tags: BTreeMap<String, String>,
+    /// The credits of the round robin over priority levels (by priority).
+    pub credits: [i64; limits::PRIORITY_LEVELS],
 }
 
 impl QueueRow {
-    /// Reads a queue row written in row format `version`. Rows before format 6 had no
-    /// deduplication scope, throughput limit or policy: theirs are the defaults.
+    /// Reads a queue row written in row format `version`. Rows before format 7 had no default
+    /// priority, weights or credits: theirs are the defaults (strict order from priority 0).
     pub(crate) fn decode(version: u32, bytes: &[u8]) -> Result<QueueRow, RowError> {
-        if version >= 6 {
+        if version >= 7 {
             return Ok(postcard::from_bytes(bytes)?);
         }
-        let old = QueueRowV5::decode(version, bytes)?;
-        let c = old.config.v4;
+        let old = QueueRowV6::decode(version, bytes)?;
+        let c = old.config;
         Ok(QueueRow {
             id: old.id,
             account: old.account,
@@ -281,8 +288,78 @@ impl QueueRow {
                 redrive_policy: c.redrive_policy,
                 redrive_allow_policy: c.redrive_allow_policy,
                 retry_backoff: c.retry_backoff,
-                receive_wait_seconds: old.config.receive_wait_seconds,
+                receive_wait_seconds: c.receive_wait_seconds,
+                deduplication_scope: c.deduplication_scope,
+                fifo_throughput_limit: c.fifo_throughput_limit,
+                policy: c.policy,
                 ..QueueConfig::default()
+            },
+            dead_lettered: old.dead_lettered,
+            modified_at: old.modified_at,
+            tags: old.tags,
+            credits: [0; limits::PRIORITY_LEVELS],
+        })
+    }
+}
+
+/// A queue row of row format 6: settings without a default priority or priority weights, no
+/// round robin credits.
+#[derive(Debug, Serialize, Deserialize)]
+struct QueueRowV6 {
+    id: Uuid,
+    account: String,
+    name: String,
+    created_at: Millis,
+    config: QueueConfigV6,
+    dead_lettered: u64,
+    modified_at: Millis,
+    tags: BTreeMap<String, String>,
+}
+
+/// Queue settings of row format 6.
+#[derive(Debug, Serialize, Deserialize)]
+struct QueueConfigV6 {
+    content_based_deduplication: bool,
+    lease_seconds: u32,
+    delay_seconds: u32,
+    retention_seconds: u32,
+    max_message_bytes: u32,
+    redrive_policy: Option<RedrivePolicy>,
+    redrive_allow_policy: AllowPolicy,
+    retry_backoff: Option<RetryBackoff>,
+    receive_wait_seconds: u32,
+    deduplication_scope: DeduplicationScope,
+    fifo_throughput_limit: FifoThroughputLimit,
+    policy: Option<String>,
+}
+
+impl QueueRowV6 {
+    /// Reads a queue row of row formats 2 to 6. Rows before format 6 had no deduplication
+    /// scope, throughput limit or policy: theirs are the defaults.
+    fn decode(version: u32, bytes: &[u8]) -> Result<QueueRowV6, RowError> {
+        if version == 6 {
+            return Ok(postcard::from_bytes(bytes)?);
+        }
+        let old = QueueRowV5::decode(version, bytes)?;
+        let c = old.config.v4;
+        Ok(QueueRowV6 {
+            id: old.id,
+            account: old.account,
+            name: old.name,
+            created_at: old.created_at,
+            config: QueueConfigV6 {
+                content_based_deduplication: c.content_based_deduplication,
+                lease_seconds: c.lease_seconds,
+                delay_seconds: c.delay_seconds,
+                retention_seconds: c.retention_seconds,
+                max_message_bytes: c.max_message_bytes,
+                redrive_policy: c.redrive_policy,
+                redrive_allow_policy: c.redrive_allow_policy,
+                retry_backoff: c.retry_backoff,
+                receive_wait_seconds: old.config.receive_wait_seconds,
+                deduplication_scope: DeduplicationScope::default(),
+                fifo_throughput_limit: FifoThroughputLimit::default(),
+                policy: None,
             },
             dead_lettered: old.dead_lettered,
             modified_at: old.modified_at,
@@ -420,6 +497,47 @@ pub(crate) struct MessageRow {
     pub size: u32,
     pub group: Option<String>,
     pub moved: Option<QueueName>,
+    pub priority: u8,
+    /// The message ID of a message scheduled by its `deliver_at`, until it is due.
+    pub scheduled: Option<Uuid>,
+}
+
+impl MessageRow {
+    /// Reads a message row written in row format `version`. Rows before format 7 had no
+    /// priority (0) and no scheduled message (a delay then was a delay).
+    pub(crate) fn decode(version: u32, bytes: &[u8]) -> Result<MessageRow, RowError> {
+        if version >= 7 {
+            return Ok(postcard::from_bytes(bytes)?);
+        }
+        let old: MessageRowV6 = postcard::from_bytes(bytes)?;
+        Ok(MessageRow {
+            storage_key: old.storage_key,
+            enqueued_at: old.enqueued_at,
+            state: old.state,
+            until: old.until,
+            first_received_at: old.first_received_at,
+            receive_count: old.receive_count,
+            size: old.size,
+            group: old.group,
+            moved: old.moved,
+            priority: 0,
+            scheduled: None,
+        })
+    }
+}
+
+/// A message row of row formats 2 to 6: without a priority or a scheduled message ID.
+#[derive(Debug, Serialize, Deserialize)]
+struct MessageRowV6 {
+    storage_key: u64,
+    enqueued_at: Millis,
+    state: u8,
+    until: Millis,
+    first_received_at: Millis,
+    receive_count: u32,
+    size: u32,
+    group: Option<String>,
+    moved: Option<QueueName>,
 }
 
 /// Messages of a queue whose rows and payloads are still being deleted: those below sequence
@@ -610,6 +728,56 @@ mod tests {
         let read = decode_payload(&bytes).expect("a format 1 payload");
         let typed = BTreeMap::from([("n".to_string(), Attribute::text("Number", "1.5"))]);
         assert_eq!(read, payload(typed));
+    }
+
+    /// The queue row of `work` as row format 6 wrote it: UUID 2 of account `dev`, created at
+    /// 1,700,000,000,000 ms with a 45 s lease and the other settings at their defaults.
+    const QUEUE_ROW_FORMAT_6: &str = "10000000000000000000000000000000020364657604776f726b80d095\
+        ffbc31002d00808c15808010000000000000000080d095ffbc3100";
+
+    /// The row of a message of `work` as row format 6 wrote it: storage key 1, sent at
+    /// 1,700,000,000,000 ms with a 5 s delay, in group `g`.
+    const MESSAGE_ROW_FORMAT_6: &str = "0180d095ffbc310188f795ffbc3100000501016700";
+
+    #[test]
+    fn queue_and_message_rows_of_row_format_6_read_without_priorities() {
+        let bytes = hex::decode(QUEUE_ROW_FORMAT_6).expect("hex");
+        let queue = QueueRow::decode(6, &bytes).expect("a format 6 queue row");
+        assert_eq!(
+            (queue.id, queue.name.as_str()),
+            (Uuid::from_u128(2), "work")
+        );
+        assert_eq!(
+            queue.config,
+            QueueConfig {
+                lease_seconds: 45,
+                ..QueueConfig::default()
+            }
+        );
+        assert_eq!(queue.credits, [0; limits::PRIORITY_LEVELS]);
+        assert!(QueueRow::decode(7, &bytes).is_err(), "the formats differ");
+
+        let bytes = hex::decode(MESSAGE_ROW_FORMAT_6).expect("hex");
+        let message = MessageRow::decode(6, &bytes).expect("a format 6 message row");
+        let sent_at = 1_700_000_000_000;
+        assert_eq!(
+            message,
+            MessageRow {
+                storage_key: 1,
+                enqueued_at: sent_at,
+                state: 1,
+                until: sent_at + 5_000,
+                first_received_at: 0,
+                receive_count: 0,
+                size: 5,
+                group: Some("g".into()),
+                moved: None,
+                priority: 0,
+                scheduled: None,
+            }
+        );
+        let today = encode(&message);
+        assert_eq!(MessageRow::decode(7, &today).expect("today's row"), message);
     }
 
     #[test]

@@ -161,6 +161,8 @@ pub mod proposal {
             Outcome::Parked => WaitStart::Parked,
         };
         fn end_wait(waiter: Uuid) -> () = EndWait { Outcome::WaitEnded => () };
+        fn cancel_scheduled(account: String, queue: String, id: Uuid)
+            -> () = CancelScheduled { Outcome::ScheduledCancelled => () };
     }
 }
 

@@ -10,11 +10,16 @@ use crate::command::{
 };
 use crate::error::{EngineError, Result};
 use crate::model::{
-    limits, DeduplicationScope, FifoThroughputLimit, QueueConfig, QueueType, RetryBackoff,
+    limits, DeduplicationScope, FifoThroughputLimit, Millis, PriorityWeights, QueueConfig,
+    QueueType, RetryBackoff,
 };
 
 /// The rule broken by a FIFO-only setting given to a standard queue.
 pub const FIFO_ONLY: &str = "applies only to FIFO queues";
+
+/// The rule broken by a priority setting given to a FIFO queue.
+pub const STANDARD_ONLY: &str =
+    "applies only to standard queues: a FIFO queue delivers each group in order";
 
 /// The rule broken by a move task's destination that names no queue.
 pub const NO_SUCH_DESTINATION: &str = "names no existing queue of this account";
@@ -101,6 +106,7 @@ pub fn scalar_attributes(
         config.receive_wait_seconds = receive_wait_seconds("receive_wait_seconds", v)?;
     }
     fifo_settings(attrs, queue_type, config)?;
+    priority_settings(attrs, queue_type, config)?;
     match &attrs.policy {
         Some(Some(policy)) => config.policy = Some(self::policy(policy)?),
         Some(None) => config.policy = None,
@@ -138,6 +144,67 @@ fn fifo_settings(
         })?;
     }
     Ok(())
+}
+
+/// The standard-only settings: the default priority and the weights of the priority levels.
+fn priority_settings(
+    attrs: &QueueAttributes,
+    queue_type: QueueType,
+    config: &mut QueueConfig,
+) -> Result<()> {
+    let standard_only = |field: &str| {
+        if queue_type == QueueType::Fifo {
+            return Err(EngineError::invalid(field, STANDARD_ONLY));
+        }
+        Ok(())
+    };
+    if let Some(v) = attrs.default_priority {
+        standard_only("default_priority")?;
+        config.default_priority = priority("default_priority", v)?;
+    }
+    match &attrs.priority_weights {
+        Some(Some(weights)) => {
+            standard_only("priority_weights")?;
+            config.priority_weights = Some(priority_weights(weights)?);
+        }
+        Some(None) => config.priority_weights = None,
+        None => {}
+    }
+    Ok(())
+}
+
+/// A priority: 0-9.
+pub fn priority(field: &str, value: i64) -> Result<u8> {
+    let checked = in_range(field, value, 0, limits::PRIORITY_MAX)?;
+    Ok(u8::try_from(checked).unwrap_or(u8::MAX))
+}
+
+/// The weights of the priority levels: 1-10 of them (element `i` weighs priority `i`, the
+/// last one every priority after it), each 1-1,000, so that no level is starved.
+pub fn priority_weights(weights: &[i64]) -> Result<PriorityWeights> {
+    if weights.is_empty() || weights.len() > limits::PRIORITY_LEVELS {
+        return Err(EngineError::invalid(
+            "priority_weights",
+            format!(
+                "must list 1-{} weights, the first for priority 0; priorities past the list's \
+                 end take its last weight",
+                limits::PRIORITY_LEVELS
+            ),
+        ));
+    }
+    let checked = weights
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| {
+            in_range(
+                &format!("priority_weights[{i}]"),
+                w,
+                1,
+                limits::PRIORITY_WEIGHT_MAX,
+            )
+        })
+        .collect::<Result<Vec<u32>>>()?;
+    Ok(PriorityWeights(checked))
 }
 
 /// The rule between a queue's final deduplication scope and throughput limit (SQS's): the
@@ -246,16 +313,34 @@ pub struct CheckedMessage {
     pub size: u32,
     pub delay_seconds: u32,
     pub dedup_id: Option<String>,
+    /// 0 on a FIFO queue.
+    pub priority: u8,
+    /// A `deliver_at` still ahead of the send: the message is scheduled until then.
+    pub deliver_at: Option<Millis>,
 }
 
-/// Checks a message against the rules of its queue.
+/// Checks a message against the rules of its queue, sent at `now`.
 pub fn message(
     msg: &NewMessage,
     queue_type: QueueType,
     config: &QueueConfig,
+    now: Millis,
 ) -> Result<CheckedMessage> {
     let form = message_form(msg, config.max_message_bytes)?;
-    let delay_seconds = form.delay_seconds.unwrap_or(config.delay_seconds);
+    let deliver_at = match msg.deliver_at {
+        Some(at) => scheduled_time(at, config, now)?,
+        None => None,
+    };
+    // A message with a deliver_at takes no default delay: it is due at its time, or at once.
+    let delay_seconds = match msg.deliver_at {
+        Some(_) => 0,
+        None => form.delay_seconds.unwrap_or(config.delay_seconds),
+    };
+    let priority = match (queue_type, form.priority) {
+        (QueueType::Fifo, Some(_)) => return Err(EngineError::invalid("priority", STANDARD_ONLY)),
+        (QueueType::Fifo, None) => 0,
+        (QueueType::Standard, p) => p.unwrap_or(config.default_priority),
+    };
     let size = form.size;
     let dedup_id = match queue_type {
         QueueType::Standard => {
@@ -290,14 +375,35 @@ pub fn message(
         size: u32::try_from(size).unwrap_or(u32::MAX),
         delay_seconds,
         dedup_id,
+        priority,
+        deliver_at,
     })
 }
 
-/// What [`message_form`] found: the message's size and the delay it asks for.
+/// A `deliver_at` of a message sent at `now`: before the message's retention ends (a message
+/// due at or after its expiry would never be delivered). A time not after `now` is due at once
+/// (`None`).
+fn scheduled_time(at: i64, config: &QueueConfig, now: Millis) -> Result<Option<Millis>> {
+    let expiry = now.saturating_add(u64::from(config.retention_seconds) * 1000);
+    match u64::try_from(at) {
+        Ok(at) if at >= expiry => Err(EngineError::invalid(
+            "deliver_at",
+            format!(
+                "must be less than the queue's retention_seconds ({}) ahead of the send",
+                config.retention_seconds
+            ),
+        )),
+        Ok(at) if at > now => Ok(Some(at)),
+        _ => Ok(None),
+    }
+}
+
+/// What [`message_form`] found: the message's size, and the delay and priority it asks for.
 pub struct MessageForm {
     /// The body's bytes and its attributes'.
     pub size: u64,
     pub delay_seconds: Option<u32>,
+    pub priority: Option<u8>,
 }
 
 /// The rules of a message that hold on any queue whose largest message is `max_bytes`: a body,
@@ -319,6 +425,13 @@ pub fn message_form(msg: &NewMessage, max_bytes: u32) -> Result<MessageForm> {
         .delay_seconds
         .map(|v| in_range("delay_seconds", v, 0, limits::DELAY_SECONDS_MAX))
         .transpose()?;
+    if msg.deliver_at.is_some() && delay_seconds.is_some() {
+        return Err(EngineError::invalid(
+            "deliver_at",
+            "cannot be combined with delay_seconds: give one or the other",
+        ));
+    }
+    let priority = msg.priority.map(|v| priority("priority", v)).transpose()?;
     if let Some(group) = &msg.message_group_id {
         message_tag("message_group_id", group)?;
     }
@@ -331,6 +444,7 @@ pub fn message_form(msg: &NewMessage, max_bytes: u32) -> Result<MessageForm> {
     Ok(MessageForm {
         size,
         delay_seconds,
+        priority,
     })
 }
 

@@ -11,8 +11,8 @@ use raftq_engine::model::crn;
 use raftq_engine::validate::content_hash;
 use raftq_engine::{
     AllowPolicyInput, Attribute, BatchEntry, Command, Delivery, Engine, EngineError, Entry,
-    MessageMeta, MessageState, NewMessage, Outcome, Payload, QueueAttributes, QueueStats,
-    QueueType, RedrivePolicyInput, RowKey, SendResult, RECLAIM_PER_TICK,
+    LevelStats, MessageMeta, MessageState, NewMessage, Outcome, Payload, QueueAttributes,
+    QueueStats, QueueType, RedrivePolicyInput, RowKey, SendResult, RECLAIM_PER_TICK,
 };
 use support::*;
 
@@ -169,12 +169,13 @@ fn counts(visible: u64, leased: u64, delayed: u64, pending_redrive: u64) -> Queu
     }
 }
 
-/// Stats without the age and the tenants.
+/// Stats without the age, the tenants and the priority levels.
 fn state_counts(h: &Harness, queue: &str) -> QueueStats {
     QueueStats {
         oldest_message_age_seconds: 0,
         active_tenants: 0,
         largest_tenant_in_flight: 0,
+        by_priority: Default::default(),
         ..stats(h, queue)
     }
 }
@@ -1965,10 +1966,18 @@ fn stats_count_messages_by_state_and_the_oldest_age() {
     let src = every_state(&mut h);
     h.advance(42);
     let s = stats(&h, src);
+    let mut by_priority = [LevelStats::default(); 10];
+    by_priority[0] = LevelStats {
+        visible: 1,
+        leased: 1,
+        delayed: 1,
+        pending_redrive: 1,
+    };
     assert_eq!(
         s,
         QueueStats {
             oldest_message_age_seconds: 42 + 5,
+            by_priority,
             ..counts(1, 1, 1, 1)
         }
     );

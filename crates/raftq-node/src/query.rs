@@ -58,6 +58,13 @@ pub enum Query {
         queue: String,
         message_ids: Vec<Uuid>,
     },
+    /// The messages scheduled by a `deliver_at` still ahead, in queue order.
+    Scheduled {
+        account: String,
+        queue: String,
+        after: Option<u64>,
+        limit: Option<i64>,
+    },
     /// The index of the last entry applied on the leader once it has confirmed that it leads:
     /// every write committed before the query is at or below it (what a node waits to have
     /// applied before it reads a state at least that new).
@@ -70,7 +77,8 @@ pub enum QueryResult {
     Queue(Box<QueueView>),
     Queues(Vec<QueueView>),
     Messages(Vec<(MessageMeta, Payload)>),
-    Stats(QueueStats),
+    /// Boxed: a queue's figures per priority level make it many times the other answers.
+    Stats(Box<QueueStats>),
     Refs(Vec<QueueRef>),
     Deliverable(bool),
     Accounts(Vec<AccountSummary>),
@@ -95,7 +103,7 @@ pub mod question {
         fn peek(account: String, queue: String, after: Option<u64>, limit: Option<i64>)
             -> Vec<(MessageMeta, Payload)> = Peek { QueryResult::Messages(messages) => messages };
         fn stats(account: String, queue: String)
-            -> QueueStats = Stats { QueryResult::Stats(stats) => stats };
+            -> QueueStats = Stats { QueryResult::Stats(stats) => *stats };
         fn dead_letter_sources(account: String, queue: String)
             -> Vec<QueueRef> = DeadLetterSources { QueryResult::Refs(refs) => refs };
         fn accounts()
@@ -104,6 +112,10 @@ pub mod question {
             -> Vec<MoveTaskView> = MoveTasks { QueryResult::MoveTasks(tasks) => tasks };
         fn storage_keys(account: String, queue: String, message_ids: Vec<Uuid>)
             -> Vec<u64> = StorageKeys { QueryResult::StorageKeys(keys) => keys };
+        fn scheduled(account: String, queue: String, after: Option<u64>, limit: Option<i64>)
+            -> Vec<(MessageMeta, Payload)> = Scheduled {
+            QueryResult::Messages(messages) => messages
+        };
         fn applied_index()
             -> Option<u64> = AppliedIndex { QueryResult::AppliedIndex(index) => index };
     }
@@ -129,7 +141,11 @@ pub fn run(
 ) -> Result<Result<QueryResult, EngineError>, NodeError> {
     let poisoned = || NodeError::Storage("engine lock poisoned".into());
     let answer_of = |e: &Engine| answer(e, query, now);
-    let (answer, view) = if matches!(query, Query::Peek { .. } | Query::StorageKeys { .. }) {
+    let reads_payloads = matches!(
+        query,
+        Query::Peek { .. } | Query::Scheduled { .. } | Query::StorageKeys { .. }
+    );
+    let (answer, view) = if reads_payloads {
         let (answer, view) = reader
             .with_engine_and_view(answer_of)
             .ok_or_else(poisoned)?;
@@ -177,7 +193,7 @@ fn answer(e: &Engine, query: &Query, now: u64) -> Result<Answer, EngineError> {
         } => e.peek(account, queue, *after, *limit).map(Answer::Messages),
         Query::Stats { account, queue } => e
             .stats(account, queue, now)
-            .map(|s| Answer::Done(QueryResult::Stats(s))),
+            .map(|s| Answer::Done(QueryResult::Stats(Box::new(s)))),
         Query::DeadLetterSources { account, queue } => e
             .dead_letter_sources(account, queue)
             .map(|r| Answer::Done(QueryResult::Refs(r))),
@@ -191,6 +207,14 @@ fn answer(e: &Engine, query: &Query, now: u64) -> Result<Answer, EngineError> {
         Query::StorageKeys { account, queue, .. } => {
             e.storage_keys(account, queue).map(Answer::Keys)
         }
+        Query::Scheduled {
+            account,
+            queue,
+            after,
+            limit,
+        } => e
+            .scheduled(account, queue, *after, *limit)
+            .map(Answer::Messages),
         Query::AppliedIndex => Ok(Answer::AppliedIndex),
     }
 }

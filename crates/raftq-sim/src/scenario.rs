@@ -2,7 +2,7 @@
 //! workers, inject faults for a while, heal, drain every queue, read the final state, and judge
 //! the history with the chaos checker.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -140,6 +140,7 @@ impl Ending {
             members: members.clone(),
             dead_letter: self.dead_letter,
             max_receive_count: MAX_RECEIVE_COUNT,
+            strict_priority_queues: BTreeSet::from([workload::PRIORITY_QUEUE.to_string()]),
         };
         let events = self.history.events();
         let report = checker::check(&events, &fin);
@@ -164,13 +165,14 @@ async fn leader_within(control: &Control, members: &[NodeId], limit: Duration) -
     false
 }
 
-/// A standard and a FIFO source queue with their dead-letter queues; both retry with a backoff.
+/// Two standard source queues (one for strict priorities) and a FIFO one, with their
+/// dead-letter queues; all retry with a backoff.
 async fn create_queues(
     control: &Control,
     members: &[NodeId],
 ) -> Result<BTreeMap<String, String>, String> {
     let mut pairs = BTreeMap::new();
-    for suffix in ["", ".fifo"] {
+    for suffix in ["", "-prio", ".fifo"] {
         let source = format!("sim{suffix}");
         let dlq = format!("sim-dlq{suffix}");
         create(control, members, &dlq, QueueAttributes::default()).await?;

@@ -1,5 +1,6 @@
 //! The simulation's producers and consumers, as the chaos run's: they send to the source queues
-//! (a standard queue whose groups are a fair queue's tenants, and a FIFO queue with
+//! (a standard queue whose groups are a fair queue's tenants and some of whose messages are
+//! scheduled a moment ahead, a standard queue of strict priorities, and a FIFO queue with
 //! deduplication and resends), receive from every queue with a short lease, acknowledge a share
 //! of what they receive, and record every operation and its outcome in the history the checker
 //! judges.
@@ -8,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use raftq_check::history::{Event, History, Outcome};
+use raftq_check::history::{Event, History, Outcome, Placement, QueueKind};
 use raftq_engine::{Command, EngineError, NewMessage, Outcome as Done};
 use raftq_node::{NodeError, NodeId, Response};
 use rand::rngs::StdRng;
@@ -23,6 +24,9 @@ use crate::world::Control;
 pub const ACCOUNT: &str = "sim";
 /// Lease length the consumers ask for.
 pub const LEASE_SECONDS: i64 = 2;
+/// The standard queue whose producers send priorities 0-9 (and no delays), served in strict
+/// order.
+pub const PRIORITY_QUEUE: &str = "sim-prio";
 
 /// Shared switches of the workers, and the members they may call.
 #[derive(Debug, Clone, Default)]
@@ -77,6 +81,15 @@ pub async fn write(control: &Control, id: NodeId, command: Command) -> Result<Re
         .await
 }
 
+/// Which of the simulation's source queues `queue` is.
+fn queue_kind(queue: &str) -> QueueKind {
+    match queue {
+        PRIORITY_QUEUE => QueueKind::Priorities,
+        q if q.ends_with(".fifo") => QueueKind::Fifo,
+        _ => QueueKind::Standard,
+    }
+}
+
 /// Sends messages to `queue` until told to stop.
 pub async fn produce(
     control: Control,
@@ -97,13 +110,14 @@ pub async fn produce(
             (false, 0) => format!("tenant-{id}"),
             (false, _) => "tenant-shared".to_string(),
         };
+        let placement = Placement::pick(queue_kind(&queue), control.clock.now_ms(), rng.random());
         let mut ok = false;
         for _attempt in 0..20 {
             match send(
                 &control,
                 &history,
                 &queue,
-                (&body, &body, &group),
+                (&body, &body, &group, placement),
                 &switches,
                 &mut rng,
             )
@@ -128,7 +142,7 @@ pub async fn produce(
                 &control,
                 &history,
                 &queue,
-                (&resend, &body, &group),
+                (&resend, &body, &group, placement),
                 &switches,
                 &mut rng,
             )
@@ -138,12 +152,13 @@ pub async fn produce(
     }
 }
 
-/// One send of `body` (with deduplication ID `dedup` on a FIFO queue) in `group`.
+/// One send of `body` (with deduplication ID `dedup` on a FIFO queue) in `group`, placed by
+/// `placement`.
 async fn send(
     control: &Control,
     history: &History,
     queue: &str,
-    (body, dedup, group): (&str, &str, &str),
+    (body, dedup, group, placement): (&str, &str, &str, Placement),
     switches: &Switches,
     rng: &mut StdRng,
 ) -> Outcome {
@@ -152,6 +167,8 @@ async fn send(
     if fifo {
         message.message_deduplication_id = Some(dedup.to_string());
     }
+    message.priority = placement.priority.map(i64::from);
+    message.deliver_at = placement.deliver_at.and_then(|at| i64::try_from(at).ok());
     let command = Command::Send {
         account: ACCOUNT.into(),
         queue: queue.into(),
@@ -175,6 +192,8 @@ async fn send(
         message_id: sent.as_ref().map(|s| s.message_id.to_string()),
         duplicate: sent.as_ref().is_some_and(|s| s.duplicate),
         sequence_number: sent.and_then(|s| s.sequence_number),
+        priority: placement.priority,
+        deliver_at: placement.deliver_at,
     });
     outcome
 }
@@ -263,6 +282,8 @@ impl Consumer {
                     .as_ref()
                     .map(|q| q.name.clone()),
                 moved_at: delivery.meta.moved_at,
+                priority: delivery.meta.priority,
+                first_received_at: delivery.meta.first_received_at,
                 start,
                 end,
             });

@@ -632,6 +632,8 @@ mod tests {
             deduplication_scope: DeduplicationScope::Queue,
             fifo_throughput_limit: FifoThroughputLimit::PerQueue,
             policy: None,
+            default_priority: 0,
+            priority_weights: None,
         }
     }
 

@@ -414,6 +414,8 @@ pub fn parameter_name(field: &str) -> String {
         "fifo_throughput_limit" => "FifoThroughputLimit",
         "policy" => "Policy",
         "trace_header" => "MessageSystemAttributes.AWSTraceHeader",
+        "priority" => "MessageAttributes.raftq.Priority",
+        "deliver_at" => "MessageAttributes.raftq.DeliverAt",
         "redrive_policy" => "RedrivePolicy",
         "redrive_allow_policy" => "RedriveAllowPolicy",
         "body" => "MessageBody",

@@ -50,6 +50,14 @@ pub struct Digests {
 /// The one message system attribute a message is sent with.
 const TRACE_HEADER: &str = "AWSTraceHeader";
 
+/// The message attribute that gives a message its priority on a standard queue: `Number`, an
+/// integer 0-9. Read as the message's priority, not kept as an attribute.
+pub const PRIORITY_ATTRIBUTE: &str = "raftq.Priority";
+
+/// The message attribute that schedules a message: `String`, an RFC 3339 time. Read as the
+/// message's `deliver_at`, not kept as an attribute.
+pub const DELIVER_AT_ATTRIBUTE: &str = "raftq.DeliverAt";
+
 /// SQS's answer to raftq's refusal `e` of a message sent to `queue` (a queue is FIFO exactly
 /// when its name ends in `.fifo`) with a group ID or not (`grouped`): raftq's rules, in SQS's
 /// words where SQS has its own.
@@ -86,14 +94,18 @@ impl Outgoing {
             &self.message_system_attributes,
         )?;
         let trace_header = trace_header(&system)?;
-        let typed = message::checked_attributes("MessageAttributes", &self.message_attributes)?;
+        let mut typed = message::checked_attributes("MessageAttributes", &self.message_attributes)?;
+        // The digest is of every attribute sent, raftq's settings included, as the SDK checks.
+        let digests = Digests {
+            body: digest::of_body(&body),
+            attributes: digest::of_attributes(&typed),
+            system_attributes: digest::of_attributes(&system),
+        };
+        let priority = priority(typed.remove(PRIORITY_ATTRIBUTE))?;
+        let deliver_at = deliver_at(typed.remove(DELIVER_AT_ATTRIBUTE))?;
         let attributes = message::to_stored("MessageAttributes", &typed)?;
         Ok(Prepared {
-            digests: Digests {
-                body: digest::of_body(&body),
-                attributes: digest::of_attributes(&typed),
-                system_attributes: digest::of_attributes(&system),
-            },
+            digests,
             input: MessageInput {
                 body,
                 attributes,
@@ -101,6 +113,8 @@ impl Outgoing {
                 message_group_id: self.message_group_id,
                 message_deduplication_id: self.message_deduplication_id,
                 trace_header,
+                priority,
+                deliver_at,
             },
         })
     }
@@ -144,6 +158,40 @@ fn trace_header(system: &BTreeMap<String, Typed>) -> Result<Option<String>, SqsE
         Some(_) => Err(SqsError::invalid_parameter(
             &format!("MessageSystemAttributes.{TRACE_HEADER}"),
             "its DataType must be String",
+        )),
+    }
+}
+
+/// The priority a send's `raftq.Priority` attribute gives: a `Number` that is an integer (its
+/// range, 0-9, is raftq's rule).
+fn priority(attribute: Option<Typed>) -> Result<Option<i64>, SqsError> {
+    let Some(typed) = attribute else {
+        return Ok(None);
+    };
+    let number = match (&typed.value, typed.data_type.split('.').next()) {
+        (TypedValue::Text(text), Some("Number")) => text.trim().parse::<i64>().ok(),
+        _ => None,
+    };
+    number.map(Some).ok_or_else(|| {
+        SqsError::invalid_parameter(
+            &format!("MessageAttributes.{PRIORITY_ATTRIBUTE}"),
+            "must be a Number attribute holding an integer from 0 to 9",
+        )
+    })
+}
+
+/// The time a send's `raftq.DeliverAt` attribute schedules it for: a `String` (RFC 3339,
+/// which raftq checks).
+fn deliver_at(attribute: Option<Typed>) -> Result<Option<String>, SqsError> {
+    match attribute {
+        None => Ok(None),
+        Some(Typed {
+            data_type,
+            value: TypedValue::Text(text),
+        }) if data_type == "String" => Ok(Some(text)),
+        Some(_) => Err(SqsError::invalid_parameter(
+            &format!("MessageAttributes.{DELIVER_AT_ATTRIBUTE}"),
+            "must be a String attribute holding an RFC 3339 time",
         )),
     }
 }

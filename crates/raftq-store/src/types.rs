@@ -4,7 +4,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use raftq_engine::legacy::{CommandV0, CommandV1, CommandV2};
+use raftq_engine::legacy::{
+    CommandV0, CommandV1, CommandV2, CommandV3, NewMessageV3, QueueAttributesV3,
+};
 use raftq_engine::{Command, Delivery, EngineError, Outcome, Payload};
 use serde::de::{self, SeqAccess, Visitor};
 use serde::ser::SerializeTuple;
@@ -34,7 +36,8 @@ pub type NodeId = u64;
 /// Encoded as `(LOG_FORMAT, now, commands)`. Entries of log format 0, written before the log
 /// had a format number, are `(now, commands)`: their first number is a wall-clock reading in
 /// milliseconds, far above any format number, and their commands are read as
-/// [`CommandV0`]s; entries of formats 1 and 2 are read as [`CommandV1`]s and [`CommandV2`]s.
+/// [`CommandV0`]s; entries of formats 1, 2 and 3 are read as [`CommandV1`]s, [`CommandV2`]s
+/// and [`CommandV3`]s.
 /// A format newer than this build's is refused, never guessed at.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommandGroup {
@@ -45,8 +48,9 @@ pub struct CommandGroup {
 /// The log entry format this build writes: 1 added queue retry backoffs and release delays, 2
 /// typed message attributes, queue tags and default waits, receive attempt IDs, the move task
 /// commands and those of parked receives, 3 queue deduplication scopes, throughput limits and
-/// policies, and message trace headers.
-pub const LOG_FORMAT: u64 = 3;
+/// policies, and message trace headers, 4 message priorities and `deliver_at` times, queue
+/// default priorities and priority weights, and the cancel of a scheduled message.
+pub const LOG_FORMAT: u64 = 4;
 
 /// The log entry format before typed attributes, tags, default waits, attempt IDs, move tasks and
 /// parked receives.
@@ -55,6 +59,16 @@ const LOG_FORMAT_1: u64 = 1;
 /// The log entry format before deduplication scopes, throughput limits, policies and trace
 /// headers.
 const LOG_FORMAT_2: u64 = 2;
+
+/// The log entry format before priorities and scheduled messages.
+const LOG_FORMAT_3: u64 = 3;
+
+/// Today's commands from those of log format 2.
+fn from_format_2(old: Vec<CommandV2>) -> Vec<Command> {
+    old.into_iter()
+        .map(|c| c.convert::<QueueAttributesV3, NewMessageV3>().convert())
+        .collect()
+}
 
 /// Below this, an entry's first number is a format number; from it up, the time of a format 0
 /// entry (2^32 ms is in 1970).
@@ -87,16 +101,21 @@ impl<'de> Deserialize<'de> for CommandGroup {
                 let (now, commands) = if first >= FIRST_WALL_CLOCK {
                     let old: Vec<CommandV0> = seq.next_element()?.ok_or_else(missing)?;
                     let v2 = old.into_iter().map(|c| CommandV2::from(CommandV1::from(c)));
-                    (first, v2.map(CommandV2::convert).collect())
+                    (first, from_format_2(v2.collect()))
                 } else if first == LOG_FORMAT_1 {
                     let now = seq.next_element()?.ok_or_else(missing)?;
                     let old: Vec<CommandV1> = seq.next_element()?.ok_or_else(missing)?;
-                    let v2 = old.into_iter().map(CommandV2::from);
-                    (now, v2.map(CommandV2::convert).collect())
+                    (
+                        now,
+                        from_format_2(old.into_iter().map(CommandV2::from).collect()),
+                    )
                 } else if first == LOG_FORMAT_2 {
                     let now = seq.next_element()?.ok_or_else(missing)?;
-                    let old: Vec<CommandV2> = seq.next_element()?.ok_or_else(missing)?;
-                    (now, old.into_iter().map(CommandV2::convert).collect())
+                    (now, from_format_2(seq.next_element()?.ok_or_else(missing)?))
+                } else if first == LOG_FORMAT_3 {
+                    let now = seq.next_element()?.ok_or_else(missing)?;
+                    let old: Vec<CommandV3> = seq.next_element()?.ok_or_else(missing)?;
+                    (now, old.into_iter().map(CommandV3::convert).collect())
                 } else if first == LOG_FORMAT {
                     let now = seq.next_element()?.ok_or_else(missing)?;
                     (now, seq.next_element()?.ok_or_else(missing)?)
@@ -252,6 +271,39 @@ mod tests {
                     id: "e1".into(),
                     message,
                 }],
+            },
+        ];
+        assert_eq!(*group.commands, expected);
+    }
+
+    /// `(3, now, commands)` as log format 3 wrote it: the queue `work` created with a 45 s
+    /// lease and the policy `p`, then a send with the trace header `t`, at 1,700,000,000,000 ms.
+    const FORMAT_3_ENTRY: &str = "0380d095ffbc31020003646576100000000000000000000000000000000704\
+        776f726b00015a0000000000000000000001010170030364657604776f726b1000000000000000000000000000\
+        0000090568656c6c6f00000000010174";
+
+    #[test]
+    fn entries_of_log_format_3_read_without_priorities_or_deliver_at() {
+        let bytes = hex::decode(FORMAT_3_ENTRY).expect("hex");
+        let group: CommandGroup = postcard::from_bytes(&bytes).expect("format 3 decodes");
+        assert_eq!(group.now, 1_700_000_000_000);
+        let mut message = NewMessage::new(Uuid::from_u128(9), "hello");
+        message.trace_header = Some("t".into());
+        let expected = vec![
+            Command::CreateQueue {
+                account: "dev".into(),
+                queue_id: Uuid::from_u128(7),
+                name: "work".into(),
+                attributes: QueueAttributes {
+                    lease_seconds: Some(45),
+                    policy: Some(Some("p".into())),
+                    ..Default::default()
+                },
+            },
+            Command::Send {
+                account: "dev".into(),
+                queue: "work".into(),
+                message,
             },
         ];
         assert_eq!(*group.commands, expected);

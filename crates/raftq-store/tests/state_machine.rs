@@ -148,6 +148,73 @@ async fn applied_state_and_payloads_survive_a_reopen() {
     assert_eq!(payload.attributes["k"], Attribute::string("v"));
 }
 
+/// A standard queue with priority weights, a send at `priority` and one scheduled an hour
+/// ahead.
+fn prioritized(priority: i64) -> Vec<Entry<TypeConfig>> {
+    let start: u64 = 1_700_000_000_000;
+    let mut urgent = NewMessage::new(Uuid::from_u128(100), "urgent");
+    urgent.priority = Some(priority);
+    let mut later = NewMessage::new(Uuid::from_u128(101), "later");
+    later.deliver_at = Some(1_700_000_000_000 + 3_600_000);
+    let send = |index, message| {
+        let command = Command::Send {
+            account: "dev".into(),
+            queue: "jobs".into(),
+            message,
+        };
+        entry(index, start, command)
+    };
+    let weights = QueueAttributes {
+        priority_weights: Some(Some(vec![1, 2])),
+        ..QueueAttributes::default()
+    };
+    let create = Command::CreateQueue {
+        account: "dev".into(),
+        queue_id: Uuid::from_u128(1),
+        name: "jobs".into(),
+        attributes: weights,
+    };
+    vec![entry(1, start, create), send(2, urgent), send(3, later)]
+}
+
+/// The digest and engine rows of a state machine that applied `entries` in `dir`.
+async fn applied(
+    dir: &TempDir,
+    entries: Vec<Entry<TypeConfig>>,
+) -> (String, Vec<(Vec<u8>, Vec<u8>)>) {
+    let (_log, mut sm) = open(dir);
+    sm.apply(entries).await.expect("apply");
+    let (_, digest) = sm.reader().digest().expect("digest");
+    (digest, export(&sm))
+}
+
+#[tokio::test]
+async fn priorities_weights_and_schedules_are_in_the_digest_and_survive_a_reopen() {
+    let dir = TempDir::new().expect("temp dir");
+    let (digest, rows) = applied(&dir, prioritized(7)).await;
+    let other = TempDir::new().expect("temp dir");
+    let (other_digest, _) = applied(&other, prioritized(6)).await;
+    assert_ne!(
+        digest, other_digest,
+        "a message's priority is part of the state"
+    );
+
+    let (_log, sm) = open(&dir);
+    assert_eq!(export(&sm), rows, "the state reads back as it was written");
+    assert_eq!(sm.reader().digest().expect("digest").1, digest);
+    let (stats, scheduled) = sm
+        .reader()
+        .with_engine(|e| {
+            let stats = e.stats("dev", "jobs", 0).expect("stats");
+            let view = e.get_queue("dev", "jobs").expect("queue");
+            assert_eq!(view.priority_weights.map(|w| w.0), Some(vec![1, 2]));
+            (stats, e.scheduled("dev", "jobs", None, None).expect("list"))
+        })
+        .expect("engine readable");
+    assert_eq!((stats.by_priority[7].visible, stats.scheduled), (1, 1));
+    assert_eq!(scheduled.len(), 1);
+}
+
 #[tokio::test]
 async fn a_receive_applied_after_its_sends_reads_their_payloads_from_the_database() {
     let dir = TempDir::new().expect("temp dir");

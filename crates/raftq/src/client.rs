@@ -75,6 +75,13 @@ pub struct QueueSettings {
     /// Tag KEY=VALUE to set (repeatable).
     #[arg(long = "tag", value_name = "KEY=VALUE")]
     pub tags: Vec<String>,
+    /// Standard queues: the priority of a message sent without one (0-9).
+    #[arg(long)]
+    pub default_priority: Option<u64>,
+    /// Standard queues: serve priority levels in these weights, the first for priority 0
+    /// (later priorities take the last), e.g. 1,2,4; default strict order.
+    #[arg(long, value_delimiter = ',', value_name = "W0,W1,...")]
+    pub priority_weights: Option<Vec<u64>>,
 }
 
 /// `NAME=VALUE` pairs as a JSON object of strings (a pair without `=` has an empty value).
@@ -147,6 +154,11 @@ impl QueueSettings {
             "tags",
             (!self.tags.is_empty()).then(|| Value::Object(pairs(&self.tags))),
         );
+        put("default_priority", self.default_priority.map(Value::from));
+        put(
+            "priority_weights",
+            self.priority_weights.as_ref().map(|w| json!(w)),
+        );
         Value::Object(m)
     }
 }
@@ -187,6 +199,9 @@ pub struct PatchArgs {
     /// Remove the retry backoff: an expired lease makes the message visible at once.
     #[arg(long, conflicts_with = "retry_backoff")]
     no_retry_backoff: bool,
+    /// Remove the priority weights: serve priority levels in strict order.
+    #[arg(long, conflicts_with = "priority_weights")]
+    strict_priorities: bool,
     /// Tag KEY to remove (repeatable).
     #[arg(long = "untag", value_name = "KEY")]
     untag: Vec<String>,
@@ -205,8 +220,27 @@ impl PatchArgs {
         if self.no_retry_backoff {
             patch["retry_backoff"] = Value::Null;
         }
+        if self.strict_priorities {
+            patch["priority_weights"] = Value::Null;
+        }
         patch
     }
+}
+
+/// Messages scheduled by a `--deliver-at` still ahead.
+#[derive(Debug, Subcommand)]
+pub enum ScheduledCmd {
+    /// List them, in queue order.
+    List {
+        queue: String,
+        #[arg(long)]
+        limit: Option<u64>,
+        /// Show those after this sequence number (the next_after of the previous page).
+        #[arg(long)]
+        after: Option<u64>,
+    },
+    /// Cancel one by its message ID before its time: it is removed and never delivered.
+    Cancel { queue: String, message_id: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -318,8 +352,14 @@ pub struct MessageArgs {
     group: Option<String>,
     #[arg(long)]
     dedup: Option<String>,
-    #[arg(long)]
+    #[arg(long, conflicts_with = "deliver_at")]
     delay: Option<u64>,
+    /// Standard queues: 0-9, higher first; default: the queue's default priority.
+    #[arg(long)]
+    priority: Option<u64>,
+    /// Schedule the message: invisible until this RFC 3339 time (e.g. 2030-01-01T09:00:00Z).
+    #[arg(long, value_name = "TIME")]
+    deliver_at: Option<String>,
     /// Attribute NAME=VALUE (repeatable); base64 for a Binary type.
     #[arg(long = "attr")]
     attributes: Vec<String>,
@@ -347,6 +387,12 @@ impl MessageArgs {
         }
         if let Some(d) = self.delay {
             m["delay_seconds"] = d.into();
+        }
+        if let Some(p) = self.priority {
+            m["priority"] = p.into();
+        }
+        if let Some(at) = &self.deliver_at {
+            m["deliver_at"] = at.as_str().into();
         }
         m
     }
@@ -424,6 +470,8 @@ pub enum ClientCmd {
     },
     /// Queue counters.
     Stats { queue: String },
+    #[command(subcommand)]
+    Scheduled(ScheduledCmd),
     #[command(subcommand)]
     Dlq(DlqCmd),
     #[command(subcommand)]
@@ -503,6 +551,14 @@ async fn call(client: &Client, cmd: ClientCmd) -> Result<Value, ClientError> {
             after,
         } => client.peek(&queue, limit, after).await,
         ClientCmd::Stats { queue } => client.stats(&queue).await,
+        ClientCmd::Scheduled(ScheduledCmd::List {
+            queue,
+            limit,
+            after,
+        }) => client.scheduled(&queue, limit, after).await,
+        ClientCmd::Scheduled(ScheduledCmd::Cancel { queue, message_id }) => {
+            client.cancel_scheduled(&queue, &message_id).await
+        }
         ClientCmd::Dlq(d) => dlq(client, d).await,
         ClientCmd::Cluster(c) => cluster(client, c).await,
         ClientCmd::Health => client.health().await,
@@ -667,7 +723,7 @@ mod tests {
     /// `raftq LINE` as a client subcommand.
     fn client(line: &str) -> ClientCmd {
         match parse(line).expect("parses").command {
-            crate::Cmd::Client(cmd) => cmd,
+            crate::Cmd::Client(cmd) => *cmd,
             other => panic!("`{line}` parsed as {other:?}"),
         }
     }
@@ -717,6 +773,22 @@ mod tests {
                     "retry_backoff": null,
                 }),
             ),
+            (
+                "send q urgent --priority 7 --deliver-at 2030-01-01T09:00:00Z",
+                json!({
+                    "body": "urgent",
+                    "priority": 7,
+                    "deliver_at": "2030-01-01T09:00:00Z",
+                }),
+            ),
+            (
+                "queue patch q --default-priority 3 --priority-weights 1,2,4",
+                json!({"default_priority": 3, "priority_weights": [1, 2, 4]}),
+            ),
+            (
+                "queue patch q --strict-priorities",
+                json!({"priority_weights": null}),
+            ),
         ];
         for (line, expected) in cases {
             assert_eq!(body(line), expected, "{line}");
@@ -732,6 +804,29 @@ mod tests {
         let line = "queue patch q --detach-dead-letter --dead-letter-target d \
                     --max-receive-count 3";
         assert!(parse(line).is_err(), "{line}");
+        let line = "send q x --delay 5 --deliver-at 2030-01-01T09:00:00Z";
+        assert!(parse(line).is_err(), "{line}");
+    }
+
+    #[test]
+    fn scheduled_messages_are_listed_and_cancelled_by_queue_and_message_id() {
+        let ClientCmd::Scheduled(ScheduledCmd::Cancel { queue, message_id }) =
+            client("scheduled cancel q 00000000-0000-0000-0000-000000000007")
+        else {
+            panic!("not a cancel");
+        };
+        assert_eq!(
+            (queue.as_str(), message_id.as_str()),
+            ("q", "00000000-0000-0000-0000-000000000007")
+        );
+        assert!(matches!(
+            client("scheduled list q --limit 5 --after 9"),
+            ClientCmd::Scheduled(ScheduledCmd::List {
+                limit: Some(5),
+                after: Some(9),
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -46,8 +46,9 @@ enum Cmd {
     /// Make the first node of a new cluster from a backup, in an empty data directory (the
     /// node is then started with `raftq serve` on that directory).
     Restore(backup::RestoreArgs),
+    /// Boxed: the client's commands carry every queue setting.
     #[command(flatten)]
-    Client(client::ClientCmd),
+    Client(Box<client::ClientCmd>),
 }
 
 /// Runs the command with the process's arguments and returns its exit code.
@@ -74,7 +75,7 @@ pub async fn run() -> ExitCode {
         }
         Cmd::Certs(args) => reported(certs::run(&args).map(|()| None), false),
         Cmd::Client(cmd) => reported(
-            client::run(&cli.connection, cmd).await.map(|()| None),
+            client::run(&cli.connection, *cmd).await.map(|()| None),
             false,
         ),
         Cmd::Backup(args) => reported(

@@ -6,7 +6,9 @@
 //! `source_queues` is no list, and a PATCH detaches its redrive policy with
 //! `clear_redrive_policy: true` where JSON says `"redrive_policy": null` (and clears its retry
 //! backoff with `clear_retry_backoff: true`); it sets tags with `set_tags` and removes them
-//! with `remove_tags` where JSON gives a tag a value or `null`.
+//! with `remove_tags` where JSON gives a tag a value or `null`. A queue's `priority_weights`
+//! are a `PriorityWeights` message, which a PATCH clears (back to strict order) with
+//! `clear_priority_weights: true`; an empty list in a `Queue` is strict order.
 
 use raftq_engine::{
     AllowPolicyInput, MessageState, MoveTaskStatus, QueueAttributes, QueueRef, QueueStats,
@@ -38,7 +40,7 @@ pub fn queue(reference: String) -> Result<String, ApiError> {
 /// The settings of a create or patch request (same field names in both), with the given
 /// redrive policy, retry backoff and tag changes.
 macro_rules! queue_attributes {
-    ($request:expr, $redrive_policy:expr, $retry_backoff:expr, $tags:expr) => {
+    ($request:expr, $redrive_policy:expr, $retry_backoff:expr, $tags:expr, $weights:expr) => {
         QueueAttributes {
             content_based_deduplication: $request.content_based_deduplication,
             lease_seconds: $request.lease_seconds,
@@ -54,6 +56,8 @@ macro_rules! queue_attributes {
             // SQS's own settings, which the SQS endpoint alone sets.
             fifo_throughput_limit: None,
             policy: None,
+            default_priority: $request.default_priority,
+            priority_weights: $weights,
         }
     };
 }
@@ -73,6 +77,8 @@ macro_rules! message_input {
             message_group_id: $request.message_group_id,
             message_deduplication_id: $request.message_deduplication_id,
             trace_header: None,
+            priority: $request.priority,
+            deliver_at: $request.deliver_at,
         }
     };
 }
@@ -100,7 +106,7 @@ fn allow_policy(p: pb::RedriveAllowPolicyInput) -> AllowPolicyInput {
 }
 
 impl From<pb::CreateQueueRequest> for NewQueue {
-    fn from(r: pb::CreateQueueRequest) -> Self {
+    fn from(mut r: pb::CreateQueueRequest) -> Self {
         let redrive_policy = r.redrive_policy.map(|p| Some(redrive_policy(p)));
         let retry_backoff = r.retry_backoff.map(|b| Some(retry_backoff(b)));
         let tags = (!r.tags.is_empty()).then(|| {
@@ -109,8 +115,9 @@ impl From<pb::CreateQueueRequest> for NewQueue {
                 .map(|(key, value)| (key, Some(value)))
                 .collect()
         });
+        let weights = r.priority_weights.take().map(|w| Some(w.weights));
         NewQueue {
-            attributes: queue_attributes!(r, redrive_policy, retry_backoff, tags),
+            attributes: queue_attributes!(r, redrive_policy, retry_backoff, tags, weights),
             name: r.name,
             queue_type: r.r#type,
         }
@@ -119,7 +126,7 @@ impl From<pb::CreateQueueRequest> for NewQueue {
 
 /// The queue reference and the settings of a patch.
 pub fn patch(r: pb::PatchQueueRequest) -> Result<(String, QueueAttributes), ApiError> {
-    use pb::patch_queue_request::{Backoff, Redrive};
+    use pb::patch_queue_request::{Backoff, Redrive, Weights};
     let redrive_policy = match r.redrive {
         Some(Redrive::RedrivePolicy(p)) => Some(Some(redrive_policy(p))),
         Some(Redrive::ClearRedrivePolicy(true)) => Some(None),
@@ -130,8 +137,13 @@ pub fn patch(r: pb::PatchQueueRequest) -> Result<(String, QueueAttributes), ApiE
         Some(Backoff::ClearRetryBackoff(true)) => Some(None),
         Some(Backoff::ClearRetryBackoff(false)) | None => None,
     };
+    let weights = match r.weights {
+        Some(Weights::PriorityWeights(w)) => Some(Some(w.weights)),
+        Some(Weights::ClearPriorityWeights(true)) => Some(None),
+        Some(Weights::ClearPriorityWeights(false)) | None => None,
+    };
     let tags = tag_change(r.set_tags, r.remove_tags)?;
-    let attributes = queue_attributes!(r, redrive_policy, retry_backoff, tags);
+    let attributes = queue_attributes!(r, redrive_policy, retry_backoff, tags, weights);
     Ok((queue(r.queue)?, attributes))
 }
 
@@ -242,6 +254,8 @@ impl From<json::Queue<'_>> for pb::Queue {
             receive_wait_seconds: q.receive_wait_seconds,
             tags: q.tags.clone(),
             deduplication_scope: q.deduplication_scope.to_string(),
+            default_priority: u32::from(q.default_priority),
+            priority_weights: q.priority_weights.unwrap_or_default().to_vec(),
         }
     }
 }
@@ -290,6 +304,8 @@ impl From<json::Message<'_>> for pb::Message {
             moved_at: m.moved_at,
             state: m.state.map(|s| state(s).into()),
             visible_at: m.visible_at,
+            priority: m.priority.map(u32::from),
+            scheduled: m.scheduled,
         }
     }
 }
@@ -309,6 +325,15 @@ impl From<json::Delivered<'_>> for pb::ReceiveMessagesResponse {
 impl From<json::Peeked<'_>> for pb::PeekMessagesResponse {
     fn from(p: json::Peeked<'_>) -> Self {
         pb::PeekMessagesResponse {
+            messages: messages(p.messages),
+            next_after: p.next_after,
+        }
+    }
+}
+
+impl From<json::Peeked<'_>> for pb::ListScheduledMessagesResponse {
+    fn from(p: json::Peeked<'_>) -> Self {
+        pb::ListScheduledMessagesResponse {
             messages: messages(p.messages),
             next_after: p.next_after,
         }
@@ -421,6 +446,17 @@ pub(super) fn stats(s: QueueStats) -> pb::QueueStats {
         oldest_message_age_seconds: s.oldest_message_age_seconds,
         active_tenants: s.active_tenants,
         largest_tenant_in_flight: s.largest_tenant_in_flight,
+        scheduled: s.scheduled,
+        by_priority: s
+            .by_priority
+            .iter()
+            .map(|l| pb::LevelStats {
+                visible: l.visible,
+                leased: l.leased,
+                delayed: l.delayed,
+                pending_redrive: l.pending_redrive,
+            })
+            .collect(),
     }
 }
 

@@ -245,6 +245,29 @@ impl Queues for QueuesService {
         reply(json::Peeked::new(&messages))
     }
 
+    async fn list_scheduled_messages(
+        &self,
+        request: Request<pb::ListScheduledMessagesRequest>,
+    ) -> Reply<pb::ListScheduledMessagesResponse> {
+        let (account, r) = self.open(request)?;
+        let messages = self
+            .state
+            .list_scheduled(account, convert::queue(r.queue)?, r.after, r.limit)
+            .await?;
+        reply(json::Peeked::new(&messages))
+    }
+
+    async fn cancel_scheduled_message(
+        &self,
+        request: Request<pb::CancelScheduledMessageRequest>,
+    ) -> Reply<pb::CancelScheduledMessageResponse> {
+        let (account, r) = self.open(request)?;
+        self.state
+            .cancel_scheduled(account, convert::queue(r.queue)?, &r.message_id)
+            .await?;
+        reply(pb::CancelScheduledMessageResponse {})
+    }
+
     async fn purge_queue(
         &self,
         request: Request<pb::PurgeQueueRequest>,

@@ -1,5 +1,6 @@
 //! Message routes: `POST /v1/queues/{q}/messages` (send), `POST .../messages/batch`,
-//! `GET .../messages` (peek) and `POST .../purge`.
+//! `GET .../messages` (peek), `POST .../purge`, and the scheduled messages: `GET .../scheduled`
+//! (list) and `DELETE .../scheduled/{message_id}` (cancel).
 //!
 //! Each handler reads its body into the types here, which are also the request schemas of the
 //! OpenAPI document, and hands their plain values to `ops`, which checks every message against
@@ -9,7 +10,8 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::State;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -20,7 +22,7 @@ use crate::body::sharing_fields;
 use crate::error::ApiError;
 use crate::input::{JsonBody, Params, QueuePath};
 use crate::json;
-use crate::openapi::Replicated;
+use crate::openapi::{self, Replicated};
 use crate::ops::{BatchEntryInput, MessageInput};
 use crate::state::AppState;
 
@@ -49,6 +51,15 @@ sharing_fields! {
         /// FIFO queues: the deduplication ID, 1–128 bytes of printable ASCII; required unless the
         /// queue has `content_based_deduplication`. A standard queue refuses it.
         message_deduplication_id: Option<String>,
+        /// Standard queues: 0–9, higher first. Default: the queue's `default_priority`. A FIFO
+        /// queue refuses it.
+        #[schema(minimum = 0, maximum = 9)]
+        priority: Option<i64>,
+        /// When the message becomes visible (RFC 3339), instead of `delay_seconds`: before the
+        /// queue's retention ends, counted from the send. Until then it is scheduled: listed by
+        /// `GET /v1/queues/{q}/scheduled` and cancellable. A time not ahead is due at once.
+        #[schema(format = DateTime)]
+        deliver_at: Option<String>,
     }
 
     /// A message to send: the body of `POST /v1/queues/{q}/messages`.
@@ -99,6 +110,8 @@ impl MessageFields {
             message_group_id: self.message_group_id,
             message_deduplication_id: self.message_deduplication_id,
             trace_header: None,
+            priority: self.priority,
+            deliver_at: self.deliver_at,
         })
     }
 }
@@ -201,11 +214,81 @@ pub async fn peek(
     QueuePath(queue): QueuePath,
     params: Params,
 ) -> Result<Response, ApiError> {
+    let (after, limit) = page(&params)?;
+    let messages = state.peek(account, queue, after, limit).await?;
+    Ok(Json(json::Peeked::new(&messages)).into_response())
+}
+
+/// The page a peek or a list of scheduled messages asks for: the sequence number to show
+/// messages after, and how many.
+fn page(params: &Params) -> Result<(Option<u64>, Option<i64>), ApiError> {
     params.only(PEEK_PARAMS)?;
     let limit = params.number::<i64>("limit", "an integer")?;
     let after = params.number::<u64>("after", "a sequence number (an integer of at least 0)")?;
-    let messages = state.peek(account, queue, after, limit).await?;
+    Ok((after, limit))
+}
+
+/// List scheduled messages
+///
+/// The messages sent with a `deliver_at` that is still ahead, in queue order, one page at a
+/// time, as a peek shows them (state `delayed`, `visible_at` their `deliver_at`).
+#[utoipa::path(
+    get,
+    path = "/v1/queues/{q}/scheduled",
+    operation_id = "ListScheduledMessages",
+    tag = "messages",
+    params(
+        QueuePath,
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 100, description = "Messages per page, 1–100; default 10"),
+        ("after" = Option<u64>, Query, description = "Show messages after this sequence number: the `next_after` of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of scheduled messages", body = json::Peeked),
+        Account,
+        QueuePath,
+        Replicated,
+    )
+)]
+pub async fn scheduled(
+    State(state): State<AppState>,
+    Account(account): Account,
+    QueuePath(queue): QueuePath,
+    params: Params,
+) -> Result<Response, ApiError> {
+    let (after, limit) = page(&params)?;
+    let messages = state.list_scheduled(account, queue, after, limit).await?;
     Ok(Json(json::Peeked::new(&messages)).into_response())
+}
+
+/// Cancel a scheduled message
+///
+/// Removes a message sent with a `deliver_at` before that time comes; it is never delivered.
+#[utoipa::path(
+    delete,
+    path = "/v1/queues/{q}/scheduled/{message_id}",
+    operation_id = "CancelScheduledMessage",
+    tag = "messages",
+    params(
+        QueuePath,
+        ("message_id" = String, Path, description = "The message's `message_id`, as its send returned it"),
+    ),
+    responses(
+        (status = 204, description = "Cancelled: the message is gone"),
+        (status = 409, description = "`message_not_scheduled`: no message of the queue with this ID waits for its `deliver_at` (it is due already, was cancelled, or was never scheduled); nothing changed", body = openapi::ErrorBody),
+        Account,
+        QueuePath,
+        Replicated,
+    )
+)]
+pub async fn cancel_scheduled(
+    State(state): State<AppState>,
+    Account(account): Account,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Result<StatusCode, ApiError> {
+    let Path((queue, message_id)) =
+        path.map_err(|r| ApiError::invalid("message_id", format!("bad path: {}", r.body_text())))?;
+    state.cancel_scheduled(account, queue, &message_id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// Delete every message of a queue

@@ -3,7 +3,7 @@
 //! operation (`#[utoipa::path]`), and the router is built from those (see `openapi`).
 //!
 //! - [`queues`]: create, list, get, patch, delete, dead-letter sources, stats.
-//! - [`messages`]: send, batch send, peek, purge.
+//! - [`messages`]: send, batch send, peek, purge, list and cancel scheduled messages.
 //! - [`leases`]: receive (with long polling), ack, lease change.
 //! - [`move_tasks`]: start, list and cancel message move tasks.
 //! - [`cluster`]: cluster status and membership, liveness, Prometheus metrics and the OpenAPI
@@ -53,6 +53,8 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(messages::send, messages::peek))
         .routes(batch)
         .routes(routes!(messages::purge))
+        .routes(routes!(messages::scheduled))
+        .routes(routes!(messages::cancel_scheduled))
         .routes(routes!(leases::receive))
         .routes(routes!(leases::ack))
         .routes(routes!(leases::change))
@@ -156,6 +158,10 @@ mod tests {
         );
         assert_eq!(
             query_params(&doc, "get", "/v1/queues/{q}/messages"),
+            names(messages::PEEK_PARAMS)
+        );
+        assert_eq!(
+            query_params(&doc, "get", "/v1/queues/{q}/scheduled"),
             names(messages::PEEK_PARAMS)
         );
     }

@@ -73,6 +73,18 @@ sharing_fields! {
         /// `queue` or `message_group` (FIFO queues; see the schema).
         #[schema(schema_with = openapi::deduplication_scope)]
         deduplication_scope: Option<String>,
+        /// Standard queues: the priority of a message sent without one, 0–9 (higher first).
+        /// Default 0.
+        #[schema(minimum = 0, maximum = 9)]
+        default_priority: Option<i64>,
+        /// Standard queues: serve the priority levels in these weights instead of strictly the
+        /// highest first. 1–10 weights of 1–1000: the first weighs priority 0, the next
+        /// priority 1, and every priority past the list's end takes its last weight (`[1, 2,
+        /// 4]`: priorities 2–9 weigh 4). `null` (the default) is strict order; absent leaves it
+        /// as it is.
+        #[serde(default, deserialize_with = "clearable")]
+        #[schema(value_type = Option<Vec<i64>>, min_items = 1, max_items = 10)]
+        priority_weights: Option<Option<Vec<i64>>>,
     }
 
     /// The body of `POST /v1/queues`: a name, an optional `type` (`standard` or `fifo`, which must
@@ -190,6 +202,8 @@ impl From<SettingFields> for QueueAttributes {
             // SQS's own settings, which the SQS endpoint alone sets.
             fifo_throughput_limit: None,
             policy: None,
+            default_priority: fields.default_priority,
+            priority_weights: fields.priority_weights,
         }
     }
 }

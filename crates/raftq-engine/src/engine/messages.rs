@@ -15,7 +15,7 @@ impl Engine {
     pub(super) fn send_one(&mut self, qid: u32, msg: NewMessage) -> Result<SendResult> {
         let now = self.context.now;
         let q = self.queue(qid)?;
-        let checked = validate::message(&msg, q.queue_type, &q.config)?;
+        let checked = validate::message(&msg, q.queue_type, &q.config, now)?;
         let group = msg.message_group_id.as_deref().unwrap_or_default();
         let dedup_key = checked.dedup_id.as_deref().map(|id| q.dedup_key(group, id));
         if let Some(key) = &dedup_key {
@@ -31,9 +31,10 @@ impl Engine {
         let Some(q) = self.queues.get_mut(&qid) else {
             return Err(EngineError::QueueNotFound(qid.to_string()));
         };
-        let (state, until) = match checked.delay_seconds {
-            0 => (State::Visible, 0),
-            d => (State::Delayed, now + u64::from(d) * 1000),
+        let (state, until) = match (checked.deliver_at, checked.delay_seconds) {
+            (Some(at), _) => (State::Delayed, at),
+            (None, 0) => (State::Visible, 0),
+            (None, d) => (State::Delayed, now + u64::from(d) * 1000),
         };
         let fifo = q.fifo();
         q.sent += 1;
@@ -46,9 +47,13 @@ impl Engine {
             size: checked.size,
             group: NO_GROUP,
             state,
+            priority: checked.priority,
             moved: None,
         };
         q.insert(&mut self.context, seq, stored, group);
+        if checked.deliver_at.is_some() {
+            q.schedule(seq, msg.message_id);
+        }
         if let Some(key) = dedup_key {
             let record = DedupRecord {
                 message_id: msg.message_id,
@@ -229,6 +234,29 @@ impl Engine {
             })
             .collect();
         Ok(Outcome::Acked(results))
+    }
+
+    /// Removes the scheduled message `message_id` before its time, with its payload.
+    pub(super) fn cancel_scheduled(
+        &mut self,
+        account: &str,
+        reference: &str,
+        message_id: uuid::Uuid,
+    ) -> Result<Outcome> {
+        let qid = self.lookup(account, reference)?;
+        let Some(q) = self.queues.get_mut(&qid) else {
+            return Err(EngineError::QueueNotFound(reference.to_string()));
+        };
+        let seq = q
+            .scheduled_seq(message_id)
+            .ok_or_else(|| EngineError::NotScheduled(message_id.to_string()))?;
+        let removed = q.remove(&mut self.context, seq);
+        debug_assert!(removed.is_some(), "a scheduled message is in its queue");
+        if let Some(msg) = removed {
+            let payload = PayloadOp::Delete(msg.storage_key);
+            self.context.changes.payloads.push(payload);
+        }
+        Ok(Outcome::ScheduledCancelled)
     }
 
     pub(super) fn change_lease(

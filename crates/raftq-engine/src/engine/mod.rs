@@ -275,14 +275,15 @@ impl Engine {
             Command::ReceiveWait {
                 account,
                 queue,
-                max_messages,
-                lease_seconds,
-                wait_seconds,
+                max_messages: max,
+                lease_seconds: lease,
+                wait_seconds: wait,
                 waiter,
-            } => self
-                .receive_request(&account, &queue, max_messages, lease_seconds)
-                .and_then(|request| self.receive_or_park(request, wait_seconds, waiter)),
+            } => self.receive_wait(&account, &queue, (max, lease), wait, waiter),
             Command::EndWait { waiter } => Ok(self.end_wait_of(waiter)),
+            Command::CancelScheduled { account, queue, id } => {
+                self.cancel_scheduled(&account, &queue, id)
+            }
         }
     }
 }

@@ -67,15 +67,30 @@ impl Engine {
         limit: Option<i64>,
     ) -> Result<Vec<MessageMeta>> {
         let q = self.queue(self.lookup(account, reference)?)?;
-        let limit = match limit {
-            Some(v) => validate::in_range("limit", v, 1, limits::PEEK_LIMIT_MAX as i64)? as usize,
-            None => limits::PEEK_LIMIT_DEFAULT,
-        };
+        let limit = peek_limit(limit)?;
         let start = after.map_or(0, |a| a.saturating_add(1));
         Ok(q.messages
             .range(start..)
             .take(limit)
             .map(|(&seq, msg)| self.meta(q, seq, msg))
+            .collect())
+    }
+
+    /// Up to `limit` scheduled messages (sent with a `deliver_at` still ahead) after sequence
+    /// number `after`, in queue order.
+    pub fn scheduled(
+        &self,
+        account: &str,
+        reference: &str,
+        after: Option<u64>,
+        limit: Option<i64>,
+    ) -> Result<Vec<MessageMeta>> {
+        let q = self.queue(self.lookup(account, reference)?)?;
+        let limit = peek_limit(limit)?;
+        let start = after.map_or(0, |a| a.saturating_add(1));
+        Ok(q.scheduled_from(start)
+            .take(limit)
+            .map(|(seq, msg)| self.meta(q, seq, msg))
             .collect())
     }
 
@@ -101,6 +116,8 @@ impl Engine {
             oldest_message_age_seconds: oldest,
             active_tenants,
             largest_tenant_in_flight,
+            scheduled: q.scheduled_len(),
+            by_priority: q.level_stats(),
         }
     }
 
@@ -212,6 +229,8 @@ impl Engine {
             deduplication_scope: c.deduplication_scope,
             fifo_throughput_limit: c.fifo_throughput_limit,
             policy: c.policy.clone(),
+            default_priority: c.default_priority,
+            priority_weights: c.priority_weights.clone(),
         })
     }
 
@@ -233,6 +252,16 @@ impl Engine {
             moved_at: msg.moved.is_some().then_some(msg.enqueued_at),
             state,
             until: matches!(msg.state, State::Delayed | State::Leased).then_some(msg.until),
+            priority: (!q.fifo()).then_some(msg.priority),
+            scheduled: q.scheduled_id(seq).is_some(),
         }
+    }
+}
+
+/// The page size of a peek or a listing: 1-100, 10 when not given.
+fn peek_limit(limit: Option<i64>) -> Result<usize> {
+    match limit {
+        Some(v) => Ok(validate::in_range("limit", v, 1, limits::PEEK_LIMIT_MAX as i64)? as usize),
+        None => Ok(limits::PEEK_LIMIT_DEFAULT),
     }
 }

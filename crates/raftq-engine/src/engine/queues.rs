@@ -135,6 +135,9 @@ impl Engine {
             return Err(EngineError::QueueNotFound(reference.to_string()));
         };
         let retention_changed = q.config.retention_seconds != config.retention_seconds;
+        if q.config.priority_weights != config.priority_weights {
+            q.reset_credits();
+        }
         if q.config != config {
             q.modified_at = self.context.now;
         }

@@ -107,7 +107,7 @@ impl Engine {
     /// Moves a message to the end of `target` in one step: it leaves the source and enters the
     /// target in the same apply, so it is never in both and never in neither. It enters as a new
     /// message of the target (visible, never received, its retention counted from now) with its
-    /// group ID, and with `dead_letter_source` when redrive moves it. Returns whether it moved
+    /// group ID and priority, and with `dead_letter_source` when redrive moves it. Returns whether it moved
     /// (the message and both queues exist).
     pub(super) fn transfer(
         &mut self,
@@ -143,6 +143,7 @@ impl Engine {
                 size: msg.size,
                 group: NO_GROUP,
                 state: State::Visible,
+                priority: msg.priority,
                 moved: dead_letter_source.map(Box::new),
             };
             tq.insert(&mut self.context, new_seq, moved, &group);

@@ -65,10 +65,10 @@ impl Engine {
     /// The row of message `seq` of queue `qid`, in the queue or in what a purge or the queue's
     /// deletion took away.
     fn message_row(&self, qid: u32, seq: u64) -> Option<MessageRow> {
-        let (m, group) = match self.queues.get(&qid) {
+        let (m, group, scheduled) = match self.queues.get(&qid) {
             Some(q) if !self.is_reclaiming(qid, seq) => {
                 let m = q.messages.get(&seq)?;
-                (m, q.group_name(m.group))
+                (m, q.group_name(m.group), q.scheduled_id(seq))
             }
             _ => self
                 .reclaim
@@ -87,6 +87,8 @@ impl Engine {
             size: m.size,
             group: group.map(str::to_string),
             moved: m.moved.as_deref().cloned(),
+            priority: m.priority,
+            scheduled,
         })
     }
 
@@ -157,7 +159,7 @@ impl Engine {
             };
             engine.reclaim.insert(qid, reclaim);
         }
-        engine.restore_messages(rows.messages)?;
+        engine.restore_messages(meta.version, rows.messages)?;
         engine.restore_windows(rows.dedups, rows.attempts)?;
         engine.restore_waiters(rows.waiters)?;
         for (&qid, q) in engine.queues.iter_mut() {
@@ -226,6 +228,7 @@ impl Engine {
             q.dead_lettered = row.dead_lettered;
             q.modified_at = row.modified_at;
             q.tags = row.tags;
+            q.credits = row.credits;
             self.queues.insert(qid, q);
         }
         Ok(())
@@ -244,14 +247,16 @@ impl Engine {
         Ok(())
     }
 
-    /// Restores the messages, in key order, into their queues or into what a purge or the
-    /// queue's deletion took away.
+    /// Restores the messages from their rows, written in format `version`, in key order, into
+    /// their queues or into what a purge or the queue's deletion took away.
     fn restore_messages(
         &mut self,
-        mut messages: Vec<(u32, u64, MessageRow)>,
+        version: u32,
+        mut messages: Vec<(u32, u64, Vec<u8>)>,
     ) -> Result<(), RowError> {
         messages.sort_unstable_by_key(|&(qid, seq, _)| (qid, seq));
-        for (qid, seq, row) in messages {
+        for (qid, seq, bytes) in messages {
+            let row = MessageRow::decode(version, &bytes)?;
             let state = State::from_u8(row.state).ok_or(RowError::BadKey)?;
             let msg = Msg {
                 storage_key: row.storage_key,
@@ -262,22 +267,24 @@ impl Engine {
                 size: row.size,
                 group: NO_GROUP,
                 state,
+                priority: row.priority,
                 moved: row.moved.map(Box::new),
             };
             let reclaiming = self.is_reclaiming(qid, seq);
             match self.queues.get_mut(&qid) {
-                Some(q) if !reclaiming => q.insert(
-                    &mut self.context,
-                    seq,
-                    msg,
-                    row.group.as_deref().unwrap_or_default(),
-                ),
+                Some(q) if !reclaiming => {
+                    let group = row.group.as_deref().unwrap_or_default();
+                    q.insert(&mut self.context, seq, msg, group);
+                    if let Some(id) = row.scheduled {
+                        q.schedule(seq, id);
+                    }
+                }
                 _ => self
                     .reclaim
                     .get_mut(&qid)
                     .and_then(|r| r.sets.front_mut())
                     .ok_or(RowError::MissingQueue(qid))?
-                    .restore(seq, msg, row.group.as_deref()),
+                    .restore(seq, msg, row.group.as_deref(), row.scheduled),
             }
         }
         Ok(())
@@ -340,16 +347,17 @@ fn queue_row(q: &Queue) -> QueueRow {
         dead_lettered: q.dead_lettered,
         modified_at: q.modified_at,
         tags: q.tags.clone(),
+        credits: q.credits,
     }
 }
 
-/// Engine rows sorted by kind, decoded but for the queues' (their format depends on the meta
-/// row's version).
+/// Engine rows sorted by kind, decoded but for the queues' and messages' (their format depends
+/// on the meta row's version).
 #[derive(Default)]
 struct RowsByKind {
     meta: Option<MetaRow>,
     queues: Vec<(u32, Vec<u8>)>,
-    messages: Vec<(u32, u64, MessageRow)>,
+    messages: Vec<(u32, u64, Vec<u8>)>,
     dedups: Vec<(u32, String, DedupRow)>,
     reclaims: Vec<(u32, ReclaimRow)>,
     move_tasks: Vec<(u32, MoveTasksRow)>,
@@ -368,11 +376,7 @@ impl RowsByKind {
             match key {
                 RowKey::Meta => sorted.meta = Some(postcard::from_bytes(&value)?),
                 RowKey::Queue(qid) => sorted.queues.push((qid, value)),
-                RowKey::Message(qid, seq) => {
-                    sorted
-                        .messages
-                        .push((qid, seq, postcard::from_bytes(&value)?))
-                }
+                RowKey::Message(qid, seq) => sorted.messages.push((qid, seq, value)),
                 RowKey::Dedup(qid, id) => {
                     sorted.dedups.push((qid, id, postcard::from_bytes(&value)?))
                 }

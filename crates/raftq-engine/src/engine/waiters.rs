@@ -15,6 +15,20 @@ use crate::validate;
 use super::Engine;
 
 impl Engine {
+    /// A receive that parks when it finds nothing: its options (`max_messages`,
+    /// `lease_seconds`) checked, then [`Engine::receive_or_park`].
+    pub(super) fn receive_wait(
+        &mut self,
+        account: &str,
+        queue: &str,
+        (max_messages, lease_seconds): (Option<i64>, Option<i64>),
+        wait_seconds: i64,
+        waiter: Uuid,
+    ) -> Result<Outcome> {
+        let request = self.receive_request(account, queue, max_messages, lease_seconds)?;
+        self.receive_or_park(request, wait_seconds, waiter)
+    }
+
     /// Receives what is deliverable now or, finding nothing, parks the receive as `waiter`
     /// until `wait_seconds` from now.
     pub(super) fn receive_or_park(

@@ -207,6 +207,30 @@ impl Harness {
         self.try_send_msg(queue, m).expect("send as a tenant")
     }
 
+    /// Sends to a standard queue at `priority`.
+    pub fn send_at_priority(&mut self, queue: &str, priority: i64, body: &str) -> SendResult {
+        let mut m = self.message(body);
+        m.priority = Some(priority);
+        self.try_send_msg(queue, m).expect("send with a priority")
+    }
+
+    /// Sends a message due at `deliver_at` (engine time, ms).
+    pub fn send_scheduled(&mut self, queue: &str, deliver_at: u64, body: &str) -> SendResult {
+        let mut m = self.message(body);
+        m.deliver_at = Some(deliver_at as i64);
+        self.try_send_msg(queue, m).expect("send scheduled")
+    }
+
+    /// Cancels the scheduled message `message_id`.
+    pub fn cancel_scheduled(&mut self, queue: &str, message_id: Uuid) -> Result<(), EngineError> {
+        self.apply(Command::CancelScheduled {
+            account: ACCOUNT.into(),
+            queue: queue.into(),
+            id: message_id,
+        })
+        .map(drop)
+    }
+
     /// Sends to a FIFO queue with the body as deduplication ID.
     pub fn send_fifo(&mut self, queue: &str, group: &str, body: &str) -> SendResult {
         let mut m = self.message(body);
