@@ -131,6 +131,26 @@ impl Compose {
             .map(|_| ())
     }
 
+    /// This project with `file` as its last compose file, which overrides the others (for the
+    /// cluster's nodes; the spares keep their own files).
+    pub fn with_file(&self, file: &Path) -> Compose {
+        let mut compose = self.clone();
+        if !compose.base.iter().any(|f| f == file) {
+            compose.base.push(file.to_path_buf());
+        }
+        compose
+    }
+
+    /// Removes `service`'s container (its log kept first, see [`Compose::keep_log`]), then
+    /// creates and starts it as the compose files now say, on the same volumes.
+    pub async fn recreate(&self, service: &str) -> Result<(), String> {
+        let id = self.container(service).await?;
+        self.keep_log(service, &id).await;
+        self.compose_with(self.files(service), &["rm", "-f", "-s", service])
+            .await?;
+        self.up(service).await
+    }
+
     /// Stops `service` at once and removes its container and its data volume (the volume at
     /// [`BACKING`] under powerfs, at `/data` without it; the certificates' volume, shared by
     /// every node, stays): its data is gone. The container's log is kept first (see

@@ -4,7 +4,8 @@
 //! read, and the history is checked. What the run keeps (history, samples, the logs of removed
 //! containers) goes into one directory, named at the end. Exits non-zero on any anomaly or any
 //! node that did not come back from a power loss, and then prints the command that replays the
-//! run: the same `--seed` and `--duration` replay the same fault schedule.
+//! run: the same `--seed` and `--duration` replay the same fault schedule. With `--upgrade-to`,
+//! a rolling upgrade of every node to another image takes the place of the faults.
 
 mod availability;
 mod clock;
@@ -15,6 +16,7 @@ mod power;
 mod repair;
 mod sampler;
 mod schedule;
+mod upgrade;
 mod workload;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -78,6 +80,14 @@ struct Args {
     /// Also write the history here as JSON lines.
     #[arg(long)]
     history: Option<PathBuf>,
+    /// Instead of the faults, upgrade the cluster node by node to this image (followers first,
+    /// the leader last), each node stopped with SIGTERM and started again on its data.
+    #[arg(long)]
+    upgrade_to: Option<String>,
+    /// With `--upgrade-to`: the least number of seconds the cluster serves with nodes of both
+    /// images.
+    #[arg(long, default_value_t = 120)]
+    mixed_seconds: u64,
 }
 
 const MAX_RECEIVE_COUNT: u64 = 3;
@@ -173,7 +183,13 @@ async fn run(args: &Args, seed: u64, dir: &Path, history: &History) -> Result<u6
     let workers = start_workers(&nodes, history, &dead_letter, &control, seed);
     let fault_start = now_ms();
     let until = Instant::now() + Duration::from_secs(args.duration);
-    faults::run(compose.clone(), nodes.clone(), seed, until, history.clone()).await;
+    match &args.upgrade_to {
+        Some(image) => {
+            let mixed = Duration::from_secs(args.mixed_seconds);
+            upgrade::run(&compose, &nodes, image, mixed, dir, history).await?
+        }
+        None => faults::run(compose.clone(), nodes.clone(), seed, until, history.clone()).await,
+    }
     let fault_end = now_ms();
     faults::heal(&compose, &nodes, &network).await;
     if !nodes.wait_healthy(Duration::from_secs(90)).await {

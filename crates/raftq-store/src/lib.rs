@@ -19,6 +19,7 @@
 //! - [`work`]: where the log's slow work runs, on threads of its own or, in a simulation, as
 //!   tasks of the runtime.
 //! - [`sync_times`]: how long the real disk's fsyncs of the log take, for the node's metrics.
+//! - [`formats`]: the stored formats a data directory holds, recorded in it and checked first.
 //!
 //! The log's metadata and the state machine live in one RocksDB instance, opened with
 //! [`column_families`].
@@ -29,6 +30,7 @@ pub mod crash_disk;
 #[cfg(test)]
 mod crash_tests;
 pub mod disk;
+pub mod formats;
 pub mod log_store;
 pub mod random;
 mod recent;
@@ -163,6 +165,8 @@ impl Database {
 pub enum StorageError {
     #[error("cannot open the database: {0}")]
     Database(#[from] rocksdb::Error),
+    #[error("{0}")]
+    Formats(#[from] formats::FormatError),
     #[error("cannot open the log: {0}")]
     Log(#[from] LogStoreError),
     #[error("cannot read the log: {0}")]
@@ -183,6 +187,7 @@ impl StorageError {
     pub fn is_damage(&self) -> bool {
         match self {
             StorageError::Database(e) => is_damage(e),
+            StorageError::Formats(e) => e.is_damage(),
             StorageError::Log(e) => e.is_damage(),
             StorageError::LogRead(_) => false,
             StorageError::StateMachine(e) => e.is_damage(),
@@ -215,6 +220,7 @@ pub fn open_on(
     disk::create_dir_durably(&disk::RealDisk, data_dir).map_err(LogStoreError::Io)?;
     let (work, disk) = (log.work, std::sync::Arc::clone(&log.disk));
     let db = open_db(&data_dir.join("db"), state)?;
+    formats::check_and_record(&db)?;
     // RocksDB syncs the entries of its own directory, not the directory's entry in its parent.
     sync_dir(data_dir).map_err(LogStoreError::Io)?;
     let database = Database(std::sync::Arc::downgrade(&db));

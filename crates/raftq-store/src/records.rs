@@ -51,14 +51,19 @@ pub enum SegmentError {
          entries in between are missing"
     )]
     Missing { first: u64, purged: u64 },
-    #[error("log segment {0} is of a later format than this build reads: run a later build")]
-    LaterFormat(PathBuf),
+    #[error(
+        "log segment {} is of segment format {found}, later than this build's segment format {}: \
+         a later raftq build wrote it; run that build (or a later one)",
+        file.display(),
+        FORMAT.number()
+    )]
+    LaterFormat { file: PathBuf, found: char },
 }
 
 impl SegmentError {
     /// Whether the stored log is damaged (as opposed to unreadable for another reason).
     pub fn is_damage(&self) -> bool {
-        !matches!(self, SegmentError::Io(_) | SegmentError::LaterFormat(_))
+        !matches!(self, SegmentError::Io(_) | SegmentError::LaterFormat { .. })
     }
 }
 
@@ -82,6 +87,14 @@ impl Format {
         match self {
             Format::V1 => b"raftqlog",
             Format::V2 => b"raftqlg2",
+        }
+    }
+
+    /// The format's number: the last character of its magic (`raftqlog` is the first).
+    pub fn number(self) -> u64 {
+        match self {
+            Format::V1 => 1,
+            Format::V2 => 2,
         }
     }
 
@@ -127,15 +140,16 @@ pub fn read_header(bytes: &[u8]) -> Option<(Format, u64, u32)> {
     Some((format, first, word(16)))
 }
 
-/// Whether `bytes` starts with an intact header of a segment format this build does not know
-/// (a later one): its magic has the family's prefix and another last byte.
-pub fn later_format(bytes: &[u8]) -> bool {
-    bytes.get(..SEGMENT_HEADER as usize).is_some_and(|header| {
-        header[..7] == FORMAT.magic()[..7]
-            && read_header(bytes).is_none()
-            && crc32fast::hash(&header[..20]).to_le_bytes() == header[20..24]
-            && header[..8] != Format::V1.magic()[..]
-    })
+/// The last character of the magic (a later format's number), if `bytes` starts with an intact
+/// header of a segment format this build does not know: its magic has the family's prefix and
+/// another last byte.
+pub fn later_format(bytes: &[u8]) -> Option<char> {
+    let header = bytes.get(..SEGMENT_HEADER as usize)?;
+    let later = header[..7] == FORMAT.magic()[..7]
+        && read_header(bytes).is_none()
+        && crc32fast::hash(&header[..20]).to_le_bytes() == header[20..24]
+        && header[..8] != Format::V1.magic()[..];
+    later.then_some(char::from(header[7]))
 }
 
 fn record_crc(format: Format, prev: u32, index: u64, synced: u64, payload: &[u8]) -> u32 {

@@ -281,8 +281,8 @@ fn read_chain(
     for (first, path) in named {
         let file = disk.open(&path, Open::Existing)?;
         let bytes = disk::read_all(file.as_ref())?;
-        if records::later_format(&bytes) {
-            return Err(SegmentError::LaterFormat(path));
+        if let Some(found) = records::later_format(&bytes) {
+            return Err(SegmentError::LaterFormat { file: path, found });
         }
         let chained = match leftovers.is_empty() {
             true => continues(&bytes, first, &segments),
@@ -1098,7 +1098,12 @@ mod tests {
         bytes[20..24].copy_from_slice(&crc.to_le_bytes());
         fs::write(&path, &bytes).expect("write");
         let error = open_real(tmp.path(), SMALL, None).expect_err("refused");
-        assert!(matches!(error, SegmentError::LaterFormat(_)), "{error}");
+        assert!(
+            matches!(error, SegmentError::LaterFormat { found: '9', .. }),
+            "{error}"
+        );
+        assert!(error.to_string().contains("segment format 9"), "{error}");
+        assert!(error.to_string().contains("segment format 2"), "{error}");
         assert!(!error.is_damage());
     }
 }

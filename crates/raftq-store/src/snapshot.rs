@@ -27,6 +27,8 @@ use sha2::{Digest, Sha256};
 use crate::disk::{create_dir_durably, Cursor, Disk, DiskFile, Open};
 use crate::stepped::SteppedFile;
 
+/// The format of the files this build writes; the first is [`MAGIC_WITHOUT_DIGEST`]'s.
+pub const FORMAT: u64 = 2;
 const MAGIC: &[u8; 8] = b"RAFTQSN2";
 /// The first format's magic: no digest after the row count.
 const MAGIC_WITHOUT_DIGEST: &[u8; 8] = b"RAFTQSN1";
@@ -218,6 +220,13 @@ fn rows_of(source: impl Read, mut row: impl FnMut(Vec<u8>, Vec<u8>)) -> io::Resu
     let digested = match &magic {
         MAGIC => true,
         MAGIC_WITHOUT_DIGEST => false,
+        [b'R', b'A', b'F', b'T', b'Q', b'S', b'N', later] => {
+            return Err(invalid(&format!(
+                "a snapshot file of format {}, later than this build's snapshot format {FORMAT}: \
+                 a later raftq build wrote it",
+                char::from(*later)
+            )))
+        }
         _ => return Err(invalid("not a raftq snapshot file")),
     };
     let mut rows = 0u64;
@@ -413,6 +422,22 @@ mod tests {
         longer.push(0);
         fs::write(dir.file(&name), &longer).expect("write");
         assert!(dir.read_rows(&name).is_err());
+    }
+
+    #[test]
+    fn a_file_of_a_later_format_is_refused_naming_both_formats() {
+        let tmp = tempfile::TempDir::new().expect("temp dir");
+        let dir = real(&tmp);
+        let name = dir.write_rows(rows().into_iter()).expect("write");
+        let mut bytes = fs::read(dir.file(&name)).expect("read");
+        bytes[7] = b'3';
+        fs::write(dir.file(&name), &bytes).expect("write");
+        let error = dir.read_rows(&name).expect_err("later").to_string();
+        assert!(error.contains("format 3"), "{error}");
+        assert!(
+            error.contains(&format!("snapshot format {FORMAT}")),
+            "{error}"
+        );
     }
 
     #[test]

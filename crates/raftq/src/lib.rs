@@ -69,6 +69,8 @@ pub async fn run() -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!(error = %e, "raftq stopped");
+                    // The log may go to a file or nowhere: the reason is on stderr as well.
+                    eprintln!("error: {e}");
                     ExitCode::FAILURE
                 }
             }
