@@ -25,6 +25,7 @@ use tokio::time::{sleep, timeout, Instant};
 use uuid::Uuid;
 
 mod clock;
+mod full_disk;
 
 const ACCOUNT: &str = "dev";
 
@@ -36,6 +37,8 @@ struct Cluster {
     /// Nodes that read another clock than the machine's.
     clocks: BTreeMap<u64, WallClock>,
     heartbeat_ms: u64,
+    /// Nodes whose log is kept otherwise than on the operating system's disk.
+    logs: BTreeMap<u64, raftq_store::LogOptions>,
 }
 
 impl Cluster {
@@ -57,6 +60,18 @@ impl Cluster {
         clocks: BTreeMap<u64, WallClock>,
         heartbeat_ms: u64,
     ) -> Cluster {
+        let logs = BTreeMap::new();
+        Cluster::start_on(size, snapshot_after_logs, clocks, heartbeat_ms, logs).await
+    }
+
+    /// [`Cluster::start_with`], the logs of the nodes in `logs` kept as it says.
+    async fn start_on(
+        size: u64,
+        snapshot_after_logs: u64,
+        clocks: BTreeMap<u64, WallClock>,
+        heartbeat_ms: u64,
+        logs: BTreeMap<u64, raftq_store::LogOptions>,
+    ) -> Cluster {
         let mut listeners = BTreeMap::new();
         for id in 1..=size {
             let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -73,6 +88,7 @@ impl Cluster {
             snapshot_after_logs,
             clocks,
             heartbeat_ms,
+            logs,
         };
         for (id, listener) in listeners {
             cluster.launch(id, listener, None).await;
@@ -94,6 +110,9 @@ impl Cluster {
             config.wall_clock = clock.clone();
         }
         config.snapshot_after_logs = self.snapshot_after_logs;
+        if let Some(log) = self.logs.get(&id) {
+            config.log = log.clone();
+        }
         let node = Node::start(config, listener).await.expect("start node");
         self.nodes.insert(id, node);
     }

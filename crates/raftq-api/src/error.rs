@@ -16,6 +16,7 @@
 //! | `membership_conflict` | 409 | `FAILED_PRECONDITION` | a membership change that the cluster's state refuses ([`ChangeError`]) |
 //! | `message_too_large` | 413 | `RESOURCE_EXHAUSTED` | [`EngineError::MessageTooLarge`], a request body over the limit |
 //! | `too_many_requests` | 429 | `RESOURCE_EXHAUSTED` | a request over a rate or long-poll limit (`throttle`), with `Retry-After` |
+//! | `storage_full` | 507 | `RESOURCE_EXHAUSTED` | [`NodeError::StorageFull`]: the leader's disk is short of space; the write was not proposed, and may succeed once space is freed |
 //! | `unavailable` | 503 | `UNAVAILABLE` | [`NodeError::Unavailable`], [`NodeError::Timeout`], [`NodeError::NotLeader`], [`NodeError::LeaderUnreachable`] |
 //! | `internal` | 500 | `INTERNAL` | [`NodeError::Storage`] and answers the API cannot read; never bad input |
 //!
@@ -172,6 +173,11 @@ impl From<NodeError> for ApiError {
                 "unavailable",
                 format!("{e}; a retried write may apply twice"),
             ),
+            NodeError::StorageFull(_) => ApiError::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                "storage_full",
+                e.to_string(),
+            ),
             NodeError::Storage(_) => ApiError::internal(e.to_string()),
         }
     }
@@ -216,7 +222,7 @@ impl ApiError {
             | "move_task_not_running"
             | "message_not_scheduled"
             | "membership_conflict" => Code::FailedPrecondition,
-            "message_too_large" | "too_many_requests" => Code::ResourceExhausted,
+            "message_too_large" | "too_many_requests" | "storage_full" => Code::ResourceExhausted,
             "unavailable" => Code::Unavailable,
             _ => Code::Internal,
         }
@@ -378,7 +384,7 @@ mod tests {
     }
 
     #[test]
-    fn node_errors_are_unavailable_except_storage() {
+    fn node_errors_are_unavailable_except_storage_ones() {
         for e in [
             NodeError::Unavailable("x".into()),
             NodeError::LeaderUnreachable(1),
@@ -389,6 +395,13 @@ mod tests {
         }
         let storage = ApiError::from(NodeError::Storage("disk".into()));
         assert_eq!(storage.status, StatusCode::INTERNAL_SERVER_ERROR);
+        let full = ApiError::from(NodeError::StorageFull("no room".into()));
+        assert_eq!(
+            (full.status.as_u16(), full.code),
+            (507, "storage_full"),
+            "{full:?}"
+        );
+        assert!(full.message.contains("no room"), "{}", full.message);
     }
 
     #[test]
@@ -426,6 +439,10 @@ mod tests {
             ),
             (ApiError::body_too_large(1), Code::ResourceExhausted),
             (NodeError::NotLeader(None).into(), Code::Unavailable),
+            (
+                NodeError::StorageFull("no room".into()).into(),
+                Code::ResourceExhausted,
+            ),
             (ApiError::internal("disk"), Code::Internal),
         ];
         for (e, code) in cases {

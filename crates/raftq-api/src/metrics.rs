@@ -25,7 +25,8 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use raftq_engine::QueueGauges;
-use raftq_node::SyncTimesReading;
+pub(crate) use raftq_node::Filesystem;
+use raftq_node::{Refusing, SyncTimesReading};
 
 use crate::status::RaftStatus;
 
@@ -83,34 +84,6 @@ impl Default for MetricsOptions {
     }
 }
 
-/// The space of the file system holding the data directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Filesystem {
-    /// Bytes an unprivileged process may still write.
-    pub(crate) avail_bytes: u64,
-    pub(crate) size_bytes: u64,
-}
-
-impl Filesystem {
-    /// The space of the file system holding `dir`; `None` (and a warning) when it cannot be
-    /// read.
-    pub(crate) fn of(dir: &std::path::Path) -> Option<Filesystem> {
-        match nix::sys::statvfs::statvfs(dir) {
-            Ok(stat) => {
-                let fragment = stat.fragment_size();
-                Some(Filesystem {
-                    avail_bytes: stat.blocks_available().saturating_mul(fragment),
-                    size_bytes: stat.blocks().saturating_mul(fragment),
-                })
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, dir = %dir.display(), "cannot read the data directory's free space");
-                None
-            }
-        }
-    }
-}
-
 /// One reading of the node, rendered by [`Metrics::render`].
 pub(crate) struct Reading<'a> {
     pub(crate) raft: &'a RaftStatus,
@@ -121,6 +94,10 @@ pub(crate) struct Reading<'a> {
     pub(crate) parked: usize,
     pub(crate) filesystem: Option<Filesystem>,
     pub(crate) log_syncs: SyncTimesReading,
+    /// Which writes the node refuses for want of space.
+    pub(crate) refusing: Refusing,
+    /// Appends of the log that had to wait for room for a new segment, since the node started.
+    pub(crate) log_room_waits: u64,
 }
 
 fn latency_histogram() -> Histogram {
@@ -192,6 +169,7 @@ impl Metrics {
                 signed(filesystem.size_bytes),
             );
         }
+        register_space(&mut registry, reading);
         registry.register(
             "log_fsync_duration_seconds",
             "Time of each fsync of the Raft log's files and directory (an append is acknowledged \
@@ -203,6 +181,28 @@ impl Metrics {
         let _ = text::encode(&mut out, &registry);
         out
     }
+}
+
+/// What the node refuses for want of space, and the log's waits for room.
+fn register_space(registry: &mut Registry, reading: &Reading) {
+    gauge(
+        registry,
+        "storage_refusing_writes",
+        "Client writes this node refuses for want of space while it leads: 0 none, 1 those that \
+         add data (free space below --min-free-bytes), 2 every one (the log has no room)",
+        match reading.refusing {
+            Refusing::Nothing => 0,
+            Refusing::AddingData => 1,
+            Refusing::Everything => 2,
+        },
+    );
+    let waits: Counter = Counter::default();
+    waits.inc_by(reading.log_room_waits);
+    registry.register(
+        "log_room_waits",
+        "Appends of the Raft log that waited for room on the disk for a new segment",
+        waits,
+    );
 }
 
 fn gauge(registry: &mut Registry, name: &str, help: &str, value: i64) {
@@ -660,6 +660,8 @@ mod tests {
                 size_bytes: 4_000,
             }),
             log_syncs: syncs(),
+            refusing: Refusing::AddingData,
+            log_room_waits: 2,
         }
     }
 
@@ -715,7 +717,7 @@ mod tests {
     }
 
     #[test]
-    fn render_shows_the_clock_the_disk_and_the_log_fsyncs() {
+    fn render_shows_the_clock_the_disk_its_refusals_and_the_log_fsyncs() {
         let raft = status();
         let text = Metrics::default().render(&reading(&raft, &[]), true);
         assert_lines(
@@ -727,6 +729,9 @@ mod tests {
                 "raftq_clock_confirmed 1\n".into(),
                 "raftq_data_filesystem_avail_bytes 1000\n".into(),
                 "raftq_data_filesystem_size_bytes 4000\n".into(),
+                "raftq_storage_refusing_writes 1\n".into(),
+                "# TYPE raftq_log_room_waits counter\n".into(),
+                "raftq_log_room_waits_total 2\n".into(),
                 "# TYPE raftq_log_fsync_duration_seconds histogram\n".into(),
                 "raftq_log_fsync_duration_seconds_sum 2.5\n".into(),
                 "raftq_log_fsync_duration_seconds_count 5\n".into(),
@@ -805,17 +810,6 @@ mod tests {
         );
         let text = Metrics::default().render(&reading(&raft, &[]), false);
         assert!(!text.contains("raftq_queue_visible_messages "), "{text}");
-    }
-
-    #[test]
-    fn the_filesystem_of_a_directory_is_read() {
-        let dir = tempfile::TempDir::new().expect("temp dir");
-        let space = Filesystem::of(dir.path()).expect("statvfs");
-        assert!(
-            space.size_bytes > 0 && space.avail_bytes <= space.size_bytes,
-            "{space:?}"
-        );
-        assert_eq!(Filesystem::of(&dir.path().join("missing")), None);
     }
 
     /// The names of the samples in a rendering: `raftq_requests_total`, `..._bucket`, ...

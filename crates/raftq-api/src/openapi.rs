@@ -19,7 +19,7 @@
 //!
 //! Error answers are listed by the inputs that cause them: a route's responses include those of
 //! its [`Account`] (401), [`Admin`] (401, 403), [`QueuePath`] (400, 404) and [`JsonBody`] (400, 413) extractors, and
-//! [`Replicated`] (500, 503) for a route that reads or writes through Raft.
+//! [`Replicated`] (500, 503, 507) for a route that reads or writes through Raft.
 
 use std::collections::BTreeMap;
 
@@ -123,6 +123,14 @@ const INTERNAL: ErrorAnswer = ErrorAnswer {
     header: None,
 };
 
+const STORAGE_FULL: ErrorAnswer = ErrorAnswer {
+    status: 507,
+    when: "`storage_full`: a write while the leader's disk is short of space (below \
+           `--min-free-bytes` for a write that adds data, or no room left for the Raft log); it \
+           was not proposed, and may succeed once space is freed. Reads are never refused so",
+    header: None,
+};
+
 const UNAVAILABLE: ErrorAnswer = ErrorAnswer {
     status: 503,
     when: "`unavailable`: no leader in time, forwarding failed, or a write was not committed in \
@@ -201,7 +209,7 @@ pub struct Replicated;
 
 impl IntoResponses for Replicated {
     fn responses() -> BTreeMap<String, RefOr<Response>> {
-        error_responses(&[INTERNAL, UNAVAILABLE])
+        error_responses(&[INTERNAL, UNAVAILABLE, STORAGE_FULL])
     }
 }
 

@@ -22,8 +22,8 @@ pub struct Error {
     /// `invalid_argument`, `unauthenticated`, `permission_denied`, `queue_not_found`,
     /// `move_task_not_found`, `not_found`, `method_not_allowed`, `queue_exists`, `queue_in_use`,
     /// `lease_expired`, `move_task_running`, `move_task_not_running`, `message_not_scheduled`,
-    /// `membership_conflict`, `message_too_large`, `too_many_requests`, `unavailable` or
-    /// `internal`.
+    /// `membership_conflict`, `message_too_large`, `too_many_requests`, `storage_full`,
+    /// `unavailable` or `internal`.
     code: String,
     /// What went wrong; for `invalid_argument`, `<field>: <rule>`.
     message: String,

@@ -29,6 +29,10 @@ pub enum NodeError {
     /// The node's storage failed.
     #[error("storage failure: {0}")]
     Storage(String),
+    /// The leader's disk is short of space (see `space`): the write was not proposed, and may
+    /// succeed once space is freed.
+    #[error("storage full: {0}")]
+    StorageFull(String),
 }
 
 /// Why a node's Raft core stopped while the node ran.

@@ -25,6 +25,7 @@ mod routing;
 mod service;
 mod shared;
 mod snapshots;
+mod space;
 mod status;
 mod timer;
 pub mod tls;
@@ -45,6 +46,7 @@ pub use raftq_store::backup::BackupSummary;
 pub use raftq_store::sync_times::{log_sync_times, SyncTimesReading};
 pub use raftq_store::{Delivered, NodeId, Response, WaitSlot};
 pub use service::Delivery;
+pub use space::{Filesystem, Refusing, SpaceReading};
 pub use status::{Member, NodeStatus, Role};
 
 #[cfg(feature = "testing")]

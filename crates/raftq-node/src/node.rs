@@ -35,6 +35,7 @@ use crate::routing::LEADER_WAIT;
 use crate::rpc::raft_server::RaftServer;
 use crate::service::{self, Delivery, PeerService};
 use crate::shared::Core;
+use crate::space::{self, Space, SpaceReading};
 use crate::status::NodeStatus;
 use crate::tls::PeerTls;
 use crate::{formation, gate};
@@ -93,6 +94,9 @@ pub struct NodeConfig {
     pub log: LogOptions,
     /// How the state store closes: written out, unless a simulation crashes the node.
     pub state: StateOptions,
+    /// While it leads, the node refuses writes that add data (`storage_full`) once its data
+    /// directory's file system has fewer free bytes than this (0: never; see `space`).
+    pub min_free_bytes: u64,
 }
 
 impl NodeConfig {
@@ -101,6 +105,9 @@ impl NodeConfig {
     pub const DEFAULT_HEARTBEAT_MS: u64 = 50;
     /// How far a clock may run ahead unless set otherwise.
     pub const DEFAULT_MAX_CLOCK_SKEW_MS: u64 = 500;
+    /// Free bytes below which writes that add data are refused unless set otherwise: room for
+    /// RocksDB's flushes and compactions, a snapshot of a modest state and a few log segments.
+    pub const DEFAULT_MIN_FREE_BYTES: u64 = 256 << 20;
 
     /// Defaults for a member `id` of the cluster `peers`.
     pub fn new(id: NodeId, peers: BTreeMap<NodeId, String>, data_dir: PathBuf) -> NodeConfig {
@@ -117,6 +124,7 @@ impl NodeConfig {
             peer_tls: None,
             log: LogOptions::default(),
             state: StateOptions::default(),
+            min_free_bytes: Self::DEFAULT_MIN_FREE_BYTES,
         }
     }
 }
@@ -269,6 +277,11 @@ async fn start_core(
 ) -> Result<(Arc<Core>, JoinHandle<()>), StartError> {
     let reader = state_machine.reader();
     let awaited = state_machine.awaited();
+    let space = Arc::new(Space::new(
+        &config.data_dir,
+        config.min_free_bytes,
+        log.room(),
+    ));
     let raft_config = raft_config(config)?;
     let dial = dial(config, transport, &admission);
     let network = Network {
@@ -301,6 +314,7 @@ async fn start_core(
         network,
         admission,
         clock,
+        space,
         handing_over: Default::default(),
         changing: tokio::sync::Mutex::new(()),
         reach: Default::default(),
@@ -381,6 +395,10 @@ impl Node {
             not_due,
             signal.clone(),
         )));
+        tasks.push(tokio::spawn(space::run(
+            Arc::clone(&core.space),
+            signal.clone(),
+        )));
         tasks.push(tokio::spawn(timer::run(Arc::clone(&core), signal)));
         Ok(Node {
             core,
@@ -397,6 +415,11 @@ impl Node {
 
     pub fn id(&self) -> NodeId {
         self.core.id
+    }
+
+    /// The room left on this node's data directory's disk, as last read (see `space`).
+    pub fn space(&self) -> SpaceReading {
+        self.core.space.reading()
     }
 
     /// This node's view of itself and the cluster (see [`NodeStatus`]).

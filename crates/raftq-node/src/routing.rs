@@ -73,6 +73,7 @@ impl Routed for Command {
     }
 
     async fn serve(&self, core: &Core) -> Result<Response, NodeError> {
+        core.space.admits(self)?;
         core.propose(self.clone()).await
     }
 

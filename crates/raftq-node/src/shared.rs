@@ -16,6 +16,7 @@ use crate::clock::LeaderClock;
 use crate::error::NodeError;
 use crate::group_commit::GroupCommit;
 use crate::network::{Network, PeerClients};
+use crate::space::Space;
 
 /// Appends count as still arriving while the last one is at most this old (ten heartbeats at
 /// the default interval).
@@ -36,6 +37,8 @@ pub(crate) struct Core {
     pub admission: Admission,
     /// The time this node stamps and reads at while it leads.
     pub clock: Arc<LeaderClock>,
+    /// The room left on the data directory's disk, which a leader's writes must find.
+    pub space: Arc<Space>,
     /// Set while this leader hands its leadership over: it proposes nothing, answers no read and
     /// sends no heartbeat, so that its followers' leader lease runs out and the successor wins.
     pub handing_over: AtomicBool,

@@ -21,6 +21,7 @@
 //! | `too_many_requests` | `RequestThrottled` |
 //! | `unauthenticated`, `permission_denied` | `InvalidClientTokenId`, `AccessDenied` |
 //! | `unavailable` | `ServiceUnavailable` |
+//! | `storage_full` | `ServiceUnavailable` (503, the server's fault, retried by SDKs), with raftq's message: SQS has no error of its own for a full disk |
 //! | anything else | `InternalFailure` |
 
 use raftq_api::ApiError;
@@ -357,7 +358,7 @@ impl SqsError {
             ("too_many_requests", _) => Kind::RequestThrottled,
             ("unauthenticated", _) => Kind::InvalidClientTokenId,
             ("permission_denied", _) => Kind::AccessDenied,
-            ("unavailable", _) => Kind::ServiceUnavailable,
+            ("unavailable" | "storage_full", _) => Kind::ServiceUnavailable,
             _ => Kind::InternalFailure,
         };
         let message = match (kind, e.field.as_deref()) {
@@ -634,6 +635,13 @@ mod tests {
         assert_eq!((e.kind, e.retry_after), (Kind::RequestThrottled, Some(3)));
         let e = SqsError::from_api(ApiError::internal("disk"), Doing::Other);
         assert_eq!(e.kind, Kind::InternalFailure);
+        let full = ApiError {
+            code: "storage_full",
+            ..ApiError::internal("storage full: no room")
+        };
+        let e = SqsError::from_api(full, Doing::Other);
+        assert_eq!(e.kind, Kind::ServiceUnavailable);
+        assert_eq!(e.message, "storage full: no room");
         let e = SqsError::from_api(ApiError::unauthenticated("who"), Doing::Other);
         assert_eq!(e.kind, Kind::InvalidClientTokenId);
     }

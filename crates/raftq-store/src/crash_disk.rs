@@ -10,6 +10,9 @@
 //! their order of dependence (a rename or removal of a name needs the operation that gave the
 //! name to that file): a directory whose own entry is lost takes its files with it.
 //!
+//! A capacity ([`CrashDisk::set_capacity`]) makes it a disk that fills: a write that would
+//! grow its files past it fails as a full disk's does and changes nothing.
+//!
 //! An fsync that fails (see [`CrashDisk::fail_syncs`]) leaves the sectors it should have written
 //! unknown, as Linux does: it reports the error once and marks the pages clean, so a later
 //! fsync does not write them again. They stay undecided in every later image until written
@@ -218,6 +221,8 @@ struct State {
     next_ino: u64,
     /// File syncs still to fail.
     failing_syncs: u32,
+    /// The most bytes the files named in a directory may hold together, if bounded.
+    capacity: Option<u64>,
 }
 
 impl Default for State {
@@ -227,6 +232,7 @@ impl Default for State {
             dirs: BTreeMap::from([(PathBuf::from("/"), Dir::default())]),
             next_ino: 1,
             failing_syncs: 0,
+            capacity: None,
         }
     }
 }
@@ -342,6 +348,36 @@ impl State {
         Ok(())
     }
 
+    /// Refuses, as a full disk does, to grow the file `ino` to `len` bytes when the files named
+    /// now would then hold more than the capacity.
+    fn make_room(&self, ino: u64, len: u64) -> io::Result<()> {
+        let Some(capacity) = self.capacity else {
+            return Ok(());
+        };
+        let old = self.files.get(&ino).map_or(0, |f| f.data.len() as u64);
+        if len <= old {
+            return Ok(());
+        }
+        let named: BTreeSet<u64> = (self.dirs.values())
+            .flat_map(|d| d.now.values())
+            .filter_map(|node| match node {
+                Node::File(ino) => Some(*ino),
+                Node::Dir => None,
+            })
+            .collect();
+        let used: u64 = (named.iter())
+            .filter_map(|ino| self.files.get(ino))
+            .map(|f| f.data.len() as u64)
+            .sum();
+        if used + (len - old) > capacity {
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                "no space left on device (crash disk)",
+            ));
+        }
+        Ok(())
+    }
+
     fn sync_file(&mut self, ino: u64) -> io::Result<()> {
         if self.failing_syncs > 0 {
             self.failing_syncs -= 1;
@@ -419,6 +455,13 @@ impl CrashDisk {
         self.state().failing_syncs = count;
     }
 
+    /// Bounds the bytes its files may hold together (`None`: unbounded). A write or length
+    /// change that would grow them past it fails with [`io::ErrorKind::StorageFull`]; writes
+    /// within a file's length always succeed, as on a disk whose files are allocated.
+    pub fn set_capacity(&self, bytes: Option<u64>) {
+        self.state().capacity = bytes;
+    }
+
     /// The state of this moment.
     pub fn freeze(&self) -> Frozen {
         self.freeze_with(|| ()).0
@@ -465,7 +508,9 @@ struct CrashFile {
 
 impl DiskFile for CrashFile {
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.disk.state().inode(self.ino)?.write(buf, offset)
+        let mut state = self.disk.state();
+        state.make_room(self.ino, offset + buf.len() as u64)?;
+        state.inode(self.ino)?.write(buf, offset)
     }
 
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
@@ -494,7 +539,9 @@ impl DiskFile for CrashFile {
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
-        self.disk.state().inode(self.ino)?.set_len(len);
+        let mut state = self.disk.state();
+        state.make_room(self.ino, len)?;
+        state.inode(self.ino)?.set_len(len);
         Ok(())
     }
 
@@ -667,6 +714,7 @@ impl Frozen {
             dirs,
             next_ino: self.state.next_ino,
             failing_syncs: 0,
+            capacity: self.state.capacity,
         };
         CrashDisk {
             inner: Arc::new(Inner {

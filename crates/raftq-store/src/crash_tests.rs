@@ -73,6 +73,13 @@ fn entries(range: std::ops::Range<u64>, size: usize) -> Encoded {
         .collect()
 }
 
+/// The log opened on `disk`, holding `acked` durably.
+fn log_holding(disk: &CrashDisk, acked: &Encoded) -> Segments {
+    let mut log = Segments::open(&options(disk), Path::new(LOG), None).expect("open");
+    sync(log.append(acked).expect("append"));
+    log
+}
+
 fn sync(files: Vec<Arc<dyn DiskFile>>) {
     for file in files {
         file.sync_data().expect("sync");
@@ -154,9 +161,8 @@ pub(crate) fn taken(moments: &Mutex<Vec<Frozen>>) -> Vec<Frozen> {
 #[test]
 fn a_group_commit_cut_short_inside_its_first_record_opens_without_it() {
     let disk = disk_with_log();
-    let mut log = Segments::open(&options(&disk), Path::new(LOG), None).expect("open");
     let acked = entries(1..4, 1150);
-    sync(log.append(&acked).expect("append"));
+    let mut log = log_holding(&disk, &acked);
     // Records 4 and 5 in one write; the power goes during its fsync. Record 4 spans three
     // sectors: the middle one alone may be lost while record 5 is whole.
     let unacked = entries(4..6, 1150);
@@ -170,10 +176,9 @@ fn a_group_commit_cut_short_inside_its_first_record_opens_without_it() {
 #[test]
 fn a_roll_whose_new_segment_reached_the_disk_before_the_old_ones_tail_opens() {
     let disk = disk_with_log();
-    let mut log = Segments::open(&options(&disk), Path::new(LOG), None).expect("open");
     // Five records of 1216 to 1316 bytes leave room in the first segment for one more.
     let acked = entries(1..6, 1200);
-    sync(log.append(&acked).expect("append"));
+    let mut log = log_holding(&disk, &acked);
     let moments = record_syncs(&disk);
     let unacked = entries(6..9, 1200);
     let files = log.append(&unacked).expect("append");
@@ -195,9 +200,8 @@ fn a_roll_whose_new_segment_reached_the_disk_before_the_old_ones_tail_opens() {
 #[test]
 fn a_truncation_removing_several_segments_opens_at_any_moment() {
     let disk = disk_with_log();
-    let mut log = Segments::open(&options(&disk), Path::new(LOG), None).expect("open");
     let written = entries(1..22, 1200);
-    sync(log.append(&written).expect("append"));
+    let mut log = log_holding(&disk, &written);
     assert!(
         disk.list_dir(Path::new(LOG)).expect("list").len() >= 5,
         "four segments"
@@ -217,9 +221,8 @@ fn a_truncation_removing_several_segments_opens_at_any_moment() {
 #[test]
 fn a_new_segment_cut_short_while_it_was_filled_is_removed() {
     let disk = disk_with_log();
-    let mut log = Segments::open(&options(&disk), Path::new(LOG), None).expect("open");
     let acked = entries(1..3, 500);
-    sync(log.append(&acked).expect("append"));
+    let mut log = log_holding(&disk, &acked);
     // Larger than a segment: a file of its own, filled with zeros under a temporary name.
     let moments = record_syncs(&disk);
     let large = vec![(3, vec![3; SEGMENT as usize + 100])];
@@ -236,12 +239,60 @@ fn a_new_segment_cut_short_while_it_was_filled_is_removed() {
 #[test]
 fn the_log_directory_outlives_a_power_loss_once_entries_are_acknowledged() {
     let disk = new_disk();
-    let mut log = Segments::open(&options(&disk), Path::new(LOG), None).expect("open");
     let acked = entries(1..3, 500);
-    sync(log.append(&acked).expect("append"));
+    let _log = log_holding(&disk, &acked);
     each_image(&disk.freeze(), SEGMENT_IMAGES, 0, |image| {
         segments_hold(image, None, &acked, &acked)
     });
+}
+
+#[test]
+fn a_disk_too_full_for_a_new_segment_stops_an_append_before_it_without_damage() {
+    let disk = disk_with_log();
+    let acked = entries(1..6, 1200);
+    let mut log = log_holding(&disk, &acked);
+    let room = log.room();
+    assert!(room > SEGMENT, "the spare is ready: {room}");
+    // From now on no file may grow: writes inside the segments still succeed.
+    disk.set_capacity(Some(0));
+    let moments = record_syncs(&disk);
+    let more = entries(6..30, 1200);
+    let written = log
+        .append_until_full(&more)
+        .expect("an append stopped by a full disk");
+    let (done, left) = more.split_at(written.count);
+    assert!(
+        !done.is_empty() && !left.is_empty(),
+        "the spare takes some, the next segment finds no room: {} of {}",
+        written.count,
+        more.len()
+    );
+    let files = written.files;
+    sync(files);
+    assert!(log.room() < 1400, "no spare and no room for another record");
+    let names = disk.list_dir(Path::new(LOG)).expect("list");
+    assert!(
+        names.iter().all(|n| !n.ends_with(".tmp") && n != "spare"),
+        "no file half made is left to hold the space: {names:?}"
+    );
+    // A power loss at any moment of it keeps what was acknowledged, and finds no damage.
+    let now: Encoded = acked.iter().chain(done).cloned().collect();
+    disk.no_sync_hook();
+    for (seed, moment) in taken(&moments).iter().enumerate() {
+        each_image(moment, SEGMENT_IMAGES, seed as u64, |image| {
+            segments_hold(image, None, &acked, &now)
+        });
+    }
+    each_image(&disk.freeze(), SEGMENT_IMAGES, 0, |image| {
+        segments_hold(image, None, &now, &now)
+    });
+    // Space freed: the rest goes on where the append stopped, and everything reads back.
+    disk.set_capacity(None);
+    sync(log.append(left).expect("the rest, once there is room"));
+    drop(log);
+    let all: Encoded = acked.iter().chain(&more).cloned().collect();
+    let log = Segments::open(&options(&disk), Path::new(LOG), None).expect("reopen");
+    assert_eq!(log.read(0, u64::MAX).expect("read"), all);
 }
 
 /// openraft's entries of the store tests: `String` payloads.
@@ -394,7 +445,11 @@ impl Workload {
     }
 
     /// Appends as a leader does; the returned receiver hears the outcome.
-    fn lead(&self, store: &mut Store, entries: Vec<Entry<store::Config>>) -> mpsc::Receiver<bool> {
+    async fn lead(
+        &self,
+        store: &mut Store,
+        entries: Vec<Entry<store::Config>>,
+    ) -> mpsc::Receiver<bool> {
         let encoded = lock(&self.model).appended(&entries);
         let (tx, rx) = mpsc::channel();
         let model = Arc::clone(&self.model);
@@ -405,6 +460,7 @@ impl Workload {
                 }
                 let _ = tx.send(result.is_ok());
             })
+            .await
             .expect("append");
         self.moment("led");
         rx
@@ -542,24 +598,20 @@ async fn every_crash_image_of_a_log_store_at_work_opens_with_what_it_acknowledge
     assert!(workload.vote(&mut store, Vote::new(1, 1)).await);
     workload.append(&mut store, batch(1, 0..3)).await;
     // A leader's appends, which the sync thread syncs (together when they queue together).
-    let (a, b) = (
-        workload.lead(&mut store, batch(1, 3..5)),
-        workload.lead(&mut store, batch(1, 5..7)),
-    );
+    let a = workload.lead(&mut store, batch(1, 3..5)).await;
+    let b = workload.lead(&mut store, batch(1, 5..7)).await;
     assert!(a.recv().expect("flushed") && b.recv().expect("flushed"));
     workload.append(&mut store, batch(1, 7..12)).await;
     assert!(workload.vote(&mut store, Vote::new(2, 2)).await);
-    let (a, b) = (
-        workload.lead(&mut store, batch(1, 12..16)),
-        workload.lead(&mut store, batch(1, 16..20)),
-    );
+    let a = workload.lead(&mut store, batch(1, 12..16)).await;
+    let b = workload.lead(&mut store, batch(1, 16..20)).await;
     assert!(a.recv().expect("flushed") && b.recv().expect("flushed"));
     workload.truncate(&mut store, 9).await;
     workload.append(&mut store, batch(2, 9..14)).await;
     workload.purge(&mut store, 5).await;
     workload.append(&mut store, batch(2, 14..30)).await;
     // A vote right behind a leader's append: it waits for the append's fsync.
-    let led = workload.lead(&mut store, batch(2, 30..33));
+    let led = workload.lead(&mut store, batch(2, 30..33)).await;
     assert!(workload.vote(&mut store, Vote::new(3, 3)).await);
     assert!(led.recv().expect("flushed"));
     workload.purge(&mut store, 20).await;
@@ -578,7 +630,7 @@ async fn a_failed_fsync_stops_the_store_before_a_vote_can_pass_the_appends_it_lo
         workload.append(&mut store, vec![entry(1, i, 700)]).await;
     }
     workload.disk.fail_syncs(1);
-    let led = workload.lead(&mut store, vec![entry(1, 3, 700)]);
+    let led = workload.lead(&mut store, vec![entry(1, 3, 700)]).await;
     assert!(!led.recv().expect("flushed"), "the fsync fails");
     let voted = workload.vote(&mut store, Vote::new(2, 2)).await;
     check_moments(&workload, 256, 0).await;
@@ -588,4 +640,55 @@ async fn a_failed_fsync_stops_the_store_before_a_vote_can_pass_the_appends_it_lo
     );
     let after = store.blocking_append([entry(1, 6, 10)]).await;
     assert!(after.is_err(), "nor is any later append");
+}
+
+#[tokio::test]
+async fn an_append_waits_for_room_and_goes_on_by_itself_once_space_is_freed() {
+    let disk = new_disk();
+    let dir = tempfile::TempDir::new().expect("temp dir");
+    let db = open_db(&dir.path().join("db"));
+    let open = || {
+        Store::open_on(Arc::clone(&db), META_CF, Path::new(LOG), &options(&disk))
+            .expect("open the log store")
+    };
+    let mut store = open();
+    let first: Vec<_> = (0..3).map(|i| entry(1, i, 700)).collect();
+    store.blocking_append(first).await.expect("append");
+    disk.set_capacity(Some(0));
+    let room = store.room();
+    let mut appending = store.clone();
+    let rest: Vec<_> = (3..40).map(|i| entry(1, i, 700)).collect();
+    let append = tokio::spawn(async move { appending.blocking_append(rest).await });
+    for _ in 0..500 {
+        if room.waiting() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(
+        room.waiting(),
+        "the append waits for room for a new segment"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(
+        !append.is_finished(),
+        "and neither fails nor returns meanwhile"
+    );
+    assert_eq!(room.waits(), 1);
+    disk.set_capacity(None);
+    append
+        .await
+        .expect("the append's task")
+        .expect("the append, once there is room");
+    assert!(!room.waiting());
+    let read = store.try_get_log_entries(0..40).await.expect("read");
+    assert_eq!(read.len(), 40);
+    drop(store);
+    let mut reopened = open();
+    let read = reopened
+        .try_get_log_entries(0..40)
+        .await
+        .expect("read after reopening");
+    let indexes: Vec<u64> = read.iter().map(|e| e.log_id.index).collect();
+    assert_eq!(indexes, (0..40).collect::<Vec<_>>());
 }

@@ -51,7 +51,7 @@ pub mod work;
 #[cfg(feature = "testing")]
 pub use log_store::FailingDisk;
 pub use log_store::{
-    Appended, Enrolment, LogStore, LogStoreError, MissingColumnFamily, LOGS_CF, META_CF,
+    Appended, Enrolment, LogRoom, LogStore, LogStoreError, MissingColumnFamily, LOGS_CF, META_CF,
 };
 pub use records::SegmentError;
 pub use segments::LogOptions;

@@ -22,6 +22,11 @@
 //!   truncation to the segments.
 //! - [`purge`](RaftLogStorage::purge) records the last purged log id synced, then lets the
 //!   segments go: a crash in between leaves entries that the next start drops.
+//! - An append that needs a new segment file while the disk has no room for one waits (the
+//!   Raft core with it) and tries again, with a pause that doubles up to a second, until there
+//!   is room: the records before it are written, none is started that may not fit (see
+//!   `segments`), and nothing fails, so the node goes on by itself once space is freed. A node
+//!   refuses writes well before that (see [`LogRoom`]); the wait is the last resort.
 //! - A write or fsync of the log that fails stops the store: every later append, vote,
 //!   truncation, purge and barrier fails, so that nothing is written behind appends whose state
 //!   on the disk is unknown (see [`Durability`]).
@@ -55,8 +60,9 @@ use std::marker::PhantomData;
 use std::ops::Bound;
 use std::ops::RangeBounds;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
 
 use openraft::storage::LogFlushed;
 use openraft::storage::LogState;
@@ -101,6 +107,11 @@ pub const RECENT_BYTES: usize = 16 * 1024 * 1024;
 
 /// Entries moved at a time from the logs column family into segments.
 const MOVE_BATCH: usize = 1024;
+
+/// The first pause of an append waiting for room for a new segment.
+const ROOM_WAIT_FIRST: Duration = Duration::from_millis(10);
+/// The longest pause between its tries.
+const ROOM_WAIT_MAX: Duration = Duration::from_secs(1);
 
 pub(crate) const KEY_VOTE: &[u8] = b"vote";
 const KEY_COMMITTED: &[u8] = b"committed";
@@ -203,9 +214,43 @@ pub struct LogStore<C: RaftTypeConfig> {
     last: KnownLastLogId<C::NodeId>,
     appended: Appended,
     durability: Arc<Durability>,
+    room: LogRoom,
     #[cfg(feature = "testing")]
     failing: FailingDisk,
     _c: PhantomData<C>,
+}
+
+/// How the log stands for room on its disk: what it can take before it needs a new segment
+/// file, and whether an append waits for room for one. Shared by a store, its clones and
+/// whoever admits writes to it; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct LogRoom {
+    segments: Arc<Mutex<Segments>>,
+    waiting: Arc<AtomicBool>,
+    waits: Arc<AtomicU64>,
+}
+
+impl LogRoom {
+    /// Whether the log is short of room: an append waits for room, or no spare segment could be
+    /// made and the newest one has less than a quarter of a segment left. A node refuses its
+    /// clients' writes then, so that the entries in flight still fit.
+    pub fn is_short(&self) -> bool {
+        if self.waiting() {
+            return true;
+        }
+        let segments = self.segments.lock().unwrap_or_else(PoisonError::into_inner);
+        segments.room() < segments.segment_bytes() / 4
+    }
+
+    /// Whether an append is waiting for room for a new segment.
+    pub fn waiting(&self) -> bool {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    /// Appends that had to wait for room, since the store opened.
+    pub fn waits(&self) -> u64 {
+        self.waits.load(Ordering::Relaxed)
+    }
 }
 
 /// What a store, its clones and its sync thread know of the durability of its writes.
@@ -431,6 +476,7 @@ impl<C: RaftTypeConfig> Clone for LogStore<C> {
             last: Arc::clone(&self.last),
             appended: self.appended.clone(),
             durability: Arc::clone(&self.durability),
+            room: self.room.clone(),
             #[cfg(feature = "testing")]
             failing: self.failing.clone(),
             _c: PhantomData,
@@ -478,11 +524,17 @@ where
             synced: segments.synced_mark(),
             ..Durability::default()
         });
+        let segments = Arc::new(Mutex::new(segments));
         Ok(Self {
             syncer: spawn_syncer(Arc::clone(&durability), options.work)?,
             work: options.work,
             durability,
-            segments: Arc::new(Mutex::new(segments)),
+            room: LogRoom {
+                segments: Arc::clone(&segments),
+                waiting: Arc::default(),
+                waits: Arc::default(),
+            },
+            segments,
             recent: Arc::new(Mutex::new(Recent::new(RECENT_BYTES))),
             last: Arc::default(),
             appended: Appended::default(),
@@ -521,6 +573,11 @@ where
     /// The count of bytes appended, shared with this store.
     pub fn appended(&self) -> Appended {
         self.appended.clone()
+    }
+
+    /// How the log stands for room on its disk, shared with this store.
+    pub fn room(&self) -> LogRoom {
+        self.room.clone()
     }
 
     fn meta(&self) -> Result<&ColumnFamily, AnyError> {
@@ -711,7 +768,7 @@ where
 
     /// Appends `entries` (see [`RaftLogStorage::append`]), telling `callback` once they are
     /// durable.
-    fn append_done<I>(&mut self, entries: I, callback: Done<C>) -> io::Result<()>
+    async fn append_done<I>(&mut self, entries: I, callback: Done<C>) -> io::Result<()>
     where
         I: IntoIterator<Item = C::Entry>,
     {
@@ -731,7 +788,7 @@ where
         // An append the Raft core waits for syncs here, unless appends the core did not wait for
         // (of its time as leader) are still with the sync thread: their callbacks come first.
         let in_place = callback.is_awaited() && self.durability.queued.load(Ordering::SeqCst) == 0;
-        let files = match self.write_entries(&encoded, in_place) {
+        let files = match self.write_entries(&encoded, in_place).await {
             Ok(files) => files,
             Err(e) => {
                 callback.completed(Err(io::Error::other(e.to_string())));
@@ -762,23 +819,75 @@ where
 
     /// Writes `encoded` into the segments, readable at once; durable once the files returned
     /// are synced, which `in_place` does here (raising the synced mark past them), else the
-    /// sync thread. A failure stops the store's writes.
-    fn write_entries(
+    /// sync thread. An append that needs a new segment the disk has no room for waits until
+    /// there is (see [`LogStore::wait_for_room`]); any other failure stops the store's writes.
+    async fn write_entries(
         &self,
         encoded: &[(u64, Vec<u8>)],
         in_place: bool,
     ) -> io::Result<Vec<Arc<dyn DiskFile>>> {
-        let written = self.disk_check().and_then(|()| {
-            let files = self.segments().append(encoded)?;
-            if in_place {
-                sync_files(&files)?;
-                if let Some((last, _)) = encoded.last() {
-                    self.durability.synced.raise(last + 1);
+        let mut files: Vec<Arc<dyn DiskFile>> = Vec::new();
+        let mut done = 0;
+        let mut waited: Option<(tokio::time::Instant, Duration)> = None;
+        loop {
+            self.noted(self.disk_check())?;
+            let written = self.segments().append_until_full(&encoded[done..]);
+            let written = self.noted(written)?;
+            for file in written.files {
+                if !files.iter().any(|f| Arc::ptr_eq(f, &file)) {
+                    files.push(file);
                 }
             }
-            Ok(files)
-        });
-        self.noted(written)
+            done += written.count;
+            if done == encoded.len() {
+                break;
+            }
+            waited = Some(self.wait_for_room(encoded[done].0, waited).await);
+        }
+        if let Some((since, _)) = waited {
+            self.room.waiting.store(false, Ordering::Relaxed);
+            tracing::info!(
+                waited_ms = since.elapsed().as_millis() as u64,
+                "the log has room again: appends go on"
+            );
+        }
+        debug_assert_eq!(
+            done,
+            encoded.len(),
+            "every entry is written before the append returns"
+        );
+        if in_place {
+            self.noted(sync_files(&files))?;
+            if let Some((last, _)) = encoded.last() {
+                self.durability.synced.raise(last + 1);
+            }
+        }
+        Ok(files)
+    }
+
+    /// Waits before the next try of an append stopped at entry `index` for want of room for a
+    /// new segment: the first wait (`waited` none) is logged and counted, and each pause doubles
+    /// from [`ROOM_WAIT_FIRST`] to [`ROOM_WAIT_MAX`]. Returns when the wait began and the pause
+    /// it took.
+    async fn wait_for_room(
+        &self,
+        index: u64,
+        waited: Option<(tokio::time::Instant, Duration)>,
+    ) -> (tokio::time::Instant, Duration) {
+        let (since, pause) = match waited {
+            Some((since, pause)) => (since, (pause * 2).min(ROOM_WAIT_MAX)),
+            None => {
+                self.room.waiting.store(true, Ordering::Relaxed);
+                self.room.waits.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    index,
+                    "the log's disk has no room for a new segment: appends wait until space is freed"
+                );
+                (tokio::time::Instant::now(), ROOM_WAIT_FIRST)
+            }
+        };
+        tokio::time::sleep(pause).await;
+        (since, pause)
     }
 
     /// Keeps appended entries in the cache of recent ones, counts their bytes and notes the
@@ -804,12 +913,12 @@ where
     /// Appends `entries` as openraft's leader does: this returns once they are written, and
     /// `done` hears from the sync thread once they are durable.
     #[cfg(any(test, feature = "testing"))]
-    pub fn append_as_leader(
+    pub async fn append_as_leader(
         &mut self,
         entries: impl IntoIterator<Item = C::Entry>,
         done: impl FnOnce(io::Result<()>) + Send + 'static,
     ) -> io::Result<()> {
-        self.append_done(entries, Done::Test(Box::new(done)))
+        self.append_done(entries, Done::Test(Box::new(done))).await
     }
 }
 
@@ -1024,6 +1133,7 @@ where
         I::IntoIter: OptionalSend,
     {
         self.append_done(entries, Done::Raft(callback))
+            .await
             .map_err(|e| StorageIOError::write_logs(&e).into())
     }
 

@@ -24,6 +24,17 @@
 //! fresh zero fill. A helper thread keeps one spare ready so that an append rarely waits for one.
 //! Files with a `.tmp` name (a spare or a new segment being filled when a crash came) are removed
 //! when the segments open.
+//!
+//! # A full disk
+//!
+//! Records go into files already filled, so an append inside a segment never asks the file
+//! system for space: only a new segment does. A spare or a new segment that finds the disk full
+//! is removed again (a half-filled file would hold the space the log waits for), and an append
+//! that needs a new segment then stops before the record that would have opened it
+//! ([`Segments::append_until_full`]), so no record is ever started that may not fit: the caller
+//! waits for room and appends the rest. The helper thread tries again to make the spare, with a
+//! growing pause, until it can. [`Segments::room`] tells how much more the log can take without
+//! a new file, for a node that refuses writes before the log has to wait.
 
 use std::io;
 use std::ops::Range;
@@ -31,6 +42,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use crate::disk::{self, Disk, DiskFile, Open, RealDisk};
 use crate::records::{self, Format, SegmentError, FORMAT, SEGMENT_HEADER};
@@ -49,6 +61,10 @@ const SUFFIX: &str = ".seg";
 /// sizes a file's pages by the writes that create them, and an append that dirties part of a
 /// large page dirties all of it (the kernel counts it all as written).
 const ZERO_CHUNK: usize = 4096;
+/// The first pause of the helper thread before it tries again to make a spare it could not.
+const SPARE_RETRY_FIRST: Duration = Duration::from_millis(100);
+/// The longest pause between its tries.
+const SPARE_RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// One segment file and where its records are.
 #[derive(Debug)]
@@ -114,6 +130,15 @@ impl Default for LogOptions {
             spare_thread: true,
         }
     }
+}
+
+/// What [`Segments::append_until_full`] wrote.
+#[derive(Debug)]
+pub struct Written {
+    /// The files written, to sync.
+    pub files: Vec<Arc<dyn DiskFile>>,
+    /// How many of the entries (the first ones) were written.
+    pub count: usize,
 }
 
 /// The log's segment files in one directory.
@@ -193,8 +218,31 @@ impl Spare {
 }
 
 /// Creates `path` as a file of `bytes` zeros, written out a [`STEP`] at a time (see `stepped`)
-/// and synced.
+/// and synced. A file that could not be filled (the disk is full) is removed again, so that it
+/// does not hold space the log is waiting for.
 fn zeroed_file(disk: &dyn Disk, path: &Path, bytes: u64) -> io::Result<()> {
+    let filled = fill_with_zeros(disk, path, bytes);
+    if filled.is_err() {
+        match disk.remove_file(path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                tracing::warn!(error = %e, path = %path.display(), "cannot remove a log file left unfilled");
+            }
+            _ => {}
+        }
+    }
+    filled
+}
+
+/// Whether `error` says that the file system has no room left (or the user's quota is spent).
+pub(crate) fn is_full(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+    )
+}
+
+/// Writes `path` as a file of `bytes` zeros, synced (see [`zeroed_file`]).
+fn fill_with_zeros(disk: &dyn Disk, path: &Path, bytes: u64) -> io::Result<()> {
     let file = disk.open(path, Open::Create)?;
     let zeros = vec![0u8; ZERO_CHUNK];
     let (mut at, mut written_out) = (0, 0);
@@ -458,13 +506,31 @@ impl Segments {
 
     /// Writes `entries` (each an index and its encoded bytes, in order, continuing the log) and
     /// returns the files written: they are durable once each is synced
-    /// ([`DiskFile::sync_data`]).
+    /// ([`DiskFile::sync_data`]). A disk too full for a new segment fails the append, with the
+    /// entries before the one that needed it written.
     pub fn append(&mut self, entries: &[(u64, Vec<u8>)]) -> io::Result<Vec<Arc<dyn DiskFile>>> {
-        let mut written: Vec<Arc<dyn DiskFile>> = Vec::new();
+        let written = self.append_until_full(entries)?;
+        if written.count < entries.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                "the disk has no room for a new log segment",
+            ));
+        }
+        Ok(written.files)
+    }
+
+    /// Writes `entries` as [`Segments::append`] does, up to the first that needs a new segment
+    /// which the disk has no room for: the entries from that one on are left unwritten (and no
+    /// byte of them is), for the caller to append once there is room.
+    pub fn append_until_full(&mut self, entries: &[(u64, Vec<u8>)]) -> io::Result<Written> {
+        let mut written = Written {
+            files: Vec::new(),
+            count: entries.len(),
+        };
         let mut pending: Vec<u8> = Vec::new();
         let mut pending_at = 0;
         let synced = self.synced.get();
-        for (index, payload) in entries {
+        for (count, (index, payload)) in entries.iter().enumerate() {
             let record = FORMAT.record_header() + payload.len() as u64;
             if let Some(s) = self.segments.last().filter(|s| *index < s.next()) {
                 return Err(io::Error::new(
@@ -482,8 +548,14 @@ impl Segments {
                 .last()
                 .is_some_and(|s| s.appendable(*index, record));
             if !fits {
-                self.write_pending(&mut pending, pending_at, &mut written)?;
-                self.roll(*index, record)?;
+                self.write_pending(&mut pending, pending_at, &mut written.files)?;
+                match self.roll(*index, record) {
+                    Err(e) if is_full(&e) => {
+                        written.count = count;
+                        break;
+                    }
+                    rolled => rolled?,
+                }
                 let active = self.active()?;
                 pending.extend_from_slice(&records::header_bytes(active.first, active.prev_crc));
                 pending_at = 0;
@@ -497,15 +569,40 @@ impl Segments {
             active.end += record;
             active.last_crc = crc;
         }
-        self.write_pending(&mut pending, pending_at, &mut written)?;
+        self.write_pending(&mut pending, pending_at, &mut written.files)?;
         debug_assert!(
-            entries.last().is_none_or(|(last, _)| {
+            entries[..written.count].last().is_none_or(|(last, _)| {
                 self.segments.last().is_some_and(|s| s.next() == last + 1)
             }),
             "the chain's last segment ends with the last entry appended"
         );
         debug_assert!(self.chain_holds(), "an append only extends the chain");
         Ok(written)
+    }
+
+    /// Bytes of a new segment file.
+    pub fn segment_bytes(&self) -> u64 {
+        self.segment_bytes
+    }
+
+    /// Bytes of records the log can take without a new file: what its newest segment has left,
+    /// and a segment's worth when the spare is ready.
+    pub fn room(&self) -> u64 {
+        let active = self
+            .segments
+            .last()
+            .filter(|s| s.format == FORMAT)
+            .map_or(0, |s| s.capacity - s.end);
+        let spare = if *self.spare.ready() {
+            self.segment_bytes - SEGMENT_HEADER
+        } else {
+            0
+        };
+        debug_assert!(
+            self.segments.last().is_none_or(|s| s.end <= s.capacity),
+            "no segment holds records past its end"
+        );
+        active + spare
     }
 
     fn active(&self) -> io::Result<&Segment> {
@@ -735,16 +832,37 @@ pub(crate) fn remove_purged(disk: &dyn Disk, paths: &[PathBuf]) {
 }
 
 /// Starts the thread that makes a spare segment whenever asked, until the spare's owner is gone.
+/// One it could not make (a full disk) it tries again unasked, after a pause that doubles from
+/// [`SPARE_RETRY_FIRST`] to [`SPARE_RETRY_MAX`], until it can.
 fn spawn_preparer(spare: std::sync::Weak<Spare>) -> io::Result<mpsc::Sender<()>> {
     let (tx, rx) = mpsc::channel::<()>();
     std::thread::Builder::new()
         .name("raftq-log-spare".into())
         .spawn(move || {
-            while rx.recv().is_ok() {
-                let Some(spare) = spare.upgrade() else { return };
-                if let Err(error) = spare.make() {
-                    tracing::warn!(%error, "cannot prepare a spare log segment");
-                }
+            let mut retry: Option<Duration> = None;
+            loop {
+                let asked = match retry {
+                    None => rx.recv().is_ok(),
+                    Some(pause) => !matches!(
+                        rx.recv_timeout(pause),
+                        Err(mpsc::RecvTimeoutError::Disconnected)
+                    ),
+                };
+                let Some(spare) = spare.upgrade().filter(|_| asked) else {
+                    return;
+                };
+                retry = match (spare.make(), retry) {
+                    (Ok(()), None) => None,
+                    (Ok(()), Some(_)) => {
+                        tracing::info!("a spare log segment is ready again");
+                        None
+                    }
+                    (Err(error), None) => {
+                        tracing::warn!(%error, full = is_full(&error), "cannot prepare a spare log segment; trying again");
+                        Some(SPARE_RETRY_FIRST)
+                    }
+                    (Err(_), Some(pause)) => Some((pause * 2).min(SPARE_RETRY_MAX)),
+                };
             }
         })?;
     Ok(tx)

@@ -127,9 +127,16 @@ impl SnapshotDir {
         let partial = format!("{name}{PARTIAL}");
         let file = self.open_file(&partial, Open::CreateNew)?;
         let mut out = BufWriter::new(SteppedFile::new(file));
-        fill(&mut out)?;
-        let file = out.into_inner().map_err(|e| e.into_error())?.finish()?;
-        file.sync_all()?;
+        let written = fill(&mut out)
+            .and_then(|()| out.into_inner().map_err(|e| e.into_error())?.finish())
+            .and_then(|file| file.sync_all());
+        if let Err(error) = written {
+            // A file left half written (a full disk, typically) would hold the space it took.
+            if let Err(e) = self.disk.remove_file(&self.file(&partial)) {
+                tracing::warn!(error = %e, file = partial, "cannot remove a partial snapshot file");
+            }
+            return Err(error);
+        }
         self.disk.rename(&self.file(&partial), &self.file(&name))?;
         self.disk.sync_dir(&self.path)?;
         Ok(name)

@@ -15,6 +15,13 @@
 //! so the log always holds every entry after the state on disk.
 //! On start the engine is rebuilt from `sm_state` (no log replay beyond what was not yet applied).
 //!
+//! A full disk: an apply cannot refuse a committed entry. RocksDB stops taking writes once a
+//! write-out of its files found the disk full (a background error), and resumes by itself when
+//! its file manager sees room again (it looks every 5 seconds); meanwhile an apply tries its
+//! write again, with a pause that doubles up to [`APPLY_RETRY_MAX`], and readers of the engine
+//! wait with it. A node keeps free space (`--min-free-bytes`) so that this does not happen in
+//! practice; see docs/operations.md ("Full disk").
+//!
 //! Answers: applying a command answers its outcome, and for a receive the payloads it delivers,
 //! read from the database. Only the node that proposed a write reads its answer, so the payloads
 //! are read only while this node awaits writes of its own ([`Awaited`]): never on a follower.
@@ -438,6 +445,52 @@ fn delivered(
     Ok(payloads)
 }
 
+/// The first pause of an apply whose write found no room.
+const APPLY_RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(50);
+/// The longest pause between its tries.
+const APPLY_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Whether `error` is RocksDB's for a disk without room (or a space limit reached).
+pub fn is_no_space(error: &rocksdb::Error) -> bool {
+    let message = error.to_string();
+    error.kind() == rocksdb::ErrorKind::IOError
+        && (message.contains("No space left on device") || message.contains("Space limit"))
+}
+
+/// Writes an apply's `batch` without the write-ahead log. While RocksDB has no room, the write
+/// is tried again until it succeeds (see the module documentation): the calling thread waits,
+/// off the runtime's worker list on a multi-threaded runtime so its other tasks go on.
+fn write_applied(db: &DB, batch: WriteBatch) -> Result<(), rocksdb::Error> {
+    let mut unlogged = WriteOptions::default();
+    unlogged.disable_wal(true);
+    // Kept for a retry: a failed write consumes its batch.
+    let retry = batch.data().to_vec();
+    let error = match db.write_opt(batch, &unlogged) {
+        Err(e) if is_no_space(&e) => e,
+        written => return written,
+    };
+    tracing::warn!(%error, "the state store's disk is full: applies wait until space is freed");
+    let waiting = || {
+        let since = Instant::now();
+        let mut pause = APPLY_RETRY_FIRST;
+        loop {
+            std::thread::sleep(pause);
+            match db.write_opt(WriteBatch::from_data(&retry), &unlogged) {
+                Err(e) if is_no_space(&e) => pause = (pause * 2).min(APPLY_RETRY_MAX),
+                written => {
+                    let waited_ms = since.elapsed().as_millis() as u64;
+                    tracing::info!(waited_ms, "the state store has room again: applies go on");
+                    return written;
+                }
+            }
+        }
+    };
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(waiting),
+        _ => waiting(),
+    }
+}
+
 fn read_failed(e: AnyError) -> StorageError<NodeId> {
     StorageIOError::read_state_machine(e).into()
 }
@@ -537,9 +590,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         // Written before the engine is released: readers then never see a message whose rows
         // are not in the database yet. No write-ahead log: the Raft log replays what a crash
         // loses from the memtables (see the module documentation).
-        let mut unlogged = WriteOptions::default();
-        unlogged.disable_wal(true);
-        self.db.write_opt(batch, &unlogged).map_err(io_err)?;
+        write_applied(&self.db, batch).map_err(io_err)?;
         drop(engine);
         for (sender, delivered) in answered_waiters {
             // A waiter that went away meanwhile leaves its messages to their leases.
@@ -752,7 +803,7 @@ impl SnapshotBuilder {
             .spawn(move || {
                 lower_priority();
                 // Nobody is left to hear of it only if the build was abandoned.
-                let _ = done.send(build(&db, &snapshots, count));
+                let _ = done.send(build_when_room(&db, &snapshots, count));
             })?;
         built.await.map_err(io::Error::other)?
     }
@@ -772,6 +823,34 @@ fn lower_priority() {
             tracing::debug!(%error, "cannot lower the snapshot thread's priority");
         }
     }
+}
+
+/// Builds as [`build`] does, and again while the disk has no room for the file or RocksDB's
+/// flush (the partial file is removed each time), with a pause that doubles up to
+/// [`APPLY_RETRY_MAX`]: a failed build would stop the Raft core, and a snapshot is what lets the
+/// log behind it go.
+fn build_when_room(db: &DB, snapshots: &Snapshots, count: u64) -> io::Result<StoredSnapshot> {
+    let mut pause = APPLY_RETRY_FIRST;
+    loop {
+        match build(db, snapshots, count) {
+            Err(error) if crate::segments::is_full(&error) || io_no_space(&error) => {
+                if pause == APPLY_RETRY_FIRST {
+                    tracing::warn!(%error, "no room for a snapshot: its build waits until space is freed");
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(APPLY_RETRY_MAX);
+            }
+            built => return built,
+        }
+    }
+}
+
+/// Whether `error` carries RocksDB's error for a disk without room.
+fn io_no_space(error: &io::Error) -> bool {
+    error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rocksdb::Error>())
+        .is_some_and(is_no_space)
 }
 
 /// Streams the rows of one view to a new snapshot file and makes it the current snapshot,

@@ -104,6 +104,13 @@ pub struct ServeArgs {
     #[arg(long, env = "RAFTQ_MAX_CLOCK_SKEW_MS", default_value_t = NodeConfig::DEFAULT_MAX_CLOCK_SKEW_MS,
           value_parser = clap::value_parser!(u64).range(10..=60_000))]
     pub max_clock_skew_ms: u64,
+    /// Free bytes the data directory's file system must keep: below them the leader refuses
+    /// sends and other writes that add data with `storage_full` (acks, deletes and purges still
+    /// work, so space can be freed); 0 turns the guard off. Whatever it is, every write is
+    /// refused once the Raft log has no room for a new segment (docs/operations.md, "Full disk").
+    #[arg(long, env = "RAFTQ_MIN_FREE_BYTES", default_value_t = NodeConfig::DEFAULT_MIN_FREE_BYTES,
+          value_name = "BYTES")]
+    pub min_free_bytes: u64,
     /// Series for each queue in `GET /metrics` (labelled `account` and `queue`); with `false`,
     /// each queue figure is one series over every queue, so that the number of series does not
     /// grow with the queues.
@@ -174,6 +181,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     config.join = args.join.clone();
     config.heartbeat_ms = args.heartbeat_ms;
     config.max_clock_skew_ms = args.max_clock_skew_ms;
+    config.min_free_bytes = args.min_free_bytes;
     config.peer_tls = peer_tls;
     let node = Arc::new(Node::start(config, raft_listener).await?);
     let api = raftq_api::Api::new(Arc::clone(&node), args.region.clone(), keys)
@@ -364,6 +372,15 @@ mod tests {
             text.contains("--heartbeat-ms") && text.contains("10..=10000"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn min_free_bytes_defaults_to_the_nodes_and_takes_a_byte_count() {
+        let args = serve(&[]).unwrap();
+        assert_eq!(args.min_free_bytes, NodeConfig::DEFAULT_MIN_FREE_BYTES);
+        assert_eq!(serve(&["--min-free-bytes", "0"]).unwrap().min_free_bytes, 0);
+        let error = serve(&["--min-free-bytes", "1G"]).unwrap_err();
+        assert!(error.to_string().contains("--min-free-bytes"), "{error}");
     }
 
     #[test]

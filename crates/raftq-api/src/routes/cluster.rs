@@ -250,6 +250,7 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
         })
         .unwrap_or_default();
     let options = &state.api.metrics;
+    let space = state.api.node.space();
     let reading = Reading {
         raft: &status,
         queues: &queues,
@@ -257,6 +258,8 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
         parked,
         filesystem: options.data_dir.as_deref().and_then(Filesystem::of),
         log_syncs: raftq_node::log_sync_times(),
+        refusing: space.refusing,
+        log_room_waits: space.log_room_waits,
     };
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
