@@ -239,7 +239,7 @@ impl LogRoom {
             return true;
         }
         let segments = self.segments.lock().unwrap_or_else(PoisonError::into_inner);
-        segments.room() < segments.segment_bytes() / 4
+        segments.short_of_room()
     }
 
     /// Whether an append is waiting for room for a new segment.

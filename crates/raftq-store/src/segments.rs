@@ -39,7 +39,7 @@
 use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -186,6 +186,9 @@ struct Spare {
     dir: PathBuf,
     bytes: u64,
     ready: Mutex<bool>,
+    /// Whether the last attempt to make it failed (the disk refused the file), until one
+    /// succeeds: a spare merely not made yet is not a want of room.
+    failed: AtomicBool,
 }
 
 impl Spare {
@@ -204,7 +207,9 @@ impl Spare {
         }
         let tmp = self.dir.join(SPARE_TMP);
         tracing::trace!(target: "raftq::stage", stage = "spare");
-        zeroed_file(self.disk.as_ref(), &tmp, self.bytes)?;
+        let zeroed = zeroed_file(self.disk.as_ref(), &tmp, self.bytes);
+        self.failed.store(zeroed.is_err(), Ordering::Relaxed);
+        zeroed?;
         tracing::trace!(target: "raftq::stage", stage = "spare_made");
         let mut ready = self.ready();
         if *ready {
@@ -438,6 +443,7 @@ impl Segments {
             dir: dir.to_path_buf(),
             bytes: options.segment_bytes,
             ready: Mutex::new(spare_ready),
+            failed: AtomicBool::new(false),
         });
         let prepare = match (options.work, options.spare_thread) {
             (Work::Threads, true) => Some(spawn_preparer(Arc::downgrade(&spare))?),
@@ -580,11 +586,6 @@ impl Segments {
         Ok(written)
     }
 
-    /// Bytes of a new segment file.
-    pub fn segment_bytes(&self) -> u64 {
-        self.segment_bytes
-    }
-
     /// Bytes of records the log can take without a new file: what its newest segment has left,
     /// and a segment's worth when the spare is ready.
     pub fn room(&self) -> u64 {
@@ -603,6 +604,13 @@ impl Segments {
             "no segment holds records past its end"
         );
         active + spare
+    }
+
+    /// Whether the log is short of room: the spare could not be made (the disk refused it) and
+    /// the newest segment has less than a quarter of a segment left. A log whose spare is only
+    /// not made yet (just opened, or the helper thread at work) is not.
+    pub fn short_of_room(&self) -> bool {
+        self.spare.failed.load(Ordering::Relaxed) && self.room() < self.segment_bytes / 4
     }
 
     fn active(&self) -> io::Result<&Segment> {
@@ -1111,6 +1119,35 @@ mod tests {
         let log = open_real(tmp.path(), SMALL, None).expect("a crash's leftover opens");
         assert_eq!(log.last(), Some(39));
         assert!(!leftover.exists(), "the leftover is removed");
+    }
+
+    #[test]
+    fn only_a_spare_the_disk_refused_leaves_the_log_short_of_room() {
+        let tmp = tempfile::TempDir::new().expect("temp dir");
+        let options = LogOptions {
+            segment_bytes: SMALL,
+            spare_thread: false,
+            ..LogOptions::default()
+        };
+        let log = Segments::open(&options, tmp.path(), None).expect("open");
+        // No segment yet and the spare let go: no room, but nothing refused any either.
+        *log.spare.ready() = false;
+        fs::remove_file(tmp.path().join(SPARE)).expect("let the spare go");
+        assert_eq!(log.room(), 0);
+        assert!(
+            !log.short_of_room(),
+            "a spare not made yet is no want of room"
+        );
+        // The spare's file cannot be made (its name taken by a directory), as on a full disk.
+        fs::create_dir(tmp.path().join(SPARE_TMP)).expect("block the spare");
+        assert!(log.spare.make().is_err());
+        assert!(
+            log.short_of_room(),
+            "the disk refused the spare and no segment has room"
+        );
+        fs::remove_dir(tmp.path().join(SPARE_TMP)).expect("unblock the spare");
+        log.spare.make().expect("the spare is made");
+        assert!(!log.short_of_room(), "a spare made again is room");
     }
 
     #[test]
