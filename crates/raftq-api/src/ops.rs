@@ -181,8 +181,11 @@ fn precheck(msg: &NewMessage) -> Result<(), EngineError> {
 
 /// The rules of queue settings that need no state: required fields and ranges of the redrive
 /// policy, a permission for the allow policy, the form of tags, and the scalar settings for a
-/// queue of `queue_type`.
-fn precheck_attributes(attrs: &QueueAttributes, queue_type: QueueType) -> Result<(), ApiError> {
+/// queue of `queue_type` (`None`: not known, and the rules of one type only left to the engine).
+fn precheck_attributes(
+    attrs: &QueueAttributes,
+    queue_type: Option<QueueType>,
+) -> Result<(), ApiError> {
     if let Some(Some(policy)) = &attrs.redrive_policy {
         validate::redrive_policy(policy)?;
     }
@@ -216,7 +219,7 @@ impl Shared {
                 ),
             ));
         }
-        precheck_attributes(&new.attributes, queue_type)?;
+        precheck_attributes(&new.attributes, Some(queue_type))?;
         let queue_id = Uuid::new_v4();
         self.write(proposal::create_queue(
             account,
@@ -250,9 +253,9 @@ impl Shared {
         queue: String,
         attributes: QueueAttributes,
     ) -> Result<Box<QueueView>, ApiError> {
-        // Ranges only: the FIFO-only rule of content_based_deduplication needs the queue's type,
+        // Ranges only: the rules of FIFO-only and standard-only settings need the queue's type,
         // which the engine knows.
-        precheck_attributes(&attributes, QueueType::Fifo)?;
+        precheck_attributes(&attributes, None)?;
         self.write(proposal::patch_queue(account, queue, attributes))
             .await
     }
@@ -572,7 +575,7 @@ mod tests {
     fn queue_settings_are_checked_before_proposing() {
         use raftq_engine::{AllowPolicyInput, RedrivePolicyInput};
         let field = |attrs: QueueAttributes| {
-            precheck_attributes(&attrs, QueueType::Standard)
+            precheck_attributes(&attrs, Some(QueueType::Standard))
                 .unwrap_err()
                 .field
         };
@@ -606,6 +609,6 @@ mod tests {
             lease_seconds: Some(5),
             ..QueueAttributes::default()
         };
-        assert!(precheck_attributes(&detach, QueueType::Standard).is_ok());
+        assert!(precheck_attributes(&detach, Some(QueueType::Standard)).is_ok());
     }
 }

@@ -64,18 +64,17 @@ pub fn in_range(field: &str, value: i64, min: i64, max: i64) -> Result<u32> {
     u32::try_from(value).map_err(|_| EngineError::invalid(field, "is out of range"))
 }
 
-/// Applies the scalar attributes (not the redrive policies, which need state) to `config`.
+/// Applies the scalar attributes (not the redrive policies, which need state) to `config`, for
+/// a queue of `queue_type`; when that is not known (`None`: a patch checked before it reaches
+/// the queue), the rules of one type of queue only are left to the later check.
 pub fn scalar_attributes(
     attrs: &QueueAttributes,
-    queue_type: QueueType,
+    queue_type: Option<QueueType>,
     config: &mut QueueConfig,
 ) -> Result<()> {
     if let Some(cbd) = attrs.content_based_deduplication {
-        if cbd && queue_type == QueueType::Standard {
-            return Err(EngineError::invalid(
-                "content_based_deduplication",
-                FIFO_ONLY,
-            ));
+        if cbd {
+            only_on(QueueType::Fifo, queue_type, "content_based_deduplication")?;
         }
         config.content_based_deduplication = cbd;
     }
@@ -115,19 +114,28 @@ pub fn scalar_attributes(
     Ok(())
 }
 
+/// Refuses `field` unless the queue, of `queue_type` (`None`: not known yet), is of `kind`.
+fn only_on(kind: QueueType, queue_type: Option<QueueType>, field: &str) -> Result<()> {
+    match queue_type {
+        Some(t) if t != kind => Err(EngineError::invalid(
+            field,
+            match kind {
+                QueueType::Fifo => FIFO_ONLY,
+                QueueType::Standard => STANDARD_ONLY,
+            },
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The FIFO-only settings: the deduplication scope and the throughput limit, read from the
 /// API's spelling.
 fn fifo_settings(
     attrs: &QueueAttributes,
-    queue_type: QueueType,
+    queue_type: Option<QueueType>,
     config: &mut QueueConfig,
 ) -> Result<()> {
-    let fifo_only = |field: &str| {
-        if queue_type == QueueType::Standard {
-            return Err(EngineError::invalid(field, FIFO_ONLY));
-        }
-        Ok(())
-    };
+    let fifo_only = |field: &str| only_on(QueueType::Fifo, queue_type, field);
     if let Some(text) = &attrs.deduplication_scope {
         fifo_only("deduplication_scope")?;
         config.deduplication_scope = DeduplicationScope::parse(text).ok_or_else(|| {
@@ -149,15 +157,10 @@ fn fifo_settings(
 /// The standard-only settings: the default priority and the weights of the priority levels.
 fn priority_settings(
     attrs: &QueueAttributes,
-    queue_type: QueueType,
+    queue_type: Option<QueueType>,
     config: &mut QueueConfig,
 ) -> Result<()> {
-    let standard_only = |field: &str| {
-        if queue_type == QueueType::Fifo {
-            return Err(EngineError::invalid(field, STANDARD_ONLY));
-        }
-        Ok(())
-    };
+    let standard_only = |field: &str| only_on(QueueType::Standard, queue_type, field);
     if let Some(v) = attrs.default_priority {
         standard_only("default_priority")?;
         config.default_priority = priority("default_priority", v)?;

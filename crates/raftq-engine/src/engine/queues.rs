@@ -44,7 +44,7 @@ impl Engine {
             return Err(EngineError::invalid("queue_id", "is already in use"));
         }
         let mut config = QueueConfig::default();
-        validate::scalar_attributes(attrs, queue_type, &mut config)?;
+        validate::scalar_attributes(attrs, Some(queue_type), &mut config)?;
         validate::throughput_limit(attrs, &config)?;
         let source = Source {
             id: queue_id,
@@ -97,7 +97,7 @@ impl Engine {
         let qid = self.lookup(account, reference)?;
         let q = self.queue(qid)?;
         let mut config = q.config.clone();
-        validate::scalar_attributes(attrs, q.queue_type, &mut config)?;
+        validate::scalar_attributes(attrs, Some(q.queue_type), &mut config)?;
         validate::throughput_limit(attrs, &config)?;
         let source = Source {
             id: q.id,
