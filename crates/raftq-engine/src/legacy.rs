@@ -392,19 +392,9 @@ pub struct NewMessageV2 {
 }
 
 impl From<QueueAttributesV2> for QueueAttributesV3 {
-    fn from(a: QueueAttributesV2) -> Self {
-        let v1 = a.v1;
+    fn from(v2: QueueAttributesV2) -> Self {
         QueueAttributesV3 {
-            content_based_deduplication: v1.content_based_deduplication,
-            lease_seconds: v1.lease_seconds,
-            delay_seconds: v1.delay_seconds,
-            retention_seconds: v1.retention_seconds,
-            max_message_bytes: v1.max_message_bytes,
-            redrive_policy: v1.redrive_policy,
-            redrive_allow_policy: v1.redrive_allow_policy,
-            retry_backoff: v1.retry_backoff,
-            receive_wait_seconds: a.receive_wait_seconds,
-            tags: a.tags,
+            v2,
             deduplication_scope: None,
             fifo_throughput_limit: None,
             policy: None,
@@ -413,14 +403,9 @@ impl From<QueueAttributesV2> for QueueAttributesV3 {
 }
 
 impl From<NewMessageV2> for NewMessageV3 {
-    fn from(m: NewMessageV2) -> Self {
+    fn from(v2: NewMessageV2) -> Self {
         NewMessageV3 {
-            message_id: m.message_id,
-            body: m.body,
-            attributes: m.attributes,
-            delay_seconds: m.delay_seconds,
-            message_group_id: m.message_group_id,
-            message_deduplication_id: m.message_deduplication_id,
+            v2,
             trace_header: None,
         }
     }
@@ -430,49 +415,41 @@ impl From<NewMessageV2> for NewMessageV3 {
 /// messages without a priority or a `deliver_at`.
 pub type CommandV3 = CommandOf<QueueAttributesV3, NewMessageV3>;
 
-/// Queue settings of log format 3.
+/// Queue settings of log format 3: those of format 2, then a deduplication scope, a throughput
+/// limit and a policy.
 #[derive(Debug, Clone, Deserialize)]
 pub struct QueueAttributesV3 {
-    pub content_based_deduplication: Option<bool>,
-    pub lease_seconds: Option<i64>,
-    pub delay_seconds: Option<i64>,
-    pub retention_seconds: Option<i64>,
-    pub max_message_bytes: Option<i64>,
-    pub redrive_policy: Option<Option<RedrivePolicyInput>>,
-    pub redrive_allow_policy: Option<AllowPolicyInput>,
-    pub retry_backoff: Option<Option<RetryBackoffInput>>,
-    pub receive_wait_seconds: Option<i64>,
-    pub tags: Option<TagChange>,
+    pub v2: QueueAttributesV2,
     pub deduplication_scope: Option<String>,
     pub fifo_throughput_limit: Option<String>,
     pub policy: Option<Option<String>>,
 }
 
-/// A message of log format 3.
+/// A message of log format 3: that of format 2, then a trace header.
 #[derive(Debug, Clone, Deserialize)]
 pub struct NewMessageV3 {
-    pub message_id: Uuid,
-    pub body: String,
-    pub attributes: BTreeMap<String, Attribute>,
-    pub delay_seconds: Option<i64>,
-    pub message_group_id: Option<String>,
-    pub message_deduplication_id: Option<String>,
+    pub v2: NewMessageV2,
     pub trace_header: Option<String>,
 }
 
 impl From<QueueAttributesV3> for QueueAttributes {
     fn from(a: QueueAttributesV3) -> Self {
+        let QueueAttributesV2 {
+            v1,
+            receive_wait_seconds,
+            tags,
+        } = a.v2;
         QueueAttributes {
-            content_based_deduplication: a.content_based_deduplication,
-            lease_seconds: a.lease_seconds,
-            delay_seconds: a.delay_seconds,
-            retention_seconds: a.retention_seconds,
-            max_message_bytes: a.max_message_bytes,
-            redrive_policy: a.redrive_policy,
-            redrive_allow_policy: a.redrive_allow_policy,
-            retry_backoff: a.retry_backoff,
-            receive_wait_seconds: a.receive_wait_seconds,
-            tags: a.tags,
+            content_based_deduplication: v1.content_based_deduplication,
+            lease_seconds: v1.lease_seconds,
+            delay_seconds: v1.delay_seconds,
+            retention_seconds: v1.retention_seconds,
+            max_message_bytes: v1.max_message_bytes,
+            redrive_policy: v1.redrive_policy,
+            redrive_allow_policy: v1.redrive_allow_policy,
+            retry_backoff: v1.retry_backoff,
+            receive_wait_seconds,
+            tags,
             deduplication_scope: a.deduplication_scope,
             fifo_throughput_limit: a.fifo_throughput_limit,
             policy: a.policy,
@@ -484,13 +461,14 @@ impl From<QueueAttributesV3> for QueueAttributes {
 
 impl From<NewMessageV3> for NewMessage {
     fn from(m: NewMessageV3) -> Self {
+        let v2 = m.v2;
         NewMessage {
-            message_id: m.message_id,
-            body: m.body,
-            attributes: m.attributes,
-            delay_seconds: m.delay_seconds,
-            message_group_id: m.message_group_id,
-            message_deduplication_id: m.message_deduplication_id,
+            message_id: v2.message_id,
+            body: v2.body,
+            attributes: v2.attributes,
+            delay_seconds: v2.delay_seconds,
+            message_group_id: v2.message_group_id,
+            message_deduplication_id: v2.message_deduplication_id,
             trace_header: m.trace_header,
             priority: None,
             deliver_at: None,

@@ -58,6 +58,10 @@ pub enum Query {
         queue: String,
         message_ids: Vec<Uuid>,
     },
+    /// The index of the last entry applied on the leader once it has confirmed that it leads:
+    /// every write committed before the query is at or below it (what a node waits to have
+    /// applied before it reads a state at least that new).
+    AppliedIndex,
     /// The messages scheduled by a `deliver_at` still ahead, in queue order.
     Scheduled {
         account: String,
@@ -65,10 +69,6 @@ pub enum Query {
         after: Option<u64>,
         limit: Option<i64>,
     },
-    /// The index of the last entry applied on the leader once it has confirmed that it leads:
-    /// every write committed before the query is at or below it (what a node waits to have
-    /// applied before it reads a state at least that new).
-    AppliedIndex,
 }
 
 /// The answer to a [`Query`].
