@@ -15,8 +15,8 @@ use raftq_engine::{
     QueueAttributes, QueueStats, RedrivePolicyInput, RetryBackoffInput, SendResult,
 };
 use raftq_node::{
-    now_ms, send_snapshot_chunk, Change, ChangeError, ChangeResult, Node, NodeConfig, NodeError,
-    Query, QueryResult, Response, WallClock,
+    now_ms, send_snapshot_chunk, CallError, Change, ChangeError, ChangeResult, Node, NodeConfig,
+    NodeError, PeerMethod, Query, QueryResult, Response, WallClock, PEER_PROTOCOL,
 };
 use tempfile::TempDir;
 use tokio::io::AsyncReadExt;
@@ -406,6 +406,81 @@ async fn writes_through_a_follower_are_applied_on_every_node() {
                 40
             );
         }
+    })
+    .await
+    .expect("bounded");
+}
+
+/// During a rolling upgrade, nodes of two builds never read each other's forwarded requests: a
+/// follower sends nothing to a leader heard to speak another peer protocol (its client is told
+/// at once), and a leader refuses a request forwarded in another protocol or in none (a build
+/// before the protocol header), which it would otherwise read as whatever its own shapes say.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nodes_of_two_builds_never_forward_to_each_other() {
+    timeout(BOUND, async {
+        let cluster = Cluster::start(3, 10_000).await;
+        let leader_id = cluster.leader().await;
+        let (leader, follower) = (
+            cluster.node(leader_id),
+            cluster.node(cluster.follower().await),
+        );
+        create_queue(follower, "jobs").await;
+        let cluster_id = leader.status().await.cluster_id;
+
+        // A request forwarded with no protocol, as a build before the header sends it.
+        let earlier = raftq_node::call_peer(
+            &cluster.peers[&leader_id],
+            None,
+            cluster_id,
+            None,
+            PeerMethod::Forward,
+            follower.id(),
+        )
+        .await;
+        match earlier {
+            Err(CallError::Transport(status)) => {
+                assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
+                assert!(status.message().contains("peer protocol 0"), "{status:?}");
+            }
+            other => panic!("a forward of an earlier build was taken: {other:?}"),
+        }
+
+        // The leader now speaks another protocol, as a node of a later build would.
+        leader.announce_protocol(Some(PEER_PROTOCOL + 1));
+        sleep(Duration::from_millis(500)).await;
+        let started = Instant::now();
+        match follower.write(plain("jobs", "not sent")).await {
+            Err(NodeError::OtherBuild(text)) => {
+                assert!(
+                    text.contains(&format!("peer protocol {}", PEER_PROTOCOL + 1)),
+                    "{text}"
+                )
+            }
+            other => panic!("a follower forwarded to a leader of another build: {other:?}"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "the client is told at once, not after the leader wait"
+        );
+        // The leader still serves its own clients, and nothing was sent through the follower.
+        sent(
+            leader
+                .write(plain("jobs", "at the leader"))
+                .await
+                .expect("send"),
+        );
+        cluster.converged().await;
+        assert_eq!(bodies(leader, "jobs").await, ["at the leader"]);
+
+        // Both on the same build again: forwards go through.
+        leader.announce_protocol(Some(PEER_PROTOCOL));
+        sleep(Duration::from_millis(500)).await;
+        sent(
+            follower
+                .write(plain("jobs", "forwarded"))
+                .await
+                .expect("send"),
+        );
     })
     .await
     .expect("bounded");

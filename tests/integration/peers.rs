@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use raftq_node::tls::{client_config, node_uri};
-use raftq_node::{call_peer, CallError, PeerMethod};
+use raftq_node::{call_peer, CallError, PeerMethod, PEER_PROTOCOL};
 use tempfile::TempDir;
 use uuid::Uuid;
 
@@ -50,7 +50,8 @@ fn refusal(
     sender: u64,
 ) -> tonic::Status {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    match runtime.block_on(call_peer(addr, tls, cluster, method, sender)) {
+    let protocol = Some(PEER_PROTOCOL);
+    match runtime.block_on(call_peer(addr, tls, cluster, protocol, method, sender)) {
         Err(CallError::Transport(status)) => status,
         other => panic!("{method:?} to {addr}: expected a refusal, got {other:?}"),
     }

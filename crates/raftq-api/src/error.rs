@@ -17,7 +17,7 @@
 //! | `message_too_large` | 413 | `RESOURCE_EXHAUSTED` | [`EngineError::MessageTooLarge`], a request body over the limit |
 //! | `too_many_requests` | 429 | `RESOURCE_EXHAUSTED` | a request over a rate or long-poll limit (`throttle`), with `Retry-After` |
 //! | `storage_full` | 507 | `RESOURCE_EXHAUSTED` | [`NodeError::StorageFull`]: the leader's disk is short of space; the write was not proposed, and may succeed once space is freed |
-//! | `unavailable` | 503 | `UNAVAILABLE` | [`NodeError::Unavailable`], [`NodeError::Timeout`], [`NodeError::NotLeader`], [`NodeError::LeaderUnreachable`] |
+//! | `unavailable` | 503 | `UNAVAILABLE` | [`NodeError::Unavailable`], [`NodeError::Timeout`], [`NodeError::NotLeader`], [`NodeError::LeaderUnreachable`], [`NodeError::OtherBuild`] |
 //! | `internal` | 500 | `INTERNAL` | [`NodeError::Storage`] and answers the API cannot read; never bad input |
 //!
 //! A gRPC status carries the spec's code in the metadata `raftq-error-code`, the field (if any)
@@ -163,7 +163,8 @@ impl From<NodeError> for ApiError {
         match e {
             NodeError::Unavailable(_)
             | NodeError::NotLeader(_)
-            | NodeError::LeaderUnreachable(_) => ApiError::new(
+            | NodeError::LeaderUnreachable(_)
+            | NodeError::OtherBuild(_) => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",
                 format!("{e}; retry"),
@@ -390,6 +391,7 @@ mod tests {
             NodeError::LeaderUnreachable(1),
             NodeError::Timeout("x".into()),
             NodeError::NotLeader(None),
+            NodeError::OtherBuild("x".into()),
         ] {
             assert_eq!(ApiError::from(e).status, StatusCode::SERVICE_UNAVAILABLE);
         }

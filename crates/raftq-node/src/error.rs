@@ -33,6 +33,10 @@ pub enum NodeError {
     /// succeed once space is freed.
     #[error("storage full: {0}")]
     StorageFull(String),
+    /// The leader runs another build than this node (a rolling upgrade is under way), whose
+    /// requests this node cannot send it (see `protocol`): the request was not sent.
+    #[error("unavailable: {0}")]
+    OtherBuild(String),
 }
 
 /// Why a node's Raft core stopped while the node ran.

@@ -19,6 +19,7 @@ mod network;
 mod node;
 #[cfg(feature = "testing")]
 mod probe;
+mod protocol;
 mod query;
 mod receiving;
 mod routing;
@@ -41,6 +42,7 @@ pub use error::{Halted, NodeError, StartError};
 pub use membership::{Change, ChangeError, ChangeResult, LONGEST as LONGEST_CHANGE};
 pub use network::{refused, Answer, MemoryNetwork, Method as PeerMethod};
 pub use node::{Node, NodeConfig, PeerTransport};
+pub use protocol::PEER_PROTOCOL;
 pub use query::{question, Query, QueryResult, Question};
 pub use raftq_store::backup::BackupSummary;
 pub use raftq_store::sync_times::{log_sync_times, SyncTimesReading};

@@ -31,6 +31,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::admission::{ClusterId, PeerStatus, PingAnswer, CLUSTER_HEADER};
+use crate::protocol::{Announced, PROTOCOL_HEADER};
 use crate::rpc::raft_client::RaftClient;
 use crate::rpc::Blob;
 use tonic::{Request, Response, Status};
@@ -134,6 +135,8 @@ impl Partition {
 pub(crate) struct Dial {
     pub partition: Partition,
     pub cluster: ClusterId,
+    /// The peer protocol the calls announce.
+    pub protocol: Announced,
     pub tls: Option<Arc<rustls::ClientConfig>>,
     pub memory: Option<Arc<dyn MemoryNetwork>>,
 }
@@ -190,6 +193,7 @@ pub struct PeerClient {
     client: Option<Stub>,
     partition: Partition,
     cluster: ClusterId,
+    protocol: Announced,
 }
 
 /// How a [`PeerClient`] reaches its peer.
@@ -272,6 +276,7 @@ impl PeerClient {
             client,
             partition: dial.partition.clone(),
             cluster: dial.cluster.clone(),
+            protocol: dial.protocol.clone(),
         }
     }
 
@@ -327,6 +332,12 @@ impl PeerClient {
             let value = tonic::metadata::MetadataValue::try_from(id.to_string())
                 .map_err(|e| CallError::Address(format!("cluster id header: {e}")))?;
             request.metadata_mut().insert(CLUSTER_HEADER, value);
+        }
+        if let Some(protocol) = self.protocol.get() {
+            request.metadata_mut().insert(
+                PROTOCOL_HEADER,
+                tonic::metadata::MetadataValue::from(protocol),
+            );
         }
         let reply = async {
             match client {

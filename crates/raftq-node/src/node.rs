@@ -30,6 +30,7 @@ use crate::error::{Halted, NodeError, StartError};
 use crate::group_commit::GroupCommit;
 use crate::membership::{Change, ChangeResult};
 use crate::network::{Dial, MemoryNetwork, Network, Partition, PeerClients, WINDOW};
+use crate::protocol::Announced;
 use crate::query::{question, Query, QueryResult, Question};
 use crate::routing::LEADER_WAIT;
 use crate::rpc::raft_server::RaftServer;
@@ -258,6 +259,7 @@ fn dial(config: &NodeConfig, transport: &PeerTransport, admission: &Admission) -
     Dial {
         partition: Partition::default(),
         cluster: admission.cluster(),
+        protocol: Announced::default(),
         tls: config.peer_tls.as_ref().map(PeerTls::client),
         memory: match transport {
             PeerTransport::Tcp(_) => None,
@@ -318,6 +320,7 @@ async fn start_core(
         handing_over: Default::default(),
         changing: tokio::sync::Mutex::new(()),
         reach: Default::default(),
+        protocols: Default::default(),
         elections_held_back: Default::default(),
         leader_commit: Default::default(),
         appends: Default::default(),
@@ -486,6 +489,13 @@ impl Node {
     #[cfg(feature = "testing")]
     pub fn reader(&self) -> &raftq_store::StateReader {
         &self.core.reader
+    }
+
+    /// Makes this node's peer calls announce `protocol` (none: no header), as a node of another
+    /// build would, for tests of clusters of two builds.
+    #[cfg(feature = "testing")]
+    pub fn announce_protocol(&self, protocol: Option<u32>) {
+        self.core.forwarders.dial.protocol.set(protocol);
     }
 
     /// Makes every later write of this node's Raft log fail, as a failing disk would.

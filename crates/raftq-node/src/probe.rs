@@ -14,14 +14,16 @@ use crate::network::{CallError, Dial, Method, PeerClient};
 use crate::query::Query;
 use crate::routing::Forwarded;
 
-/// Calls `method` of the peer service at `addr`, dialed with `tls` and carrying `cluster`, with a
-/// well-formed request that names node `sender` as the one it comes from (the leader of an
-/// append or snapshot, the candidate of a vote, at a high term): for tests that try the peer
-/// port as an outsider would.
+/// Calls `method` of the peer service at `addr`, dialed with `tls` and carrying `cluster` and
+/// the peer protocol `protocol` (none: no header, as a build before it), with a well-formed
+/// request that names node `sender` as the one it comes from (the leader of an append or
+/// snapshot, the candidate of a vote, at a high term): for tests that try the peer port as an
+/// outsider would.
 pub async fn call_peer(
     addr: &str,
     tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     cluster: Option<uuid::Uuid>,
+    protocol: Option<u32>,
     method: Method,
     sender: NodeId,
 ) -> Result<(), CallError> {
@@ -29,6 +31,7 @@ pub async fn call_peer(
         tls,
         ..Default::default()
     };
+    dial.protocol.set(protocol);
     if let Some(id) = cluster {
         dial.cluster.set(id);
     }

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use crate::error::NodeError;
 use crate::membership::{self, Change, ChangeResult};
+use crate::protocol;
 use crate::query::{self, Query, QueryResult};
 use crate::shared::Core;
 
@@ -197,6 +198,8 @@ impl Core {
         if self.cut_off_from(leader) {
             return Err(NodeError::LeaderUnreachable(leader));
         }
+        let own = self.forwarders.dial.protocol.speaks();
+        protocol::may_forward(leader, self.protocols.of(leader), own)?;
         let mut client = self.forwarders.get(leader, &addr);
         let timeout = deadline.saturating_duration_since(Instant::now());
         let sent = request.sent();

@@ -29,6 +29,7 @@ use raftq_store::{NodeId, TypeConfig, Work};
 use crate::admission::{PeerCall, PingAnswer, Standing, CLUSTER_HEADER};
 use crate::error::NodeError;
 use crate::network::{index_range, Answer, Method};
+use crate::protocol;
 use crate::receiving::SnapshotReceiver;
 use crate::routing::{ForwardReply, Forwarded};
 use crate::rpc::raft_server::Raft as RaftRpc;
@@ -56,12 +57,13 @@ impl PeerService {
 
 impl PeerService {
     /// Admits `request` as a `call` from its sender's cluster, or refuses it (and logs why);
-    /// returns the caller's node id when callers show certificates.
+    /// returns the caller's node id when callers show certificates, and the peer protocol the
+    /// call announced.
     async fn screen(
         &self,
         call: PeerCall,
         request: &Request<Blob>,
-    ) -> Result<Option<NodeId>, Status> {
+    ) -> Result<(Option<NodeId>, u32), Status> {
         let caller = match self.authenticated {
             true => Some(self.screen_caller(call, request).map_err(|reason| {
                 tracing::warn!(?call, remote = ?request.remote_addr(), %reason, "peer call refused");
@@ -81,11 +83,30 @@ impl PeerService {
                     })?,
             ),
         };
+        let protocol = protocol::of_call(request.metadata())?;
         self.core.admission.admit(call, sender).await.map_err(|e| {
             tracing::warn!(?call, remote = ?request.remote_addr(), reason = %e, "peer call refused");
             Status::failed_precondition(e.to_string())
         })?;
-        Ok(caller)
+        Ok((caller, protocol))
+    }
+
+    /// Screens a Raft message (an append, a vote or a snapshot) and reads it; notes the peer
+    /// protocol of the node it comes from (`vote`'s leader or candidate).
+    async fn raft_message<T: DeserializeOwned>(
+        &self,
+        call: PeerCall,
+        request: Request<Blob>,
+        vote: impl FnOnce(&T) -> &Vote<NodeId>,
+    ) -> Result<T, Status> {
+        let (caller, protocol) = self.screen(call, &request).await?;
+        let rpc: T = decode(request)?;
+        let vote = vote(&rpc);
+        check_sender(caller, vote)?;
+        if let Some(sender) = vote.leader_id().voted_for() {
+            self.core.protocols.note(sender, protocol);
+        }
+        Ok(rpc)
     }
 
     /// The node id of the caller's certificate; refuses a certificate that names none, and a
@@ -134,9 +155,11 @@ fn encode<T: Serialize>(reply: &T) -> Result<Response<Blob>, Status> {
 #[tonic::async_trait]
 impl RaftRpc for PeerService {
     async fn append_entries(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
-        let caller = self.screen(PeerCall::Append, &request).await?;
-        let rpc: AppendEntriesRequest<TypeConfig> = decode(request)?;
-        check_sender(caller, &rpc.vote)?;
+        let rpc: AppendEntriesRequest<TypeConfig> = self
+            .raft_message(PeerCall::Append, request, |r: &AppendEntriesRequest<_>| {
+                &r.vote
+            })
+            .await?;
         self.core.note_append();
         self.core
             .note_leader_commit(rpc.leader_commit.map(|l| l.index));
@@ -164,16 +187,20 @@ impl RaftRpc for PeerService {
     }
 
     async fn vote(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
-        let caller = self.screen(PeerCall::Vote, &request).await?;
-        let rpc: VoteRequest<NodeId> = decode(request)?;
-        check_sender(caller, &rpc.vote)?;
+        let rpc: VoteRequest<NodeId> = self
+            .raft_message(PeerCall::Vote, request, |r: &VoteRequest<_>| &r.vote)
+            .await?;
         encode(&self.core.raft.vote(rpc).await)
     }
 
     async fn install_snapshot(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
-        let caller = self.screen(PeerCall::Snapshot, &request).await?;
-        let rpc: InstallSnapshotRequest<TypeConfig> = decode(request)?;
-        check_sender(caller, &rpc.vote)?;
+        let rpc: InstallSnapshotRequest<TypeConfig> = self
+            .raft_message(
+                PeerCall::Snapshot,
+                request,
+                |r: &InstallSnapshotRequest<_>| &r.vote,
+            )
+            .await?;
         encode(&self.receiver.receive(&self.core.raft, rpc).await)
     }
 
@@ -209,7 +236,12 @@ impl RaftRpc for PeerService {
     }
 
     async fn forward(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
-        self.screen(PeerCall::Forward, &request).await?;
+        let (_, sender) = self.screen(PeerCall::Forward, &request).await?;
+        let own = self.core.forwarders.dial.protocol.speaks();
+        if let Some(refusal) = protocol::forwarded_refusal(sender, own) {
+            tracing::warn!(remote = ?request.remote_addr(), %refusal, "forwarded request refused");
+            return Err(Status::failed_precondition(refusal));
+        }
         let forwarded: Forwarded = decode(request)?;
         let reply: Result<ForwardReply, NodeError> = self.core.serve_forwarded(&forwarded).await;
         encode(&reply)

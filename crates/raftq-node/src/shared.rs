@@ -16,6 +16,7 @@ use crate::clock::LeaderClock;
 use crate::error::NodeError;
 use crate::group_commit::GroupCommit;
 use crate::network::{Network, PeerClients};
+use crate::protocol::Heard;
 use crate::space::Space;
 
 /// Appends count as still arriving while the last one is at most this old (ten heartbeats at
@@ -46,6 +47,8 @@ pub(crate) struct Core {
     pub changing: tokio::sync::Mutex<()>,
     /// What the election gate's pings tell of each member.
     pub reach: RwLock<BTreeMap<NodeId, Reach>>,
+    /// The peer protocol each node's appends, votes and snapshots announced.
+    pub protocols: Heard,
     /// Elections the election gate kept this node from standing in (see `gate`).
     pub elections_held_back: AtomicU64,
     /// The highest commit index a leader's append told this node.

@@ -59,9 +59,11 @@ fn classify(
             result: Some(Err(refused)),
             ..
         }))) => (Outcome::Failed(code(&refused)), None, Vec::new()),
-        // Not proposed: the node says no leader took it or it could not reach the leader, or
-        // no node ran to ask.
-        Ok(Reply::Write(Err(NodeError::Unavailable(_) | NodeError::LeaderUnreachable(_))))
+        // Not proposed: the node says no leader took it, it could not reach the leader or may
+        // not send to it, or no node ran to ask.
+        Ok(Reply::Write(Err(
+            NodeError::Unavailable(_) | NodeError::LeaderUnreachable(_) | NodeError::OtherBuild(_),
+        )))
         | Err(CallError::Refused(_)) => (Outcome::Failed("unavailable".into()), None, Vec::new()),
         Ok(Reply::Write(Err(error))) => (Outcome::Unknown(error.to_string()), None, Vec::new()),
         Err(error) => (Outcome::Unknown(error.to_string()), None, Vec::new()),
