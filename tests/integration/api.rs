@@ -314,9 +314,10 @@ async fn messages_are_sent_received_leased_peeked_and_acknowledged(api: &Front) 
         .await;
     refused(late, "lease_expired", None);
     let stats = api.stats("work").await;
+    let level = json!({"visible": 0, "leased": 0, "delayed": 0, "pending_redrive": 0});
     assert_eq!(
         stats,
-        json!({"visible": 0, "leased": 0, "delayed": 0, "pending_redrive": 0, "oldest_message_age_seconds": 0, "active_tenants": 0, "largest_tenant_in_flight": 0})
+        json!({"visible": 0, "leased": 0, "delayed": 0, "pending_redrive": 0, "scheduled": 0, "oldest_message_age_seconds": 0, "active_tenants": 0, "largest_tenant_in_flight": 0, "by_priority": vec![level; 10]})
     );
     assert!(api.receive("work", json!({})).await.is_empty());
 }

@@ -60,9 +60,10 @@ fn expected(fixture: &Path) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Checks that `actual` holds everything `expected` does: the same scalars, arrays of the same
-/// length whose items hold the expected ones, objects with every expected field (fields only
-/// `actual` has are ones a later build added). Answers the path of the first difference.
+/// Checks that `actual` holds everything `expected` does: the same scalars (numbers by value, as
+/// JSON has it: `2` and `2.0` are one number), arrays of the same length whose items hold the
+/// expected ones, objects with every expected field (fields only `actual` has are ones a later
+/// build added). Answers the path of the first difference.
 fn holds(expected: &Value, actual: &Value, path: &str) -> Result<(), String> {
     match (expected, actual) {
         (Value::Object(want), Value::Object(got)) => want.iter().try_for_each(|(key, value)| {
@@ -75,6 +76,7 @@ fn holds(expected: &Value, actual: &Value, path: &str) -> Result<(), String> {
             .zip(got)
             .enumerate()
             .try_for_each(|(i, (w, g))| holds(w, g, &format!("{path}[{i}]"))),
+        (Value::Number(want), Value::Number(got)) if want.as_f64() == got.as_f64() => Ok(()),
         _ if expected == actual => Ok(()),
         _ => Err(format!("{path}: expected {expected}, served {actual}")),
     }
