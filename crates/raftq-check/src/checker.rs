@@ -323,7 +323,10 @@ fn prioritized<'a>(events: &'a [Event], queue: &str) -> Vec<Prioritized<'a>> {
 /// delivery of a level while a message of a higher level was surely visible: sent (committed)
 /// before the receive started, and not leased by any receive that may have applied before this
 /// one ended (one that delivered it, or one whose outcome is unknown, which makes the case
-/// unverifiable). The producers of such a queue send without delays.
+/// unverifiable). A lease no recorded receive shows (a parked receive answered after its
+/// client had gone, say) is known by the message's `first_received_at`, the state's time of its
+/// first lease: the message counts as leased from then, less what the state's clock may run
+/// ahead of the checker's. The producers of such a queue send without delays.
 fn strict_priority_order(events: &[Event], index: &Index<'_>, fin: &Final, report: &mut Report) {
     for queue in &fin.strict_priority_queues {
         let sent = prioritized(events, queue);
@@ -334,8 +337,12 @@ fn strict_priority_order(events: &[Event], index: &Index<'_>, fin: &Final, repor
             .collect();
         let mut first_leased: HashMap<&str, u64> = HashMap::new();
         for d in &deliveries {
-            let first = first_leased.entry(d.id).or_insert(d.start);
-            *first = (*first).min(d.start);
+            let stamped = d
+                .first_received_at
+                .map(|at| at.saturating_sub(index.tolerance(at)));
+            let earliest = stamped.map_or(d.start, |at| at.min(d.start));
+            let first = first_leased.entry(d.id).or_insert(earliest);
+            *first = (*first).min(earliest);
         }
         let unknown: Vec<(u64, u64)> = events
             .iter()
@@ -1001,6 +1008,15 @@ mod tests {
             deliver_at_level("L", 1, 102, 102),
         ];
         assert_eq!(inverted(&fin, &fine), 0);
+        // H leased at 50 by the state's clock, by a receive no one saw (its delivery at 200 is
+        // its second): it was not visible while L was delivered.
+        let unseen = [
+            send_at("L", 1, 10),
+            send_at("H", 9, 20),
+            deliver_at_level("L", 1, 100, 100),
+            deliver_at_level("H", 9, 200, 50),
+        ];
+        assert_eq!(inverted(&fin, &unseen), 0);
         // A receive whose outcome is unknown may have leased H: unverifiable, not an anomaly.
         let mut unknown = late.to_vec();
         unknown.push(receive_of(Outcome::Unknown("timeout".into()), 50));
