@@ -22,7 +22,7 @@ use raftq_store::NodeId;
 use tokio::sync::watch;
 
 use crate::admission::{PeerStatus, Standing};
-use crate::shared::Core;
+use crate::member::Core;
 
 /// How often the peers are asked.
 const EVERY: Duration = Duration::from_millis(100);

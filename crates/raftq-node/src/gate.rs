@@ -45,7 +45,7 @@ use tokio::time::Instant;
 
 use crate::admission::PingAnswer;
 use crate::clock::read_clocks;
-use crate::shared::{Core, Members};
+use crate::member::{Core, Members};
 
 /// How often every member is pinged.
 const EVERY: Duration = Duration::from_millis(100);
@@ -233,11 +233,15 @@ impl Gate {
             .map(|(id, addr)| {
                 let mut client = core.network.peers.get(*id, addr);
                 async move {
-                    let sent = Instant::now();
                     let answer = client.ping(PING_TIMEOUT).await;
-                    // The peer read its clock about halfway through the round trip.
-                    let clock_read = sent + sent.elapsed() / 2;
-                    (*id, clock_read, answer)
+                    // The peer read its clock at some time of the round trip; taken as read
+                    // when the answer came, the latest it can have been, its clock is never
+                    // thought ahead of what it was. A peer whose answer was slow on its way
+                    // back (a loaded machine) then seems behind, not ahead, so the cluster's
+                    // time, a median that holds this node's own clock too, never runs ahead of
+                    // the real time by a round trip: a lease ends late by up to half a round
+                    // trip rather than early.
+                    (*id, Instant::now(), answer)
                 }
             });
         for (id, clock_read, answer) in join_all(pings).await {

@@ -14,7 +14,7 @@ mod error;
 mod formation;
 mod gate;
 mod group_commit;
-mod membership;
+mod member;
 mod network;
 mod node;
 #[cfg(feature = "testing")]
@@ -22,12 +22,9 @@ mod probe;
 mod protocol;
 mod query;
 mod receiving;
-mod routing;
 mod service;
-mod shared;
 mod snapshots;
 mod space;
-mod status;
 mod timer;
 pub mod tls;
 
@@ -39,7 +36,8 @@ pub mod rpc {
 
 pub use clock::{now_ms, WallClock};
 pub use error::{Halted, NodeError, StartError};
-pub use membership::{Change, ChangeError, ChangeResult, LONGEST as LONGEST_CHANGE};
+pub use member::membership::{Change, ChangeError, ChangeResult, LONGEST as LONGEST_CHANGE};
+pub use member::status::{Member, NodeStatus, Role};
 pub use network::{refused, Answer, MemoryNetwork, Method as PeerMethod};
 pub use node::{Node, NodeConfig, PeerTransport};
 pub use protocol::PEER_PROTOCOL;
@@ -49,7 +47,6 @@ pub use raftq_store::sync_times::{log_sync_times, SyncTimesReading};
 pub use raftq_store::{Delivered, NodeId, Response, WaitSlot};
 pub use service::Delivery;
 pub use space::{Filesystem, Refusing, SpaceReading};
-pub use status::{Member, NodeStatus, Role};
 
 #[cfg(feature = "testing")]
 pub use network::{CallError, Partition};

@@ -10,9 +10,9 @@ use openraft::raft::{
 use openraft::{SnapshotMeta, Vote};
 use raftq_store::{NodeId, TypeConfig};
 
+use crate::member::routing::Forwarded;
 use crate::network::{CallError, Dial, Method, PeerClient};
 use crate::query::Query;
-use crate::routing::Forwarded;
 
 /// Calls `method` of the peer service at `addr`, dialed with `tls` and carrying `cluster` and
 /// the peer protocol `protocol` (none: no header, as a build before it), with a well-formed

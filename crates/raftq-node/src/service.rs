@@ -28,13 +28,13 @@ use raftq_store::{NodeId, TypeConfig, Work};
 
 use crate::admission::{PeerCall, PingAnswer, Standing, CLUSTER_HEADER};
 use crate::error::NodeError;
+use crate::member::routing::{ForwardReply, Forwarded};
+use crate::member::Core;
 use crate::network::{index_range, Answer, Method};
 use crate::protocol;
 use crate::receiving::SnapshotReceiver;
-use crate::routing::{ForwardReply, Forwarded};
 use crate::rpc::raft_server::Raft as RaftRpc;
 use crate::rpc::Blob;
-use crate::shared::Core;
 use crate::tls::node_id_of;
 
 pub(crate) struct PeerService {

@@ -9,7 +9,7 @@ use raftq_engine::Command;
 use tokio::sync::watch;
 
 use crate::error::NodeError;
-use crate::shared::Core;
+use crate::member::Core;
 
 /// The longest the timer sleeps before looking at the next due time again (new leases and
 /// delays can bring it forward).

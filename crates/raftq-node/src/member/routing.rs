@@ -13,10 +13,10 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::error::NodeError;
-use crate::membership::{self, Change, ChangeResult};
+use crate::member::membership::{self, Change, ChangeResult};
+use crate::member::Core;
 use crate::protocol;
 use crate::query::{self, Query, QueryResult};
-use crate::shared::Core;
 
 /// How long a client request may wait for a leader before it is answered `unavailable`.
 pub(crate) const LEADER_WAIT: Duration = Duration::from_secs(5);

@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::error::NodeError;
+use crate::member::Core;
 use crate::network::PeerClient;
-use crate::shared::Core;
 
 /// How long a new node may take to catch up before it is made a voter; past it, the node is
 /// removed again and the change refused.

@@ -1,5 +1,18 @@
-//! The parts of a running node that its tasks share (the peer service, the election gate, the
-//! timer, formation, membership changes and routing), with what they ask of them.
+//! This node as a member of its cluster: [`Core`], the parts of a running node that its tasks
+//! share (the peer service, the election gate, the timer, formation, membership changes and
+//! routing), with what they ask of them.
+//!
+//! `Core`'s methods live by concern, one file each:
+//! - here: proposing (`propose`), what this node knows of the leader and the members
+//!   (`current_leader`, `is_leader`, `is_member`, `members`, `answering`, `last_answers`,
+//!   `silent_for`) and of the leader's appends (`note_append`, `last_append`, `appending_for`);
+//! - [`routing`]: a client request served here or at the leader (`route`, `serve_local`,
+//!   `forward`, `serve_forwarded`, `member_addr`, `cut_off_from`), and the request kinds
+//!   ([`routing::Routed`]);
+//! - [`membership`]: membership changes and leadership handovers (`change_membership`, `add`,
+//!   `remove`, `commit`, `hand_over`, `await_successor`);
+//! - [`status`]: what this node reports of itself and of the members (`status`,
+//!   `status_from_metrics`, `progress`, `leader_contact`, `note_leader_commit`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,6 +31,10 @@ use crate::group_commit::GroupCommit;
 use crate::network::{Network, PeerClients};
 use crate::protocol::Heard;
 use crate::space::Space;
+
+pub(crate) mod membership;
+pub(crate) mod routing;
+pub(crate) mod status;
 
 /// Appends count as still arriving while the last one is at most this old (ten heartbeats at
 /// the default interval).

@@ -17,8 +17,8 @@ use raftq_store::NodeId;
 use uuid::Uuid;
 
 use crate::admission::{LeaderContact, Progress};
-use crate::membership::ANSWERED_WITHIN;
-use crate::shared::{Core, LastAnswer};
+use crate::member::membership::ANSWERED_WITHIN;
+use crate::member::{Core, LastAnswer};
 
 /// A member's role as this node sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
