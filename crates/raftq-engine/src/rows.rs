@@ -274,21 +274,22 @@ impl QueueRow {
         }
         let old = QueueRowV6::decode(version, bytes)?;
         let c = old.config;
+        let v4 = c.v5.v4;
         Ok(QueueRow {
             id: old.id,
             account: old.account,
             name: old.name,
             created_at: old.created_at,
             config: QueueConfig {
-                content_based_deduplication: c.content_based_deduplication,
-                lease_seconds: c.lease_seconds,
-                delay_seconds: c.delay_seconds,
-                retention_seconds: c.retention_seconds,
-                max_message_bytes: c.max_message_bytes,
-                redrive_policy: c.redrive_policy,
-                redrive_allow_policy: c.redrive_allow_policy,
-                retry_backoff: c.retry_backoff,
-                receive_wait_seconds: c.receive_wait_seconds,
+                content_based_deduplication: v4.content_based_deduplication,
+                lease_seconds: v4.lease_seconds,
+                delay_seconds: v4.delay_seconds,
+                retention_seconds: v4.retention_seconds,
+                max_message_bytes: v4.max_message_bytes,
+                redrive_policy: v4.redrive_policy,
+                redrive_allow_policy: v4.redrive_allow_policy,
+                retry_backoff: v4.retry_backoff,
+                receive_wait_seconds: c.v5.receive_wait_seconds,
                 deduplication_scope: c.deduplication_scope,
                 fifo_throughput_limit: c.fifo_throughput_limit,
                 policy: c.policy,
@@ -316,18 +317,11 @@ struct QueueRowV6 {
     tags: BTreeMap<String, String>,
 }
 
-/// Queue settings of row format 6.
+/// Queue settings of row format 6: those of format 5, then the deduplication scope, the
+/// throughput limit and the policy.
 #[derive(Debug, Serialize, Deserialize)]
 struct QueueConfigV6 {
-    content_based_deduplication: bool,
-    lease_seconds: u32,
-    delay_seconds: u32,
-    retention_seconds: u32,
-    max_message_bytes: u32,
-    redrive_policy: Option<RedrivePolicy>,
-    redrive_allow_policy: AllowPolicy,
-    retry_backoff: Option<RetryBackoff>,
-    receive_wait_seconds: u32,
+    v5: QueueConfigV5,
     deduplication_scope: DeduplicationScope,
     fifo_throughput_limit: FifoThroughputLimit,
     policy: Option<String>,
@@ -341,22 +335,13 @@ impl QueueRowV6 {
             return Ok(postcard::from_bytes(bytes)?);
         }
         let old = QueueRowV5::decode(version, bytes)?;
-        let c = old.config.v4;
         Ok(QueueRowV6 {
             id: old.id,
             account: old.account,
             name: old.name,
             created_at: old.created_at,
             config: QueueConfigV6 {
-                content_based_deduplication: c.content_based_deduplication,
-                lease_seconds: c.lease_seconds,
-                delay_seconds: c.delay_seconds,
-                retention_seconds: c.retention_seconds,
-                max_message_bytes: c.max_message_bytes,
-                redrive_policy: c.redrive_policy,
-                redrive_allow_policy: c.redrive_allow_policy,
-                retry_backoff: c.retry_backoff,
-                receive_wait_seconds: old.config.receive_wait_seconds,
+                v5: old.config,
                 deduplication_scope: DeduplicationScope::default(),
                 fifo_throughput_limit: FifoThroughputLimit::default(),
                 policy: None,
