@@ -243,6 +243,18 @@ pub enum RowError {
     BadPayload,
 }
 
+/// The row format of a state's engine rows (any order, payload rows among them), as its meta row
+/// names it; `None` for a state without one (empty). One format holds for every engine row of a
+/// state: a state of an earlier format must be written again whole in this build's
+/// ([`crate::Engine::export_rows`]) before this build writes any row of it.
+pub fn stored_format(rows: &[(Vec<u8>, Vec<u8>)]) -> Result<Option<u32>, RowError> {
+    let meta = RowKey::Meta.encode();
+    rows.iter()
+        .find(|(key, _)| *key == meta)
+        .map(|(_, value)| Ok(postcard::from_bytes::<MetaRow>(value)?.version))
+        .transpose()
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct MetaRow {
     pub version: u32,

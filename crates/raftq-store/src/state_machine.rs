@@ -40,7 +40,9 @@ use openraft::{
     AnyError, BasicNode, Entry, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder,
     SnapshotMeta, StorageError, StorageIOError, StoredMembership,
 };
-use raftq_engine::rows::{decode_payload, encode_payload, payload_key, RowKey};
+use raftq_engine::rows::{
+    decode_payload, encode_payload, payload_key, stored_format, RowKey, FORMAT_VERSION,
+};
 use raftq_engine::{Changes, Delivery, Engine, Outcome, Payload, PayloadOp};
 use rocksdb::{
     ColumnFamilyDescriptor, FlushOptions, IteratorMode, Options, WriteBatch, WriteOptions, DB,
@@ -317,12 +319,20 @@ impl RocksStateMachine {
             Some(bytes) => postcard::from_bytes(&bytes)?,
             None => Applied::default(),
         };
-        let rows = db
+        let rows: Vec<(Vec<u8>, Vec<u8>)> = db
             .iterator_cf(state, IteratorMode::Start)
             .collect::<Result<Vec<_>, _>>()?
             .into_iter()
-            .map(|(k, v)| (k.into_vec(), v.into_vec()));
+            .map(|(k, v)| (k.into_vec(), v.into_vec()))
+            .collect();
+        let format = stored_format(&rows)?;
         let engine = Engine::restore(region, rows)?;
+        let mut batch = WriteBatch::default();
+        if in_this_format(&mut batch, state, format, &engine) {
+            let mut sync = WriteOptions::default();
+            sync.set_sync(true);
+            db.write_opt(batch, &sync)?;
+        }
         let current = stored_snapshot(&db)?;
         let kept = current.as_ref().map(|s| s.file.as_str());
         let dir = SnapshotDir::open(disk, snapshot_dir, kept)?;
@@ -672,6 +682,33 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
     }
 }
 
+/// Puts into `batch` every engine row of `engine` in this build's row format when its state was
+/// stored in an earlier `format` (payload rows name their own format and stay as they are), so
+/// that no row of the earlier format is left under a meta row that names this build's: every
+/// apply writes the meta row in this format, and a later restart or snapshot would read the
+/// rows it left in the earlier one wrongly. Answers whether it put anything.
+fn in_this_format(
+    batch: &mut WriteBatch,
+    state: &rocksdb::ColumnFamily,
+    format: Option<u32>,
+    engine: &Engine,
+) -> bool {
+    let Some(earlier) = format.filter(|f| *f < FORMAT_VERSION) else {
+        return false;
+    };
+    let rows = engine.export_rows();
+    tracing::info!(
+        from = earlier,
+        to = FORMAT_VERSION,
+        rows = rows.len(),
+        "the state's rows written again in this build's row format"
+    );
+    for (key, value) in rows {
+        batch.put_cf(state, key, value);
+    }
+    true
+}
+
 /// Replaces the state with the snapshot `received` describes by `meta`: keeps its file, rebuilds
 /// the engine from its rows and writes them, the applied marker and the snapshot record in one
 /// synced batch. Returns the applied marker and the number of rows.
@@ -689,6 +726,7 @@ fn install(
         .copy_from(&mut Cursor::new(received))
         .map_err(read_err)?;
     let rows = snapshots.dir.read_rows(&name).map_err(read_err)?;
+    let format = stored_format(&rows).map_err(|e| unreadable(meta, &e))?;
     let restored =
         Engine::restore(region, rows.iter().cloned()).map_err(|e| unreadable(meta, &e))?;
     let state = cf(db, STATE_CF).map_err(io_err)?;
@@ -698,6 +736,7 @@ fn install(
     for (k, v) in &rows {
         batch.put_cf(state, k, v);
     }
+    in_this_format(&mut batch, state, format, &restored);
     let applied = Applied {
         last_applied: meta.last_log_id,
         membership: meta.last_membership.clone(),

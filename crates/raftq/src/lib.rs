@@ -22,10 +22,17 @@ use tracing_subscriber::EnvFilter;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// What `raftq --version` prints: the package's version and the stored formats this build
+/// writes (`scripts/make-fixture` records them beside a fixture).
+static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let formats = raftq_store::formats::encode(&raftq_store::formats::current());
+    format!("{} (formats {formats})", env!("CARGO_PKG_VERSION"))
+});
+
 #[derive(Debug, Parser)]
 #[command(
     name = "raftq",
-    version,
+    version = VERSION.as_str(),
     about = "A highly available message queue on Raft"
 )]
 struct Cli {
