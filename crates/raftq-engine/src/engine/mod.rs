@@ -1,9 +1,28 @@
 //! The engine: applies entries to the state of every queue of every account, answers queries,
 //! and materializes its rows for the store. This file holds the state and the apply loop (the
-//! clock, timers, the dispatch of commands); each concept's rules are in a file of their own:
-//! [`references`] (finding queues), [`queues`], [`messages`], [`redrive`], [`move_tasks`],
-//! [`waiters`] (parked receives), [`queries`], [`stored`] (the engine as rows, and rebuilt
-//! from them) and [`handoff`] (a restored state made ready for a new cluster).
+//! clock, timers, the dispatch of commands); each concept's rules are in a file of their own.
+//! Where `Engine`'s methods live:
+//! - here: `new`, `region`, `now`, `next_due`, `reclaim_backlog`, `apply`, `parked_count`,
+//!   `message_bytes`, and the loop's `advance`, `fire`, `execute`;
+//! - [`references`], finding queues: `find`, `find_id`, `lookup`, `queue`, `alloc_seq`;
+//! - [`queues`]: `create_queue`, `patch_queue`, `delete_queue`, `purge`, `tick`,
+//!   `reclaim_later`, `reclaim_some`, `check_redrive`, `foreign_reference`, `check_allow`;
+//! - [`messages`]: `send`, `send_one`, `send_batch`, `receive`, `receive_request`, `lease`,
+//!   `ack`, `change_lease`, `cancel_scheduled`;
+//! - [`redrive`], where a message goes when its lease ends: `settle`, `set_state`, `accepts`,
+//!   `reconsider_pending`, `move_message`, `transfer`;
+//! - [`move_tasks`]: `start_move_task`, `cancel_move_task`, `step_move_task`, `next_of`,
+//!   `check_destination`, `find_task`, `task_outcome`, `move_tasks`, `storage_keys`,
+//!   `task_view`;
+//! - [`waiters`], parked receives: `receive_wait`, `receive_or_park`, `park`, `unpark`,
+//!   `end_wait`, `end_wait_of`, `end_waits_on`, `serve_waiters`, `serve_queue`;
+//! - [`queries`]: `get_queue`, `list_queues`, `accounts`, `peek`, `scheduled`, `stats`,
+//!   `stats_of`, `queue_gauges`, `dead_letter_sources`, `has_deliverable`, `ready_count`,
+//!   `receive_wait_seconds`, `resolve`, `queue_ref`, `name_ref`, `view`, `meta`;
+//! - [`stored`], the engine as rows and rebuilt from them: `row_value`, `export_rows`,
+//!   `restore` and its `restore_*` steps, `message_row`, `is_reclaiming`, `numbers_ahead`,
+//!   `restored_queue`;
+//! - [`handoff`], a restored state made ready for a new cluster: `end_leases_and_waits`.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
