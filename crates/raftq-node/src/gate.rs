@@ -76,6 +76,19 @@ fn elections_in(quiet: Duration, timeout: Duration) -> u64 {
         .saturating_sub(1)
 }
 
+/// The answer of `ping`, and when the peer is taken to have read the clock it answered with:
+/// when the answer came. It read it at some time of the round trip; taken as read at the latest
+/// it can have been, its clock is never thought ahead of what it was. A peer whose answer was
+/// slow on its way there (a loaded machine) then seems behind, not ahead, so the cluster's time,
+/// a median that holds this node's own clock too, never runs ahead of the real time by a round
+/// trip: a lease ends late by up to a round trip rather than early.
+async fn timed<F: std::future::Future<Output = Option<PingAnswer>>>(
+    ping: F,
+) -> (Instant, Option<PingAnswer>) {
+    let answer = ping.await;
+    (Instant::now(), answer)
+}
+
 /// A member's last answer to a ping.
 struct Answer {
     /// When it came.
@@ -233,15 +246,8 @@ impl Gate {
             .map(|(id, addr)| {
                 let mut client = core.network.peers.get(*id, addr);
                 async move {
-                    let answer = client.ping(PING_TIMEOUT).await;
-                    // The peer read its clock at some time of the round trip; taken as read
-                    // when the answer came, the latest it can have been, its clock is never
-                    // thought ahead of what it was. A peer whose answer was slow on its way
-                    // back (a loaded machine) then seems behind, not ahead, so the cluster's
-                    // time, a median that holds this node's own clock too, never runs ahead of
-                    // the real time by a round trip: a lease ends late by up to half a round
-                    // trip rather than early.
-                    (*id, Instant::now(), answer)
+                    let (clock_read, answer) = timed(client.ping(PING_TIMEOUT)).await;
+                    (*id, clock_read, answer)
                 }
             });
         for (id, clock_read, answer) in join_all(pings).await {
@@ -373,6 +379,41 @@ mod tests {
         assert_eq!(elections_in(ms(1_049), ms(350)), 1);
         assert_eq!(elections_in(ms(1_050), ms(350)), 2);
         assert_eq!(elections_in(ms(3_500), ms(350)), 9);
+    }
+
+    /// A peer whose clock is this node's, and whose answer took 99 ms to get there and 1 ms
+    /// back: taken as read halfway, its clock would seem 49 ms ahead.
+    #[tokio::test(start_paused = true)]
+    async fn a_peer_clock_read_late_in_the_round_trip_is_not_thought_ahead() {
+        use super::{timed, Answer};
+        use crate::admission::{PeerStatus, PingAnswer, Standing};
+        use std::time::Duration;
+        use tokio::time::{sleep, Instant};
+        let epoch = Instant::now();
+        let wall = move || 1_800_000_000_000 + epoch.elapsed().as_millis() as u64;
+        let (clock_read, said) = timed(async {
+            sleep(Duration::from_millis(99)).await;
+            let clock_ms = wall();
+            sleep(Duration::from_millis(1)).await;
+            Some(PingAnswer {
+                status: PeerStatus {
+                    cluster_id: None,
+                    standing: Standing::Member,
+                    last_log: None,
+                    clock_ms,
+                },
+                progress: None,
+                leader: None,
+            })
+        })
+        .await;
+        let answer = Answer {
+            at: Instant::now(),
+            said: said.expect("an answer"),
+            clock_read,
+        };
+        let offset = answer.offset(wall());
+        assert!(offset <= 0, "the peer's clock seems {offset} ms ahead");
     }
 
     #[test]
