@@ -66,14 +66,9 @@ impl Engine {
         after: Option<u64>,
         limit: Option<i64>,
     ) -> Result<Vec<MessageMeta>> {
-        let q = self.queue(self.lookup(account, reference)?)?;
-        let limit = peek_limit(limit)?;
-        let start = after.map_or(0, |a| a.saturating_add(1));
-        Ok(q.messages
-            .range(start..)
-            .take(limit)
-            .map(|(&seq, msg)| self.meta(q, seq, msg))
-            .collect())
+        self.page(account, reference, after, limit, |q, start| {
+            q.messages.range(start..).map(|(&seq, msg)| (seq, msg))
+        })
     }
 
     /// Up to `limit` scheduled messages (sent with a `deliver_at` still ahead) after sequence
@@ -85,10 +80,26 @@ impl Engine {
         after: Option<u64>,
         limit: Option<i64>,
     ) -> Result<Vec<MessageMeta>> {
+        self.page(account, reference, after, limit, Queue::scheduled_from)
+    }
+
+    /// A page of the messages `listed` gives of a queue from a sequence number on: up to
+    /// `limit` of those after sequence number `after`.
+    fn page<'q, I>(
+        &'q self,
+        account: &str,
+        reference: &str,
+        after: Option<u64>,
+        limit: Option<i64>,
+        listed: impl FnOnce(&'q Queue, u64) -> I,
+    ) -> Result<Vec<MessageMeta>>
+    where
+        I: Iterator<Item = (u64, &'q Msg)>,
+    {
         let q = self.queue(self.lookup(account, reference)?)?;
         let limit = peek_limit(limit)?;
         let start = after.map_or(0, |a| a.saturating_add(1));
-        Ok(q.scheduled_from(start)
+        Ok(listed(q, start)
             .take(limit)
             .map(|(seq, msg)| self.meta(q, seq, msg))
             .collect())
