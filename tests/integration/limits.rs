@@ -14,21 +14,12 @@ use serde_json::{json, Value};
 use tempfile::TempDir;
 
 use crate::process::{start, Server};
-
-const KEYS: &str = r#"
-[[keys]]
-account = "acme"
-key = "acme-key"
-
-[[keys]]
-account = "globex"
-key = "globex-key"
-"#;
+use crate::serving;
 
 /// A server with the two accounts' keys and `flags`, with its queue `jobs` of account `acme`.
 fn serve_limited(dir: &TempDir, flags: &[&str]) -> Server {
     let keys = dir.path().join("keys.toml");
-    std::fs::write(&keys, KEYS).expect("write the key file");
+    std::fs::write(&keys, serving::key_file()).expect("write the key file");
     let mut all = vec!["--keys", keys.to_str().expect("utf-8 path")];
     all.extend_from_slice(flags);
     start(&dir.path().join("data"), &all, None)

@@ -39,12 +39,17 @@ key = "admin-key"
 role = "admin"
 "#;
 
-/// The keys of two accounts: `acme` (key `acme-key`, given as it is) and `globex` (key
+/// The key file of two accounts: `acme` (key `acme-key`, given as it is) and `globex` (key
 /// `globex-key`, given by its SHA-256, computed here rather than trusted from a constant), and
 /// an admin key `admin-key` of the account `ops`.
-pub fn two_accounts() -> Keys {
+pub fn key_file() -> String {
     let globex_digest = hex::encode(sha2::Sha256::digest(b"globex-key"));
-    Keys::from_toml(&KEY_FILE.replace("GLOBEX_DIGEST", &globex_digest)).expect("keys")
+    KEY_FILE.replace("GLOBEX_DIGEST", &globex_digest)
+}
+
+/// The keys of [`key_file`].
+pub fn two_accounts() -> Keys {
+    Keys::from_toml(&key_file()).expect("keys")
 }
 
 /// Runs a test body within [`TEST_LIMIT`].

@@ -8,7 +8,7 @@ use axum::http::request::Parts;
 
 use crate::error::ApiError;
 use crate::keys::Principal;
-use crate::state::AppState;
+use crate::shared::AppState;
 
 /// The account a request is made for; refuses the request with `401` when its key is missing
 /// or unknown.

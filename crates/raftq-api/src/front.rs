@@ -25,7 +25,7 @@ use tower_service::Service;
 use crate::error::ApiError;
 use crate::grpc;
 use crate::metrics::Observation;
-use crate::state::{AppState, Shared};
+use crate::shared::{AppState, Shared};
 
 /// A response on its way.
 pub type Responding = Pin<Box<dyn Future<Output = Response> + Send>>;

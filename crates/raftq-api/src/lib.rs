@@ -44,7 +44,6 @@ mod attributes;
 mod auth;
 mod backup;
 mod body;
-mod call;
 mod error;
 mod front;
 pub mod grpc;
@@ -55,10 +54,9 @@ mod limits;
 mod longpoll;
 mod metrics;
 mod openapi;
-pub mod ops;
 mod routes;
 mod schemas;
-mod state;
+mod shared;
 mod status;
 mod throttle;
 
@@ -72,13 +70,13 @@ pub use keys::{
 };
 pub use limits::BODY_LIMIT;
 pub use metrics::{MetricsOptions, Route};
-pub use state::Api;
+pub use shared::{ops, Api};
 pub use throttle::{Caller, Limits};
 
 /// The REST API of SPEC.md §3 and the gRPC service `raftq.v1.Queues` on one port, with request
 /// logging and metrics, ready for `axum::serve` (HTTP/1.1 and HTTP/2, which gRPC needs).
 pub fn router(api: Api) -> Front {
-    let state = Arc::new(state::Shared {
+    let state = Arc::new(shared::Shared {
         throttle: throttle::Throttle::new(api.limits),
         api,
         metrics: metrics::Metrics::default(),

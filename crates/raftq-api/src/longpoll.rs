@@ -21,9 +21,8 @@ use raftq_node::{Delivered, Node};
 use tokio::time::{timeout, timeout_at, Instant};
 use uuid::Uuid;
 
-use crate::call::Written;
 use crate::error::ApiError;
-use crate::state::Shared;
+use crate::shared::{Shared, Written};
 
 /// How long after its deadline a waiting task waits for the engine's answer before it ends the
 /// wait itself: the leader proposes the tick that ends it at the deadline.

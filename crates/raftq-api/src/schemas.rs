@@ -150,6 +150,16 @@ mod tests {
     use super::*;
     use crate::error::ApiError;
 
+    /// The variants of `$kind` named, as an array; a variant not named fails to compile.
+    macro_rules! every {
+        ($kind:ident: $($variant:ident),*) => {{
+            let _named = |value: $kind| match value {
+                $($kind::$variant)|* => (),
+            };
+            [$($kind::$variant),*]
+        }};
+    }
+
     fn json(value: impl Serialize) -> Value {
         serde_json::to_value(value).expect("serializes")
     }
@@ -235,36 +245,13 @@ mod tests {
             assert_eq!(json(&api), json(mirror));
         }
         // Naming every state here makes a new one fail to compile until it is listed.
-        let listed = |state: MessageState| match state {
-            MessageState::Visible
-            | MessageState::Leased
-            | MessageState::Delayed
-            | MessageState::PendingRedrive => state,
-        };
-        let states = [
-            MessageState::Visible,
-            MessageState::Leased,
-            MessageState::Delayed,
-            MessageState::PendingRedrive,
-        ]
-        .map(|state| json(listed(state)));
+        let states = every!(MessageState: Visible, Leased, Delayed, PendingRedrive).map(json);
         assert_eq!(states.as_slice(), MESSAGE_STATES);
-        let listed = |status: MoveTaskStatus| match status {
-            MoveTaskStatus::Running
-            | MoveTaskStatus::Completed
-            | MoveTaskStatus::Cancelled
-            | MoveTaskStatus::Failed => status,
-        };
-        let statuses = [
-            MoveTaskStatus::Running,
-            MoveTaskStatus::Completed,
-            MoveTaskStatus::Cancelled,
-            MoveTaskStatus::Failed,
-        ]
-        .map(|status| {
-            assert_eq!(json(listed(status)), json(status.as_str()));
-            json(status)
-        });
+        let statuses =
+            every!(MoveTaskStatus: Running, Completed, Cancelled, Failed).map(|status| {
+                assert_eq!(json(status), json(status.as_str()));
+                json(status)
+            });
         assert_eq!(statuses.as_slice(), MOVE_TASK_STATUSES);
     }
 }

@@ -31,7 +31,7 @@ use clap::Parser;
 use futures_util::future::join_all;
 use raftq_check::checker::{self, Final};
 use raftq_check::history::{Event, History, Outcome};
-use raftq_check::workers::{self, Worker};
+use raftq_check::workers::{self, Switches, Worker};
 use raftq_client::{Client, Options};
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
@@ -42,7 +42,6 @@ use crate::clock::now_ms;
 use crate::docker::Compose;
 use crate::nodes::Nodes;
 use crate::sampler::Sampler;
-use crate::workload::Control;
 
 #[derive(Debug, Parser)]
 #[command(name = "raftq-chaos")]
@@ -178,9 +177,31 @@ async fn run(args: &Args, seed: u64, dir: &Path, history: &History) -> Result<u6
     let network = compose.network_of("node1").await?;
     let dead_letter = create_queues(&nodes, seed % 1_000_000).await?;
     let sampler = Sampler::start(nodes.clone(), &dir.join("samples.jsonl"))?;
-    let control = Control::default();
-    control.ack_per_mille.store(600, Ordering::Relaxed);
-    let workers = start_workers(&nodes, history, &dead_letter, &control, seed);
+    let switches = Switches::default();
+    switches.ack_per_mille.store(600, Ordering::Relaxed);
+    let workers = workers::start(
+        &dead_letter,
+        seed,
+        |queue, id, seed| {
+            workload::produce(
+                nodes.clone(),
+                history.clone(),
+                queue,
+                id,
+                switches.clone(),
+                seed,
+            )
+        },
+        |queue, seed| {
+            workload::consume(
+                nodes.clone(),
+                history.clone(),
+                queue,
+                switches.clone(),
+                seed,
+            )
+        },
+    );
     let fault_start = now_ms();
     let until = Instant::now() + Duration::from_secs(args.duration);
     match &args.upgrade_to {
@@ -195,12 +216,12 @@ async fn run(args: &Args, seed: u64, dir: &Path, history: &History) -> Result<u6
     if !nodes.wait_healthy(Duration::from_secs(90)).await {
         println!("warning: the cluster did not report one leader within 90 s of healing");
     }
-    control.stop_producing.store(true, Ordering::Relaxed);
-    control.ack_per_mille.store(1000, Ordering::Relaxed);
+    switches.stop_producing.store(true, Ordering::Relaxed);
+    switches.ack_per_mille.store(1000, Ordering::Relaxed);
     // The backlog grows with the length of the faults; so does the time to drain it.
     let drain_limit = Duration::from_secs(120 + args.duration);
     let drained = drain(&nodes, &dead_letter, drain_limit).await;
-    control.stop_consuming.store(true, Ordering::Relaxed);
+    switches.stop_consuming.store(true, Ordering::Relaxed);
     for w in workers {
         // Every request is bounded by REQUEST_TIMEOUT, so workers stop soon after being told.
         let _ = tokio::time::timeout(Duration::from_secs(30), w).await;
@@ -267,36 +288,6 @@ async fn connect(args: &Args, dir: &Path) -> Result<(Nodes, Compose), String> {
     Ok((nodes, compose))
 }
 
-/// Starts the workers of [`workers::plan`].
-fn start_workers(
-    nodes: &Nodes,
-    history: &History,
-    dead_letter: &BTreeMap<String, String>,
-    control: &Control,
-    seed: u64,
-) -> Vec<JoinHandle<()>> {
-    workers::plan(dead_letter, seed)
-        .into_iter()
-        .map(|worker| match worker {
-            Worker::Produce { queue, id, seed } => tokio::spawn(workload::produce(
-                nodes.clone(),
-                history.clone(),
-                queue,
-                id,
-                control.clone(),
-                seed,
-            )),
-            Worker::Consume { queue, seed } => tokio::spawn(workload::consume(
-                nodes.clone(),
-                history.clone(),
-                queue,
-                control.clone(),
-                seed,
-            )),
-        })
-        .collect()
-}
-
 /// Creates two standard source queues (the second for strict priorities) and a FIFO one with
 /// their dead-letter queues; all retry with a backoff, and the standard ones serve the
 /// producers' tenants fairly.
@@ -332,28 +323,20 @@ async fn create(client: &Client, name: &str, attributes: Value) -> Result<(), St
 /// Waits until every queue is empty twice in a row, up to `limit`.
 async fn drain(nodes: &Nodes, dead_letter: &BTreeMap<String, String>, limit: Duration) -> bool {
     let queues: Vec<&String> = dead_letter.iter().flat_map(|(s, d)| [s, d]).collect();
-    let deadline = Instant::now() + limit;
-    let mut empty_in_a_row = 0;
-    while Instant::now() < deadline {
+    workers::drain(limit, async || {
         let mut total = 0;
         for q in &queues {
-            match nodes.client(0).stats(q).await {
-                Ok(s) => {
-                    total += ["visible", "leased", "delayed", "pending_redrive"]
-                        .iter()
-                        .map(|k| s[*k].as_u64().unwrap_or(0))
-                        .sum::<u64>()
-                }
-                Err(_) => total += 1,
-            }
+            total += match nodes.client(0).stats(q).await {
+                Ok(s) => ["visible", "leased", "delayed", "pending_redrive"]
+                    .iter()
+                    .map(|k| s[*k].as_u64().unwrap_or(0))
+                    .sum::<u64>(),
+                Err(_) => 1,
+            };
         }
-        empty_in_a_row = if total == 0 { empty_in_a_row + 1 } else { 0 };
-        if empty_in_a_row >= 2 {
-            return true;
-        }
-        sleep(Duration::from_secs(1)).await;
-    }
-    false
+        total
+    })
+    .await
 }
 
 /// The messages left in every queue, each with its `moved_at` (when it was moved to that

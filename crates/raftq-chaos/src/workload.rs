@@ -5,11 +5,12 @@
 //! lease for a short time and leave some messages unacknowledged so that leases expire and
 //! messages reach the dead-letter queues.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
 use std::time::Duration;
 
 use raftq_check::history::{Event, History, Outcome, Placement, QueueKind};
+use raftq_check::workers::Switches;
 use raftq_client::ClientError;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -26,17 +27,6 @@ pub const LEASE_SECONDS: u64 = 2;
 
 /// How the name of the standard queue of strict priorities ends.
 pub const PRIORITY_SUFFIX: &str = "-prio";
-
-/// Shared switches of the workers.
-#[derive(Debug, Clone, Default)]
-pub struct Control {
-    /// Producers stop when set.
-    pub stop_producing: Arc<AtomicBool>,
-    /// Consumers stop when set.
-    pub stop_consuming: Arc<AtomicBool>,
-    /// Per mille of deliveries the consumers acknowledge.
-    pub ack_per_mille: Arc<AtomicU32>,
-}
 
 fn classify(e: &ClientError) -> Outcome {
     match e {
@@ -87,14 +77,14 @@ pub async fn produce(
     history: History,
     queue: String,
     id: usize,
-    control: Control,
+    switches: Switches,
     seed: u64,
 ) {
     let fifo = queue.ends_with(".fifo");
     let mut rng = StdRng::seed_from_u64(seed);
     let mut avoided = Avoided::default();
     let mut n = 0u64;
-    while !control.stop_producing.load(Ordering::Relaxed) {
+    while !switches.stop_producing.load(Ordering::Relaxed) {
         n += 1;
         let body = format!("{queue}/{id}/{n}");
         // FIFO groups of this producer; on the standard queue, tenants of a fair queue: one
@@ -190,17 +180,17 @@ async fn send(
 }
 
 /// Receives from `queue` until told to stop, acknowledging a share of the deliveries.
-pub async fn consume(nodes: Nodes, history: History, queue: String, control: Control, seed: u64) {
+pub async fn consume(nodes: Nodes, history: History, queue: String, switches: Switches, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut avoided = Avoided::default();
-    while !control.stop_consuming.load(Ordering::Relaxed) {
+    while !switches.stop_consuming.load(Ordering::Relaxed) {
         let Some(messages) = receive(&nodes, &history, &queue, (&mut avoided, &mut rng)).await
         else {
             sleep(Duration::from_millis(100)).await;
             continue;
         };
         // One batch ack for the deliveries this consumer decided to acknowledge.
-        let per_mille = control.ack_per_mille.load(Ordering::Relaxed);
+        let per_mille = switches.ack_per_mille.load(Ordering::Relaxed);
         let chosen: Vec<&Value> = messages
             .iter()
             .filter(|_| rng.random_range(0..1000) < per_mille)

@@ -739,6 +739,19 @@ fn membership_and_cluster_id(fin: &Final, report: &mut Report) {
 mod tests {
     use super::*;
 
+    /// A fault of `kind` on node 1 from `start` to `end`, with no restart.
+    fn fault(kind: &str, start: u64, end: u64) -> Event {
+        Event::Fault {
+            kind: kind.into(),
+            target: "node1".into(),
+            start,
+            end,
+            restarted: None,
+            seed: None,
+            unrecovered: Vec::new(),
+        }
+    }
+
     fn send(body: &str, id: &str, dedup: Option<&str>, duplicate: bool, t: u64) -> Event {
         Event::Send {
             queue: "q.fifo".into(),
@@ -876,15 +889,7 @@ mod tests {
 
     #[test]
     fn a_move_stamped_ahead_during_a_clock_jump_frees_the_group() {
-        let jump = Event::Fault {
-            kind: "clock_jump".into(),
-            target: "node1".into(),
-            start: 100,
-            end: 1_000,
-            restarted: None,
-            seed: None,
-            unrecovered: Vec::new(),
-        };
+        let jump = fault("clock_jump", 100, 1_000);
         // A moved away (stamped 1 300 by a leader running ahead), then B delivered at 1 005 by
         // the checker's clock.
         let moved = Event::Deliver {
@@ -1072,15 +1077,7 @@ mod tests {
 
     #[test]
     fn a_lease_may_end_early_by_the_clock_bound_only_during_a_clock_jump() {
-        let jump = Event::Fault {
-            kind: "clock_jump".into(),
-            target: "node1".into(),
-            start: 100,
-            end: 1_000,
-            restarted: None,
-            seed: None,
-            unrecovered: Vec::new(),
-        };
+        let jump = fault("clock_jump", 100, 1_000);
         // Leased at 150 until 2 150; leased again at 1 705, 445 ms early.
         let events = |with_jump: bool| {
             let mut v = vec![
@@ -1121,15 +1118,7 @@ mod tests {
     #[test]
     fn a_failed_clock_jump_allows_early_leases_to_the_end_of_the_run() {
         // The put-back failed at 1 000: the node's clock may stay jumped for the rest of the run.
-        let jump = |kind: &str| Event::Fault {
-            kind: kind.into(),
-            target: "node1".into(),
-            start: 100,
-            end: 1_000,
-            restarted: None,
-            seed: None,
-            unrecovered: Vec::new(),
-        };
+        let jump = |kind: &str| fault(kind, 100, 1_000);
         // Leased at 50 000 until 52 000; leased again at 51 605, 395 ms early, long after the
         // fault's end and its settling time.
         let events = |kind: &str| {
@@ -1147,15 +1136,7 @@ mod tests {
 
     #[test]
     fn a_lease_may_end_early_by_an_earlier_build_s_error_only_until_the_upgrade_ends() {
-        let upgrade = |end: u64| Event::Fault {
-            kind: "upgrade".into(),
-            target: "node1".into(),
-            start: end - 5_000,
-            end,
-            restarted: None,
-            seed: None,
-            unrecovered: Vec::new(),
-        };
+        let upgrade = |end: u64| fault("upgrade", end - 5_000, end);
         // Leased at 50 000 until 52 000; leased again at 51 900 (answered at 51 905), 95 ms
         // early, or at 51 800, 195 ms early.
         let events = |last_upgrade: u64, again: u64| {

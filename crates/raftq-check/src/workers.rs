@@ -3,6 +3,26 @@
 //! queue), each with a seed of its own drawn from the run's.
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU32};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio::time::{sleep, Instant};
+
+/// The switches a run's workers watch: the run sets them to stop the producers, then the
+/// consumers, and changes the share of deliveries the consumers acknowledge (the rest are left
+/// to their leases).
+#[derive(Debug, Clone, Default)]
+pub struct Switches {
+    /// Producers stop when set.
+    pub stop_producing: Arc<AtomicBool>,
+    /// Consumers stop when set.
+    pub stop_consuming: Arc<AtomicBool>,
+    /// Per mille of deliveries the consumers acknowledge.
+    pub ack_per_mille: Arc<AtomicU32>,
+}
 
 /// One worker of a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +60,47 @@ pub fn plan(dead_letter: &BTreeMap<String, String>, seed: u64) -> Vec<Worker> {
         }
     }
     workers
+}
+
+/// Spawns the workers of [`plan`], each producer's task made by `produce(queue, id, seed)` and
+/// each consumer's by `consume(queue, seed)`.
+pub fn start<P, C>(
+    dead_letter: &BTreeMap<String, String>,
+    seed: u64,
+    produce: impl Fn(String, usize, u64) -> P,
+    consume: impl Fn(String, u64) -> C,
+) -> Vec<JoinHandle<()>>
+where
+    P: Future<Output = ()> + Send + 'static,
+    C: Future<Output = ()> + Send + 'static,
+{
+    plan(dead_letter, seed)
+        .into_iter()
+        .map(|worker| match worker {
+            Worker::Produce { queue, id, seed } => tokio::spawn(produce(queue, id, seed)),
+            Worker::Consume { queue, seed } => tokio::spawn(consume(queue, seed)),
+        })
+        .collect()
+}
+
+/// Waits, up to `limit`, until a run's queues have drained: `held` (what they hold in all, an
+/// unanswered queue counted as one) read 0 twice in a row, a second apart (a message that one
+/// reading saw gone may still come back from an abandoned lease before the next).
+pub async fn drain(limit: Duration, mut held: impl AsyncFnMut() -> u64) -> bool {
+    let deadline = Instant::now() + limit;
+    let mut empty_in_a_row = 0;
+    while Instant::now() < deadline {
+        empty_in_a_row = if held().await == 0 {
+            empty_in_a_row + 1
+        } else {
+            0
+        };
+        if empty_in_a_row >= 2 {
+            return true;
+        }
+        sleep(Duration::from_secs(1)).await;
+    }
+    false
 }
 
 #[cfg(test)]

@@ -269,17 +269,10 @@ pub fn check_sqs(attributes: &BTreeMap<String, Attribute>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::refused_field as field;
 
     fn one(name: &str, attribute: Attribute) -> BTreeMap<String, Attribute> {
         BTreeMap::from([(name.to_string(), attribute)])
-    }
-
-    fn field(result: Result<impl std::fmt::Debug>) -> String {
-        result
-            .expect_err("refused")
-            .field()
-            .unwrap_or("")
-            .to_string()
     }
 
     #[test]

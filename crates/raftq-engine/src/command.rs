@@ -125,22 +125,24 @@ pub enum CommandOf<A, M> {
     },
 }
 
-/// A `match` on a command of one shape that builds the command of another: the arms given,
+/// A `match` on a command of enum `$from` that builds a command of enum `$to`: the arms given,
 /// then, for each variant listed after `same`, the variant again with its fields unchanged.
 macro_rules! reshape {
-    ($value:expr, { $($arm:tt)* } same { $($variant:ident { $($field:ident),* })* }) => {
+    ($value:expr, $from:ident => $to:ident, { $($arm:tt)* }
+        same { $($variant:ident { $($field:ident),* })* }) => {
         match $value {
             $($arm)*
-            $(CommandOf::$variant { $($field),* } => CommandOf::$variant { $($field),* },)*
+            $($from::$variant { $($field),* } => $to::$variant { $($field),* },)*
         }
     };
 }
+pub(crate) use reshape;
 
 impl<A, M> CommandOf<A, M> {
     /// The same command with its queue settings and messages in the shapes `A2` and `M2`.
     pub fn convert<A2: From<A>, M2: From<M>>(self) -> CommandOf<A2, M2> {
         use CommandOf as C;
-        reshape!(self, {
+        reshape!(self, C => C, {
             C::CreateQueue { account, queue_id, name, attributes } => C::CreateQueue {
                 account,
                 queue_id,

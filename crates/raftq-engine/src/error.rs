@@ -100,3 +100,14 @@ impl EngineError {
 
 /// Shorthand for engine results.
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+/// The field named by the refusal `result` must be (empty when it names none); a test's check
+/// of which field a rule refused.
+#[cfg(test)]
+pub(crate) fn refused_field(result: Result<impl std::fmt::Debug>) -> String {
+    result
+        .expect_err("refused")
+        .field()
+        .unwrap_or("")
+        .to_string()
+}

@@ -13,25 +13,25 @@ use uuid::Uuid;
 use crate::attributes;
 use crate::attributes::Attribute;
 use crate::command::{
-    AllowPolicyInput, BatchEntry, CommandOf, NewMessage, QueueAttributes, RedrivePolicyInput,
-    RetryBackoffInput,
+    reshape, AllowPolicyInput, BatchEntry, CommandOf, NewMessage, QueueAttributes,
+    RedrivePolicyInput, RetryBackoffInput,
 };
 use crate::tags::TagChange;
 
-/// A command of log format 0: queue settings without a retry backoff, lease changes without a
-/// delay.
+/// A command of log formats 0 and 1, over the two shapes that differ between them: queue
+/// settings (`A`) and a lease change's delay (`D`).
 #[derive(Debug, Clone, Deserialize)]
-pub enum CommandV0 {
+pub enum EarlyCommand<A, D> {
     CreateQueue {
         account: String,
         queue_id: Uuid,
         name: String,
-        attributes: QueueAttributesV0,
+        attributes: A,
     },
     PatchQueue {
         account: String,
         queue: String,
-        attributes: QueueAttributesV0,
+        attributes: A,
     },
     DeleteQueue {
         account: String,
@@ -63,12 +63,38 @@ pub enum CommandV0 {
         queue: String,
         receipt: String,
         lease_seconds: i64,
+        delay_seconds: D,
     },
     Purge {
         account: String,
         queue: String,
     },
     Tick,
+}
+
+/// A command of log format 0: queue settings without a retry backoff, lease changes without a
+/// delay (postcard writes `()` as nothing).
+pub type CommandV0 = EarlyCommand<QueueAttributesV0, ()>;
+
+/// A command of log format 1: messages with plain string attributes, queue settings without a
+/// default wait or tags, receives without an attempt ID.
+pub type CommandV1 = EarlyCommand<QueueAttributesV1, Option<i64>>;
+
+/// A lease change's delay as formats 0 (none) and 1 wrote it.
+pub trait EarlyDelay {
+    fn delay_seconds(self) -> Option<i64>;
+}
+
+impl EarlyDelay for () {
+    fn delay_seconds(self) -> Option<i64> {
+        None
+    }
+}
+
+impl EarlyDelay for Option<i64> {
+    fn delay_seconds(self) -> Option<i64> {
+        self
+    }
 }
 
 /// Queue settings of log format 0.
@@ -83,166 +109,21 @@ pub struct QueueAttributesV0 {
     pub redrive_allow_policy: Option<AllowPolicyInput>,
 }
 
+/// Queue settings of log format 1: those of format 0, then a retry backoff (postcard writes a
+/// struct as its fields in order, so a nested struct reads as its fields inline).
+#[derive(Debug, Clone, Deserialize)]
+pub struct QueueAttributesV1 {
+    pub v0: QueueAttributesV0,
+    pub retry_backoff: Option<Option<RetryBackoffInput>>,
+}
+
 impl From<QueueAttributesV0> for QueueAttributesV1 {
-    fn from(a: QueueAttributesV0) -> Self {
+    fn from(v0: QueueAttributesV0) -> Self {
         QueueAttributesV1 {
-            content_based_deduplication: a.content_based_deduplication,
-            lease_seconds: a.lease_seconds,
-            delay_seconds: a.delay_seconds,
-            retention_seconds: a.retention_seconds,
-            max_message_bytes: a.max_message_bytes,
-            redrive_policy: a.redrive_policy,
-            redrive_allow_policy: a.redrive_allow_policy,
+            v0,
             retry_backoff: None,
         }
     }
-}
-
-impl From<CommandV0> for CommandV1 {
-    fn from(c: CommandV0) -> Self {
-        match c {
-            CommandV0::CreateQueue {
-                account,
-                queue_id,
-                name,
-                attributes,
-            } => CommandV1::CreateQueue {
-                account,
-                queue_id,
-                name,
-                attributes: attributes.into(),
-            },
-            CommandV0::PatchQueue {
-                account,
-                queue,
-                attributes,
-            } => CommandV1::PatchQueue {
-                account,
-                queue,
-                attributes: attributes.into(),
-            },
-            CommandV0::DeleteQueue { account, queue } => CommandV1::DeleteQueue { account, queue },
-            CommandV0::Send {
-                account,
-                queue,
-                message,
-            } => CommandV1::Send {
-                account,
-                queue,
-                message,
-            },
-            CommandV0::SendBatch {
-                account,
-                queue,
-                entries,
-            } => CommandV1::SendBatch {
-                account,
-                queue,
-                entries,
-            },
-            CommandV0::Receive {
-                account,
-                queue,
-                max_messages,
-                lease_seconds,
-            } => CommandV1::Receive {
-                account,
-                queue,
-                max_messages,
-                lease_seconds,
-            },
-            CommandV0::Ack {
-                account,
-                queue,
-                receipts,
-            } => CommandV1::Ack {
-                account,
-                queue,
-                receipts,
-            },
-            CommandV0::ChangeLease {
-                account,
-                queue,
-                receipt,
-                lease_seconds,
-            } => CommandV1::ChangeLease {
-                account,
-                queue,
-                receipt,
-                lease_seconds,
-                delay_seconds: None,
-            },
-            CommandV0::Purge { account, queue } => CommandV1::Purge { account, queue },
-            CommandV0::Tick => CommandV1::Tick,
-        }
-    }
-}
-
-/// A command of log format 1: messages with plain string attributes, queue settings without a
-/// default wait or tags, receives without an attempt ID.
-#[derive(Debug, Clone, Deserialize)]
-pub enum CommandV1 {
-    CreateQueue {
-        account: String,
-        queue_id: Uuid,
-        name: String,
-        attributes: QueueAttributesV1,
-    },
-    PatchQueue {
-        account: String,
-        queue: String,
-        attributes: QueueAttributesV1,
-    },
-    DeleteQueue {
-        account: String,
-        queue: String,
-    },
-    Send {
-        account: String,
-        queue: String,
-        message: NewMessageV1,
-    },
-    SendBatch {
-        account: String,
-        queue: String,
-        entries: Vec<BatchEntry<NewMessageV1>>,
-    },
-    Receive {
-        account: String,
-        queue: String,
-        max_messages: Option<i64>,
-        lease_seconds: Option<i64>,
-    },
-    Ack {
-        account: String,
-        queue: String,
-        receipts: Vec<String>,
-    },
-    ChangeLease {
-        account: String,
-        queue: String,
-        receipt: String,
-        lease_seconds: i64,
-        delay_seconds: Option<i64>,
-    },
-    Purge {
-        account: String,
-        queue: String,
-    },
-    Tick,
-}
-
-/// Queue settings of log format 1.
-#[derive(Debug, Clone, Deserialize)]
-pub struct QueueAttributesV1 {
-    pub content_based_deduplication: Option<bool>,
-    pub lease_seconds: Option<i64>,
-    pub delay_seconds: Option<i64>,
-    pub retention_seconds: Option<i64>,
-    pub max_message_bytes: Option<i64>,
-    pub redrive_policy: Option<Option<RedrivePolicyInput>>,
-    pub redrive_allow_policy: Option<AllowPolicyInput>,
-    pub retry_backoff: Option<Option<RetryBackoffInput>>,
 }
 
 /// A message of log formats 0 and 1, with plain string attributes.
@@ -279,91 +160,61 @@ impl From<NewMessageV1> for NewMessageV2 {
     }
 }
 
-impl From<CommandV1> for CommandV2 {
-    fn from(c: CommandV1) -> Self {
-        match c {
-            CommandV1::CreateQueue {
+impl<A, D> From<EarlyCommand<A, D>> for CommandV2
+where
+    QueueAttributesV1: From<A>,
+    D: EarlyDelay,
+{
+    fn from(c: EarlyCommand<A, D>) -> Self {
+        use CommandOf as C;
+        use EarlyCommand as E;
+        reshape!(c, E => C, {
+            E::CreateQueue { account, queue_id, name, attributes } => C::CreateQueue {
                 account,
                 queue_id,
                 name,
-                attributes,
-            } => CommandV2::CreateQueue {
-                account,
-                queue_id,
-                name,
-                attributes: attributes.into(),
+                attributes: QueueAttributesV1::from(attributes).into(),
             },
-            CommandV1::PatchQueue {
+            E::PatchQueue { account, queue, attributes } => C::PatchQueue {
                 account,
                 queue,
-                attributes,
-            } => CommandV2::PatchQueue {
-                account,
-                queue,
-                attributes: attributes.into(),
+                attributes: QueueAttributesV1::from(attributes).into(),
             },
-            CommandV1::DeleteQueue { account, queue } => CommandV2::DeleteQueue { account, queue },
-            CommandV1::Send {
-                account,
-                queue,
-                message,
-            } => CommandV2::Send {
+            E::Send { account, queue, message } => C::Send {
                 account,
                 queue,
                 message: message.into(),
             },
-            CommandV1::SendBatch {
-                account,
-                queue,
-                entries,
-            } => CommandV2::SendBatch {
+            E::SendBatch { account, queue, entries } => C::SendBatch {
                 account,
                 queue,
                 entries: entries
                     .into_iter()
-                    .map(|e| BatchEntry {
-                        id: e.id,
-                        message: e.message.into(),
-                    })
+                    .map(|e| BatchEntry { id: e.id, message: e.message.into() })
                     .collect(),
             },
-            CommandV1::Receive {
-                account,
-                queue,
-                max_messages,
-                lease_seconds,
-            } => CommandV2::Receive {
+            E::Receive { account, queue, max_messages, lease_seconds } => C::Receive {
                 account,
                 queue,
                 max_messages,
                 lease_seconds,
                 attempt_id: None,
             },
-            CommandV1::Ack {
-                account,
-                queue,
-                receipts,
-            } => CommandV2::Ack {
-                account,
-                queue,
-                receipts,
+            E::ChangeLease { account, queue, receipt, lease_seconds, delay_seconds } => {
+                C::ChangeLease {
+                    account,
+                    queue,
+                    receipt,
+                    lease_seconds,
+                    delay_seconds: delay_seconds.delay_seconds(),
+                }
             },
-            CommandV1::ChangeLease {
-                account,
-                queue,
-                receipt,
-                lease_seconds,
-                delay_seconds,
-            } => CommandV2::ChangeLease {
-                account,
-                queue,
-                receipt,
-                lease_seconds,
-                delay_seconds,
-            },
-            CommandV1::Purge { account, queue } => CommandV2::Purge { account, queue },
-            CommandV1::Tick => CommandV2::Tick,
-        }
+        } same {
+            DeleteQueue { account, queue }
+            Ack { account, queue, receipts }
+            Purge { account, queue }
+            Tick {}
+        })
     }
 }
 
@@ -439,14 +290,15 @@ impl From<QueueAttributesV3> for QueueAttributes {
             receive_wait_seconds,
             tags,
         } = a.v2;
+        let v0 = v1.v0;
         QueueAttributes {
-            content_based_deduplication: v1.content_based_deduplication,
-            lease_seconds: v1.lease_seconds,
-            delay_seconds: v1.delay_seconds,
-            retention_seconds: v1.retention_seconds,
-            max_message_bytes: v1.max_message_bytes,
-            redrive_policy: v1.redrive_policy,
-            redrive_allow_policy: v1.redrive_allow_policy,
+            content_based_deduplication: v0.content_based_deduplication,
+            lease_seconds: v0.lease_seconds,
+            delay_seconds: v0.delay_seconds,
+            retention_seconds: v0.retention_seconds,
+            max_message_bytes: v0.max_message_bytes,
+            redrive_policy: v0.redrive_policy,
+            redrive_allow_policy: v0.redrive_allow_policy,
             retry_backoff: v1.retry_backoff,
             receive_wait_seconds,
             tags,

@@ -80,42 +80,28 @@ pub enum RowKey {
 
 impl RowKey {
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(16);
-        match self {
-            RowKey::Meta => out.push(TAG_META),
-            RowKey::Queue(qid) => {
-                out.push(TAG_QUEUE);
-                out.extend_from_slice(&qid.to_be_bytes());
-            }
+        // The number after a queue's ID, big-endian so that its rows sort by it.
+        let order;
+        let (tag, qid, rest): (u8, u32, &[u8]) = match self {
+            RowKey::Meta => return vec![TAG_META],
+            RowKey::Queue(qid) => (TAG_QUEUE, *qid, &[]),
             RowKey::Message(qid, seq) => {
-                out.push(TAG_MESSAGE);
-                out.extend_from_slice(&qid.to_be_bytes());
-                out.extend_from_slice(&seq.to_be_bytes());
+                order = seq.to_be_bytes();
+                (TAG_MESSAGE, *qid, &order)
             }
-            RowKey::Dedup(qid, id) => {
-                out.push(TAG_DEDUP);
-                out.extend_from_slice(&qid.to_be_bytes());
-                out.extend_from_slice(id.as_bytes());
+            RowKey::Dedup(qid, id) => (TAG_DEDUP, *qid, id.as_bytes()),
+            RowKey::Reclaim(qid) => (TAG_RECLAIM, *qid, &[]),
+            RowKey::MoveTasks(qid) => (TAG_MOVE_TASKS, *qid, &[]),
+            RowKey::Attempt(qid, id) => (TAG_ATTEMPT, *qid, id.as_bytes()),
+            RowKey::Waiter(qid, waiter) => {
+                order = waiter.to_be_bytes();
+                (TAG_WAITER, *qid, &order)
             }
-            RowKey::Reclaim(qid) => {
-                out.push(TAG_RECLAIM);
-                out.extend_from_slice(&qid.to_be_bytes());
-            }
-            RowKey::MoveTasks(qid) => {
-                out.push(TAG_MOVE_TASKS);
-                out.extend_from_slice(&qid.to_be_bytes());
-            }
-            RowKey::Attempt(qid, id) => {
-                out.push(TAG_ATTEMPT);
-                out.extend_from_slice(&qid.to_be_bytes());
-                out.extend_from_slice(id.as_bytes());
-            }
-            RowKey::Waiter(qid, order) => {
-                out.push(TAG_WAITER);
-                out.extend_from_slice(&qid.to_be_bytes());
-                out.extend_from_slice(&order.to_be_bytes());
-            }
-        }
+        };
+        let mut out = Vec::with_capacity(5 + rest.len());
+        out.push(tag);
+        out.extend_from_slice(&qid.to_be_bytes());
+        out.extend_from_slice(rest);
         out
     }
 }
@@ -287,19 +273,20 @@ impl QueueRow {
         let old = QueueRowV6::decode(version, bytes)?;
         let c = old.config;
         let v4 = c.v5.v4;
+        let v3 = v4.v3;
         Ok(QueueRow {
             id: old.id,
             account: old.account,
             name: old.name,
             created_at: old.created_at,
             config: QueueConfig {
-                content_based_deduplication: v4.content_based_deduplication,
-                lease_seconds: v4.lease_seconds,
-                delay_seconds: v4.delay_seconds,
-                retention_seconds: v4.retention_seconds,
-                max_message_bytes: v4.max_message_bytes,
-                redrive_policy: v4.redrive_policy,
-                redrive_allow_policy: v4.redrive_allow_policy,
+                content_based_deduplication: v3.content_based_deduplication,
+                lease_seconds: v3.lease_seconds,
+                delay_seconds: v3.delay_seconds,
+                retention_seconds: v3.retention_seconds,
+                max_message_bytes: v3.max_message_bytes,
+                redrive_policy: v3.redrive_policy,
+                redrive_allow_policy: v3.redrive_allow_policy,
                 retry_backoff: v4.retry_backoff,
                 receive_wait_seconds: c.v5.receive_wait_seconds,
                 deduplication_scope: c.deduplication_scope,
@@ -398,14 +385,10 @@ impl QueueRowV5 {
             postcard::from_bytes(bytes)?
         } else {
             let v3: QueueRowV3 = postcard::from_bytes(bytes)?;
-            QueueRowV4 {
-                id: v3.id,
-                account: v3.account,
-                name: v3.name,
-                created_at: v3.created_at,
-                config: QueueConfigV4::from(v3.config),
-                dead_lettered: v3.dead_lettered,
-            }
+            v3.map_config(|v3| QueueConfigV4 {
+                v3,
+                retry_backoff: None,
+            })
         };
         Ok(QueueRowV5 {
             id: old.id,
@@ -423,54 +406,44 @@ impl QueueRowV5 {
     }
 }
 
-/// A queue row of row format 4: settings without a default wait, no tags, no `modified_at`.
+/// A queue row of row formats 2 to 4, over its settings `C`: no default wait, no tags, no
+/// `modified_at`.
 #[derive(Debug, Serialize, Deserialize)]
-struct QueueRowV4 {
+struct EarlyQueueRow<C> {
     id: Uuid,
     account: String,
     name: String,
     created_at: Millis,
-    config: QueueConfigV4,
+    config: C,
     dead_lettered: u64,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-struct QueueConfigV4 {
-    content_based_deduplication: bool,
-    lease_seconds: u32,
-    delay_seconds: u32,
-    retention_seconds: u32,
-    max_message_bytes: u32,
-    redrive_policy: Option<RedrivePolicy>,
-    redrive_allow_policy: AllowPolicy,
-    retry_backoff: Option<RetryBackoff>,
-}
-
-impl From<QueueConfigV3> for QueueConfigV4 {
-    fn from(c: QueueConfigV3) -> Self {
-        QueueConfigV4 {
-            content_based_deduplication: c.content_based_deduplication,
-            lease_seconds: c.lease_seconds,
-            delay_seconds: c.delay_seconds,
-            retention_seconds: c.retention_seconds,
-            max_message_bytes: c.max_message_bytes,
-            redrive_policy: c.redrive_policy,
-            redrive_allow_policy: c.redrive_allow_policy,
-            retry_backoff: None,
+impl<C> EarlyQueueRow<C> {
+    /// The same row with its settings converted by `convert`.
+    fn map_config<D>(self, convert: impl FnOnce(C) -> D) -> EarlyQueueRow<D> {
+        EarlyQueueRow {
+            id: self.id,
+            account: self.account,
+            name: self.name,
+            created_at: self.created_at,
+            config: convert(self.config),
+            dead_lettered: self.dead_lettered,
         }
     }
 }
 
-/// A queue row of row formats 2 and 3, whose settings had no retry backoff.
+/// A queue row of row format 4.
+type QueueRowV4 = EarlyQueueRow<QueueConfigV4>;
+
+/// Queue settings of row format 4: those of formats 2 and 3, then a retry backoff.
 #[derive(Debug, Serialize, Deserialize)]
-struct QueueRowV3 {
-    id: Uuid,
-    account: String,
-    name: String,
-    created_at: Millis,
-    config: QueueConfigV3,
-    dead_lettered: u64,
+struct QueueConfigV4 {
+    v3: QueueConfigV3,
+    retry_backoff: Option<RetryBackoff>,
 }
+
+/// A queue row of row formats 2 and 3, whose settings had no retry backoff.
+type QueueRowV3 = EarlyQueueRow<QueueConfigV3>;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct QueueConfigV3 {

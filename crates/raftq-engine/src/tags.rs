@@ -74,20 +74,13 @@ pub fn merged(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::refused_field as field;
 
     fn change(pairs: &[(&str, Option<&str>)]) -> TagChange {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.map(str::to_string)))
             .collect()
-    }
-
-    fn field(result: Result<impl std::fmt::Debug>) -> String {
-        result
-            .expect_err("refused")
-            .field()
-            .unwrap_or("")
-            .to_string()
     }
 
     #[test]

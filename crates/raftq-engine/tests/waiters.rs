@@ -13,6 +13,14 @@ fn waiter(n: u128) -> Uuid {
     Uuid::from_u128(0xAAAA_0000 + n)
 }
 
+/// The answer of a wait that ended with nothing delivered.
+fn ended(id: Uuid) -> WaitAnswer {
+    WaitAnswer {
+        waiter: id,
+        deliveries: vec![],
+    }
+}
+
 /// Parks a receive of up to `max` messages for `wait_seconds`; it must find nothing.
 #[track_caller]
 fn park(h: &mut Harness, queue: &str, max: i64, wait_seconds: i64, id: Uuid) {
@@ -204,13 +212,7 @@ fn a_wait_ends_at_its_deadline_with_nothing() {
     assert_eq!(answers_of(&mut h, Command::Tick), []);
     h.advance_ms(1);
     let answers = answers_of(&mut h, Command::Tick);
-    assert_eq!(
-        answers,
-        [WaitAnswer {
-            waiter: waiter(1),
-            deliveries: vec![]
-        }]
-    );
+    assert_eq!(answers, [ended(waiter(1))]);
     assert_eq!(h.engine.parked_count(), 0);
     assert_eq!(h.engine.next_due(), None);
     let send = send_cmd(&mut h, "work", "late");
@@ -226,13 +228,7 @@ fn an_end_of_wait_answers_a_parked_receive_with_nothing() {
     park(&mut h, "work", 1, 20, waiter(1));
     let applied = h.apply_changes(Command::EndWait { waiter: waiter(1) });
     assert_eq!(applied.result, Ok(Outcome::WaitEnded));
-    assert_eq!(
-        applied.answers,
-        [WaitAnswer {
-            waiter: waiter(1),
-            deliveries: vec![]
-        }]
-    );
+    assert_eq!(applied.answers, [ended(waiter(1))]);
     assert_eq!(h.engine.next_due(), None, "its deadline timer is gone");
     let send = send_cmd(&mut h, "work", "kept");
     assert_eq!(answers_of(&mut h, send), []);
@@ -269,13 +265,7 @@ fn deleting_a_queue_ends_its_waits() {
             queue: "work".into(),
         },
     );
-    assert_eq!(
-        answers,
-        [WaitAnswer {
-            waiter: waiter(1),
-            deliveries: vec![]
-        }]
-    );
+    assert_eq!(answers, [ended(waiter(1))]);
     assert_eq!(h.engine.parked_count(), 0);
     let rows = Engine::restore("local", h.store.rows.clone()).expect("restore");
     assert_eq!(rows.parked_count(), 0, "no waiter row is left behind");

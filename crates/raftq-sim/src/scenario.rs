@@ -61,8 +61,30 @@ pub async fn play(control: Control, seed: u64, faults_for: Duration) -> Judged {
             };
         }
     };
-    switches.ack_per_mille.store(600, Ordering::SeqCst);
-    let workers = start_workers(&control, &history, &dead_letter, &switches, rng.random());
+    switches.workers.ack_per_mille.store(600, Ordering::SeqCst);
+    let workers = workers::start(
+        &dead_letter,
+        rng.random(),
+        |queue, id, seed| {
+            workload::produce(
+                control.clone(),
+                history.clone(),
+                queue,
+                id,
+                switches.clone(),
+                seed,
+            )
+        },
+        |queue, seed| {
+            workload::consume(
+                control.clone(),
+                history.clone(),
+                queue,
+                switches.clone(),
+                seed,
+            )
+        },
+    );
     let mut cluster = Cluster {
         switches: switches.clone(),
         next_id: 4,
@@ -110,8 +132,11 @@ impl Ending {
             self.problems
                 .push("no leader within 30 s of healing".into());
         }
-        switches.stop_producing.store(true, Ordering::SeqCst);
-        switches.ack_per_mille.store(1000, Ordering::SeqCst);
+        switches
+            .workers
+            .stop_producing
+            .store(true, Ordering::SeqCst);
+        switches.workers.ack_per_mille.store(1000, Ordering::SeqCst);
         if !drain(
             control,
             &members,
@@ -123,7 +148,10 @@ impl Ending {
             self.problems
                 .push("queues were not empty 60 s after healing".into());
         }
-        switches.stop_consuming.store(true, Ordering::SeqCst);
+        switches
+            .workers
+            .stop_consuming
+            .store(true, Ordering::SeqCst);
         for worker in self.workers {
             let _ = worker.await;
         }
@@ -221,36 +249,6 @@ async fn create(
     Err(format!("could not create {name}"))
 }
 
-/// Starts the workers of [`workers::plan`].
-fn start_workers(
-    control: &Control,
-    history: &History,
-    dead_letter: &BTreeMap<String, String>,
-    switches: &Switches,
-    seed: u64,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    workers::plan(dead_letter, seed)
-        .into_iter()
-        .map(|worker| match worker {
-            Worker::Produce { queue, id, seed } => tokio::spawn(workload::produce(
-                control.clone(),
-                history.clone(),
-                queue,
-                id,
-                switches.clone(),
-                seed,
-            )),
-            Worker::Consume { queue, seed } => tokio::spawn(workload::consume(
-                control.clone(),
-                history.clone(),
-                queue,
-                switches.clone(),
-                seed,
-            )),
-        })
-        .collect()
-}
-
 /// A linearizable read through the members in turn; `None` when none answers.
 async fn read(control: &Control, members: &[NodeId], query: Query) -> Option<QueryResult> {
     for id in members {
@@ -270,9 +268,7 @@ async fn drain(
     dead_letter: &BTreeMap<String, String>,
     limit: Duration,
 ) -> bool {
-    let deadline = Instant::now() + limit;
-    let mut empty_in_a_row = 0;
-    while Instant::now() < deadline {
+    workers::drain(limit, async || {
         let mut total = 0;
         for queue in dead_letter.iter().flat_map(|(s, d)| [s, d]) {
             let query = Query::Stats {
@@ -284,13 +280,9 @@ async fn drain(
                 _ => 1,
             };
         }
-        empty_in_a_row = if total == 0 { empty_in_a_row + 1 } else { 0 };
-        if empty_in_a_row >= 2 {
-            return true;
-        }
-        sleep(Duration::from_secs(1)).await;
-    }
-    false
+        total
+    })
+    .await
 }
 
 /// The messages left in every queue, each with when it was moved to that dead-letter queue. A

@@ -31,10 +31,7 @@ pub const PRIORITY_QUEUE: &str = "sim-prio";
 /// Shared switches of the workers, and the members they may call.
 #[derive(Debug, Clone, Default)]
 pub struct Switches {
-    pub stop_producing: Arc<AtomicBool>,
-    pub stop_consuming: Arc<AtomicBool>,
-    /// Per mille of deliveries the consumers acknowledge.
-    pub ack_per_mille: Arc<AtomicU32>,
+    pub workers: raftq_check::workers::Switches,
     pub members: Arc<Mutex<Vec<NodeId>>>,
 }
 
@@ -104,7 +101,7 @@ pub async fn produce(
     let fifo = queue.ends_with(".fifo");
     let mut rng = StdRng::seed_from_u64(seed);
     let mut n = 0u64;
-    while !switches.stop_producing.load(Ordering::SeqCst) {
+    while !switches.workers.stop_producing.load(Ordering::SeqCst) {
         n += 1;
         let body = format!("{queue}/{id}/{n}");
         let group = match (fifo, n % 4) {
@@ -215,7 +212,12 @@ pub async fn consume(
         switches,
         rng: StdRng::seed_from_u64(seed),
     };
-    while !consumer.switches.stop_consuming.load(Ordering::SeqCst) {
+    while !consumer
+        .switches
+        .workers
+        .stop_consuming
+        .load(Ordering::SeqCst)
+    {
         match consumer.receive().await {
             None => {
                 let pause = consumer.rng.random_range(50..150);
@@ -289,7 +291,7 @@ impl Consumer {
                 start,
                 end,
             });
-            let ack_per_mille = self.switches.ack_per_mille.load(Ordering::SeqCst);
+            let ack_per_mille = self.switches.workers.ack_per_mille.load(Ordering::SeqCst);
             if self.rng.random_range(0..1000) < ack_per_mille {
                 chosen.push((message_id, delivery.receipt.clone()));
             }

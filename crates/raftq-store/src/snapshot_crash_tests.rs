@@ -177,6 +177,17 @@ async fn applied(node: &Node) -> Storage {
     storage
 }
 
+/// A snapshot of `storage`'s state machine, built now.
+async fn build(storage: &mut Storage) -> openraft::Snapshot<TypeConfig> {
+    storage
+        .state_machine
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .expect("build")
+}
+
 fn held_now(storage: &Storage, snapshot: Option<String>) -> Held {
     Held {
         state: storage.state_machine.reader().digest().expect("digest"),
@@ -191,13 +202,7 @@ async fn a_snapshot_built_when_the_power_is_lost_is_whole_or_gone_and_the_store_
     let before = node.checkpoint(&storage, "before");
     let expected_before = held_now(&storage, None);
     let moments = record_syncs(&node.disk);
-    let built = storage
-        .state_machine
-        .get_snapshot_builder()
-        .await
-        .build_snapshot()
-        .await
-        .expect("build");
+    let built = build(&mut storage).await;
     node.disk.no_sync_hook();
     let moments = taken(&moments);
     assert_eq!(moments.len(), 2, "the file's sync, then its directory's");
@@ -215,13 +220,7 @@ async fn a_snapshot_built_when_the_power_is_lost_is_whole_or_gone_and_the_store_
 async fn a_snapshot_received_when_the_power_is_lost_leaves_a_store_that_opens() {
     let source = Node::new();
     let mut sender = applied(&source).await;
-    let built = sender
-        .state_machine
-        .get_snapshot_builder()
-        .await
-        .build_snapshot()
-        .await
-        .expect("build");
+    let built = build(&mut sender).await;
     let mut bytes = Vec::new();
     let mut sent = built.snapshot;
     sent.read_to_end(&mut bytes)

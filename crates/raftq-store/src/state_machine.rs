@@ -510,6 +510,60 @@ fn cf<'a>(db: &'a DB, name: &'static str) -> io::Result<&'a rocksdb::ColumnFamil
         .ok_or_else(|| io::Error::other(format!("column family {name} is missing")))
 }
 
+/// What one call of `apply` gathers while the engine applies its commands: the rows to write in
+/// one batch, the payloads these commands stored (a delivery in the same call reads them here:
+/// they are not in the database yet), and the waiters to answer once the batch is written.
+struct Applying<'a> {
+    batch: WriteBatch,
+    state: &'a rocksdb::ColumnFamily,
+    reader: StateReader,
+    /// Whether anyone may wait for an answer; when nobody does, no payload is gathered.
+    answered: bool,
+    fresh: HashMap<u64, Payload>,
+    rows: BTreeSet<RowKey>,
+    waiters_answered: Vec<(oneshot::Sender<Delivered>, Delivered)>,
+}
+
+impl Applying<'_> {
+    /// Stages the rows `applied` changed, gathers the waiters it answered with their payloads,
+    /// and returns the response for its proposer.
+    fn take(
+        &mut self,
+        applied: raftq_engine::Applied,
+        waiters: &Waiters,
+    ) -> Result<Response, StorageError<NodeId>> {
+        stage(
+            &mut self.batch,
+            self.state,
+            applied.changes,
+            &mut self.rows,
+            self.answered.then_some(&mut self.fresh),
+        );
+        for answer in applied.answers {
+            let Some(sender) = waiters.take(answer.waiter) else {
+                continue;
+            };
+            let payloads =
+                delivered(&self.reader, &self.fresh, &answer.deliveries).map_err(read_failed)?;
+            let delivered = Delivered {
+                deliveries: answer.deliveries,
+                payloads,
+            };
+            self.waiters_answered.push((sender, delivered));
+        }
+        let payloads = match (self.answered, &applied.result) {
+            (true, Ok(Outcome::Received(deliveries))) => {
+                delivered(&self.reader, &self.fresh, deliveries).map_err(read_failed)?
+            }
+            _ => Vec::new(),
+        };
+        Ok(Response {
+            result: Some(applied.result),
+            payloads,
+        })
+    }
+}
+
 fn io_err(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
     StorageIOError::write_state_machine(&e).into()
 }
@@ -529,16 +583,18 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         I::IntoIter: OptionalSend,
     {
         let db = Arc::clone(&self.db);
-        let state = cf(&db, STATE_CF).map_err(io_err)?;
         let meta = cf(&db, SM_META_CF).map_err(io_err)?;
-        let reader = self.reader();
-        let mut batch = WriteBatch::with_capacity_bytes(self.batch_bytes);
-        let mut fresh: HashMap<u64, Payload> = HashMap::new();
-        let mut rows = BTreeSet::new();
+        let mut applying = Applying {
+            batch: WriteBatch::with_capacity_bytes(self.batch_bytes),
+            state: cf(&db, STATE_CF).map_err(io_err)?,
+            reader: self.reader(),
+            // A write proposed or a waiter registered after this check is in a later apply.
+            answered: self.awaited.any() || self.waiters.any(),
+            fresh: HashMap::new(),
+            rows: BTreeSet::new(),
+            waiters_answered: Vec::new(),
+        };
         let mut responses = Vec::new();
-        let mut answered_waiters: Vec<(oneshot::Sender<Delivered>, Delivered)> = Vec::new();
-        // A write proposed or a waiter registered after this check is in a later apply.
-        let answered = self.awaited.any() || self.waiters.any();
         let mut engine = self
             .engine
             .write()
@@ -559,40 +615,19 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
                             now: proposed.now,
                             command,
                         });
-                        stage(
-                            &mut batch,
-                            state,
-                            applied.changes,
-                            &mut rows,
-                            answered.then_some(&mut fresh),
-                        );
-                        for answer in applied.answers {
-                            let Some(sender) = self.waiters.take(answer.waiter) else {
-                                continue;
-                            };
-                            let payloads = delivered(&reader, &fresh, &answer.deliveries)
-                                .map_err(read_failed)?;
-                            let delivered = Delivered {
-                                deliveries: answer.deliveries,
-                                payloads,
-                            };
-                            answered_waiters.push((sender, delivered));
-                        }
-                        let payloads = match (answered, &applied.result) {
-                            (true, Ok(Outcome::Received(deliveries))) => {
-                                delivered(&reader, &fresh, deliveries).map_err(read_failed)?
-                            }
-                            _ => Vec::new(),
-                        };
-                        answers.push(Response {
-                            result: Some(applied.result),
-                            payloads,
-                        });
+                        answers.push(applying.take(applied, &self.waiters)?);
                     }
                 }
             }
             responses.push(answers);
         }
+        let Applying {
+            mut batch,
+            state,
+            rows,
+            waiters_answered,
+            ..
+        } = applying;
         stage_rows(&mut batch, state, &engine, rows);
         let applied = postcard::to_allocvec(&self.applied).map_err(io_err)?;
         batch.put_cf(meta, KEY_APPLIED, applied);
@@ -602,7 +637,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         // loses from the memtables (see the module documentation).
         write_applied(&self.db, batch).map_err(io_err)?;
         drop(engine);
-        for (sender, delivered) in answered_waiters {
+        for (sender, delivered) in waiters_answered {
             // A waiter that went away meanwhile leaves its messages to their leases.
             let _ = sender.send(delivered);
         }

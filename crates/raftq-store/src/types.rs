@@ -100,7 +100,7 @@ impl<'de> Deserialize<'de> for CommandGroup {
                 let first: u64 = seq.next_element()?.ok_or_else(missing)?;
                 let (now, commands) = if first >= FIRST_WALL_CLOCK {
                     let old: Vec<CommandV0> = seq.next_element()?.ok_or_else(missing)?;
-                    let v2 = old.into_iter().map(|c| CommandV2::from(CommandV1::from(c)));
+                    let v2 = old.into_iter().map(|c| CommandV2::from(c));
                     (first, from_format_2(v2.collect()))
                 } else if first == LOG_FORMAT_1 {
                     let now = seq.next_element()?.ok_or_else(missing)?;
@@ -159,6 +159,14 @@ mod tests {
 
     use super::*;
 
+    /// The commands of an entry written at 1,700,000,000,000 ms, given in hex.
+    fn decoded(entry: &str) -> Vec<Command> {
+        let bytes = hex::decode(entry).expect("hex");
+        let group: CommandGroup = postcard::from_bytes(&bytes).expect("the entry decodes");
+        assert_eq!(group.now, 1_700_000_000_000);
+        Arc::unwrap_or_clone(group.commands)
+    }
+
     /// `(now, commands)` as the build before log format 1 wrote it: a queue created with a
     /// redrive policy, a send, a release and a tick, at 1,700,000,000,000 ms.
     const FORMAT_0_ENTRY: &str = "80d095ffbc31040003646576100000000000000000000000000000000704776f\
@@ -167,9 +175,7 @@ mod tests {
 
     #[test]
     fn entries_of_log_format_0_read_as_today_s_commands() {
-        let bytes = hex::decode(FORMAT_0_ENTRY.replace(' ', "")).expect("hex");
-        let group: CommandGroup = postcard::from_bytes(&bytes).expect("format 0 decodes");
-        assert_eq!(group.now, 1_700_000_000_000);
+        let commands = decoded(FORMAT_0_ENTRY);
         let expected = vec![
             Command::CreateQueue {
                 account: "dev".into(),
@@ -198,7 +204,7 @@ mod tests {
             },
             Command::Tick,
         ];
-        assert_eq!(*group.commands, expected);
+        assert_eq!(commands, expected);
     }
 
     /// `(1, now, commands)` as log format 1 wrote it: a send with the plain attribute `k` = `v`
@@ -208,9 +214,7 @@ mod tests {
 
     #[test]
     fn entries_of_log_format_1_read_with_plain_attributes_and_no_attempt_id() {
-        let bytes = hex::decode(FORMAT_1_ENTRY).expect("hex");
-        let group: CommandGroup = postcard::from_bytes(&bytes).expect("format 1 decodes");
-        assert_eq!(group.now, 1_700_000_000_000);
+        let commands = decoded(FORMAT_1_ENTRY);
         let mut message = NewMessage::new(Uuid::from_u128(9), "hello");
         message
             .attributes
@@ -229,7 +233,7 @@ mod tests {
                 attempt_id: None,
             },
         ];
-        assert_eq!(*group.commands, expected);
+        assert_eq!(commands, expected);
     }
 
     /// `(2, now, commands)` as log format 2 wrote it: the FIFO queue `jobs.fifo` created with a
@@ -243,9 +247,7 @@ mod tests {
 
     #[test]
     fn entries_of_log_format_2_read_without_scopes_policies_or_trace_headers() {
-        let bytes = hex::decode(FORMAT_2_ENTRY).expect("hex");
-        let group: CommandGroup = postcard::from_bytes(&bytes).expect("format 2 decodes");
-        assert_eq!(group.now, 1_700_000_000_000);
+        let commands = decoded(FORMAT_2_ENTRY);
         let mut message = NewMessage::new(Uuid::from_u128(9), "hello")
             .in_group("g")
             .deduplicated_by("d");
@@ -273,7 +275,7 @@ mod tests {
                 }],
             },
         ];
-        assert_eq!(*group.commands, expected);
+        assert_eq!(commands, expected);
     }
 
     /// `(3, now, commands)` as log format 3 wrote it: the queue `work` created with a 45 s
@@ -284,9 +286,7 @@ mod tests {
 
     #[test]
     fn entries_of_log_format_3_read_without_priorities_or_deliver_at() {
-        let bytes = hex::decode(FORMAT_3_ENTRY).expect("hex");
-        let group: CommandGroup = postcard::from_bytes(&bytes).expect("format 3 decodes");
-        assert_eq!(group.now, 1_700_000_000_000);
+        let commands = decoded(FORMAT_3_ENTRY);
         let mut message = NewMessage::new(Uuid::from_u128(9), "hello");
         message.trace_header = Some("t".into());
         let expected = vec![
@@ -306,7 +306,7 @@ mod tests {
                 message,
             },
         ];
-        assert_eq!(*group.commands, expected);
+        assert_eq!(commands, expected);
     }
 
     #[test]

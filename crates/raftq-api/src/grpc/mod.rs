@@ -22,7 +22,7 @@ use tonic::server::NamedService;
 
 use crate::error::ApiError;
 use crate::limits::BATCH_BODY_LIMIT;
-use crate::state::AppState;
+use crate::shared::AppState;
 
 /// Generated protobuf messages, server and client of `proto/raftq.proto` (package `raftq.v1`).
 pub use raftq_proto::v1 as pb;

@@ -16,7 +16,7 @@ use crate::error::ApiError;
 use crate::json;
 use crate::keys::Principal;
 use crate::ops::ReceiveOptions;
-use crate::state::AppState;
+use crate::shared::AppState;
 use crate::status;
 use crate::throttle::Caller;
 

@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 
 use crate::auth::Admin;
 use crate::openapi;
-use crate::state::AppState;
+use crate::shared::AppState;
 
 /// A backup of the cluster's state
 ///

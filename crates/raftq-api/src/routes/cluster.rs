@@ -22,7 +22,7 @@ use crate::input::JsonBody;
 use crate::keys::Principal;
 use crate::metrics::{Filesystem, Reading};
 use crate::openapi;
-use crate::state::AppState;
+use crate::shared::AppState;
 use crate::status;
 
 /// What `GET /v1/cluster/state` answers.

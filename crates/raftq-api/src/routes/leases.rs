@@ -16,7 +16,7 @@ use crate::input::{JsonBody, QueuePath};
 use crate::json;
 use crate::openapi::{self, Replicated};
 use crate::ops::ReceiveOptions;
-use crate::state::AppState;
+use crate::shared::AppState;
 use crate::throttle::Caller;
 
 /// The body of `POST /v1/queues/{q}/receive`; an empty body takes every default.

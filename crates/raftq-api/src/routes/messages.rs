@@ -24,7 +24,7 @@ use crate::input::{JsonBody, Params, QueuePath};
 use crate::json;
 use crate::openapi::{self, Replicated};
 use crate::ops::{BatchEntryInput, MessageInput};
-use crate::state::AppState;
+use crate::shared::AppState;
 
 /// The query parameters of a peek.
 pub const PEEK_PARAMS: &[&str] = &["limit", "after"];

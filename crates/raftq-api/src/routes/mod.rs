@@ -30,7 +30,7 @@ use utoipa_axum::routes;
 use crate::error::ApiError;
 use crate::input::BodyLimit;
 use crate::limits::{BATCH_BODY_LIMIT, BODY_LIMIT};
-use crate::state::AppState;
+use crate::shared::AppState;
 use crate::{grpc, openapi};
 
 /// Gives a route its own body limit.

@@ -24,7 +24,7 @@ use crate::input::{JsonBody, QueuePath};
 use crate::json;
 use crate::openapi::{self, Replicated};
 use crate::ops::{MoveFilterRequest, MoveTaskRequest};
-use crate::state::AppState;
+use crate::shared::AppState;
 
 /// The body of `POST /v1/queues/{q}/move_tasks`; every field is optional.
 #[derive(Deserialize, ToSchema)]

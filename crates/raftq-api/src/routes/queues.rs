@@ -26,7 +26,7 @@ use crate::input::{JsonBody, Params, QueuePath};
 use crate::json;
 use crate::openapi::{self, Replicated};
 use crate::ops::NewQueue;
-use crate::state::AppState;
+use crate::shared::AppState;
 
 /// The fields of a create that a patch refuses.
 const FIXED_FIELDS: &[&str] = &["name", "type"];

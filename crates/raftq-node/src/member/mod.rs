@@ -7,7 +7,7 @@
 //!   (`current_leader`, `is_leader`, `is_member`, `members`, `answering`, `last_answers`,
 //!   `silent_for`) and of the leader's appends (`note_append`, `last_append`, `appending_for`);
 //! - [`routing`]: a client request served here or at the leader (`route`, `serve_local`,
-//!   `forward`, `serve_forwarded`, `member_addr`, `cut_off_from`), and the request kinds
+//!   `forward`, `forwarder`, `serve_forwarded`, `member_addr`, `cut_off_from`), and the request kinds
 //!   ([`routing::Routed`]);
 //! - [`membership`]: membership changes and leadership handovers (`change_membership`, `add`,
 //!   `remove`, `commit`, `hand_over`, `await_successor`);

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use crate::error::NodeError;
 use crate::member::membership::{self, Change, ChangeResult};
 use crate::member::Core;
+use crate::network::PeerClient;
 use crate::protocol;
 use crate::query::{self, Query, QueryResult};
 
@@ -192,15 +193,7 @@ impl Core {
         request: &R,
         deadline: Instant,
     ) -> Result<R::Reply, NodeError> {
-        let Some(addr) = self.member_addr(leader) else {
-            return Err(NodeError::NotLeader(None));
-        };
-        if self.cut_off_from(leader) {
-            return Err(NodeError::LeaderUnreachable(leader));
-        }
-        let own = self.forwarders.dial.protocol.speaks();
-        protocol::may_forward(leader, self.protocols.of(leader), own)?;
-        let mut client = self.forwarders.get(leader, &addr);
+        let mut client = self.forwarder(leader)?;
         let timeout = deadline.saturating_duration_since(Instant::now());
         let sent = request.sent();
         let read = matches!(sent, Forwarded::Read(_));
@@ -256,6 +249,20 @@ impl Core {
                 true,
             )),
         }
+    }
+
+    /// The client that forwards to `leader`, or why nothing can be forwarded to it: it is not a
+    /// member, this node is cut off from it, or it speaks another peer protocol.
+    fn forwarder(&self, leader: NodeId) -> Result<PeerClient, NodeError> {
+        let Some(addr) = self.member_addr(leader) else {
+            return Err(NodeError::NotLeader(None));
+        };
+        if self.cut_off_from(leader) {
+            return Err(NodeError::LeaderUnreachable(leader));
+        }
+        let own = self.forwarders.dial.protocol.speaks();
+        protocol::may_forward(leader, self.protocols.of(leader), own)?;
+        Ok(self.forwarders.get(leader, &addr))
     }
 
     /// The peer address of member `id`, as this node's membership has it.

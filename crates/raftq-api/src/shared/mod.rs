@@ -1,14 +1,27 @@
 //! What every handler shares: the node, the key table and the limits ([`Api`]), with this
-//! node's request metrics and the limits' state.
+//! node's request metrics and the limits' state ([`Shared`]), and the operations every front end
+//! calls on it.
+//!
+//! [`Shared`]'s methods, by file:
+//! - here: [`Shared::api`], [`Shared::admit_key`];
+//! - `call.rs`: the typed calls into the node, `commit`, `write` and `read`;
+//! - `ops.rs`: the operations of SPEC.md §3 and the move tasks, one method each (`create_queue`
+//!   to `delete_queue`, `send`, `send_batch`, `receive`, `ack`, `change_lease`, `peek`, the
+//!   scheduled listing and cancel, `purge`, the move tasks, `accounts`, `change_membership`).
 
 use std::sync::Arc;
 
 use raftq_node::Node;
 
+mod call;
+pub mod ops;
+
 use crate::error::ApiError;
 use crate::keys::{KeyDigest, Keys};
 use crate::metrics::{Metrics, MetricsOptions};
 use crate::throttle::{Caller, Limits, Throttle};
+
+pub(crate) use call::Written;
 
 /// Everything the front ends need: the node it talks to, the region it serves, the key table
 /// that maps API keys to accounts, the limits against abuse (none unless set) and what
@@ -44,7 +57,7 @@ impl Api {
     }
 }
 
-/// The state every handler shares; the operations of [`crate::ops`] are its methods.
+/// The state every handler shares; the operations of [`ops`] are its methods.
 pub struct Shared {
     pub(crate) api: Api,
     pub(crate) metrics: Metrics,

@@ -7,8 +7,8 @@
 use raftq_engine::{EngineError, Payload, Proposal};
 use raftq_node::{NodeError, Question};
 
+use super::Shared;
 use crate::error::ApiError;
-use crate::state::Shared;
 
 /// What a committed command answered.
 pub struct Written<T> {

@@ -33,7 +33,7 @@ use crate::throttle::Caller;
 
 pub use crate::error::ApiError;
 pub use crate::longpoll::Received;
-pub use crate::state::Shared;
+pub use crate::shared::Shared;
 pub use raftq_engine::LeaseChange;
 
 /// A queue to create, as a client asks for it.
