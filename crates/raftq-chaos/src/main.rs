@@ -31,10 +31,9 @@ use clap::Parser;
 use futures_util::future::join_all;
 use raftq_check::checker::{self, Final};
 use raftq_check::history::{Event, History, Outcome};
-use raftq_check::workers::{self, Switches, Worker};
+use raftq_check::workers::{self, Switches};
 use raftq_client::{Client, Options};
 use serde_json::{json, Value};
-use tokio::task::JoinHandle;
 use tokio::time::{sleep, Instant};
 
 use crate::availability::{unavailability, FaultSpan};
@@ -322,10 +321,10 @@ async fn create(client: &Client, name: &str, attributes: Value) -> Result<(), St
 
 /// Waits until every queue is empty twice in a row, up to `limit`.
 async fn drain(nodes: &Nodes, dead_letter: &BTreeMap<String, String>, limit: Duration) -> bool {
-    let queues: Vec<&String> = dead_letter.iter().flat_map(|(s, d)| [s, d]).collect();
-    workers::drain(limit, async || {
+    let queues: &Vec<&String> = &dead_letter.iter().flat_map(|(s, d)| [s, d]).collect();
+    workers::drain(limit, move || async move {
         let mut total = 0;
-        for q in &queues {
+        for q in queues {
             total += match nodes.client(0).stats(q).await {
                 Ok(s) => ["visible", "leased", "delayed", "pending_redrive"]
                     .iter()

@@ -86,7 +86,10 @@ where
 /// Waits, up to `limit`, until a run's queues have drained: `held` (what they hold in all, an
 /// unanswered queue counted as one) read 0 twice in a row, a second apart (a message that one
 /// reading saw gone may still come back from an abandoned lease before the next).
-pub async fn drain(limit: Duration, mut held: impl AsyncFnMut() -> u64) -> bool {
+pub async fn drain<F>(limit: Duration, mut held: impl FnMut() -> F) -> bool
+where
+    F: Future<Output = u64>,
+{
     let deadline = Instant::now() + limit;
     let mut empty_in_a_row = 0;
     while Instant::now() < deadline {

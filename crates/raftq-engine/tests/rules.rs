@@ -1333,6 +1333,43 @@ fn retention_is_measured_from_when_each_message_entered() {
     assert!(peek(&h, "q").is_empty());
 }
 
+/// The retention timer set for a queue's oldest message stays set after that message is acked;
+/// when it fires, in an entry that comes long after, it takes only what expired by its own
+/// time. The next message's lease ends first, so that message goes to the dead-letter queue,
+/// as it does on a node that restored its state (which has no timer for the acked message).
+#[test]
+fn a_retention_timer_fires_in_its_turn_among_the_timers_an_entry_passes() {
+    let run = |restore: bool| {
+        let mut h = Harness::new();
+        h.create("dlq");
+        h.create_with(
+            "src",
+            QueueAttributes {
+                retention_seconds: Some(60),
+                ..redrive("dlq", 1)
+            },
+        );
+        put(&mut h, "src", "acked");
+        h.advance(20);
+        put(&mut h, "src", "dead-lettered");
+        let got = h.receive_leased("src", 2, 45);
+        h.ack("src", &got[0].receipt).expect("ack");
+        if restore {
+            h.engine = Engine::restore("local", h.store.rows.clone()).expect("restore");
+        }
+        // Passes the acked message's expiry (60 s), the lease end (65 s) and the next
+        // message's expiry (80 s) in one entry.
+        h.advance(65);
+        h.tick();
+        (peek_bodies(&h, "src"), peek_bodies(&h, "dlq"))
+    };
+    assert_eq!(
+        run(false),
+        (Vec::<String>::new(), vec!["dead-lettered".to_string()])
+    );
+    assert_eq!(run(false), run(true));
+}
+
 #[test]
 fn retention_expiry_of_a_fifo_head_unblocks_the_group() {
     let mut h = Harness::new();

@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use raftq_check::checker::{self, Final, Report};
 use raftq_check::history::{Event, History};
-use raftq_check::workers::{self, Worker};
+use raftq_check::workers;
 use raftq_engine::{Command, QueueAttributes, RedrivePolicyInput, RetryBackoffInput};
 use raftq_node::{NodeId, Query, QueryResult};
 use rand::rngs::StdRng;
@@ -268,7 +268,7 @@ async fn drain(
     dead_letter: &BTreeMap<String, String>,
     limit: Duration,
 ) -> bool {
-    workers::drain(limit, async || {
+    workers::drain(limit, move || async move {
         let mut total = 0;
         for queue in dead_letter.iter().flat_map(|(s, d)| [s, d]) {
             let query = Query::Stats {

@@ -5,7 +5,7 @@
 //! of what they receive, and record every operation and its outcome in the history the checker
 //! judges.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 

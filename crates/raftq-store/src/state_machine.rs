@@ -531,7 +531,7 @@ impl Applying<'_> {
         &mut self,
         applied: raftq_engine::Applied,
         waiters: &Waiters,
-    ) -> Result<Response, StorageError<NodeId>> {
+    ) -> Result<Response, AnyError> {
         stage(
             &mut self.batch,
             self.state,
@@ -543,8 +543,7 @@ impl Applying<'_> {
             let Some(sender) = waiters.take(answer.waiter) else {
                 continue;
             };
-            let payloads =
-                delivered(&self.reader, &self.fresh, &answer.deliveries).map_err(read_failed)?;
+            let payloads = delivered(&self.reader, &self.fresh, &answer.deliveries)?;
             let delivered = Delivered {
                 deliveries: answer.deliveries,
                 payloads,
@@ -553,7 +552,7 @@ impl Applying<'_> {
         }
         let payloads = match (self.answered, &applied.result) {
             (true, Ok(Outcome::Received(deliveries))) => {
-                delivered(&self.reader, &self.fresh, deliveries).map_err(read_failed)?
+                delivered(&self.reader, &self.fresh, deliveries)?
             }
             _ => Vec::new(),
         };
@@ -615,7 +614,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
                             now: proposed.now,
                             command,
                         });
-                        answers.push(applying.take(applied, &self.waiters)?);
+                        answers.push(applying.take(applied, &self.waiters).map_err(read_failed)?);
                     }
                 }
             }

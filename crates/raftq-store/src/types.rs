@@ -100,7 +100,7 @@ impl<'de> Deserialize<'de> for CommandGroup {
                 let first: u64 = seq.next_element()?.ok_or_else(missing)?;
                 let (now, commands) = if first >= FIRST_WALL_CLOCK {
                     let old: Vec<CommandV0> = seq.next_element()?.ok_or_else(missing)?;
-                    let v2 = old.into_iter().map(|c| CommandV2::from(c));
+                    let v2 = old.into_iter().map(CommandV2::from);
                     (first, from_format_2(v2.collect()))
                 } else if first == LOG_FORMAT_1 {
                     let now = seq.next_element()?.ok_or_else(missing)?;

@@ -184,7 +184,7 @@ impl Engine {
             );
             fired = due;
             self.context.timers.pop_first();
-            self.fire(timer);
+            self.fire(due, timer);
             // In the order things fell due: a message that became deliverable goes to the
             // receives parked then, before a later deadline ends one of them.
             self.serve_waiters();
@@ -198,7 +198,7 @@ impl Engine {
         );
     }
 
-    fn fire(&mut self, timer: Timer) {
+    fn fire(&mut self, due: Millis, timer: Timer) {
         match timer {
             Timer::Message { qid, seq } => {
                 let Some(q) = self.queues.get_mut(&qid) else {
@@ -215,7 +215,14 @@ impl Engine {
                     return;
                 };
                 q.clear_retention_timer(&mut self.context);
-                for seq in q.expired(self.context.now) {
+                // Expired by the time the next timer falls due (nothing else happens before),
+                // not by the entry's: a timer armed for a message that has left since (a node
+                // that restored its state has no such timer) must not take the next message
+                // before a timer due in between, such as that message's lease end. The timer
+                // armed next takes the rest in its turn.
+                let next_due = self.context.timers.first().map_or(Millis::MAX, |&(d, _)| d);
+                let until = self.context.now.min(next_due.saturating_sub(1)).max(due);
+                for seq in q.expired(until) {
                     discard(q, &mut self.context, seq);
                 }
                 q.schedule_retention(&mut self.context);
