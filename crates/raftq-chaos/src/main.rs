@@ -34,6 +34,7 @@ use raftq_check::history::{Event, History, Outcome};
 use raftq_check::workers::{self, Switches};
 use raftq_client::{Client, Options};
 use serde_json::{json, Value};
+use tokio::task::JoinHandle;
 use tokio::time::{sleep, Instant};
 
 use crate::availability::{unavailability, FaultSpan};
@@ -178,29 +179,7 @@ async fn run(args: &Args, seed: u64, dir: &Path, history: &History) -> Result<u6
     let sampler = Sampler::start(nodes.clone(), &dir.join("samples.jsonl"))?;
     let switches = Switches::default();
     switches.ack_per_mille.store(600, Ordering::Relaxed);
-    let workers = workers::start(
-        &dead_letter,
-        seed,
-        |queue, id, seed| {
-            workload::produce(
-                nodes.clone(),
-                history.clone(),
-                queue,
-                id,
-                switches.clone(),
-                seed,
-            )
-        },
-        |queue, seed| {
-            workload::consume(
-                nodes.clone(),
-                history.clone(),
-                queue,
-                switches.clone(),
-                seed,
-            )
-        },
-    );
+    let workers = start_workers(&nodes, history, &dead_letter, &switches, seed);
     let fault_start = now_ms();
     let until = Instant::now() + Duration::from_secs(args.duration);
     match &args.upgrade_to {
@@ -285,6 +264,36 @@ async fn connect(args: &Args, dir: &Path) -> Result<(Nodes, Compose), String> {
         .count();
     let nodes = Nodes::new(clients, args.endpoints.len() - spares);
     Ok((nodes, compose))
+}
+
+/// Starts the workers of [`workers::plan`].
+fn start_workers(
+    nodes: &Nodes,
+    history: &History,
+    dead_letter: &BTreeMap<String, String>,
+    switches: &Switches,
+    seed: u64,
+) -> Vec<JoinHandle<()>> {
+    let produce = |queue, id, seed| {
+        workload::produce(
+            nodes.clone(),
+            history.clone(),
+            queue,
+            id,
+            switches.clone(),
+            seed,
+        )
+    };
+    let consume = |queue, seed| {
+        workload::consume(
+            nodes.clone(),
+            history.clone(),
+            queue,
+            switches.clone(),
+            seed,
+        )
+    };
+    workers::start(dead_letter, seed, produce, consume)
 }
 
 /// Creates two standard source queues (the second for strict priorities) and a FIFO one with

@@ -1284,9 +1284,8 @@ fn ack_batch_takes_1_to_10_receipts_with_per_receipt_results() {
 
 // ---- retention --------------------------------------------------------------------------------
 
-#[test]
-fn message_expires_after_retention_whatever_its_state() {
-    let mut h = Harness::new();
+/// Creates `src`, whose messages are kept 60 s and go to `dlq` after one receive.
+fn kept_60_s_then_dead_lettered(h: &mut Harness) {
     h.create("dlq");
     h.create_with(
         "src",
@@ -1295,6 +1294,12 @@ fn message_expires_after_retention_whatever_its_state() {
             ..redrive("dlq", 1)
         },
     );
+}
+
+#[test]
+fn message_expires_after_retention_whatever_its_state() {
+    let mut h = Harness::new();
+    kept_60_s_then_dead_lettered(&mut h);
     h.try_patch("dlq", allow("deny_all", None)).expect("deny");
     put(&mut h, "src", "pending");
     lapse(&mut h, "src");
@@ -1341,14 +1346,7 @@ fn retention_is_measured_from_when_each_message_entered() {
 fn a_retention_timer_fires_in_its_turn_among_the_timers_an_entry_passes() {
     let run = |restore: bool| {
         let mut h = Harness::new();
-        h.create("dlq");
-        h.create_with(
-            "src",
-            QueueAttributes {
-                retention_seconds: Some(60),
-                ..redrive("dlq", 1)
-            },
-        );
+        kept_60_s_then_dead_lettered(&mut h);
         put(&mut h, "src", "acked");
         h.advance(20);
         put(&mut h, "src", "dead-lettered");

@@ -113,6 +113,22 @@ impl Node {
     }
 
     /// Checks that every crash image of each moment opens holding `expected`.
+    /// Closes `storage`, then checks that every image of the disk at each of `moments` holds
+    /// the state of `before` (a checkpoint and what it holds) and every image at the end that
+    /// of `after`.
+    async fn images_hold(
+        &self,
+        storage: Storage,
+        moments: &[Frozen],
+        before: (&Path, &Held),
+        after: (&Path, &Held),
+    ) {
+        let end = self.disk.freeze();
+        drop(storage);
+        self.every_image_holds(moments, before.0, before.1).await;
+        self.every_image_holds(&[end], after.0, after.1).await;
+    }
+
     async fn every_image_holds(&self, moments: &[Frozen], checkpoint: &Path, expected: &Held) {
         for (moment, frozen) in moments.iter().enumerate() {
             for image in frozen.images(IMAGES, moment as u64) {
@@ -208,12 +224,13 @@ async fn a_snapshot_built_when_the_power_is_lost_is_whole_or_gone_and_the_store_
     assert_eq!(moments.len(), 2, "the file's sync, then its directory's");
     let after = node.checkpoint(&storage, "after");
     let expected_after = held_now(&storage, Some(built.meta.snapshot_id));
-    let end = node.disk.freeze();
-    drop(storage);
-    node.every_image_holds(&moments, &before, &expected_before)
-        .await;
-    node.every_image_holds(&[end], &after, &expected_after)
-        .await;
+    node.images_hold(
+        storage,
+        &moments,
+        (&before, &expected_before),
+        (&after, &expected_after),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -260,10 +277,11 @@ async fn a_snapshot_received_when_the_power_is_lost_leaves_a_store_that_opens() 
         held_now(&storage, expected_after.snapshot.clone()),
         expected_after
     );
-    let end = node.disk.freeze();
-    drop(storage);
-    node.every_image_holds(&moments, &before, &expected_before)
-        .await;
-    node.every_image_holds(&[end], &after, &expected_after)
-        .await;
+    node.images_hold(
+        storage,
+        &moments,
+        (&before, &expected_before),
+        (&after, &expected_after),
+    )
+    .await;
 }
