@@ -120,13 +120,13 @@ impl Node {
         &self,
         storage: Storage,
         moments: &[Frozen],
-        before: (&Path, &Held),
-        after: (&Path, &Held),
+        before: &(PathBuf, Held),
+        after: &(PathBuf, Held),
     ) {
         let end = self.disk.freeze();
         drop(storage);
-        self.every_image_holds(moments, before.0, before.1).await;
-        self.every_image_holds(&[end], after.0, after.1).await;
+        self.every_image_holds(moments, &before.0, &before.1).await;
+        self.every_image_holds(&[end], &after.0, &after.1).await;
     }
 
     async fn every_image_holds(&self, moments: &[Frozen], checkpoint: &Path, expected: &Held) {
@@ -215,22 +215,18 @@ fn held_now(storage: &Storage, snapshot: Option<String>) -> Held {
 async fn a_snapshot_built_when_the_power_is_lost_is_whole_or_gone_and_the_store_opens() {
     let node = Node::new();
     let mut storage = applied(&node).await;
-    let before = node.checkpoint(&storage, "before");
-    let expected_before = held_now(&storage, None);
+    let before = (
+        node.checkpoint(&storage, "before"),
+        held_now(&storage, None),
+    );
     let moments = record_syncs(&node.disk);
     let built = build(&mut storage).await;
     node.disk.no_sync_hook();
     let moments = taken(&moments);
     assert_eq!(moments.len(), 2, "the file's sync, then its directory's");
-    let after = node.checkpoint(&storage, "after");
-    let expected_after = held_now(&storage, Some(built.meta.snapshot_id));
-    node.images_hold(
-        storage,
-        &moments,
-        (&before, &expected_before),
-        (&after, &expected_after),
-    )
-    .await;
+    let held = held_now(&storage, Some(built.meta.snapshot_id));
+    let after = (node.checkpoint(&storage, "after"), held);
+    node.images_hold(storage, &moments, &before, &after).await;
 }
 
 #[tokio::test]
@@ -272,16 +268,11 @@ async fn a_snapshot_received_when_the_power_is_lost_leaves_a_store_that_opens() 
         "the kept copy's sync, then its directory's"
     );
     moments.insert(0, halfway);
-    let after = node.checkpoint(&storage, "after");
     assert_eq!(
         held_now(&storage, expected_after.snapshot.clone()),
         expected_after
     );
-    node.images_hold(
-        storage,
-        &moments,
-        (&before, &expected_before),
-        (&after, &expected_after),
-    )
-    .await;
+    let after = (node.checkpoint(&storage, "after"), expected_after);
+    let before = (before, expected_before);
+    node.images_hold(storage, &moments, &before, &after).await;
 }
