@@ -15,7 +15,7 @@ use super::pb::queues_server::Queues;
 use crate::error::ApiError;
 use crate::json;
 use crate::keys::Principal;
-use crate::ops::ReceiveOptions;
+use crate::ops::{Listing, ReceiveOptions};
 use crate::shared::AppState;
 use crate::status;
 use crate::throttle::Caller;
@@ -240,7 +240,12 @@ impl Queues for QueuesService {
         let (account, r) = self.open(request)?;
         let messages = self
             .state
-            .peek(account, convert::queue(r.queue)?, r.after, r.limit)
+            .list_messages(
+                account,
+                convert::queue(r.queue)?,
+                Listing::All,
+                (r.after, r.limit),
+            )
             .await?;
         reply(json::Peeked::new(&messages))
     }
@@ -252,7 +257,12 @@ impl Queues for QueuesService {
         let (account, r) = self.open(request)?;
         let messages = self
             .state
-            .list_scheduled(account, convert::queue(r.queue)?, r.after, r.limit)
+            .list_messages(
+                account,
+                convert::queue(r.queue)?,
+                Listing::Scheduled,
+                (r.after, r.limit),
+            )
             .await?;
         reply(json::Peeked::new(&messages))
     }

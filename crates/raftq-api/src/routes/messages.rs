@@ -23,7 +23,7 @@ use crate::error::ApiError;
 use crate::input::{JsonBody, Params, QueuePath};
 use crate::json;
 use crate::openapi::{self, Replicated};
-use crate::ops::{BatchEntryInput, MessageInput};
+use crate::ops::{BatchEntryInput, Listing, MessageInput};
 use crate::shared::AppState;
 
 /// The query parameters of a peek.
@@ -214,8 +214,9 @@ pub async fn peek(
     QueuePath(queue): QueuePath,
     params: Params,
 ) -> Result<Response, ApiError> {
-    let (after, limit) = page(&params)?;
-    let messages = state.peek(account, queue, after, limit).await?;
+    let messages = state
+        .list_messages(account, queue, Listing::All, page(&params)?)
+        .await?;
     Ok(Json(json::Peeked::new(&messages)).into_response())
 }
 
@@ -255,8 +256,9 @@ pub async fn scheduled(
     QueuePath(queue): QueuePath,
     params: Params,
 ) -> Result<Response, ApiError> {
-    let (after, limit) = page(&params)?;
-    let messages = state.list_scheduled(account, queue, after, limit).await?;
+    let messages = state
+        .list_messages(account, queue, Listing::Scheduled, page(&params)?)
+        .await?;
     Ok(Json(json::Peeked::new(&messages)).into_response())
 }
 

@@ -6,8 +6,9 @@
 //! - here: [`Shared::api`], [`Shared::admit_key`];
 //! - `call.rs`: the typed calls into the node, `commit`, `write` and `read`;
 //! - `ops.rs`: the operations of SPEC.md §3 and the move tasks, one method each (`create_queue`
-//!   to `delete_queue`, `send`, `send_batch`, `receive`, `ack`, `change_lease`, `peek`, the
-//!   scheduled listing and cancel, `purge`, the move tasks, `accounts`, `change_membership`).
+//!   to `delete_queue`, `send`, `send_batch`, `receive`, `ack`, `change_lease`,
+//!   `list_messages` (a peek or the scheduled messages), `cancel_scheduled`, `purge`, the move
+//!   tasks, `accounts`, `change_membership`).
 
 use std::sync::Arc;
 

@@ -77,6 +77,15 @@ pub struct ReceiveOptions {
     pub caller: Caller,
 }
 
+/// Which of a queue's messages a page lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listing {
+    /// Every message, in every state (a peek).
+    All,
+    /// The messages sent with a `deliver_at` that is still ahead.
+    Scheduled,
+}
+
 /// A message move task as a client asks for it (the SQS action StartMessageMoveTask, and more).
 #[derive(Default)]
 pub struct MoveTaskRequest {
@@ -428,29 +437,20 @@ impl Shared {
         self.write(command).await
     }
 
-    /// Shows messages after sequence number `after`, without leasing them.
-    pub async fn peek(
+    /// A page of the queue's messages that `which` lists: those after sequence number `after`,
+    /// in queue order, without leasing them.
+    pub async fn list_messages(
         &self,
         account: String,
         queue: String,
-        after: Option<u64>,
-        limit: Option<i64>,
+        which: Listing,
+        (after, limit): (Option<u64>, Option<i64>),
     ) -> Result<Vec<(MessageMeta, Payload)>, ApiError> {
-        self.read(question::peek(account, queue, after, limit))
-            .await
-    }
-
-    /// Lists the messages scheduled by a `deliver_at` still ahead, after sequence number
-    /// `after`, in queue order.
-    pub async fn list_scheduled(
-        &self,
-        account: String,
-        queue: String,
-        after: Option<u64>,
-        limit: Option<i64>,
-    ) -> Result<Vec<(MessageMeta, Payload)>, ApiError> {
-        self.read(question::scheduled(account, queue, after, limit))
-            .await
+        let question = match which {
+            Listing::All => question::peek(account, queue, after, limit),
+            Listing::Scheduled => question::scheduled(account, queue, after, limit),
+        };
+        self.read(question).await
     }
 
     /// Cancels the scheduled message with ID `message_id` (text, from a path or a request)
