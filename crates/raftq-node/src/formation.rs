@@ -22,7 +22,7 @@ use raftq_store::NodeId;
 use tokio::sync::watch;
 
 use crate::admission::{PeerStatus, Standing};
-use crate::member::Core;
+use crate::member::GroupCore;
 
 /// How often the peers are asked.
 const EVERY: Duration = Duration::from_millis(100);
@@ -60,21 +60,21 @@ fn find(answers: &[(NodeId, Option<PeerStatus>)]) -> Finding {
 /// Runs until this node is a member or joining. `peers` are the listed members (this node
 /// included).
 pub(crate) async fn run(
-    core: Arc<Core>,
+    core: Arc<GroupCore>,
     peers: BTreeMap<NodeId, String>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let forms = peers.keys().next() == Some(&core.id);
+    let forms = peers.keys().next() == Some(&core.node.id);
     let others: Vec<(NodeId, String)> = peers
         .iter()
-        .filter(|(id, _)| **id != core.id)
+        .filter(|(id, _)| **id != core.node.id)
         .map(|(id, addr)| (*id, addr.clone()))
         .collect();
     let mut tick = tokio::time::interval(EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut waiting_logged = false;
     loop {
-        let standing = core.admission.standing();
+        let standing = core.node.admission.standing();
         if matches!(standing, Standing::Member | Standing::Joining) {
             return;
         }
@@ -89,22 +89,22 @@ pub(crate) async fn run(
         let answers = join_all(pings).await;
         match (standing, find(&answers)) {
             (Standing::Blank, Finding::ClusterExists(peer)) => {
-                if let Err(e) = core.admission.become_joining().await {
+                if let Err(e) = core.node.admission.become_joining().await {
                     tracing::error!(error = %e, "cannot record that this node must join");
                     continue;
                 }
                 tracing::error!(
-                    node = core.id,
+                    node = core.node.id,
                     peer,
                     "this node's data directory holds no Raft state, but its cluster exists \
                      (node {peer} answered with it): the directory was lost or is new. The node \
                      will not vote or stand for election until it is added again; on any member, \
                      run `raftq cluster replace --id {}` (docs/operations.md)",
-                    core.id
+                    core.node.id
                 );
                 return;
             }
-            (Standing::Blank, Finding::AllBlank { .. }) => core.admission.become_fresh(),
+            (Standing::Blank, Finding::AllBlank { .. }) => core.node.admission.become_fresh(),
             (Standing::Fresh, Finding::AllBlank { all_fresh: true }) if forms => {
                 form(&core, &peers).await;
             }
@@ -124,7 +124,11 @@ pub(crate) async fn run(
 
 /// For a node started with `--join`: asks `member` (every [`EVERY`], until it answers) which
 /// cluster it belongs to, and says in the log what the operator does next.
-pub(crate) async fn announce(core: Arc<Core>, member: String, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn announce(
+    core: Arc<GroupCore>,
+    member: String,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut client = core.network.peers.get(0, &member);
     let mut tick = tokio::time::interval(EVERY * 10);
     let mut silence_logged = false;
@@ -133,7 +137,7 @@ pub(crate) async fn announce(core: Arc<Core>, member: String, mut shutdown: watc
             _ = tick.tick() => {}
             _ = shutdown.changed() => return,
         }
-        if core.admission.standing() != Standing::Joining {
+        if core.node.admission.standing() != Standing::Joining {
             return;
         }
         match client.ping_status(PING_TIMEOUT).await {
@@ -143,7 +147,7 @@ pub(crate) async fn announce(core: Arc<Core>, member: String, mut shutdown: watc
                     cluster = ?status.cluster_id,
                     "waiting to be added: on any member, run `raftq cluster add --id {} \
                      --raft-addr <this node's peer address>`",
-                    core.id
+                    core.node.id
                 );
                 return;
             }
@@ -158,8 +162,8 @@ pub(crate) async fn announce(core: Arc<Core>, member: String, mut shutdown: watc
 }
 
 /// Saves a new cluster id and proposes the listed membership.
-async fn form(core: &Core, peers: &BTreeMap<NodeId, String>) {
-    let id = match core.admission.form().await {
+async fn form(core: &GroupCore, peers: &BTreeMap<NodeId, String>) {
+    let id = match core.node.admission.form().await {
         Ok(id) => id,
         Err(e) => {
             tracing::error!(error = %e, "cannot form the cluster");
@@ -171,9 +175,9 @@ async fn form(core: &Core, peers: &BTreeMap<NodeId, String>) {
         .map(|(id, addr)| (*id, BasicNode::new(addr)))
         .collect();
     match core.raft.initialize(members).await {
-        Ok(()) => tracing::info!(node = core.id, cluster = %id, "formed the cluster"),
+        Ok(()) => tracing::info!(node = core.node.id, cluster = %id, "formed the cluster"),
         Err(RaftError::APIError(e)) => {
-            tracing::info!(node = core.id, reason = %e, "cluster already formed")
+            tracing::info!(node = core.node.id, reason = %e, "cluster already formed")
         }
         Err(e) => tracing::error!(error = %e, "cannot form the cluster"),
     }

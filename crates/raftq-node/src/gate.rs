@@ -45,7 +45,7 @@ use tokio::time::Instant;
 
 use crate::admission::PingAnswer;
 use crate::clock::read_clocks;
-use crate::member::{Core, Members};
+use crate::member::{GroupCore, Members};
 
 /// How often every member is pinged.
 const EVERY: Duration = Duration::from_millis(100);
@@ -123,9 +123,9 @@ impl Answer {
 
 /// Logs what a round of pings changed in what this node knows of its clock: `(confirmed,
 /// skewed)`.
-fn log_clock(core: &Core, (confirmed, skewed): (bool, bool)) {
-    let offset_ms = core.clock.offset();
-    let bound_ms = core.clock.bound_ms();
+fn log_clock(core: &GroupCore, (confirmed, skewed): (bool, bool)) {
+    let offset_ms = core.node.clock.offset();
+    let bound_ms = core.node.clock.bound_ms();
     if skewed {
         tracing::error!(
             offset_ms,
@@ -148,7 +148,7 @@ fn log_clock(core: &Core, (confirmed, skewed): (bool, bool)) {
 
 /// Pings the members every [`EVERY`] and opens or closes the gate on what they answer, until
 /// `shutdown` changes.
-pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn run(core: Arc<GroupCore>, mut shutdown: watch::Receiver<bool>) {
     let mut gate = Gate::new(core);
     let mut tick = tokio::time::interval(EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -163,7 +163,7 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
 
 /// What the gate keeps from one round of pings to the next.
 struct Gate {
-    core: Arc<Core>,
+    core: Arc<GroupCore>,
     /// Each member's last answer.
     answers: BTreeMap<NodeId, Answer>,
     /// Whether openraft's elections are on.
@@ -183,9 +183,9 @@ struct Gate {
 }
 
 impl Gate {
-    fn new(core: Arc<Core>) -> Gate {
+    fn new(core: Arc<GroupCore>) -> Gate {
         Gate {
-            open: core.admission.may_stand(),
+            open: core.node.admission.may_stand(),
             timeout: Duration::from_millis(core.raft.config().election_timeout_max),
             core,
             answers: BTreeMap::new(),
@@ -204,7 +204,7 @@ impl Gate {
         let voters = members.voters();
         let clock = self.read_clocks(&voters);
         self.hand_over_if_skewed(clock, &voters, &members);
-        let own_log = match self.core.admission.last_log() {
+        let own_log = match self.core.node.admission.last_log() {
             Ok(last) => last,
             Err(e) => {
                 tracing::error!(error = %e, "cannot read the log's last entry");
@@ -216,17 +216,18 @@ impl Gate {
             .filter(|(_, answer)| answer.would_vote_for(own_log.as_ref(), self.timeout))
             .map(|(id, _)| *id)
             .collect();
-        voters_for_us.insert(self.core.id);
+        voters_for_us.insert(self.core.node.id);
         let allow = majority(&voters_for_us, &members.configs)
-            && self.core.admission.may_stand()
-            && self.core.clock.may_lead();
+            && self.core.node.admission.may_stand()
+            && self.core.node.clock.may_lead();
         if allow != self.open {
             self.open = allow;
             self.core.raft.runtime_config().elect(allow);
             tracing::info!(
+                group = %self.core.group,
                 answering,
                 would_vote = voters_for_us.len(),
-                standing = ?self.core.admission.standing(),
+                standing = ?self.core.node.admission.standing(),
                 clock_confirmed = clock.0,
                 clock_skewed = clock.1,
                 elections = allow,
@@ -242,7 +243,7 @@ impl Gate {
         let pings = members
             .nodes
             .iter()
-            .filter(|(id, _)| **id != core.id)
+            .filter(|(id, _)| **id != core.node.id)
             .map(|(id, addr)| {
                 let mut client = core.network.peers.get(*id, addr);
                 async move {
@@ -252,7 +253,7 @@ impl Gate {
             });
         for (id, clock_read, answer) in join_all(pings).await {
             let now = Instant::now();
-            if let Ok(mut reach) = core.reach.write() {
+            if let Ok(mut reach) = core.node.reach.write() {
                 reach.entry(id).or_default().record(answer.as_ref(), now);
             }
             if let Some(said) = answer {
@@ -277,18 +278,21 @@ impl Gate {
     /// returns `(confirmed, skewed)`.
     fn read_clocks(&mut self, voters: &BTreeSet<NodeId>) -> (bool, bool) {
         let core = &self.core;
-        let wall = core.clock.wall();
+        let wall = core.node.clock.wall();
         let mut clocks: BTreeMap<NodeId, i64> = self
             .recent()
             .filter(|(id, _)| voters.contains(id))
             .map(|(id, answer)| (*id, answer.offset(wall)))
             .collect();
-        if voters.contains(&core.id) {
-            clocks.insert(core.id, 0);
+        if voters.contains(&core.node.id) {
+            clocks.insert(core.node.id, 0);
         }
-        core.clock
-            .record(read_clocks(&clocks, voters.len(), core.clock.bound_ms()));
-        let clock = (core.clock.confirmed(), core.clock.skewed());
+        core.node.clock.record(read_clocks(
+            &clocks,
+            voters.len(),
+            core.node.clock.bound_ms(),
+        ));
+        let clock = (core.node.clock.confirmed(), core.node.clock.skewed());
         if clock != self.last_clock {
             self.last_clock = clock;
             log_clock(core, clock);
@@ -310,7 +314,7 @@ impl Gate {
         }
         // Apart from the gate's loop, which must go on measuring while the handover runs.
         let mut successors = voters.clone();
-        successors.remove(&self.core.id);
+        successors.remove(&self.core.node.id);
         let leaving = Arc::clone(&self.core);
         let nodes = members.nodes.clone();
         self.handover = Some(tokio::spawn(async move {
@@ -326,7 +330,7 @@ impl Gate {
     /// and no leader's append arrives (`allow`: the gate is open now).
     fn count_held_back(&mut self, allow: bool, voters: &BTreeSet<NodeId>) {
         let core = &self.core;
-        if allow || core.current_leader() == Some(core.id) || !voters.contains(&core.id) {
+        if allow || core.current_leader() == Some(core.node.id) || !voters.contains(&core.node.id) {
             self.held = None;
             return;
         }

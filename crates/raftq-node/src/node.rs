@@ -15,8 +15,8 @@ use openraft::{Config, Raft, SnapshotPolicy};
 use raftq_engine::{Command, Engine, EngineError};
 use raftq_store::backup::{self, BackupSummary};
 use raftq_store::{
-    Database, LogOptions, LogStore, NodeId, Response, RocksStateMachine, StateOptions, Storage,
-    TypeConfig, WaitSlot,
+    Database, GroupId, LogOptions, LogStore, NodeId, Response, RocksStateMachine, StateOptions,
+    Storage, TypeConfig, WaitSlot,
 };
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
@@ -31,7 +31,7 @@ use crate::group_commit::GroupCommit;
 use crate::member::membership::{Change, ChangeResult};
 use crate::member::routing::LEADER_WAIT;
 use crate::member::status::NodeStatus;
-use crate::member::Core;
+use crate::member::{GroupCore, NodeCore};
 use crate::network::{Dial, MemoryNetwork, Network, Partition, PeerClients, WINDOW};
 use crate::protocol::Announced;
 use crate::query::{question, Query, QueryResult, Question};
@@ -132,7 +132,7 @@ impl NodeConfig {
 
 /// A running node.
 pub struct Node {
-    core: Arc<Core>,
+    core: Arc<GroupCore>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
     /// The group-commit task; it ends when aborted at shutdown.
@@ -203,7 +203,7 @@ fn raft_config(config: &NodeConfig) -> Result<Config, StartError> {
 /// Serves the peer service over `transport` (on TCP, over mutual TLS with the configured peer
 /// TLS) until `signal` says stop.
 fn spawn_peer_service(
-    core: Arc<Core>,
+    core: Arc<GroupCore>,
     config: &NodeConfig,
     transport: PeerTransport,
     mut signal: watch::Receiver<bool>,
@@ -276,7 +276,7 @@ async fn start_core(
     admission: Admission,
     log: LogStore<TypeConfig>,
     state_machine: RocksStateMachine,
-) -> Result<(Arc<Core>, JoinHandle<()>), StartError> {
+) -> Result<(Arc<GroupCore>, JoinHandle<()>), StartError> {
     let reader = state_machine.reader();
     let awaited = state_machine.awaited();
     let space = Arc::new(Space::new(
@@ -307,20 +307,24 @@ async fn start_core(
     ));
     let (group_commit, committing) =
         GroupCommit::start(raft.clone(), LEADER_WAIT, awaited, Arc::clone(&clock));
-    let core = Arc::new(Core {
+    let node = Arc::new(NodeCore {
         id: config.id,
-        raft,
-        group_commit,
-        reader,
         forwarders: PeerClients::new(dial),
-        network,
         admission,
         clock,
         space,
-        handing_over: Default::default(),
-        changing: tokio::sync::Mutex::new(()),
         reach: Default::default(),
         protocols: Default::default(),
+    });
+    let core = Arc::new(GroupCore {
+        group: GroupId::FIRST,
+        node,
+        raft,
+        group_commit,
+        reader,
+        network,
+        handing_over: Default::default(),
+        changing: tokio::sync::Mutex::new(()),
         elections_held_back: Default::default(),
         leader_commit: Default::default(),
         appends: Default::default(),
@@ -331,7 +335,7 @@ async fn start_core(
 /// The tasks that bring a node into its cluster: forming it (`forming`: the node found no
 /// cluster in its data directory) and announcing a joining node to the member it was given.
 fn spawn_enrolment(
-    core: &Arc<Core>,
+    core: &Arc<GroupCore>,
     config: &NodeConfig,
     forming: bool,
     signal: &watch::Receiver<bool>,
@@ -344,7 +348,7 @@ fn spawn_enrolment(
             signal.clone(),
         )));
     }
-    if let (Some(member), Standing::Joining) = (&config.join, core.admission.standing()) {
+    if let (Some(member), Standing::Joining) = (&config.join, core.node.admission.standing()) {
         tasks.push(tokio::spawn(formation::announce(
             Arc::clone(core),
             member.clone(),
@@ -399,7 +403,7 @@ impl Node {
             signal.clone(),
         )));
         tasks.push(tokio::spawn(space::run(
-            Arc::clone(&core.space),
+            Arc::clone(&core.node.space),
             signal.clone(),
         )));
         tasks.push(tokio::spawn(timer::run(Arc::clone(&core), signal)));
@@ -417,12 +421,12 @@ impl Node {
     }
 
     pub fn id(&self) -> NodeId {
-        self.core.id
+        self.core.node.id
     }
 
     /// The room left on this node's data directory's disk, as last read (see `space`).
     pub fn space(&self) -> SpaceReading {
-        self.core.space.reading()
+        self.core.node.space.reading()
     }
 
     /// This node's view of itself and the cluster (see [`NodeStatus`]).
@@ -469,7 +473,7 @@ impl Node {
                 .map_err(|e| NodeError::Unavailable(format!("applying up to {index}: {e}")))?;
         }
         let reader = self.core.reader.clone();
-        let cluster = self.core.admission.cluster().get();
+        let cluster = self.core.node.admission.cluster().get();
         let taken_at_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
@@ -495,7 +499,7 @@ impl Node {
     /// build would, for tests of clusters of two builds.
     #[cfg(feature = "testing")]
     pub fn announce_protocol(&self, protocol: Option<u32>) {
-        self.core.forwarders.dial.protocol.set(protocol);
+        self.core.node.forwarders.dial.protocol.set(protocol);
     }
 
     /// Makes every later write of this node's Raft log fail, as a failing disk would.
@@ -553,7 +557,7 @@ impl Node {
         }
         let members = self.core.members();
         let mut voters = members.voters();
-        voters.remove(&self.core.id);
+        voters.remove(&self.core.node.id);
         if voters.is_empty() {
             return Ok(None);
         }

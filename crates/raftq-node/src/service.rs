@@ -29,7 +29,7 @@ use raftq_store::{NodeId, TypeConfig, Work};
 use crate::admission::{PeerCall, PingAnswer, Standing, CLUSTER_HEADER};
 use crate::error::NodeError;
 use crate::member::routing::{ForwardReply, Forwarded};
-use crate::member::Core;
+use crate::member::GroupCore;
 use crate::network::{index_range, Answer, Method};
 use crate::protocol;
 use crate::receiving::SnapshotReceiver;
@@ -38,7 +38,7 @@ use crate::rpc::Blob;
 use crate::tls::node_id_of;
 
 pub(crate) struct PeerService {
-    core: Arc<Core>,
+    core: Arc<GroupCore>,
     /// Whether callers show certificates (mutual TLS), by which they are known.
     authenticated: bool,
     receiver: SnapshotReceiver,
@@ -46,7 +46,7 @@ pub(crate) struct PeerService {
 
 impl PeerService {
     /// The service of `core`'s node, whose received snapshots are checked as `work` says.
-    pub(crate) fn new(core: Arc<Core>, authenticated: bool, work: Work) -> PeerService {
+    pub(crate) fn new(core: Arc<GroupCore>, authenticated: bool, work: Work) -> PeerService {
         PeerService {
             core,
             authenticated,
@@ -84,7 +84,7 @@ impl PeerService {
             ),
         };
         let protocol = protocol::of_call(request.metadata())?;
-        self.core.admission.admit(call, sender).await.map_err(|e| {
+        self.core.node.admission.admit(call, sender).await.map_err(|e| {
             tracing::warn!(?call, remote = ?request.remote_addr(), reason = %e, "peer call refused");
             Status::failed_precondition(e.to_string())
         })?;
@@ -104,7 +104,7 @@ impl PeerService {
         let vote = vote(&rpc);
         check_sender(caller, vote)?;
         if let Some(sender) = vote.leader_id().voted_for() {
-            self.core.protocols.note(sender, protocol);
+            self.core.node.protocols.note(sender, protocol);
         }
         Ok(rpc)
     }
@@ -178,8 +178,9 @@ impl RaftRpc for PeerService {
     async fn ping(&self, _request: Request<Blob>) -> Result<Response<Blob>, Status> {
         let status = self
             .core
+            .node
             .admission
-            .status(self.core.clock.wall())
+            .status(self.core.node.clock.wall())
             .map_err(|e| Status::internal(format!("cannot read the log: {e}")))?;
         PingAnswer::encode(&status, &self.core.progress(), &self.core.leader_contact())
             .map(|data| Response::new(Blob { data }))
@@ -207,7 +208,7 @@ impl RaftRpc for PeerService {
     async fn elect(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
         self.screen(PeerCall::Elect, &request).await?;
         // The election gate is off for this call: the clock's rule is checked here instead.
-        if !self.core.clock.may_lead() {
+        if !self.core.node.clock.may_lead() {
             return Err(Status::failed_precondition(
                 "this node's clock is not confirmed within the bound by a majority of the \
                  voters' clocks: it does not stand for election",
@@ -224,20 +225,21 @@ impl RaftRpc for PeerService {
 
     async fn admit(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
         self.screen(PeerCall::Admit, &request).await?;
-        if self.core.admission.standing() == Standing::Joining {
+        if self.core.node.admission.standing() == Standing::Joining {
             self.core
+                .node
                 .admission
                 .readmitted()
                 .await
                 .map_err(|e| Status::internal(e.to_string()))?;
-            tracing::info!(node = self.core.id, "added to the cluster");
+            tracing::info!(node = self.core.node.id, "added to the cluster");
         }
         encode(&())
     }
 
     async fn forward(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
         let (_, sender) = self.screen(PeerCall::Forward, &request).await?;
-        let own = self.core.forwarders.dial.protocol.speaks();
+        let own = self.core.node.forwarders.dial.protocol.speaks();
         if let Some(refusal) = protocol::forwarded_refusal(sender, own) {
             tracing::warn!(remote = ?request.remote_addr(), %refusal, "forwarded request refused");
             return Err(Status::failed_precondition(refusal));

@@ -9,14 +9,14 @@ use raftq_engine::Command;
 use tokio::sync::watch;
 
 use crate::error::NodeError;
-use crate::member::Core;
+use crate::member::GroupCore;
 
 /// The longest the timer sleeps before looking at the next due time again (new leases and
 /// delays can bring it forward).
 const MAX_SLEEP: Duration = Duration::from_millis(100);
 
-pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
-    // Server metrics, as `Core::is_leader` reads: a follower waits without waking per entry.
+pub(crate) async fn run(core: Arc<GroupCore>, mut shutdown: watch::Receiver<bool>) {
+    // Server metrics, as `GroupCore::is_leader` reads: a follower waits without waking per entry.
     let mut leadership = core.raft.server_metrics();
     loop {
         if *shutdown.borrow() {
@@ -29,7 +29,7 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
             }
             continue;
         }
-        let Some(now) = core.clock.now() else {
+        let Some(now) = core.node.clock.now() else {
             // No cluster time yet: no entry can be stamped.
             tokio::select! {
                 _ = tokio::time::sleep(MAX_SLEEP) => {}
@@ -42,7 +42,7 @@ pub(crate) async fn run(core: Arc<Core>, mut shutdown: watch::Receiver<bool>) {
             Some(due) if due <= now => match core.propose(Command::Tick).await {
                 Ok(_) | Err(NodeError::NotLeader(_)) => continue,
                 Err(e) => {
-                    tracing::warn!(error = %e, "tick not committed");
+                    tracing::warn!(group = %core.group, error = %e, "tick not committed");
                     MAX_SLEEP
                 }
             },

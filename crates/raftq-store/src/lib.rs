@@ -60,7 +60,7 @@ pub use state_machine::{
     Awaited, AwaitedWrite, OpenError, PayloadView, RocksStateMachine, StateReader, SM_META_CF,
     STATE_CF,
 };
-pub use types::{CommandGroup, Delivered, NodeId, Response, TypeConfig};
+pub use types::{CommandGroup, Delivered, GroupId, NodeId, Response, TypeConfig};
 pub use waiters::{WaitSlot, Waiters};
 pub use work::Work;
 

@@ -27,6 +27,22 @@ openraft::declare_raft_types!(
 /// A node's id in the cluster.
 pub type NodeId = u64;
 
+/// A Raft group of a cluster: a replicated log and the state it applies, each queue in one.
+/// Group 1 holds the queues of a cluster of one group, as every cluster was before groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct GroupId(pub u32);
+
+impl GroupId {
+    /// The group of a cluster with one group.
+    pub const FIRST: GroupId = GroupId(1);
+}
+
+impl std::fmt::Display for GroupId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// One Raft log entry: commands proposed together (group commit: one entry, one fsync per
 /// node), applied in order at the leader's time `now`.
 ///

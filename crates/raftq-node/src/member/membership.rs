@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::error::NodeError;
-use crate::member::Core;
+use crate::member::GroupCore;
 use crate::network::PeerClient;
 
 /// How long a new node may take to catch up before it is made a voter; past it, the node is
@@ -96,7 +96,7 @@ fn keeps_majority(after: &BTreeSet<NodeId>, answering: &BTreeSet<NodeId>) -> boo
     after.intersection(answering).count() * 2 > after.len()
 }
 
-impl Core {
+impl GroupCore {
     /// Runs `change` on this node, which must lead.
     pub(crate) async fn change_membership(
         &self,
@@ -135,11 +135,11 @@ impl Core {
         let Some(status) = probe.ping_status(PROBE_TIMEOUT).await else {
             return Ok(Err(ChangeError::Unreachable(addr.to_string())));
         };
-        let ours = self.admission.cluster().get();
+        let ours = self.node.admission.cluster().get();
         if status.cluster_id.is_some() && status.cluster_id != ours {
             return Ok(Err(ChangeError::OtherCluster(addr.to_string())));
         }
-        tracing::info!(node = id, addr, "adding a learner");
+        tracing::info!(group = %self.group, node = id, addr, "adding a learner");
         let added = tokio::time::timeout(
             CATCH_UP,
             self.raft.add_learner(id, BasicNode::new(addr), true),
@@ -168,10 +168,10 @@ impl Core {
                 .await?;
             return Ok(Err(refusal));
         }
-        tracing::info!(node = id, "the learner caught up; making it a voter");
+        tracing::info!(group = %self.group, node = id, "the learner caught up; making it a voter");
         self.commit(ChangeMembers::AddVoterIds(BTreeSet::from([id])))
             .await?;
-        tracing::info!(node = id, "added a voter");
+        tracing::info!(group = %self.group, node = id, "added a voter");
         Ok(Ok(()))
     }
 
@@ -190,12 +190,12 @@ impl Core {
             if after.is_empty() {
                 return Ok(Err(ChangeError::LastVoter(id)));
             }
-            let mut answering = self.answering(ANSWERED_WITHIN);
+            let mut answering = self.node.answering(ANSWERED_WITHIN);
             if !keeps_majority(&after, &answering) {
                 // The pings' answers may be a round late (a busy node, a member added a moment
                 // ago): the change is refused only if they are still missing a few rounds on.
                 tokio::time::sleep(LATE_ANSWERS).await;
-                answering = self.answering(ANSWERED_WITHIN);
+                answering = self.node.answering(ANSWERED_WITHIN);
             }
             if !keeps_majority(&after, &answering) {
                 return Ok(Err(ChangeError::NoMajority {
@@ -205,12 +205,12 @@ impl Core {
                 }));
             }
         }
-        if id == self.id {
+        if id == self.node.id {
             // The leader leaves: a remaining voter leads first, and the request follows it.
             let successor = self.hand_over(&after, nodes).await?;
             return Err(NodeError::NotLeader(Some(successor)));
         }
-        tracing::info!(node = id, "removing a member");
+        tracing::info!(group = %self.group, node = id, "removing a member");
         let gone = BTreeSet::from([id]);
         let change = if voters.contains(&id) {
             ChangeMembers::RemoveVoters(gone)
@@ -218,7 +218,7 @@ impl Core {
             ChangeMembers::RemoveNodes(gone)
         };
         self.commit(change).await?;
-        tracing::info!(node = id, "removed a member");
+        tracing::info!(group = %self.group, node = id, "removed a member");
         Ok(Ok(()))
     }
 
@@ -250,7 +250,7 @@ impl Core {
             };
             candidates
                 .iter()
-                .filter(|id| **id != self.id && self.clock.agrees(**id))
+                .filter(|id| **id != self.node.id && self.node.clock.agrees(**id))
                 .max_by_key(|id| matched(id))
                 .copied()
         };
@@ -264,7 +264,7 @@ impl Core {
                 "node {successor} has no address"
             )));
         };
-        tracing::info!(successor, "handing leadership over");
+        tracing::info!(group = %self.group, successor, "handing leadership over");
         // Followers refuse to vote while they heard from their leader within its lease: this
         // leader goes quiet (no heartbeat, no proposal, no read) until the successor won.
         self.handing_over.store(true, Ordering::Relaxed);
@@ -289,7 +289,7 @@ impl Core {
             }
             let led = tokio::time::timeout_at(
                 deadline.min(Instant::now() + ELECT_AGAIN),
-                metrics.wait_for(|m| m.current_leader.is_some_and(|l| l != self.id)),
+                metrics.wait_for(|m| m.current_leader.is_some_and(|l| l != self.node.id)),
             )
             .await;
             if let Ok(Ok(m)) = led {

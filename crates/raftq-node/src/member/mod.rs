@@ -1,14 +1,18 @@
-//! This node as a member of its cluster: [`Core`], the parts of a running node that its tasks
-//! share (the peer service, the election gate, the timer, formation, membership changes and
-//! routing), with what they ask of them.
+//! This node as a member of its cluster: [`NodeCore`], the parts of a running node that every
+//! Raft group on it shares, and [`GroupCore`], one group as this node takes part in it, which
+//! its tasks share (the peer service, the election gate, the timer, formation, membership
+//! changes and routing), with what they ask of them.
 //!
-//! `Core`'s methods live by concern, one file each:
-//! - here: proposing (`propose`), what this node knows of the leader and the members
-//!   (`current_leader`, `is_leader`, `is_member`, `members`, `answering`, `last_answers`,
-//!   `silent_for`) and of the leader's appends (`note_append`, `last_append`, `appending_for`);
+//! `NodeCore`'s methods, here: what the pings tell of the other nodes (`answering`,
+//! `last_answers`, `silent_for`).
+//!
+//! `GroupCore`'s methods live by concern, one file each:
+//! - here: proposing (`propose`), what this node knows of the group's leader and members
+//!   (`current_leader`, `is_leader`, `is_member`, `members`) and of the leader's appends
+//!   (`note_append`, `last_append`, `appending_for`);
 //! - [`routing`]: a client request served here or at the leader (`route`, `serve_local`,
-//!   `forward`, `forwarder`, `serve_forwarded`, `member_addr`, `cut_off_from`), and the request kinds
-//!   ([`routing::Routed`]);
+//!   `forward`, `forwarder`, `serve_forwarded`, `member_addr`, `cut_off_from`), and the request
+//!   kinds ([`routing::Routed`]);
 //! - [`membership`]: membership changes and leadership handovers (`change_membership`, `add`,
 //!   `remove`, `commit`, `hand_over`, `await_successor`);
 //! - [`status`]: what this node reports of itself and of the members (`status`,
@@ -21,7 +25,7 @@ use std::time::Duration;
 
 use openraft::{Raft, ServerState};
 use raftq_engine::Command;
-use raftq_store::{NodeId, Response, StateReader, TypeConfig};
+use raftq_store::{GroupId, NodeId, Response, StateReader, TypeConfig};
 use tokio::time::Instant;
 
 use crate::admission::{Admission, PingAnswer, Progress};
@@ -40,32 +44,44 @@ pub(crate) mod status;
 /// the default interval).
 pub(crate) const APPENDING: Duration = Duration::from_millis(500);
 
-/// The parts of a node the peer service and the timer share.
-///
-/// Leadership and membership are read from openraft's server metrics, which change only with
-/// the vote, the role, the leader or the membership; its full metrics are sent again on every
-/// pass of the Raft core, so a task waiting on them wakes for every entry.
-pub(crate) struct Core {
+/// The parts of a node that every Raft group on it shares: who it is, its standing in the
+/// cluster, its clock, its disk's room, what its pings tell of the other nodes, and its
+/// connections for forwarding.
+pub(crate) struct NodeCore {
     pub id: NodeId,
-    pub raft: Raft<TypeConfig>,
-    pub group_commit: GroupCommit,
-    pub reader: StateReader,
-    pub network: Network,
     /// The cluster this node belongs to and whether it may vote.
     pub admission: Admission,
     /// The time this node stamps and reads at while it leads.
     pub clock: Arc<LeaderClock>,
     /// The room left on the data directory's disk, which a leader's writes must find.
     pub space: Arc<Space>,
+    /// What the election gate's pings tell of each member.
+    pub reach: RwLock<BTreeMap<NodeId, Reach>>,
+    /// The peer protocol each node's appends, votes and snapshots announced.
+    pub protocols: Heard,
+    /// Connections to the leaders this node forwarded to, by node id and address (reused: a
+    /// forwarded request must not pay for a new connection), apart from Raft's own.
+    pub forwarders: PeerClients,
+}
+
+/// One Raft group as this node takes part in it, with the node's shared parts ([`NodeCore`]):
+/// what the peer service, the election gate and the timer share for that group.
+///
+/// Leadership and membership are read from openraft's server metrics, which change only with
+/// the vote, the role, the leader or the membership; its full metrics are sent again on every
+/// pass of the Raft core, so a task waiting on them wakes for every entry.
+pub(crate) struct GroupCore {
+    pub group: GroupId,
+    pub node: Arc<NodeCore>,
+    pub raft: Raft<TypeConfig>,
+    pub group_commit: GroupCommit,
+    pub reader: StateReader,
+    pub network: Network,
     /// Set while this leader hands its leadership over: it proposes nothing, answers no read and
     /// sends no heartbeat, so that its followers' leader lease runs out and the successor wins.
     pub handing_over: AtomicBool,
     /// Held while a membership change runs (on the leader).
     pub changing: tokio::sync::Mutex<()>,
-    /// What the election gate's pings tell of each member.
-    pub reach: RwLock<BTreeMap<NodeId, Reach>>,
-    /// The peer protocol each node's appends, votes and snapshots announced.
-    pub protocols: Heard,
     /// Elections the election gate kept this node from standing in (see `gate`).
     pub elections_held_back: AtomicU64,
     /// The highest commit index a leader's append told this node.
@@ -73,9 +89,6 @@ pub(crate) struct Core {
     /// Since when a leader's appends and heartbeats have been reaching this node without a gap
     /// longer than [`APPENDING`], and when the last one came.
     pub appends: RwLock<Option<(Instant, Instant)>>,
-    /// Connections to the leaders this node forwarded to, by node id and address (reused: a
-    /// forwarded request must not pay for a new connection), apart from Raft's own.
-    pub forwarders: PeerClients,
 }
 
 /// What the election gate's pings tell of a member.
@@ -132,18 +145,7 @@ impl Members {
     }
 }
 
-impl Core {
-    /// Proposes a command (stamped with this leader's clock, grouped with concurrent ones) and
-    /// waits until it is applied.
-    pub(crate) async fn propose(&self, command: Command) -> Result<Response, NodeError> {
-        self.group_commit.propose(command).await
-    }
-
-    /// The leader this node knows of.
-    pub(crate) fn current_leader(&self) -> Option<NodeId> {
-        self.raft.server_metrics().borrow().current_leader
-    }
-
+impl NodeCore {
     /// The members that answered a ping `within` the last while, this node included.
     pub(crate) fn answering(&self, within: Duration) -> BTreeSet<NodeId> {
         let mut answering: BTreeSet<NodeId> = self.last_answers(within).into_keys().collect();
@@ -171,6 +173,19 @@ impl Core {
             .ok()
             .and_then(|r| r.get(&id).and_then(|reach| reach.silent_since))
             .is_some_and(|since| since.elapsed() >= this_long)
+    }
+}
+
+impl GroupCore {
+    /// Proposes a command (stamped with this leader's clock, grouped with concurrent ones) and
+    /// waits until it is applied.
+    pub(crate) async fn propose(&self, command: Command) -> Result<Response, NodeError> {
+        self.group_commit.propose(command).await
+    }
+
+    /// The leader this node knows of.
+    pub(crate) fn current_leader(&self) -> Option<NodeId> {
+        self.raft.server_metrics().borrow().current_leader
     }
 
     /// Records that a leader's append or heartbeat reached this node.
@@ -211,7 +226,7 @@ impl Core {
         let metrics = self.raft.server_metrics();
         let m = metrics.borrow();
         m.state == ServerState::Leader
-            && m.current_leader == Some(self.id)
+            && m.current_leader == Some(self.node.id)
             && !self.handing_over.load(Ordering::Relaxed)
     }
 

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use crate::error::NodeError;
 use crate::member::membership::{self, Change, ChangeResult};
-use crate::member::Core;
+use crate::member::GroupCore;
 use crate::network::PeerClient;
 use crate::protocol;
 use crate::query::{self, Query, QueryResult};
@@ -52,7 +52,7 @@ pub(crate) enum ForwardReply {
     Changed(ChangeResult),
 }
 
-/// A client request of one kind, and the reply the leader gives to that kind: [`Core::route`]
+/// A client request of one kind, and the reply the leader gives to that kind: [`GroupCore::route`]
 /// answers a request with its own kind of reply, typed.
 pub(crate) trait Routed: Sync {
     type Reply: Send;
@@ -61,7 +61,10 @@ pub(crate) trait Routed: Sync {
     fn sent(&self) -> Sent<'_>;
 
     /// Serves the request on this node, which must lead.
-    fn serve(&self, core: &Core) -> impl Future<Output = Result<Self::Reply, NodeError>> + Send;
+    fn serve(
+        &self,
+        core: &GroupCore,
+    ) -> impl Future<Output = Result<Self::Reply, NodeError>> + Send;
 
     /// The reply of this kind in a leader's answer; `Err`: a reply of another kind.
     fn reply(reply: ForwardReply) -> Result<Self::Reply, ForwardReply>;
@@ -74,8 +77,8 @@ impl Routed for Command {
         Forwarded::Write(self)
     }
 
-    async fn serve(&self, core: &Core) -> Result<Response, NodeError> {
-        core.space.admits(self)?;
+    async fn serve(&self, core: &GroupCore) -> Result<Response, NodeError> {
+        core.node.space.admits(self)?;
         core.propose(self.clone()).await
     }
 
@@ -94,14 +97,14 @@ impl Routed for Query {
         Forwarded::Read(self)
     }
 
-    async fn serve(&self, core: &Core) -> Result<Self::Reply, NodeError> {
+    async fn serve(&self, core: &GroupCore) -> Result<Self::Reply, NodeError> {
         core.raft.ensure_linearizable().await.map_err(|e| match e {
             RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(f)) => {
                 NodeError::NotLeader(f.leader_id)
             }
             other => NodeError::Unavailable(other.to_string()),
         })?;
-        let now = core.clock.stamp()?;
+        let now = core.node.clock.stamp()?;
         // Timers that fell due since the last entry fire before the read sees the state.
         if core
             .reader
@@ -129,7 +132,7 @@ impl Routed for Change {
         Forwarded::Change(self)
     }
 
-    async fn serve(&self, core: &Core) -> Result<ChangeResult, NodeError> {
+    async fn serve(&self, core: &GroupCore) -> Result<ChangeResult, NodeError> {
         core.change_membership(self).await
     }
 
@@ -141,7 +144,7 @@ impl Routed for Change {
     }
 }
 
-impl Core {
+impl GroupCore {
     /// Runs a request here when this node leads, else at the leader; retries while no leader
     /// is known, up to [`LEADER_WAIT`] (a membership change also has the time it may take).
     /// A leader cut off from this node one way is not waited for: see [`SILENT`].
@@ -156,11 +159,11 @@ impl Core {
             // Known to lead elsewhere: the request goes there at once. Otherwise Raft tells
             // whether this node leads, or where to go.
             let here = match known {
-                Some(leader) if leader != self.id => Err(NodeError::NotLeader(Some(leader))),
+                Some(leader) if leader != self.node.id => Err(NodeError::NotLeader(Some(leader))),
                 _ => self.serve_local(request).await,
             };
             let outcome = match here {
-                Err(NodeError::NotLeader(Some(leader))) if leader != self.id => {
+                Err(NodeError::NotLeader(Some(leader))) if leader != self.node.id => {
                     self.forward(leader, request, deadline).await
                 }
                 other => other,
@@ -260,9 +263,9 @@ impl Core {
         if self.cut_off_from(leader) {
             return Err(NodeError::LeaderUnreachable(leader));
         }
-        let own = self.forwarders.dial.protocol.speaks();
-        protocol::may_forward(leader, self.protocols.of(leader), own)?;
-        Ok(self.forwarders.get(leader, &addr))
+        let own = self.node.forwarders.dial.protocol.speaks();
+        protocol::may_forward(leader, self.node.protocols.of(leader), own)?;
+        Ok(self.node.forwarders.get(leader, &addr))
     }
 
     /// The peer address of member `id`, as this node's membership has it.
@@ -278,7 +281,7 @@ impl Core {
     /// Whether `leader` is cut off from this node one way: its appends arrive, its answers to
     /// this node's pings do not.
     pub(crate) fn cut_off_from(&self, leader: NodeId) -> bool {
-        self.silent_for(leader, SILENT) && self.appending_for(SILENT)
+        self.node.silent_for(leader, SILENT) && self.appending_for(SILENT)
     }
 
     /// Serves a request on this node, which must be the leader.

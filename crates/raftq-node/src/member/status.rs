@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use crate::admission::{LeaderContact, Progress};
 use crate::member::membership::ANSWERED_WITHIN;
-use crate::member::{Core, LastAnswer};
+use crate::member::{GroupCore, LastAnswer};
 
 /// A member's role as this node sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,7 +119,7 @@ pub struct NodeStatus {
     pub elections_held_back: u64,
 }
 
-impl Core {
+impl GroupCore {
     /// How far this node has come, as it answers a ping. Read from openraft's metrics and the
     /// appends this node received, never by asking the Raft core: the election gate times
     /// pings, and a busy core must not slow the answer. A follower knows committed what its
@@ -140,7 +140,7 @@ impl Core {
     }
 
     /// How lately this node heard from a leader, as it answers a ping: from the appends it
-    /// received, never by asking the Raft core (see [`Core::progress`]).
+    /// received, never by asking the Raft core (see [`GroupCore::progress`]).
     pub(crate) fn leader_contact(&self) -> LeaderContact {
         if self.is_leader() {
             return LeaderContact::Leading;
@@ -162,8 +162,8 @@ impl Core {
 
     /// This node's status, read from openraft's metrics and, for the committed index, its state.
     pub(crate) async fn status(&self) -> NodeStatus {
-        let answering = self.answering(ANSWERED_WITHIN);
-        let answers = self.last_answers(ANSWERED_WITHIN);
+        let answering = self.node.answering(ANSWERED_WITHIN);
+        let answers = self.node.last_answers(ANSWERED_WITHIN);
         let mut status = self.status_from_metrics(&answering);
         // The committed index lives in the Raft state, not in the metrics; the applied index
         // stands in for it when the Raft core cannot answer.
@@ -194,10 +194,10 @@ impl Core {
             commit_index: last_applied,
             last_applied,
             last_log_index: m.last_log_index.unwrap_or(0),
-            cluster_id: self.admission.cluster().get(),
-            clock_offset_ms: self.clock.offset().unwrap_or(0),
-            clock_skewed: self.clock.skewed(),
-            clock_confirmed: self.clock.confirmed(),
+            cluster_id: self.node.admission.cluster().get(),
+            clock_offset_ms: self.node.clock.offset().unwrap_or(0),
+            clock_skewed: self.node.clock.skewed(),
+            clock_confirmed: self.node.clock.confirmed(),
             state_time_ms: self.reader.with_engine(|e| e.now()).unwrap_or(0),
             leader_unreachable: m
                 .current_leader
