@@ -330,7 +330,9 @@ async fn create(client: &Client, name: &str, attributes: Value) -> Result<(), St
 
 /// Waits until every queue is empty twice in a row, up to `limit`.
 async fn drain(nodes: &Nodes, dead_letter: &BTreeMap<String, String>, limit: Duration) -> bool {
-    let queues: &Vec<&String> = &dead_letter.iter().flat_map(|(s, d)| [s, d]).collect();
+    let queues: Vec<&String> = dead_letter.iter().flat_map(|(s, d)| [s, d]).collect();
+    // Each reading's future takes its own copies of these references.
+    let queues = &queues;
     workers::drain(limit, move || async move {
         let mut total = 0;
         for q in queues {

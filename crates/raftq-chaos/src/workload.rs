@@ -6,7 +6,6 @@
 //! messages reach the dead-letter queues.
 
 use std::sync::atomic::Ordering;
-
 use std::time::Duration;
 
 use raftq_check::history::{Event, History, Outcome, Placement, QueueKind};

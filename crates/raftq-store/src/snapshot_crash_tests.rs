@@ -112,7 +112,6 @@ impl Node {
         })
     }
 
-    /// Checks that every crash image of each moment opens holding `expected`.
     /// Closes `storage`, then checks that every image of the disk at each of `moments` holds
     /// the state of `before` (a checkpoint and what it holds) and every image at the end that
     /// of `after`.
@@ -129,6 +128,7 @@ impl Node {
         self.every_image_holds(&[end], &after.0, &after.1).await;
     }
 
+    /// Checks that every crash image of each moment opens holding `expected`.
     async fn every_image_holds(&self, moments: &[Frozen], checkpoint: &Path, expected: &Held) {
         for (moment, frozen) in moments.iter().enumerate() {
             for image in frozen.images(IMAGES, moment as u64) {
