@@ -374,6 +374,7 @@ impl Node {
             log,
             state_machine,
             database,
+            ..
         } = open_storage(&config)?;
         let appended = log.appended();
         #[cfg(feature = "testing")]

@@ -388,7 +388,7 @@ fn open_db(path: &Path) -> Arc<DB> {
 }
 
 fn meta_rows(db: &DB) -> Vec<Row> {
-    let meta = db.cf_handle(META_CF).expect("meta family");
+    let meta = &db.cf_handle(META_CF).expect("meta family");
     db.iterator_cf(meta, IteratorMode::Start)
         .map(|row| row.expect("meta row"))
         .collect()
@@ -506,7 +506,7 @@ fn freeze(disk: &CrashDisk, db: &DB, model: &Mutex<Model>, label: String) -> Mom
 
 /// Replaces the metadata rows of `db` with `rows`.
 fn reset_meta(db: &DB, rows: &[Row]) {
-    let meta = db.cf_handle(META_CF).expect("meta family");
+    let meta = &db.cf_handle(META_CF).expect("meta family");
     let mut batch = WriteBatch::default();
     for (key, _) in meta_rows(db) {
         batch.delete_cf(meta, key);

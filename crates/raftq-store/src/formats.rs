@@ -134,7 +134,7 @@ pub fn check_and_record(db: &DB) -> Result<(), FormatError> {
 
 /// The record's text, if the directory has one.
 fn read(db: &DB) -> Result<Option<String>, FormatError> {
-    let Some(bytes) = db.get_cf(meta(db)?, KEY_FORMATS)? else {
+    let Some(bytes) = db.get_cf(&meta(db)?, KEY_FORMATS)? else {
         return Ok(None);
     };
     String::from_utf8(bytes)
@@ -146,13 +146,13 @@ fn read(db: &DB) -> Result<Option<String>, FormatError> {
 /// look written by another build.
 pub fn write(db: &DB, text: &str) -> Result<(), FormatError> {
     let mut batch = WriteBatch::default();
-    batch.put_cf(meta(db)?, KEY_FORMATS, text.as_bytes());
+    batch.put_cf(&meta(db)?, KEY_FORMATS, text.as_bytes());
     let mut synced = WriteOptions::default();
     synced.set_sync(true);
     Ok(db.write_opt(batch, &synced)?)
 }
 
-fn meta(db: &DB) -> Result<&rocksdb::ColumnFamily, FormatError> {
+fn meta(db: &DB) -> Result<std::sync::Arc<rocksdb::BoundColumnFamily<'_>>, FormatError> {
     db.cf_handle(META_CF)
         .ok_or_else(|| FormatError::Unreadable(format!("no column family {META_CF}")))
 }

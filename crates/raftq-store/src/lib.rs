@@ -20,9 +20,11 @@
 //!   tasks of the runtime.
 //! - [`sync_times`]: how long the real disk's fsyncs of the log take, for the node's metrics.
 //! - [`formats`]: the stored formats a data directory holds, recorded in it and checked first.
+//! - [`layout`]: where each Raft group's column families and files live.
 //!
-//! The log's metadata and the state machine live in one RocksDB instance, opened with
-//! [`column_families`].
+//! The log's metadata and the state machine of every Raft group a node hosts live in one
+//! RocksDB instance, opened with [`open_db`]; each group's storage opens from the node's
+//! ([`NodeStore::open_group`]).
 
 pub mod backup;
 #[cfg(any(test, feature = "testing"))]
@@ -31,6 +33,7 @@ pub mod crash_disk;
 mod crash_tests;
 pub mod disk;
 pub mod formats;
+pub mod layout;
 pub mod log_store;
 pub mod random;
 mod recent;
@@ -48,6 +51,7 @@ pub mod types;
 pub mod waiters;
 pub mod work;
 
+pub use layout::{GroupDirs, GroupFamilies};
 #[cfg(feature = "testing")]
 pub use log_store::FailingDisk;
 pub use log_store::{
@@ -64,11 +68,17 @@ pub use types::{CommandGroup, Delivered, GroupId, NodeId, Response, TypeConfig};
 pub use waiters::{WaitSlot, Waiters};
 pub use work::Work;
 
-/// Every column family of a raftq node's database.
-pub fn column_families() -> Vec<rocksdb::ColumnFamilyDescriptor> {
-    let mut all = log_store::column_families();
-    all.extend(state_machine::state_column_families());
-    all
+/// The column families a raftq node's database opens with: the log's of a directory from
+/// before segment files, group 1's, and every family `existing` names (those of the other
+/// groups the node hosts, and any the database already has).
+fn column_families(existing: Vec<String>) -> Vec<rocksdb::ColumnFamilyDescriptor> {
+    let mut names: std::collections::BTreeSet<String> = existing.into_iter().collect();
+    names.insert(LOGS_CF.to_string());
+    names.extend(GroupFamilies::of(GroupId::FIRST).all().map(str::to_string));
+    names
+        .into_iter()
+        .map(|name| rocksdb::ColumnFamilyDescriptor::new(name, rocksdb::Options::default()))
+        .collect()
 }
 
 /// Opens (creating when missing) a raftq node's database at `path`, then reads every row of
@@ -114,10 +124,21 @@ pub fn open_db(
     // the checksums of the tables, the segments and snapshots still refuse damage.
     options.set_wal_recovery_mode(rocksdb::DBRecoveryMode::PointInTime);
     options.set_track_and_verify_wals_in_manifest(true);
-    let db = rocksdb::DB::open_cf_descriptors(&options, path, column_families())?;
-    verify(&db)?;
+    // Every group's families have memtables of their own; their sum is capped, so that a node
+    // hosting many groups does not hold a write buffer's worth per family.
+    let buffers = rocksdb::WriteBufferManager::new_write_buffer_manager(WRITE_BUFFERS_BYTES, false);
+    options.set_write_buffer_manager(&buffers);
+    // A new database has no families to list yet.
+    let existing = rocksdb::DB::list_cf(&options, path).unwrap_or_default();
+    let families = column_families(existing);
+    let names: Vec<String> = families.iter().map(|f| f.name().to_string()).collect();
+    let db = rocksdb::DB::open_cf_descriptors(&options, path, families)?;
+    verify(&db, &names)?;
     Ok(std::sync::Arc::new(db))
 }
+
+/// The memtable bytes of every column family together.
+const WRITE_BUFFERS_BYTES: usize = 256 << 20;
 
 /// How a node's state store behaves when it closes.
 #[derive(Debug, Clone)]
@@ -143,12 +164,19 @@ pub(crate) fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
-/// A node's storage over one RocksDB instance: the Raft log, the state machine, and a handle
-/// that tells when the database is closed.
+/// A node's storage over one RocksDB instance: group 1's Raft log and state machine, the node's
+/// store that opens the other groups', and a handle that tells when the database is closed.
 pub struct Storage {
     pub log: LogStore<TypeConfig>,
     pub state_machine: RocksStateMachine,
+    pub node: NodeStore,
     pub database: Database,
+}
+
+/// One Raft group's storage: its log and its state machine.
+pub struct GroupStorage {
+    pub log: LogStore<TypeConfig>,
+    pub state_machine: RocksStateMachine,
 }
 
 /// Tells whether a node's database is still open: it closes once nothing holds it.
@@ -196,8 +224,8 @@ impl StorageError {
     }
 }
 
-/// Opens a node's storage in `data_dir` (the database in `db/`, the log's segment files in
-/// `log/`, snapshot files in `snapshots/`), creating what is missing, for a cluster serving
+/// Opens a node's storage in `data_dir` (the database in `db/`, group 1's log segment files in
+/// `log/` and snapshot files in `snapshots/`), creating what is missing, for a cluster serving
 /// `region`.
 pub fn open(data_dir: &std::path::Path, region: &str) -> Result<Storage, StorageError> {
     open_on(
@@ -218,42 +246,93 @@ pub fn open_on(
     state: &StateOptions,
 ) -> Result<Storage, StorageError> {
     disk::create_dir_durably(&disk::RealDisk, data_dir).map_err(LogStoreError::Io)?;
-    let (work, disk) = (log.work, std::sync::Arc::clone(&log.disk));
     let db = open_db(&data_dir.join("db"), state)?;
     formats::check_and_record(&db)?;
     // RocksDB syncs the entries of its own directory, not the directory's entry in its parent.
     sync_dir(data_dir).map_err(LogStoreError::Io)?;
     let database = Database(std::sync::Arc::downgrade(&db));
-    let log = LogStore::open_on(
-        std::sync::Arc::clone(&db),
-        META_CF,
-        &data_dir.join("log"),
-        log,
-    )?;
-    let snapshots = data_dir.join("snapshots");
-    let state_machine = RocksStateMachine::open(db, region, disk, snapshots, work)?;
-    let purged = log
-        .last_purged()
-        .map_err(StorageError::LogRead)?
-        .map(|id| id.index);
-    let applied = state_machine.last_applied().map(|id| id.index);
-    if let Some(purged) = purged.filter(|p| applied.is_none_or(|a| a < *p)) {
-        return Err(StorageError::PurgedPastApplied { purged, applied });
-    }
+    let node = NodeStore {
+        db,
+        data_dir: data_dir.to_path_buf(),
+        region: region.to_string(),
+        log: log.clone(),
+    };
+    let GroupStorage { log, state_machine } = node.open_group(GroupId::FIRST)?;
     Ok(Storage {
         log,
         state_machine,
+        node,
         database,
     })
 }
 
-/// Reads every key and value of `db` with checksums verified, bypassing the block cache.
+/// A node's database and data directory, from which each Raft group's storage opens.
+#[derive(Clone)]
+pub struct NodeStore {
+    db: std::sync::Arc<rocksdb::DB>,
+    data_dir: std::path::PathBuf,
+    region: String,
+    log: LogOptions,
+}
+
+impl NodeStore {
+    /// The groups whose column families the database holds, in order (group 1 always).
+    pub fn groups(&self) -> Vec<GroupId> {
+        let names = rocksdb::DB::list_cf(&rocksdb::Options::default(), self.db.path());
+        let mut groups: Vec<GroupId> = names
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|name| GroupFamilies::group_of(name))
+            .chain([GroupId::FIRST])
+            .collect();
+        groups.sort();
+        groups.dedup();
+        groups
+    }
+
+    /// Opens `group`'s log and state machine (see [`layout`]), creating its column families
+    /// and directories when missing.
+    pub fn open_group(&self, group: GroupId) -> Result<GroupStorage, StorageError> {
+        let families = GroupFamilies::of(group);
+        for name in families.all() {
+            if self.db.cf_handle(name).is_none() {
+                self.db.create_cf(name, &rocksdb::Options::default())?;
+            }
+        }
+        let dirs = GroupDirs::of(&self.data_dir, group);
+        let log = LogStore::open_on(
+            std::sync::Arc::clone(&self.db),
+            &families.log_meta,
+            &dirs.log,
+            &self.log,
+        )?;
+        let state_machine = RocksStateMachine::open(
+            std::sync::Arc::clone(&self.db),
+            families,
+            &self.region,
+            std::sync::Arc::clone(&self.log.disk),
+            dirs.snapshots,
+            self.log.work,
+        )?;
+        let purged = log
+            .last_purged()
+            .map_err(StorageError::LogRead)?
+            .map(|id| id.index);
+        let applied = state_machine.last_applied().map(|id| id.index);
+        if let Some(purged) = purged.filter(|p| applied.is_none_or(|a| a < *p)) {
+            return Err(StorageError::PurgedPastApplied { purged, applied });
+        }
+        Ok(GroupStorage { log, state_machine })
+    }
+}
+
+/// Reads every key and value of `db`'s `families` with checksums verified, bypassing the block cache.
 /// Range deletions are ignored, so rows a purge or a restore deleted but compaction has not yet
 /// dropped are read too: an iterator that honours them skips their blocks, and compaction would
 /// meet the damage later, stopping every write of a node that already serves.
-fn verify(db: &rocksdb::DB) -> Result<(), rocksdb::Error> {
-    for family in column_families() {
-        let Some(handle) = db.cf_handle(family.name()) else {
+fn verify(db: &rocksdb::DB, families: &[String]) -> Result<(), rocksdb::Error> {
+    for name in families {
+        let Some(handle) = db.cf_handle(name) else {
             continue;
         };
         let mut read = rocksdb::ReadOptions::default();
@@ -263,7 +342,7 @@ fn verify(db: &rocksdb::DB) -> Result<(), rocksdb::Error> {
         // state machine use it, and here it is what makes the deleted rows readable.
         #[allow(deprecated)]
         read.set_ignore_range_deletions(true);
-        for row in db.iterator_cf_opt(handle, read, rocksdb::IteratorMode::Start) {
+        for row in db.iterator_cf_opt(&handle, read, rocksdb::IteratorMode::Start) {
             row?;
         }
     }
@@ -325,7 +404,7 @@ mod tests {
     /// flushed to a table of its own, as a purge leaves them until compaction.
     fn write_rows(path: &std::path::Path, then_delete: bool) {
         let db = open_db(path, &StateOptions::default()).expect("open");
-        let state = db.cf_handle(STATE_CF).expect("state");
+        let state = &db.cf_handle(STATE_CF).expect("state");
         for i in 0..200u32 {
             db.put_cf(state, i.to_be_bytes(), vec![i as u8; 1024])
                 .expect("put");
@@ -384,8 +463,8 @@ mod tests {
         unlogged.disable_wal(true);
         {
             let db = open_db(&path, &crash).expect("open");
-            let state = db.cf_handle(STATE_CF).expect("state");
-            let meta = db.cf_handle(META_CF).expect("meta");
+            let state = &db.cf_handle(STATE_CF).expect("state");
+            let meta = &db.cf_handle(META_CF).expect("meta");
             db.put_cf_opt(state, b"flushed", b"1", &unlogged)
                 .expect("put");
             db.flush_cf(state).expect("flush");
@@ -394,8 +473,8 @@ mod tests {
             db.put_cf(meta, b"logged", b"3").expect("put");
         }
         let db = open_db(&path, &crash).expect("reopen");
-        let state = db.cf_handle(STATE_CF).expect("state");
-        let meta = db.cf_handle(META_CF).expect("meta");
+        let state = &db.cf_handle(STATE_CF).expect("state");
+        let meta = &db.cf_handle(META_CF).expect("meta");
         assert_eq!(
             db.get_cf(state, b"flushed").expect("get"),
             Some(b"1".to_vec())
@@ -425,7 +504,7 @@ mod tests {
         synced.set_sync(true);
         {
             let db = open_db(&path, &StateOptions::default()).expect("open");
-            let meta = db.cf_handle(META_CF).expect("meta");
+            let meta = &db.cf_handle(META_CF).expect("meta");
             for key in 1..=3u8 {
                 db.put_cf_opt(meta, [key], [key; 300], &synced)
                     .expect("put");
@@ -441,7 +520,7 @@ mod tests {
         bytes[value + 150..value + 300].fill(0);
         std::fs::write(&wal, &bytes).expect("write");
         let db = open_db(&path, &StateOptions::default()).expect("a torn last record opens");
-        let meta = db.cf_handle(META_CF).expect("meta");
+        let meta = &db.cf_handle(META_CF).expect("meta");
         assert_eq!(db.get_cf(meta, [2]).expect("get"), Some(vec![2; 300]));
         assert_eq!(db.get_cf(meta, [3]).expect("get"), None);
     }

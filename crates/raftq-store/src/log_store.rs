@@ -77,7 +77,7 @@ use openraft::StorageError;
 use openraft::StorageIOError;
 use openraft::Vote;
 use raftq_engine::codec::to_vec;
-use rocksdb::ColumnFamily;
+use rocksdb::BoundColumnFamily;
 use rocksdb::ColumnFamilyDescriptor;
 use rocksdb::IteratorMode;
 use rocksdb::Options;
@@ -580,7 +580,7 @@ where
         self.room.clone()
     }
 
-    fn meta(&self) -> Result<&ColumnFamily, AnyError> {
+    fn meta(&self) -> Result<Arc<BoundColumnFamily<'_>>, AnyError> {
         self.db
             .cf_handle(&self.meta_cf)
             .ok_or_else(|| AnyError::new(&MissingColumnFamily(self.meta_cf.to_string())))
@@ -593,7 +593,7 @@ where
     fn meta_batch<T: Serialize>(&self, key: &[u8], value: &T) -> Result<WriteBatch, AnyError> {
         let bytes = to_vec(value).map_err(|e| AnyError::new(&e))?;
         let mut batch = WriteBatch::default();
-        batch.put_cf(self.meta()?, key, bytes);
+        batch.put_cf(&self.meta()?, key, bytes);
         Ok(batch)
     }
 
@@ -661,7 +661,7 @@ where
         for key in [KEY_VOTE, KEY_LAST_PURGED] {
             if self
                 .db
-                .get_pinned_cf(self.meta()?, key)
+                .get_pinned_cf(&self.meta()?, key)
                 .map_err(|e| AnyError::new(&e))?
                 .is_some()
             {
@@ -928,7 +928,7 @@ fn read_meta<T: DeserializeOwned>(db: &DB, cf: &str, key: &[u8]) -> Result<Optio
         .cf_handle(cf)
         .ok_or_else(|| AnyError::new(&MissingColumnFamily(cf.to_owned())))?;
     let Some(bytes) = db
-        .get_pinned_cf(handle, key)
+        .get_pinned_cf(&handle, key)
         .map_err(|e| AnyError::new(&e))?
     else {
         return Ok(None);
@@ -976,7 +976,7 @@ fn pair_segments(
         .cf_handle(meta_cf)
         .ok_or_else(|| MissingColumnFamily(meta_cf.to_owned()))?;
     let mut batch = WriteBatch::default();
-    batch.put_cf(handle, KEY_SEGMENTS_ID, bytes);
+    batch.put_cf(&handle, KEY_SEGMENTS_ID, bytes);
     Ok(write_synced_now(db, batch)?)
 }
 
@@ -990,7 +990,7 @@ fn move_rocks_entries(db: &DB, segments: &mut Segments) -> Result<(), MoveError>
     let mut found = 0usize;
     let mut previous: Option<u64> = None;
     let mut batch: Vec<(u64, Vec<u8>)> = Vec::with_capacity(MOVE_BATCH);
-    let mut rows = db.iterator_cf(logs, IteratorMode::Start).peekable();
+    let mut rows = db.iterator_cf(&logs, IteratorMode::Start).peekable();
     while let Some(row) = rows.next() {
         let (key, value) = row?;
         let index = <[u8; 8]>::try_from(&key[..])
@@ -1023,7 +1023,7 @@ fn move_rocks_entries(db: &DB, segments: &mut Segments) -> Result<(), MoveError>
         "moved the log's entries into segment files"
     );
     let mut delete = WriteBatch::default();
-    delete.delete_range_cf(logs, &[0u8; 8][..], &[0xffu8; 9][..]);
+    delete.delete_range_cf(&logs, &[0u8; 8][..], &[0xffu8; 9][..]);
     Ok(write_synced_now(db, delete)?)
 }
 

@@ -44,13 +44,12 @@ use raftq_engine::rows::{
     decode_payload, encode_payload, payload_key, stored_format, RowKey, FORMAT_VERSION,
 };
 use raftq_engine::{Changes, Delivery, Engine, Outcome, Payload, PayloadOp};
-use rocksdb::{
-    ColumnFamilyDescriptor, FlushOptions, IteratorMode, Options, WriteBatch, WriteOptions, DB,
-};
+use rocksdb::{BoundColumnFamily, FlushOptions, IteratorMode, WriteBatch, WriteOptions, DB};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use crate::disk::{Cursor, Disk, DiskFile};
+use crate::layout::GroupFamilies;
 use crate::snapshot::SnapshotDir;
 use crate::state_digest::StateDigest;
 use crate::types::{Delivered, NodeId, Response, TypeConfig};
@@ -68,19 +67,44 @@ const KEY_SNAPSHOT: &[u8] = b"snapshot";
 type Meta = SnapshotMeta<NodeId, BasicNode>;
 type Membership = StoredMembership<NodeId, BasicNode>;
 
-/// The column families this module needs.
-pub fn state_column_families() -> Vec<ColumnFamilyDescriptor> {
-    [STATE_CF, SM_META_CF]
-        .into_iter()
-        .map(|name| ColumnFamilyDescriptor::new(name, Options::default()))
-        .collect()
+/// One group's state in the node's database: the database, and the names of the group's
+/// families in it. Dereferences to the database.
+#[derive(Debug, Clone)]
+pub(crate) struct GroupDb {
+    db: Arc<DB>,
+    families: GroupFamilies,
+}
+
+impl GroupDb {
+    /// The family of engine rows and payloads.
+    fn state(&self) -> io::Result<Arc<BoundColumnFamily<'_>>> {
+        family(&self.db, &self.families.state)
+    }
+
+    /// The family of the applied marker, membership and current snapshot.
+    fn meta(&self) -> io::Result<Arc<BoundColumnFamily<'_>>> {
+        family(&self.db, &self.families.meta)
+    }
+}
+
+impl std::ops::Deref for GroupDb {
+    type Target = DB;
+
+    fn deref(&self) -> &DB {
+        &self.db
+    }
+}
+
+fn family<'a>(db: &'a DB, name: &str) -> io::Result<Arc<BoundColumnFamily<'a>>> {
+    db.cf_handle(name)
+        .ok_or_else(|| io::Error::other(format!("column family {name} is missing")))
 }
 
 /// Why the state machine could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     #[error("column family {0} is missing")]
-    MissingColumnFamily(&'static str),
+    MissingColumnFamily(String),
     #[error("RocksDB: {0}")]
     Rocks(#[from] rocksdb::Error),
     #[error("stored state is unreadable: {0}")]
@@ -119,7 +143,7 @@ pub type Rows<'a> = &'a mut dyn Iterator<Item = io::Result<(Box<[u8]>, Box<[u8]>
 /// Read access to the applied state, for queries on any node.
 #[derive(Debug, Clone)]
 pub struct StateReader {
-    db: Arc<DB>,
+    db: GroupDb,
     engine: Arc<RwLock<Engine>>,
     waiters: Waiters,
     snapshots: SnapshotDir,
@@ -190,7 +214,7 @@ impl StateReader {
         let view = self.db.snapshot();
         let applied = applied_in(&self.db, &view)?;
         let mut rows = view
-            .iterator_cf(cf(&self.db, STATE_CF)?, IteratorMode::Start)
+            .iterator_cf(&self.db.state()?, IteratorMode::Start)
             .map(|row| row.map_err(io::Error::other));
         let answer = f(applied.last_applied.map(|id| id.index), &mut rows);
         drop(rows);
@@ -205,10 +229,10 @@ impl StateReader {
     /// The payloads stored under `storage_keys`, in their order, read in one batch: the keys a
     /// receive delivers are mostly neighbours, which then share index searches and blocks.
     pub fn payloads(&self, storage_keys: &[u64]) -> Result<Vec<Option<Payload>>, AnyError> {
-        let state = cf(&self.db, STATE_CF).map_err(|e| AnyError::new(&e))?;
+        let state = self.db.state().map_err(|e| AnyError::new(&e))?;
         let keys: Vec<_> = storage_keys.iter().map(|k| payload_key(*k)).collect();
         self.db
-            .batched_multi_get_cf(state, &keys, false)
+            .batched_multi_get_cf(&state, &keys, false)
             .into_iter()
             .map(|read| decoded(read.map_err(|e| AnyError::new(&e))?))
             .collect()
@@ -223,17 +247,17 @@ fn decoded(bytes: Option<impl AsRef<[u8]>>) -> Result<Option<Payload>, AnyError>
 
 /// Payloads as of one applied state (see [`StateReader::with_engine_and_view`]).
 pub struct PayloadView<'a> {
-    db: &'a DB,
+    db: &'a GroupDb,
     view: rocksdb::SnapshotWithThreadMode<'a, DB>,
 }
 
 impl PayloadView<'_> {
     /// The payload stored under `storage_key` in this view.
     pub fn payload(&self, storage_key: u64) -> Result<Option<Payload>, AnyError> {
-        let state = cf(self.db, STATE_CF).map_err(|e| AnyError::new(&e))?;
+        let state = self.db.state().map_err(|e| AnyError::new(&e))?;
         decoded(
             self.view
-                .get_cf(state, payload_key(storage_key))
+                .get_cf(&state, payload_key(storage_key))
                 .map_err(|e| AnyError::new(&e))?,
         )
     }
@@ -275,7 +299,7 @@ const BATCH_CAPACITY_LIMIT: usize = 16 * 1024 * 1024;
 /// openraft's state machine over the engine and RocksDB.
 #[derive(Debug)]
 pub struct RocksStateMachine {
-    db: Arc<DB>,
+    db: GroupDb,
     engine: Arc<RwLock<Engine>>,
     applied: Applied,
     awaited: Awaited,
@@ -304,35 +328,14 @@ impl RocksStateMachine {
     /// writes snapshot files with tokio's files: `disk` is then the operating system's.
     pub fn open(
         db: Arc<DB>,
+        families: GroupFamilies,
         region: &str,
         disk: Arc<dyn Disk>,
         snapshot_dir: PathBuf,
         work: Work,
     ) -> Result<Self, OpenError> {
-        let state = db
-            .cf_handle(STATE_CF)
-            .ok_or(OpenError::MissingColumnFamily(STATE_CF))?;
-        let meta = db
-            .cf_handle(SM_META_CF)
-            .ok_or(OpenError::MissingColumnFamily(SM_META_CF))?;
-        let applied = match db.get_cf(meta, KEY_APPLIED)? {
-            Some(bytes) => postcard::from_bytes(&bytes)?,
-            None => Applied::default(),
-        };
-        let rows: Vec<(Vec<u8>, Vec<u8>)> = db
-            .iterator_cf(state, IteratorMode::Start)
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter()
-            .map(|(k, v)| (k.into_vec(), v.into_vec()))
-            .collect();
-        let format = stored_format(&rows)?;
-        let engine = Engine::restore(region, rows)?;
-        let mut batch = WriteBatch::default();
-        if in_this_format(&mut batch, state, format, &engine) {
-            let mut sync = WriteOptions::default();
-            sync.set_sync(true);
-            db.write_opt(batch, &sync)?;
-        }
+        let db = GroupDb { db, families };
+        let (applied, engine) = read_state(&db, region)?;
         let current = stored_snapshot(&db)?;
         let kept = current.as_ref().map(|s| s.file.as_str());
         let dir = SnapshotDir::open(disk, snapshot_dir, kept)?;
@@ -365,7 +368,7 @@ impl RocksStateMachine {
     /// A handle for queries.
     pub fn reader(&self) -> StateReader {
         StateReader {
-            db: Arc::clone(&self.db),
+            db: self.db.clone(),
             engine: Arc::clone(&self.engine),
             waiters: self.waiters.clone(),
             snapshots: self.snapshots.dir.clone(),
@@ -385,7 +388,7 @@ impl RocksStateMachine {
 /// earlier in the same batch, which reads of the database cannot see yet.
 fn stage(
     batch: &mut WriteBatch,
-    cf: &rocksdb::ColumnFamily,
+    cf: &Arc<BoundColumnFamily<'_>>,
     changes: Changes,
     rows: &mut BTreeSet<RowKey>,
     mut fresh: Option<&mut HashMap<u64, Payload>>,
@@ -418,7 +421,7 @@ fn stage(
 /// whatever the order of the commands was.
 fn stage_rows(
     batch: &mut WriteBatch,
-    cf: &rocksdb::ColumnFamily,
+    cf: &Arc<BoundColumnFamily<'_>>,
     engine: &Engine,
     rows: BTreeSet<RowKey>,
 ) {
@@ -505,17 +508,12 @@ fn read_failed(e: AnyError) -> StorageError<NodeId> {
     StorageIOError::read_state_machine(e).into()
 }
 
-fn cf<'a>(db: &'a DB, name: &'static str) -> io::Result<&'a rocksdb::ColumnFamily> {
-    db.cf_handle(name)
-        .ok_or_else(|| io::Error::other(format!("column family {name} is missing")))
-}
-
 /// What one call of `apply` gathers while the engine applies its commands: the rows to write in
 /// one batch, the payloads these commands stored (a delivery in the same call reads them here:
 /// they are not in the database yet), and the waiters to answer once the batch is written.
 struct Applying<'a> {
     batch: WriteBatch,
-    state: &'a rocksdb::ColumnFamily,
+    state: Arc<BoundColumnFamily<'a>>,
     reader: StateReader,
     /// Whether anyone may wait for an answer; when nobody does, no payload is gathered.
     answered: bool,
@@ -534,7 +532,7 @@ impl Applying<'_> {
     ) -> Result<Response, AnyError> {
         stage(
             &mut self.batch,
-            self.state,
+            &self.state,
             applied.changes,
             &mut self.rows,
             self.answered.then_some(&mut self.fresh),
@@ -581,11 +579,11 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let db = Arc::clone(&self.db);
-        let meta = cf(&db, SM_META_CF).map_err(io_err)?;
+        let db = self.db.clone();
+        let meta = db.meta().map_err(io_err)?;
         let mut applying = Applying {
             batch: WriteBatch::with_capacity_bytes(self.batch_bytes),
-            state: cf(&db, STATE_CF).map_err(io_err)?,
+            state: db.state().map_err(io_err)?,
             reader: self.reader(),
             // A write proposed or a waiter registered after this check is in a later apply.
             answered: self.awaited.any() || self.waiters.any(),
@@ -627,9 +625,9 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
             waiters_answered,
             ..
         } = applying;
-        stage_rows(&mut batch, state, &engine, rows);
+        stage_rows(&mut batch, &state, &engine, rows);
         let applied = postcard::to_allocvec(&self.applied).map_err(io_err)?;
-        batch.put_cf(meta, KEY_APPLIED, applied);
+        batch.put_cf(&meta, KEY_APPLIED, applied);
         self.batch_bytes = batch.size_in_bytes().min(BATCH_CAPACITY_LIMIT);
         // Written before the engine is released: readers then never see a message whose rows
         // are not in the database yet. No write-ahead log: the Raft log replays what a crash
@@ -648,7 +646,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         self.snapshot_count += 1;
         SnapshotBuilder {
-            db: Arc::clone(&self.db),
+            db: self.db.clone(),
             snapshots: self.snapshots.clone(),
             count: self.snapshot_count,
             work: self.work,
@@ -676,7 +674,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
             .map_err(|e| unreadable(meta, &e))?;
         let region = self.region().map_err(io_err)?;
         let (db, engine, snapshots) = (
-            Arc::clone(&self.db),
+            self.db.clone(),
             Arc::clone(&self.engine),
             self.snapshots.clone(),
         );
@@ -716,6 +714,33 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
     }
 }
 
+/// The applied marker and the engine `db` holds for `region`, its rows rewritten in this
+/// build's row format (synced) when they were stored in an earlier one.
+fn read_state(db: &GroupDb, region: &str) -> Result<(Applied, Engine), OpenError> {
+    let missing = |name: &str| OpenError::MissingColumnFamily(name.to_string());
+    let state = db.state().map_err(|_| missing(&db.families.state))?;
+    let meta = db.meta().map_err(|_| missing(&db.families.meta))?;
+    let applied = match db.get_cf(&meta, KEY_APPLIED)? {
+        Some(bytes) => postcard::from_bytes(&bytes)?,
+        None => Applied::default(),
+    };
+    let rows: Vec<(Vec<u8>, Vec<u8>)> = db
+        .iterator_cf(&state, IteratorMode::Start)
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .map(|(k, v)| (k.into_vec(), v.into_vec()))
+        .collect();
+    let format = stored_format(&rows)?;
+    let engine = Engine::restore(region, rows)?;
+    let mut batch = WriteBatch::default();
+    if in_this_format(&mut batch, &state, format, &engine) {
+        let mut sync = WriteOptions::default();
+        sync.set_sync(true);
+        db.write_opt(batch, &sync)?;
+    }
+    Ok((applied, engine))
+}
+
 /// Puts into `batch` every engine row of `engine` in this build's row format when its state was
 /// stored in an earlier `format` (payload rows name their own format and stay as they are), so
 /// that no row of the earlier format is left under a meta row that names this build's: every
@@ -723,7 +748,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
 /// rows it left in the earlier one wrongly. Answers whether it put anything.
 fn in_this_format(
     batch: &mut WriteBatch,
-    state: &rocksdb::ColumnFamily,
+    state: &Arc<BoundColumnFamily<'_>>,
     format: Option<u32>,
     engine: &Engine,
 ) -> bool {
@@ -747,7 +772,7 @@ fn in_this_format(
 /// the engine from its rows and writes them, the applied marker and the snapshot record in one
 /// synced batch. Returns the applied marker and the number of rows.
 fn install(
-    db: &DB,
+    db: &GroupDb,
     engine: &RwLock<Engine>,
     snapshots: &Snapshots,
     region: String,
@@ -763,20 +788,20 @@ fn install(
     let format = stored_format(&rows).map_err(|e| unreadable(meta, &e))?;
     let restored =
         Engine::restore(region, rows.iter().cloned()).map_err(|e| unreadable(meta, &e))?;
-    let state = cf(db, STATE_CF).map_err(io_err)?;
-    let meta_cf = cf(db, SM_META_CF).map_err(io_err)?;
+    let state = db.state().map_err(io_err)?;
+    let meta_cf = db.meta().map_err(io_err)?;
     let mut batch = WriteBatch::default();
-    batch.delete_range_cf(state, [0u8].as_slice(), [0xffu8; 16].as_slice());
+    batch.delete_range_cf(&state, [0u8].as_slice(), [0xffu8; 16].as_slice());
     for (k, v) in &rows {
-        batch.put_cf(state, k, v);
+        batch.put_cf(&state, k, v);
     }
-    in_this_format(&mut batch, state, format, &restored);
+    in_this_format(&mut batch, &state, format, &restored);
     let applied = Applied {
         last_applied: meta.last_log_id,
         membership: meta.last_membership.clone(),
     };
     batch.put_cf(
-        meta_cf,
+        &meta_cf,
         KEY_APPLIED,
         postcard::to_allocvec(&applied).map_err(io_err)?,
     );
@@ -785,7 +810,7 @@ fn install(
         file: name,
     };
     batch.put_cf(
-        meta_cf,
+        &meta_cf,
         KEY_SNAPSHOT,
         postcard::to_allocvec(&stored).map_err(io_err)?,
     );
@@ -822,8 +847,8 @@ struct StoredSnapshot {
     file: String,
 }
 
-fn stored_snapshot(db: &DB) -> io::Result<Option<StoredSnapshot>> {
-    db.get_cf(cf(db, SM_META_CF)?, KEY_SNAPSHOT)
+fn stored_snapshot(db: &GroupDb) -> io::Result<Option<StoredSnapshot>> {
+    db.get_cf(&db.meta()?, KEY_SNAPSHOT)
         .map_err(io::Error::other)?
         .map(|bytes| postcard::from_bytes(&bytes).map_err(io::Error::other))
         .transpose()
@@ -833,7 +858,7 @@ fn stored_snapshot(db: &DB) -> io::Result<Option<StoredSnapshot>> {
 /// the rows and the applied marker written with them, so the snapshot's last log id is exactly
 /// the state its rows hold (at or after the moment it was requested).
 pub struct SnapshotBuilder {
-    db: Arc<DB>,
+    db: GroupDb,
     snapshots: Snapshots,
     count: u64,
     work: Work,
@@ -867,7 +892,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
 impl SnapshotBuilder {
     /// Builds on a thread of its own, at a lower priority.
     async fn build_on_a_thread(&self) -> io::Result<StoredSnapshot> {
-        let db = Arc::clone(&self.db);
+        let db = self.db.clone();
         let snapshots = self.snapshots.clone();
         let count = self.count;
         let (done, built) = oneshot::channel();
@@ -902,7 +927,7 @@ fn lower_priority() {
 /// flush (the partial file is removed each time), with a pause that doubles up to
 /// [`APPLY_RETRY_MAX`]: a failed build would stop the Raft core, and a snapshot is what lets the
 /// log behind it go.
-fn build_when_room(db: &DB, snapshots: &Snapshots, count: u64) -> io::Result<StoredSnapshot> {
+fn build_when_room(db: &GroupDb, snapshots: &Snapshots, count: u64) -> io::Result<StoredSnapshot> {
     let mut pause = APPLY_RETRY_FIRST;
     loop {
         match build(db, snapshots, count) {
@@ -928,11 +953,11 @@ fn io_no_space(error: &io::Error) -> bool {
 
 /// Streams the rows of one view to a new snapshot file and makes it the current snapshot,
 /// unless a newer one was installed meanwhile (which then stays current and is returned).
-fn build(db: &DB, snapshots: &Snapshots, count: u64) -> io::Result<StoredSnapshot> {
+fn build(db: &GroupDb, snapshots: &Snapshots, count: u64) -> io::Result<StoredSnapshot> {
     let view = db.snapshot();
     let applied = applied_in(db, &view)?;
     let rows = view
-        .iterator_cf(cf(db, STATE_CF)?, IteratorMode::Start)
+        .iterator_cf(&db.state()?, IteratorMode::Start)
         .map(|r| r.map_err(io::Error::other));
     let name = snapshots.dir.write_rows(rows)?;
     drop(view);
@@ -940,7 +965,7 @@ fn build(db: &DB, snapshots: &Snapshots, count: u64) -> io::Result<StoredSnapsho
     // the snapshot is recorded and openraft purges the log that could replay it.
     let mut wait = FlushOptions::default();
     wait.set_wait(true);
-    db.flush_cfs_opt(&[cf(db, STATE_CF)?, cf(db, SM_META_CF)?], &wait)
+    db.flush_cfs_opt(&[&db.state()?, &db.meta()?], &wait)
         .map_err(io::Error::other)?;
     let last = applied
         .last_applied
@@ -963,7 +988,7 @@ fn build(db: &DB, snapshots: &Snapshots, count: u64) -> io::Result<StoredSnapsho
             let mut sync = WriteOptions::default();
             sync.set_sync(true);
             db.put_cf_opt(
-                cf(db, SM_META_CF)?,
+                &db.meta()?,
                 KEY_SNAPSHOT,
                 postcard::to_allocvec(&built).map_err(io::Error::other)?,
                 &sync,
@@ -977,9 +1002,9 @@ fn build(db: &DB, snapshots: &Snapshots, count: u64) -> io::Result<StoredSnapsho
 }
 
 /// The applied marker as a view of the database holds it.
-fn applied_in(db: &DB, view: &rocksdb::SnapshotWithThreadMode<'_, DB>) -> io::Result<Applied> {
+fn applied_in(db: &GroupDb, view: &rocksdb::SnapshotWithThreadMode<'_, DB>) -> io::Result<Applied> {
     match view
-        .get_cf(cf(db, SM_META_CF)?, KEY_APPLIED)
+        .get_cf(&db.meta()?, KEY_APPLIED)
         .map_err(io::Error::other)?
     {
         Some(bytes) => postcard::from_bytes(&bytes).map_err(io::Error::other),

@@ -279,8 +279,9 @@ async fn entries_of_the_logs_column_family_move_into_segments() -> TestResult {
                 log_id: log_id(1, i),
                 payload: EntryPayload::Normal(format!("e{i}")),
             };
-            db.put_cf(logs, i.to_be_bytes(), postcard::to_allocvec(&entry)?)?;
+            db.put_cf(&logs, i.to_be_bytes(), postcard::to_allocvec(&entry)?)?;
         }
+        drop(logs);
         let mut store = open_store_on(&dir, db);
         store.purge(log_id(1, 2)).await?;
     }
@@ -288,7 +289,7 @@ async fn entries_of_the_logs_column_family_move_into_segments() -> TestResult {
     let logs = db.cf_handle(LOGS_CF).expect("logs column family");
     let mut store = open_store_on(&dir, Arc::clone(&db));
     assert!(db
-        .iterator_cf(logs, rocksdb::IteratorMode::Start)
+        .iterator_cf(&logs, rocksdb::IteratorMode::Start)
         .next()
         .is_none());
     assert_eq!(store.last_log_id_now()?, Some(log_id(1, 2499)));

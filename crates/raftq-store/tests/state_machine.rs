@@ -11,7 +11,8 @@ use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftSnapshotBuilde
 use raftq_engine::{Attribute, Command, NewMessage, Outcome, QueueAttributes};
 use raftq_store::disk::RealDisk;
 use raftq_store::{
-    open_db, CommandGroup, LogStore, NodeId, RocksStateMachine, TypeConfig, Work, META_CF,
+    open_db, open_on, CommandGroup, GroupFamilies, GroupId, GroupStorage, LogOptions, LogStore,
+    NodeId, RocksStateMachine, StateOptions, TypeConfig, Work, META_CF,
 };
 use tempfile::TempDir;
 use uuid::Uuid;
@@ -34,19 +35,43 @@ fn open_with(dir: &TempDir, work: Work) -> (LogStore<TypeConfig>, RocksStateMach
     let db = open_db(&dir.path().join("db"), &Default::default()).expect("open RocksDB");
     let log = LogStore::open(Arc::clone(&db), META_CF, &dir.path().join("log")).expect("log store");
     let disk = Arc::new(RealDisk);
-    let sm = RocksStateMachine::open(db, REGION, disk, dir.path().join("snapshots"), work)
+    let families = GroupFamilies::of(GroupId::FIRST);
+    let snapshots = dir.path().join("snapshots");
+    let sm = RocksStateMachine::open(db, families, REGION, disk, snapshots, work)
         .expect("open state machine");
     (log, sm)
 }
 
-struct Builder(Work);
+/// Opens the node's storage in `dir` and there the storage of `group` (not group 1, which
+/// the node's storage holds open).
+fn open_group(dir: &TempDir, work: Work, group: GroupId) -> GroupStorage {
+    assert_ne!(group, GroupId::FIRST);
+    let log = LogOptions {
+        work,
+        ..LogOptions::default()
+    };
+    let storage = open_on(dir.path(), REGION, &log, &StateOptions::default()).expect("storage");
+    storage.node.open_group(group).expect("open the group")
+}
+
+/// Builds stores of group 1, or of `group` beside it in the same database.
+struct Builder {
+    work: Work,
+    group: Option<GroupId>,
+}
 
 impl StoreBuilder<TypeConfig, LogStore<TypeConfig>, RocksStateMachine, TempDir> for Builder {
     async fn build(
         &self,
     ) -> Result<(TempDir, LogStore<TypeConfig>, RocksStateMachine), StorageError<NodeId>> {
         let dir = TempDir::new().expect("create temp dir");
-        let (log, sm) = open_with(&dir, self.0);
+        let (log, sm) = match self.group {
+            None => open_with(&dir, self.work),
+            Some(group) => {
+                let opened = open_group(&dir, self.work, group);
+                (opened.log, opened.state_machine)
+            }
+        };
         Ok((dir, log, sm))
     }
 }
@@ -55,8 +80,73 @@ impl StoreBuilder<TypeConfig, LogStore<TypeConfig>, RocksStateMachine, TempDir> 
 #[test]
 fn openraft_suite_passes_on_the_real_log_and_state_machine() {
     for work in WORKS {
-        Suite::test_all(Builder(work)).expect("openraft storage suite");
+        Suite::test_all(Builder { work, group: None }).expect("openraft storage suite");
     }
+}
+
+#[test]
+fn openraft_suite_passes_on_a_second_groups_log_and_state_machine() {
+    for work in WORKS {
+        let group = Some(GroupId(2));
+        Suite::test_all(Builder { work, group }).expect("openraft storage suite");
+    }
+}
+
+#[tokio::test]
+async fn groups_in_one_database_keep_their_state_and_files_apart() {
+    let dir = TempDir::new().expect("temp dir");
+    let work = Work::Threads;
+    let (before, digest) = {
+        let GroupStorage {
+            state_machine: mut second,
+            ..
+        } = open_group(&dir, work, GroupId(2));
+        second.apply(workload()).await.expect("apply");
+        second
+            .get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .expect("build a snapshot");
+        let digest = second.reader().digest().expect("digest");
+        (export(&second), digest)
+    };
+    assert!(dir.path().join("groups/2/log").is_dir());
+    let snapshots = std::fs::read_dir(dir.path().join("groups/2/snapshots")).expect("list");
+    assert_eq!(
+        snapshots.count(),
+        1,
+        "the snapshot is in the group's directory"
+    );
+
+    let storage = open_on(
+        dir.path(),
+        REGION,
+        &LogOptions::default(),
+        &Default::default(),
+    )
+    .expect("reopen");
+    assert_eq!(storage.node.groups(), [GroupId::FIRST, GroupId(2)]);
+    let first = storage.state_machine.reader();
+    assert_eq!(
+        first.digest().expect("digest").0,
+        None,
+        "group 1 applied nothing"
+    );
+    let blank = TempDir::new().expect("temp dir");
+    let (_log, empty) = open(&blank);
+    assert_eq!(first.with_engine(|e| e.export_rows()), Some(export(&empty)));
+    assert_eq!(first.snapshot_bytes(), 0);
+    let second = storage.node.open_group(GroupId(2)).expect("reopen group 2");
+    assert_eq!(export(&second.state_machine), before);
+    assert_eq!(
+        second.state_machine.reader().digest().expect("digest"),
+        digest
+    );
+    assert_eq!(
+        second.state_machine.last_applied().map(|id| id.index),
+        Some(7)
+    );
 }
 
 fn entry(index: u64, now: u64, command: Command) -> Entry<TypeConfig> {
