@@ -26,6 +26,7 @@ use uuid::Uuid;
 
 mod clock;
 mod full_disk;
+mod groups;
 
 const ACCOUNT: &str = "dev";
 
@@ -39,6 +40,8 @@ struct Cluster {
     heartbeat_ms: u64,
     /// Nodes whose log is kept otherwise than on the operating system's disk.
     logs: BTreeMap<u64, raftq_store::LogOptions>,
+    /// The Raft groups every node takes part in: 1 to this.
+    groups: u32,
 }
 
 impl Cluster {
@@ -72,28 +75,40 @@ impl Cluster {
         heartbeat_ms: u64,
         logs: BTreeMap<u64, raftq_store::LogOptions>,
     ) -> Cluster {
-        let mut listeners = BTreeMap::new();
-        for id in 1..=size {
-            let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            listeners.insert(id, l);
-        }
-        let peers = listeners
-            .iter()
-            .map(|(id, l)| (*id, l.local_addr().expect("addr").to_string()))
-            .collect();
-        let mut cluster = Cluster {
+        let cluster = Cluster {
             dir: TempDir::new().expect("temp dir"),
-            peers,
+            peers: BTreeMap::new(),
             nodes: BTreeMap::new(),
             snapshot_after_logs,
             clocks,
             heartbeat_ms,
             logs,
+            groups: 1,
         };
-        for (id, listener) in listeners {
-            cluster.launch(id, listener, None).await;
+        cluster.launch_all(size).await
+    }
+
+    /// A cluster of `size` nodes taking part in Raft groups 1 to `groups`.
+    async fn start_groups(size: u64, groups: u32) -> Cluster {
+        let logs = BTreeMap::new();
+        let mut cluster = Cluster::start_on(0, 20_000, BTreeMap::new(), 50, logs).await;
+        cluster.groups = groups;
+        cluster.launch_all(size).await
+    }
+
+    /// Starts nodes 1 to `size`, each listed in the others' peers.
+    async fn launch_all(mut self, size: u64) -> Cluster {
+        let mut listeners = BTreeMap::new();
+        for id in 1..=size {
+            let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            self.peers
+                .insert(id, l.local_addr().expect("addr").to_string());
+            listeners.insert(id, l);
         }
-        cluster
+        for (id, listener) in listeners {
+            self.launch(id, listener, None).await;
+        }
+        self
     }
 
     /// Starts node `id`: a member listed in the cluster's peers, or, with `join`, a node that
@@ -105,6 +120,7 @@ impl Cluster {
             self.dir.path().join(format!("node-{id}")),
         );
         config.join = join;
+        config.groups = self.groups;
         config.heartbeat_ms = self.heartbeat_ms;
         if let Some(clock) = self.clocks.get(&id) {
             config.wall_clock = clock.clone();
@@ -164,23 +180,9 @@ impl Cluster {
         &self.nodes[&id]
     }
 
-    /// The leader all running nodes agree on.
+    /// The leader of group 1 all running nodes agree on.
     async fn leader(&self) -> u64 {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            let leaders: Vec<Option<u64>> = self
-                .nodes
-                .values()
-                .map(|n| n.raft().metrics().borrow().current_leader)
-                .collect();
-            if let Some(Some(l)) = leaders.first() {
-                if self.nodes.contains_key(l) && leaders.iter().all(|x| x == &Some(*l)) {
-                    return *l;
-                }
-            }
-            assert!(Instant::now() < deadline, "no leader: {leaders:?}");
-            sleep(Duration::from_millis(50)).await;
-        }
+        self.leader_of(raftq_store::GroupId::FIRST).await
     }
 
     async fn follower(&self) -> u64 {

@@ -68,7 +68,7 @@ impl PeerStatus {
 }
 
 /// How far a node has come: what it knows committed and what its state machine applied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Progress {
     /// The highest log index it knows committed.
     pub commit_index: u64,
@@ -226,19 +226,15 @@ impl Admission {
         *self.standing.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// What this node answers a ping with, its wall clock reading `clock_ms`.
-    pub(crate) fn status(&self, clock_ms: u64) -> Result<PeerStatus, openraft::AnyError> {
-        Ok(PeerStatus {
+    /// What this node answers a ping with, its wall clock reading `clock_ms` and the log of the
+    /// group asked about ending at `last_log`.
+    pub(crate) fn status(&self, clock_ms: u64, last_log: Option<LogId<NodeId>>) -> PeerStatus {
+        PeerStatus {
             cluster_id: self.cluster.get(),
             standing: self.standing(),
-            last_log: self.last_log()?,
+            last_log,
             clock_ms,
-        })
-    }
-
-    /// The id of the last entry of this node's log.
-    pub(crate) fn last_log(&self) -> Result<Option<LogId<NodeId>>, openraft::AnyError> {
-        self.log.last_log_id_now()
+        }
     }
 
     /// Whether this node may stand for election.

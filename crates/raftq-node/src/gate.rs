@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use openraft::LogId;
-use raftq_store::NodeId;
+use raftq_store::{GroupId, NodeId};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -204,7 +204,7 @@ impl Gate {
         let voters = members.voters();
         let clock = self.read_clocks(&voters);
         self.hand_over_if_skewed(clock, &voters, &members);
-        let own_log = match self.core.node.admission.last_log() {
+        let own_log = match self.core.last_log() {
             Ok(last) => last,
             Err(e) => {
                 tracing::error!(error = %e, "cannot read the log's last entry");
@@ -245,15 +245,17 @@ impl Gate {
             .iter()
             .filter(|(id, _)| **id != core.node.id)
             .map(|(id, addr)| {
-                let mut client = core.network.peers.get(*id, addr);
+                let mut client = core.network.client(*id, addr);
                 async move {
                     let (clock_read, answer) = timed(client.ping(PING_TIMEOUT)).await;
                     (*id, clock_read, answer)
                 }
             });
+        // What the pings tell of the nodes is the node's, recorded by group 1's gate alone.
+        let node_level = core.group == GroupId::FIRST;
         for (id, clock_read, answer) in join_all(pings).await {
             let now = Instant::now();
-            if let Ok(mut reach) = core.node.reach.write() {
+            if let Some(mut reach) = node_level.then(|| core.node.reach.write().ok()).flatten() {
                 reach.entry(id).or_default().record(answer.as_ref(), now);
             }
             if let Some(said) = answer {
@@ -278,6 +280,10 @@ impl Gate {
     /// returns `(confirmed, skewed)`.
     fn read_clocks(&mut self, voters: &BTreeSet<NodeId>) -> (bool, bool) {
         let core = &self.core;
+        // The node has one clock, measured by group 1's gate; the others read what it found.
+        if core.group != GroupId::FIRST {
+            return (core.node.clock.confirmed(), core.node.clock.skewed());
+        }
         let wall = core.node.clock.wall();
         let mut clocks: BTreeMap<NodeId, i64> = self
             .recent()

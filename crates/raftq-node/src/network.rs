@@ -26,7 +26,7 @@ use openraft::raft::{
 };
 use openraft::BasicNode;
 use raftq_h2::{H2Channel, Target};
-use raftq_store::{NodeId, TypeConfig};
+use raftq_store::{GroupId, NodeId, TypeConfig};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -35,6 +35,10 @@ use crate::protocol::{Announced, PROTOCOL_HEADER};
 use crate::rpc::raft_client::RaftClient;
 use crate::rpc::Blob;
 use tonic::{Request, Response, Status};
+
+/// The gRPC metadata key of the Raft group a peer call is for; a call without it is for group
+/// 1, as every call of a build before groups is.
+pub(crate) const GROUP_HEADER: &str = "raftq-group";
 
 /// HTTP/2 flow-control window for peer traffic: large enough that a batch of entries is sent
 /// without waiting for window updates.
@@ -168,19 +172,27 @@ impl PeerClients {
     }
 }
 
-/// openraft's network: Raft calls to a peer share one connection. openraft asks for a client for
-/// every leadership check of a linearizable read and every election; a new client each time
-/// opened a new connection each time.
-#[derive(Debug, Clone, Default)]
+/// openraft's network of one Raft group: Raft calls to a peer share one connection, with
+/// every other group's. openraft asks for a client for every leadership check of a linearizable
+/// read and every election; a new client each time opened a new connection each time.
+#[derive(Debug, Clone)]
 pub struct Network {
     pub peers: PeerClients,
+    pub group: GroupId,
+}
+
+impl Network {
+    /// The client of `target` at `addr`, its calls for this network's group.
+    pub(crate) fn client(&self, target: NodeId, addr: &str) -> PeerClient {
+        self.peers.get(target, addr).in_group(self.group)
+    }
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
-        self.peers.get(target, &node.addr)
+        self.client(target, &node.addr)
     }
 }
 
@@ -190,6 +202,8 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 #[derive(Debug, Clone)]
 pub struct PeerClient {
     target: NodeId,
+    /// The group its calls are for; `None` for group 1, which goes without the header.
+    group: Option<GroupId>,
     client: Option<Stub>,
     partition: Partition,
     cluster: ClusterId,
@@ -231,7 +245,10 @@ impl CallError {
     pub(crate) fn unreachable(&self) -> bool {
         match self {
             CallError::Cut(_) | CallError::Address(_) => true,
-            CallError::Transport(status) => never_connected(status),
+            // The peer hosts no such group (yet): nothing was done there.
+            CallError::Transport(status) => {
+                never_connected(status) || status.code() == tonic::Code::NotFound
+            }
             CallError::Timeout(_) | CallError::Decode(_) => false,
         }
     }
@@ -273,11 +290,18 @@ impl PeerClient {
         };
         PeerClient {
             target,
+            group: None,
             client,
             partition: dial.partition.clone(),
             cluster: dial.cluster.clone(),
             protocol: dial.protocol.clone(),
         }
+    }
+
+    /// This client (sharing its connection), its calls for `group`.
+    pub(crate) fn in_group(mut self, group: GroupId) -> PeerClient {
+        self.group = (group != GroupId::FIRST).then_some(group);
+        self
     }
 
     /// The HTTP/2 stub of the peer at `addr`; `None` for an address that is no URI authority.
@@ -332,6 +356,11 @@ impl PeerClient {
             let value = tonic::metadata::MetadataValue::try_from(id.to_string())
                 .map_err(|e| CallError::Address(format!("cluster id header: {e}")))?;
             request.metadata_mut().insert(CLUSTER_HEADER, value);
+        }
+        if let Some(group) = self.group {
+            request
+                .metadata_mut()
+                .insert(GROUP_HEADER, tonic::metadata::MetadataValue::from(group.0));
         }
         if let Some(protocol) = self.protocol.get() {
             request.metadata_mut().insert(

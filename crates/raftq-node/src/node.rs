@@ -15,8 +15,8 @@ use openraft::{Config, Raft, SnapshotPolicy};
 use raftq_engine::{Command, Engine, EngineError};
 use raftq_store::backup::{self, BackupSummary};
 use raftq_store::{
-    Database, GroupId, LogOptions, LogStore, NodeId, Response, RocksStateMachine, StateOptions,
-    Storage, TypeConfig, WaitSlot,
+    Database, GroupId, GroupStorage, LogOptions, LogStore, NodeId, NodeStore, Response,
+    StateOptions, Storage, TypeConfig, WaitSlot,
 };
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
@@ -31,10 +31,11 @@ use crate::group_commit::GroupCommit;
 use crate::member::membership::{Change, ChangeResult};
 use crate::member::routing::LEADER_WAIT;
 use crate::member::status::NodeStatus;
-use crate::member::{GroupCore, NodeCore};
+use crate::member::{GroupCore, Groups, NodeCore};
 use crate::network::{Dial, MemoryNetwork, Network, Partition, PeerClients, WINDOW};
 use crate::protocol::Announced;
 use crate::query::{question, Query, QueryResult, Question};
+use crate::receiving::SnapshotReceiver;
 use crate::rpc::raft_server::RaftServer;
 use crate::service::{self, Delivery, PeerService};
 use crate::space::{self, Space, SpaceReading};
@@ -98,6 +99,9 @@ pub struct NodeConfig {
     /// While it leads, the node refuses writes that add data (`storage_full`) once its data
     /// directory's file system has fewer free bytes than this (0: never; see `space`).
     pub min_free_bytes: u64,
+    /// The Raft groups the node takes part in: groups 1 to this, each with every node of
+    /// `peers` a member. A fixed layout, for tests of many groups; 1 unless set.
+    pub groups: u32,
 }
 
 impl NodeConfig {
@@ -126,17 +130,21 @@ impl NodeConfig {
             log: LogOptions::default(),
             state: StateOptions::default(),
             min_free_bytes: Self::DEFAULT_MIN_FREE_BYTES,
+            groups: 1,
         }
     }
 }
 
 /// A running node.
 pub struct Node {
+    /// Group 1, which every call that names no group is for.
     core: Arc<GroupCore>,
+    /// Every group this node takes part in, group 1 among them.
+    groups: Arc<Groups>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
-    /// The group-commit task; it ends when aborted at shutdown.
-    committing: JoinHandle<()>,
+    /// The groups' group-commit tasks; they end when aborted at shutdown.
+    committing: Vec<JoinHandle<()>>,
     /// The database, to know when every holder has let go of it.
     database: Database,
     #[cfg(feature = "testing")]
@@ -167,18 +175,19 @@ fn check(config: &NodeConfig) -> Result<(), StartError> {
     Ok(())
 }
 
-/// Opens the node's log and state machine in its data directory (made durably if missing); a
-/// damaged store is told apart from one that cannot be read.
+/// Opens the node's log and state machine in its data directory (made durably if missing).
 fn open_storage(config: &NodeConfig) -> Result<Storage, StartError> {
-    raftq_store::open_on(&config.data_dir, &config.region, &config.log, &config.state).map_err(
-        |e| {
-            if e.is_damage() {
-                StartError::Damaged(e.to_string())
-            } else {
-                StartError::Storage(e)
-            }
-        },
-    )
+    raftq_store::open_on(&config.data_dir, &config.region, &config.log, &config.state)
+        .map_err(storage_error)
+}
+
+/// A store that could not open: a damaged one told apart from one that cannot be read.
+fn storage_error(e: raftq_store::StorageError) -> StartError {
+    if e.is_damage() {
+        StartError::Damaged(e.to_string())
+    } else {
+        StartError::Storage(e)
+    }
 }
 
 /// openraft's settings for this node.
@@ -203,26 +212,27 @@ fn raft_config(config: &NodeConfig) -> Result<Config, StartError> {
 /// Serves the peer service over `transport` (on TCP, over mutual TLS with the configured peer
 /// TLS) until `signal` says stop.
 fn spawn_peer_service(
-    core: Arc<GroupCore>,
+    node: Arc<NodeCore>,
+    groups: Arc<Groups>,
     config: &NodeConfig,
     transport: PeerTransport,
     mut signal: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
-    let (tls, work) = (config.peer_tls.as_ref(), config.log.work);
+    let tls = config.peer_tls.as_ref();
     let stop = async move {
         let _ = signal.wait_for(|stop| *stop).await;
     };
     let listener = match transport {
         PeerTransport::Tcp(listener) => listener,
         PeerTransport::Memory { inbox, .. } => {
-            return service::serve(PeerService::new(core, false, work), inbox, stop)
+            return service::serve(PeerService::new(node, groups, false), inbox, stop)
         }
     };
     // No size bound of the peer service's own: peers are authenticated members, what a client
     // may send is bounded at the API's edge, and the largest peer message, the answer to a
     // forwarded peek (up to 100 messages of up to 1 MiB), is larger than any bound that would
     // still stop a faulty peer from making this node allocate much.
-    let service = RaftServer::new(PeerService::new(core, tls.is_some(), work))
+    let service = RaftServer::new(PeerService::new(node, groups, tls.is_some()))
         .max_decoding_message_size(usize::MAX)
         .max_encoding_message_size(usize::MAX);
     tokio::spawn(match tls {
@@ -268,61 +278,70 @@ fn dial(config: &NodeConfig, transport: &PeerTransport, admission: &Admission) -
     }
 }
 
-/// Starts openraft on `log` and `state_machine`, and the group commit that proposes to it;
-/// returns the state every task of the node shares, and the group-commit task.
-async fn start_core(
+/// The parts of the node every group shares (see [`NodeCore`]), its disk's room read with
+/// group 1's `log`'s.
+fn node_core(
     config: &NodeConfig,
-    transport: &PeerTransport,
+    dial: Dial,
     admission: Admission,
-    log: LogStore<TypeConfig>,
-    state_machine: RocksStateMachine,
+    log: &LogStore<TypeConfig>,
+) -> Arc<NodeCore> {
+    Arc::new(NodeCore {
+        id: config.id,
+        forwarders: PeerClients::new(dial),
+        admission,
+        clock: Arc::new(LeaderClock::new(
+            config.wall_clock.clone(),
+            config.max_clock_skew_ms,
+        )),
+        space: Arc::new(Space::new(
+            &config.data_dir,
+            config.min_free_bytes,
+            log.room(),
+        )),
+        reach: Default::default(),
+        protocols: Default::default(),
+    })
+}
+
+/// Starts openraft for `group` on its `storage`, and the group commit that proposes to it;
+/// returns the state the group's tasks share, and the group-commit task.
+async fn start_group(
+    config: &NodeConfig,
+    node: &Arc<NodeCore>,
+    group: GroupId,
+    storage: GroupStorage,
 ) -> Result<(Arc<GroupCore>, JoinHandle<()>), StartError> {
+    let GroupStorage { log, state_machine } = storage;
     let reader = state_machine.reader();
     let awaited = state_machine.awaited();
-    let space = Arc::new(Space::new(
-        &config.data_dir,
-        config.min_free_bytes,
-        log.room(),
-    ));
-    let raft_config = raft_config(config)?;
-    let dial = dial(config, transport, &admission);
     let network = Network {
-        peers: PeerClients::new(dial.clone()),
+        peers: PeerClients::new(node.forwarders.dial.clone()),
+        group,
     };
     let raft = Raft::new(
         config.id,
-        Arc::new(raft_config),
+        Arc::new(raft_config(config)?),
         network.clone(),
-        log,
+        log.clone(),
         state_machine,
     )
     .await
     .map_err(|e| StartError::Raft(e.to_string()))?;
     // The election gate keeps them so; off from the start for a node that may not stand.
-    raft.runtime_config().elect(admission.may_stand());
-    log_if_flags_differ(config, &raft, admission.standing()).await;
-    let clock = Arc::new(LeaderClock::new(
-        config.wall_clock.clone(),
-        config.max_clock_skew_ms,
-    ));
+    raft.runtime_config().elect(node.admission.may_stand());
+    log_if_flags_differ(config, &raft, node.admission.standing()).await;
     let (group_commit, committing) =
-        GroupCommit::start(raft.clone(), LEADER_WAIT, awaited, Arc::clone(&clock));
-    let node = Arc::new(NodeCore {
-        id: config.id,
-        forwarders: PeerClients::new(dial),
-        admission,
-        clock,
-        space,
-        reach: Default::default(),
-        protocols: Default::default(),
-    });
+        GroupCommit::start(raft.clone(), LEADER_WAIT, awaited, Arc::clone(&node.clock));
     let core = Arc::new(GroupCore {
-        group: GroupId::FIRST,
-        node,
+        group,
+        node: Arc::clone(node),
         raft,
         group_commit,
         reader,
+        log,
         network,
+        receiver: SnapshotReceiver::new(config.log.work),
         handing_over: Default::default(),
         changing: tokio::sync::Mutex::new(()),
         elections_held_back: Default::default(),
@@ -332,10 +351,26 @@ async fn start_core(
     Ok((core, committing))
 }
 
+/// The storage of every group this node starts with: group 1's (`first`), then groups 2 to
+/// `config.groups` opened from `store`.
+fn group_storages(
+    config: &NodeConfig,
+    store: &NodeStore,
+    first: GroupStorage,
+) -> Result<Vec<(GroupId, GroupStorage)>, StartError> {
+    let mut storages = vec![(GroupId::FIRST, first)];
+    for group in (2..=config.groups).map(GroupId) {
+        let storage = store.open_group(group).map_err(storage_error)?;
+        storages.push((group, storage));
+    }
+    Ok(storages)
+}
+
 /// The tasks that bring a node into its cluster: forming it (`forming`: the node found no
 /// cluster in its data directory) and announcing a joining node to the member it was given.
 fn spawn_enrolment(
     core: &Arc<GroupCore>,
+    groups: &Groups,
     config: &NodeConfig,
     forming: bool,
     signal: &watch::Receiver<bool>,
@@ -344,6 +379,7 @@ fn spawn_enrolment(
     if forming {
         tasks.push(tokio::spawn(formation::run(
             Arc::clone(core),
+            groups.all(),
             config.peers.clone(),
             signal.clone(),
         )));
@@ -356,6 +392,32 @@ fn spawn_enrolment(
         )));
     }
     tasks
+}
+
+/// The tasks of one group on this node: its election gate, snapshot policy (telling `not_due`
+/// when group 1's finds no snapshot due) and timer.
+fn spawn_group_tasks(
+    core: &Arc<GroupCore>,
+    config: &NodeConfig,
+    not_due: &watch::Sender<Option<u64>>,
+    signal: &watch::Receiver<bool>,
+) -> Vec<JoinHandle<()>> {
+    let not_due = match core.group {
+        GroupId::FIRST => not_due.clone(),
+        _ => watch::Sender::new(None),
+    };
+    vec![
+        tokio::spawn(gate::run(Arc::clone(core), signal.clone())),
+        tokio::spawn(snapshots::run(
+            core.raft.clone(),
+            core.reader.clone(),
+            core.log.appended(),
+            config.snapshot_after_logs,
+            not_due,
+            signal.clone(),
+        )),
+        tokio::spawn(timer::run(Arc::clone(core), signal.clone())),
+    ]
 }
 
 impl Node {
@@ -373,43 +435,49 @@ impl Node {
         let Storage {
             log,
             state_machine,
+            node: store,
             database,
-            ..
         } = open_storage(&config)?;
-        let appended = log.appended();
         #[cfg(feature = "testing")]
         let failing_disk = log.failing_disk();
         let admission = open_admission(&config, &log).await?;
         let forming = matches!(admission.standing(), Standing::Blank | Standing::Fresh);
-        let (core, committing) =
-            start_core(&config, &transport, admission, log, state_machine).await?;
+        let dial = dial(&config, &transport, &admission);
+        let node = node_core(&config, dial, admission, &log);
+        let groups = Arc::new(Groups::default());
+        let mut committing = Vec::new();
+        for (group, storage) in
+            group_storages(&config, &store, GroupStorage { log, state_machine })?
+        {
+            let (core, task) = start_group(&config, &node, group, storage).await?;
+            groups.insert(core);
+            committing.push(task);
+        }
+        let core = groups
+            .get(GroupId::FIRST)
+            .ok_or_else(|| StartError::Raft("group 1 did not start".into()))?;
         let (shutdown, signal) = watch::channel(false);
         let not_due = watch::Sender::new(None);
         #[cfg(feature = "testing")]
         let snapshot_not_due = not_due.subscribe();
         let mut tasks = vec![spawn_peer_service(
-            Arc::clone(&core),
+            Arc::clone(&node),
+            Arc::clone(&groups),
             &config,
             transport,
             signal.clone(),
         )];
-        tasks.extend(spawn_enrolment(&core, &config, forming, &signal));
-        tasks.push(tokio::spawn(gate::run(Arc::clone(&core), signal.clone())));
-        tasks.push(tokio::spawn(snapshots::run(
-            core.raft.clone(),
-            core.reader.clone(),
-            appended,
-            config.snapshot_after_logs,
-            not_due,
-            signal.clone(),
-        )));
+        tasks.extend(spawn_enrolment(&core, &groups, &config, forming, &signal));
         tasks.push(tokio::spawn(space::run(
-            Arc::clone(&core.node.space),
+            Arc::clone(&node.space),
             signal.clone(),
         )));
-        tasks.push(tokio::spawn(timer::run(Arc::clone(&core), signal)));
+        for group in groups.all() {
+            tasks.extend(spawn_group_tasks(&group, &config, &not_due, &signal));
+        }
         Ok(Node {
             core,
+            groups,
             shutdown,
             tasks,
             committing,
@@ -488,6 +556,46 @@ impl Node {
     #[cfg(feature = "testing")]
     pub fn raft(&self) -> &Raft<TypeConfig> {
         &self.core.raft
+    }
+
+    /// Group `group` as this node takes part in it, for tests of many groups.
+    #[cfg(feature = "testing")]
+    fn group(&self, group: GroupId) -> Result<Arc<GroupCore>, NodeError> {
+        self.groups.get(group).ok_or_else(|| {
+            NodeError::Unavailable(format!("this node takes no part in group {group}"))
+        })
+    }
+
+    /// The openraft handle of `group`, for tests of many groups.
+    #[cfg(feature = "testing")]
+    pub fn raft_of(&self, group: GroupId) -> Result<Raft<TypeConfig>, NodeError> {
+        Ok(self.group(group)?.raft.clone())
+    }
+
+    /// Commits a command in `group` through its leader, as [`Node::write`] does in group 1.
+    #[cfg(feature = "testing")]
+    pub async fn write_in(&self, group: GroupId, command: Command) -> Result<Response, NodeError> {
+        self.group(group)?.route(&command).await
+    }
+
+    /// A linearizable read in `group`, as [`Node::read`] does in group 1.
+    #[cfg(feature = "testing")]
+    pub async fn read_in(
+        &self,
+        group: GroupId,
+        query: Query,
+    ) -> Result<Result<QueryResult, EngineError>, NodeError> {
+        self.group(group)?.route(&query).await
+    }
+
+    /// The last applied index and state digest of this node's replica of `group`, as
+    /// [`Node::digest`] tells group 1's.
+    #[cfg(feature = "testing")]
+    pub fn digest_of(&self, group: GroupId) -> Result<(Option<u64>, String), NodeError> {
+        self.group(group)?
+            .reader
+            .digest()
+            .map_err(|e| NodeError::Storage(e.to_string()))
     }
 
     /// The applied state's reader, for tests that look inside (payloads, snapshot files).
@@ -595,6 +703,7 @@ impl Node {
     pub async fn shutdown(self) {
         let Node {
             core,
+            groups,
             shutdown,
             tasks,
             committing,
@@ -602,14 +711,19 @@ impl Node {
             ..
         } = self;
         let _ = shutdown.send(true);
-        if let Err(e) = core.raft.shutdown().await {
-            tracing::warn!(error = %e, "raft shutdown");
+        for group in groups.all() {
+            if let Err(e) = group.raft.shutdown().await {
+                tracing::warn!(group = %group.group, error = %e, "raft shutdown");
+            }
         }
         for task in tasks {
             let _ = task.await;
         }
-        committing.abort();
-        let _ = committing.await;
+        for task in committing {
+            task.abort();
+            let _ = task.await;
+        }
+        groups.clear();
         drop(core);
         let deadline = Instant::now() + CLOSE_WAIT;
         while database.is_open() && Instant::now() < deadline {

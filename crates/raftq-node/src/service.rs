@@ -10,6 +10,11 @@
 //! - a ping is answered to any node of the CA: a node being added asks its cluster's members
 //!   before it is one.
 //!
+//! A call is for the Raft group its [`GROUP_HEADER`] names (group 1 without one). A group this
+//! node does not take part in answers `not_found` (the caller backs off as from an unreachable
+//! peer), except a ping, which every node answers: about the group, or, for one it does not take
+//! part in, with no log. Joining a cluster (`admit`) is the node's.
+//!
 //! The service answers calls over HTTP/2, or [`Delivery`]s from a network in memory ([`serve`]).
 
 use std::fmt;
@@ -24,48 +29,73 @@ use uuid::Uuid;
 
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use openraft::Vote;
-use raftq_store::{NodeId, TypeConfig, Work};
+use raftq_store::{GroupId, NodeId, TypeConfig};
 
-use crate::admission::{PeerCall, PingAnswer, Standing, CLUSTER_HEADER};
+use crate::admission::{LeaderContact, PeerCall, PingAnswer, Progress, Standing, CLUSTER_HEADER};
 use crate::error::NodeError;
 use crate::member::routing::{ForwardReply, Forwarded};
-use crate::member::GroupCore;
-use crate::network::{index_range, Answer, Method};
+use crate::member::{GroupCore, Groups, NodeCore};
+use crate::network::{index_range, Answer, Method, GROUP_HEADER};
 use crate::protocol;
-use crate::receiving::SnapshotReceiver;
 use crate::rpc::raft_server::Raft as RaftRpc;
 use crate::rpc::Blob;
 use crate::tls::node_id_of;
 
 pub(crate) struct PeerService {
-    core: Arc<GroupCore>,
+    node: Arc<NodeCore>,
+    groups: Arc<Groups>,
     /// Whether callers show certificates (mutual TLS), by which they are known.
     authenticated: bool,
-    receiver: SnapshotReceiver,
 }
 
 impl PeerService {
-    /// The service of `core`'s node, whose received snapshots are checked as `work` says.
-    pub(crate) fn new(core: Arc<GroupCore>, authenticated: bool, work: Work) -> PeerService {
+    /// The service of `node` and its `groups`.
+    pub(crate) fn new(
+        node: Arc<NodeCore>,
+        groups: Arc<Groups>,
+        authenticated: bool,
+    ) -> PeerService {
         PeerService {
-            core,
+            node,
+            groups,
             authenticated,
-            receiver: SnapshotReceiver::new(work),
         }
     }
 }
 
+/// The group `request` is for: the one its [`GROUP_HEADER`] names, group 1 without one.
+fn group_of(request: &Request<Blob>) -> Result<GroupId, Status> {
+    match request.metadata().get(GROUP_HEADER) {
+        None => Ok(GroupId::FIRST),
+        Some(value) => value
+            .to_str()
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(GroupId)
+            .ok_or_else(|| Status::invalid_argument(format!("{GROUP_HEADER} must be a number"))),
+    }
+}
+
 impl PeerService {
-    /// Admits `request` as a `call` from its sender's cluster, or refuses it (and logs why);
-    /// returns the caller's node id when callers show certificates, and the peer protocol the
-    /// call announced.
+    /// The group `request` is for, when this node takes part in it.
+    fn core(&self, request: &Request<Blob>) -> Result<Arc<GroupCore>, Status> {
+        let group = group_of(request)?;
+        self.groups
+            .get(group)
+            .ok_or_else(|| Status::not_found(format!("this node takes no part in group {group}")))
+    }
+
+    /// Admits `request` as a `call` from its sender's cluster to `core`'s group, or refuses it
+    /// (and logs why); returns the caller's node id when callers show certificates, and the
+    /// peer protocol the call announced.
     async fn screen(
         &self,
+        core: &GroupCore,
         call: PeerCall,
         request: &Request<Blob>,
     ) -> Result<(Option<NodeId>, u32), Status> {
         let caller = match self.authenticated {
-            true => Some(self.screen_caller(call, request).map_err(|reason| {
+            true => Some(screen_caller(core, call, request).map_err(|reason| {
                 tracing::warn!(?call, remote = ?request.remote_addr(), %reason, "peer call refused");
                 Status::permission_denied(reason)
             })?),
@@ -84,7 +114,7 @@ impl PeerService {
             ),
         };
         let protocol = protocol::of_call(request.metadata())?;
-        self.core.node.admission.admit(call, sender).await.map_err(|e| {
+        self.node.admission.admit(call, sender).await.map_err(|e| {
             tracing::warn!(?call, remote = ?request.remote_addr(), reason = %e, "peer call refused");
             Status::failed_precondition(e.to_string())
         })?;
@@ -98,30 +128,35 @@ impl PeerService {
         call: PeerCall,
         request: Request<Blob>,
         vote: impl FnOnce(&T) -> &Vote<NodeId>,
-    ) -> Result<T, Status> {
-        let (caller, protocol) = self.screen(call, &request).await?;
+    ) -> Result<(Arc<GroupCore>, T), Status> {
+        let core = self.core(&request)?;
+        let (caller, protocol) = self.screen(&core, call, &request).await?;
         let rpc: T = decode(request)?;
         let vote = vote(&rpc);
         check_sender(caller, vote)?;
         if let Some(sender) = vote.leader_id().voted_for() {
-            self.core.node.protocols.note(sender, protocol);
+            self.node.protocols.note(sender, protocol);
         }
-        Ok(rpc)
+        Ok((core, rpc))
     }
+}
 
-    /// The node id of the caller's certificate; refuses a certificate that names none, and a
-    /// vote, forward or handover from a node that is not a member.
-    fn screen_caller(&self, call: PeerCall, request: &Request<Blob>) -> Result<NodeId, String> {
-        let caller = request
-            .peer_certs()
-            .and_then(|chain| chain.first().and_then(|leaf| node_id_of(leaf)))
-            .ok_or("the caller's certificate names no node id")?;
-        let members_only = matches!(call, PeerCall::Vote | PeerCall::Forward | PeerCall::Elect);
-        if members_only && self.core.is_member(caller) == Some(false) {
-            return Err(format!("node {caller} is not a member of this cluster"));
-        }
-        Ok(caller)
+/// The node id of the caller's certificate; refuses a certificate that names none, and a vote,
+/// forward or handover from a node that is not a member of `core`'s group.
+fn screen_caller(
+    core: &GroupCore,
+    call: PeerCall,
+    request: &Request<Blob>,
+) -> Result<NodeId, String> {
+    let caller = request
+        .peer_certs()
+        .and_then(|chain| chain.first().and_then(|leaf| node_id_of(leaf)))
+        .ok_or("the caller's certificate names no node id")?;
+    let members_only = matches!(call, PeerCall::Vote | PeerCall::Forward | PeerCall::Elect);
+    if members_only && core.is_member(caller) == Some(false) {
+        return Err(format!("node {caller} is not a member of this cluster"));
     }
+    Ok(caller)
 }
 
 /// Refuses a Raft message that names another sender (`vote`: the leader or candidate it comes
@@ -155,67 +190,72 @@ fn encode<T: Serialize>(reply: &T) -> Result<Response<Blob>, Status> {
 #[tonic::async_trait]
 impl RaftRpc for PeerService {
     async fn append_entries(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
-        let rpc: AppendEntriesRequest<TypeConfig> = self
+        let (core, rpc): (_, AppendEntriesRequest<TypeConfig>) = self
             .raft_message(PeerCall::Append, request, |r: &AppendEntriesRequest<_>| {
                 &r.vote
             })
             .await?;
-        self.core.note_append();
-        self.core
-            .note_leader_commit(rpc.leader_commit.map(|l| l.index));
+        core.note_append();
+        core.note_leader_commit(rpc.leader_commit.map(|l| l.index));
         // Stage events for `scripts/latency`, of appends that carry entries.
         let entries = index_range(&rpc.entries);
         if let Some((first, last)) = entries {
             tracing::trace!(target: "raftq::stage", stage = "append_received", first, last);
         }
-        let reply = self.core.raft.append_entries(rpc).await;
+        let reply = core.raft.append_entries(rpc).await;
         if let Some((first, last)) = entries {
             tracing::trace!(target: "raftq::stage", stage = "append_answered", first, last);
         }
         encode(&reply)
     }
 
-    async fn ping(&self, _request: Request<Blob>) -> Result<Response<Blob>, Status> {
-        let status = self
-            .core
-            .node
-            .admission
-            .status(self.core.node.clock.wall())
-            .map_err(|e| Status::internal(format!("cannot read the log: {e}")))?;
-        PingAnswer::encode(&status, &self.core.progress(), &self.core.leader_contact())
+    async fn ping(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
+        let group = self.groups.get(group_of(&request)?);
+        let last_log = match &group {
+            Some(core) => core
+                .last_log()
+                .map_err(|e| Status::internal(format!("cannot read the log: {e}")))?,
+            None => None,
+        };
+        let status = self.node.admission.status(self.node.clock.wall(), last_log);
+        let (progress, leader) = match &group {
+            Some(core) => (core.progress(), core.leader_contact()),
+            None => (Progress::default(), LeaderContact::NotHeard),
+        };
+        PingAnswer::encode(&status, &progress, &leader)
             .map(|data| Response::new(Blob { data }))
             .map_err(|e| Status::internal(format!("cannot encode reply: {e}")))
     }
 
     async fn vote(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
-        let rpc: VoteRequest<NodeId> = self
+        let (core, rpc): (_, VoteRequest<NodeId>) = self
             .raft_message(PeerCall::Vote, request, |r: &VoteRequest<_>| &r.vote)
             .await?;
-        encode(&self.core.raft.vote(rpc).await)
+        encode(&core.raft.vote(rpc).await)
     }
 
     async fn install_snapshot(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
-        let rpc: InstallSnapshotRequest<TypeConfig> = self
+        let (core, rpc): (_, InstallSnapshotRequest<TypeConfig>) = self
             .raft_message(
                 PeerCall::Snapshot,
                 request,
                 |r: &InstallSnapshotRequest<_>| &r.vote,
             )
             .await?;
-        encode(&self.receiver.receive(&self.core.raft, rpc).await)
+        encode(&core.receiver.receive(&core.raft, rpc).await)
     }
 
     async fn elect(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
-        self.screen(PeerCall::Elect, &request).await?;
+        let core = self.core(&request)?;
+        self.screen(&core, PeerCall::Elect, &request).await?;
         // The election gate is off for this call: the clock's rule is checked here instead.
-        if !self.core.node.clock.may_lead() {
+        if !self.node.clock.may_lead() {
             return Err(Status::failed_precondition(
                 "this node's clock is not confirmed within the bound by a majority of the \
                  voters' clocks: it does not stand for election",
             ));
         }
-        self.core
-            .raft
+        core.raft
             .trigger()
             .elect()
             .await
@@ -224,28 +264,29 @@ impl RaftRpc for PeerService {
     }
 
     async fn admit(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
-        self.screen(PeerCall::Admit, &request).await?;
-        if self.core.node.admission.standing() == Standing::Joining {
-            self.core
-                .node
+        let core = self.core(&request)?;
+        self.screen(&core, PeerCall::Admit, &request).await?;
+        if self.node.admission.standing() == Standing::Joining {
+            self.node
                 .admission
                 .readmitted()
                 .await
                 .map_err(|e| Status::internal(e.to_string()))?;
-            tracing::info!(node = self.core.node.id, "added to the cluster");
+            tracing::info!(node = self.node.id, "added to the cluster");
         }
         encode(&())
     }
 
     async fn forward(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
-        let (_, sender) = self.screen(PeerCall::Forward, &request).await?;
-        let own = self.core.node.forwarders.dial.protocol.speaks();
+        let core = self.core(&request)?;
+        let (_, sender) = self.screen(&core, PeerCall::Forward, &request).await?;
+        let own = self.node.forwarders.dial.protocol.speaks();
         if let Some(refusal) = protocol::forwarded_refusal(sender, own) {
             tracing::warn!(remote = ?request.remote_addr(), %refusal, "forwarded request refused");
             return Err(Status::failed_precondition(refusal));
         }
         let forwarded: Forwarded = decode(request)?;
-        let reply: Result<ForwardReply, NodeError> = self.core.serve_forwarded(&forwarded).await;
+        let reply: Result<ForwardReply, NodeError> = core.serve_forwarded(&forwarded).await;
         encode(&reply)
     }
 }

@@ -131,7 +131,7 @@ impl GroupCore {
         if voters.contains(&id) {
             return Ok(Err(ChangeError::AlreadyVoter(id)));
         }
-        let mut probe = PeerClient::new(id, addr, &self.network.peers.dial);
+        let mut probe = PeerClient::new(id, addr, &self.network.peers.dial).in_group(self.group);
         let Some(status) = probe.ping_status(PROBE_TIMEOUT).await else {
             return Ok(Err(ChangeError::Unreachable(addr.to_string())));
         };
@@ -281,7 +281,7 @@ impl GroupCore {
         let deadline = Instant::now() + HANDOVER;
         let lease = Duration::from_millis(self.raft.config().election_timeout_max);
         tokio::time::sleep(lease).await;
-        let mut client = self.network.peers.get(successor, addr);
+        let mut client = self.network.client(successor, addr);
         let mut metrics = self.raft.server_metrics();
         loop {
             if let Err(e) = client.elect(HANDOVER).await {

@@ -7,8 +7,8 @@
 //! `last_answers`, `silent_for`).
 //!
 //! `GroupCore`'s methods live by concern, one file each:
-//! - here: proposing (`propose`), what this node knows of the group's leader and members
-//!   (`current_leader`, `is_leader`, `is_member`, `members`) and of the leader's appends
+//! - here: proposing (`propose`), the group's last log id (`last_log`), what this node knows of
+//!   the group's leader and members (`current_leader`, `is_leader`, `is_member`, `members`) and of the leader's appends
 //!   (`note_append`, `last_append`, `appending_for`);
 //! - [`routing`]: a client request served here or at the leader (`route`, `serve_local`,
 //!   `forward`, `forwarder`, `serve_forwarded`, `member_addr`, `cut_off_from`), and the request
@@ -20,12 +20,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use openraft::{Raft, ServerState};
 use raftq_engine::Command;
-use raftq_store::{GroupId, NodeId, Response, StateReader, TypeConfig};
+use raftq_store::{GroupId, LogStore, NodeId, Response, StateReader, TypeConfig};
 use tokio::time::Instant;
 
 use crate::admission::{Admission, PingAnswer, Progress};
@@ -34,6 +34,7 @@ use crate::error::NodeError;
 use crate::group_commit::GroupCommit;
 use crate::network::{Network, PeerClients};
 use crate::protocol::Heard;
+use crate::receiving::SnapshotReceiver;
 use crate::space::Space;
 
 pub(crate) mod membership;
@@ -76,7 +77,11 @@ pub(crate) struct GroupCore {
     pub raft: Raft<TypeConfig>,
     pub group_commit: GroupCommit,
     pub reader: StateReader,
+    /// The group's log, for the id of its last entry (what a candidate's log is compared with).
+    pub log: LogStore<TypeConfig>,
     pub network: Network,
+    /// The snapshot a leader of the group streams to this node, while one comes.
+    pub receiver: SnapshotReceiver,
     /// Set while this leader hands its leadership over: it proposes nothing, answers no read and
     /// sends no heartbeat, so that its followers' leader lease runs out and the successor wins.
     pub handing_over: AtomicBool,
@@ -89,6 +94,39 @@ pub(crate) struct GroupCore {
     /// Since when a leader's appends and heartbeats have been reaching this node without a gap
     /// longer than [`APPENDING`], and when the last one came.
     pub appends: RwLock<Option<(Instant, Instant)>>,
+}
+
+/// The Raft groups this node takes part in, by id (in order, so that whatever goes over them
+/// goes in the same order every time).
+#[derive(Default)]
+pub(crate) struct Groups(RwLock<BTreeMap<GroupId, Arc<GroupCore>>>);
+
+impl Groups {
+    /// The group `group`, if this node takes part in it.
+    pub fn get(&self, group: GroupId) -> Option<Arc<GroupCore>> {
+        let groups = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        groups.get(&group).cloned()
+    }
+
+    /// Adds `core`'s group.
+    pub fn insert(&self, core: Arc<GroupCore>) {
+        let mut groups = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        groups.insert(core.group, core);
+    }
+
+    /// Every group, in order.
+    pub fn all(&self) -> Vec<Arc<GroupCore>> {
+        let groups = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        groups.values().cloned().collect()
+    }
+
+    /// Lets go of every group, so that what they hold (the database) can close.
+    pub fn clear(&self) {
+        self.0
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
 }
 
 /// What the election gate's pings tell of a member.
@@ -181,6 +219,11 @@ impl GroupCore {
     /// waits until it is applied.
     pub(crate) async fn propose(&self, command: Command) -> Result<Response, NodeError> {
         self.group_commit.propose(command).await
+    }
+
+    /// The id of the last entry of this node's log of the group.
+    pub(crate) fn last_log(&self) -> Result<Option<openraft::LogId<NodeId>>, openraft::AnyError> {
+        self.log.last_log_id_now()
     }
 
     /// The leader this node knows of.

@@ -265,7 +265,7 @@ impl GroupCore {
         }
         let own = self.node.forwarders.dial.protocol.speaks();
         protocol::may_forward(leader, self.node.protocols.of(leader), own)?;
-        Ok(self.node.forwarders.get(leader, &addr))
+        Ok(self.node.forwarders.get(leader, &addr).in_group(self.group))
     }
 
     /// The peer address of member `id`, as this node's membership has it.

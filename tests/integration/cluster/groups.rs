@@ -1,0 +1,202 @@
+//! Nodes taking part in several Raft groups: each group elects, replicates and applies on its
+//! own over the nodes' shared connections, and keeps its state apart from the others'.
+
+use raftq_store::GroupId;
+
+use super::*;
+
+const GROUPS: u32 = 3;
+
+impl Cluster {
+    /// The leader of `group` all running nodes agree on.
+    pub(super) async fn leader_of(&self, group: GroupId) -> u64 {
+        self.leader_apart_from(group, None).await
+    }
+
+    /// The leader of `group` that the running nodes other than `away` agree on (`away` not
+    /// among the candidates), once they do.
+    async fn leader_apart_from(&self, group: GroupId, away: Option<u64>) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let leaders: Vec<Option<u64>> = (self.nodes.iter())
+                .filter(|(id, _)| Some(**id) != away)
+                .map(|(_, n)| {
+                    n.raft_of(group)
+                        .expect("group")
+                        .metrics()
+                        .borrow()
+                        .current_leader
+                })
+                .collect();
+            if let Some(Some(l)) = leaders.first() {
+                let agreed = leaders.iter().all(|x| x == &Some(*l));
+                if agreed && self.nodes.contains_key(l) && Some(*l) != away {
+                    return *l;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "group {group}: no leader: {leaders:?}"
+            );
+            sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until every running node holds the same state of `group`; returns it.
+    async fn converged_in(&self, group: GroupId) -> (Option<u64>, String) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let digests: Vec<_> = self
+                .nodes
+                .values()
+                .map(|n| n.digest_of(group).expect("state digest"))
+                .collect();
+            if digests.windows(2).all(|w| w[0] == w[1]) {
+                return digests[0].clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "group {group}: states differ: {digests:?}"
+            );
+            sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+fn every_group() -> impl Iterator<Item = GroupId> {
+    (1..=GROUPS).map(GroupId)
+}
+
+/// Creates queue `q{group}` in each group and sends `count` messages to it, through `via`.
+async fn fill(cluster: &Cluster, via: u64, count: usize) {
+    for group in every_group() {
+        let name = format!("q{group}");
+        let node = cluster.node(via);
+        node.write_in(group, create(&name, QueueAttributes::default()))
+            .await
+            .unwrap_or_else(|e| panic!("group {group}: create: {e}"));
+        for i in 0..count {
+            node.write_in(group, plain(&name, &format!("m{i}")))
+                .await
+                .unwrap_or_else(|e| panic!("group {group}: send: {e}"));
+        }
+    }
+}
+
+/// The counters of queue `name` in `group`, read through `node`: `None` when the group holds
+/// no such queue.
+async fn stats_in(node: &Node, group: GroupId, name: &str) -> Option<QueueStats> {
+    let query = Query::Stats {
+        account: ACCOUNT.into(),
+        queue: name.into(),
+    };
+    match node.read_in(group, query).await {
+        Ok(Ok(QueryResult::Stats(stats))) => Some(*stats),
+        Ok(Err(EngineError::QueueNotFound(_))) => None,
+        other => panic!("group {group}: unexpected {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn groups_elect_replicate_and_keep_their_state_apart() {
+    timeout(Duration::from_secs(60), async {
+        let cluster = Cluster::start_groups(3, GROUPS).await;
+        for group in every_group() {
+            cluster.leader_of(group).await;
+        }
+        // Through one node, which forwards to each group's leader where it is not it.
+        fill(&cluster, 3, 5).await;
+        let mut states = Vec::new();
+        for group in every_group() {
+            let (applied, digest) = cluster.converged_in(group).await;
+            assert!(applied.is_some(), "group {group} applied its entries");
+            states.push(digest);
+        }
+        states.dedup();
+        assert_eq!(
+            states.len(),
+            GROUPS as usize,
+            "each group holds its own state"
+        );
+        for group in every_group() {
+            let name = format!("q{group}");
+            for other in every_group() {
+                let stats = stats_in(cluster.node(1), other, &name).await;
+                match other == group {
+                    true => assert_eq!(stats.map(|s| s.visible), Some(5), "{name} in {other}"),
+                    false => assert!(stats.is_none(), "{name} is not in group {other}"),
+                }
+            }
+        }
+        let dir = cluster.dir.path().join("node-1");
+        assert!(dir.join("log").is_dir() && dir.join("groups/2/log").is_dir());
+    })
+    .await
+    .expect("within the time bound");
+}
+
+#[tokio::test]
+async fn a_leader_cut_off_loses_only_the_groups_it_led() {
+    timeout(Duration::from_secs(90), async {
+        let cluster = Cluster::start_groups(3, GROUPS).await;
+        let mut leaders = BTreeMap::new();
+        for group in every_group() {
+            leaders.insert(group, cluster.leader_of(group).await);
+        }
+        let away = leaders[&GroupId(2)];
+        isolate(&cluster, away, true);
+        let successor = cluster.leader_apart_from(GroupId(2), Some(away)).await;
+        assert_ne!(successor, away);
+        for (group, leader) in &leaders {
+            let now = cluster.leader_apart_from(*group, Some(away)).await;
+            if *leader != away {
+                assert_eq!(now, *leader, "group {group} kept its leader");
+            }
+        }
+        let through = *cluster
+            .nodes
+            .keys()
+            .find(|id| **id != away)
+            .expect("a node");
+        let node = cluster.node(through);
+        node.write_in(GroupId(2), create("after", QueueAttributes::default()))
+            .await
+            .expect("group 2 commits without the node cut off");
+        isolate(&cluster, away, false);
+        let (applied, _) = cluster.converged_in(GroupId(2)).await;
+        assert!(applied.is_some());
+        let stats = stats_in(cluster.node(away), GroupId(2), "after").await;
+        assert!(stats.is_some(), "the node back has group 2's queue");
+    })
+    .await
+    .expect("within the time bound");
+}
+
+#[tokio::test]
+async fn every_group_comes_back_when_every_node_restarts() {
+    timeout(Duration::from_secs(90), async {
+        let mut cluster = Cluster::start_groups(3, GROUPS).await;
+        for group in every_group() {
+            cluster.leader_of(group).await;
+        }
+        fill(&cluster, 1, 3).await;
+        for id in 1..=3 {
+            cluster.stop(id).await;
+        }
+        for id in 1..=3 {
+            cluster.restart(id).await;
+        }
+        for group in every_group() {
+            cluster.leader_of(group).await;
+            let name = format!("q{group}");
+            let stats = stats_in(cluster.node(2), group, &name).await;
+            assert_eq!(
+                stats.map(|s| s.visible),
+                Some(3),
+                "{name} after the restart"
+            );
+        }
+    })
+    .await
+    .expect("within the time bound");
+}
