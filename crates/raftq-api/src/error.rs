@@ -141,7 +141,8 @@ impl From<EngineError> for ApiError {
             | EngineError::MessageGone
             | EngineError::MoveTaskRunning(_)
             | EngineError::MoveTaskNotRunning(_)
-            | EngineError::NotScheduled(_) => StatusCode::CONFLICT,
+            | EngineError::NotScheduled(_)
+            | EngineError::Placement(_) => StatusCode::CONFLICT,
             EngineError::MessageTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         };
         let sources = match &e {

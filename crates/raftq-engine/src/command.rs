@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+
+use crate::placement::{PlacementCommand, PlacementOutcome};
 use uuid::Uuid;
 
 use crate::attributes::Attribute;
@@ -123,6 +125,11 @@ pub enum CommandOf<A, M> {
         /// The message's ID.
         id: Uuid,
     },
+    /// A change to the cluster's placement of queues in Raft groups (see
+    /// [`crate::placement`]), applied in the metadata group.
+    Place {
+        change: PlacementCommand,
+    },
 }
 
 /// A `match` on a command of enum `$from` that builds a command of enum `$to`: the arms given,
@@ -179,6 +186,7 @@ impl<A, M> CommandOf<A, M> {
             ReceiveWait { account, queue, max_messages, lease_seconds, wait_seconds, waiter }
             EndWait { waiter }
             CancelScheduled { account, queue, id }
+            Place { change }
         })
     }
 }
@@ -334,6 +342,7 @@ pub enum Outcome {
     WaitEnded,
     /// A scheduled message was cancelled (removed before its time).
     ScheduledCancelled,
+    Placed(PlacementOutcome),
 }
 
 /// How the wait of a parked receive ended: with the messages an entry delivered to it, or with

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::QueueRef;
+use crate::placement::PlacementError;
 
 /// Why a command or query was refused. A refused command changes nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
@@ -53,6 +54,10 @@ pub enum EngineError {
          never sent with deliver_at"
     )]
     NotScheduled(String),
+    /// A change to the cluster's placement was refused (commands of the metadata group, which
+    /// no client sends).
+    #[error("placement: {0}")]
+    Placement(#[from] PlacementError),
 }
 
 fn names(sources: &[QueueRef]) -> String {
@@ -85,6 +90,7 @@ impl EngineError {
             EngineError::MoveTaskRunning(_) => "move_task_running",
             EngineError::MoveTaskNotRunning(_) => "move_task_not_running",
             EngineError::NotScheduled(_) => "message_not_scheduled",
+            EngineError::Placement(_) => "placement_refused",
         }
     }
 

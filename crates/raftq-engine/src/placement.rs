@@ -175,7 +175,7 @@ pub enum PlacementError {
 }
 
 /// A row of the placement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PlacementKey {
     /// The directory's epoch.
     Meta,

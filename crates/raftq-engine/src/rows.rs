@@ -32,17 +32,18 @@ use crate::model::{
     RedrivePolicy, RetryBackoff,
 };
 use crate::move_task::MoveTask;
+use crate::placement::PlacementKey;
 
 /// Version of the row format, kept in the meta row.
-pub const FORMAT_VERSION: u32 = 7;
+pub const FORMAT_VERSION: u32 = 8;
 
 /// The oldest row format this build reads: version 3 only added reclaim rows, version 4 the
 /// retry backoff to queue rows, version 5 a queue's default wait, tags and `modified_at`,
 /// receive attempt rows, move task rows, waiter rows, and typed attributes in payloads, version 6
 /// a queue's deduplication scope, throughput limit and policy, version 7 a queue's default
 /// priority, priority weights and round robin credits, and a message's priority and the ID it
-/// is scheduled under (older rows read as [`QueueRowV3`], [`QueueRowV4`], [`QueueRowV5`],
-/// [`QueueRowV6`], [`MessageRowV6`] and [`PayloadV4`]).
+/// is scheduled under, version 8 the placement's rows (older rows read as [`QueueRowV3`],
+/// [`QueueRowV4`], [`QueueRowV5`], [`QueueRowV6`], [`MessageRowV6`] and [`PayloadV4`]).
 pub const OLDEST_READABLE_VERSION: u32 = 2;
 const _: () = assert!(OLDEST_READABLE_VERSION <= FORMAT_VERSION);
 
@@ -76,6 +77,8 @@ pub enum RowKey {
     MoveTasks(u32),
     Attempt(u32, String),
     Waiter(u32, u64),
+    /// A row of the cluster's placement (metadata group).
+    Placement(PlacementKey),
 }
 
 impl RowKey {
@@ -84,6 +87,7 @@ impl RowKey {
         let order;
         let (tag, qid, rest): (u8, u32, &[u8]) = match self {
             RowKey::Meta => return vec![TAG_META],
+            RowKey::Placement(key) => return key.encode(),
             RowKey::Queue(qid) => (TAG_QUEUE, *qid, &[]),
             RowKey::Message(qid, seq) => {
                 order = seq.to_be_bytes();
@@ -156,6 +160,9 @@ pub enum KeyKind {
 
 /// Reads a key written by [`RowKey::encode`] or [`payload_key`].
 pub fn decode_key(key: &[u8]) -> Result<KeyKind, RowError> {
+    if let Some(placement) = PlacementKey::decode(key) {
+        return Ok(KeyKind::Engine(RowKey::Placement(placement)));
+    }
     let (&tag, rest) = key.split_first().ok_or(RowError::BadKey)?;
     let u32_at = |b: &[u8]| -> Result<u32, RowError> {
         Ok(u32::from_be_bytes(
@@ -227,6 +234,8 @@ pub enum RowError {
     MissingQueue(u32),
     #[error("payload row of an unknown format")]
     BadPayload,
+    #[error(transparent)]
+    Placement(#[from] crate::placement::PlacementRowError),
 }
 
 /// The row format of a state's engine rows (any order, payload rows among them), as its meta row

@@ -18,6 +18,7 @@ use crate::command::{
     QueueAttributes, SendResult,
 };
 use crate::model::{Millis, MoveTaskView, QueueView};
+use crate::placement::{PlacementCommand, PlacementOutcome};
 
 /// A request (`R`) whose answer (`A`) is taken apart into a `T`.
 pub struct Typed<R, A, T> {
@@ -163,6 +164,8 @@ pub mod proposal {
         fn end_wait(waiter: Uuid) -> () = EndWait { Outcome::WaitEnded => () };
         fn cancel_scheduled(account: String, queue: String, id: Uuid)
             -> () = CancelScheduled { Outcome::ScheduledCancelled => () };
+        fn place(change: PlacementCommand)
+            -> PlacementOutcome = Place { Outcome::Placed(outcome) => outcome };
     }
 }
 

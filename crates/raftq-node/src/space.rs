@@ -185,6 +185,7 @@ fn adds_data(command: &Command) -> bool {
             | Command::ReceiveWait { .. }
             | Command::EndWait { .. }
             | Command::Tick
+            | Command::Place { .. }
     )
 }
 

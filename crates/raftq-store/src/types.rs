@@ -65,8 +65,13 @@ pub struct CommandGroup {
 /// typed message attributes, queue tags and default waits, receive attempt IDs, the move task
 /// commands and those of parked receives, 3 queue deduplication scopes, throughput limits and
 /// policies, and message trace headers, 4 message priorities and `deliver_at` times, queue
-/// default priorities and priority weights, and the cancel of a scheduled message.
-pub const LOG_FORMAT: u64 = 4;
+/// default priorities and priority weights, and the cancel of a scheduled message, 5 the
+/// placement commands of the metadata group (a last command kind: entries of format 4 read as
+/// they are).
+pub const LOG_FORMAT: u64 = 5;
+
+/// The log entry format before the placement commands.
+const LOG_FORMAT_4: u64 = 4;
 
 /// The log entry format before typed attributes, tags, default waits, attempt IDs, move tasks and
 /// parked receives.
@@ -132,7 +137,7 @@ impl<'de> Deserialize<'de> for CommandGroup {
                     let now = seq.next_element()?.ok_or_else(missing)?;
                     let old: Vec<CommandV3> = seq.next_element()?.ok_or_else(missing)?;
                     (now, old.into_iter().map(CommandV3::convert).collect())
-                } else if first == LOG_FORMAT {
+                } else if first == LOG_FORMAT || first == LOG_FORMAT_4 {
                     let now = seq.next_element()?.ok_or_else(missing)?;
                     (now, seq.next_element()?.ok_or_else(missing)?)
                 } else {
@@ -348,6 +353,36 @@ mod tests {
         let mut bytes = postcard::to_allocvec(&group).expect("encode");
         bytes[0] = 1;
         let back: CommandGroup = postcard::from_bytes(&bytes).expect("format 1 decodes");
+        assert_eq!(back, group);
+    }
+
+    #[test]
+    fn entries_of_log_format_4_read_as_they_are_and_placement_commands_round_trip() {
+        let mut message = NewMessage::new(Uuid::from_u128(9), "hello");
+        message.priority = Some(2);
+        let send = Command::Send {
+            account: "dev".into(),
+            queue: "work".into(),
+            message,
+        };
+        let group = CommandGroup {
+            now: 5,
+            commands: Arc::new(vec![send, Command::Tick]),
+        };
+        let mut bytes = postcard::to_allocvec(&group).expect("encode");
+        bytes[0] = LOG_FORMAT_4 as u8;
+        let back: CommandGroup = postcard::from_bytes(&bytes).expect("format 4 decodes");
+        assert_eq!(back, group);
+        let place = Command::Place {
+            change: raftq_engine::placement::PlacementCommand::GroupFormed { group: 3 },
+        };
+        let group = CommandGroup {
+            now: 6,
+            commands: Arc::new(vec![place]),
+        };
+        let bytes = postcard::to_allocvec(&group).expect("encode");
+        assert_eq!(bytes[0], 5, "placement commands come with log format 5");
+        let back: CommandGroup = postcard::from_bytes(&bytes).expect("decode");
         assert_eq!(back, group);
     }
 

@@ -32,6 +32,7 @@ use crate::command::{Command, Entry, Outcome, WaitAnswer};
 use crate::context::{ApplyContext, Timer};
 use crate::error::Result;
 use crate::model::Millis;
+use crate::placement::{Placement, PlacementCommand};
 use crate::queue::{Queue, ReclaimSet, State};
 use crate::rows::{Changes, PayloadOp, RowKey};
 
@@ -74,6 +75,8 @@ pub struct Engine {
     reclaim: BTreeMap<u32, Reclaim>,
     /// Where each parked receive waits: its queue and its place in the queue's order.
     parked: HashMap<Uuid, (u32, u64)>,
+    /// The cluster's placement, which only the metadata group's commands change.
+    placement: Placement,
     context: ApplyContext,
 }
 
@@ -98,12 +101,26 @@ impl Engine {
             by_id: HashMap::new(),
             reclaim: BTreeMap::new(),
             parked: HashMap::new(),
+            placement: Placement::default(),
             context: ApplyContext::default(),
         }
     }
 
     pub fn region(&self) -> &str {
         &self.region
+    }
+
+    /// The cluster's placement (empty outside the metadata group).
+    pub fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    /// Applies a change to the placement, its rows among the entry's changes.
+    fn place(&mut self, change: PlacementCommand) -> Result<Outcome> {
+        let (outcome, changed) = self.placement.apply(self.context.now, change);
+        let rows = changed.into_iter().map(RowKey::Placement);
+        self.context.changes.rows.extend(rows);
+        Ok(Outcome::Placed(outcome?))
     }
 
     /// The state machine's clock: the latest time of any applied entry.
@@ -287,6 +304,7 @@ impl Engine {
             } => self.change_lease(&account, &queue, receipt, lease_seconds, delay_seconds),
             Command::Purge { account, queue } => self.purge(&account, &queue),
             Command::Tick => Ok(self.tick()),
+            Command::Place { change } => self.place(change),
             Command::StartMoveTask {
                 account,
                 queue,

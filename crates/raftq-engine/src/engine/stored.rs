@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 
 use crate::attempts::AttemptRecord;
 use crate::error::Result;
+use crate::placement::Placement;
 use crate::queue::{DedupRecord, Msg, Parked, Queue, ReceiveRequest, ReclaimSet, State, NO_GROUP};
 use crate::rows::{
     self, decode_key, AttemptRow, Changes, DedupRow, KeyKind, MessageRow, MetaRow, MoveTasksRow,
@@ -59,6 +60,7 @@ impl Engine {
                     deadline: parked.deadline,
                 }))
             }
+            RowKey::Placement(key) => self.placement.row_value(key),
         }
     }
 
@@ -123,6 +125,7 @@ impl Engine {
             .iter()
             .filter_map(|k| Some((k.encode(), self.row_value(k)?)))
             .collect();
+        out.extend(self.placement.export_rows());
         out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         out
     }
@@ -134,7 +137,8 @@ impl Engine {
         rows: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>,
     ) -> Result<Engine, RowError> {
         let mut engine = Engine::new(region);
-        let rows = RowsByKind::read(rows)?;
+        let mut rows = RowsByKind::read(rows)?;
+        engine.placement = Placement::restore(std::mem::take(&mut rows.placement))?;
         let Some(meta) = rows.meta else {
             return match rows.queues.first() {
                 Some(&(qid, _)) => Err(RowError::MissingQueue(qid)),
@@ -363,6 +367,7 @@ struct RowsByKind {
     move_tasks: Vec<(u32, MoveTasksRow)>,
     attempts: Vec<(u32, String, AttemptRow)>,
     waiters: Vec<(u32, u64, WaiterRow)>,
+    placement: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 impl RowsByKind {
@@ -394,6 +399,7 @@ impl RowsByKind {
                         .waiters
                         .push((qid, order, postcard::from_bytes(&value)?))
                 }
+                RowKey::Placement(key) => sorted.placement.push((key.encode(), value)),
             }
         }
         Ok(sorted)

@@ -1,0 +1,85 @@
+//! The placement of the metadata group applied through the engine: its commands' outcomes and
+//! refusals, its rows among the engine's, and its state read back from them.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use raftq_engine::placement::{PlacementCommand, PlacementError, PlacementOutcome};
+use raftq_engine::{Command, Engine, EngineError, Outcome};
+use support::*;
+use uuid::Uuid;
+
+fn place(change: PlacementCommand) -> Command {
+    Command::Place { change }
+}
+
+fn bootstrap() -> Command {
+    place(PlacementCommand::Bootstrap {
+        groups: 3,
+        replicas: 3,
+        nodes: BTreeMap::from([(1, "a:1".into()), (2, "b:1".into()), (3, "c:1".into())]),
+    })
+}
+
+fn reserve(name: &str, id: u128) -> Command {
+    place(PlacementCommand::Reserve {
+        account: "dev".into(),
+        name: name.into(),
+        id: Uuid::from_u128(id),
+        group: None,
+    })
+}
+
+#[test]
+fn placement_commands_apply_through_the_engine_and_their_rows_restore_it() {
+    let mut h = Harness::new();
+    assert_eq!(
+        h.apply(bootstrap()),
+        Ok(Outcome::Placed(PlacementOutcome::Done))
+    );
+    h.create("queue-beside-the-placement");
+    for (i, name) in ["a", "b", "c", "d"].into_iter().enumerate() {
+        match h.apply(reserve(name, i as u128 + 1)) {
+            Ok(Outcome::Placed(PlacementOutcome::Reserved { entry, existing })) => {
+                assert!(!existing);
+                assert_eq!(entry.group, [1, 2, 3, 1][i], "{name}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let confirm = place(PlacementCommand::Confirm {
+        id: Uuid::from_u128(2),
+    });
+    assert_eq!(
+        h.apply(confirm),
+        Ok(Outcome::Placed(PlacementOutcome::Done))
+    );
+    assert_eq!(h.engine.export_rows(), h.store.engine_rows());
+    let restored = Engine::restore("local", h.store.engine_rows()).expect("restore");
+    assert_eq!(restored.placement(), h.engine.placement());
+    assert_eq!(restored.export_rows(), h.engine.export_rows());
+    assert_eq!(restored.placement().queue_count(1), 2);
+}
+
+#[test]
+fn a_refused_placement_command_changes_no_placement_row() {
+    let mut h = Harness::new();
+    let before = h.store.engine_rows();
+    let refused = h.apply(reserve("early", 1));
+    assert_eq!(
+        refused,
+        Err(EngineError::Placement(PlacementError::NotBootstrapped))
+    );
+    assert_eq!(refused.map_err(|e| e.code()), Err("placement_refused"));
+    let placement_rows = |rows: Vec<(Vec<u8>, Vec<u8>)>| -> Vec<(Vec<u8>, Vec<u8>)> {
+        rows.into_iter()
+            .filter(|(k, _)| (11..=14).contains(&k[0]))
+            .collect()
+    };
+    assert_eq!(
+        placement_rows(h.store.engine_rows()),
+        placement_rows(before)
+    );
+    assert_eq!(h.engine.placement(), &Default::default());
+}
