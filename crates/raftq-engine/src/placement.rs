@@ -274,24 +274,9 @@ impl Placement {
                 id,
                 group,
             } => self.reserve(now, account, name, id, group, changed),
-            C::Confirm { id } => {
-                let entry = self.queue_mut(id)?;
-                entry.state = QueueEntryState::Ready;
-                self.directory_changed(PlacementKey::Queue(id), changed);
-                Ok(PlacementOutcome::Done)
-            }
-            C::Release { id } => {
-                if self.queue_mut(id)?.state == QueueEntryState::Ready {
-                    return Err(PlacementError::NotReserved(id));
-                }
-                self.remove_queue(id, changed);
-                Ok(PlacementOutcome::Done)
-            }
-            C::Deregister { id } => {
-                self.queue_mut(id)?;
-                self.remove_queue(id, changed);
-                Ok(PlacementOutcome::Done)
-            }
+            C::Confirm { id } => self.confirm(id, changed),
+            C::Release { id } => self.release(id, false, changed),
+            C::Deregister { id } => self.release(id, true, changed),
             C::ReportLoad { group, messages } => {
                 self.group_mut(group, changed)?.messages = messages;
                 Ok(PlacementOutcome::Done)
@@ -411,6 +396,31 @@ impl Placement {
             entry,
             existing: false,
         })
+    }
+
+    fn confirm(
+        &mut self,
+        id: Uuid,
+        changed: &mut Vec<PlacementKey>,
+    ) -> Result<PlacementOutcome, PlacementError> {
+        self.queue_mut(id)?.state = QueueEntryState::Ready;
+        self.directory_changed(PlacementKey::Queue(id), changed);
+        Ok(PlacementOutcome::Done)
+    }
+
+    /// Takes queue `id` out of the directory: a reservation only, unless `confirmed` ones go
+    /// too (a deregistration).
+    fn release(
+        &mut self,
+        id: Uuid,
+        confirmed: bool,
+        changed: &mut Vec<PlacementKey>,
+    ) -> Result<PlacementOutcome, PlacementError> {
+        if self.queue_mut(id)?.state == QueueEntryState::Ready && !confirmed {
+            return Err(PlacementError::NotReserved(id));
+        }
+        self.remove_queue(id, changed);
+        Ok(PlacementOutcome::Done)
     }
 
     /// The group a new queue goes to: the fewest queues, then the fewest messages, then the
