@@ -249,9 +249,10 @@ impl Placement {
     ) -> (Result<PlacementOutcome, PlacementError>, Vec<PlacementKey>) {
         let mut changed = Vec::new();
         let outcome = self.apply_changing(now, command, &mut changed);
-        if outcome.is_err() {
-            debug_assert!(changed.is_empty(), "a refused command changes nothing");
-        }
+        debug_assert!(
+            outcome.is_ok() || changed.is_empty(),
+            "a refused command changes nothing"
+        );
         (outcome, changed)
     }
 

@@ -255,8 +255,10 @@ impl Gate {
         let node_level = core.group == GroupId::FIRST;
         for (id, clock_read, answer) in join_all(pings).await {
             let now = Instant::now();
-            if let Some(mut reach) = node_level.then(|| core.node.reach.write().ok()).flatten() {
-                reach.entry(id).or_default().record(answer.as_ref(), now);
+            if node_level {
+                if let Ok(mut reach) = core.node.reach.write() {
+                    reach.entry(id).or_default().record(answer.as_ref(), now);
+                }
             }
             if let Some(said) = answer {
                 let answer = Answer {

@@ -288,7 +288,8 @@ fn node_core(
 ) -> Arc<NodeCore> {
     Arc::new(NodeCore {
         id: config.id,
-        forwarders: PeerClients::new(dial),
+        forwarders: PeerClients::new(dial.clone()),
+        raft_peers: PeerClients::new(dial),
         admission,
         clock: Arc::new(LeaderClock::new(
             config.wall_clock.clone(),
@@ -316,7 +317,7 @@ async fn start_group(
     let reader = state_machine.reader();
     let awaited = state_machine.awaited();
     let network = Network {
-        peers: PeerClients::new(node.forwarders.dial.clone()),
+        peers: node.raft_peers.clone(),
         group,
     };
     let raft = Raft::new(

@@ -18,7 +18,8 @@ use rocksdb::{IteratorMode, WriteBatch, DB};
 
 use crate::crash_disk::{CrashDisk, Frozen};
 use crate::disk::{Disk, DiskFile};
-use crate::log_store::{LogStore, KEY_VOTE, META_CF};
+use crate::layout::META_CF;
+use crate::log_store::{LogStore, KEY_VOTE};
 use crate::segments::{LogOptions, Segments};
 use crate::work::Work;
 

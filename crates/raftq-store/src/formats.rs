@@ -21,7 +21,7 @@
 
 use rocksdb::{WriteBatch, WriteOptions, DB};
 
-use crate::log_store::META_CF;
+use crate::layout::META_CF;
 use crate::types::LOG_FORMAT;
 
 /// The version of the encodings of the log's and the state machine's metadata rows.

@@ -10,9 +10,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::log_store::META_CF;
-use crate::state_machine::{SM_META_CF, STATE_CF};
 use crate::types::GroupId;
+
+/// Group 1's column family of the log's vote, committed and last purged log ids.
+pub const META_CF: &str = "raft_meta";
+/// Group 1's column family of engine rows and payloads.
+pub const STATE_CF: &str = "sm_state";
+/// Group 1's column family of the applied marker, membership and last snapshot.
+pub const SM_META_CF: &str = "sm_meta";
+
+/// Group 1's families, whose names the other groups' carry with a suffix.
+const FIRST_FAMILIES: [&str; 3] = [META_CF, STATE_CF, SM_META_CF];
 
 /// The names of one group's column families.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,13 +57,12 @@ impl GroupFamilies {
 
     /// The group whose families `name` is one of (none for a family of no group).
     pub fn group_of(name: &str) -> Option<GroupId> {
-        if [META_CF, STATE_CF, SM_META_CF].contains(&name) {
+        if FIRST_FAMILIES.contains(&name) {
             return Some(GroupId::FIRST);
         }
         let (base, group) = name.rsplit_once('.')?;
         let group = group.parse().ok().map(GroupId)?;
-        ([META_CF, STATE_CF, SM_META_CF].contains(&base) && group != GroupId::FIRST)
-            .then_some(group)
+        (FIRST_FAMILIES.contains(&base) && group != GroupId::FIRST).then_some(group)
     }
 }
 

@@ -51,18 +51,17 @@ pub mod types;
 pub mod waiters;
 pub mod work;
 
-pub use layout::{GroupDirs, GroupFamilies};
+pub use layout::{GroupDirs, GroupFamilies, META_CF, SM_META_CF, STATE_CF};
 #[cfg(feature = "testing")]
 pub use log_store::FailingDisk;
 pub use log_store::{
-    Appended, Enrolment, LogRoom, LogStore, LogStoreError, MissingColumnFamily, LOGS_CF, META_CF,
+    Appended, Enrolment, LogRoom, LogStore, LogStoreError, MissingColumnFamily, LOGS_CF,
 };
 pub use records::SegmentError;
 pub use segments::LogOptions;
 pub use snapshot_file::SnapshotFile;
 pub use state_machine::{
-    Awaited, AwaitedWrite, OpenError, PayloadView, RocksStateMachine, StateReader, SM_META_CF,
-    STATE_CF,
+    Awaited, AwaitedWrite, OpenError, PayloadView, RocksStateMachine, StateReader,
 };
 pub use types::{CommandGroup, Delivered, GroupId, NodeId, Response, TypeConfig};
 pub use waiters::{WaitSlot, Waiters};
@@ -326,7 +325,8 @@ impl NodeStore {
     }
 }
 
-/// Reads every key and value of `db`'s `families` with checksums verified, bypassing the block cache.
+/// Reads every key and value of `db`'s `families` with checksums verified, bypassing the block
+/// cache.
 /// Range deletions are ignored, so rows a purge or a restore deleted but compaction has not yet
 /// dropped are read too: an iterator that honours them skips their blocks, and compaction would
 /// meet the damage later, stopping every write of a node that already serves.

@@ -91,6 +91,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use uuid::Uuid;
 
 use crate::disk::{self, Disk, DiskFile, Open};
+use crate::layout::META_CF;
 use crate::recent::Recent;
 use crate::records::SegmentError;
 use crate::segments::{remove_purged, LogOptions, Segments, SyncedMark};
@@ -98,8 +99,6 @@ use crate::work::Work;
 
 /// Name of the column family where a directory written before segment files held its entries.
 pub const LOGS_CF: &str = "raft_logs";
-/// Default name of the column family holding the vote, committed and last purged log ids.
-pub const META_CF: &str = "raft_meta";
 
 /// Encoded bytes of the entries appended last that are kept decoded in memory: several entries
 /// in flight at group commit's largest entries.

@@ -56,11 +56,6 @@ use crate::types::{Delivered, NodeId, Response, TypeConfig};
 use crate::waiters::Waiters;
 use crate::{SnapshotFile, Work};
 
-/// Column family of engine rows and payloads.
-pub const STATE_CF: &str = "sm_state";
-/// Column family of the applied marker, membership and last snapshot.
-pub const SM_META_CF: &str = "sm_meta";
-
 const KEY_APPLIED: &[u8] = b"applied";
 const KEY_SNAPSHOT: &[u8] = b"snapshot";
 
@@ -579,7 +574,7 @@ impl RaftStateMachine<TypeConfig> for RocksStateMachine {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let db = self.db.clone();
+        let db = &self.db;
         let meta = db.meta().map_err(io_err)?;
         let mut applying = Applying {
             batch: WriteBatch::with_capacity_bytes(self.batch_bytes),

@@ -28,7 +28,7 @@ use raftq_store::log_store::column_families;
 use raftq_store::log_store::Enrolment;
 use raftq_store::log_store::LogStore;
 use raftq_store::log_store::LOGS_CF;
-use raftq_store::log_store::META_CF;
+use raftq_store::META_CF;
 use rocksdb::Options;
 use rocksdb::DB;
 use tempfile::TempDir;

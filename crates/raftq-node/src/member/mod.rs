@@ -8,8 +8,8 @@
 //!
 //! `GroupCore`'s methods live by concern, one file each:
 //! - here: proposing (`propose`), the group's last log id (`last_log`), what this node knows of
-//!   the group's leader and members (`current_leader`, `is_leader`, `is_member`, `members`) and of the leader's appends
-//!   (`note_append`, `last_append`, `appending_for`);
+//!   the group's leader and members (`current_leader`, `is_leader`, `is_member`, `members`) and
+//!   of the leader's appends (`note_append`, `last_append`, `appending_for`);
 //! - [`routing`]: a client request served here or at the leader (`route`, `serve_local`,
 //!   `forward`, `forwarder`, `serve_forwarded`, `member_addr`, `cut_off_from`), and the request
 //!   kinds ([`routing::Routed`]);
@@ -47,7 +47,7 @@ pub(crate) const APPENDING: Duration = Duration::from_millis(500);
 
 /// The parts of a node that every Raft group on it shares: who it is, its standing in the
 /// cluster, its clock, its disk's room, what its pings tell of the other nodes, and its
-/// connections for forwarding.
+/// connections to its peers, for forwarding and for Raft.
 pub(crate) struct NodeCore {
     pub id: NodeId,
     /// The cluster this node belongs to and whether it may vote.
@@ -63,6 +63,9 @@ pub(crate) struct NodeCore {
     /// Connections to the leaders this node forwarded to, by node id and address (reused: a
     /// forwarded request must not pay for a new connection), apart from Raft's own.
     pub forwarders: PeerClients,
+    /// Connections to the peers for the Raft calls of every group (each call names its group),
+    /// shared by the groups so that a node pair has one however many groups they share.
+    pub raft_peers: PeerClients,
 }
 
 /// One Raft group as this node takes part in it, with the node's shared parts ([`NodeCore`]):
