@@ -259,6 +259,8 @@ impl Engine {
         }
     }
 
+    /// Applies a client or system command: the queue-level ones here, those that send, lease
+    /// and settle messages in [`Engine::execute_on_messages`].
     fn execute(&mut self, command: Command) -> Result<Outcome> {
         match command {
             Command::CreateQueue {
@@ -273,6 +275,31 @@ impl Engine {
                 attributes,
             } => self.patch_queue(&account, &queue, &attributes),
             Command::DeleteQueue { account, queue } => self.delete_queue(&account, &queue),
+            Command::Purge { account, queue } => self.purge(&account, &queue),
+            Command::Tick => Ok(self.tick()),
+            Command::Place { change } => self.place(change),
+            Command::StartMoveTask {
+                account,
+                queue,
+                task_handle,
+                task,
+            } => self.start_move_task(&account, &queue, task_handle, task),
+            Command::CancelMoveTask {
+                account,
+                queue,
+                task_handle,
+            } => self.cancel_move_task(&account, queue.as_deref(), &task_handle),
+            Command::CancelScheduled { account, queue, id } => {
+                self.cancel_scheduled(&account, &queue, id)
+            }
+            message_command => self.execute_on_messages(message_command),
+        }
+    }
+
+    /// Applies a command that sends, leases or settles messages; [`Engine::execute`] passes
+    /// only those here.
+    fn execute_on_messages(&mut self, command: Command) -> Result<Outcome> {
+        match command {
             Command::Send {
                 account,
                 queue,
@@ -302,20 +329,6 @@ impl Engine {
                 lease_seconds,
                 delay_seconds,
             } => self.change_lease(&account, &queue, receipt, lease_seconds, delay_seconds),
-            Command::Purge { account, queue } => self.purge(&account, &queue),
-            Command::Tick => Ok(self.tick()),
-            Command::Place { change } => self.place(change),
-            Command::StartMoveTask {
-                account,
-                queue,
-                task_handle,
-                task,
-            } => self.start_move_task(&account, &queue, task_handle, task),
-            Command::CancelMoveTask {
-                account,
-                queue,
-                task_handle,
-            } => self.cancel_move_task(&account, queue.as_deref(), &task_handle),
             Command::ReceiveWait {
                 account,
                 queue,
@@ -325,9 +338,7 @@ impl Engine {
                 waiter,
             } => self.receive_wait(&account, &queue, (max, lease), wait, waiter),
             Command::EndWait { waiter } => Ok(self.end_wait_of(waiter)),
-            Command::CancelScheduled { account, queue, id } => {
-                self.cancel_scheduled(&account, &queue, id)
-            }
+            other => unreachable!("execute handles {other:?} itself"),
         }
     }
 }
