@@ -4,6 +4,12 @@
 //! engine: [`Placement::apply`] takes a [`PlacementCommand`] and the leader's clock reading,
 //! and returns its outcome with the rows it changed.
 //!
+//! ## The metadata group
+//! Group [`METADATA_GROUP`] (1) is the cluster's own: every node is a member, it is formed with
+//! the cluster, and it applies this placement. It takes queues like the data groups (2 and up,
+//! laid by `Bootstrap`), and a cluster that ran as one group before it was bootstrapped keeps
+//! every queue it had there: the bootstrap adopts them into the directory as they are.
+//!
 //! ## Choosing a new queue's group
 //! A queue goes to the group it is given, or else to the group with the fewest queues in the
 //! directory, then the fewest messages last reported, then the lowest id. The choice is made
@@ -31,8 +37,11 @@ pub type NodeId = u64;
 /// A Raft group of the cluster, by id.
 pub type GroupNumber = u32;
 
-/// The most data groups a cluster may have.
+/// The most groups a cluster may have, the metadata group among them.
 pub const MAX_GROUPS: u32 = 128;
+
+/// The group that applies the placement, with every node a member.
+pub const METADATA_GROUP: GroupNumber = 1;
 
 const TAG_META: u8 = 11;
 const TAG_NODE: u8 = 12;
@@ -95,9 +104,10 @@ pub enum QueueEntryState {
 /// A change to the placement.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PlacementCommand {
-    /// Records the first nodes and lays `groups` data groups of `replicas` members each over
-    /// them, round robin: group `g`'s members are `replicas` nodes in id order from the
-    /// `g`-th on (fewer when there are fewer nodes).
+    /// Records the first nodes and lays out `groups` groups: the metadata group (1) on every
+    /// node, and the data groups 2 to `groups` of `replicas` members each, round robin: data
+    /// group `g`'s members are `replicas` nodes in id order from the `(g - 1)`-th on (fewer
+    /// when there are fewer nodes).
     Bootstrap {
         groups: u32,
         replicas: u32,
@@ -334,14 +344,19 @@ impl Placement {
         }
         let ids: Vec<NodeId> = nodes.keys().copied().collect();
         let per_group = (replicas as usize).min(ids.len());
-        for group in 1..=groups {
-            let first = (group as usize - 1) % ids.len();
-            let members = (0..per_group)
-                .map(|k| ids[(first + k) % ids.len()])
-                .collect();
+        for group in METADATA_GROUP..=groups {
+            let members = match group {
+                METADATA_GROUP => ids.iter().copied().collect(),
+                _ => {
+                    let first = (group - METADATA_GROUP - 1) as usize % ids.len();
+                    (0..per_group)
+                        .map(|k| ids[(first + k) % ids.len()])
+                        .collect()
+                }
+            };
             let entry = GroupEntry {
                 members,
-                formed: false,
+                formed: group == METADATA_GROUP,
                 leader_hint: None,
                 messages: 0,
             };
@@ -422,6 +437,37 @@ impl Placement {
         }
         self.remove_queue(id, changed);
         Ok(PlacementOutcome::Done)
+    }
+
+    /// Enters `queues` (account, name, id), which the metadata group held before the
+    /// placement was bootstrapped, into the directory as its queues, confirmed. Returns the
+    /// rows changed.
+    pub fn adopt(
+        &mut self,
+        queues: impl IntoIterator<Item = (String, String, Uuid)>,
+    ) -> Vec<PlacementKey> {
+        let mut changed = Vec::new();
+        for (account, name, id) in queues {
+            let entry = QueueEntry {
+                account,
+                name,
+                id,
+                group: METADATA_GROUP,
+                state: QueueEntryState::Ready,
+            };
+            let key = (entry.account.clone(), entry.name.clone());
+            // The engine adopts only right after the bootstrap, from its own queues, whose
+            // names and ids are unique.
+            debug_assert!(
+                !self.directory.contains_key(&key) && !self.ids.contains_key(&id),
+                "a queue is adopted once, under a name and id of its own"
+            );
+            *self.queues.entry(METADATA_GROUP).or_default() += 1;
+            self.ids.insert(id, key.clone());
+            self.directory.insert(key, entry);
+            self.directory_changed(PlacementKey::Queue(id), &mut changed);
+        }
+        changed
     }
 
     /// The group a new queue goes to: the fewest queues, then the fewest messages, then the

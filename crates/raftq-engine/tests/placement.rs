@@ -83,3 +83,29 @@ fn a_refused_placement_command_changes_no_placement_row() {
     );
     assert_eq!(h.engine.placement(), &Default::default());
 }
+
+#[test]
+fn the_bootstrap_adopts_the_queues_the_group_held_and_restores_with_them() {
+    let mut h = Harness::new();
+    let held = h.create("made-before-groups");
+    assert_eq!(
+        h.apply(bootstrap()),
+        Ok(Outcome::Placed(PlacementOutcome::Done))
+    );
+    let entry = h
+        .engine
+        .placement()
+        .queue("dev", "made-before-groups")
+        .expect("adopted")
+        .clone();
+    assert_eq!((entry.id, entry.group), (held.id, 1));
+    match h.apply(reserve("made-after", 9)) {
+        Ok(Outcome::Placed(PlacementOutcome::Reserved { entry, .. })) => {
+            assert_eq!(entry.group, 2, "group 1 holds a queue already")
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(h.engine.export_rows(), h.store.engine_rows());
+    let restored = Engine::restore("local", h.store.engine_rows()).expect("restore");
+    assert_eq!(restored.placement(), h.engine.placement());
+}

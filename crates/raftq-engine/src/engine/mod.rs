@@ -115,9 +115,16 @@ impl Engine {
         &self.placement
     }
 
-    /// Applies a change to the placement, its rows among the entry's changes.
+    /// Applies a change to the placement, its rows among the entry's changes. The bootstrap
+    /// adopts the queues this group holds already (see [`Placement::adopt`]).
     fn place(&mut self, change: PlacementCommand) -> Result<Outcome> {
-        let (outcome, changed) = self.placement.apply(self.context.now, change);
+        let bootstrap = matches!(change, PlacementCommand::Bootstrap { .. });
+        let (outcome, mut changed) = self.placement.apply(self.context.now, change);
+        if bootstrap && outcome.is_ok() {
+            let held = self.queues.values();
+            let held = held.map(|q| (q.account.clone(), q.name.clone(), q.id));
+            changed.extend(self.placement.adopt(held));
+        }
         let rows = changed.into_iter().map(RowKey::Placement);
         self.context.changes.rows.extend(rows);
         Ok(Outcome::Placed(outcome?))

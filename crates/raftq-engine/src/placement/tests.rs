@@ -43,27 +43,55 @@ fn members(placement: &Placement, group: GroupNumber) -> Vec<NodeId> {
 }
 
 #[test]
-fn bootstrap_lays_the_groups_round_robin_over_the_nodes() {
+fn bootstrap_lays_the_metadata_group_on_every_node_and_the_data_groups_round_robin() {
     let three = bootstrapped(9, 3);
     for group in 1..=9 {
         assert_eq!(members(&three, group), [1, 2, 3]);
     }
-    let five = bootstrapped(5, 5);
-    let laid: Vec<Vec<NodeId>> = (1..=5).map(|g| members(&five, g)).collect();
+    let five = bootstrapped(6, 5);
+    assert_eq!(members(&five, METADATA_GROUP), [1, 2, 3, 4, 5]);
+    let laid: Vec<Vec<NodeId>> = (2..=6).map(|g| members(&five, g)).collect();
     assert_eq!(
         laid,
         [[1, 2, 3], [2, 3, 4], [3, 4, 5], [1, 4, 5], [1, 2, 5]]
     );
     for node in 1..=5 {
         let held = laid.iter().filter(|m| m.contains(&node)).count();
-        assert_eq!(held, 3, "node {node} holds its share of the replicas");
+        assert_eq!(held, 3, "node {node} holds its share of the data replicas");
     }
+    let formed: Vec<bool> = five.groups().values().map(|g| g.formed).collect();
+    assert_eq!(
+        formed,
+        [true, false, false, false, false, false],
+        "the metadata group is formed with the cluster, the data groups later"
+    );
     let one = bootstrapped(2, 1);
     assert_eq!(
         members(&one, 2),
         [1],
         "fewer nodes than replicas: every node"
     );
+}
+
+#[test]
+fn the_queues_held_before_the_bootstrap_are_adopted_into_the_metadata_group() {
+    let mut placement = bootstrapped(3, 3);
+    let held = [("dev", "old-a", 1), ("ops", "old-b", 2)];
+    let changed = placement
+        .adopt(held.map(|(account, name, id)| (account.into(), name.into(), Uuid::from_u128(id))));
+    for (account, name, id) in held {
+        let entry = placement.queue(account, name).expect("adopted");
+        assert_eq!(
+            (entry.id, entry.group, entry.state),
+            (Uuid::from_u128(id), METADATA_GROUP, QueueEntryState::Ready)
+        );
+        assert!(changed.contains(&PlacementKey::Queue(Uuid::from_u128(id))));
+    }
+    assert_eq!(placement.queue_count(METADATA_GROUP), 2);
+    let next: Vec<GroupNumber> = (3..6)
+        .map(|i| reserved(&mut placement, &format!("new{i}"), i))
+        .collect();
+    assert_eq!(next, [2, 3, 2], "new queues go to the emptier groups first");
 }
 
 #[test]
