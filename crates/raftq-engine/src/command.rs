@@ -132,6 +132,38 @@ pub enum CommandOf<A, M> {
     },
 }
 
+impl<A, M> CommandOf<A, M> {
+    /// The account and the queue reference of a command on one queue that exists: where it is
+    /// routed, and what the router replaces with the queue's id so that the command finds no
+    /// queue in any other group. `None` for a creation (its queue has no group yet), a cancel
+    /// that names no queue, and the commands on no queue.
+    pub fn queue_mut(&mut self) -> Option<(&str, &mut String)> {
+        match self {
+            Self::PatchQueue { account, queue, .. }
+            | Self::DeleteQueue { account, queue }
+            | Self::Send { account, queue, .. }
+            | Self::SendBatch { account, queue, .. }
+            | Self::Receive { account, queue, .. }
+            | Self::Ack { account, queue, .. }
+            | Self::ChangeLease { account, queue, .. }
+            | Self::Purge { account, queue }
+            | Self::StartMoveTask { account, queue, .. }
+            | Self::ReceiveWait { account, queue, .. }
+            | Self::CancelScheduled { account, queue, .. }
+            | Self::CancelMoveTask {
+                account,
+                queue: Some(queue),
+                ..
+            } => Some((account.as_str(), queue)),
+            Self::CreateQueue { .. }
+            | Self::CancelMoveTask { queue: None, .. }
+            | Self::Tick
+            | Self::EndWait { .. }
+            | Self::Place { .. } => None,
+        }
+    }
+}
+
 /// A `match` on a command of enum `$from` that builds a command of enum `$to`: the arms given,
 /// then, for each variant listed after `same`, the variant again with its fields unchanged.
 macro_rules! reshape {

@@ -109,3 +109,55 @@ fn the_bootstrap_adopts_the_queues_the_group_held_and_restores_with_them() {
     let restored = Engine::restore("local", h.store.engine_rows()).expect("restore");
     assert_eq!(restored.placement(), h.engine.placement());
 }
+
+#[test]
+fn a_queue_is_located_in_the_directory_by_name_id_crn_and_arn_of_its_account() {
+    let mut h = Harness::new();
+    h.apply(bootstrap()).expect("bootstrap");
+    h.apply(reserve("jobs", 7)).expect("reserve");
+    let id = Uuid::from_u128(7);
+    let crn = raftq_engine::model::crn("local", "dev", id);
+    let arn = raftq_engine::arn::arn("local", "dev", "jobs");
+    for reference in ["jobs", &id.to_string(), &crn, &arn] {
+        let entry = h.engine.locate("dev", reference);
+        assert_eq!(entry.map(|e| e.id), Some(id), "{reference}");
+    }
+    let elsewhere = raftq_engine::model::crn("other-region", "dev", id);
+    for (account, reference) in [
+        ("ops", "jobs"),
+        ("ops", &id.to_string()),
+        ("dev", &elsewhere),
+    ] {
+        assert!(
+            h.engine.locate(account, reference).is_none(),
+            "{account}: {reference}"
+        );
+    }
+    assert!(h.engine.locate("dev", "missing").is_none());
+}
+
+#[test]
+fn a_command_on_a_queue_tells_its_queue_and_takes_another_reference() {
+    let mut send = Command::Purge {
+        account: "dev".into(),
+        queue: "jobs".into(),
+    };
+    let (account, queue) = send.queue_mut().expect("a queue");
+    assert_eq!((account, queue.as_str()), ("dev", "jobs"));
+    *queue = Uuid::from_u128(7).to_string();
+    assert_eq!(
+        send,
+        Command::Purge {
+            account: "dev".into(),
+            queue: Uuid::from_u128(7).to_string()
+        }
+    );
+    assert!(Command::Tick.queue_mut().is_none());
+    let cancel = |queue: Option<&str>| Command::CancelMoveTask {
+        account: "dev".into(),
+        queue: queue.map(str::to_string),
+        task_handle: "h".into(),
+    };
+    assert!(cancel(None).queue_mut().is_none());
+    assert!(cancel(Some("jobs")).queue_mut().is_some());
+}

@@ -5,31 +5,70 @@ use uuid::Uuid;
 use crate::arn::parse_arn;
 use crate::error::{EngineError, Result};
 use crate::model::parse_crn;
+use crate::placement::QueueEntry;
 use crate::queue::Queue;
 
 use super::Engine;
 
+/// What a queue reference names, as [`Engine::named`] reads it.
+enum Named<'a> {
+    /// A queue by id (a CRN).
+    Id(Uuid),
+    /// A queue by name (a name, or an ARN).
+    Name(&'a str),
+    /// A queue by id, or by name when no queue has that id (a UUID, which is a valid name).
+    IdOrName(Uuid, &'a str),
+    /// No queue of the account (a CRN or ARN of another region or account).
+    Nothing,
+}
+
 impl Engine {
-    /// Finds a queue of `account` by name, UUID, CRN or ARN.
-    pub(super) fn find(&self, account: &str, reference: &str) -> Option<u32> {
+    /// Reads a reference to a queue of `account`: a name, UUID, CRN or ARN.
+    fn named<'a>(&self, account: &str, reference: &'a str) -> Named<'a> {
         if let Some(parsed) = parse_crn(reference) {
             if parsed.region != self.region || parsed.account != account {
-                return None;
+                return Named::Nothing;
             }
-            return self.find_id(account, parsed.id);
+            return Named::Id(parsed.id);
         }
         if let Some(parsed) = parse_arn(reference) {
             if parsed.region != self.region || !parsed.is_of(account) {
-                return None;
+                return Named::Nothing;
             }
-            return self.by_name.get(account)?.get(parsed.name).copied();
+            return Named::Name(parsed.name);
         }
-        if let Ok(id) = Uuid::parse_str(reference) {
-            if let Some(qid) = self.find_id(account, id) {
-                return Some(qid);
-            }
+        match Uuid::parse_str(reference) {
+            Ok(id) => Named::IdOrName(id, reference),
+            Err(_) => Named::Name(reference),
         }
-        self.by_name.get(account)?.get(reference).copied()
+    }
+
+    /// Finds a queue of `account` by name, UUID, CRN or ARN.
+    pub(super) fn find(&self, account: &str, reference: &str) -> Option<u32> {
+        let by_name = |name: &str| self.by_name.get(account)?.get(name).copied();
+        match self.named(account, reference) {
+            Named::Id(id) => self.find_id(account, id),
+            Named::Name(name) => by_name(name),
+            Named::IdOrName(id, name) => self.find_id(account, id).or_else(|| by_name(name)),
+            Named::Nothing => None,
+        }
+    }
+
+    /// The placement's directory entry of the queue of `account` that `reference` names, read
+    /// as [`Engine::find`] reads it in a group: the group a request on the queue goes to, and
+    /// the queue's id.
+    pub fn locate(&self, account: &str, reference: &str) -> Option<&QueueEntry> {
+        let by_id = |id: Uuid| {
+            let entry = self.placement.queue_by_id(id)?;
+            (entry.account == account).then_some(entry)
+        };
+        let by_name = |name: &str| self.placement.queue(account, name);
+        match self.named(account, reference) {
+            Named::Id(id) => by_id(id),
+            Named::Name(name) => by_name(name),
+            Named::IdOrName(id, name) => by_id(id).or_else(|| by_name(name)),
+            Named::Nothing => None,
+        }
     }
 
     fn find_id(&self, account: &str, id: Uuid) -> Option<u32> {
