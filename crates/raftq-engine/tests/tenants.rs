@@ -11,13 +11,14 @@ use support::*;
 fn tenants_of(h: &Harness, deliveries: &[Delivery]) -> Vec<String> {
     deliveries
         .iter()
-        .map(|d| {
-            h.store
-                .payload(d.meta.storage_key)
-                .and_then(|p| p.message_group_id)
-                .unwrap_or_default()
-        })
+        .map(|d| h.tenant(d.meta.storage_key))
         .collect()
+}
+
+/// A queue's tenants with a message, and the most messages one of them has in flight.
+fn tenant_counts(h: &Harness, queue: &str) -> (u64, u64) {
+    let stats = h.engine.stats(ACCOUNT, queue, h.now).expect("stats");
+    (stats.active_tenants, stats.largest_tenant_in_flight)
 }
 
 #[test]
@@ -51,11 +52,7 @@ fn a_quiet_tenant_is_served_before_a_noisy_tenant_s_backlog() {
     h.send_as("work", "quiet-3", "q3-again");
     let next = h.receive("work", 3);
     assert_eq!(h.bodies(&next), ["q3-again", "n1", "n2"]);
-    let stats = h.engine.stats(ACCOUNT, "work", h.now).expect("stats");
-    assert_eq!(
-        (stats.active_tenants, stats.largest_tenant_in_flight),
-        (2, 3)
-    );
+    assert_eq!(tenant_counts(&h, "work"), (2, 3));
 }
 
 #[test]
@@ -67,11 +64,7 @@ fn messages_without_a_group_id_are_one_tenant_and_alone_keep_oldest_first() {
     }
     let got = h.receive("plain", 3);
     assert_eq!(h.bodies(&got), ["m0", "m1", "m2"]);
-    let stats = h.engine.stats(ACCOUNT, "plain", h.now).expect("stats");
-    assert_eq!(
-        (stats.active_tenants, stats.largest_tenant_in_flight),
-        (0, 0)
-    );
+    assert_eq!(tenant_counts(&h, "plain"), (0, 0));
 
     // Beside a named tenant, the unnamed messages count as one tenant of their own.
     h.send_as("plain", "t", "t0");
@@ -86,25 +79,13 @@ fn a_tenant_is_forgotten_when_its_last_message_goes_and_counts_again_when_it_ret
     h.send_as("work", "a", "a0");
     h.send_as("work", "b", "b0");
     let got = h.receive("work", 2);
-    let stats = h.engine.stats(ACCOUNT, "work", h.now).expect("stats");
-    assert_eq!(
-        (stats.active_tenants, stats.largest_tenant_in_flight),
-        (2, 1)
-    );
+    assert_eq!(tenant_counts(&h, "work"), (2, 1));
     for d in &got {
         h.ack("work", &d.receipt).expect("ack");
     }
-    let stats = h.engine.stats(ACCOUNT, "work", h.now).expect("stats");
-    assert_eq!(
-        (stats.active_tenants, stats.largest_tenant_in_flight),
-        (0, 0)
-    );
+    assert_eq!(tenant_counts(&h, "work"), (0, 0));
     h.send_as("work", "b", "b1");
-    let stats = h.engine.stats(ACCOUNT, "work", h.now).expect("stats");
-    assert_eq!(
-        (stats.active_tenants, stats.largest_tenant_in_flight),
-        (1, 0)
-    );
+    assert_eq!(tenant_counts(&h, "work"), (1, 0));
 }
 
 #[test]

@@ -141,15 +141,12 @@ impl Harness {
         attributes: QueueAttributes,
     ) -> Result<QueueView, EngineError> {
         let queue_id = self.fresh_id();
-        match self.apply(Command::CreateQueue {
+        self.apply_to_queue(Command::CreateQueue {
             account: account.into(),
             queue_id,
             name: name.into(),
             attributes,
-        })? {
-            Outcome::Queue(view) => Ok(*view),
-            other => panic!("unexpected outcome {other:?}"),
-        }
+        })
     }
 
     pub fn create(&mut self, name: &str) -> QueueView {
@@ -166,11 +163,16 @@ impl Harness {
         queue: &str,
         attributes: QueueAttributes,
     ) -> Result<QueueView, EngineError> {
-        match self.apply(Command::PatchQueue {
+        self.apply_to_queue(Command::PatchQueue {
             account: ACCOUNT.into(),
             queue: queue.into(),
             attributes,
-        })? {
+        })
+    }
+
+    /// Applies a create or a patch: the queue's view it answers with.
+    fn apply_to_queue(&mut self, command: Command) -> Result<QueueView, EngineError> {
+        match self.apply(command)? {
             Outcome::Queue(view) => Ok(*view),
             other => panic!("unexpected outcome {other:?}"),
         }
@@ -299,6 +301,14 @@ impl Harness {
             .collect()
     }
 
+    /// The tenant (message group ID) of the message stored under `storage_key`; "" for none.
+    pub fn tenant(&self, storage_key: u64) -> String {
+        self.store
+            .payload(storage_key)
+            .and_then(|p| p.message_group_id)
+            .unwrap_or_default()
+    }
+
     pub fn ack(&mut self, queue: &str, receipt: &str) -> Result<(), EngineError> {
         match self.apply(Command::Ack {
             account: ACCOUNT.into(),
@@ -388,17 +398,11 @@ pub fn backoff(initial_seconds: i64, max_seconds: i64, multiplier: f64) -> Queue
 /// fewer in flight than the chosen one, none with as few has an older visible message, and the
 /// message is its tenant's oldest visible one.
 pub fn check_fair_choices(h: &Harness, before: &[MessageMeta], got: &[Delivery]) {
-    let tenant = |key: u64| {
-        h.store
-            .payload(key)
-            .and_then(|p| p.message_group_id)
-            .unwrap_or_default()
-    };
     let now = h.engine.now();
     let mut in_flight: BTreeMap<String, u32> = BTreeMap::new();
     let mut visible: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for m in before {
-        let t = tenant(m.storage_key);
+        let t = h.tenant(m.storage_key);
         let lease_ended = m.until.is_some_and(|u| u <= now);
         match m.state {
             MessageState::Leased if !lease_ended => *in_flight.entry(t).or_default() += 1,
