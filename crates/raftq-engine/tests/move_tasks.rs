@@ -20,8 +20,7 @@ const WORK: &str = "work";
 /// A harness with `work`, whose dead-letter queue is `dlq`, and `count` messages `m0`, `m1`...
 /// sent to `work` and moved to `dlq` (each received once with a zero-length lease).
 fn with_dead_letters(count: usize) -> Harness {
-    let mut h = Harness::new();
-    h.create(DLQ);
+    let mut h = Harness::with_queue(DLQ);
     h.create_with(WORK, redrive(DLQ, 1));
     dead_letter(&mut h, WORK, 0..count);
     h
@@ -218,8 +217,7 @@ fn each_message_goes_back_to_its_source_once_oldest_first_as_a_new_message() {
 
 #[test]
 fn a_destination_of_the_same_type_takes_every_message_and_fifo_keeps_groups() {
-    let mut h = Harness::new();
-    h.create("dlq.fifo");
+    let mut h = Harness::with_queue("dlq.fifo");
     h.create_with("work.fifo", redrive("dlq.fifo", 1));
     h.create("retry.fifo");
     for i in 0..3 {

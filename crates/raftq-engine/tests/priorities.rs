@@ -29,8 +29,7 @@ fn priorities(deliveries: &[Delivery]) -> Vec<u8> {
 
 #[test]
 fn strict_order_serves_the_highest_level_first_and_oldest_first_within_it() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     h.send_at_priority("work", 0, "low");
     h.send_at_priority("work", 5, "mid-1");
     h.send_at_priority("work", 9, "top");
@@ -61,8 +60,7 @@ fn a_queue_s_default_priority_applies_to_messages_sent_without_one() {
 
 #[test]
 fn bad_priorities_and_weights_are_refused_naming_the_field_and_change_nothing() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     h.create("jobs.fifo");
     let before = h.snapshot();
     let mut m = h.message("x");
@@ -162,8 +160,7 @@ fn weights_never_starve_a_level_and_a_lone_level_takes_every_receive() {
 
 #[test]
 fn within_a_level_tenants_stay_fair() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     for i in 0..5 {
         let mut m = h.message(&format!("noisy-{i}")).in_group("noisy");
         m.priority = Some(5);
@@ -187,8 +184,7 @@ fn within_a_level_tenants_stay_fair() {
 
 #[test]
 fn retries_and_dead_letter_moves_keep_the_priority() {
-    let mut h = Harness::new();
-    h.create("dlq");
+    let mut h = Harness::with_queue("dlq");
     h.create_with("work", redrive("dlq", 2));
     h.send_at_priority("work", 7, "urgent");
     h.send_at_priority("work", 2, "routine");
@@ -212,8 +208,7 @@ fn retries_and_dead_letter_moves_keep_the_priority() {
 
 #[test]
 fn stats_count_each_level_by_state() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     h.send_at_priority("work", 9, "a");
     h.send_at_priority("work", 9, "b");
     h.send_at_priority("work", 3, "c");

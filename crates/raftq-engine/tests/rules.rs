@@ -288,8 +288,7 @@ fn queue_is_fifo_exactly_when_its_name_ends_in_fifo() {
 
 #[test]
 fn queue_names_are_unique_per_account() {
-    let mut h = Harness::new();
-    h.create("orders");
+    let mut h = Harness::with_queue("orders");
     refused(
         h.try_create("orders", QueueAttributes::default()),
         "queue_exists",
@@ -525,8 +524,7 @@ fn refused_commands_change_nothing() {
 
 #[test]
 fn fifo_send_requires_a_message_group_id() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     let mut m = h.message("a");
     m.message_deduplication_id = Some("d".into());
     invalid(h.try_send_msg("f.fifo", m), "message_group_id");
@@ -534,8 +532,7 @@ fn fifo_send_requires_a_message_group_id() {
 
 #[test]
 fn fifo_send_requires_a_dedup_id_unless_content_based() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     let cbd = attrs(&[("content_based_deduplication", 1)]);
     h.create_with("c.fifo", cbd);
     for queue in ["f.fifo", "c.fifo"] {
@@ -552,8 +549,7 @@ fn fifo_send_requires_a_dedup_id_unless_content_based() {
 
 #[test]
 fn message_group_and_dedup_ids_are_1_to_128_printable_ascii() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     let long = "x".repeat(129);
     for field in ["message_group_id", "message_deduplication_id"] {
         for bad in ["", "tab\there", "ünï", long.as_str()] {
@@ -656,8 +652,7 @@ fn dedup_returns_the_original_id_even_after_retention_expiry() {
 /// the record was pruned yet.
 #[test]
 fn dedup_records_are_pruned_a_second_at_a_time() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     for id in ["d0", "d1", "d2"] {
         h.advance_ms(100);
         let m = msg_for(&mut h, "f.fifo", "g", id);
@@ -702,8 +697,7 @@ fn dedup_id_makes_a_new_message_after_the_window() {
 
 #[test]
 fn dedup_is_per_queue() {
-    let mut h = Harness::new();
-    h.create("a.fifo");
+    let mut h = Harness::with_queue("a.fifo");
     h.create("b.fifo");
     let a = h.send_fifo("a.fifo", "g", "d");
     let b = h.send_fifo("b.fifo", "g", "d");
@@ -714,8 +708,7 @@ fn dedup_is_per_queue() {
 
 #[test]
 fn standard_queue_refuses_a_dedup_id() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     let mut m = h.message("a");
     m.message_deduplication_id = Some("d".into());
     invalid(h.try_send_msg("std", m), "message_deduplication_id");
@@ -724,8 +717,7 @@ fn standard_queue_refuses_a_dedup_id() {
 
 #[test]
 fn group_id_on_a_standard_queue_is_stored_but_orders_nothing() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     for body in ["a", "b"] {
         let mut m = h.message(body);
         m.message_group_id = Some("g".into());
@@ -771,8 +763,7 @@ fn delay_hides_a_message_until_it_ends() {
 
 #[test]
 fn delay_seconds_of_a_message_is_0_to_900() {
-    let mut h = Harness::new();
-    h.create("q");
+    let mut h = Harness::with_queue("q");
     for bad in [-1, 901] {
         let mut m = h.message("a");
         m.delay_seconds = Some(bad);
@@ -823,8 +814,7 @@ fn message_size_counts_body_attribute_names_and_values() {
 
 #[test]
 fn empty_body_and_bad_attributes_are_refused() {
-    let mut h = Harness::new();
-    h.create("q");
+    let mut h = Harness::with_queue("q");
     let m = h.message("");
     invalid(h.try_send_msg("q", m), "body");
     let with_attrs = |h: &mut Harness, names: Vec<String>| {
@@ -848,8 +838,7 @@ fn empty_body_and_bad_attributes_are_refused() {
 
 #[test]
 fn fifo_sequence_numbers_grow() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     h.create("other.fifo");
     let seqs: Vec<u64> = ["a1", "b1", "a2"]
         .iter()
@@ -868,8 +857,7 @@ fn fifo_sequence_numbers_grow() {
 
 #[test]
 fn batch_send_takes_1_to_10_entries_with_unique_well_formed_ids() {
-    let mut h = Harness::new();
-    h.create("q");
+    let mut h = Harness::with_queue("q");
     invalid(batch(&mut h, "q", vec![]), "entries");
     let eleven = (0..11)
         .map(|i| entry(&mut h, &format!("e{i}"), "b"))
@@ -892,8 +880,7 @@ fn batch_send_takes_1_to_10_entries_with_unique_well_formed_ids() {
 
 #[test]
 fn batch_send_reports_each_entry_on_its_own() {
-    let mut h = Harness::new();
-    h.create("q");
+    let mut h = Harness::with_queue("q");
     let entries = vec![
         entry(&mut h, "one", "a"),
         entry(&mut h, "two", ""),
@@ -915,8 +902,7 @@ fn batch_send_reports_each_entry_on_its_own() {
 
 #[test]
 fn fifo_group_is_blocked_while_a_message_is_leased() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     for body in ["a1", "a2", "a3"] {
         h.send_fifo("f.fifo", "a", body);
     }
@@ -930,8 +916,7 @@ fn fifo_group_is_blocked_while_a_message_is_leased() {
 
 #[test]
 fn fifo_group_is_blocked_while_its_head_is_delayed() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     put_delayed(&mut h, "f.fifo", "a", "a1", 30);
     h.send_fifo("f.fifo", "a", "a2");
     h.send_fifo("f.fifo", "b", "b1");
@@ -962,8 +947,7 @@ fn fifo_group_is_blocked_while_its_head_is_pending_redrive() {
 
 #[test]
 fn fifo_receive_returns_consecutive_messages_of_a_group_and_leases_them() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     for body in ["a1", "a2", "a3"] {
         h.send_fifo("f.fifo", "a", body);
     }
@@ -978,8 +962,7 @@ fn fifo_receive_returns_consecutive_messages_of_a_group_and_leases_them() {
 
 #[test]
 fn fifo_receive_stops_at_the_first_delayed_message() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     h.send_fifo("f.fifo", "a", "a1");
     h.send_fifo("f.fifo", "a", "a2");
     put_delayed(&mut h, "f.fifo", "a", "a3", 60);
@@ -997,8 +980,7 @@ fn fifo_receive_stops_at_the_first_delayed_message() {
 
 #[test]
 fn delayed_message_never_blocks_earlier_messages_of_its_group() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     h.send_fifo("f.fifo", "a", "a1");
     put_delayed(&mut h, "f.fifo", "a", "a2", 60);
     let got = h.receive("f.fifo", 1);
@@ -1010,8 +992,7 @@ fn delayed_message_never_blocks_earlier_messages_of_its_group() {
 
 #[test]
 fn new_send_never_unblocks_a_blocked_group() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     h.send_fifo("f.fifo", "leased", "l1");
     put_delayed(&mut h, "f.fifo", "delayed", "d1", 60);
     assert_eq!(recv(&mut h, "f.fifo", 10), ["l1"]);
@@ -1023,8 +1004,7 @@ fn new_send_never_unblocks_a_blocked_group() {
 
 #[test]
 fn oldest_deliverable_group_goes_first() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     for (group, body) in [("a", "a1"), ("b", "b1"), ("a", "a2"), ("c", "c1")] {
         h.send_fifo("f.fifo", group, body);
     }
@@ -1038,8 +1018,7 @@ fn oldest_deliverable_group_goes_first() {
 
 #[test]
 fn blocked_group_does_not_hold_up_other_groups() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     h.send_fifo("f.fifo", "a", "a1");
     h.send_fifo("f.fifo", "a", "a2");
     put_delayed(&mut h, "f.fifo", "b", "b1", 60);
@@ -1051,8 +1030,7 @@ fn blocked_group_does_not_hold_up_other_groups() {
 
 #[test]
 fn standard_queue_delivers_oldest_visible_first() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     put_delayed(&mut h, "std", "", "late", 10);
     for body in ["a", "b", "c"] {
         put(&mut h, "std", body);
@@ -1065,8 +1043,7 @@ fn standard_queue_delivers_oldest_visible_first() {
 
 #[test]
 fn receive_max_messages_is_1_to_10() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     for i in 0..12 {
         put(&mut h, "std", &format!("m{i}"));
     }
@@ -1080,8 +1057,7 @@ fn receive_max_messages_is_1_to_10() {
 
 #[test]
 fn receive_lease_seconds_is_0_to_43200() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     put(&mut h, "std", "a");
     for bad in [-1, 43_201] {
         invalid(h.try_receive("std", 1, Some(bad)), "lease_seconds");
@@ -1096,8 +1072,7 @@ fn receive_lease_seconds_is_0_to_43200() {
 
 #[test]
 fn a_zero_second_lease_makes_the_message_deliverable_again_at_once() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     put(&mut h, "std", "a");
     let first = h.receive_leased("std", 1, 0);
     assert_eq!(
@@ -1113,8 +1088,7 @@ fn a_zero_second_lease_makes_the_message_deliverable_again_at_once() {
 
 #[test]
 fn leased_message_is_not_redelivered_until_its_lease_ends() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     put(&mut h, "std", "a");
     let got = h.receive("std", 10);
     assert_eq!(got[0].lease_expires_at, START + 30_000);
@@ -1125,8 +1099,7 @@ fn leased_message_is_not_redelivered_until_its_lease_ends() {
 
 #[test]
 fn each_lease_adds_one_to_receive_count_and_expiry_keeps_it() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     put(&mut h, "std", "a");
     let first = lapse(&mut h, "std");
     assert_eq!(first.meta.receive_count, 1);
@@ -1141,8 +1114,7 @@ fn each_lease_adds_one_to_receive_count_and_expiry_keeps_it() {
 
 #[test]
 fn ack_deletes_the_message() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     put(&mut h, "std", "a");
     let got = h.receive("std", 1);
     h.ack("std", &got[0].receipt).expect("ack");
@@ -1164,8 +1136,7 @@ fn assert_stale(h: &mut Harness, queue: &str, receipt: &str) {
 
 #[test]
 fn stale_receipt_is_lease_expired_and_changes_nothing() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     put(&mut h, "std", "a");
     let old = lapse(&mut h, "std");
     assert_stale(&mut h, "std", &old.receipt);
@@ -1225,8 +1196,7 @@ fn a_stale_receipt_says_whether_its_message_is_gone() {
 
 #[test]
 fn malformed_receipt_is_invalid_argument() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     put(&mut h, "std", "a");
     h.receive("std", 1);
     invalid(h.ack("std", "not-a-receipt"), "receipts[0]");
@@ -1236,8 +1206,7 @@ fn malformed_receipt_is_invalid_argument() {
 
 #[test]
 fn change_lease_extends_from_now() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     put(&mut h, "std", "a");
     let got = h.receive_leased("std", 1, 10);
     h.advance(5);
@@ -1251,8 +1220,7 @@ fn change_lease_extends_from_now() {
 
 #[test]
 fn change_lease_to_zero_releases() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     put(&mut h, "std", "a");
     let got = h.receive("std", 1);
     h.advance(1);
@@ -1264,8 +1232,7 @@ fn change_lease_to_zero_releases() {
 
 #[test]
 fn ack_batch_takes_1_to_10_receipts_with_per_receipt_results() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     for body in ["a", "b", "c"] {
         put(&mut h, "std", body);
     }
@@ -1388,8 +1355,7 @@ fn retention_expiry_of_a_fifo_head_unblocks_the_group() {
 
 #[test]
 fn redrive_policy_requires_both_fields() {
-    let mut h = Harness::new();
-    h.create("dlq");
+    let mut h = Harness::with_queue("dlq");
     let policy = |target: Option<&str>, max: Option<i64>| QueueAttributes {
         redrive_policy: Some(Some(RedrivePolicyInput {
             dead_letter_target: target.map(str::to_string),
@@ -1410,8 +1376,7 @@ fn redrive_policy_requires_both_fields() {
 
 #[test]
 fn max_receive_count_is_1_to_1000() {
-    let mut h = Harness::new();
-    h.create("dlq");
+    let mut h = Harness::with_queue("dlq");
     for bad in [0, 1001, -1] {
         invalid(
             h.try_create("src", redrive("dlq", bad)),
@@ -1490,8 +1455,7 @@ fn redrive_target_must_be_in_the_same_region() {
 
 #[test]
 fn redrive_target_must_be_of_the_same_type() {
-    let mut h = Harness::new();
-    h.create("dlq");
+    let mut h = Harness::with_queue("dlq");
     h.create("dlq.fifo");
     redrive_refused(&mut h, "src.fifo", redrive("dlq", 3), "same type");
     redrive_refused(&mut h, "src", redrive("dlq.fifo", 3), "same type");
@@ -1513,8 +1477,7 @@ fn redrive_target_must_differ_from_the_source() {
 
 #[test]
 fn redrive_target_must_allow_the_source() {
-    let mut h = Harness::new();
-    h.create("other");
+    let mut h = Harness::with_queue("other");
     h.create_with("denies", allow("deny_all", None));
     h.create_with("others-only", allow("by_queue", Some(&["other"])));
     h.create("src");
@@ -1916,8 +1879,7 @@ fn reclaim_all(h: &mut Harness) -> usize {
 
 #[test]
 fn purge_is_constant_work_and_ticks_delete_the_messages_in_bounded_steps() {
-    let mut h = Harness::new();
-    h.create("big");
+    let mut h = Harness::with_queue("big");
     let n = 2 * RECLAIM_PER_TICK + 10;
     fill(&mut h, "big", n);
     constant_work(&mut h, queue_cmd("big", Op::Purge), Outcome::Purged);
@@ -1941,8 +1903,7 @@ fn purge_is_constant_work_and_ticks_delete_the_messages_in_bounded_steps() {
 
 #[test]
 fn deleting_a_deep_queue_frees_its_name_at_once_and_ticks_delete_its_messages() {
-    let mut h = Harness::new();
-    h.create("big.fifo");
+    let mut h = Harness::with_queue("big.fifo");
     h.create("other");
     put(&mut h, "other", "stays");
     fill(&mut h, "big.fifo", RECLAIM_PER_TICK + 1);
@@ -1973,8 +1934,7 @@ fn deleting_a_deep_queue_frees_its_name_at_once_and_ticks_delete_its_messages() 
 
 #[test]
 fn a_restore_during_reclamation_deletes_the_same_rows_tick_by_tick() {
-    let mut h = Harness::new();
-    h.create("a.fifo");
+    let mut h = Harness::with_queue("a.fifo");
     h.create("b");
     fill(&mut h, "a.fifo", RECLAIM_PER_TICK + 3);
     fill(&mut h, "b", 20);
@@ -2044,8 +2004,7 @@ fn peek_shows_states_without_leasing_or_counting() {
 
 #[test]
 fn peek_pages_with_after_and_limit() {
-    let mut h = Harness::new();
-    h.create("q");
+    let mut h = Harness::with_queue("q");
     for i in 0..12 {
         put(&mut h, "q", &format!("m{i}"));
     }
@@ -2067,8 +2026,7 @@ fn peek_pages_with_after_and_limit() {
 
 #[test]
 fn earlier_entry_time_does_not_move_time_back() {
-    let mut h = Harness::new();
-    h.create("q");
+    let mut h = Harness::with_queue("q");
     h.advance(10);
     h.tick();
     let later = h.now;
@@ -2232,8 +2190,7 @@ fn restore_then_same_commands_give_identical_rows_and_outcomes() {
 
 #[test]
 fn ready_count_is_what_a_receive_could_start_from() {
-    let mut h = Harness::new();
-    h.create("plain");
+    let mut h = Harness::with_queue("plain");
     for body in ["a", "b", "c"] {
         h.send("plain", body);
     }

@@ -18,8 +18,7 @@ fn recv(h: &mut Harness, queue: &str) -> Vec<String> {
 
 #[test]
 fn a_scheduled_message_is_invisible_until_its_time_then_delivered() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     let at = h.now + HOUR_MS;
     let sent = h.send_scheduled("work", at, "later");
     h.send("work", "now");
@@ -128,8 +127,7 @@ fn retention_counts_from_the_send() {
 
 #[test]
 fn scheduled_messages_are_listed_in_queue_order_by_page() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     let mut ids = Vec::new();
     for i in 0..25u64 {
         h.send("work", "visible");
@@ -166,8 +164,7 @@ fn scheduled_messages_are_listed_in_queue_order_by_page() {
 
 #[test]
 fn a_scheduled_message_is_cancelled_before_its_time_and_not_after() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     let cancelled = h.send_scheduled("work", h.now + 10_000, "cancelled");
     let kept = h.send_scheduled("work", h.now + 10_000, "kept");
     h.cancel_scheduled("work", cancelled.message_id)
@@ -198,8 +195,7 @@ fn a_scheduled_message_is_cancelled_before_its_time_and_not_after() {
 
 #[test]
 fn on_a_fifo_queue_a_scheduled_message_follows_the_rule_of_a_delay() {
-    let mut h = Harness::new();
-    h.create("jobs.fifo");
+    let mut h = Harness::with_queue("jobs.fifo");
     h.send_fifo("jobs.fifo", "g", "first");
     let mut m = h.message("scheduled").in_group("g").deduplicated_by("s");
     m.deliver_at = Some((h.now + 30_000) as i64);
@@ -222,8 +218,7 @@ fn on_a_fifo_queue_a_scheduled_message_follows_the_rule_of_a_delay() {
 
 #[test]
 fn scheduled_messages_survive_a_restore_and_a_purge_takes_them() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     let a = h.send_scheduled("work", h.now + 5_000, "a");
     let b = h.send_scheduled("work", h.now + 6_000, "b");
     let restored = Engine::restore("local", h.store.rows.clone()).expect("restore");

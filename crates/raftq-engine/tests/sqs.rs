@@ -65,8 +65,7 @@ fn typed() -> BTreeMap<String, Attribute> {
 
 #[test]
 fn typed_attributes_round_trip_exactly_through_the_store_and_a_restore() {
-    let mut h = Harness::new();
-    h.create("q");
+    let mut h = Harness::with_queue("q");
     let mut m = h.message("body");
     m.attributes = typed();
     h.try_send_msg("q", m).expect("typed attributes are taken");
@@ -80,8 +79,7 @@ fn typed_attributes_round_trip_exactly_through_the_store_and_a_restore() {
 
 #[test]
 fn attribute_types_and_number_values_are_checked_and_a_refusal_changes_nothing() {
-    let mut h = Harness::new();
-    h.create("q");
+    let mut h = Harness::with_queue("q");
     let before = h.snapshot();
     let cases = [
         ("n", Attribute::text("Number", "1.2.3"), "attributes.n"),
@@ -387,8 +385,7 @@ fn a_retry_after_a_message_was_touched_is_a_new_receive_recorded_again() {
 
 #[test]
 fn attempt_ids_are_for_fifo_queues_have_a_form_and_a_refusal_changes_nothing() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     h.send("std", "x");
     fifo_with_three(&mut h);
     let before = h.snapshot();
@@ -496,8 +493,7 @@ fn arns_name_queues_wherever_names_do() {
 
 #[test]
 fn arns_of_another_account_or_region_are_refused_clearly() {
-    let mut h = Harness::new();
-    h.create("dlq");
+    let mut h = Harness::with_queue("dlq");
     h.try_create_in("acme", "dlq", QueueAttributes::default())
         .expect("acme's dlq");
     let theirs = arn("local", "acme", "dlq");
@@ -674,8 +670,7 @@ fn a_queue_deduplicating_per_queue_takes_one_id_once_in_all_groups() {
 
 #[test]
 fn the_per_group_throughput_limit_needs_per_group_deduplication_and_fifo_settings_a_fifo_queue() {
-    let mut h = Harness::new();
-    h.create("jobs");
+    let mut h = Harness::with_queue("jobs");
     h.create("jobs.fifo");
     let before = h.snapshot();
     let standard = [

@@ -23,8 +23,7 @@ fn tenant_counts(h: &Harness, queue: &str) -> (u64, u64) {
 
 #[test]
 fn a_quiet_tenant_is_served_before_a_noisy_tenant_s_backlog() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     for i in 0..100 {
         h.send_as("work", "noisy", &format!("n{i}"));
     }
@@ -57,8 +56,7 @@ fn a_quiet_tenant_is_served_before_a_noisy_tenant_s_backlog() {
 
 #[test]
 fn messages_without_a_group_id_are_one_tenant_and_alone_keep_oldest_first() {
-    let mut h = Harness::new();
-    h.create("plain");
+    let mut h = Harness::with_queue("plain");
     for i in 0..5 {
         h.send("plain", &format!("m{i}"));
     }
@@ -74,8 +72,7 @@ fn messages_without_a_group_id_are_one_tenant_and_alone_keep_oldest_first() {
 
 #[test]
 fn a_tenant_is_forgotten_when_its_last_message_goes_and_counts_again_when_it_returns() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     h.send_as("work", "a", "a0");
     h.send_as("work", "b", "b0");
     let got = h.receive("work", 2);
@@ -90,8 +87,7 @@ fn a_tenant_is_forgotten_when_its_last_message_goes_and_counts_again_when_it_ret
 
 #[test]
 fn an_expired_lease_gives_the_message_back_to_its_tenant_in_its_old_place() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     h.send_as("work", "a", "a0");
     h.send_as("work", "a", "a1");
     h.send_as("work", "b", "b0");
@@ -110,8 +106,7 @@ fn an_expired_lease_gives_the_message_back_to_its_tenant_in_its_old_place() {
 /// those with as few, none has an older visible message; within the tenant it is the oldest.
 #[test]
 fn every_choice_is_the_fewest_in_flight_then_oldest_over_a_long_history() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     let mut receipts = Vec::new();
     // A deterministic interleaving of skewed sends, receives, acks and expiries.
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;

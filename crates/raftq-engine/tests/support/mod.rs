@@ -94,6 +94,13 @@ impl Harness {
         }
     }
 
+    /// A harness holding the queue `name`, with the default settings.
+    pub fn with_queue(name: &str) -> Self {
+        let mut h = Harness::new();
+        h.create(name);
+        h
+    }
+
     pub fn fresh_id(&mut self) -> Uuid {
         self.next_id += 1;
         Uuid::from_u128(self.next_id)
