@@ -210,22 +210,6 @@ fn lapse(h: &mut Harness, queue: &str) -> Delivery {
     got.remove(0)
 }
 
-/// Queue attributes with the named scalar fields set (`content_based_deduplication`: 1 is true).
-fn attrs(fields: &[(&str, i64)]) -> QueueAttributes {
-    let mut a = QueueAttributes::default();
-    for &(field, value) in fields {
-        match field {
-            "lease_seconds" => a.lease_seconds = Some(value),
-            "delay_seconds" => a.delay_seconds = Some(value),
-            "retention_seconds" => a.retention_seconds = Some(value),
-            "max_message_bytes" => a.max_message_bytes = Some(value),
-            "content_based_deduplication" => a.content_based_deduplication = Some(value == 1),
-            other => panic!("no scalar attribute {other}"),
-        }
-    }
-    a
-}
-
 fn allow(permission: &str, sources: Option<&[&str]>) -> QueueAttributes {
     QueueAttributes {
         redrive_allow_policy: Some(AllowPolicyInput {

@@ -56,13 +56,7 @@ fn a_scheduled_message_is_invisible_until_its_time_then_delivered() {
 #[test]
 fn a_deliver_at_not_ahead_is_due_at_once_and_takes_no_default_delay() {
     let mut h = Harness::new();
-    h.create_with(
-        "work",
-        raftq_engine::QueueAttributes {
-            delay_seconds: Some(60),
-            ..Default::default()
-        },
-    );
+    h.create_with("work", attrs(&[("delay_seconds", 60)]));
     h.send_scheduled("work", h.now - 5_000, "past");
     h.send_scheduled("work", h.now, "now");
     assert_eq!(recv(&mut h, "work"), ["past", "now"]);
@@ -73,13 +67,7 @@ fn a_deliver_at_not_ahead_is_due_at_once_and_takes_no_default_delay() {
 #[test]
 fn deliver_at_must_come_before_the_retention_ends_and_excludes_a_delay() {
     let mut h = Harness::new();
-    h.create_with(
-        "work",
-        raftq_engine::QueueAttributes {
-            retention_seconds: Some(3600),
-            ..Default::default()
-        },
-    );
+    h.create_with("work", attrs(&[("retention_seconds", 3600)]));
     let before = h.snapshot();
     let mut m = h.message("x");
     m.deliver_at = Some((h.now + HOUR_MS) as i64);
@@ -104,13 +92,7 @@ fn deliver_at_must_come_before_the_retention_ends_and_excludes_a_delay() {
 #[test]
 fn retention_counts_from_the_send() {
     let mut h = Harness::new();
-    h.create_with(
-        "work",
-        raftq_engine::QueueAttributes {
-            retention_seconds: Some(60),
-            ..Default::default()
-        },
-    );
+    h.create_with("work", attrs(&[("retention_seconds", 60)]));
     let sent_at = h.now;
     h.send_scheduled("work", sent_at + 59_000, "late");
     h.now = sent_at + 59_000;

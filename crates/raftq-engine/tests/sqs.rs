@@ -115,11 +115,7 @@ fn attribute_types_and_number_values_are_checked_and_a_refusal_changes_nothing()
 #[test]
 fn typed_attributes_count_their_type_toward_the_size_and_plain_ones_do_not() {
     let mut h = Harness::new();
-    let max = QueueAttributes {
-        max_message_bytes: Some(20),
-        ..Default::default()
-    };
-    h.create_with("small", max);
+    h.create_with("small", attrs(&[("max_message_bytes", 20)]));
     let sized = |h: &mut Harness, attribute: Attribute| {
         let mut m = h.message("12345");
         m.attributes.insert("n".into(), attribute);
@@ -140,11 +136,7 @@ fn typed_attributes_count_their_type_toward_the_size_and_plain_ones_do_not() {
 #[test]
 fn a_message_of_one_mebibyte_fits_with_a_binary_attribute_and_a_byte_more_does_not() {
     let mut h = Harness::new();
-    let max = QueueAttributes {
-        max_message_bytes: Some(1024 * 1024),
-        ..Default::default()
-    };
-    h.create_with("big", max);
+    h.create_with("big", attrs(&[("max_message_bytes", 1024 * 1024)]));
     let with = |h: &mut Harness, extra: usize| {
         let mut m = h.message(&"x".repeat(512 * 1024));
         let bytes = vec![0xAB; 512 * 1024 - "blob".len() - "Binary".len() + extra];
@@ -228,10 +220,7 @@ fn modified_at_is_the_time_of_the_entry_that_last_changed_a_setting() {
     let q = h.create("q");
     assert_eq!((q.created_at, q.modified_at), (START, START));
     h.advance(10);
-    let same = QueueAttributes {
-        lease_seconds: Some(30),
-        ..Default::default()
-    };
+    let same = attrs(&[("lease_seconds", 30)]);
     assert_eq!(h.try_patch("q", same).expect("patch").modified_at, START);
     assert_eq!(
         h.try_patch("q", tags(&[("t", Some("v"))]))
@@ -745,11 +734,7 @@ fn a_policy_is_kept_as_given_up_to_8192_bytes_and_removed_by_none() {
 #[test]
 fn a_trace_header_is_kept_with_its_message_and_is_not_part_of_its_size() {
     let mut h = Harness::new();
-    let small = QueueAttributes {
-        max_message_bytes: Some(5),
-        ..Default::default()
-    };
-    h.create_with("q", small);
+    h.create_with("q", attrs(&[("max_message_bytes", 5)]));
     let header = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
     let mut m = h.message("hello");
     m.trace_header = Some(header.into());

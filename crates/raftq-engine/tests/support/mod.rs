@@ -377,6 +377,22 @@ pub fn refused<T: Debug>(
     err
 }
 
+/// Queue attributes with the named scalar fields set (`content_based_deduplication`: 1 is true).
+pub fn attrs(fields: &[(&str, i64)]) -> QueueAttributes {
+    let mut a = QueueAttributes::default();
+    for &(field, value) in fields {
+        match field {
+            "lease_seconds" => a.lease_seconds = Some(value),
+            "delay_seconds" => a.delay_seconds = Some(value),
+            "retention_seconds" => a.retention_seconds = Some(value),
+            "max_message_bytes" => a.max_message_bytes = Some(value),
+            "content_based_deduplication" => a.content_based_deduplication = Some(value == 1),
+            other => panic!("no scalar attribute {other}"),
+        }
+    }
+    a
+}
+
 /// Attributes that set a redrive policy.
 pub fn redrive(target: &str, max_receive_count: i64) -> QueueAttributes {
     QueueAttributes {
