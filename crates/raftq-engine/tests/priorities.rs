@@ -286,13 +286,7 @@ const ROWS_FORMAT_6: [(&str, &str); 3] = [
 
 #[test]
 fn an_engine_of_row_format_6_restores_at_priority_0_in_strict_order() {
-    let rows = ROWS_FORMAT_6
-        .iter()
-        .map(|(k, v)| (hex::decode(k).expect("hex"), hex::decode(v).expect("hex")));
-    let engine = Engine::restore("local", rows).expect("a format 6 state restores");
-    let mut h = Harness::new();
-    h.now = START;
-    h.engine = engine;
+    let mut h = Harness::over(restore_hex(&ROWS_FORMAT_6), START);
     let view = h.engine.get_queue(ACCOUNT, "work").expect("queue");
     assert_eq!((view.lease_seconds, view.default_priority), (45, 0));
     assert_eq!(view.priority_weights, None);

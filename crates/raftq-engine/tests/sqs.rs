@@ -532,10 +532,7 @@ const FORMAT_4_ROWS: [(&str, &str); 2] = [
 
 #[test]
 fn rows_of_format_4_restore_with_no_tags_no_default_wait_and_modified_at_their_creation() {
-    let rows = FORMAT_4_ROWS
-        .iter()
-        .map(|(k, v)| (hex::decode(k).expect("hex"), hex::decode(v).expect("hex")));
-    let mut engine = Engine::restore("local", rows).expect("format 4 restores");
+    let mut engine = restore_hex(&FORMAT_4_ROWS);
     let work = engine.get_queue(ACCOUNT, "work").expect("work");
     assert_eq!(work.lease_seconds, 45);
     assert_eq!(work.retry_backoff.map(|b| b.max_seconds), Some(600));
@@ -572,13 +569,7 @@ const FORMAT_5_ROWS: [(&str, &str); 3] = [
 
 #[test]
 fn rows_of_format_5_restore_deduplicating_per_queue_with_no_policy() {
-    let rows = FORMAT_5_ROWS
-        .iter()
-        .map(|(k, v)| (hex::decode(k).expect("hex"), hex::decode(v).expect("hex")));
-    let engine = Engine::restore("local", rows).expect("format 5 restores");
-    let mut h = Harness::new();
-    h.engine = engine;
-    h.now = 1_700_000_003_000;
+    let mut h = Harness::over(restore_hex(&FORMAT_5_ROWS), 1_700_000_003_000);
     let jobs = h.engine.get_queue(ACCOUNT, "jobs.fifo").expect("jobs.fifo");
     assert_eq!(jobs.receive_wait_seconds, 5);
     assert_eq!(jobs.modified_at, 1_700_000_001_000);

@@ -101,6 +101,15 @@ impl Harness {
         h
     }
 
+    /// A harness over `engine` (a restored one, say), its clock at `now`, its store empty.
+    pub fn over(engine: Engine, now: u64) -> Self {
+        Harness {
+            engine,
+            now,
+            ..Harness::new()
+        }
+    }
+
     pub fn fresh_id(&mut self) -> Uuid {
         self.next_id += 1;
         Uuid::from_u128(self.next_id)
@@ -375,6 +384,14 @@ pub fn refused<T: Debug>(
     assert_eq!(err.code(), code, "{err}");
     assert_eq!(err.field(), field, "{err}");
     err
+}
+
+/// The engine restored from rows as an earlier build wrote them, keys and values in hex.
+pub fn restore_hex(rows: &[(&str, &str)]) -> Engine {
+    let rows = rows
+        .iter()
+        .map(|(k, v)| (hex::decode(k).expect("hex"), hex::decode(v).expect("hex")));
+    Engine::restore("local", rows).expect("the rows restore")
 }
 
 /// Queue attributes with the named scalar fields set (`content_based_deduplication`: 1 is true).
