@@ -30,10 +30,9 @@ fn priorities(deliveries: &[Delivery]) -> Vec<u8> {
 #[test]
 fn strict_order_serves_the_highest_level_first_and_oldest_first_within_it() {
     let mut h = Harness::with_queue("work");
-    h.send_at_priority("work", 0, "low");
-    h.send_at_priority("work", 5, "mid-1");
-    h.send_at_priority("work", 9, "top");
-    h.send_at_priority("work", 5, "mid-2");
+    for (priority, body) in [(0, "low"), (5, "mid-1"), (9, "top"), (5, "mid-2")] {
+        h.send_at_priority("work", priority, body);
+    }
     h.send("work", "default");
     let got = h.receive("work", 10);
     assert_eq!(h.bodies(&got), ["top", "mid-1", "mid-2", "low", "default"]);

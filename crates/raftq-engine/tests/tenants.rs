@@ -73,8 +73,9 @@ fn messages_without_a_group_id_are_one_tenant_and_alone_keep_oldest_first() {
 #[test]
 fn a_tenant_is_forgotten_when_its_last_message_goes_and_counts_again_when_it_returns() {
     let mut h = Harness::with_queue("work");
-    h.send_as("work", "a", "a0");
-    h.send_as("work", "b", "b0");
+    for (tenant, body) in [("a", "a0"), ("b", "b0")] {
+        h.send_as("work", tenant, body);
+    }
     let got = h.receive("work", 2);
     assert_eq!(tenant_counts(&h, "work"), (2, 1));
     for d in &got {
@@ -88,9 +89,9 @@ fn a_tenant_is_forgotten_when_its_last_message_goes_and_counts_again_when_it_ret
 #[test]
 fn an_expired_lease_gives_the_message_back_to_its_tenant_in_its_old_place() {
     let mut h = Harness::with_queue("work");
-    h.send_as("work", "a", "a0");
-    h.send_as("work", "a", "a1");
-    h.send_as("work", "b", "b0");
+    for (tenant, body) in [("a", "a0"), ("a", "a1"), ("b", "b0")] {
+        h.send_as("work", tenant, body);
+    }
     let first = h.receive_leased("work", 1, 5);
     assert_eq!(h.bodies(&first), ["a0"]);
     h.advance(6);
