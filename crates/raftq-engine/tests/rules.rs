@@ -227,26 +227,27 @@ fn detach() -> QueueAttributes {
     }
 }
 
-/// A dead-letter queue and a source bound to it with `max_receive_count`.
-fn with_dlq(h: &mut Harness, fifo: bool, max: i64) -> (&'static str, &'static str) {
+/// A harness with a dead-letter queue and a source bound to it with `max_receive_count`:
+/// the harness, the source and the dead-letter queue.
+fn with_dlq(fifo: bool, max: i64) -> (Harness, &'static str, &'static str) {
     let (src, dlq) = if fifo {
         ("src.fifo", "dlq.fifo")
     } else {
         ("src", "dlq")
     };
-    h.create(dlq);
+    let mut h = Harness::with_queue(dlq);
     h.create_with(src, redrive(dlq, max));
-    (src, dlq)
+    (h, src, dlq)
 }
 
-/// A source whose message waits for redrive because the target denies it.
-fn pending_setup(h: &mut Harness, fifo: bool) -> (&'static str, &'static str) {
-    let (src, dlq) = with_dlq(h, fifo, 1);
+/// A harness with a source whose message waits for redrive because the target denies it.
+fn pending_setup(fifo: bool) -> (Harness, &'static str, &'static str) {
+    let (mut h, src, dlq) = with_dlq(fifo, 1);
     h.try_patch(dlq, allow("deny_all", None)).expect("deny");
-    put(h, src, "m");
-    lapse(h, src);
-    assert_eq!(states(h, src), [MessageState::PendingRedrive]);
-    (src, dlq)
+    put(&mut h, src, "m");
+    lapse(&mut h, src);
+    assert_eq!(states(&h, src), [MessageState::PendingRedrive]);
+    (h, src, dlq)
 }
 
 /// The redrive policy check's refusal: always on the target field; `rule` is part of the text.
@@ -455,8 +456,7 @@ fn patch_changes_only_the_given_fields() {
 
 #[test]
 fn refused_commands_change_nothing() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, false, 3);
+    let (mut h, src, dlq) = with_dlq(false, 3);
     put(&mut h, src, "a");
     let lease = h.receive(src, 1);
     h.advance(1);
@@ -656,8 +656,7 @@ fn dedup_records_are_pruned_a_second_at_a_time() {
 
 #[test]
 fn dedup_returns_the_original_id_even_after_move_to_dlq() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, true, 1);
+    let (mut h, src, dlq) = with_dlq(true, 1);
     let original = h.send_fifo(src, "g", "d");
     lapse(&mut h, src);
     assert_eq!(peek_bodies(&h, dlq), ["d"]);
@@ -913,8 +912,7 @@ fn fifo_group_is_blocked_while_its_head_is_delayed() {
 
 #[test]
 fn fifo_group_is_blocked_while_its_head_is_pending_redrive() {
-    let mut h = Harness::new();
-    let (src, _) = pending_setup(&mut h, true);
+    let (mut h, src, _) = pending_setup(true);
     h.send_fifo(src, "g", "g2");
     h.send_fifo(src, "other", "o1");
     assert_eq!(recv(&mut h, src, 10), ["o1"]);
@@ -1520,8 +1518,7 @@ fn redrive_allow_policy_is_validated() {
 
 #[test]
 fn message_moves_after_max_receive_count_leases_end_unacknowledged() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, false, 2);
+    let (mut h, src, dlq) = with_dlq(false, 2);
     put(&mut h, src, "m");
     let first = h.receive(src, 1);
     h.change_lease(src, &first[0].receipt, 0).expect("release");
@@ -1546,8 +1543,7 @@ fn message_moves_after_max_receive_count_leases_end_unacknowledged() {
 
 #[test]
 fn moved_message_keeps_its_payload_and_gets_a_new_life_in_the_target() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, true, 1);
+    let (mut h, src, dlq) = with_dlq(true, 1);
     h.try_patch(dlq, attrs(&[("retention_seconds", 60)]))
         .expect("patch");
     let mut m = msg_for(&mut h, src, "grp", "body");
@@ -1597,8 +1593,7 @@ fn moved_message_keeps_its_payload_and_gets_a_new_life_in_the_target() {
 
 #[test]
 fn moved_message_is_never_in_both_queues() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, false, 1);
+    let (mut h, src, dlq) = with_dlq(false, 1);
     put(&mut h, src, "m");
     let leased = lapse(&mut h, src);
     assert_eq!(stats(&h, src), QueueStats::default());
@@ -1613,8 +1608,7 @@ fn moved_message_is_never_in_both_queues() {
 
 #[test]
 fn queue_gauges_count_dead_letter_moves_per_source_and_survive_restore() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, false, 1);
+    let (mut h, src, dlq) = with_dlq(false, 1);
     put(&mut h, src, "m");
     put(&mut h, src, "n");
     lapse(&mut h, src);
@@ -1633,8 +1627,7 @@ fn queue_gauges_count_dead_letter_moves_per_source_and_survive_restore() {
 
 #[test]
 fn queue_gauges_count_sends_and_acks_in_memory_only() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, true, 1);
+    let (mut h, src, dlq) = with_dlq(true, 1);
     h.send_fifo(src, "g", "a");
     h.send_fifo(src, "g", "a"); // a duplicate: not a send
     h.send_fifo(src, "h", "b");
@@ -1666,8 +1659,7 @@ fn queue_gauges_count_sends_and_acks_in_memory_only() {
 
 #[test]
 fn moves_skip_the_targets_deduplication() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, true, 1);
+    let (mut h, src, dlq) = with_dlq(true, 1);
     let in_target = h.send_fifo(dlq, "g", "d");
     h.send_fifo(src, "g", "d");
     lapse(&mut h, src);
@@ -1677,8 +1669,7 @@ fn moves_skip_the_targets_deduplication() {
 
 #[test]
 fn denied_move_leaves_the_message_pending_redrive() {
-    let mut h = Harness::new();
-    let (src, dlq) = pending_setup(&mut h, false);
+    let (mut h, src, dlq) = pending_setup(false);
     assert_eq!(state_counts(&h, src), counts(0, 0, 0, 1));
     assert!(peek(&h, dlq).is_empty());
     h.advance(3600);
@@ -1690,14 +1681,12 @@ fn denied_move_leaves_the_message_pending_redrive() {
 #[test]
 fn pending_message_moves_when_the_policy_is_fixed() {
     for fix in [allow("allow_all", None), allow("by_queue", Some(&["src"]))] {
-        let mut h = Harness::new();
-        let (src, dlq) = pending_setup(&mut h, false);
+        let (mut h, src, dlq) = pending_setup(false);
         h.try_patch(dlq, fix).expect("fix");
         assert!(peek(&h, src).is_empty());
         assert_eq!(peek_bodies(&h, dlq), ["m"]);
     }
-    let mut h = Harness::new();
-    let (src, _) = pending_setup(&mut h, false);
+    let (mut h, src, _) = pending_setup(false);
     h.create("dlq2");
     h.try_patch(src, redrive("dlq2", 1)).expect("retarget");
     assert_eq!(peek_bodies(&h, "dlq2"), ["m"]);
@@ -1705,8 +1694,7 @@ fn pending_message_moves_when_the_policy_is_fixed() {
 
 #[test]
 fn pending_message_is_deliverable_again_when_the_policy_is_detached() {
-    let mut h = Harness::new();
-    let (src, dlq) = pending_setup(&mut h, true);
+    let (mut h, src, dlq) = pending_setup(true);
     let view = h.try_patch(src, detach()).expect("detach");
     assert_eq!(view.redrive_policy, None);
     assert_eq!(states(&h, src), [MessageState::Visible]);
@@ -1718,8 +1706,7 @@ fn pending_message_is_deliverable_again_when_the_policy_is_detached() {
 
 #[test]
 fn detaching_moves_nothing_back() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, false, 1);
+    let (mut h, src, dlq) = with_dlq(false, 1);
     put(&mut h, src, "m");
     lapse(&mut h, src);
     h.try_patch(src, detach()).expect("detach");
@@ -1729,8 +1716,7 @@ fn detaching_moves_nothing_back() {
 
 #[test]
 fn deleting_a_dead_letter_target_is_queue_in_use_until_detached() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, false, 1);
+    let (mut h, src, dlq) = with_dlq(false, 1);
     h.create_with("src2", redrive(dlq, 5));
     let delete = |h: &mut Harness| h.apply(queue_cmd(dlq, Op::Delete));
     let expected = vec![
@@ -1755,20 +1741,20 @@ fn deleting_a_dead_letter_target_is_queue_in_use_until_detached() {
 
 // ---- purge, stats, peek -----------------------------------------------------------------------
 
-/// One message in each state in `src`: pending redrive, leased, delayed and visible.
-fn every_state(h: &mut Harness) -> &'static str {
-    let (src, _) = pending_setup(h, false);
-    put(h, src, "leased");
+/// A harness with one message in each state in `src`: pending redrive, leased, delayed and
+/// visible.
+fn every_state() -> (Harness, &'static str) {
+    let (mut h, src, _) = pending_setup(false);
+    put(&mut h, src, "leased");
     h.receive(src, 1);
-    put_delayed(h, src, "", "delayed", 60);
-    put(h, src, "visible");
-    src
+    put_delayed(&mut h, src, "", "delayed", 60);
+    put(&mut h, src, "visible");
+    (h, src)
 }
 
 #[test]
 fn purge_removes_every_message_in_every_state() {
-    let mut h = Harness::new();
-    let src = every_state(&mut h);
+    let (mut h, src) = every_state();
     assert_eq!(state_counts(&h, src), counts(1, 1, 1, 1));
     h.apply(queue_cmd(src, Op::Purge)).expect("purge");
     assert!(peek(&h, src).is_empty());
@@ -1941,8 +1927,7 @@ fn a_restore_during_reclamation_deletes_the_same_rows_tick_by_tick() {
 
 #[test]
 fn stats_count_messages_by_state_and_the_oldest_age() {
-    let mut h = Harness::new();
-    let src = every_state(&mut h);
+    let (mut h, src) = every_state();
     h.advance(42);
     let s = stats(&h, src);
     let mut by_priority = [LevelStats::default(); 10];
@@ -1966,8 +1951,7 @@ fn stats_count_messages_by_state_and_the_oldest_age() {
 
 #[test]
 fn peek_shows_states_without_leasing_or_counting() {
-    let mut h = Harness::new();
-    let src = every_state(&mut h);
+    let (mut h, src) = every_state();
     let first = peek(&h, src);
     assert_eq!(
         first.iter().map(|m| m.state).collect::<Vec<_>>(),
@@ -2026,8 +2010,7 @@ fn earlier_entry_time_does_not_move_time_back() {
 
 #[test]
 fn tick_applied_twice_changes_nothing_more() {
-    let mut h = Harness::new();
-    let (src, _) = with_dlq(&mut h, false, 2);
+    let (mut h, src, _) = with_dlq(false, 2);
     put(&mut h, src, "a");
     put_delayed(&mut h, src, "", "b", 5);
     h.receive_leased(src, 1, 5);
@@ -2117,8 +2100,7 @@ fn both(h: &mut Harness, other: &mut Engine, command: Command) -> Outcome {
 
 #[test]
 fn restore_then_same_commands_give_identical_rows_and_outcomes() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, true, 2);
+    let (mut h, src, dlq) = with_dlq(true, 2);
     h.create("std");
     for (group, body) in [("a", "a1"), ("a", "a2"), ("b", "b1"), ("c", "c1")] {
         h.send_fifo(src, group, body);
