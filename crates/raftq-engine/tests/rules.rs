@@ -186,6 +186,19 @@ fn recv(h: &mut Harness, queue: &str, max: i64) -> Vec<String> {
     h.bodies(&got)
 }
 
+/// Nothing of `queue` is deliverable until `secs` seconds from now; then `expected` is, in
+/// order.
+#[track_caller]
+fn assert_held_for(h: &mut Harness, queue: &str, secs: u64, expected: &[&str]) {
+    h.advance(secs - 1);
+    assert!(
+        h.receive(queue, 10).is_empty(),
+        "deliverable before {secs} s"
+    );
+    h.advance(1);
+    assert_eq!(recv(h, queue, 10), expected);
+}
+
 fn recv_leased(h: &mut Harness, queue: &str, max: i64, lease_seconds: i64) -> Vec<String> {
     let got = h.receive_leased(queue, max, lease_seconds);
     h.bodies(&got)
@@ -376,20 +389,24 @@ fn crn_has_the_spec_format() {
     assert_eq!((r.id, r.name, r.crn), (q.id, q.name, q.crn));
 }
 
+/// Neither a get nor a send finds a queue by `reference`.
+#[track_caller]
+fn assert_not_found(h: &mut Harness, reference: &str) {
+    refused(
+        h.engine.get_queue(ACCOUNT, reference),
+        "queue_not_found",
+        None,
+    );
+    let m = h.message("x");
+    refused(h.try_send_msg(reference, m), "queue_not_found", None);
+}
+
 #[test]
 fn another_accounts_queue_is_not_found_by_name_uuid_or_crn() {
     let mut h = Harness::new();
-    let q = h
-        .try_create_in("acme", "secret", QueueAttributes::default())
-        .expect("create");
+    let q = h.create_in("acme", "secret");
     for reference in [q.name.clone(), q.id.to_string(), q.crn.clone()] {
-        refused(
-            h.engine.get_queue(ACCOUNT, &reference),
-            "queue_not_found",
-            None,
-        );
-        let m = h.message("x");
-        refused(h.try_send_msg(&reference, m), "queue_not_found", None);
+        assert_not_found(&mut h, &reference);
     }
     assert!(h.engine.list_queues(ACCOUNT, "").is_empty());
 }
@@ -400,8 +417,7 @@ fn accounts_are_listed_with_their_queue_counts_while_they_hold_queues() {
     assert!(h.engine.accounts().is_empty());
     h.create("orders");
     h.create("billing");
-    h.try_create_in("acme", "secret", QueueAttributes::default())
-        .expect("create");
+    h.create_in("acme", "secret");
     let listed: Vec<(String, usize)> = h
         .engine
         .accounts()
@@ -422,14 +438,7 @@ fn accounts_are_listed_with_their_queue_counts_while_they_hold_queues() {
 fn crn_of_another_region_is_not_found() {
     let mut h = Harness::new();
     let q = h.create("orders");
-    let elsewhere = crn("eu-west", ACCOUNT, q.id);
-    refused(
-        h.engine.get_queue(ACCOUNT, &elsewhere),
-        "queue_not_found",
-        None,
-    );
-    let m = h.message("x");
-    refused(h.try_send_msg(&elsewhere, m), "queue_not_found", None);
+    assert_not_found(&mut h, &crn("eu-west", ACCOUNT, q.id));
 }
 
 #[test]
@@ -509,8 +518,7 @@ fn refused_commands_change_nothing() {
 #[test]
 fn fifo_send_requires_a_message_group_id() {
     let mut h = Harness::with_queue("f.fifo");
-    let mut m = h.message("a");
-    m.message_deduplication_id = Some("d".into());
+    let m = h.message("a").deduplicated_by("d");
     invalid(h.try_send_msg("f.fifo", m), "message_group_id");
 }
 
@@ -520,8 +528,7 @@ fn fifo_send_requires_a_dedup_id_unless_content_based() {
     let cbd = attrs(&[("content_based_deduplication", 1)]);
     h.create_with("c.fifo", cbd);
     for queue in ["f.fifo", "c.fifo"] {
-        let mut m = h.message("a");
-        m.message_group_id = Some("g".into());
+        let m = h.message("a").in_group("g");
         let result = h.try_send_msg(queue, m);
         if queue == "f.fifo" {
             invalid(result, "message_deduplication_id");
@@ -589,9 +596,10 @@ fn dedup_setup(h: &mut Harness, attrs: QueueAttributes) -> SendResult {
 /// Resends dedup ID "d" with a different body and checks it is a duplicate of `original`.
 #[track_caller]
 fn assert_duplicate(h: &mut Harness, queue: &str, original: &SendResult) {
-    let mut m = h.message("different body");
-    m.message_group_id = Some("other".into());
-    m.message_deduplication_id = Some("d".into());
+    let m = h
+        .message("different body")
+        .in_group("other")
+        .deduplicated_by("d");
     let again = h.try_send_msg(queue, m).expect("resend");
     assert!(again.duplicate);
     assert_eq!(again.message_id, original.message_id);
@@ -692,8 +700,7 @@ fn dedup_is_per_queue() {
 #[test]
 fn standard_queue_refuses_a_dedup_id() {
     let mut h = Harness::with_queue("std");
-    let mut m = h.message("a");
-    m.message_deduplication_id = Some("d".into());
+    let m = h.message("a").deduplicated_by("d");
     invalid(h.try_send_msg("std", m), "message_deduplication_id");
     assert!(peek(&h, "std").is_empty());
 }
@@ -702,8 +709,7 @@ fn standard_queue_refuses_a_dedup_id() {
 fn group_id_on_a_standard_queue_is_stored_but_orders_nothing() {
     let mut h = Harness::with_queue("std");
     for body in ["a", "b"] {
-        let mut m = h.message(body);
-        m.message_group_id = Some("g".into());
+        let m = h.message(body).in_group("g");
         let sent = h.try_send_msg("std", m).expect("send");
         assert_eq!(sent.sequence_number, None);
     }
@@ -734,14 +740,8 @@ fn delay_hides_a_message_until_it_ends() {
         ]
     );
     assert_eq!(recv(&mut h, "slow", 10), ["no-delay"]);
-    h.advance(9);
-    assert!(h.receive("slow", 10).is_empty());
-    h.advance(1);
-    assert_eq!(recv(&mut h, "slow", 10), ["queue-default"]);
-    h.advance(9);
-    assert!(h.receive("slow", 10).is_empty());
-    h.advance(1);
-    assert_eq!(recv(&mut h, "slow", 10), ["own-delay"]);
+    assert_held_for(&mut h, "slow", 10, &["queue-default"]);
+    assert_held_for(&mut h, "slow", 10, &["own-delay"]);
 }
 
 #[test]
@@ -891,10 +891,7 @@ fn fifo_group_is_blocked_while_a_message_is_leased() {
     }
     assert_eq!(recv(&mut h, "f.fifo", 1), ["a1"]);
     assert!(h.receive("f.fifo", 10).is_empty());
-    h.advance(29);
-    assert!(h.receive("f.fifo", 10).is_empty());
-    h.advance(1);
-    assert_eq!(recv(&mut h, "f.fifo", 10), ["a1", "a2", "a3"]);
+    assert_held_for(&mut h, "f.fifo", 30, &["a1", "a2", "a3"]);
 }
 
 #[test]
@@ -904,10 +901,7 @@ fn fifo_group_is_blocked_while_its_head_is_delayed() {
     h.send_fifo("f.fifo", "a", "a2");
     h.send_fifo("f.fifo", "b", "b1");
     assert_eq!(recv_leased(&mut h, "f.fifo", 10, 600), ["b1"]);
-    h.advance(29);
-    assert!(h.receive("f.fifo", 10).is_empty());
-    h.advance(1);
-    assert_eq!(recv(&mut h, "f.fifo", 10), ["a1", "a2"]);
+    assert_held_for(&mut h, "f.fifo", 30, &["a1", "a2"]);
 }
 
 #[test]
@@ -945,8 +939,9 @@ fn fifo_receive_returns_consecutive_messages_of_a_group_and_leases_them() {
 #[test]
 fn fifo_receive_stops_at_the_first_delayed_message() {
     let mut h = Harness::with_queue("f.fifo");
-    h.send_fifo("f.fifo", "a", "a1");
-    h.send_fifo("f.fifo", "a", "a2");
+    for body in ["a1", "a2"] {
+        h.send_fifo("f.fifo", "a", body);
+    }
     put_delayed(&mut h, "f.fifo", "a", "a3", 60);
     h.send_fifo("f.fifo", "a", "a4");
     let got = h.receive("f.fifo", 10);
@@ -1327,10 +1322,7 @@ fn retention_expiry_of_a_fifo_head_unblocks_the_group() {
     h.advance(10);
     h.send_fifo("f.fifo", "a", "a2");
     h.send_fifo("f.fifo", "c", "c2");
-    h.advance(49);
-    assert!(h.receive("f.fifo", 10).is_empty());
-    h.advance(1);
-    assert_eq!(recv(&mut h, "f.fifo", 10), ["a2", "c2"]);
+    assert_held_for(&mut h, "f.fifo", 50, &["a2", "c2"]);
 }
 
 // ---- dead-letter queues and redrive -----------------------------------------------------------
@@ -1378,8 +1370,7 @@ fn max_receive_count_is_1_to_1000() {
 #[test]
 fn redrive_target_must_exist() {
     let mut h = Harness::new();
-    h.try_create_in("acme", "theirs", QueueAttributes::default())
-        .expect("create");
+    h.create_in("acme", "theirs");
     redrive_refused(
         &mut h,
         "src",
@@ -1417,9 +1408,7 @@ fn redrive_target_is_referenced_by_name_uuid_or_crn() {
 #[test]
 fn redrive_target_must_be_in_the_same_account() {
     let mut h = Harness::new();
-    let theirs = h
-        .try_create_in("acme", "theirs", QueueAttributes::default())
-        .expect("create");
+    let theirs = h.create_in("acme", "theirs");
     redrive_refused(&mut h, "src", redrive(&theirs.crn, 3), "same account");
 }
 

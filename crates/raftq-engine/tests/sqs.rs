@@ -483,8 +483,7 @@ fn arns_name_queues_wherever_names_do() {
 #[test]
 fn arns_of_another_account_or_region_are_refused_clearly() {
     let mut h = Harness::with_queue("dlq");
-    h.try_create_in("acme", "dlq", QueueAttributes::default())
-        .expect("acme's dlq");
+    h.create_in("acme", "dlq");
     let theirs = arn("local", "acme", "dlq");
     assert!(matches!(
         h.engine.get_queue(ACCOUNT, &theirs),

@@ -174,6 +174,12 @@ impl Harness {
         self.try_create(name, attributes).expect("create queue")
     }
 
+    /// Creates the queue `name`, with the default settings, in `account`.
+    pub fn create_in(&mut self, account: &str, name: &str) -> QueueView {
+        self.try_create_in(account, name, QueueAttributes::default())
+            .expect("create queue")
+    }
+
     pub fn try_patch(
         &mut self,
         queue: &str,
