@@ -158,46 +158,55 @@ impl Fixture {
         true
     }
 
-    /// Times `iters` sends in chunks, draining each chunk again untimed.
-    fn time_sends(&mut self, iters: u64) -> Duration {
+    /// Times `iters` operations in chunks of at most `CHUNK`: `chunk` runs a chunk of the size
+    /// it is given and answers the time its timed part took.
+    fn time_in_chunks(
+        &mut self,
+        iters: u64,
+        mut chunk: impl FnMut(&mut Self, u64) -> Duration,
+    ) -> Duration {
         let mut total = Duration::ZERO;
         let mut left = iters;
         while left > 0 {
             let n = left.min(CHUNK);
-            let first_sent = self.sent + 1;
-            let scheduled = self.kind == Kind::Scheduled;
-            let commands: Vec<Command> = (0..n).map(|_| self.send_command(scheduled)).collect();
-            let start = Instant::now();
-            for command in commands {
-                black_box(self.engine.apply(Entry {
-                    now: self.now,
-                    command,
-                }));
-            }
-            total += start.elapsed();
-            self.now += 1;
-            self.drain(first_sent);
+            total += chunk(self, n);
             left -= n;
         }
         total
     }
 
+    /// Times `iters` sends in chunks, draining each chunk again untimed.
+    fn time_sends(&mut self, iters: u64) -> Duration {
+        self.time_in_chunks(iters, |f, n| {
+            let first_sent = f.sent + 1;
+            let scheduled = f.kind == Kind::Scheduled;
+            let commands: Vec<Command> = (0..n).map(|_| f.send_command(scheduled)).collect();
+            let start = Instant::now();
+            for command in commands {
+                black_box(f.engine.apply(Entry {
+                    now: f.now,
+                    command,
+                }));
+            }
+            let elapsed = start.elapsed();
+            f.now += 1;
+            f.drain(first_sent);
+            elapsed
+        })
+    }
+
     /// Times `iters` receive+ack cycles in chunks, refilling each chunk again untimed.
     fn time_cycles(&mut self, iters: u64) -> Duration {
-        let mut total = Duration::ZERO;
-        let mut left = iters;
-        while left > 0 {
-            let n = left.min(CHUNK);
+        self.time_in_chunks(iters, |f, n| {
             let start = Instant::now();
             for _ in 0..n {
-                assert!(self.cycle(), "queue ran dry");
+                assert!(f.cycle(), "queue ran dry");
             }
-            total += start.elapsed();
-            self.now += 1;
-            self.fill_visible(n);
-            left -= n;
-        }
-        total
+            let elapsed = start.elapsed();
+            f.now += 1;
+            f.fill_visible(n);
+            elapsed
+        })
     }
 }
 
@@ -215,32 +224,28 @@ fn queues() -> [(&'static str, &'static str, Kind); 4] {
     ]
 }
 
-fn sends(c: &mut Criterion) {
+/// Benchmarks `time` (which times a number of operations on a fixture) on each queue at each
+/// depth, in the groups `<name>/<queue's label>`.
+fn bench_queues(c: &mut Criterion, name: &str, time: fn(&mut Fixture, u64) -> Duration) {
     for (label, queue, kind) in queues() {
-        let mut group = c.benchmark_group(format!("send/{label}"));
+        let mut group = c.benchmark_group(format!("{name}/{label}"));
         group.throughput(Throughput::Elements(1));
         for depth in DEPTHS {
             let mut f = Fixture::new(queue, kind, depth);
             group.bench_function(BenchmarkId::from_parameter(depth), |b| {
-                b.iter_custom(|iters| f.time_sends(iters))
+                b.iter_custom(|iters| time(&mut f, iters))
             });
         }
         group.finish();
     }
 }
 
+fn sends(c: &mut Criterion) {
+    bench_queues(c, "send", Fixture::time_sends);
+}
+
 fn receive_ack(c: &mut Criterion) {
-    for (label, queue, kind) in queues() {
-        let mut group = c.benchmark_group(format!("receive_ack/{label}"));
-        group.throughput(Throughput::Elements(1));
-        for depth in DEPTHS {
-            let mut f = Fixture::new(queue, kind, depth);
-            group.bench_function(BenchmarkId::from_parameter(depth), |b| {
-                b.iter_custom(|iters| f.time_cycles(iters))
-            });
-        }
-        group.finish();
-    }
+    bench_queues(c, "receive_ack", Fixture::time_cycles);
 }
 
 criterion_group! {

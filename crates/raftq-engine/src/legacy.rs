@@ -168,30 +168,19 @@ where
     fn from(c: EarlyCommand<A, D>) -> Self {
         use CommandOf as C;
         use EarlyCommand as E;
-        reshape!(c, E => C, {
+        // A `CommandOf` with format 1's settings and messages; `convert` takes those on to
+        // format 2's.
+        let v1: CommandOf<QueueAttributesV1, NewMessageV1> = reshape!(c, E => C, {
             E::CreateQueue { account, queue_id, name, attributes } => C::CreateQueue {
                 account,
                 queue_id,
                 name,
-                attributes: QueueAttributesV1::from(attributes).into(),
+                attributes: attributes.into(),
             },
             E::PatchQueue { account, queue, attributes } => C::PatchQueue {
                 account,
                 queue,
-                attributes: QueueAttributesV1::from(attributes).into(),
-            },
-            E::Send { account, queue, message } => C::Send {
-                account,
-                queue,
-                message: message.into(),
-            },
-            E::SendBatch { account, queue, entries } => C::SendBatch {
-                account,
-                queue,
-                entries: entries
-                    .into_iter()
-                    .map(|e| BatchEntry { id: e.id, message: e.message.into() })
-                    .collect(),
+                attributes: attributes.into(),
             },
             E::Receive { account, queue, max_messages, lease_seconds } => C::Receive {
                 account,
@@ -211,10 +200,13 @@ where
             },
         } same {
             DeleteQueue { account, queue }
+            Send { account, queue, message }
+            SendBatch { account, queue, entries }
             Ack { account, queue, receipts }
             Purge { account, queue }
             Tick {}
-        })
+        });
+        v1.convert()
     }
 }
 

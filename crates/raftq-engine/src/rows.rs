@@ -683,6 +683,12 @@ mod tests {
         }
     }
 
+    /// The payload a row an earlier format wrote, in hex, reads as.
+    fn read_payload(row: &str) -> Payload {
+        let bytes = hex::decode(row).expect("hex");
+        decode_payload(&bytes).expect("an earlier format's payload")
+    }
+
     /// A payload row as row format 4 wrote it: UUID 9, body `hello`, attribute `k` = `v`,
     /// group `g`, no deduplication ID, sent at 1,700,000,000,000 ms.
     const PAYLOAD_V4: &str = "10000000000000000000000000000000090568656c6c6f01016b017601016700\
@@ -690,10 +696,8 @@ mod tests {
 
     #[test]
     fn payloads_of_row_format_4_read_with_plain_attributes() {
-        let bytes = hex::decode(PAYLOAD_V4).expect("hex");
-        let read = decode_payload(&bytes).expect("a format 4 payload");
         let plain = BTreeMap::from([("k".to_string(), Attribute::string("v"))]);
-        assert_eq!(read, payload(plain));
+        assert_eq!(read_payload(PAYLOAD_V4), payload(plain));
     }
 
     /// A payload row of payload format 1: UUID 9, body `hello`, the `Number` attribute `n` =
@@ -703,10 +707,8 @@ mod tests {
 
     #[test]
     fn payloads_of_payload_format_1_read_without_a_trace_header() {
-        let bytes = hex::decode(PAYLOAD_FORMAT_1_ROW).expect("hex");
-        let read = decode_payload(&bytes).expect("a format 1 payload");
         let typed = BTreeMap::from([("n".to_string(), Attribute::text("Number", "1.5"))]);
-        assert_eq!(read, payload(typed));
+        assert_eq!(read_payload(PAYLOAD_FORMAT_1_ROW), payload(typed));
     }
 
     /// The queue row of `work` as row format 6 wrote it: UUID 2 of account `dev`, created at

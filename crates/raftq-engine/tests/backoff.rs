@@ -76,8 +76,7 @@ fn a_released_lease_is_visible_at_once_unless_the_release_asks_for_a_delay() {
 
 #[test]
 fn a_release_delay_needs_lease_seconds_0_and_lies_in_range_else_nothing_changes() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     h.send("work", "job");
     let receipt = h.receive("work", 1)[0].receipt.clone();
     let before = h.snapshot();
@@ -112,8 +111,7 @@ fn a_waiting_message_keeps_blocking_its_fifo_group_and_order_holds() {
 
 #[test]
 fn redrive_moves_the_message_at_its_last_receive_without_a_further_wait() {
-    let mut h = Harness::new();
-    h.create("dlq");
+    let mut h = Harness::with_queue("dlq");
     h.create_with("work", redrive("dlq", 2));
     h.try_patch("work", backoff(4, 4, 1.0)).expect("patch");
     h.send("work", "poison");

@@ -14,8 +14,7 @@ fn restored(h: &Harness) -> Engine {
 
 #[test]
 fn leases_end_as_released_and_parked_receives_end() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     h.create("orders.fifo");
     h.create("idle");
     for body in ["a", "b", "c"] {
@@ -55,8 +54,7 @@ fn leases_end_as_released_and_parked_receives_end() {
 
 #[test]
 fn a_state_without_leases_or_waits_comes_out_row_for_row_the_same() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     h.send("work", "kept");
     let delivered = h.receive_leased("work", 1, 30);
     h.ack("work", &delivered[0].receipt).expect("ack");

@@ -20,8 +20,7 @@ const WORK: &str = "work";
 /// A harness with `work`, whose dead-letter queue is `dlq`, and `count` messages `m0`, `m1`...
 /// sent to `work` and moved to `dlq` (each received once with a zero-length lease).
 fn with_dead_letters(count: usize) -> Harness {
-    let mut h = Harness::new();
-    h.create(DLQ);
+    let mut h = Harness::with_queue(DLQ);
     h.create_with(WORK, redrive(DLQ, 1));
     dead_letter(&mut h, WORK, 0..count);
     h
@@ -66,6 +65,14 @@ fn at_rate(rate: i64) -> MoveTaskInput {
     MoveTaskInput {
         max_messages_per_second: Some(rate),
         ..MoveTaskInput::default()
+    }
+}
+
+/// `task`, run dry: it counts the messages it would move and moves none.
+fn dry_run(task: MoveTaskInput) -> MoveTaskInput {
+    MoveTaskInput {
+        dry_run: true,
+        ..task
     }
 }
 
@@ -218,8 +225,7 @@ fn each_message_goes_back_to_its_source_once_oldest_first_as_a_new_message() {
 
 #[test]
 fn a_destination_of_the_same_type_takes_every_message_and_fifo_keeps_groups() {
-    let mut h = Harness::new();
-    h.create("dlq.fifo");
+    let mut h = Harness::with_queue("dlq.fifo");
     h.create_with("work.fifo", redrive("dlq.fifo", 1));
     h.create("retry.fifo");
     for i in 0..3 {
@@ -443,14 +449,7 @@ fn a_dry_run_counts_and_moves_nothing() {
     let leased = h.receive(DLQ, 1);
     assert_eq!(leased.len(), 1);
     let before = peek_all(&h, DLQ);
-    let dry = start(
-        &mut h,
-        DLQ,
-        MoveTaskInput {
-            dry_run: true,
-            ..MoveTaskInput::default()
-        },
-    );
+    let dry = start(&mut h, DLQ, dry_run(MoveTaskInput::default()));
     assert!(dry.dry_run);
     assert_eq!(dry.status, MoveTaskStatus::Completed);
     assert_eq!(
@@ -463,11 +462,10 @@ fn a_dry_run_counts_and_moves_nothing() {
     h.tick();
     assert_eq!(peek_all(&h, DLQ).len(), before.len());
     assert!(peek_all(&h, WORK).is_empty());
-    let with_destination = MoveTaskInput {
+    let with_destination = dry_run(MoveTaskInput {
         destination: Some(WORK.into()),
-        dry_run: true,
         ..MoveTaskInput::default()
-    };
+    });
     assert_eq!(start(&mut h, DLQ, with_destination).to_move, 7);
 }
 
@@ -544,26 +542,21 @@ fn filters_take_named_messages_or_those_moved_within_a_time_range() {
     let t0 = h.now;
     tick_until(&mut h, DLQ, t0 + 1000);
     assert_eq!(bodies(&h, DLQ), ["m0", "m2", "m3", "m5"]);
-    let before_second = MoveTaskInput {
+    let before_second = dry_run(MoveTaskInput {
         filter: Some(MoveFilter {
             moved_before: Some(second),
             ..MoveFilter::default()
         }),
-        dry_run: true,
         ..MoveTaskInput::default()
-    };
+    });
     assert_eq!(start(&mut h, DLQ, before_second).to_move, 4);
 }
 
 #[test]
 fn the_last_ten_tasks_are_kept_newest_first() {
     let mut h = with_dead_letters(1);
-    let dry = || MoveTaskInput {
-        dry_run: true,
-        ..MoveTaskInput::default()
-    };
     let handles: Vec<Uuid> = (0..12)
-        .map(|_| start(&mut h, DLQ, dry()).task_handle)
+        .map(|_| start(&mut h, DLQ, dry_run(MoveTaskInput::default())).task_handle)
         .collect();
     let listed: Vec<Uuid> = tasks(&h, DLQ).iter().map(|t| t.task_handle).collect();
     let expected: Vec<Uuid> = handles
@@ -616,11 +609,10 @@ fn deleting_the_queue_drops_its_tasks() {
     start(
         &mut h,
         "retry",
-        MoveTaskInput {
+        dry_run(MoveTaskInput {
             destination: Some(DLQ.into()),
-            dry_run: true,
             ..MoveTaskInput::default()
-        },
+        }),
     );
     start(
         &mut h,

@@ -29,12 +29,10 @@ fn priorities(deliveries: &[Delivery]) -> Vec<u8> {
 
 #[test]
 fn strict_order_serves_the_highest_level_first_and_oldest_first_within_it() {
-    let mut h = Harness::new();
-    h.create("work");
-    h.send_at_priority("work", 0, "low");
-    h.send_at_priority("work", 5, "mid-1");
-    h.send_at_priority("work", 9, "top");
-    h.send_at_priority("work", 5, "mid-2");
+    let mut h = Harness::with_queue("work");
+    for (priority, body) in [(0, "low"), (5, "mid-1"), (9, "top"), (5, "mid-2")] {
+        h.send_at_priority("work", priority, body);
+    }
     h.send("work", "default");
     let got = h.receive("work", 10);
     assert_eq!(h.bodies(&got), ["top", "mid-1", "mid-2", "low", "default"]);
@@ -61,8 +59,7 @@ fn a_queue_s_default_priority_applies_to_messages_sent_without_one() {
 
 #[test]
 fn bad_priorities_and_weights_are_refused_naming_the_field_and_change_nothing() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     h.create("jobs.fifo");
     let before = h.snapshot();
     let mut m = h.message("x");
@@ -162,8 +159,7 @@ fn weights_never_starve_a_level_and_a_lone_level_takes_every_receive() {
 
 #[test]
 fn within_a_level_tenants_stay_fair() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     for i in 0..5 {
         let mut m = h.message(&format!("noisy-{i}")).in_group("noisy");
         m.priority = Some(5);
@@ -187,8 +183,7 @@ fn within_a_level_tenants_stay_fair() {
 
 #[test]
 fn retries_and_dead_letter_moves_keep_the_priority() {
-    let mut h = Harness::new();
-    h.create("dlq");
+    let mut h = Harness::with_queue("dlq");
     h.create_with("work", redrive("dlq", 2));
     h.send_at_priority("work", 7, "urgent");
     h.send_at_priority("work", 2, "routine");
@@ -212,8 +207,7 @@ fn retries_and_dead_letter_moves_keep_the_priority() {
 
 #[test]
 fn stats_count_each_level_by_state() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     h.send_at_priority("work", 9, "a");
     h.send_at_priority("work", 9, "b");
     h.send_at_priority("work", 3, "c");
@@ -291,13 +285,7 @@ const ROWS_FORMAT_6: [(&str, &str); 3] = [
 
 #[test]
 fn an_engine_of_row_format_6_restores_at_priority_0_in_strict_order() {
-    let rows = ROWS_FORMAT_6
-        .iter()
-        .map(|(k, v)| (hex::decode(k).expect("hex"), hex::decode(v).expect("hex")));
-    let engine = Engine::restore("local", rows).expect("a format 6 state restores");
-    let mut h = Harness::new();
-    h.now = START;
-    h.engine = engine;
+    let mut h = Harness::over(restore_hex(&ROWS_FORMAT_6), START);
     let view = h.engine.get_queue(ACCOUNT, "work").expect("queue");
     assert_eq!((view.lease_seconds, view.default_priority), (45, 0));
     assert_eq!(view.priority_weights, None);

@@ -192,8 +192,7 @@ fn step(h: &mut Harness, model: &mut Model, op: &Op) {
 /// Runs `ops`, then lets every schedule fall due and drains the queue: every message sent and
 /// not cancelled is delivered, and acknowledged, in the end.
 fn run(ops: &[Op]) {
-    let mut h = Harness::new();
-    h.create("q");
+    let mut h = Harness::with_queue("q");
     let mut model = Model::default();
     for op in ops {
         step(&mut h, &mut model, op);
@@ -285,8 +284,7 @@ proptest! {
 
 #[test]
 fn an_outcome_of_a_cancel_is_its_own() {
-    let mut h = Harness::new();
-    h.create("q");
+    let mut h = Harness::with_queue("q");
     let sent = h.send_scheduled("q", h.now + 1_000, "m");
     let outcome = h.apply(Command::CancelScheduled {
         account: ACCOUNT.into(),

@@ -186,6 +186,19 @@ fn recv(h: &mut Harness, queue: &str, max: i64) -> Vec<String> {
     h.bodies(&got)
 }
 
+/// Nothing of `queue` is deliverable until `secs` seconds from now; then `expected` is, in
+/// order.
+#[track_caller]
+fn assert_held_for(h: &mut Harness, queue: &str, secs: u64, expected: &[&str]) {
+    h.advance(secs - 1);
+    assert!(
+        h.receive(queue, 10).is_empty(),
+        "deliverable before {secs} s"
+    );
+    h.advance(1);
+    assert_eq!(recv(h, queue, 10), expected);
+}
+
 fn recv_leased(h: &mut Harness, queue: &str, max: i64, lease_seconds: i64) -> Vec<String> {
     let got = h.receive_leased(queue, max, lease_seconds);
     h.bodies(&got)
@@ -210,22 +223,6 @@ fn lapse(h: &mut Harness, queue: &str) -> Delivery {
     got.remove(0)
 }
 
-/// Queue attributes with the named scalar fields set (`content_based_deduplication`: 1 is true).
-fn attrs(fields: &[(&str, i64)]) -> QueueAttributes {
-    let mut a = QueueAttributes::default();
-    for &(field, value) in fields {
-        match field {
-            "lease_seconds" => a.lease_seconds = Some(value),
-            "delay_seconds" => a.delay_seconds = Some(value),
-            "retention_seconds" => a.retention_seconds = Some(value),
-            "max_message_bytes" => a.max_message_bytes = Some(value),
-            "content_based_deduplication" => a.content_based_deduplication = Some(value == 1),
-            other => panic!("no scalar attribute {other}"),
-        }
-    }
-    a
-}
-
 fn allow(permission: &str, sources: Option<&[&str]>) -> QueueAttributes {
     QueueAttributes {
         redrive_allow_policy: Some(AllowPolicyInput {
@@ -243,26 +240,27 @@ fn detach() -> QueueAttributes {
     }
 }
 
-/// A dead-letter queue and a source bound to it with `max_receive_count`.
-fn with_dlq(h: &mut Harness, fifo: bool, max: i64) -> (&'static str, &'static str) {
+/// A harness with a dead-letter queue and a source bound to it with `max_receive_count`:
+/// the harness, the source and the dead-letter queue.
+fn with_dlq(fifo: bool, max: i64) -> (Harness, &'static str, &'static str) {
     let (src, dlq) = if fifo {
         ("src.fifo", "dlq.fifo")
     } else {
         ("src", "dlq")
     };
-    h.create(dlq);
+    let mut h = Harness::with_queue(dlq);
     h.create_with(src, redrive(dlq, max));
-    (src, dlq)
+    (h, src, dlq)
 }
 
-/// A source whose message waits for redrive because the target denies it.
-fn pending_setup(h: &mut Harness, fifo: bool) -> (&'static str, &'static str) {
-    let (src, dlq) = with_dlq(h, fifo, 1);
+/// A harness with a source whose message waits for redrive because the target denies it.
+fn pending_setup(fifo: bool) -> (Harness, &'static str, &'static str) {
+    let (mut h, src, dlq) = with_dlq(fifo, 1);
     h.try_patch(dlq, allow("deny_all", None)).expect("deny");
-    put(h, src, "m");
-    lapse(h, src);
-    assert_eq!(states(h, src), [MessageState::PendingRedrive]);
-    (src, dlq)
+    put(&mut h, src, "m");
+    lapse(&mut h, src);
+    assert_eq!(states(&h, src), [MessageState::PendingRedrive]);
+    (h, src, dlq)
 }
 
 /// The redrive policy check's refusal: always on the target field; `rule` is part of the text.
@@ -288,8 +286,7 @@ fn queue_is_fifo_exactly_when_its_name_ends_in_fifo() {
 
 #[test]
 fn queue_names_are_unique_per_account() {
-    let mut h = Harness::new();
-    h.create("orders");
+    let mut h = Harness::with_queue("orders");
     refused(
         h.try_create("orders", QueueAttributes::default()),
         "queue_exists",
@@ -392,20 +389,24 @@ fn crn_has_the_spec_format() {
     assert_eq!((r.id, r.name, r.crn), (q.id, q.name, q.crn));
 }
 
+/// Neither a get nor a send finds a queue by `reference`.
+#[track_caller]
+fn assert_not_found(h: &mut Harness, reference: &str) {
+    refused(
+        h.engine.get_queue(ACCOUNT, reference),
+        "queue_not_found",
+        None,
+    );
+    let m = h.message("x");
+    refused(h.try_send_msg(reference, m), "queue_not_found", None);
+}
+
 #[test]
 fn another_accounts_queue_is_not_found_by_name_uuid_or_crn() {
     let mut h = Harness::new();
-    let q = h
-        .try_create_in("acme", "secret", QueueAttributes::default())
-        .expect("create");
+    let q = h.create_in("acme", "secret");
     for reference in [q.name.clone(), q.id.to_string(), q.crn.clone()] {
-        refused(
-            h.engine.get_queue(ACCOUNT, &reference),
-            "queue_not_found",
-            None,
-        );
-        let m = h.message("x");
-        refused(h.try_send_msg(&reference, m), "queue_not_found", None);
+        assert_not_found(&mut h, &reference);
     }
     assert!(h.engine.list_queues(ACCOUNT, "").is_empty());
 }
@@ -416,8 +417,7 @@ fn accounts_are_listed_with_their_queue_counts_while_they_hold_queues() {
     assert!(h.engine.accounts().is_empty());
     h.create("orders");
     h.create("billing");
-    h.try_create_in("acme", "secret", QueueAttributes::default())
-        .expect("create");
+    h.create_in("acme", "secret");
     let listed: Vec<(String, usize)> = h
         .engine
         .accounts()
@@ -438,14 +438,7 @@ fn accounts_are_listed_with_their_queue_counts_while_they_hold_queues() {
 fn crn_of_another_region_is_not_found() {
     let mut h = Harness::new();
     let q = h.create("orders");
-    let elsewhere = crn("eu-west", ACCOUNT, q.id);
-    refused(
-        h.engine.get_queue(ACCOUNT, &elsewhere),
-        "queue_not_found",
-        None,
-    );
-    let m = h.message("x");
-    refused(h.try_send_msg(&elsewhere, m), "queue_not_found", None);
+    assert_not_found(&mut h, &crn("eu-west", ACCOUNT, q.id));
 }
 
 #[test]
@@ -472,8 +465,7 @@ fn patch_changes_only_the_given_fields() {
 
 #[test]
 fn refused_commands_change_nothing() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, false, 3);
+    let (mut h, src, dlq) = with_dlq(false, 3);
     put(&mut h, src, "a");
     let lease = h.receive(src, 1);
     h.advance(1);
@@ -525,22 +517,18 @@ fn refused_commands_change_nothing() {
 
 #[test]
 fn fifo_send_requires_a_message_group_id() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
-    let mut m = h.message("a");
-    m.message_deduplication_id = Some("d".into());
+    let mut h = Harness::with_queue("f.fifo");
+    let m = h.message("a").deduplicated_by("d");
     invalid(h.try_send_msg("f.fifo", m), "message_group_id");
 }
 
 #[test]
 fn fifo_send_requires_a_dedup_id_unless_content_based() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     let cbd = attrs(&[("content_based_deduplication", 1)]);
     h.create_with("c.fifo", cbd);
     for queue in ["f.fifo", "c.fifo"] {
-        let mut m = h.message("a");
-        m.message_group_id = Some("g".into());
+        let m = h.message("a").in_group("g");
         let result = h.try_send_msg(queue, m);
         if queue == "f.fifo" {
             invalid(result, "message_deduplication_id");
@@ -552,8 +540,7 @@ fn fifo_send_requires_a_dedup_id_unless_content_based() {
 
 #[test]
 fn message_group_and_dedup_ids_are_1_to_128_printable_ascii() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     let long = "x".repeat(129);
     for field in ["message_group_id", "message_deduplication_id"] {
         for bad in ["", "tab\there", "ünï", long.as_str()] {
@@ -609,9 +596,10 @@ fn dedup_setup(h: &mut Harness, attrs: QueueAttributes) -> SendResult {
 /// Resends dedup ID "d" with a different body and checks it is a duplicate of `original`.
 #[track_caller]
 fn assert_duplicate(h: &mut Harness, queue: &str, original: &SendResult) {
-    let mut m = h.message("different body");
-    m.message_group_id = Some("other".into());
-    m.message_deduplication_id = Some("d".into());
+    let m = h
+        .message("different body")
+        .in_group("other")
+        .deduplicated_by("d");
     let again = h.try_send_msg(queue, m).expect("resend");
     assert!(again.duplicate);
     assert_eq!(again.message_id, original.message_id);
@@ -656,8 +644,7 @@ fn dedup_returns_the_original_id_even_after_retention_expiry() {
 /// the record was pruned yet.
 #[test]
 fn dedup_records_are_pruned_a_second_at_a_time() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     for id in ["d0", "d1", "d2"] {
         h.advance_ms(100);
         let m = msg_for(&mut h, "f.fifo", "g", id);
@@ -677,8 +664,7 @@ fn dedup_records_are_pruned_a_second_at_a_time() {
 
 #[test]
 fn dedup_returns_the_original_id_even_after_move_to_dlq() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, true, 1);
+    let (mut h, src, dlq) = with_dlq(true, 1);
     let original = h.send_fifo(src, "g", "d");
     lapse(&mut h, src);
     assert_eq!(peek_bodies(&h, dlq), ["d"]);
@@ -702,8 +688,7 @@ fn dedup_id_makes_a_new_message_after_the_window() {
 
 #[test]
 fn dedup_is_per_queue() {
-    let mut h = Harness::new();
-    h.create("a.fifo");
+    let mut h = Harness::with_queue("a.fifo");
     h.create("b.fifo");
     let a = h.send_fifo("a.fifo", "g", "d");
     let b = h.send_fifo("b.fifo", "g", "d");
@@ -714,21 +699,17 @@ fn dedup_is_per_queue() {
 
 #[test]
 fn standard_queue_refuses_a_dedup_id() {
-    let mut h = Harness::new();
-    h.create("std");
-    let mut m = h.message("a");
-    m.message_deduplication_id = Some("d".into());
+    let mut h = Harness::with_queue("std");
+    let m = h.message("a").deduplicated_by("d");
     invalid(h.try_send_msg("std", m), "message_deduplication_id");
     assert!(peek(&h, "std").is_empty());
 }
 
 #[test]
 fn group_id_on_a_standard_queue_is_stored_but_orders_nothing() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     for body in ["a", "b"] {
-        let mut m = h.message(body);
-        m.message_group_id = Some("g".into());
+        let m = h.message(body).in_group("g");
         let sent = h.try_send_msg("std", m).expect("send");
         assert_eq!(sent.sequence_number, None);
     }
@@ -759,20 +740,13 @@ fn delay_hides_a_message_until_it_ends() {
         ]
     );
     assert_eq!(recv(&mut h, "slow", 10), ["no-delay"]);
-    h.advance(9);
-    assert!(h.receive("slow", 10).is_empty());
-    h.advance(1);
-    assert_eq!(recv(&mut h, "slow", 10), ["queue-default"]);
-    h.advance(9);
-    assert!(h.receive("slow", 10).is_empty());
-    h.advance(1);
-    assert_eq!(recv(&mut h, "slow", 10), ["own-delay"]);
+    assert_held_for(&mut h, "slow", 10, &["queue-default"]);
+    assert_held_for(&mut h, "slow", 10, &["own-delay"]);
 }
 
 #[test]
 fn delay_seconds_of_a_message_is_0_to_900() {
-    let mut h = Harness::new();
-    h.create("q");
+    let mut h = Harness::with_queue("q");
     for bad in [-1, 901] {
         let mut m = h.message("a");
         m.delay_seconds = Some(bad);
@@ -823,8 +797,7 @@ fn message_size_counts_body_attribute_names_and_values() {
 
 #[test]
 fn empty_body_and_bad_attributes_are_refused() {
-    let mut h = Harness::new();
-    h.create("q");
+    let mut h = Harness::with_queue("q");
     let m = h.message("");
     invalid(h.try_send_msg("q", m), "body");
     let with_attrs = |h: &mut Harness, names: Vec<String>| {
@@ -848,8 +821,7 @@ fn empty_body_and_bad_attributes_are_refused() {
 
 #[test]
 fn fifo_sequence_numbers_grow() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     h.create("other.fifo");
     let seqs: Vec<u64> = ["a1", "b1", "a2"]
         .iter()
@@ -868,8 +840,7 @@ fn fifo_sequence_numbers_grow() {
 
 #[test]
 fn batch_send_takes_1_to_10_entries_with_unique_well_formed_ids() {
-    let mut h = Harness::new();
-    h.create("q");
+    let mut h = Harness::with_queue("q");
     invalid(batch(&mut h, "q", vec![]), "entries");
     let eleven = (0..11)
         .map(|i| entry(&mut h, &format!("e{i}"), "b"))
@@ -892,8 +863,7 @@ fn batch_send_takes_1_to_10_entries_with_unique_well_formed_ids() {
 
 #[test]
 fn batch_send_reports_each_entry_on_its_own() {
-    let mut h = Harness::new();
-    h.create("q");
+    let mut h = Harness::with_queue("q");
     let entries = vec![
         entry(&mut h, "one", "a"),
         entry(&mut h, "two", ""),
@@ -915,37 +885,28 @@ fn batch_send_reports_each_entry_on_its_own() {
 
 #[test]
 fn fifo_group_is_blocked_while_a_message_is_leased() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     for body in ["a1", "a2", "a3"] {
         h.send_fifo("f.fifo", "a", body);
     }
     assert_eq!(recv(&mut h, "f.fifo", 1), ["a1"]);
     assert!(h.receive("f.fifo", 10).is_empty());
-    h.advance(29);
-    assert!(h.receive("f.fifo", 10).is_empty());
-    h.advance(1);
-    assert_eq!(recv(&mut h, "f.fifo", 10), ["a1", "a2", "a3"]);
+    assert_held_for(&mut h, "f.fifo", 30, &["a1", "a2", "a3"]);
 }
 
 #[test]
 fn fifo_group_is_blocked_while_its_head_is_delayed() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     put_delayed(&mut h, "f.fifo", "a", "a1", 30);
     h.send_fifo("f.fifo", "a", "a2");
     h.send_fifo("f.fifo", "b", "b1");
     assert_eq!(recv_leased(&mut h, "f.fifo", 10, 600), ["b1"]);
-    h.advance(29);
-    assert!(h.receive("f.fifo", 10).is_empty());
-    h.advance(1);
-    assert_eq!(recv(&mut h, "f.fifo", 10), ["a1", "a2"]);
+    assert_held_for(&mut h, "f.fifo", 30, &["a1", "a2"]);
 }
 
 #[test]
 fn fifo_group_is_blocked_while_its_head_is_pending_redrive() {
-    let mut h = Harness::new();
-    let (src, _) = pending_setup(&mut h, true);
+    let (mut h, src, _) = pending_setup(true);
     h.send_fifo(src, "g", "g2");
     h.send_fifo(src, "other", "o1");
     assert_eq!(recv(&mut h, src, 10), ["o1"]);
@@ -962,8 +923,7 @@ fn fifo_group_is_blocked_while_its_head_is_pending_redrive() {
 
 #[test]
 fn fifo_receive_returns_consecutive_messages_of_a_group_and_leases_them() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     for body in ["a1", "a2", "a3"] {
         h.send_fifo("f.fifo", "a", body);
     }
@@ -978,10 +938,10 @@ fn fifo_receive_returns_consecutive_messages_of_a_group_and_leases_them() {
 
 #[test]
 fn fifo_receive_stops_at_the_first_delayed_message() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
-    h.send_fifo("f.fifo", "a", "a1");
-    h.send_fifo("f.fifo", "a", "a2");
+    let mut h = Harness::with_queue("f.fifo");
+    for body in ["a1", "a2"] {
+        h.send_fifo("f.fifo", "a", body);
+    }
     put_delayed(&mut h, "f.fifo", "a", "a3", 60);
     h.send_fifo("f.fifo", "a", "a4");
     let got = h.receive("f.fifo", 10);
@@ -997,8 +957,7 @@ fn fifo_receive_stops_at_the_first_delayed_message() {
 
 #[test]
 fn delayed_message_never_blocks_earlier_messages_of_its_group() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     h.send_fifo("f.fifo", "a", "a1");
     put_delayed(&mut h, "f.fifo", "a", "a2", 60);
     let got = h.receive("f.fifo", 1);
@@ -1010,8 +969,7 @@ fn delayed_message_never_blocks_earlier_messages_of_its_group() {
 
 #[test]
 fn new_send_never_unblocks_a_blocked_group() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     h.send_fifo("f.fifo", "leased", "l1");
     put_delayed(&mut h, "f.fifo", "delayed", "d1", 60);
     assert_eq!(recv(&mut h, "f.fifo", 10), ["l1"]);
@@ -1023,8 +981,7 @@ fn new_send_never_unblocks_a_blocked_group() {
 
 #[test]
 fn oldest_deliverable_group_goes_first() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     for (group, body) in [("a", "a1"), ("b", "b1"), ("a", "a2"), ("c", "c1")] {
         h.send_fifo("f.fifo", group, body);
     }
@@ -1038,8 +995,7 @@ fn oldest_deliverable_group_goes_first() {
 
 #[test]
 fn blocked_group_does_not_hold_up_other_groups() {
-    let mut h = Harness::new();
-    h.create("f.fifo");
+    let mut h = Harness::with_queue("f.fifo");
     h.send_fifo("f.fifo", "a", "a1");
     h.send_fifo("f.fifo", "a", "a2");
     put_delayed(&mut h, "f.fifo", "b", "b1", 60);
@@ -1051,8 +1007,7 @@ fn blocked_group_does_not_hold_up_other_groups() {
 
 #[test]
 fn standard_queue_delivers_oldest_visible_first() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     put_delayed(&mut h, "std", "", "late", 10);
     for body in ["a", "b", "c"] {
         put(&mut h, "std", body);
@@ -1065,8 +1020,7 @@ fn standard_queue_delivers_oldest_visible_first() {
 
 #[test]
 fn receive_max_messages_is_1_to_10() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     for i in 0..12 {
         put(&mut h, "std", &format!("m{i}"));
     }
@@ -1080,8 +1034,7 @@ fn receive_max_messages_is_1_to_10() {
 
 #[test]
 fn receive_lease_seconds_is_0_to_43200() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     put(&mut h, "std", "a");
     for bad in [-1, 43_201] {
         invalid(h.try_receive("std", 1, Some(bad)), "lease_seconds");
@@ -1096,8 +1049,7 @@ fn receive_lease_seconds_is_0_to_43200() {
 
 #[test]
 fn a_zero_second_lease_makes_the_message_deliverable_again_at_once() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     put(&mut h, "std", "a");
     let first = h.receive_leased("std", 1, 0);
     assert_eq!(
@@ -1113,8 +1065,7 @@ fn a_zero_second_lease_makes_the_message_deliverable_again_at_once() {
 
 #[test]
 fn leased_message_is_not_redelivered_until_its_lease_ends() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     put(&mut h, "std", "a");
     let got = h.receive("std", 10);
     assert_eq!(got[0].lease_expires_at, START + 30_000);
@@ -1125,8 +1076,7 @@ fn leased_message_is_not_redelivered_until_its_lease_ends() {
 
 #[test]
 fn each_lease_adds_one_to_receive_count_and_expiry_keeps_it() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     put(&mut h, "std", "a");
     let first = lapse(&mut h, "std");
     assert_eq!(first.meta.receive_count, 1);
@@ -1141,8 +1091,7 @@ fn each_lease_adds_one_to_receive_count_and_expiry_keeps_it() {
 
 #[test]
 fn ack_deletes_the_message() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     put(&mut h, "std", "a");
     let got = h.receive("std", 1);
     h.ack("std", &got[0].receipt).expect("ack");
@@ -1164,8 +1113,7 @@ fn assert_stale(h: &mut Harness, queue: &str, receipt: &str) {
 
 #[test]
 fn stale_receipt_is_lease_expired_and_changes_nothing() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     put(&mut h, "std", "a");
     let old = lapse(&mut h, "std");
     assert_stale(&mut h, "std", &old.receipt);
@@ -1225,8 +1173,7 @@ fn a_stale_receipt_says_whether_its_message_is_gone() {
 
 #[test]
 fn malformed_receipt_is_invalid_argument() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     put(&mut h, "std", "a");
     h.receive("std", 1);
     invalid(h.ack("std", "not-a-receipt"), "receipts[0]");
@@ -1236,8 +1183,7 @@ fn malformed_receipt_is_invalid_argument() {
 
 #[test]
 fn change_lease_extends_from_now() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     put(&mut h, "std", "a");
     let got = h.receive_leased("std", 1, 10);
     h.advance(5);
@@ -1251,8 +1197,7 @@ fn change_lease_extends_from_now() {
 
 #[test]
 fn change_lease_to_zero_releases() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     put(&mut h, "std", "a");
     let got = h.receive("std", 1);
     h.advance(1);
@@ -1264,8 +1209,7 @@ fn change_lease_to_zero_releases() {
 
 #[test]
 fn ack_batch_takes_1_to_10_receipts_with_per_receipt_results() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     for body in ["a", "b", "c"] {
         put(&mut h, "std", body);
     }
@@ -1378,18 +1322,14 @@ fn retention_expiry_of_a_fifo_head_unblocks_the_group() {
     h.advance(10);
     h.send_fifo("f.fifo", "a", "a2");
     h.send_fifo("f.fifo", "c", "c2");
-    h.advance(49);
-    assert!(h.receive("f.fifo", 10).is_empty());
-    h.advance(1);
-    assert_eq!(recv(&mut h, "f.fifo", 10), ["a2", "c2"]);
+    assert_held_for(&mut h, "f.fifo", 50, &["a2", "c2"]);
 }
 
 // ---- dead-letter queues and redrive -----------------------------------------------------------
 
 #[test]
 fn redrive_policy_requires_both_fields() {
-    let mut h = Harness::new();
-    h.create("dlq");
+    let mut h = Harness::with_queue("dlq");
     let policy = |target: Option<&str>, max: Option<i64>| QueueAttributes {
         redrive_policy: Some(Some(RedrivePolicyInput {
             dead_letter_target: target.map(str::to_string),
@@ -1410,8 +1350,7 @@ fn redrive_policy_requires_both_fields() {
 
 #[test]
 fn max_receive_count_is_1_to_1000() {
-    let mut h = Harness::new();
-    h.create("dlq");
+    let mut h = Harness::with_queue("dlq");
     for bad in [0, 1001, -1] {
         invalid(
             h.try_create("src", redrive("dlq", bad)),
@@ -1431,8 +1370,7 @@ fn max_receive_count_is_1_to_1000() {
 #[test]
 fn redrive_target_must_exist() {
     let mut h = Harness::new();
-    h.try_create_in("acme", "theirs", QueueAttributes::default())
-        .expect("create");
+    h.create_in("acme", "theirs");
     redrive_refused(
         &mut h,
         "src",
@@ -1470,9 +1408,7 @@ fn redrive_target_is_referenced_by_name_uuid_or_crn() {
 #[test]
 fn redrive_target_must_be_in_the_same_account() {
     let mut h = Harness::new();
-    let theirs = h
-        .try_create_in("acme", "theirs", QueueAttributes::default())
-        .expect("create");
+    let theirs = h.create_in("acme", "theirs");
     redrive_refused(&mut h, "src", redrive(&theirs.crn, 3), "same account");
 }
 
@@ -1490,8 +1426,7 @@ fn redrive_target_must_be_in_the_same_region() {
 
 #[test]
 fn redrive_target_must_be_of_the_same_type() {
-    let mut h = Harness::new();
-    h.create("dlq");
+    let mut h = Harness::with_queue("dlq");
     h.create("dlq.fifo");
     redrive_refused(&mut h, "src.fifo", redrive("dlq", 3), "same type");
     redrive_refused(&mut h, "src", redrive("dlq.fifo", 3), "same type");
@@ -1513,8 +1448,7 @@ fn redrive_target_must_differ_from_the_source() {
 
 #[test]
 fn redrive_target_must_allow_the_source() {
-    let mut h = Harness::new();
-    h.create("other");
+    let mut h = Harness::with_queue("other");
     h.create_with("denies", allow("deny_all", None));
     h.create_with("others-only", allow("by_queue", Some(&["other"])));
     h.create("src");
@@ -1573,8 +1507,7 @@ fn redrive_allow_policy_is_validated() {
 
 #[test]
 fn message_moves_after_max_receive_count_leases_end_unacknowledged() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, false, 2);
+    let (mut h, src, dlq) = with_dlq(false, 2);
     put(&mut h, src, "m");
     let first = h.receive(src, 1);
     h.change_lease(src, &first[0].receipt, 0).expect("release");
@@ -1599,8 +1532,7 @@ fn message_moves_after_max_receive_count_leases_end_unacknowledged() {
 
 #[test]
 fn moved_message_keeps_its_payload_and_gets_a_new_life_in_the_target() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, true, 1);
+    let (mut h, src, dlq) = with_dlq(true, 1);
     h.try_patch(dlq, attrs(&[("retention_seconds", 60)]))
         .expect("patch");
     let mut m = msg_for(&mut h, src, "grp", "body");
@@ -1650,8 +1582,7 @@ fn moved_message_keeps_its_payload_and_gets_a_new_life_in_the_target() {
 
 #[test]
 fn moved_message_is_never_in_both_queues() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, false, 1);
+    let (mut h, src, dlq) = with_dlq(false, 1);
     put(&mut h, src, "m");
     let leased = lapse(&mut h, src);
     assert_eq!(stats(&h, src), QueueStats::default());
@@ -1666,8 +1597,7 @@ fn moved_message_is_never_in_both_queues() {
 
 #[test]
 fn queue_gauges_count_dead_letter_moves_per_source_and_survive_restore() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, false, 1);
+    let (mut h, src, dlq) = with_dlq(false, 1);
     put(&mut h, src, "m");
     put(&mut h, src, "n");
     lapse(&mut h, src);
@@ -1686,8 +1616,7 @@ fn queue_gauges_count_dead_letter_moves_per_source_and_survive_restore() {
 
 #[test]
 fn queue_gauges_count_sends_and_acks_in_memory_only() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, true, 1);
+    let (mut h, src, dlq) = with_dlq(true, 1);
     h.send_fifo(src, "g", "a");
     h.send_fifo(src, "g", "a"); // a duplicate: not a send
     h.send_fifo(src, "h", "b");
@@ -1719,8 +1648,7 @@ fn queue_gauges_count_sends_and_acks_in_memory_only() {
 
 #[test]
 fn moves_skip_the_targets_deduplication() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, true, 1);
+    let (mut h, src, dlq) = with_dlq(true, 1);
     let in_target = h.send_fifo(dlq, "g", "d");
     h.send_fifo(src, "g", "d");
     lapse(&mut h, src);
@@ -1730,8 +1658,7 @@ fn moves_skip_the_targets_deduplication() {
 
 #[test]
 fn denied_move_leaves_the_message_pending_redrive() {
-    let mut h = Harness::new();
-    let (src, dlq) = pending_setup(&mut h, false);
+    let (mut h, src, dlq) = pending_setup(false);
     assert_eq!(state_counts(&h, src), counts(0, 0, 0, 1));
     assert!(peek(&h, dlq).is_empty());
     h.advance(3600);
@@ -1743,14 +1670,12 @@ fn denied_move_leaves_the_message_pending_redrive() {
 #[test]
 fn pending_message_moves_when_the_policy_is_fixed() {
     for fix in [allow("allow_all", None), allow("by_queue", Some(&["src"]))] {
-        let mut h = Harness::new();
-        let (src, dlq) = pending_setup(&mut h, false);
+        let (mut h, src, dlq) = pending_setup(false);
         h.try_patch(dlq, fix).expect("fix");
         assert!(peek(&h, src).is_empty());
         assert_eq!(peek_bodies(&h, dlq), ["m"]);
     }
-    let mut h = Harness::new();
-    let (src, _) = pending_setup(&mut h, false);
+    let (mut h, src, _) = pending_setup(false);
     h.create("dlq2");
     h.try_patch(src, redrive("dlq2", 1)).expect("retarget");
     assert_eq!(peek_bodies(&h, "dlq2"), ["m"]);
@@ -1758,8 +1683,7 @@ fn pending_message_moves_when_the_policy_is_fixed() {
 
 #[test]
 fn pending_message_is_deliverable_again_when_the_policy_is_detached() {
-    let mut h = Harness::new();
-    let (src, dlq) = pending_setup(&mut h, true);
+    let (mut h, src, dlq) = pending_setup(true);
     let view = h.try_patch(src, detach()).expect("detach");
     assert_eq!(view.redrive_policy, None);
     assert_eq!(states(&h, src), [MessageState::Visible]);
@@ -1771,8 +1695,7 @@ fn pending_message_is_deliverable_again_when_the_policy_is_detached() {
 
 #[test]
 fn detaching_moves_nothing_back() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, false, 1);
+    let (mut h, src, dlq) = with_dlq(false, 1);
     put(&mut h, src, "m");
     lapse(&mut h, src);
     h.try_patch(src, detach()).expect("detach");
@@ -1782,8 +1705,7 @@ fn detaching_moves_nothing_back() {
 
 #[test]
 fn deleting_a_dead_letter_target_is_queue_in_use_until_detached() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, false, 1);
+    let (mut h, src, dlq) = with_dlq(false, 1);
     h.create_with("src2", redrive(dlq, 5));
     let delete = |h: &mut Harness| h.apply(queue_cmd(dlq, Op::Delete));
     let expected = vec![
@@ -1808,20 +1730,20 @@ fn deleting_a_dead_letter_target_is_queue_in_use_until_detached() {
 
 // ---- purge, stats, peek -----------------------------------------------------------------------
 
-/// One message in each state in `src`: pending redrive, leased, delayed and visible.
-fn every_state(h: &mut Harness) -> &'static str {
-    let (src, _) = pending_setup(h, false);
-    put(h, src, "leased");
+/// A harness with one message in each state in `src`: pending redrive, leased, delayed and
+/// visible.
+fn every_state() -> (Harness, &'static str) {
+    let (mut h, src, _) = pending_setup(false);
+    put(&mut h, src, "leased");
     h.receive(src, 1);
-    put_delayed(h, src, "", "delayed", 60);
-    put(h, src, "visible");
-    src
+    put_delayed(&mut h, src, "", "delayed", 60);
+    put(&mut h, src, "visible");
+    (h, src)
 }
 
 #[test]
 fn purge_removes_every_message_in_every_state() {
-    let mut h = Harness::new();
-    let src = every_state(&mut h);
+    let (mut h, src) = every_state();
     assert_eq!(state_counts(&h, src), counts(1, 1, 1, 1));
     h.apply(queue_cmd(src, Op::Purge)).expect("purge");
     assert!(peek(&h, src).is_empty());
@@ -1916,8 +1838,7 @@ fn reclaim_all(h: &mut Harness) -> usize {
 
 #[test]
 fn purge_is_constant_work_and_ticks_delete_the_messages_in_bounded_steps() {
-    let mut h = Harness::new();
-    h.create("big");
+    let mut h = Harness::with_queue("big");
     let n = 2 * RECLAIM_PER_TICK + 10;
     fill(&mut h, "big", n);
     constant_work(&mut h, queue_cmd("big", Op::Purge), Outcome::Purged);
@@ -1941,8 +1862,7 @@ fn purge_is_constant_work_and_ticks_delete_the_messages_in_bounded_steps() {
 
 #[test]
 fn deleting_a_deep_queue_frees_its_name_at_once_and_ticks_delete_its_messages() {
-    let mut h = Harness::new();
-    h.create("big.fifo");
+    let mut h = Harness::with_queue("big.fifo");
     h.create("other");
     put(&mut h, "other", "stays");
     fill(&mut h, "big.fifo", RECLAIM_PER_TICK + 1);
@@ -1973,8 +1893,7 @@ fn deleting_a_deep_queue_frees_its_name_at_once_and_ticks_delete_its_messages() 
 
 #[test]
 fn a_restore_during_reclamation_deletes_the_same_rows_tick_by_tick() {
-    let mut h = Harness::new();
-    h.create("a.fifo");
+    let mut h = Harness::with_queue("a.fifo");
     h.create("b");
     fill(&mut h, "a.fifo", RECLAIM_PER_TICK + 3);
     fill(&mut h, "b", 20);
@@ -1997,8 +1916,7 @@ fn a_restore_during_reclamation_deletes_the_same_rows_tick_by_tick() {
 
 #[test]
 fn stats_count_messages_by_state_and_the_oldest_age() {
-    let mut h = Harness::new();
-    let src = every_state(&mut h);
+    let (mut h, src) = every_state();
     h.advance(42);
     let s = stats(&h, src);
     let mut by_priority = [LevelStats::default(); 10];
@@ -2022,8 +1940,7 @@ fn stats_count_messages_by_state_and_the_oldest_age() {
 
 #[test]
 fn peek_shows_states_without_leasing_or_counting() {
-    let mut h = Harness::new();
-    let src = every_state(&mut h);
+    let (mut h, src) = every_state();
     let first = peek(&h, src);
     assert_eq!(
         first.iter().map(|m| m.state).collect::<Vec<_>>(),
@@ -2044,8 +1961,7 @@ fn peek_shows_states_without_leasing_or_counting() {
 
 #[test]
 fn peek_pages_with_after_and_limit() {
-    let mut h = Harness::new();
-    h.create("q");
+    let mut h = Harness::with_queue("q");
     for i in 0..12 {
         put(&mut h, "q", &format!("m{i}"));
     }
@@ -2067,8 +1983,7 @@ fn peek_pages_with_after_and_limit() {
 
 #[test]
 fn earlier_entry_time_does_not_move_time_back() {
-    let mut h = Harness::new();
-    h.create("q");
+    let mut h = Harness::with_queue("q");
     h.advance(10);
     h.tick();
     let later = h.now;
@@ -2084,8 +1999,7 @@ fn earlier_entry_time_does_not_move_time_back() {
 
 #[test]
 fn tick_applied_twice_changes_nothing_more() {
-    let mut h = Harness::new();
-    let (src, _) = with_dlq(&mut h, false, 2);
+    let (mut h, src, _) = with_dlq(false, 2);
     put(&mut h, src, "a");
     put_delayed(&mut h, src, "", "b", 5);
     h.receive_leased(src, 1, 5);
@@ -2175,8 +2089,7 @@ fn both(h: &mut Harness, other: &mut Engine, command: Command) -> Outcome {
 
 #[test]
 fn restore_then_same_commands_give_identical_rows_and_outcomes() {
-    let mut h = Harness::new();
-    let (src, dlq) = with_dlq(&mut h, true, 2);
+    let (mut h, src, dlq) = with_dlq(true, 2);
     h.create("std");
     for (group, body) in [("a", "a1"), ("a", "a2"), ("b", "b1"), ("c", "c1")] {
         h.send_fifo(src, group, body);
@@ -2232,8 +2145,7 @@ fn restore_then_same_commands_give_identical_rows_and_outcomes() {
 
 #[test]
 fn ready_count_is_what_a_receive_could_start_from() {
-    let mut h = Harness::new();
-    h.create("plain");
+    let mut h = Harness::with_queue("plain");
     for body in ["a", "b", "c"] {
         h.send("plain", body);
     }

@@ -18,8 +18,7 @@ fn recv(h: &mut Harness, queue: &str) -> Vec<String> {
 
 #[test]
 fn a_scheduled_message_is_invisible_until_its_time_then_delivered() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     let at = h.now + HOUR_MS;
     let sent = h.send_scheduled("work", at, "later");
     h.send("work", "now");
@@ -57,13 +56,7 @@ fn a_scheduled_message_is_invisible_until_its_time_then_delivered() {
 #[test]
 fn a_deliver_at_not_ahead_is_due_at_once_and_takes_no_default_delay() {
     let mut h = Harness::new();
-    h.create_with(
-        "work",
-        raftq_engine::QueueAttributes {
-            delay_seconds: Some(60),
-            ..Default::default()
-        },
-    );
+    h.create_with("work", attrs(&[("delay_seconds", 60)]));
     h.send_scheduled("work", h.now - 5_000, "past");
     h.send_scheduled("work", h.now, "now");
     assert_eq!(recv(&mut h, "work"), ["past", "now"]);
@@ -74,13 +67,7 @@ fn a_deliver_at_not_ahead_is_due_at_once_and_takes_no_default_delay() {
 #[test]
 fn deliver_at_must_come_before_the_retention_ends_and_excludes_a_delay() {
     let mut h = Harness::new();
-    h.create_with(
-        "work",
-        raftq_engine::QueueAttributes {
-            retention_seconds: Some(3600),
-            ..Default::default()
-        },
-    );
+    h.create_with("work", attrs(&[("retention_seconds", 3600)]));
     let before = h.snapshot();
     let mut m = h.message("x");
     m.deliver_at = Some((h.now + HOUR_MS) as i64);
@@ -105,13 +92,7 @@ fn deliver_at_must_come_before_the_retention_ends_and_excludes_a_delay() {
 #[test]
 fn retention_counts_from_the_send() {
     let mut h = Harness::new();
-    h.create_with(
-        "work",
-        raftq_engine::QueueAttributes {
-            retention_seconds: Some(60),
-            ..Default::default()
-        },
-    );
+    h.create_with("work", attrs(&[("retention_seconds", 60)]));
     let sent_at = h.now;
     h.send_scheduled("work", sent_at + 59_000, "late");
     h.now = sent_at + 59_000;
@@ -128,8 +109,7 @@ fn retention_counts_from_the_send() {
 
 #[test]
 fn scheduled_messages_are_listed_in_queue_order_by_page() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     let mut ids = Vec::new();
     for i in 0..25u64 {
         h.send("work", "visible");
@@ -166,8 +146,7 @@ fn scheduled_messages_are_listed_in_queue_order_by_page() {
 
 #[test]
 fn a_scheduled_message_is_cancelled_before_its_time_and_not_after() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     let cancelled = h.send_scheduled("work", h.now + 10_000, "cancelled");
     let kept = h.send_scheduled("work", h.now + 10_000, "kept");
     h.cancel_scheduled("work", cancelled.message_id)
@@ -198,8 +177,7 @@ fn a_scheduled_message_is_cancelled_before_its_time_and_not_after() {
 
 #[test]
 fn on_a_fifo_queue_a_scheduled_message_follows_the_rule_of_a_delay() {
-    let mut h = Harness::new();
-    h.create("jobs.fifo");
+    let mut h = Harness::with_queue("jobs.fifo");
     h.send_fifo("jobs.fifo", "g", "first");
     let mut m = h.message("scheduled").in_group("g").deduplicated_by("s");
     m.deliver_at = Some((h.now + 30_000) as i64);
@@ -222,8 +200,7 @@ fn on_a_fifo_queue_a_scheduled_message_follows_the_rule_of_a_delay() {
 
 #[test]
 fn scheduled_messages_survive_a_restore_and_a_purge_takes_them() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     let a = h.send_scheduled("work", h.now + 5_000, "a");
     let b = h.send_scheduled("work", h.now + 6_000, "b");
     let restored = Engine::restore("local", h.store.rows.clone()).expect("restore");

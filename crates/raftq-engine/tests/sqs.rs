@@ -65,8 +65,7 @@ fn typed() -> BTreeMap<String, Attribute> {
 
 #[test]
 fn typed_attributes_round_trip_exactly_through_the_store_and_a_restore() {
-    let mut h = Harness::new();
-    h.create("q");
+    let mut h = Harness::with_queue("q");
     let mut m = h.message("body");
     m.attributes = typed();
     h.try_send_msg("q", m).expect("typed attributes are taken");
@@ -80,8 +79,7 @@ fn typed_attributes_round_trip_exactly_through_the_store_and_a_restore() {
 
 #[test]
 fn attribute_types_and_number_values_are_checked_and_a_refusal_changes_nothing() {
-    let mut h = Harness::new();
-    h.create("q");
+    let mut h = Harness::with_queue("q");
     let before = h.snapshot();
     let cases = [
         ("n", Attribute::text("Number", "1.2.3"), "attributes.n"),
@@ -117,11 +115,7 @@ fn attribute_types_and_number_values_are_checked_and_a_refusal_changes_nothing()
 #[test]
 fn typed_attributes_count_their_type_toward_the_size_and_plain_ones_do_not() {
     let mut h = Harness::new();
-    let max = QueueAttributes {
-        max_message_bytes: Some(20),
-        ..Default::default()
-    };
-    h.create_with("small", max);
+    h.create_with("small", attrs(&[("max_message_bytes", 20)]));
     let sized = |h: &mut Harness, attribute: Attribute| {
         let mut m = h.message("12345");
         m.attributes.insert("n".into(), attribute);
@@ -142,11 +136,7 @@ fn typed_attributes_count_their_type_toward_the_size_and_plain_ones_do_not() {
 #[test]
 fn a_message_of_one_mebibyte_fits_with_a_binary_attribute_and_a_byte_more_does_not() {
     let mut h = Harness::new();
-    let max = QueueAttributes {
-        max_message_bytes: Some(1024 * 1024),
-        ..Default::default()
-    };
-    h.create_with("big", max);
+    h.create_with("big", attrs(&[("max_message_bytes", 1024 * 1024)]));
     let with = |h: &mut Harness, extra: usize| {
         let mut m = h.message(&"x".repeat(512 * 1024));
         let bytes = vec![0xAB; 512 * 1024 - "blob".len() - "Binary".len() + extra];
@@ -230,10 +220,7 @@ fn modified_at_is_the_time_of_the_entry_that_last_changed_a_setting() {
     let q = h.create("q");
     assert_eq!((q.created_at, q.modified_at), (START, START));
     h.advance(10);
-    let same = QueueAttributes {
-        lease_seconds: Some(30),
-        ..Default::default()
-    };
+    let same = attrs(&[("lease_seconds", 30)]);
     assert_eq!(h.try_patch("q", same).expect("patch").modified_at, START);
     assert_eq!(
         h.try_patch("q", tags(&[("t", Some("v"))]))
@@ -387,8 +374,7 @@ fn a_retry_after_a_message_was_touched_is_a_new_receive_recorded_again() {
 
 #[test]
 fn attempt_ids_are_for_fifo_queues_have_a_form_and_a_refusal_changes_nothing() {
-    let mut h = Harness::new();
-    h.create("std");
+    let mut h = Harness::with_queue("std");
     h.send("std", "x");
     fifo_with_three(&mut h);
     let before = h.snapshot();
@@ -496,10 +482,8 @@ fn arns_name_queues_wherever_names_do() {
 
 #[test]
 fn arns_of_another_account_or_region_are_refused_clearly() {
-    let mut h = Harness::new();
-    h.create("dlq");
-    h.try_create_in("acme", "dlq", QueueAttributes::default())
-        .expect("acme's dlq");
+    let mut h = Harness::with_queue("dlq");
+    h.create_in("acme", "dlq");
     let theirs = arn("local", "acme", "dlq");
     assert!(matches!(
         h.engine.get_queue(ACCOUNT, &theirs),
@@ -547,10 +531,7 @@ const FORMAT_4_ROWS: [(&str, &str); 2] = [
 
 #[test]
 fn rows_of_format_4_restore_with_no_tags_no_default_wait_and_modified_at_their_creation() {
-    let rows = FORMAT_4_ROWS
-        .iter()
-        .map(|(k, v)| (hex::decode(k).expect("hex"), hex::decode(v).expect("hex")));
-    let mut engine = Engine::restore("local", rows).expect("format 4 restores");
+    let mut engine = restore_hex(&FORMAT_4_ROWS);
     let work = engine.get_queue(ACCOUNT, "work").expect("work");
     assert_eq!(work.lease_seconds, 45);
     assert_eq!(work.retry_backoff.map(|b| b.max_seconds), Some(600));
@@ -587,13 +568,7 @@ const FORMAT_5_ROWS: [(&str, &str); 3] = [
 
 #[test]
 fn rows_of_format_5_restore_deduplicating_per_queue_with_no_policy() {
-    let rows = FORMAT_5_ROWS
-        .iter()
-        .map(|(k, v)| (hex::decode(k).expect("hex"), hex::decode(v).expect("hex")));
-    let engine = Engine::restore("local", rows).expect("format 5 restores");
-    let mut h = Harness::new();
-    h.engine = engine;
-    h.now = 1_700_000_003_000;
+    let mut h = Harness::over(restore_hex(&FORMAT_5_ROWS), 1_700_000_003_000);
     let jobs = h.engine.get_queue(ACCOUNT, "jobs.fifo").expect("jobs.fifo");
     assert_eq!(jobs.receive_wait_seconds, 5);
     assert_eq!(jobs.modified_at, 1_700_000_001_000);
@@ -674,8 +649,7 @@ fn a_queue_deduplicating_per_queue_takes_one_id_once_in_all_groups() {
 
 #[test]
 fn the_per_group_throughput_limit_needs_per_group_deduplication_and_fifo_settings_a_fifo_queue() {
-    let mut h = Harness::new();
-    h.create("jobs");
+    let mut h = Harness::with_queue("jobs");
     h.create("jobs.fifo");
     let before = h.snapshot();
     let standard = [
@@ -750,11 +724,7 @@ fn a_policy_is_kept_as_given_up_to_8192_bytes_and_removed_by_none() {
 #[test]
 fn a_trace_header_is_kept_with_its_message_and_is_not_part_of_its_size() {
     let mut h = Harness::new();
-    let small = QueueAttributes {
-        max_message_bytes: Some(5),
-        ..Default::default()
-    };
-    h.create_with("q", small);
+    h.create_with("q", attrs(&[("max_message_bytes", 5)]));
     let header = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
     let mut m = h.message("hello");
     m.trace_header = Some(header.into());

@@ -11,19 +11,19 @@ use support::*;
 fn tenants_of(h: &Harness, deliveries: &[Delivery]) -> Vec<String> {
     deliveries
         .iter()
-        .map(|d| {
-            h.store
-                .payload(d.meta.storage_key)
-                .and_then(|p| p.message_group_id)
-                .unwrap_or_default()
-        })
+        .map(|d| h.tenant(d.meta.storage_key))
         .collect()
+}
+
+/// A queue's tenants with a message, and the most messages one of them has in flight.
+fn tenant_counts(h: &Harness, queue: &str) -> (u64, u64) {
+    let stats = h.engine.stats(ACCOUNT, queue, h.now).expect("stats");
+    (stats.active_tenants, stats.largest_tenant_in_flight)
 }
 
 #[test]
 fn a_quiet_tenant_is_served_before_a_noisy_tenant_s_backlog() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     for i in 0..100 {
         h.send_as("work", "noisy", &format!("n{i}"));
     }
@@ -51,27 +51,18 @@ fn a_quiet_tenant_is_served_before_a_noisy_tenant_s_backlog() {
     h.send_as("work", "quiet-3", "q3-again");
     let next = h.receive("work", 3);
     assert_eq!(h.bodies(&next), ["q3-again", "n1", "n2"]);
-    let stats = h.engine.stats(ACCOUNT, "work", h.now).expect("stats");
-    assert_eq!(
-        (stats.active_tenants, stats.largest_tenant_in_flight),
-        (2, 3)
-    );
+    assert_eq!(tenant_counts(&h, "work"), (2, 3));
 }
 
 #[test]
 fn messages_without_a_group_id_are_one_tenant_and_alone_keep_oldest_first() {
-    let mut h = Harness::new();
-    h.create("plain");
+    let mut h = Harness::with_queue("plain");
     for i in 0..5 {
         h.send("plain", &format!("m{i}"));
     }
     let got = h.receive("plain", 3);
     assert_eq!(h.bodies(&got), ["m0", "m1", "m2"]);
-    let stats = h.engine.stats(ACCOUNT, "plain", h.now).expect("stats");
-    assert_eq!(
-        (stats.active_tenants, stats.largest_tenant_in_flight),
-        (0, 0)
-    );
+    assert_eq!(tenant_counts(&h, "plain"), (0, 0));
 
     // Beside a named tenant, the unnamed messages count as one tenant of their own.
     h.send_as("plain", "t", "t0");
@@ -81,39 +72,26 @@ fn messages_without_a_group_id_are_one_tenant_and_alone_keep_oldest_first() {
 
 #[test]
 fn a_tenant_is_forgotten_when_its_last_message_goes_and_counts_again_when_it_returns() {
-    let mut h = Harness::new();
-    h.create("work");
-    h.send_as("work", "a", "a0");
-    h.send_as("work", "b", "b0");
+    let mut h = Harness::with_queue("work");
+    for (tenant, body) in [("a", "a0"), ("b", "b0")] {
+        h.send_as("work", tenant, body);
+    }
     let got = h.receive("work", 2);
-    let stats = h.engine.stats(ACCOUNT, "work", h.now).expect("stats");
-    assert_eq!(
-        (stats.active_tenants, stats.largest_tenant_in_flight),
-        (2, 1)
-    );
+    assert_eq!(tenant_counts(&h, "work"), (2, 1));
     for d in &got {
         h.ack("work", &d.receipt).expect("ack");
     }
-    let stats = h.engine.stats(ACCOUNT, "work", h.now).expect("stats");
-    assert_eq!(
-        (stats.active_tenants, stats.largest_tenant_in_flight),
-        (0, 0)
-    );
+    assert_eq!(tenant_counts(&h, "work"), (0, 0));
     h.send_as("work", "b", "b1");
-    let stats = h.engine.stats(ACCOUNT, "work", h.now).expect("stats");
-    assert_eq!(
-        (stats.active_tenants, stats.largest_tenant_in_flight),
-        (1, 0)
-    );
+    assert_eq!(tenant_counts(&h, "work"), (1, 0));
 }
 
 #[test]
 fn an_expired_lease_gives_the_message_back_to_its_tenant_in_its_old_place() {
-    let mut h = Harness::new();
-    h.create("work");
-    h.send_as("work", "a", "a0");
-    h.send_as("work", "a", "a1");
-    h.send_as("work", "b", "b0");
+    let mut h = Harness::with_queue("work");
+    for (tenant, body) in [("a", "a0"), ("a", "a1"), ("b", "b0")] {
+        h.send_as("work", tenant, body);
+    }
     let first = h.receive_leased("work", 1, 5);
     assert_eq!(h.bodies(&first), ["a0"]);
     h.advance(6);
@@ -129,8 +107,7 @@ fn an_expired_lease_gives_the_message_back_to_its_tenant_in_its_old_place() {
 /// those with as few, none has an older visible message; within the tenant it is the oldest.
 #[test]
 fn every_choice_is_the_fewest_in_flight_then_oldest_over_a_long_history() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     let mut receipts = Vec::new();
     // A deterministic interleaving of skewed sends, receives, acks and expiries.
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;

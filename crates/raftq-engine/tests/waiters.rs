@@ -55,8 +55,7 @@ fn ack_cmd(queue: &str, receipt: &str) -> Command {
 
 #[test]
 fn a_send_delivers_to_the_oldest_parked_receive_in_its_own_entry() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     park(&mut h, "work", 10, 20, waiter(1));
     park(&mut h, "work", 10, 20, waiter(2));
     assert_eq!(h.engine.parked_count(), 2);
@@ -99,8 +98,7 @@ fn a_send_delivers_to_the_oldest_parked_receive_in_its_own_entry() {
 
 #[test]
 fn a_receive_that_finds_messages_does_not_park() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     h.send("work", "ready");
     let (result, answers) = h.receive_wait("work", 10, 20, waiter(1));
     match result {
@@ -113,8 +111,7 @@ fn a_receive_that_finds_messages_does_not_park() {
 
 #[test]
 fn an_ack_that_frees_a_fifo_group_delivers_to_a_parked_receive_in_the_ack_s_entry() {
-    let mut h = Harness::new();
-    h.create("jobs.fifo");
+    let mut h = Harness::with_queue("jobs.fifo");
     h.send_fifo("jobs.fifo", "g", "m1");
     h.send_fifo("jobs.fifo", "g", "m2");
     let held = h.receive("jobs.fifo", 1);
@@ -132,8 +129,7 @@ fn an_ack_that_frees_a_fifo_group_delivers_to_a_parked_receive_in_the_ack_s_entr
 
 #[test]
 fn lease_ends_and_delays_deliver_in_the_tick_that_fires_them() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     h.send("work", "again");
     let first = h.receive_leased("work", 1, 5);
     park(&mut h, "work", 1, 20, waiter(1));
@@ -157,8 +153,7 @@ fn lease_ends_and_delays_deliver_in_the_tick_that_fires_them() {
 
 #[test]
 fn a_redrive_delivers_to_a_receive_parked_on_the_dead_letter_queue() {
-    let mut h = Harness::new();
-    h.create("dlq");
+    let mut h = Harness::with_queue("dlq");
     h.create_with("work", redrive("dlq", 1));
     h.send("work", "poison");
     h.receive_leased("work", 1, 5);
@@ -180,8 +175,7 @@ fn a_redrive_delivers_to_a_receive_parked_on_the_dead_letter_queue() {
 
 #[test]
 fn a_parked_receive_s_deliveries_count_towards_redrive() {
-    let mut h = Harness::new();
-    h.create("dlq");
+    let mut h = Harness::with_queue("dlq");
     h.create_with("work", redrive("dlq", 2));
     park(&mut h, "work", 1, 20, waiter(1));
     let send = send_cmd(&mut h, "work", "twice");
@@ -204,8 +198,7 @@ fn a_parked_receive_s_deliveries_count_towards_redrive() {
 
 #[test]
 fn a_wait_ends_at_its_deadline_with_nothing() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     park(&mut h, "work", 1, 5, waiter(1));
     assert_eq!(h.engine.next_due(), Some(h.now + 5_000));
     h.advance_ms(4_999);
@@ -223,8 +216,7 @@ fn a_wait_ends_at_its_deadline_with_nothing() {
 
 #[test]
 fn an_end_of_wait_answers_a_parked_receive_with_nothing() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     park(&mut h, "work", 1, 20, waiter(1));
     let applied = h.apply_changes(Command::EndWait { waiter: waiter(1) });
     assert_eq!(applied.result, Ok(Outcome::WaitEnded));
@@ -236,8 +228,7 @@ fn an_end_of_wait_answers_a_parked_receive_with_nothing() {
 
 #[test]
 fn an_end_of_wait_after_a_delivery_leaves_the_delivery_to_its_waiter() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     park(&mut h, "work", 1, 20, waiter(1));
     let send = send_cmd(&mut h, "work", "taken");
     let answers = answers_of(&mut h, send);
@@ -255,8 +246,7 @@ fn an_end_of_wait_after_a_delivery_leaves_the_delivery_to_its_waiter() {
 
 #[test]
 fn deleting_a_queue_ends_its_waits() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     park(&mut h, "work", 1, 20, waiter(1));
     let answers = answers_of(
         &mut h,
@@ -273,8 +263,7 @@ fn deleting_a_queue_ends_its_waits() {
 
 #[test]
 fn bad_waits_are_refused_by_field_and_change_nothing() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     let before = h.snapshot();
     for wait in [0, 21, -1] {
         match h.receive_wait("work", 1, wait, waiter(1)).0 {
@@ -297,8 +286,7 @@ fn bad_waits_are_refused_by_field_and_change_nothing() {
 
 #[test]
 fn parked_receives_survive_a_restore_and_replicas_agree_entry_by_entry() {
-    let mut h = Harness::new();
-    h.create("work");
+    let mut h = Harness::with_queue("work");
     h.create("jobs.fifo");
     h.send_fifo("jobs.fifo", "g", "m1");
     h.send_fifo("jobs.fifo", "g", "m2");

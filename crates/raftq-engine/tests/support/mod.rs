@@ -94,6 +94,22 @@ impl Harness {
         }
     }
 
+    /// A harness holding the queue `name`, with the default settings.
+    pub fn with_queue(name: &str) -> Self {
+        let mut h = Harness::new();
+        h.create(name);
+        h
+    }
+
+    /// A harness over `engine` (a restored one, say), its clock at `now`, its store empty.
+    pub fn over(engine: Engine, now: u64) -> Self {
+        Harness {
+            engine,
+            now,
+            ..Harness::new()
+        }
+    }
+
     pub fn fresh_id(&mut self) -> Uuid {
         self.next_id += 1;
         Uuid::from_u128(self.next_id)
@@ -141,15 +157,12 @@ impl Harness {
         attributes: QueueAttributes,
     ) -> Result<QueueView, EngineError> {
         let queue_id = self.fresh_id();
-        match self.apply(Command::CreateQueue {
+        self.apply_to_queue(Command::CreateQueue {
             account: account.into(),
             queue_id,
             name: name.into(),
             attributes,
-        })? {
-            Outcome::Queue(view) => Ok(*view),
-            other => panic!("unexpected outcome {other:?}"),
-        }
+        })
     }
 
     pub fn create(&mut self, name: &str) -> QueueView {
@@ -161,16 +174,27 @@ impl Harness {
         self.try_create(name, attributes).expect("create queue")
     }
 
+    /// Creates the queue `name`, with the default settings, in `account`.
+    pub fn create_in(&mut self, account: &str, name: &str) -> QueueView {
+        self.try_create_in(account, name, QueueAttributes::default())
+            .expect("create queue")
+    }
+
     pub fn try_patch(
         &mut self,
         queue: &str,
         attributes: QueueAttributes,
     ) -> Result<QueueView, EngineError> {
-        match self.apply(Command::PatchQueue {
+        self.apply_to_queue(Command::PatchQueue {
             account: ACCOUNT.into(),
             queue: queue.into(),
             attributes,
-        })? {
+        })
+    }
+
+    /// Applies a create or a patch: the queue's view it answers with.
+    fn apply_to_queue(&mut self, command: Command) -> Result<QueueView, EngineError> {
+        match self.apply(command)? {
             Outcome::Queue(view) => Ok(*view),
             other => panic!("unexpected outcome {other:?}"),
         }
@@ -299,6 +323,14 @@ impl Harness {
             .collect()
     }
 
+    /// The tenant (message group ID) of the message stored under `storage_key`; "" for none.
+    pub fn tenant(&self, storage_key: u64) -> String {
+        self.store
+            .payload(storage_key)
+            .and_then(|p| p.message_group_id)
+            .unwrap_or_default()
+    }
+
     pub fn ack(&mut self, queue: &str, receipt: &str) -> Result<(), EngineError> {
         match self.apply(Command::Ack {
             account: ACCOUNT.into(),
@@ -360,6 +392,30 @@ pub fn refused<T: Debug>(
     err
 }
 
+/// The engine restored from rows as an earlier build wrote them, keys and values in hex.
+pub fn restore_hex(rows: &[(&str, &str)]) -> Engine {
+    let rows = rows
+        .iter()
+        .map(|(k, v)| (hex::decode(k).expect("hex"), hex::decode(v).expect("hex")));
+    Engine::restore("local", rows).expect("the rows restore")
+}
+
+/// Queue attributes with the named scalar fields set (`content_based_deduplication`: 1 is true).
+pub fn attrs(fields: &[(&str, i64)]) -> QueueAttributes {
+    let mut a = QueueAttributes::default();
+    for &(field, value) in fields {
+        match field {
+            "lease_seconds" => a.lease_seconds = Some(value),
+            "delay_seconds" => a.delay_seconds = Some(value),
+            "retention_seconds" => a.retention_seconds = Some(value),
+            "max_message_bytes" => a.max_message_bytes = Some(value),
+            "content_based_deduplication" => a.content_based_deduplication = Some(value == 1),
+            other => panic!("no scalar attribute {other}"),
+        }
+    }
+    a
+}
+
 /// Attributes that set a redrive policy.
 pub fn redrive(target: &str, max_receive_count: i64) -> QueueAttributes {
     QueueAttributes {
@@ -388,17 +444,11 @@ pub fn backoff(initial_seconds: i64, max_seconds: i64, multiplier: f64) -> Queue
 /// fewer in flight than the chosen one, none with as few has an older visible message, and the
 /// message is its tenant's oldest visible one.
 pub fn check_fair_choices(h: &Harness, before: &[MessageMeta], got: &[Delivery]) {
-    let tenant = |key: u64| {
-        h.store
-            .payload(key)
-            .and_then(|p| p.message_group_id)
-            .unwrap_or_default()
-    };
     let now = h.engine.now();
     let mut in_flight: BTreeMap<String, u32> = BTreeMap::new();
     let mut visible: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for m in before {
-        let t = tenant(m.storage_key);
+        let t = h.tenant(m.storage_key);
         let lease_ended = m.until.is_some_and(|u| u <= now);
         match m.state {
             MessageState::Leased if !lease_ended => *in_flight.entry(t).or_default() += 1,
