@@ -4,7 +4,8 @@
 //! Where `Engine`'s methods live:
 //! - here: `new`, `region`, `now`, `next_due`, `reclaim_backlog`, `apply`, `parked_count`,
 //!   `message_bytes`, and the loop's `advance`, `fire`, `execute`;
-//! - [`references`], finding queues: `find`, `find_id`, `lookup`, `queue`, `alloc_seq`;
+//! - [`references`], finding queues: `named`, `find`, `find_id`, `locate`, `lookup`, `queue`,
+//!   `alloc_seq` (over the queues' names, a type of their own in [`names`]);
 //! - [`queues`]: `create_queue`, `patch_queue`, `delete_queue`, `purge`, `tick`,
 //!   `reclaim_later`, `reclaim_some`, `check_redrive`, `foreign_reference`, `check_allow`;
 //! - [`messages`]: `send`, `send_one`, `send_batch`, `receive`, `receive_request`, `lease`,
@@ -39,6 +40,7 @@ use crate::rows::{Changes, PayloadOp, RowKey};
 mod handoff;
 mod messages;
 mod move_tasks;
+mod names;
 mod queries;
 mod queues;
 mod redrive;
@@ -46,6 +48,7 @@ mod references;
 mod stored;
 mod waiters;
 
+use names::QueueNames;
 use redrive::LeaseEnd;
 
 /// The result of applying one entry: the command's outcome (or why it was refused), what the
@@ -69,8 +72,7 @@ pub struct Engine {
     next_seq: u64,
     next_qid: u32,
     queues: BTreeMap<u32, Queue>,
-    by_name: BTreeMap<String, BTreeMap<String, u32>>,
-    by_id: HashMap<Uuid, u32>,
+    names: QueueNames,
     /// Purged or deleted messages still to delete, by queue; ticks delete them in key order.
     reclaim: BTreeMap<u32, Reclaim>,
     /// Where each parked receive waits: its queue and its place in the queue's order.
@@ -97,8 +99,7 @@ impl Engine {
             next_seq: 1,
             next_qid: 1,
             queues: BTreeMap::new(),
-            by_name: BTreeMap::new(),
-            by_id: HashMap::new(),
+            names: QueueNames::default(),
             reclaim: BTreeMap::new(),
             parked: HashMap::new(),
             placement: Placement::default(),

@@ -208,8 +208,8 @@ impl Engine {
             (None, Some(source)) => (source, "the dead-letter source"),
             (None, None) => return Next::Skip(seq),
         };
-        match self.by_id.get(&goes_to.id) {
-            Some(&target) => Next::Move(seq, target),
+        match self.names.by_id(goes_to.id) {
+            Some(target) => Next::Move(seq, target),
             None => Next::Fail(format!(
                 "{gone} {} (id {}) was deleted",
                 goes_to.name, goes_to.id
@@ -252,7 +252,7 @@ impl Engine {
 
     /// The queue of `account` that holds the task `handle`.
     fn find_task(&self, account: &str, handle: Uuid) -> Option<u32> {
-        self.by_name.get(account)?.values().copied().find(|qid| {
+        self.names.of(account)?.values().copied().find(|qid| {
             self.queues
                 .get(qid)
                 .is_some_and(|q| q.move_tasks.iter().any(|t| t.handle == handle))

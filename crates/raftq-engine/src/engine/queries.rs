@@ -36,7 +36,7 @@ impl Engine {
 
     /// The account's queues whose names start with `prefix`, by name.
     pub fn list_queues(&self, account: &str, prefix: &str) -> Vec<QueueView> {
-        let Some(names) = self.by_name.get(account) else {
+        let Some(names) = self.names.of(account) else {
             return Vec::new();
         };
         names
@@ -48,9 +48,8 @@ impl Engine {
 
     /// Every account that holds a queue, by name, with its number of queues.
     pub fn accounts(&self) -> Vec<AccountSummary> {
-        self.by_name
-            .iter()
-            .filter(|(_, names)| !names.is_empty())
+        self.names
+            .accounts()
             .map(|(account, names)| AccountSummary {
                 account: account.clone(),
                 queues: names.len(),
@@ -135,8 +134,8 @@ impl Engine {
     /// Every queue of every account with its counters at `now` and its dead-letter moves, for
     /// monitoring; in account and name order.
     pub fn queue_gauges(&self, now: Millis) -> Vec<QueueGauges> {
-        self.by_name
-            .iter()
+        self.names
+            .accounts()
             .flat_map(|(account, names)| names.iter().map(move |(name, qid)| (account, name, qid)))
             .filter_map(|(account, name, qid)| {
                 let q = self.queues.get(qid)?;
@@ -184,10 +183,8 @@ impl Engine {
     }
 
     pub(super) fn name_ref(&self, account: &str, named: &QueueName) -> QueueRef {
-        let name = self
-            .by_id
-            .get(&named.id)
-            .and_then(|qid| self.queues.get(qid))
+        let name = (self.names.by_id(named.id))
+            .and_then(|qid| self.queues.get(&qid))
             .map_or_else(|| named.name.clone(), |q| q.name.clone());
         QueueRef {
             id: named.id,

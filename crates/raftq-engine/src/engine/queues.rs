@@ -33,14 +33,10 @@ impl Engine {
         attrs: &QueueAttributes,
     ) -> Result<Outcome> {
         let queue_type = validate::queue_name(&name)?;
-        if self
-            .by_name
-            .get(&account)
-            .is_some_and(|names| names.contains_key(&name))
-        {
+        if self.names.by_name(&account, &name).is_some() {
             return Err(EngineError::QueueExists(name));
         }
-        if self.by_id.contains_key(&queue_id) {
+        if self.names.by_id(queue_id).is_some() {
             return Err(EngineError::invalid("queue_id", "is already in use"));
         }
         let mut config = QueueConfig::default();
@@ -76,11 +72,7 @@ impl Engine {
         {
             target.sources.insert(qid);
         }
-        self.by_name
-            .entry(account.clone())
-            .or_default()
-            .insert(name.clone(), qid);
-        self.by_id.insert(queue_id, qid);
+        self.names.insert(&account, &name, queue_id, qid);
         let mut queue = Queue::new(qid, queue_id, account, name, self.context.now, config);
         queue.tags = queue_tags;
         self.queues.insert(qid, queue);
@@ -192,13 +184,7 @@ impl Engine {
         {
             t.sources.remove(&qid);
         }
-        if let Some(names) = self.by_name.get_mut(&q.account) {
-            names.remove(&q.name);
-            if names.is_empty() {
-                self.by_name.remove(&q.account);
-            }
-        }
-        self.by_id.remove(&q.id);
+        self.names.remove(&q.account, &q.name, q.id);
         Ok(Outcome::Deleted)
     }
 

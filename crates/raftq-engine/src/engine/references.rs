@@ -45,7 +45,7 @@ impl Engine {
 
     /// Finds a queue of `account` by name, UUID, CRN or ARN.
     pub(super) fn find(&self, account: &str, reference: &str) -> Option<u32> {
-        let by_name = |name: &str| self.by_name.get(account)?.get(name).copied();
+        let by_name = |name: &str| self.names.by_name(account, name);
         match self.named(account, reference) {
             Named::Id(id) => self.find_id(account, id),
             Named::Name(name) => by_name(name),
@@ -72,7 +72,7 @@ impl Engine {
     }
 
     fn find_id(&self, account: &str, id: Uuid) -> Option<u32> {
-        let qid = *self.by_id.get(&id)?;
+        let qid = self.names.by_id(id)?;
         let q = self.queues.get(&qid)?;
         (q.account == account).then_some(qid)
     }

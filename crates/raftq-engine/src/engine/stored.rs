@@ -216,11 +216,7 @@ impl Engine {
     ) -> Result<(), RowError> {
         for (qid, bytes) in queues {
             let row = QueueRow::decode(version, &bytes)?;
-            self.by_name
-                .entry(row.account.clone())
-                .or_default()
-                .insert(row.name.clone(), qid);
-            self.by_id.insert(row.id, qid);
+            self.names.insert(&row.account, &row.name, row.id, qid);
             let mut q = Queue::new(
                 qid,
                 row.id,
