@@ -55,7 +55,7 @@ impl Engine {
     }
 
     /// The placement's directory entry of the queue of `account` that `reference` names, read
-    /// as [`Engine::find`] reads it in a group: the group a request on the queue goes to, and
+    /// as a group reads it when it finds a queue: the group a request on the queue goes to, and
     /// the queue's id.
     pub fn locate(&self, account: &str, reference: &str) -> Option<&QueueEntry> {
         let by_id = |id: Uuid| {
