@@ -27,6 +27,7 @@ use uuid::Uuid;
 mod clock;
 mod full_disk;
 mod groups;
+mod routing;
 
 const ACCOUNT: &str = "dev";
 
@@ -40,7 +41,7 @@ struct Cluster {
     heartbeat_ms: u64,
     /// Nodes whose log is kept otherwise than on the operating system's disk.
     logs: BTreeMap<u64, raftq_store::LogOptions>,
-    /// The Raft groups every node takes part in: 1 to this.
+    /// The Raft groups the cluster lays out (`NodeConfig::groups`).
     groups: u32,
 }
 
@@ -88,7 +89,7 @@ impl Cluster {
         cluster.launch_all(size).await
     }
 
-    /// A cluster of `size` nodes taking part in Raft groups 1 to `groups`.
+    /// A cluster of `size` nodes that lays out `groups` Raft groups.
     async fn start_groups(size: u64, groups: u32) -> Cluster {
         let logs = BTreeMap::new();
         let mut cluster = Cluster::start_on(0, 20_000, BTreeMap::new(), 50, logs).await;
@@ -581,7 +582,10 @@ async fn parked_receives_outlive_a_leader_change_and_lose_no_message() {
                 .expect("create"),
         );
         let (kept, lost, late) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
-        let mut kept_slot = cluster.node(follower).await_answer(kept);
+        let mut kept_slot = cluster
+            .node(follower)
+            .await_answer(ACCOUNT, "jobs", kept)
+            .await;
         let parked = cluster
             .node(follower)
             .write(receive_wait("jobs", 20, 30, kept))
@@ -603,7 +607,10 @@ async fn parked_receives_outlive_a_leader_change_and_lose_no_message() {
         assert_eq!(node.with_engine(|e| e.parked_count()).expect("engine"), 2);
 
         // A wait parked now ends at its deadline, by the new leader's timer.
-        let mut late_slot = cluster.node(follower).await_answer(late);
+        let mut late_slot = cluster
+            .node(follower)
+            .await_answer(ACCOUNT, "jobs", late)
+            .await;
         let started = Instant::now();
         let parked = cluster
             .node(follower)

@@ -98,7 +98,11 @@ pub async fn receive(shared: &Shared, request: ReceiveRequest) -> Result<Receive
     }
     let deadline = Instant::now() + Duration::from_secs(request.wait_seconds.into());
     let waiter = Uuid::new_v4();
-    let mut slot = shared.api.node.await_answer(waiter);
+    let mut slot = shared
+        .api
+        .node
+        .await_answer(&request.account, &request.queue, waiter)
+        .await;
     // From here until the wait is known to have ended, dropping the guard ends it.
     let mut waiting = Waiting {
         node: Arc::clone(&shared.api.node),

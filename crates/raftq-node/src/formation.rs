@@ -10,9 +10,8 @@
 //! - The lowest-numbered node forms the cluster (saves a new cluster id, then `initialize`) only
 //!   once every listed peer is fresh, so no member of a new cluster can mistake it for one that
 //!   existed before it started. A new cluster therefore forms once all of its nodes have started.
-//!   It initializes every Raft group the node starts with, group 1 last: group 1's state is
-//!   what makes the node a member, so a crash before it leaves the node blank, forming again
-//!   (a group initialized already refuses a second `initialize`, which is then passed over).
+//!   It initializes group 1, the metadata group; the data groups are formed later, as the
+//!   placement lays them out (`groups`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -61,10 +60,9 @@ fn find(answers: &[(NodeId, Option<PeerStatus>)]) -> Finding {
 }
 
 /// Runs until this node is a member or joining. `peers` are the listed members (this node
-/// included); `groups`, every group the node starts with, group 1 (`core`) among them.
+/// included); `core` is group 1.
 pub(crate) async fn run(
     core: Arc<GroupCore>,
-    groups: Vec<Arc<GroupCore>>,
     peers: BTreeMap<NodeId, String>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -110,7 +108,7 @@ pub(crate) async fn run(
             }
             (Standing::Blank, Finding::AllBlank { .. }) => core.node.admission.become_fresh(),
             (Standing::Fresh, Finding::AllBlank { all_fresh: true }) if forms => {
-                form(&core, &groups, &peers).await;
+                form(&core, &peers).await;
             }
             (_, Finding::Unknown) if !waiting_logged => {
                 waiting_logged = true;
@@ -165,9 +163,8 @@ pub(crate) async fn announce(
     }
 }
 
-/// Saves a new cluster id and proposes the listed membership in each of `groups`, group 1
-/// (`core`) last.
-async fn form(core: &GroupCore, groups: &[Arc<GroupCore>], peers: &BTreeMap<NodeId, String>) {
+/// Saves a new cluster id and proposes the listed membership in group 1 (`core`).
+async fn form(core: &GroupCore, peers: &BTreeMap<NodeId, String>) {
     let id = match core.node.admission.form().await {
         Ok(id) => id,
         Err(e) => {
@@ -179,20 +176,12 @@ async fn form(core: &GroupCore, groups: &[Arc<GroupCore>], peers: &BTreeMap<Node
         .iter()
         .map(|(id, addr)| (*id, BasicNode::new(addr)))
         .collect();
-    let others = groups.iter().filter(|g| g.group != core.group);
-    for group in others.map(|g| g.as_ref()).chain([core]) {
-        match group.raft.initialize(members.clone()).await {
-            Ok(()) => {
-                tracing::info!(node = core.node.id, cluster = %id, group = %group.group, "formed the cluster")
-            }
-            Err(RaftError::APIError(e)) => {
-                tracing::info!(node = core.node.id, group = %group.group, reason = %e, "cluster already formed")
-            }
-            Err(e) => {
-                tracing::error!(group = %group.group, error = %e, "cannot form the cluster");
-                return;
-            }
+    match core.raft.initialize(members).await {
+        Ok(()) => tracing::info!(node = core.node.id, cluster = %id, "formed the cluster"),
+        Err(RaftError::APIError(e)) => {
+            tracing::info!(node = core.node.id, reason = %e, "cluster already formed")
         }
+        Err(e) => tracing::error!(error = %e, "cannot form the cluster"),
     }
 }
 

@@ -10,10 +10,12 @@
 
 mod admission;
 mod clock;
+mod config;
 mod error;
 mod formation;
 mod gate;
 mod group_commit;
+mod groups;
 mod member;
 mod network;
 mod node;
@@ -22,6 +24,7 @@ mod probe;
 mod protocol;
 mod query;
 mod receiving;
+mod router;
 mod service;
 mod snapshots;
 mod space;
@@ -35,11 +38,12 @@ pub mod rpc {
 }
 
 pub use clock::{now_ms, WallClock};
+pub use config::NodeConfig;
 pub use error::{Halted, NodeError, StartError};
 pub use member::membership::{Change, ChangeError, ChangeResult, LONGEST as LONGEST_CHANGE};
 pub use member::status::{Member, NodeStatus, Role};
 pub use network::{refused, Answer, MemoryNetwork, Method as PeerMethod};
-pub use node::{Node, NodeConfig, PeerTransport};
+pub use node::{Node, PeerTransport};
 pub use protocol::PEER_PROTOCOL;
 pub use query::{question, Query, QueryResult, Question};
 pub use raftq_store::backup::BackupSummary;

@@ -5,18 +5,15 @@
 //! Time: the leader stamps each entry with its clock (milliseconds since the Unix epoch) when it
 //! proposes it; the state machine never reads a clock.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use openraft::{Config, Raft, SnapshotPolicy};
+use openraft::Raft;
 use raftq_engine::{Command, Engine, EngineError};
 use raftq_store::backup::{self, BackupSummary};
 use raftq_store::{
-    Database, GroupId, GroupStorage, LogOptions, LogStore, NodeId, NodeStore, Response,
-    StateOptions, Storage, TypeConfig, WaitSlot,
+    Database, GroupId, GroupStorage, LogStore, NodeId, Response, Storage, TypeConfig, WaitSlot,
 };
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
@@ -25,32 +22,26 @@ use tokio::time::Instant;
 use tonic::transport::server::TcpIncoming;
 
 use crate::admission::{Admission, Standing};
-use crate::clock::{LeaderClock, WallClock};
+use crate::clock::LeaderClock;
+use crate::config::NodeConfig;
 use crate::error::{Halted, NodeError, StartError};
-use crate::group_commit::GroupCommit;
+use crate::formation;
+use crate::groups::{self, Launcher};
 use crate::member::membership::{Change, ChangeResult};
 use crate::member::routing::LEADER_WAIT;
 use crate::member::status::NodeStatus;
 use crate::member::{GroupCore, Groups, NodeCore};
-use crate::network::{Dial, MemoryNetwork, Network, Partition, PeerClients, WINDOW};
+use crate::network::{Dial, MemoryNetwork, Partition, PeerClients, WINDOW};
 use crate::protocol::Announced;
 use crate::query::{question, Query, QueryResult, Question};
-use crate::receiving::SnapshotReceiver;
+use crate::router::Router;
 use crate::rpc::raft_server::RaftServer;
 use crate::service::{self, Delivery, PeerService};
 use crate::space::{self, Space, SpaceReading};
 use crate::tls::PeerTls;
-use crate::{formation, gate};
-use crate::{snapshots, timer};
 
 /// How long shutdown waits for openraft's tasks to release the database.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
-
-/// Log entries one replication request may cover (openraft's default is 300). The network sends
-/// them in requests of at most [`APPEND_BYTES`](crate::network::APPEND_BYTES); a new leader
-/// probes where a follower's log matches its own with this many entries at a time, which fewer
-/// keeps cheap, while more let a follower that fell behind catch up in fewer round trips.
-const MAX_PAYLOAD_ENTRIES: u64 = 32;
 
 /// How a node talks to its peers: over TCP (HTTP/2, with TLS when configured), or in memory.
 pub enum PeerTransport {
@@ -63,84 +54,14 @@ pub enum PeerTransport {
     },
 }
 
-/// What a node needs to know to start.
-#[derive(Debug, Clone)]
-pub struct NodeConfig {
-    pub id: NodeId,
-    /// Raft addresses of every member of a new cluster, this node included (`host:port`): used
-    /// to form the cluster on the first start. A restarted node goes by the membership in its log.
-    pub peers: BTreeMap<NodeId, String>,
-    /// A member's peer address, for a node that starts to be added to a running cluster (it
-    /// never forms one); `peers` is then unused.
-    pub join: Option<String>,
-    /// Where the database lives.
-    pub data_dir: PathBuf,
-    /// The region this cluster serves.
-    pub region: String,
-    /// Build a snapshot (and purge the log behind it) once at least this many entries were
-    /// applied since the last one, and the log since then outweighs it (see `snapshots`).
-    pub snapshot_after_logs: u64,
-    /// Milliseconds between heartbeats. The election timeout is 5 to 7 of them: a follower
-    /// that knew a leader waits out its lease (the longest timeout) and then a random timeout
-    /// before it stands, 12 to 14 heartbeats after the last one it heard.
-    pub heartbeat_ms: u64,
-    /// How far this node's clock may run ahead of the cluster's time (see `clock`).
-    pub max_clock_skew_ms: u64,
-    /// Where this node reads the time.
-    pub wall_clock: WallClock,
-    /// Mutual TLS with the peers; without it peer traffic is plaintext and unauthenticated.
-    pub peer_tls: Option<PeerTls>,
-    /// Where the Raft log keeps its segment files and runs its slow work: the data directory's
-    /// `log/` on the operating system's disk, with threads of its own, unless a simulation says
-    /// otherwise.
-    pub log: LogOptions,
-    /// How the state store closes: written out, unless a simulation crashes the node.
-    pub state: StateOptions,
-    /// While it leads, the node refuses writes that add data (`storage_full`) once its data
-    /// directory's file system has fewer free bytes than this (0: never; see `space`).
-    pub min_free_bytes: u64,
-    /// The Raft groups the node takes part in: groups 1 to this, each with every node of
-    /// `peers` a member. A fixed layout, for tests of many groups; 1 unless set.
-    pub groups: u32,
-}
-
-impl NodeConfig {
-    /// Milliseconds between heartbeats unless set otherwise. openraft gives an append one
-    /// heartbeat interval to be answered; see docs/cluster.md ("Timing") for how it was chosen.
-    pub const DEFAULT_HEARTBEAT_MS: u64 = 50;
-    /// How far a clock may run ahead unless set otherwise.
-    pub const DEFAULT_MAX_CLOCK_SKEW_MS: u64 = 500;
-    /// Free bytes below which writes that add data are refused unless set otherwise: room for
-    /// RocksDB's flushes and compactions, a snapshot of a modest state and a few log segments.
-    pub const DEFAULT_MIN_FREE_BYTES: u64 = 256 << 20;
-
-    /// Defaults for a member `id` of the cluster `peers`.
-    pub fn new(id: NodeId, peers: BTreeMap<NodeId, String>, data_dir: PathBuf) -> NodeConfig {
-        NodeConfig {
-            id,
-            peers,
-            join: None,
-            data_dir,
-            region: "local".into(),
-            snapshot_after_logs: 20_000,
-            heartbeat_ms: Self::DEFAULT_HEARTBEAT_MS,
-            max_clock_skew_ms: Self::DEFAULT_MAX_CLOCK_SKEW_MS,
-            wall_clock: WallClock::system(),
-            peer_tls: None,
-            log: LogOptions::default(),
-            state: StateOptions::default(),
-            min_free_bytes: Self::DEFAULT_MIN_FREE_BYTES,
-            groups: 1,
-        }
-    }
-}
-
 /// A running node.
 pub struct Node {
     /// Group 1, which every call that names no group is for.
     core: Arc<GroupCore>,
     /// Every group this node takes part in, group 1 among them.
     groups: Arc<Groups>,
+    /// Where each client request goes (the group of its queue).
+    router: Router,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
     /// The groups' group-commit tasks; they end when aborted at shutdown.
@@ -188,25 +109,6 @@ fn storage_error(e: raftq_store::StorageError) -> StartError {
     } else {
         StartError::Storage(e)
     }
-}
-
-/// openraft's settings for this node.
-fn raft_config(config: &NodeConfig) -> Result<Config, StartError> {
-    Config {
-        cluster_name: "raftq".into(),
-        heartbeat_interval: config.heartbeat_ms,
-        // The longest timeout is also the followers' leader lease, which a leader handing
-        // over waits out: 7 heartbeats keep a planned handover under half a second.
-        election_timeout_min: 5 * config.heartbeat_ms,
-        election_timeout_max: 7 * config.heartbeat_ms,
-        // `snapshots::run` asks for them.
-        snapshot_policy: SnapshotPolicy::Never,
-        max_in_snapshot_log_to_keep: 0,
-        max_payload_entries: MAX_PAYLOAD_ENTRIES,
-        ..Default::default()
-    }
-    .validate()
-    .map_err(|e| StartError::Config(e.to_string()))
 }
 
 /// Serves the peer service over `transport` (on TCP, over mutual TLS with the configured peer
@@ -305,73 +207,10 @@ fn node_core(
     })
 }
 
-/// Starts openraft for `group` on its `storage`, and the group commit that proposes to it;
-/// returns the state the group's tasks share, and the group-commit task.
-async fn start_group(
-    config: &NodeConfig,
-    node: &Arc<NodeCore>,
-    group: GroupId,
-    storage: GroupStorage,
-) -> Result<(Arc<GroupCore>, JoinHandle<()>), StartError> {
-    let GroupStorage { log, state_machine } = storage;
-    let reader = state_machine.reader();
-    let awaited = state_machine.awaited();
-    let network = Network {
-        peers: node.raft_peers.clone(),
-        group,
-    };
-    let raft = Raft::new(
-        config.id,
-        Arc::new(raft_config(config)?),
-        network.clone(),
-        log.clone(),
-        state_machine,
-    )
-    .await
-    .map_err(|e| StartError::Raft(e.to_string()))?;
-    // The election gate keeps them so; off from the start for a node that may not stand.
-    raft.runtime_config().elect(node.admission.may_stand());
-    log_if_flags_differ(config, &raft, node.admission.standing()).await;
-    let (group_commit, committing) =
-        GroupCommit::start(raft.clone(), LEADER_WAIT, awaited, Arc::clone(&node.clock));
-    let core = Arc::new(GroupCore {
-        group,
-        node: Arc::clone(node),
-        raft,
-        group_commit,
-        reader,
-        log,
-        network,
-        receiver: SnapshotReceiver::new(config.log.work),
-        handing_over: Default::default(),
-        changing: tokio::sync::Mutex::new(()),
-        elections_held_back: Default::default(),
-        leader_commit: Default::default(),
-        appends: Default::default(),
-    });
-    Ok((core, committing))
-}
-
-/// The storage of every group this node starts with: group 1's (`first`), then groups 2 to
-/// `config.groups` opened from `store`.
-fn group_storages(
-    config: &NodeConfig,
-    store: &NodeStore,
-    first: GroupStorage,
-) -> Result<Vec<(GroupId, GroupStorage)>, StartError> {
-    let mut storages = vec![(GroupId::FIRST, first)];
-    for group in (2..=config.groups).map(GroupId) {
-        let storage = store.open_group(group).map_err(storage_error)?;
-        storages.push((group, storage));
-    }
-    Ok(storages)
-}
-
 /// The tasks that bring a node into its cluster: forming it (`forming`: the node found no
 /// cluster in its data directory) and announcing a joining node to the member it was given.
 fn spawn_enrolment(
     core: &Arc<GroupCore>,
-    groups: &Groups,
     config: &NodeConfig,
     forming: bool,
     signal: &watch::Receiver<bool>,
@@ -380,7 +219,6 @@ fn spawn_enrolment(
     if forming {
         tasks.push(tokio::spawn(formation::run(
             Arc::clone(core),
-            groups.all(),
             config.peers.clone(),
             signal.clone(),
         )));
@@ -393,32 +231,6 @@ fn spawn_enrolment(
         )));
     }
     tasks
-}
-
-/// The tasks of one group on this node: its election gate, snapshot policy (telling `not_due`
-/// when group 1's finds no snapshot due) and timer.
-fn spawn_group_tasks(
-    core: &Arc<GroupCore>,
-    config: &NodeConfig,
-    not_due: &watch::Sender<Option<u64>>,
-    signal: &watch::Receiver<bool>,
-) -> Vec<JoinHandle<()>> {
-    let not_due = match core.group {
-        GroupId::FIRST => not_due.clone(),
-        _ => watch::Sender::new(None),
-    };
-    vec![
-        tokio::spawn(gate::run(Arc::clone(core), signal.clone())),
-        tokio::spawn(snapshots::run(
-            core.raft.clone(),
-            core.reader.clone(),
-            core.log.appended(),
-            config.snapshot_after_logs,
-            not_due,
-            signal.clone(),
-        )),
-        tokio::spawn(timer::run(Arc::clone(core), signal.clone())),
-    ]
 }
 
 impl Node {
@@ -446,21 +258,27 @@ impl Node {
         let dial = dial(&config, &transport, &admission);
         let node = node_core(&config, dial, admission, &log);
         let groups = Arc::new(Groups::default());
-        let mut committing = Vec::new();
-        for (group, storage) in
-            group_storages(&config, &store, GroupStorage { log, state_machine })?
-        {
-            let (core, task) = start_group(&config, &node, group, storage).await?;
-            groups.insert(core);
-            committing.push(task);
-        }
-        let core = groups
-            .get(GroupId::FIRST)
-            .ok_or_else(|| StartError::Raft("group 1 did not start".into()))?;
         let (shutdown, signal) = watch::channel(false);
         let not_due = watch::Sender::new(None);
         #[cfg(feature = "testing")]
         let snapshot_not_due = not_due.subscribe();
+        let launcher = Launcher {
+            config: config.clone(),
+            node: Arc::clone(&node),
+            store: store.clone(),
+            groups: Arc::clone(&groups),
+            signal: signal.clone(),
+        };
+        let first = launcher
+            .start(GroupId::FIRST, GroupStorage { log, state_machine }, not_due)
+            .await?;
+        let core = Arc::clone(&first.core);
+        let mut started = vec![first];
+        for group in store.groups().into_iter().filter(|g| *g != GroupId::FIRST) {
+            let storage = store.open_group(group).map_err(storage_error)?;
+            let not_due = watch::Sender::new(None);
+            started.push(launcher.start(group, storage, not_due).await?);
+        }
         let mut tasks = vec![spawn_peer_service(
             Arc::clone(&node),
             Arc::clone(&groups),
@@ -468,15 +286,23 @@ impl Node {
             transport,
             signal.clone(),
         )];
-        tasks.extend(spawn_enrolment(&core, &groups, &config, forming, &signal));
+        tasks.extend(spawn_enrolment(&core, &config, forming, &signal));
         tasks.push(tokio::spawn(space::run(
             Arc::clone(&node.space),
             signal.clone(),
         )));
-        for group in groups.all() {
-            tasks.extend(spawn_group_tasks(&group, &config, &not_due, &signal));
+        let mut committing = Vec::new();
+        for group in started {
+            tasks.extend(group.tasks);
+            committing.push(group.committing);
         }
+        tasks.push(tokio::spawn(groups::run(
+            launcher,
+            Arc::clone(&core),
+            signal,
+        )));
         Ok(Node {
+            router: Router::new(Arc::clone(&core), Arc::clone(&groups)),
             core,
             groups,
             shutdown,
@@ -636,14 +462,14 @@ impl Node {
     /// the state machine's response. Success means committed on a majority and applied.
     pub async fn write(&self, command: Command) -> Result<Response, NodeError> {
         tracing::trace!(target: "raftq::stage", stage = "write");
-        let reply = self.core.route(&command).await;
+        let reply = self.router.write(command).await;
         tracing::trace!(target: "raftq::stage", stage = "written");
         reply
     }
 
     /// A linearizable read, answered by the leader (forwarding when this node is not it).
     pub async fn read(&self, query: Query) -> Result<Result<QueryResult, EngineError>, NodeError> {
-        self.core.route(&query).await
+        self.router.read(query).await
     }
 
     /// A linearizable read of a typed question: its answer as the question's type.
@@ -692,11 +518,11 @@ impl Node {
         }
     }
 
-    /// Registers a parked receive of this node's client as `waiter`, until the slot is dropped:
-    /// the slot gets the answer to its wait when this node applies the entry that ends it. Take
-    /// it before proposing the receive.
-    pub fn await_answer(&self, waiter: uuid::Uuid) -> WaitSlot {
-        self.core.reader.waiters().register(waiter)
+    /// Registers a parked receive of this node's client on queue `queue` of `account` as
+    /// `waiter`, until the slot is dropped: the slot gets the answer to its wait when this node
+    /// applies the entry that ends it. Take it before proposing the receive.
+    pub async fn await_answer(&self, account: &str, queue: &str, waiter: uuid::Uuid) -> WaitSlot {
+        self.router.await_answer(account, queue, waiter).await
     }
 
     /// Stops the node: Raft, the peer service and the timer.
@@ -712,14 +538,15 @@ impl Node {
             ..
         } = self;
         let _ = shutdown.send(true);
-        for group in groups.all() {
-            if let Err(e) = group.raft.shutdown().await {
-                tracing::warn!(group = %group.group, error = %e, "raft shutdown");
-            }
-        }
+        let first = groups.all();
+        shut_down(&first).await;
         for task in tasks {
             let _ = task.await;
         }
+        // Groups the lifecycle started while the node was shutting down.
+        let mut later = groups.all();
+        later.retain(|group| first.iter().all(|f| f.group != group.group));
+        shut_down(&later).await;
         for task in committing {
             task.abort();
             let _ = task.await;
@@ -732,6 +559,15 @@ impl Node {
         }
         if database.is_open() {
             tracing::warn!("the database is still open after shutdown");
+        }
+    }
+}
+
+/// Shuts the Raft instances of `groups` down.
+async fn shut_down(groups: &[Arc<GroupCore>]) {
+    for group in groups {
+        if let Err(e) = group.raft.shutdown().await {
+            tracing::warn!(group = %group.group, error = %e, "raft shutdown");
         }
     }
 }
@@ -759,34 +595,5 @@ async fn serve_peers<S, IO, E>(
         .await;
     if let Err(e) = result {
         tracing::error!(error = %e, "peer service stopped");
-    }
-}
-
-/// Says when a restarted node's membership, which it goes by, differs from its flags. Read
-/// from the Raft state, which holds the membership loaded from the log (the metrics may not
-/// show it yet).
-async fn log_if_flags_differ(config: &NodeConfig, raft: &Raft<TypeConfig>, standing: Standing) {
-    if standing != Standing::Member || config.join.is_some() {
-        return;
-    }
-    let Ok(stored) = raft
-        .with_raft_state(|st| {
-            st.membership_state
-                .effective()
-                .membership()
-                .nodes()
-                .map(|(id, n)| (*id, n.addr.clone()))
-                .collect::<BTreeMap<NodeId, String>>()
-        })
-        .await
-    else {
-        return;
-    };
-    if stored != config.peers {
-        tracing::info!(
-            ?stored,
-            flags = ?config.peers,
-            "the membership in the log differs from --peers; the log's is used"
-        );
     }
 }

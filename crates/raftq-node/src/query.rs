@@ -71,6 +71,25 @@ pub enum Query {
     },
 }
 
+impl Query {
+    /// The account and the queue reference of a query on one queue: where it is routed, and
+    /// what the router replaces with the queue's id (see `Command::queue_mut`). `None` for the
+    /// queries on every queue or on none.
+    pub fn queue_mut(&mut self) -> Option<(&str, &mut String)> {
+        match self {
+            Query::GetQueue { account, queue }
+            | Query::Peek { account, queue, .. }
+            | Query::Stats { account, queue }
+            | Query::DeadLetterSources { account, queue }
+            | Query::Deliverable { account, queue }
+            | Query::MoveTasks { account, queue }
+            | Query::StorageKeys { account, queue, .. }
+            | Query::Scheduled { account, queue, .. } => Some((account.as_str(), queue)),
+            Query::ListQueues { .. } | Query::Accounts | Query::AppliedIndex => None,
+        }
+    }
+}
+
 /// The answer to a [`Query`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum QueryResult {

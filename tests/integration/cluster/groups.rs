@@ -1,6 +1,10 @@
-//! Nodes taking part in several Raft groups: each group elects, replicates and applies on its
-//! own over the nodes' shared connections, and keeps its state apart from the others'.
+//! Clusters of several Raft groups: the metadata group (1) lays out the data groups, each
+//! formed once by its first member; each group elects, replicates and applies on its own over
+//! the nodes' shared connections, and keeps its state apart from the others'.
 
+use std::collections::BTreeSet;
+
+use raftq_engine::placement::{GroupEntry, Placement};
 use raftq_store::GroupId;
 
 use super::*;
@@ -13,20 +17,15 @@ impl Cluster {
         self.leader_apart_from(group, None).await
     }
 
-    /// The leader of `group` that the running nodes other than `away` agree on (`away` not
-    /// among the candidates), once they do.
+    /// The leader of `group` that the running nodes taking part in it, other than `away`,
+    /// agree on (`away` not among the candidates), once they do.
     async fn leader_apart_from(&self, group: GroupId, away: Option<u64>) -> u64 {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             let leaders: Vec<Option<u64>> = (self.nodes.iter())
                 .filter(|(id, _)| Some(**id) != away)
-                .map(|(_, n)| {
-                    n.raft_of(group)
-                        .expect("group")
-                        .metrics()
-                        .borrow()
-                        .current_leader
-                })
+                .filter_map(|(_, n)| n.raft_of(group).ok())
+                .map(|raft| raft.metrics().borrow().current_leader)
                 .collect();
             if let Some(Some(l)) = leaders.first() {
                 let agreed = leaders.iter().all(|x| x == &Some(*l));
@@ -42,22 +41,41 @@ impl Cluster {
         }
     }
 
-    /// Waits until every running node holds the same state of `group`; returns it.
-    async fn converged_in(&self, group: GroupId) -> (Option<u64>, String) {
+    /// Waits until every running node taking part in `group` holds the same state of it, and
+    /// at least `members` nodes do; returns it.
+    async fn converged_in(&self, group: GroupId, members: usize) -> (Option<u64>, String) {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
-            let digests: Vec<_> = self
-                .nodes
-                .values()
-                .map(|n| n.digest_of(group).expect("state digest"))
+            let digests: Vec<_> = (self.nodes.values())
+                .filter_map(|n| n.digest_of(group).ok())
                 .collect();
-            if digests.windows(2).all(|w| w[0] == w[1]) {
+            if digests.len() >= members && digests.windows(2).all(|w| w[0] == w[1]) {
                 return digests[0].clone();
             }
             assert!(
                 Instant::now() < deadline,
                 "group {group}: states differ: {digests:?}"
             );
+            sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The placement node `id` applied.
+    pub(super) fn placement(&self, id: u64) -> Placement {
+        let node = self.node(id);
+        node.with_engine(|engine| engine.placement().clone())
+            .expect("the applied state")
+    }
+
+    /// Waits until node `id`'s placement shows every data group formed; returns the groups.
+    pub(super) async fn formed(&self, id: u64) -> BTreeMap<u32, GroupEntry> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let groups = self.placement(id).groups().clone();
+            if groups.len() == self.groups as usize && groups.values().all(|g| g.formed) {
+                return groups;
+            }
+            assert!(Instant::now() < deadline, "groups not formed: {groups:?}");
             sleep(Duration::from_millis(50)).await;
         }
     }
@@ -85,7 +103,7 @@ async fn fill(cluster: &Cluster, via: u64, count: usize) {
 
 /// The counters of queue `name` in `group`, read through `node`: `None` when the group holds
 /// no such queue.
-async fn stats_in(node: &Node, group: GroupId, name: &str) -> Option<QueueStats> {
+pub(super) async fn stats_in(node: &Node, group: GroupId, name: &str) -> Option<QueueStats> {
     let query = Query::Stats {
         account: ACCOUNT.into(),
         queue: name.into(),
@@ -108,7 +126,7 @@ async fn groups_elect_replicate_and_keep_their_state_apart() {
         fill(&cluster, 3, 5).await;
         let mut states = Vec::new();
         for group in every_group() {
-            let (applied, digest) = cluster.converged_in(group).await;
+            let (applied, digest) = cluster.converged_in(group, 3).await;
             assert!(applied.is_some(), "group {group} applied its entries");
             states.push(digest);
         }
@@ -163,7 +181,7 @@ async fn a_leader_cut_off_loses_only_the_groups_it_led() {
             .await
             .expect("group 2 commits without the node cut off");
         isolate(&cluster, away, false);
-        let (applied, _) = cluster.converged_in(GroupId(2)).await;
+        let (applied, _) = cluster.converged_in(GroupId(2), 3).await;
         assert!(applied.is_some());
         let stats = stats_in(cluster.node(away), GroupId(2), "after").await;
         assert!(stats.is_some(), "the node back has group 2's queue");
@@ -195,6 +213,71 @@ async fn every_group_comes_back_when_every_node_restarts() {
                 Some(3),
                 "{name} after the restart"
             );
+        }
+    })
+    .await
+    .expect("within the time bound");
+}
+
+#[tokio::test]
+async fn the_metadata_group_lays_out_the_data_groups_and_each_is_formed_once() {
+    timeout(Duration::from_secs(120), async {
+        let mut cluster = Cluster::start_groups(5, 4).await;
+        let groups = cluster.formed(1).await;
+        assert_eq!(
+            groups[&1].members,
+            (1..=5).collect(),
+            "group 1 is on every node"
+        );
+        for (number, entry) in groups.iter().filter(|(n, _)| **n != 1) {
+            let group = GroupId(*number);
+            assert_eq!(entry.members.len(), 3, "group {group}: three replicas");
+            let leader = cluster.leader_of(group).await;
+            assert!(
+                entry.members.contains(&leader),
+                "group {group} is led by a member"
+            );
+            let running: BTreeSet<u64> = (cluster.nodes.iter())
+                .filter(|(_, n)| n.raft_of(group).is_ok())
+                .map(|(id, _)| *id)
+                .collect();
+            assert_eq!(
+                running, entry.members,
+                "group {group} runs on its members only"
+            );
+            let raft = cluster.node(leader).raft_of(group).expect("group");
+            let voters: BTreeSet<u64> = raft
+                .metrics()
+                .borrow()
+                .membership_config
+                .membership()
+                .voter_ids()
+                .collect();
+            assert_eq!(voters, entry.members, "group {group}: its Raft voters");
+            let name = format!("q{group}");
+            let node = cluster.node(leader);
+            node.write_in(group, create(&name, QueueAttributes::default()))
+                .await
+                .unwrap_or_else(|e| panic!("group {group}: create: {e}"));
+        }
+        for id in 1..=5 {
+            cluster.stop(id).await;
+        }
+        for id in 1..=5 {
+            cluster.restart(id).await;
+        }
+        assert_eq!(
+            cluster.formed(3).await,
+            groups,
+            "the layout survives the restart"
+        );
+        for (number, entry) in groups.iter().filter(|(n, _)| **n != 1) {
+            let group = GroupId(*number);
+            let leader = cluster.leader_of(group).await;
+            let name = format!("q{group}");
+            let stats = stats_in(cluster.node(leader), group, &name).await;
+            assert!(stats.is_some(), "{name} after the restart");
+            cluster.converged_in(group, entry.members.len()).await;
         }
     })
     .await

@@ -100,35 +100,50 @@ pub(crate) struct GroupCore {
 }
 
 /// The Raft groups this node takes part in, by id (in order, so that whatever goes over them
-/// goes in the same order every time).
+/// goes in the same order every time), and whether the placement lays out data groups.
 #[derive(Default)]
-pub(crate) struct Groups(RwLock<BTreeMap<GroupId, Arc<GroupCore>>>);
+pub(crate) struct Groups {
+    groups: RwLock<BTreeMap<GroupId, Arc<GroupCore>>>,
+    /// Set once this node saw the placement bootstrapped (it never goes back): until then
+    /// every request is group 1's, without a look at the directory.
+    laid_out: AtomicBool,
+}
 
 impl Groups {
     /// The group `group`, if this node takes part in it.
     pub fn get(&self, group: GroupId) -> Option<Arc<GroupCore>> {
-        let groups = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        let groups = self.groups.read().unwrap_or_else(PoisonError::into_inner);
         groups.get(&group).cloned()
     }
 
     /// Adds `core`'s group.
     pub fn insert(&self, core: Arc<GroupCore>) {
-        let mut groups = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        let mut groups = self.groups.write().unwrap_or_else(PoisonError::into_inner);
         groups.insert(core.group, core);
     }
 
     /// Every group, in order.
     pub fn all(&self) -> Vec<Arc<GroupCore>> {
-        let groups = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        let groups = self.groups.read().unwrap_or_else(PoisonError::into_inner);
         groups.values().cloned().collect()
     }
 
     /// Lets go of every group, so that what they hold (the database) can close.
     pub fn clear(&self) {
-        self.0
+        self.groups
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
+    }
+
+    /// Records that the placement is bootstrapped.
+    pub fn note_laid_out(&self) {
+        self.laid_out.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether this node saw the placement bootstrapped.
+    pub fn laid_out(&self) -> bool {
+        self.laid_out.load(Ordering::Relaxed)
     }
 }
 

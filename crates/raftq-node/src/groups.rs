@@ -1,0 +1,382 @@
+//! The Raft groups on this node: starting one ([`Launcher::start`]: its openraft instance, its
+//! group commit and its tasks) and following the placement that the metadata group applies
+//! ([`run`]).
+//!
+//! A node starts group 1, the metadata group (every node a member), and every group its
+//! database holds state of. Then [`run`] reads the placement group 1 applied, every [`EVERY`]:
+//! - while the placement is not bootstrapped, the leader of group 1 proposes the bootstrap,
+//!   over group 1's voters, when this node was started to lay out more than one group
+//!   (`NodeConfig::groups`); a cluster that ran as one group until then keeps its queues in
+//!   group 1 (the bootstrap adopts them);
+//! - it starts every data group whose members include this node;
+//! - the first member of a group not yet formed initializes it, but only when its own log of
+//!   the group is empty and every other member answered that it holds no log of the group
+//!   either, and then has `GroupFormed` recorded through group 1's leader. A formed group is
+//!   never initialized again; a member that crashed between the two finds its log not empty
+//!   and only records `GroupFormed`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use openraft::error::RaftError;
+use openraft::{BasicNode, Config, Raft, SnapshotPolicy};
+use raftq_engine::placement::{GroupEntry, PlacementCommand, PlacementError, METADATA_GROUP};
+use raftq_engine::{Command, EngineError};
+use raftq_store::{GroupId, GroupStorage, NodeId, NodeStore, TypeConfig};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::admission::Standing;
+use crate::config::NodeConfig;
+use crate::error::StartError;
+use crate::group_commit::GroupCommit;
+use crate::member::routing::LEADER_WAIT;
+use crate::member::{GroupCore, Groups, NodeCore};
+use crate::network::Network;
+use crate::receiving::SnapshotReceiver;
+use crate::{gate, snapshots, timer};
+
+/// Log entries one replication request may cover (openraft's default is 300). The network sends
+/// them in requests of at most [`APPEND_BYTES`](crate::network::APPEND_BYTES); a new leader
+/// probes where a follower's log matches its own with this many entries at a time, which fewer
+/// keeps cheap, while more let a follower that fell behind catch up in fewer round trips.
+const MAX_PAYLOAD_ENTRIES: u64 = 32;
+
+/// How often the lifecycle reads the placement.
+const EVERY: Duration = Duration::from_millis(200);
+/// How long a member may take to answer whether it holds a log of a group being formed.
+const PING_TIMEOUT: Duration = Duration::from_millis(250);
+/// The replicas of each data group a bootstrap lays out.
+pub(crate) const DATA_REPLICAS: u32 = 3;
+
+/// What starting a group needs, kept by the lifecycle for the groups it starts later.
+pub(crate) struct Launcher {
+    pub config: NodeConfig,
+    pub node: Arc<NodeCore>,
+    pub store: NodeStore,
+    pub groups: Arc<Groups>,
+    pub signal: watch::Receiver<bool>,
+}
+
+/// A group started on this node: its shared state, its tasks (election gate, snapshot policy,
+/// timer), which end on the shutdown signal, and its group-commit task, which is aborted.
+pub(crate) struct Started {
+    pub core: Arc<GroupCore>,
+    pub tasks: Vec<JoinHandle<()>>,
+    pub committing: JoinHandle<()>,
+}
+
+impl Launcher {
+    /// Starts openraft for `group` on `storage`, its group commit and its tasks, and adds it to
+    /// the node's groups. The snapshot policy tells `not_due` when it finds no snapshot due.
+    pub async fn start(
+        &self,
+        group: GroupId,
+        storage: GroupStorage,
+        not_due: watch::Sender<Option<u64>>,
+    ) -> Result<Started, StartError> {
+        let GroupStorage { log, state_machine } = storage;
+        let reader = state_machine.reader();
+        let awaited = state_machine.awaited();
+        let network = Network {
+            peers: self.node.raft_peers.clone(),
+            group,
+        };
+        let raft = Raft::new(
+            self.config.id,
+            Arc::new(raft_config(&self.config)?),
+            network.clone(),
+            log.clone(),
+            state_machine,
+        )
+        .await
+        .map_err(|e| StartError::Raft(e.to_string()))?;
+        // The election gate keeps them so; off from the start for a node that may not stand.
+        raft.runtime_config().elect(self.node.admission.may_stand());
+        log_if_flags_differ(&self.config, &raft, self.node.admission.standing()).await;
+        let (group_commit, committing) = GroupCommit::start(
+            raft.clone(),
+            LEADER_WAIT,
+            awaited,
+            Arc::clone(&self.node.clock),
+        );
+        let core = Arc::new(GroupCore {
+            group,
+            node: Arc::clone(&self.node),
+            raft,
+            group_commit,
+            reader,
+            log,
+            network,
+            receiver: SnapshotReceiver::new(self.config.log.work),
+            handing_over: Default::default(),
+            changing: tokio::sync::Mutex::new(()),
+            elections_held_back: Default::default(),
+            leader_commit: Default::default(),
+            appends: Default::default(),
+        });
+        let tasks = vec![
+            tokio::spawn(gate::run(Arc::clone(&core), self.signal.clone())),
+            tokio::spawn(snapshots::run(
+                core.raft.clone(),
+                core.reader.clone(),
+                core.log.appended(),
+                self.config.snapshot_after_logs,
+                not_due,
+                self.signal.clone(),
+            )),
+            tokio::spawn(timer::run(Arc::clone(&core), self.signal.clone())),
+        ];
+        self.groups.insert(Arc::clone(&core));
+        Ok(Started {
+            core,
+            tasks,
+            committing,
+        })
+    }
+
+    /// Opens `group`'s storage and starts it, unless it runs already.
+    async fn start_missing(&self, group: GroupId) -> Result<Option<Started>, StartError> {
+        if self.groups.get(group).is_some() {
+            return Ok(None);
+        }
+        let storage = self.store.open_group(group).map_err(StartError::Storage)?;
+        let started = self.start(group, storage, watch::Sender::new(None)).await?;
+        tracing::info!(node = self.config.id, %group, "started the group");
+        Ok(Some(started))
+    }
+}
+
+/// openraft's settings for a group on this node.
+fn raft_config(config: &NodeConfig) -> Result<Config, StartError> {
+    Config {
+        cluster_name: "raftq".into(),
+        heartbeat_interval: config.heartbeat_ms,
+        // The longest timeout is also the followers' leader lease, which a leader handing
+        // over waits out: 7 heartbeats keep a planned handover under half a second.
+        election_timeout_min: 5 * config.heartbeat_ms,
+        election_timeout_max: 7 * config.heartbeat_ms,
+        // `snapshots::run` asks for them.
+        snapshot_policy: SnapshotPolicy::Never,
+        max_in_snapshot_log_to_keep: 0,
+        max_payload_entries: MAX_PAYLOAD_ENTRIES,
+        ..Default::default()
+    }
+    .validate()
+    .map_err(|e| StartError::Config(e.to_string()))
+}
+
+/// Says when a restarted node's membership, which it goes by, differs from its flags. Read
+/// from the Raft state, which holds the membership loaded from the log (the metrics may not
+/// show it yet). Only group 1's membership is the cluster's.
+async fn log_if_flags_differ(config: &NodeConfig, raft: &Raft<TypeConfig>, standing: Standing) {
+    if standing != Standing::Member || config.join.is_some() {
+        return;
+    }
+    let Ok(stored) = raft
+        .with_raft_state(|st| {
+            st.membership_state
+                .effective()
+                .membership()
+                .nodes()
+                .map(|(id, n)| (*id, n.addr.clone()))
+                .collect::<BTreeMap<NodeId, String>>()
+        })
+        .await
+    else {
+        return;
+    };
+    if stored != config.peers {
+        tracing::info!(
+            ?stored,
+            flags = ?config.peers,
+            "the membership in the log differs from --peers; the log's is used"
+        );
+    }
+}
+
+/// What the lifecycle reads of the placement: the groups, and the nodes' addresses.
+type Layout = (BTreeMap<u32, GroupEntry>, BTreeMap<NodeId, String>);
+
+/// Follows the placement that `metadata` (group 1) applies, as the module says, until
+/// `shutdown`; then waits for the tasks of the groups it started (the node shuts their Raft
+/// instances down) and stops their group commits.
+pub(crate) async fn run(
+    launcher: Launcher,
+    metadata: Arc<GroupCore>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut started = Vec::new();
+    let mut tick = tokio::time::interval(EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => break,
+        }
+        if metadata.node.admission.standing() != Standing::Member {
+            continue;
+        }
+        let Some((groups, nodes)) = metadata.reader.with_engine(|engine| {
+            let placement = engine.placement();
+            (placement.groups().clone(), node_addresses(placement))
+        }) else {
+            continue;
+        };
+        if groups.is_empty() {
+            bootstrap(&metadata, launcher.config.groups).await;
+            continue;
+        }
+        launcher.groups.note_laid_out();
+        follow(&launcher, &metadata, (groups, nodes), &mut started).await;
+    }
+    for Started {
+        tasks, committing, ..
+    } in started
+    {
+        for task in tasks {
+            let _ = task.await;
+        }
+        committing.abort();
+        let _ = committing.await;
+    }
+}
+
+fn node_addresses(placement: &raftq_engine::placement::Placement) -> BTreeMap<NodeId, String> {
+    let nodes = placement.nodes().iter();
+    nodes.map(|(id, node)| (*id, node.addr.clone())).collect()
+}
+
+/// Proposes the bootstrap of `groups` groups over group 1's voters, when this node leads group
+/// 1 and more than one group is asked for.
+async fn bootstrap(metadata: &GroupCore, groups: u32) {
+    if groups <= 1 || !metadata.is_leader() {
+        return;
+    }
+    let members = metadata.members();
+    let voters = members.voters();
+    let nodes = members
+        .nodes
+        .into_iter()
+        .filter(|(id, _)| voters.contains(id))
+        .collect();
+    let change = PlacementCommand::Bootstrap {
+        groups,
+        replicas: DATA_REPLICAS,
+        nodes,
+    };
+    match place(metadata, change).await {
+        Ok(()) => tracing::info!(groups, "bootstrapped the placement of the groups"),
+        Err(e) => tracing::warn!(groups, error = %e, "cannot bootstrap the placement yet"),
+    }
+}
+
+/// Starts the data groups the placement gives this node, and forms those it is the first
+/// member of.
+async fn follow(
+    launcher: &Launcher,
+    metadata: &GroupCore,
+    layout: Layout,
+    started: &mut Vec<Started>,
+) {
+    let (groups, nodes) = layout;
+    let me = launcher.config.id;
+    for (number, entry) in groups {
+        if number == METADATA_GROUP || !entry.members.contains(&me) {
+            continue;
+        }
+        let group = GroupId(number);
+        match launcher.start_missing(group).await {
+            Ok(Some(group)) => started.push(group),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(%group, error = %e, "cannot start the group");
+                continue;
+            }
+        }
+        if entry.formed || entry.members.first() != Some(&me) {
+            continue;
+        }
+        if let Some(core) = launcher.groups.get(group) {
+            form(&core, metadata, &entry.members, &nodes).await;
+        }
+    }
+}
+
+/// Initializes `core`'s group with `members` when no member holds a log of it (see the
+/// module), and records that it is formed.
+async fn form(
+    core: &GroupCore,
+    metadata: &GroupCore,
+    members: &BTreeSet<NodeId>,
+    nodes: &BTreeMap<NodeId, String>,
+) {
+    let group = core.group;
+    let own = match core.last_log() {
+        Ok(own) => own,
+        Err(e) => {
+            tracing::error!(%group, error = %e, "cannot read the group's log");
+            return;
+        }
+    };
+    if own.is_none() {
+        if !others_blank(core, members, nodes).await {
+            return;
+        }
+        let voters: BTreeMap<NodeId, BasicNode> = members
+            .iter()
+            .filter_map(|id| Some((*id, BasicNode::new(nodes.get(id)?))))
+            .collect();
+        match core.raft.initialize(voters).await {
+            Ok(()) => tracing::info!(%group, ?members, "formed the group"),
+            Err(RaftError::APIError(e)) => {
+                tracing::info!(%group, reason = %e, "the group is formed already")
+            }
+            Err(e) => {
+                tracing::error!(%group, error = %e, "cannot form the group");
+                return;
+            }
+        }
+    }
+    let change = PlacementCommand::GroupFormed { group: group.0 };
+    if let Err(e) = place(metadata, change).await {
+        tracing::warn!(%group, error = %e, "cannot record that the group is formed yet");
+    }
+}
+
+/// Whether every member of `core`'s group other than this node answers that it holds no log
+/// of the group.
+async fn others_blank(
+    core: &GroupCore,
+    members: &BTreeSet<NodeId>,
+    nodes: &BTreeMap<NodeId, String>,
+) -> bool {
+    let others = members.iter().filter(|id| **id != core.node.id);
+    let pings = others.map(|id| {
+        let addr = nodes.get(id).cloned().unwrap_or_default();
+        let mut client = core.network.client(*id, &addr);
+        async move { client.ping(PING_TIMEOUT).await }
+    });
+    let answers = join_all(pings).await;
+    answers
+        .iter()
+        .all(|answer| answer.is_some_and(|a| a.status.last_log.is_none()))
+}
+
+/// Commits a placement change through group 1's leader (a bootstrap made already counts as
+/// made); an error says why it did not commit.
+async fn place(metadata: &GroupCore, change: PlacementCommand) -> Result<(), String> {
+    let response = metadata
+        .route(&Command::Place { change })
+        .await
+        .map_err(|e| e.to_string())?;
+    match response.result {
+        Some(Ok(_)) | Some(Err(EngineError::Placement(PlacementError::AlreadyBootstrapped))) => {
+            Ok(())
+        }
+        Some(Err(e)) => Err(e.to_string()),
+        None => Err("applied without an outcome".into()),
+    }
+}

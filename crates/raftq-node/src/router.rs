@@ -1,0 +1,479 @@
+//! Where a client request goes: to the Raft group that holds its queue.
+//!
+//! The router reads the queue's group and id from this node's replica of the metadata group
+//! (group 1), which may lag, and replaces the queue reference in the request with the queue's
+//! id. An id exists in one group only and is never reused, so a request sent on a stale route
+//! finds no queue where it lands and changes nothing there: the group answers `queue_not_found`,
+//! the router brings its replica of group 1 up to its leader's applied index and, if the queue's
+//! entry changed, sends the request again on the fresh route; otherwise the client gets
+//! `queue_not_found` under the reference it gave.
+//!
+//! - A creation reserves the name in the directory (group 1 chooses the group, or takes the
+//!   group of the queue's dead-letter queue), creates the queue in that group, then confirms
+//!   the reservation, or releases it when the group refused. A dead-letter queue in another
+//!   group than its source is not supported yet: setting one on an existing queue is refused
+//!   as a target the queue's group does not hold.
+//! - A deletion deletes in the queue's group, then takes the queue out of the directory.
+//! - Listing queues and accounts asks every group and merges the answers.
+//! - A parked receive's end goes to the group it parked in.
+//! - A request on a group this node takes no part in (in clusters larger than a group's
+//!   replicas) is forwarded to the group's last known leader, or to its members in turn.
+//!
+//! Until the placement is bootstrapped (a cluster of one group), every request goes to group 1
+//! as it is.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use raftq_engine::placement::{PlacementCommand, PlacementOutcome, QueueEntryState};
+use raftq_engine::{Command, EngineError, Outcome};
+use raftq_store::{GroupId, NodeId, Response, WaitSlot};
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::error::NodeError;
+use crate::member::routing::{ForwardReply, Forwarded, Routed, LEADER_WAIT};
+use crate::member::{GroupCore, Groups};
+use crate::query::{question, Query, QueryResult};
+
+/// Pause between rounds over a remote group's members while none of them leads.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// Where a request on a queue goes: the queue's group and id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Route {
+    group: GroupId,
+    id: Uuid,
+}
+
+/// A request on one queue, which the router sends to the queue's group.
+trait OnQueue: Routed + Clone {
+    /// The account and the queue reference (see `Command::queue_mut`).
+    fn queue_mut(&mut self) -> Option<(&str, &mut String)>;
+
+    /// Whether the group answered that it holds no such queue.
+    fn not_found(reply: &Self::Reply) -> bool;
+
+    /// A not-found answer, told under `reference`.
+    fn not_found_as(reference: &str) -> Self::Reply;
+}
+
+impl OnQueue for Command {
+    fn queue_mut(&mut self) -> Option<(&str, &mut String)> {
+        Command::queue_mut(self)
+    }
+
+    fn not_found(reply: &Response) -> bool {
+        matches!(reply.result, Some(Err(EngineError::QueueNotFound(_))))
+    }
+
+    fn not_found_as(reference: &str) -> Response {
+        Response {
+            result: Some(Err(EngineError::QueueNotFound(reference.to_string()))),
+            payloads: Vec::new(),
+        }
+    }
+}
+
+impl OnQueue for Query {
+    fn queue_mut(&mut self) -> Option<(&str, &mut String)> {
+        Query::queue_mut(self)
+    }
+
+    fn not_found(reply: &Result<QueryResult, EngineError>) -> bool {
+        matches!(reply, Err(EngineError::QueueNotFound(_)))
+    }
+
+    fn not_found_as(reference: &str) -> Result<QueryResult, EngineError> {
+        Err(EngineError::QueueNotFound(reference.to_string()))
+    }
+}
+
+/// How long the group of a parked receive is remembered: longer than any wait (20 s) lasts,
+/// and the end of a wait (`EndWait`) comes after its deadline.
+const WAIT_KEPT: Duration = Duration::from_secs(60);
+
+/// The data groups recent parked receives wait in, for their `EndWait`: an end is rare (the
+/// engine ends a wait at its deadline and answers it), so entries are kept for
+/// [`WAIT_KEPT`] rather than removed when answered; a waiter not found is in group 1 (or
+/// ended long ago, and its end changes nothing).
+#[derive(Default)]
+struct Waits {
+    groups: HashMap<Uuid, GroupId>,
+    /// Waiters in the order they parked, to forget them after [`WAIT_KEPT`].
+    order: VecDeque<(Instant, Uuid)>,
+}
+
+impl Waits {
+    fn insert(&mut self, waiter: Uuid, group: GroupId) {
+        let now = Instant::now();
+        while let Some((at, old)) = self.order.front().copied() {
+            if now.duration_since(at) < WAIT_KEPT {
+                break;
+            }
+            self.order.pop_front();
+            self.groups.remove(&old);
+        }
+        self.order.push_back((now, waiter));
+        self.groups.insert(waiter, group);
+    }
+
+    fn group_of(&self, waiter: &Uuid) -> GroupId {
+        self.groups.get(waiter).copied().unwrap_or(GroupId::FIRST)
+    }
+}
+
+/// The router of one node (see the module).
+pub(crate) struct Router {
+    /// Group 1, whose applied placement tells the routes.
+    metadata: Arc<GroupCore>,
+    groups: Arc<Groups>,
+    /// The data group each recent parked receive of this node's clients waits in.
+    waits: Mutex<Waits>,
+}
+
+impl Router {
+    pub fn new(metadata: Arc<GroupCore>, groups: Arc<Groups>) -> Router {
+        Router {
+            metadata,
+            groups,
+            waits: Mutex::default(),
+        }
+    }
+
+    /// Commits `command` in the group of its queue.
+    pub async fn write(&self, command: Command) -> Result<Response, NodeError> {
+        match &command {
+            Command::CreateQueue { .. } => self.create(command).await,
+            Command::DeleteQueue { .. } => self.delete(command).await,
+            Command::EndWait { waiter } => {
+                let group = self.waits().group_of(waiter);
+                self.route_to(group, &command).await
+            }
+            Command::ReceiveWait { waiter, .. } => {
+                let waiter = *waiter;
+                let (reply, route) = self.on_queue(command).await?;
+                if let Some(route) = route.filter(|r| r.group != GroupId::FIRST) {
+                    self.waits().insert(waiter, route.group);
+                }
+                Ok(reply)
+            }
+            _ => Ok(self.on_queue(command).await?.0),
+        }
+    }
+
+    /// Answers `query` from the group of its queue, or from every group for the listings.
+    pub async fn read(&self, query: Query) -> Result<Result<QueryResult, EngineError>, NodeError> {
+        match &query {
+            Query::ListQueues { .. } | Query::Accounts => match self.laid_out() {
+                Some(groups) => self.every_group(groups, &query).await,
+                None => self.metadata.route(&query).await,
+            },
+            _ => Ok(self.on_queue(query).await?.0),
+        }
+    }
+
+    /// The slot that gets the answer to the parked receive `waiter` on queue `queue` of
+    /// `account`, from this node's replica of the queue's group (group 1's when this node has
+    /// none: the wait is then ended at its deadline and answers what this node applied). A
+    /// queue this node's directory does not hold yet is looked up again after a refresh.
+    pub async fn await_answer(&self, account: &str, queue: &str, waiter: Uuid) -> WaitSlot {
+        let mut route = self.locate(account, queue);
+        if route.is_none() && self.laid_out().is_some() && self.refresh().await.is_ok() {
+            route = self.locate(account, queue);
+        }
+        let local = route.and_then(|route| self.groups.get(route.group));
+        let core = local.unwrap_or_else(|| Arc::clone(&self.metadata));
+        core.reader.waiters().register(waiter)
+    }
+
+    fn waits(&self) -> std::sync::MutexGuard<'_, Waits> {
+        self.waits.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The route of the queue `reference` of `account` in this node's replica of the
+    /// directory; `None` when it has no entry (or no directory: a cluster of one group).
+    fn locate(&self, account: &str, reference: &str) -> Option<Route> {
+        let entry = self.metadata.reader.with_engine(|engine| {
+            let entry = engine.locate(account, reference)?;
+            Some(Route {
+                group: GroupId(entry.group),
+                id: entry.id,
+            })
+        });
+        entry.flatten()
+    }
+
+    /// Every group of the placement, when it is bootstrapped.
+    fn laid_out(&self) -> Option<Vec<GroupId>> {
+        let groups = self.metadata.reader.with_engine(|engine| {
+            let groups = engine.placement().groups().keys();
+            groups.map(|g| GroupId(*g)).collect::<Vec<_>>()
+        })?;
+        (!groups.is_empty()).then_some(groups)
+    }
+
+    /// Sends `request` to its queue's group, on a fresh route when the first was stale (see
+    /// the module); returns the answer and the route it took (`None`: group 1, with the
+    /// reference as the client gave it, the queue being in no directory).
+    async fn on_queue<R: OnQueue>(
+        &self,
+        mut request: R,
+    ) -> Result<(R::Reply, Option<Route>), NodeError> {
+        let Some((account, reference)) = request
+            .queue_mut()
+            .map(|(account, queue)| (account.to_string(), queue.clone()))
+        else {
+            return Ok((self.metadata.route(&request).await?, None));
+        };
+        let mut tried = None;
+        loop {
+            let route = match self.groups.laid_out() || tried.is_some() {
+                true => self.locate(&account, &reference),
+                false => None,
+            };
+            if tried == Some(route) {
+                return Ok((R::not_found_as(&reference), route));
+            }
+            if let Some((_, queue)) = request.queue_mut() {
+                *queue = route.map_or_else(|| reference.clone(), |r| r.id.to_string());
+            }
+            let group = route.map_or(GroupId::FIRST, |r| r.group);
+            let reply = self.route_to(group, &request).await?;
+            if !R::not_found(&reply) {
+                return Ok((reply, route));
+            }
+            if tried.is_some() || self.laid_out().is_none() {
+                return Ok((R::not_found_as(&reference), route));
+            }
+            tried = Some(route);
+            self.refresh().await?;
+        }
+    }
+
+    /// Creates a queue in two steps through the directory (see the module).
+    async fn create(&self, mut command: Command) -> Result<Response, NodeError> {
+        let Command::CreateQueue {
+            account,
+            queue_id,
+            name,
+            attributes,
+        } = &mut command
+        else {
+            unreachable!("create is given creations only");
+        };
+        if self.laid_out().is_none() {
+            return self.metadata.route(&command).await;
+        }
+        // A queue goes to the group of its dead-letter queue: a lease that ends moves the
+        // message within one group.
+        let dead_letters = (attributes.redrive_policy.as_ref())
+            .and_then(|policy| policy.as_ref()?.dead_letter_target.as_deref())
+            .and_then(|target| self.locate(account, target));
+        let reserve = PlacementCommand::Reserve {
+            account: account.clone(),
+            name: name.clone(),
+            id: *queue_id,
+            group: dead_letters.map(|route| route.group.0),
+        };
+        let reserved = self.place(reserve).await?;
+        let (entry, existing) = match reserved.result {
+            Some(Ok(Outcome::Placed(PlacementOutcome::Reserved { entry, existing }))) => {
+                (entry, existing)
+            }
+            _ => return Ok(reserved),
+        };
+        *queue_id = entry.id;
+        let created = self.route_to(GroupId(entry.group), &command).await?;
+        let settle = match &created.result {
+            Some(Ok(_)) if entry.state != QueueEntryState::Ready => {
+                Some(PlacementCommand::Confirm { id: entry.id })
+            }
+            Some(Err(_)) if !existing => Some(PlacementCommand::Release { id: entry.id }),
+            _ => None,
+        };
+        if let Some(change) = settle {
+            self.settle(change).await;
+        }
+        Ok(created)
+    }
+
+    /// Deletes a queue in its group, then takes it out of the directory.
+    async fn delete(&self, command: Command) -> Result<Response, NodeError> {
+        let (deleted, route) = self.on_queue(command).await?;
+        if let (Some(Ok(_)), Some(route)) = (&deleted.result, route) {
+            self.settle(PlacementCommand::Deregister { id: route.id })
+                .await;
+        }
+        Ok(deleted)
+    }
+
+    /// Commits a placement change in group 1.
+    async fn place(&self, change: PlacementCommand) -> Result<Response, NodeError> {
+        self.metadata.route(&Command::Place { change }).await
+    }
+
+    /// Commits the second step of a creation or a deletion; a failure leaves the directory
+    /// entry as it was (a reservation still being created, or a queue deleted in its group),
+    /// which the next creation of the name settles.
+    async fn settle(&self, change: PlacementCommand) {
+        let outcome = self.place(change.clone()).await;
+        let refused = match &outcome {
+            Ok(response) => match &response.result {
+                Some(Err(refused)) => Some(refused.to_string()),
+                _ => None,
+            },
+            Err(e) => Some(e.to_string()),
+        };
+        if let Some(why) = refused {
+            tracing::warn!(?change, %why, "the directory keeps the entry as it was");
+        }
+    }
+
+    /// Brings this node's replica of group 1 up to its leader's applied index, so that the
+    /// directory read next holds every change committed before.
+    async fn refresh(&self) -> Result<(), NodeError> {
+        let (query, answer) = question::applied_index().split();
+        let index = match self.metadata.route(&query).await? {
+            Ok(result) => answer.take(result),
+            Err(refused) => return Err(NodeError::Unavailable(refused.to_string())),
+        };
+        if index.is_some() {
+            self.metadata
+                .raft
+                .wait(Some(LEADER_WAIT))
+                .applied_index_at_least(index, "the directory")
+                .await
+                .map_err(|e| NodeError::Unavailable(format!("reading the directory: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// Asks `query` of every group in `groups` and merges the answers (queues in name order,
+    /// accounts with their queues summed); the first refusal is the answer.
+    async fn every_group(
+        &self,
+        groups: Vec<GroupId>,
+        query: &Query,
+    ) -> Result<Result<QueryResult, EngineError>, NodeError> {
+        let asked = groups.into_iter().map(|group| self.route_to(group, query));
+        let mut queues = Vec::new();
+        let mut accounts = BTreeMap::new();
+        for answer in join_all(asked).await {
+            match answer? {
+                Ok(QueryResult::Queues(views)) => queues.extend(views),
+                Ok(QueryResult::Accounts(summaries)) => {
+                    for summary in summaries {
+                        *accounts.entry(summary.account).or_insert(0) += summary.queues;
+                    }
+                }
+                Ok(other) => unreachable!("a listing answered {other:?}"),
+                Err(refused) => return Ok(Err(refused)),
+            }
+        }
+        Ok(Ok(match query {
+            Query::Accounts => QueryResult::Accounts(
+                (accounts.into_iter())
+                    .map(|(account, queues)| raftq_engine::model::AccountSummary {
+                        account,
+                        queues,
+                    })
+                    .collect(),
+            ),
+            _ => {
+                queues.sort_by(|a, b| a.name.cmp(&b.name));
+                QueryResult::Queues(queues)
+            }
+        }))
+    }
+
+    /// Runs `request` in `group`: through this node's replica, or forwarded (see
+    /// [`Router::remote`]).
+    async fn route_to<R: Routed>(
+        &self,
+        group: GroupId,
+        request: &R,
+    ) -> Result<R::Reply, NodeError> {
+        match self.groups.get(group) {
+            Some(core) => core.route(request).await,
+            None => self.remote(group, request).await,
+        }
+    }
+
+    /// Runs `request` in `group`, which this node takes no part in: at the leader the
+    /// placement last saw, else at each member in turn, following a member's word of who
+    /// leads, until one serves it or [`LEADER_WAIT`] has passed.
+    async fn remote<R: Routed>(&self, group: GroupId, request: &R) -> Result<R::Reply, NodeError> {
+        let (mut next, members, nodes) = self
+            .metadata
+            .reader
+            .with_engine(|engine| {
+                let placement = engine.placement();
+                let entry = placement.groups().get(&group.0)?;
+                let members: Vec<NodeId> = entry.members.iter().copied().collect();
+                let nodes = placement.nodes().iter();
+                let nodes: BTreeMap<NodeId, String> =
+                    nodes.map(|(id, n)| (*id, n.addr.clone())).collect();
+                Some((entry.leader_hint, members, nodes))
+            })
+            .flatten()
+            .filter(|(_, members, _)| !members.is_empty())
+            .ok_or_else(|| NodeError::Unavailable(format!("no group {group} in the placement")))?;
+        let deadline = Instant::now() + LEADER_WAIT;
+        let sent = request.sent();
+        let read = matches!(sent, Forwarded::Read(_));
+        let mut turn = 0;
+        loop {
+            let target = match next.take() {
+                Some(leader) => leader,
+                None => {
+                    if turn > 0 && turn % members.len() == 0 {
+                        tokio::time::sleep(RETRY_PAUSE).await;
+                    }
+                    turn += 1;
+                    members[(turn - 1) % members.len()]
+                }
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(NodeError::Unavailable(format!(
+                    "no leader of group {group} could be reached"
+                )));
+            }
+            let Some(addr) = nodes.get(&target) else {
+                continue;
+            };
+            let mut client = self
+                .metadata
+                .node
+                .forwarders
+                .get(target, addr)
+                .in_group(group);
+            match client
+                .forward::<_, Result<ForwardReply, NodeError>>(&sent, left)
+                .await
+            {
+                Ok(Ok(reply)) => {
+                    return R::reply(reply).map_err(|_| {
+                        NodeError::Unavailable(format!(
+                            "node {target} answered with a reply of another kind"
+                        ))
+                    })
+                }
+                Ok(Err(NodeError::NotLeader(Some(leader)))) if leader != target => {
+                    next = Some(leader);
+                }
+                Ok(Err(NodeError::NotLeader(_) | NodeError::Unavailable(_))) => {}
+                Ok(Err(other)) => return Err(other),
+                Err(e) if read || e.unreachable() => {}
+                Err(e) => {
+                    return Err(NodeError::Timeout(format!(
+                        "forwarding to node {target}: {e}; the write may still commit"
+                    )))
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,281 @@
+//! Requests routed to the group of their queue: queues spread over the groups, any node
+//! reaches any queue (through the group's leader, forwarded where the node takes no part in
+//! the group), listings cover every group, and a queue's old id never reaches a queue again.
+
+use raftq_store::GroupId;
+
+use super::groups::stats_in;
+use super::*;
+
+/// The group and id the placement of node `id` gives queue `name`, once node `id` applied
+/// its entry.
+async fn placed(cluster: &Cluster, id: u64, name: &str) -> (GroupId, Uuid) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(entry) = cluster.placement(id).queue(ACCOUNT, name) {
+            return (GroupId(entry.group), entry.id);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} is not in node {id}'s directory"
+        );
+        sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until node `id`'s directory has no queue `name`.
+async fn gone(cluster: &Cluster, id: u64, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while cluster.placement(id).queue(ACCOUNT, name).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "{name} is still in node {id}'s directory"
+        );
+        sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The names listed through `node`.
+async fn listed(node: &Node) -> Vec<String> {
+    let query = Query::ListQueues {
+        account: ACCOUNT.into(),
+        prefix: String::new(),
+    };
+    match node.read(query).await {
+        Ok(Ok(QueryResult::Queues(views))) => views.into_iter().map(|v| v.name).collect(),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn queues_spread_over_the_groups_and_every_node_reaches_each() {
+    timeout(Duration::from_secs(90), async {
+        let cluster = Cluster::start_groups(3, 3).await;
+        cluster.formed(1).await;
+        let names: Vec<String> = (0..6).map(|i| format!("q{i}")).collect();
+        for name in &names {
+            create_queue(cluster.node(1), name).await;
+        }
+        let mut per_group = BTreeMap::new();
+        for name in &names {
+            let (group, _) = placed(&cluster, 1, name).await;
+            *per_group.entry(group).or_insert(0) += 1;
+            for other in 1..=3 {
+                let held = stats_in(cluster.node(1), GroupId(other), name).await;
+                assert_eq!(
+                    held.is_some(),
+                    GroupId(other) == group,
+                    "{name} in group {other}"
+                );
+            }
+        }
+        assert_eq!(
+            per_group.into_values().collect::<Vec<_>>(),
+            [2, 2, 2],
+            "the least loaded group takes each new queue"
+        );
+        for name in &names {
+            for id in 1..=3 {
+                sent(
+                    cluster
+                        .node(id)
+                        .write(plain(name, &format!("via {id}")))
+                        .await
+                        .expect("send"),
+                );
+            }
+            assert_eq!(stats(cluster.node(2), name).await.visible, 3, "{name}");
+            match outcome(
+                cluster
+                    .node(3)
+                    .write(receive(name, 10, 30))
+                    .await
+                    .expect("receive"),
+            ) {
+                Outcome::Received(deliveries) => assert_eq!(deliveries.len(), 3, "{name}"),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        for id in 1..=3 {
+            assert_eq!(
+                listed(cluster.node(id)).await,
+                names,
+                "listed through node {id}"
+            );
+        }
+        match cluster.node(2).read(Query::Accounts).await {
+            Ok(Ok(QueryResult::Accounts(accounts))) => {
+                assert_eq!(accounts.len(), 1);
+                assert_eq!(
+                    (accounts[0].account.as_str(), accounts[0].queues),
+                    (ACCOUNT, 6)
+                );
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    })
+    .await
+    .expect("within the time bound");
+}
+
+#[tokio::test]
+async fn a_queue_made_again_under_its_name_is_a_new_queue_and_its_old_id_finds_nothing() {
+    timeout(Duration::from_secs(90), async {
+        let cluster = Cluster::start_groups(3, 3).await;
+        cluster.formed(1).await;
+        create_and_fill(cluster.node(1), "jobs", 2).await;
+        let (first_group, first_id) = placed(&cluster, 1, "jobs").await;
+        let deleted = Command::DeleteQueue {
+            account: ACCOUNT.into(),
+            queue: "jobs".into(),
+        };
+        outcome(cluster.node(2).write(deleted).await.expect("delete"));
+        gone(&cluster, 2, "jobs").await;
+        gone(&cluster, 3, "jobs").await;
+        // The old group holds another queue now, so the name goes elsewhere.
+        create_queue(cluster.node(3), "filler").await;
+        create_queue(cluster.node(3), "jobs").await;
+        let (group, id) = placed(&cluster, 3, "jobs").await;
+        assert_ne!(id, first_id);
+        assert_ne!(group, first_group);
+        let old = first_id.to_string();
+        let refused = cluster
+            .node(1)
+            .write(plain(&old, "lost?"))
+            .await
+            .expect("answered");
+        match refused.result {
+            Some(Err(EngineError::QueueNotFound(named))) => assert_eq!(named, old),
+            other => panic!("unexpected {other:?}"),
+        }
+        fill(cluster.node(1), "jobs", 1).await;
+        assert_eq!(
+            stats(cluster.node(2), "jobs").await.visible,
+            1,
+            "only the new message"
+        );
+        let in_first = stats_in(cluster.node(1), first_group, "jobs").await;
+        assert!(
+            in_first.is_none(),
+            "the old group holds no queue of the name"
+        );
+    })
+    .await
+    .expect("within the time bound");
+}
+
+#[tokio::test]
+async fn a_node_outside_a_group_reaches_its_queues_through_the_members() {
+    timeout(Duration::from_secs(120), async {
+        let cluster = Cluster::start_groups(5, 2).await;
+        let groups = cluster.formed(1).await;
+        let members = &groups[&2].members;
+        create_queue(cluster.node(5), "first").await;
+        create_queue(cluster.node(5), "second").await;
+        let (group, _) = placed(&cluster, 5, "second").await;
+        assert_eq!(group, GroupId(2), "the emptier group");
+        let outside: Vec<u64> = (1..=5).filter(|id| !members.contains(id)).collect();
+        assert!(!outside.is_empty());
+        for id in &outside {
+            assert!(
+                cluster.node(*id).raft_of(group).is_err(),
+                "node {id} runs no replica"
+            );
+            fill(cluster.node(*id), "second", 2).await;
+            assert_eq!(listed(cluster.node(*id)).await, ["first", "second"]);
+        }
+        let expected = 2 * outside.len() as u64;
+        assert_eq!(
+            stats(cluster.node(outside[0]), "second").await.visible,
+            expected
+        );
+        match outcome(
+            cluster
+                .node(outside[0])
+                .write(receive("second", 10, 30))
+                .await
+                .expect("receive"),
+        ) {
+            Outcome::Received(deliveries) => assert_eq!(deliveries.len() as u64, expected),
+            other => panic!("unexpected {other:?}"),
+        }
+    })
+    .await
+    .expect("within the time bound");
+}
+
+#[tokio::test]
+async fn a_receive_parked_in_a_data_group_is_answered_by_the_send_that_wakes_it() {
+    timeout(Duration::from_secs(90), async {
+        let cluster = Cluster::start_groups(3, 3).await;
+        cluster.formed(1).await;
+        create_queue(cluster.node(1), "first").await;
+        create_queue(cluster.node(1), "waited").await;
+        let (group, _) = placed(&cluster, 1, "waited").await;
+        assert_ne!(group, GroupId::FIRST);
+        let waiter = Uuid::new_v4();
+        let mut slot = cluster
+            .node(2)
+            .await_answer(ACCOUNT, "waited", waiter)
+            .await;
+        let parked = cluster
+            .node(2)
+            .write(receive_wait("waited", 20, 30, waiter))
+            .await
+            .expect("park");
+        assert_eq!(outcome(parked), Outcome::Parked);
+        fill(cluster.node(3), "waited", 1).await;
+        let answer = timeout(Duration::from_secs(5), slot.answer())
+            .await
+            .expect("answered in the send's commit")
+            .expect("an answer");
+        assert_eq!(answer.deliveries.len(), 1);
+        let end = Command::EndWait { waiter };
+        outcome(cluster.node(2).write(end).await.expect("end the wait"));
+    })
+    .await
+    .expect("within the time bound");
+}
+
+#[tokio::test]
+async fn a_queue_goes_to_the_group_of_its_dead_letter_queue() {
+    timeout(Duration::from_secs(90), async {
+        let cluster = Cluster::start_groups(3, 3).await;
+        cluster.formed(1).await;
+        for name in ["a", "dlq", "c"] {
+            create_queue(cluster.node(2), name).await;
+        }
+        let (dead_letters, _) = placed(&cluster, 2, "dlq").await;
+        assert_eq!(
+            dead_letters,
+            GroupId(2),
+            "the second queue, in the second group"
+        );
+        let redrive = QueueAttributes {
+            redrive_policy: Some(Some(RedrivePolicyInput {
+                dead_letter_target: Some("dlq".into()),
+                max_receive_count: Some(1),
+            })),
+            ..QueueAttributes::default()
+        };
+        let node = cluster.node(3);
+        outcome(node.write(create("work", redrive)).await.expect("create"));
+        let (group, _) = placed(&cluster, 3, "work").await;
+        assert_eq!(
+            group, dead_letters,
+            "beside its dead-letter queue, not in the emptiest group"
+        );
+        fill(node, "work", 1).await;
+        outcome(node.write(receive("work", 1, 1)).await.expect("receive"));
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while stats(node, "dlq").await.visible == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the message never reached the dead-letter queue"
+            );
+            sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("within the time bound");
+}
