@@ -25,6 +25,7 @@ use tokio::sync::watch;
 
 use crate::admission::{PeerStatus, Standing};
 use crate::member::GroupCore;
+use crate::pace::Pace;
 
 /// How often the peers are asked.
 const EVERY: Duration = Duration::from_millis(100);
@@ -64,7 +65,7 @@ fn find(answers: &[(NodeId, Option<PeerStatus>)]) -> Finding {
 pub(crate) async fn run(
     core: Arc<GroupCore>,
     peers: BTreeMap<NodeId, String>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     let forms = peers.keys().next() == Some(&core.node.id);
     let others: Vec<(NodeId, String)> = peers
@@ -72,17 +73,12 @@ pub(crate) async fn run(
         .filter(|(id, _)| **id != core.node.id)
         .map(|(id, addr)| (*id, addr.clone()))
         .collect();
-    let mut tick = tokio::time::interval(EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut pace = Pace::new(EVERY, shutdown);
     let mut waiting_logged = false;
     loop {
         let standing = core.node.admission.standing();
-        if matches!(standing, Standing::Member | Standing::Joining) {
+        if matches!(standing, Standing::Member | Standing::Joining) || !pace.tick().await {
             return;
-        }
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shutdown.changed() => return,
         }
         let pings = others.iter().map(|(id, addr)| {
             let mut client = core.network.peers.get(*id, addr);
@@ -129,16 +125,12 @@ pub(crate) async fn run(
 pub(crate) async fn announce(
     core: Arc<GroupCore>,
     member: String,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     let mut client = core.network.peers.get(0, &member);
-    let mut tick = tokio::time::interval(EVERY * 10);
+    let mut pace = Pace::new(EVERY * 10, shutdown);
     let mut silence_logged = false;
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shutdown.changed() => return,
-        }
+    while pace.tick().await {
         if core.node.admission.standing() != Standing::Joining {
             return;
         }

@@ -46,6 +46,7 @@ use tokio::time::Instant;
 use crate::admission::PingAnswer;
 use crate::clock::read_clocks;
 use crate::member::{GroupCore, Members};
+use crate::pace::Pace;
 
 /// How often every member is pinged.
 const EVERY: Duration = Duration::from_millis(100);
@@ -148,15 +149,10 @@ fn log_clock(core: &GroupCore, (confirmed, skewed): (bool, bool)) {
 
 /// Pings the members every [`EVERY`] and opens or closes the gate on what they answer, until
 /// `shutdown` changes.
-pub(crate) async fn run(core: Arc<GroupCore>, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn run(core: Arc<GroupCore>, shutdown: watch::Receiver<bool>) {
     let mut gate = Gate::new(core);
-    let mut tick = tokio::time::interval(EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shutdown.changed() => return,
-        }
+    let mut pace = Pace::new(EVERY, shutdown);
+    while pace.tick().await {
         gate.round().await;
     }
 }

@@ -35,6 +35,7 @@ use crate::group_commit::GroupCommit;
 use crate::member::routing::LEADER_WAIT;
 use crate::member::{GroupCore, Groups, NodeCore};
 use crate::network::Network;
+use crate::pace::Pace;
 use crate::receiving::SnapshotReceiver;
 use crate::{gate, snapshots, timer};
 
@@ -206,16 +207,11 @@ type Layout = (BTreeMap<u32, GroupEntry>, BTreeMap<NodeId, String>);
 pub(crate) async fn run(
     launcher: Launcher,
     metadata: Arc<GroupCore>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     let mut started = Vec::new();
-    let mut tick = tokio::time::interval(EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shutdown.changed() => break,
-        }
+    let mut pace = Pace::new(EVERY, shutdown);
+    while pace.tick().await {
         if metadata.node.admission.standing() != Standing::Member {
             continue;
         }

@@ -19,6 +19,7 @@ mod groups;
 mod member;
 mod network;
 mod node;
+mod pace;
 #[cfg(feature = "testing")]
 mod probe;
 mod protocol;

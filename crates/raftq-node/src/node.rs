@@ -531,6 +531,7 @@ impl Node {
         let Node {
             core,
             groups,
+            router,
             shutdown,
             tasks,
             committing,
@@ -552,7 +553,7 @@ impl Node {
             let _ = task.await;
         }
         groups.clear();
-        drop(core);
+        drop((core, router));
         let deadline = Instant::now() + CLOSE_WAIT;
         while database.is_open() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;

@@ -19,7 +19,8 @@ use openraft::{LogId, Raft};
 use raftq_store::{Appended, NodeId, StateReader, TypeConfig};
 use tokio::sync::watch;
 use tokio::time::Instant;
-use tokio::time::MissedTickBehavior;
+
+use crate::pace::Pace;
 
 /// How often the policy looks at the log's growth.
 const CHECK_EVERY: Duration = Duration::from_millis(200);
@@ -52,23 +53,15 @@ pub(crate) async fn run(
     appended: Appended,
     min_entries: u64,
     not_due: watch::Sender<Option<u64>>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     let metrics = raft.metrics();
     let mut snapshot = metrics.borrow().snapshot;
     // Log bytes appended when the current snapshot was asked for (or seen, if not asked here).
     let mut base = appended.bytes();
     let mut asked: Option<(Instant, u64)> = None;
-    let mut tick = tokio::time::interval(CHECK_EVERY);
-    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shutdown.changed() => {}
-        }
-        if *shutdown.borrow() {
-            return;
-        }
+    let mut pace = Pace::new(CHECK_EVERY, shutdown);
+    while pace.tick().await {
         let (applied, current) = {
             let m = metrics.borrow();
             (m.last_applied, m.snapshot)

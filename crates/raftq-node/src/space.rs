@@ -24,9 +24,9 @@ use std::time::Duration;
 use raftq_engine::Command;
 use raftq_store::LogRoom;
 use tokio::sync::watch;
-use tokio::time::MissedTickBehavior;
 
 use crate::error::NodeError;
+use crate::pace::Pace;
 
 /// How often the readings are taken again.
 pub(crate) const REFRESH: Duration = Duration::from_millis(250);
@@ -191,15 +191,10 @@ fn adds_data(command: &Command) -> bool {
 
 /// Takes the readings of `space` every [`REFRESH`] until `shutdown`, logging when what it
 /// refuses changes.
-pub(crate) async fn run(space: std::sync::Arc<Space>, mut shutdown: watch::Receiver<bool>) {
-    let mut every = tokio::time::interval(REFRESH);
-    every.set_missed_tick_behavior(MissedTickBehavior::Delay);
+pub(crate) async fn run(space: std::sync::Arc<Space>, shutdown: watch::Receiver<bool>) {
+    let mut pace = Pace::new(REFRESH, shutdown);
     let mut refusing = space.refusing();
-    loop {
-        tokio::select! {
-            _ = every.tick() => {}
-            _ = shutdown.wait_for(|stop| *stop) => return,
-        }
+    while pace.tick().await {
         space.refresh();
         let now = space.refusing();
         if now != refusing {

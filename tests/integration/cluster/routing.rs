@@ -279,3 +279,47 @@ async fn a_queue_goes_to_the_group_of_its_dead_letter_queue() {
     .await
     .expect("within the time bound");
 }
+
+#[tokio::test]
+async fn a_node_whose_directory_lags_sends_on_the_fresh_route_not_the_old_one() {
+    timeout(Duration::from_secs(90), async {
+        let cluster = Cluster::start_groups(3, 3).await;
+        cluster.formed(1).await;
+        create_queue(cluster.node(1), "jobs").await;
+        let lagging = 3;
+        let (old_group, old_id) = placed(&cluster, lagging, "jobs").await;
+        // Node 3 misses the deletion and the new queue of the same name in another group.
+        isolate(&cluster, lagging, true);
+        let deleted = Command::DeleteQueue {
+            account: ACCOUNT.into(),
+            queue: "jobs".into(),
+        };
+        outcome(cluster.node(1).write(deleted).await.expect("delete"));
+        create_queue(cluster.node(1), "filler").await;
+        create_queue(cluster.node(2), "jobs").await;
+        let (new_group, new_id) = placed(&cluster, 1, "jobs").await;
+        assert_ne!((new_group, new_id), (old_group, old_id));
+        assert_eq!(
+            cluster
+                .placement(lagging)
+                .queue(ACCOUNT, "jobs")
+                .map(|e| e.id),
+            Some(old_id),
+            "node 3 still routes to the old queue"
+        );
+        isolate(&cluster, lagging, false);
+        fill(cluster.node(lagging), "jobs", 1).await;
+        assert_eq!(
+            stats_in(cluster.node(1), new_group, "jobs")
+                .await
+                .map(|s| s.visible),
+            Some(1)
+        );
+        assert!(
+            stats_in(cluster.node(1), old_group, "jobs").await.is_none(),
+            "nothing was applied in the old group"
+        );
+    })
+    .await
+    .expect("within the time bound");
+}
