@@ -350,42 +350,35 @@ async fn drain(nodes: &Nodes, dead_letter: &BTreeMap<String, String>, limit: Dur
 }
 
 /// The messages left in every queue, each with its `moved_at` (when it was moved to that
-/// dead-letter queue), read through whichever member answers. A queue no member can read ends
-/// the run: taking it for empty would report its messages as lost.
+/// dead-letter queue), read through whichever member answers.
 async fn remaining(
     nodes: &Nodes,
     dead_letter: &BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, BTreeMap<String, Option<u64>>>, String> {
-    let mut out = BTreeMap::new();
-    for q in dead_letter.iter().flat_map(|(s, d)| [s, d]) {
-        let mut messages = BTreeMap::new();
-        let mut after = None;
-        loop {
-            let mut page = None;
-            for id in nodes.members() {
-                if let Ok(p) = nodes.client_of(id).peek(q, Some(100), after).await {
-                    page = Some(p);
-                    break;
-                }
-            }
-            let Some(page) = page else {
-                return Err(format!(
-                    "no member answers a peek of {q}: the remaining messages are unknown"
-                ));
-            };
-            let listed = page["messages"].as_array().cloned().unwrap_or_default();
-            messages.extend(listed.iter().filter_map(|m| {
-                let id = m["message_id"].as_str()?.to_string();
-                Some((id, workload::millis(&m["moved_at"])))
-            }));
-            after = page["next_after"].as_u64();
-            if listed.len() < 100 || after.is_none() {
+    workers::remaining(dead_letter, async |queue, after| {
+        let mut page = None;
+        for id in nodes.members() {
+            if let Ok(p) = nodes
+                .client_of(id)
+                .peek(queue, Some(workers::PAGE), after)
+                .await
+            {
+                page = Some(p);
                 break;
             }
         }
-        out.insert(q.clone(), messages);
-    }
-    Ok(out)
+        let page = page?;
+        let listed = page["messages"].as_array().cloned().unwrap_or_default();
+        let messages = listed
+            .iter()
+            .filter_map(|m| {
+                let id = m["message_id"].as_str()?.to_string();
+                Some((id, workload::millis(&m["moved_at"])))
+            })
+            .collect();
+        Some((messages, page["next_after"].as_u64()))
+    })
+    .await
 }
 
 /// Every member's voters and cluster id as it reports them.
