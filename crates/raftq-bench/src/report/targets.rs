@@ -599,10 +599,7 @@ impl Results {
             s.jetstream_name(),
             s.jetstream_sync_name(),
         );
-        let _ = writeln!(
-            out,
-            "| workload | target | measured | met |\n|---|---|---|---|"
-        );
+        super::table_head(out, &["workload", "target", "measured", "met"]);
         for target in self.target_rows() {
             let _ = writeln!(out, "{}", target.line());
         }
