@@ -194,12 +194,11 @@ async fn run(args: &Args, seed: u64, dir: &Path, history: &History) -> Result<u6
     if !nodes.wait_healthy(Duration::from_secs(90)).await {
         println!("warning: the cluster did not report one leader within 90 s of healing");
     }
-    switches.stop_producing.store(true, Ordering::Relaxed);
-    switches.ack_per_mille.store(1000, Ordering::Relaxed);
+    switches.begin_drain();
     // The backlog grows with the length of the faults; so does the time to drain it.
     let drain_limit = Duration::from_secs(120 + args.duration);
     let drained = drain(&nodes, &dead_letter, drain_limit).await;
-    switches.stop_consuming.store(true, Ordering::Relaxed);
+    switches.stop_consumers();
     for w in workers {
         // Every request is bounded by REQUEST_TIMEOUT, so workers stop soon after being told.
         let _ = tokio::time::timeout(Duration::from_secs(30), w).await;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU32};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +22,20 @@ pub struct Switches {
     pub stop_consuming: Arc<AtomicBool>,
     /// Per mille of deliveries the consumers acknowledge.
     pub ack_per_mille: Arc<AtomicU32>,
+}
+
+impl Switches {
+    /// Stops the producers and has the consumers acknowledge every delivery from now on, so that
+    /// the queues drain.
+    pub fn begin_drain(&self) {
+        self.stop_producing.store(true, Ordering::SeqCst);
+        self.ack_per_mille.store(1000, Ordering::SeqCst);
+    }
+
+    /// Stops the consumers.
+    pub fn stop_consumers(&self) {
+        self.stop_consuming.store(true, Ordering::SeqCst);
+    }
 }
 
 /// One worker of a run.
