@@ -354,12 +354,12 @@ async fn remaining(
     nodes: &Nodes,
     dead_letter: &BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, BTreeMap<String, Option<u64>>>, String> {
-    workers::remaining(dead_letter, async |queue, after| {
+    workers::remaining(dead_letter, |queue, after| async move {
         let mut page = None;
         for id in nodes.members() {
             if let Ok(p) = nodes
                 .client_of(id)
-                .peek(queue, Some(workers::PAGE), after)
+                .peek(&queue, Some(workers::PAGE), after)
                 .await
             {
                 page = Some(p);

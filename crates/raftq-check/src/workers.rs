@@ -132,16 +132,19 @@ pub type Page = (Vec<(String, Option<u64>)>, Option<u64>);
 /// queue), read a page of [`PAGE`] at a time by `peek(queue, after)`. A queue no member can
 /// read (`peek` answers `None`) ends the reading with an error: taking it for empty would
 /// report its messages as lost.
-pub async fn remaining(
+pub async fn remaining<F>(
     dead_letter: &BTreeMap<String, String>,
-    mut peek: impl AsyncFnMut(&str, Option<u64>) -> Option<Page>,
-) -> Result<BTreeMap<String, BTreeMap<String, Option<u64>>>, String> {
+    mut peek: impl FnMut(String, Option<u64>) -> F,
+) -> Result<BTreeMap<String, BTreeMap<String, Option<u64>>>, String>
+where
+    F: Future<Output = Option<Page>>,
+{
     let mut out = BTreeMap::new();
     for queue in dead_letter.iter().flat_map(|(s, d)| [s, d]) {
         let mut messages = BTreeMap::new();
         let mut after = None;
         loop {
-            let Some((listed, next)) = peek(queue, after).await else {
+            let Some((listed, next)) = peek(queue.clone(), after).await else {
                 return Err(format!(
                     "no member answers a peek of {queue}: the remaining messages are unknown"
                 ));
@@ -191,14 +194,16 @@ mod tests {
     async fn remaining_reads_every_queue_page_by_page_and_fails_on_one_no_member_reads() {
         let dead_letter = BTreeMap::from([("a".to_string(), "a-dlq".to_string())]);
         // `a` holds a full page and one message more; `a-dlq` one moved message.
-        let left = remaining(&dead_letter, async |queue, after| match (queue, after) {
-            ("a", None) => {
-                let full = (0..PAGE).map(|i| (format!("m{i}"), None)).collect();
-                Some((full, Some(PAGE)))
+        let left = remaining(&dead_letter, |queue, after| async move {
+            match (queue.as_str(), after) {
+                ("a", None) => {
+                    let full = (0..PAGE).map(|i| (format!("m{i}"), None)).collect();
+                    Some((full, Some(PAGE)))
+                }
+                ("a", Some(PAGE)) => Some((vec![("last".to_string(), None)], Some(PAGE + 1))),
+                ("a-dlq", None) => Some((vec![("moved".to_string(), Some(5))], Some(1))),
+                _ => None,
             }
-            ("a", Some(PAGE)) => Some((vec![("last".to_string(), None)], Some(PAGE + 1))),
-            ("a-dlq", None) => Some((vec![("moved".to_string(), Some(5))], Some(1))),
-            _ => None,
         })
         .await
         .expect("every queue answers");
@@ -208,7 +213,7 @@ mod tests {
             left["a-dlq"],
             BTreeMap::from([("moved".to_string(), Some(5))])
         );
-        let unread = remaining(&dead_letter, async |queue, _| {
+        let unread = remaining(&dead_letter, |queue, _| async move {
             (queue == "a").then(|| (Vec::new(), None))
         })
         .await;
