@@ -7,8 +7,6 @@ mod fair;
 
 pub use fair::FairSettings;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,6 +17,7 @@ use tokio::task::JoinSet;
 
 use crate::driver::{
     instant_of, nanos_at, now_nanos, since_stamp, stamp_body_at, Driver, Outgoing, QueueSpec,
+    Received,
 };
 use crate::measure::{Measurement, Probe, Recorder, Usage, Window};
 use crate::timeline::Timeline;
@@ -218,15 +217,54 @@ impl Span {
     }
 }
 
-/// One consumer round: it owns the session while it runs and hands it back with how many
-/// messages it finished.
-type Round<S> = Pin<Box<dyn Future<Output = (S, Result<u64>)> + Send>>;
-
-/// Whether a consumer's rounds are latency samples, or only counted.
+/// What a consumer does with each batch it receives.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Timing {
-    Sampled,
-    Counted,
+enum Round {
+    /// Acks it; each receive and ack is a latency sample.
+    Ack,
+    /// Abandons the messages delivered for the first time, opening the span, and acks those
+    /// delivered again.
+    Redeliver,
+    /// Abandons it, opening the span.
+    Abandon,
+}
+
+impl Round {
+    /// Receives a batch on `session` and does the round's work with it; answers how many
+    /// messages it finished (acked, or abandoned for [`Round::Abandon`]).
+    async fn run<D: Driver>(
+        self,
+        driver: &D,
+        session: &mut D::Session,
+        span: &Mutex<Span>,
+    ) -> Result<u64> {
+        let delivered = driver.receive(session, RECEIVE_MAX).await?;
+        match self {
+            Round::Ack => ack_counted(driver, session, receipts(delivered), span).await,
+            Round::Redeliver => {
+                let (again, first): (Vec<_>, Vec<_>) =
+                    delivered.into_iter().partition(|d| d.redelivered);
+                if !first.is_empty() {
+                    lock(span)?.begin(Instant::now());
+                    driver.abandon(session, receipts(first)).await?;
+                }
+                ack_counted(driver, session, receipts(again), span).await
+            }
+            Round::Abandon => {
+                let count = delivered.len() as u64;
+                if count > 0 {
+                    lock(span)?.begin(Instant::now());
+                }
+                driver.abandon(session, receipts(delivered)).await?;
+                Ok(count)
+            }
+        }
+    }
+}
+
+/// The receipts of `delivered`.
+fn receipts<R>(delivered: Vec<Received<R>>) -> Vec<R> {
+    delivered.into_iter().map(|d| d.receipt).collect()
 }
 
 /// Acknowledges `receipts` and counts them into `span`; returns how many there were.
@@ -631,32 +669,35 @@ impl<D: Driver> Bench<D> {
 
     /// Starts as many consumers on `spec` as the driver allows (up to [`DRAIN_CONSUMERS`]),
     /// each repeating `round` until `done` reaches `n`; what a round finished is added to
-    /// `done`, and an error is recorded and followed by a short pause.
+    /// `done`, and an error is recorded and followed by a short pause. Answers the tasks and the
+    /// span the rounds count into.
     async fn consumers(
         &self,
         spec: &QueueSpec,
         node: usize,
         (done, n): (&Arc<AtomicU64>, u64),
-        timing: Timing,
-        round: impl Fn(Arc<D>, D::Session) -> Round<D::Session> + Clone + Send + 'static,
-    ) -> Result<JoinSet<Result<Recorder>>> {
+        round: Round,
+    ) -> Result<(JoinSet<Result<Recorder>>, Arc<Mutex<Span>>)> {
+        let span = Arc::new(Mutex::new(Span::default()));
         let mut tasks = JoinSet::new();
         for _ in 0..self.driver.consumers(spec, DRAIN_CONSUMERS) {
             let mut session = self.driver.session(spec, node).await?;
-            let (driver, done, round) = (Arc::clone(&self.driver), Arc::clone(done), round.clone());
+            let (driver, done, span) = (
+                Arc::clone(&self.driver),
+                Arc::clone(done),
+                Arc::clone(&span),
+            );
             tasks.spawn(async move {
                 let mut rec = Recorder::new();
                 while done.load(Ordering::Relaxed) < n {
                     let t0 = Instant::now();
-                    let (back, outcome) = round(Arc::clone(&driver), session).await;
-                    session = back;
-                    match outcome {
+                    match round.run(&*driver, &mut session, &span).await {
                         Ok(0) => {}
                         Ok(count) => {
                             done.fetch_add(count, Ordering::Relaxed);
-                            match timing {
-                                Timing::Sampled => rec.record(count, t0.elapsed()),
-                                Timing::Counted => rec.messages += count,
+                            match round {
+                                Round::Ack => rec.record(count, t0.elapsed()),
+                                Round::Redeliver | Round::Abandon => rec.messages += count,
                             }
                         }
                         Err(e) => {
@@ -668,7 +709,7 @@ impl<D: Driver> Bench<D> {
                 Ok(rec)
             });
         }
-        Ok(tasks)
+        Ok((tasks, span))
     }
 
     /// Consumers that receive and ack until `n` messages were acked; each receive + ack round
@@ -676,28 +717,7 @@ impl<D: Driver> Bench<D> {
     /// set up) to the last.
     async fn drain(&self, spec: &QueueSpec, node: usize, n: u64) -> Result<(Recorder, Span)> {
         let done = Arc::new(AtomicU64::new(0));
-        let span = Arc::new(Mutex::new(Span::default()));
-        let counted = Arc::clone(&span);
-        let tasks = self
-            .consumers(
-                spec,
-                node,
-                (&done, n),
-                Timing::Sampled,
-                move |driver, mut session| {
-                    let span = Arc::clone(&counted);
-                    Box::pin(async move {
-                        let outcome = async {
-                            let delivered = driver.receive(&mut session, RECEIVE_MAX).await?;
-                            let receipts = delivered.into_iter().map(|d| d.receipt).collect();
-                            ack_counted(&*driver, &mut session, receipts, &span).await
-                        }
-                        .await;
-                        (session, outcome)
-                    })
-                },
-            )
-            .await?;
+        let (tasks, span) = self.consumers(spec, node, (&done, n), Round::Ack).await?;
         let total = settle(tasks, &done, n, "draining").await;
         let span = std::mem::take(&mut *lock(&span)?);
         Ok((total?, span))
@@ -758,34 +778,8 @@ impl<D: Driver> Bench<D> {
         self.fill(&spec, node, n).await?;
         let before = self.probe.sample();
         let redelivered = Arc::new(AtomicU64::new(0));
-        let span = Arc::new(Mutex::new(Span::default()));
-        let counted = Arc::clone(&span);
-        let tasks = self
-            .consumers(
-                &spec,
-                node,
-                (&redelivered, n),
-                Timing::Counted,
-                move |driver, mut session| {
-                    let span = Arc::clone(&counted);
-                    Box::pin(async move {
-                        let outcome = async {
-                            let delivered = driver.receive(&mut session, RECEIVE_MAX).await?;
-                            let (again, first): (Vec<_>, Vec<_>) =
-                                delivered.into_iter().partition(|d| d.redelivered);
-                            if !first.is_empty() {
-                                lock(&span)?.begin(Instant::now());
-                                let receipts = first.into_iter().map(|d| d.receipt).collect();
-                                driver.abandon(&mut session, receipts).await?;
-                            }
-                            let receipts = again.into_iter().map(|d| d.receipt).collect();
-                            ack_counted(&*driver, &mut session, receipts, &span).await
-                        }
-                        .await;
-                        (session, outcome)
-                    })
-                },
-            )
+        let (tasks, span) = self
+            .consumers(&spec, node, (&redelivered, n), Round::Redeliver)
             .await?;
         let rec = settle(tasks, &redelivered, n, "redelivery").await?;
         let usage = self.probe.since(&before);
@@ -811,32 +805,8 @@ impl<D: Driver> Bench<D> {
         self.fill(&spec, node, n).await?;
         let before = self.probe.sample();
         let abandoned = Arc::new(AtomicU64::new(0));
-        let span = Arc::new(Mutex::new(Span::default()));
-        let counted = Arc::clone(&span);
-        let mut tasks = self
-            .consumers(
-                &spec,
-                node,
-                (&abandoned, n),
-                Timing::Counted,
-                move |driver, mut session| {
-                    let span = Arc::clone(&counted);
-                    Box::pin(async move {
-                        let outcome = async {
-                            let delivered = driver.receive(&mut session, RECEIVE_MAX).await?;
-                            let count = delivered.len() as u64;
-                            if count > 0 {
-                                lock(&span)?.begin(Instant::now());
-                            }
-                            let receipts = delivered.into_iter().map(|d| d.receipt).collect();
-                            driver.abandon(&mut session, receipts).await?;
-                            anyhow::Ok(count)
-                        }
-                        .await;
-                        (session, outcome)
-                    })
-                },
-            )
+        let (mut tasks, span) = self
+            .consumers(&spec, node, (&abandoned, n), Round::Abandon)
             .await?;
         let mut last = (0, Instant::now());
         let outcome = loop {
@@ -1179,7 +1149,7 @@ mod tests {
     use std::collections::VecDeque;
 
     use super::*;
-    use crate::driver::{read_stamp, Received, SystemNotes};
+    use crate::driver::{read_stamp, SystemNotes};
 
     /// An in-memory queue whose sends all wait while a stall is under way: a send that starts
     /// inside `stall` is confirmed at its end, as when a server stops for a moment.

@@ -194,12 +194,11 @@ async fn run(args: &Args, seed: u64, dir: &Path, history: &History) -> Result<u6
     if !nodes.wait_healthy(Duration::from_secs(90)).await {
         println!("warning: the cluster did not report one leader within 90 s of healing");
     }
-    switches.stop_producing.store(true, Ordering::Relaxed);
-    switches.ack_per_mille.store(1000, Ordering::Relaxed);
+    switches.begin_drain();
     // The backlog grows with the length of the faults; so does the time to drain it.
     let drain_limit = Duration::from_secs(120 + args.duration);
     let drained = drain(&nodes, &dead_letter, drain_limit).await;
-    switches.stop_consuming.store(true, Ordering::Relaxed);
+    switches.stop_consumers();
     for w in workers {
         // Every request is bounded by REQUEST_TIMEOUT, so workers stop soon after being told.
         let _ = tokio::time::timeout(Duration::from_secs(30), w).await;
@@ -350,42 +349,35 @@ async fn drain(nodes: &Nodes, dead_letter: &BTreeMap<String, String>, limit: Dur
 }
 
 /// The messages left in every queue, each with its `moved_at` (when it was moved to that
-/// dead-letter queue), read through whichever member answers. A queue no member can read ends
-/// the run: taking it for empty would report its messages as lost.
+/// dead-letter queue), read through whichever member answers.
 async fn remaining(
     nodes: &Nodes,
     dead_letter: &BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, BTreeMap<String, Option<u64>>>, String> {
-    let mut out = BTreeMap::new();
-    for q in dead_letter.iter().flat_map(|(s, d)| [s, d]) {
-        let mut messages = BTreeMap::new();
-        let mut after = None;
-        loop {
-            let mut page = None;
-            for id in nodes.members() {
-                if let Ok(p) = nodes.client_of(id).peek(q, Some(100), after).await {
-                    page = Some(p);
-                    break;
-                }
-            }
-            let Some(page) = page else {
-                return Err(format!(
-                    "no member answers a peek of {q}: the remaining messages are unknown"
-                ));
-            };
-            let listed = page["messages"].as_array().cloned().unwrap_or_default();
-            messages.extend(listed.iter().filter_map(|m| {
-                let id = m["message_id"].as_str()?.to_string();
-                Some((id, workload::millis(&m["moved_at"])))
-            }));
-            after = page["next_after"].as_u64();
-            if listed.len() < 100 || after.is_none() {
+    workers::remaining(dead_letter, |queue, after| async move {
+        let mut page = None;
+        for id in nodes.members() {
+            if let Ok(p) = nodes
+                .client_of(id)
+                .peek(&queue, Some(workers::PAGE), after)
+                .await
+            {
+                page = Some(p);
                 break;
             }
         }
-        out.insert(q.clone(), messages);
-    }
-    Ok(out)
+        let page = page?;
+        let listed = page["messages"].as_array().cloned().unwrap_or_default();
+        let messages = listed
+            .iter()
+            .filter_map(|m| {
+                let id = m["message_id"].as_str()?.to_string();
+                Some((id, workload::millis(&m["moved_at"])))
+            })
+            .collect();
+        Some((messages, page["next_after"].as_u64()))
+    })
+    .await
 }
 
 /// Every member's voters and cluster id as it reports them.

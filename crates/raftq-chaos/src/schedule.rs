@@ -18,40 +18,45 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-/// The kinds of fault.
-pub const KINDS: [&str; 15] = [
-    "kill_leader",
-    "kill_follower",
-    "pause_leader",
-    "isolate_leader",
-    "isolate_follower",
-    "restart_all",
-    "rolling_restart",
-    "replace_node",
-    "grow",
-    "shrink",
-    "clock_jump",
-    "one_way_partition",
-    "corrupt",
-    "power_loss",
-    "power_loss_all",
+/// How long a kind of fault takes, which decides its place in a round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// A power loss: one of the kinds that open every round.
+    Power,
+    /// Its injection ends within seconds: a hold (2 s longer for a clock jump) between a few
+    /// docker commands, with no wait for the cluster to recover.
+    Short,
+    /// It waits for the cluster (a replace or a grow waits for nodes to catch up).
+    Slow,
+}
+
+/// The kinds of fault, each with its pace.
+pub const KINDS: [(&str, Pace); 15] = [
+    ("kill_leader", Pace::Short),
+    ("kill_follower", Pace::Short),
+    ("pause_leader", Pace::Short),
+    ("isolate_leader", Pace::Short),
+    ("isolate_follower", Pace::Short),
+    ("restart_all", Pace::Short),
+    ("rolling_restart", Pace::Slow),
+    ("replace_node", Pace::Slow),
+    ("grow", Pace::Slow),
+    ("shrink", Pace::Slow),
+    ("clock_jump", Pace::Short),
+    ("one_way_partition", Pace::Short),
+    ("corrupt", Pace::Slow),
+    ("power_loss", Pace::Power),
+    ("power_loss_all", Pace::Power),
 ];
 
-/// The kinds whose injection ends within seconds: a hold (2 s longer for a clock jump) between
-/// a few docker commands, with no wait for the cluster to recover.
-pub const SHORT: [&str; 8] = [
-    "kill_leader",
-    "kill_follower",
-    "pause_leader",
-    "isolate_leader",
-    "isolate_follower",
-    "restart_all",
-    "clock_jump",
-    "one_way_partition",
-];
-
-/// The power-loss kinds, which open every round.
-pub const POWER: [&str; 2] = ["power_loss", "power_loss_all"];
+/// The kinds of `pace`, in the order of [`KINDS`].
+pub fn of_pace(pace: Pace) -> Vec<&'static str> {
+    KINDS
+        .iter()
+        .filter(|(_, p)| *p == pace)
+        .map(|(kind, _)| *kind)
+        .collect()
+}
 
 /// How many faults open a round: the power-loss kinds and short ones.
 pub const OPENING: usize = 4;
@@ -130,12 +135,17 @@ impl Iterator for Schedule {
 /// One round: every kind once, the power-loss kinds and `OPENING - 2` short kinds first in a
 /// seeded order, then the others shuffled, `grow` before `shrink`.
 fn round(rng: &mut StdRng) -> Vec<&'static str> {
-    let mut short = SHORT.to_vec();
+    let mut short = of_pace(Pace::Short);
     short.shuffle(rng);
-    let mut opening = POWER.to_vec();
-    opening.extend(short.into_iter().take(OPENING - POWER.len()));
+    let mut opening = of_pace(Pace::Power);
+    let power = opening.len();
+    opening.extend(short.into_iter().take(OPENING - power));
     opening.shuffle(rng);
-    let mut rest: Vec<&'static str> = KINDS.into_iter().filter(|k| !opening.contains(k)).collect();
+    let mut rest: Vec<&'static str> = KINDS
+        .iter()
+        .map(|(kind, _)| *kind)
+        .filter(|k| !opening.contains(k))
+        .collect();
     rest.shuffle(rng);
     let at = |kind: &str, list: &[&str]| list.iter().position(|k| *k == kind);
     if let (Some(grow), Some(shrink)) = (at("grow", &rest), at("shrink", &rest)) {
@@ -151,6 +161,14 @@ fn round(rng: &mut StdRng) -> Vec<&'static str> {
 mod tests {
     use super::*;
 
+    /// The pace of `kind`; `None` for a name that is no kind.
+    fn pace_of(kind: &str) -> Option<Pace> {
+        KINDS
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, pace)| *pace)
+    }
+
     /// The longest a short fault or a power loss takes from its start to the next fault's
     /// pause, in milliseconds, when the cluster behaves: its hold, 2 s more for a clock jump,
     /// and for a power loss the whole 30 s wait for the node to come back, plus the docker
@@ -163,7 +181,7 @@ mod tests {
         match kind {
             "clock_jump" => Some(hold + 2_000 + 14_000),
             "power_loss" | "power_loss_all" => Some(hold + 30_000 + 30_000),
-            k if SHORT.contains(&k) => Some(hold + 14_000),
+            k if pace_of(k) == Some(Pace::Short) => Some(hold + 14_000),
             _ => None,
         }
     }
@@ -182,7 +200,7 @@ mod tests {
                 clock += longest_ms(planned.kind, planned.hold)
                     .unwrap_or_else(|| panic!("seed {seed}: {} opens a round", planned.kind));
             }
-            for kind in POWER {
+            for kind in of_pace(Pace::Power) {
                 let at = started.iter().find(|(k, _)| *k == kind).map(|(_, at)| *at);
                 assert!(
                     at.is_some_and(|at| at < CI_RUN_MS),
@@ -202,15 +220,18 @@ mod tests {
             for round in kinds.chunks(KINDS.len()) {
                 let mut sorted = round.to_vec();
                 sorted.sort_unstable();
-                let mut all = KINDS.to_vec();
+                let mut all: Vec<&str> = KINDS.iter().map(|(kind, _)| *kind).collect();
                 all.sort_unstable();
                 assert_eq!(sorted, all, "seed {seed}: {round:?}");
                 let opening = &round[..OPENING];
-                assert!(POWER.iter().all(|k| opening.contains(k)), "{opening:?}");
+                assert!(
+                    of_pace(Pace::Power).iter().all(|k| opening.contains(k)),
+                    "{opening:?}"
+                );
                 assert!(
                     opening
                         .iter()
-                        .all(|k| POWER.contains(k) || SHORT.contains(k)),
+                        .all(|k| matches!(pace_of(k), Some(Pace::Power | Pace::Short))),
                     "{opening:?}"
                 );
                 let at = |kind: &str| round.iter().position(|k| *k == kind);
@@ -237,11 +258,12 @@ mod tests {
     }
 
     #[test]
-    fn the_kinds_partition_into_power_short_and_slow_without_overlap() {
-        for kind in POWER.iter().chain(&SHORT) {
-            assert!(KINDS.contains(kind), "{kind}");
-        }
-        assert!(POWER.iter().all(|k| !SHORT.contains(k)));
-        assert!(OPENING >= POWER.len() && OPENING - POWER.len() <= SHORT.len());
+    fn every_kind_has_one_pace_and_the_opening_holds_the_power_losses_and_short_kinds() {
+        let mut names: Vec<&str> = KINDS.iter().map(|(kind, _)| *kind).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), KINDS.len(), "a kind listed twice");
+        let (power, short) = (of_pace(Pace::Power).len(), of_pace(Pace::Short).len());
+        assert!(OPENING >= power && OPENING - power <= short);
     }
 }

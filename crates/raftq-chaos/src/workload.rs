@@ -8,7 +8,8 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use raftq_check::history::{Event, History, Outcome, Placement, QueueKind};
+use raftq_check::history::{Event, History, Outcome, QueueKind};
+use raftq_check::producer::{self, Message, Producer, Sent};
 use raftq_check::workers::Switches;
 use raftq_client::ClientError;
 use rand::rngs::StdRng;
@@ -79,103 +80,71 @@ pub async fn produce(
     switches: Switches,
     seed: u64,
 ) {
-    let fifo = queue.ends_with(".fifo");
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut avoided = Avoided::default();
-    let mut n = 0u64;
-    while !switches.stop_producing.load(Ordering::Relaxed) {
-        n += 1;
-        let body = format!("{queue}/{id}/{n}");
-        // FIFO groups of this producer; on the standard queue, tenants of a fair queue: one
-        // tenant all producers share sends three times as much as each producer's own.
-        let group = match (fifo, n % 4) {
-            (true, _) => format!("p{id}-g{}", n % 3),
-            (false, 0) => format!("tenant-{id}"),
-            (false, _) => "tenant-shared".to_string(),
-        };
-        let placement = Placement::pick(queue_kind(&queue), now_ms(), rng.random());
-        let mut ok = false;
-        for _attempt in 0..20 {
-            let outcome = send(
-                &nodes,
-                &history,
-                &queue,
-                (&body, &body, &group, placement),
-                (&mut avoided, &mut rng),
-            )
-            .await;
-            match outcome {
-                Outcome::Unknown(_) if fifo => sleep(Duration::from_millis(100)).await,
-                Outcome::Unknown(_) => {
-                    // Not retried (a standard queue would get a second copy), but not hammered.
-                    sleep(Duration::from_millis(100)).await;
-                    break;
-                }
-                Outcome::Ok => {
-                    ok = true;
-                    break;
-                }
-                _ => break,
-            }
-        }
-        if fifo && ok && rng.random_ratio(1, 8) {
-            let resend = format!("resend:{body}");
-            send(
-                &nodes,
-                &history,
-                &queue,
-                (&resend, &body, &group, placement),
-                (&mut avoided, &mut rng),
-            )
-            .await;
-        }
-    }
+    let mut producer = ChaosProducer {
+        nodes,
+        avoided: Avoided::default(),
+        rng: StdRng::seed_from_u64(seed),
+    };
+    let kind = queue_kind(&queue);
+    producer::produce(&mut producer, &history, (&queue, kind), id, &switches).await;
 }
 
-/// One send of `body` (with deduplication ID `dedup` on a FIFO queue) in `group`, placed by
-/// `placement`.
-async fn send(
-    nodes: &Nodes,
-    history: &History,
-    queue: &str,
-    (body, dedup, group, placement): (&str, &str, &str, Placement),
-    (avoided, rng): (&mut Avoided, &mut StdRng),
-) -> Outcome {
-    let fifo = queue.ends_with(".fifo");
-    let mut message = json!({ "body": body, "message_group_id": group });
-    if fifo {
-        message["message_deduplication_id"] = dedup.into();
+/// A producer of the chaos run: it sends through the HTTP API of a node picked at random,
+/// leaving alone for a while the nodes that did not answer.
+struct ChaosProducer {
+    nodes: Nodes,
+    avoided: Avoided,
+    rng: StdRng,
+}
+
+impl Producer for ChaosProducer {
+    fn now_ms(&self) -> u64 {
+        now_ms()
     }
-    if let Some(priority) = placement.priority {
-        message["priority"] = priority.into();
+
+    fn draw(&mut self) -> u64 {
+        self.rng.random()
     }
-    if let Some(at) = placement.deliver_at {
-        message["deliver_at"] = rfc3339(at).into();
+
+    fn one_in(&mut self, n: u32) -> bool {
+        self.rng.random_ratio(1, n)
     }
-    let (node, client) = nodes.pick(avoided, rng);
-    let start = now_ms();
-    let result = client.send(queue, &message).await;
-    let end = now_ms();
-    avoided.note(node, answered(&result));
-    let (outcome, reply) = match result {
-        Ok(v) => (Outcome::Ok, v),
-        Err(e) => (classify(&e), Value::Null),
-    };
-    history.push(Event::Send {
-        queue: queue.into(),
-        body: body.into(),
-        group: Some(group.to_string()),
-        dedup: fifo.then(|| dedup.to_string()),
-        start,
-        end,
-        outcome: outcome.clone(),
-        message_id: reply["message_id"].as_str().map(str::to_string),
-        duplicate: reply["duplicate"].as_bool().unwrap_or(false),
-        sequence_number: reply["sequence_number"].as_u64(),
-        priority: placement.priority,
-        deliver_at: placement.deliver_at,
-    });
-    outcome
+
+    async fn send(&mut self, queue: &str, message: &Message) -> (Outcome, Sent) {
+        let mut json = json!({ "body": message.body, "message_group_id": message.group });
+        if let Some(dedup) = &message.dedup {
+            json["message_deduplication_id"] = dedup.as_str().into();
+        }
+        if let Some(priority) = message.placement.priority {
+            json["priority"] = priority.into();
+        }
+        if let Some(at) = message.placement.deliver_at {
+            json["deliver_at"] = rfc3339(at).into();
+        }
+        let (node, client) = self.nodes.pick(&self.avoided, &mut self.rng);
+        let result = client.send(queue, &json).await;
+        self.avoided.note(node, answered(&result));
+        match result {
+            Ok(reply) => (
+                Outcome::Ok,
+                Sent {
+                    message_id: reply["message_id"].as_str().map(str::to_string),
+                    duplicate: reply["duplicate"].as_bool().unwrap_or(false),
+                    sequence_number: reply["sequence_number"].as_u64(),
+                },
+            ),
+            Err(e) => (classify(&e), Sent::default()),
+        }
+    }
+
+    /// A refused send is given up: the API refuses only what is wrong with the request.
+    fn after_refusal(&self) -> Option<Duration> {
+        None
+    }
+
+    fn pause(&mut self) -> Option<Duration> {
+        None
+    }
 }
 
 /// Receives from `queue` until told to stop, acknowledging a share of the deliveries.

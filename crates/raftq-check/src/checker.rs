@@ -769,6 +769,14 @@ mod tests {
         }
     }
 
+    /// A (body `a`) and then B (body `b`) sent to one group, at 10 and 20.
+    fn a_then_b() -> Vec<Event> {
+        vec![
+            send("a", "A", Some("a"), false, 10),
+            send("b", "B", Some("b"), false, 20),
+        ]
+    }
+
     fn deliver(id: &str, body: &str, seq: u64, count: u64, t: u64) -> Event {
         Event::Deliver {
             queue: "q.fifo".into(),
@@ -818,14 +826,13 @@ mod tests {
 
     #[test]
     fn a_clean_history_has_no_anomalies() {
-        let events = vec![
-            send("a", "A", Some("a"), false, 10),
-            send("b", "B", Some("b"), false, 20),
+        let mut events = a_then_b();
+        events.extend([
             deliver("A", "a", 10, 1, 100),
             ack("A", 200),
             deliver("B", "b", 20, 1, 300),
             ack("B", 400),
-        ];
+        ]);
         assert_eq!(check(&events, &fin(&[])).total(), 0);
     }
 
@@ -860,9 +867,8 @@ mod tests {
 
     #[test]
     fn each_broken_invariant_is_counted() {
-        let events = vec![
-            send("a", "A", Some("a"), false, 10),
-            send("b", "B", Some("b"), false, 20),
+        let mut events = a_then_b();
+        events.extend([
             send("lost", "L", Some("l"), false, 30),
             send("a2", "A2", Some("a"), false, 40),
             deliver("B", "b", 20, 1, 100),
@@ -871,7 +877,7 @@ mod tests {
             ack("B", 170),
             deliver("B", "b", 20, 2, 300),
             deliver("X", "never", 99, 1, 400),
-        ];
+        ]);
         let mut f = fin(&["A", "A2", "X"]);
         f.node_states[1] = Some((1, "other".into()));
         f.memberships[1] = Some((vec![1, 2], "another cluster".into()));
@@ -908,12 +914,8 @@ mod tests {
             end: 905,
         };
         let events = |with_jump: bool| {
-            let mut v = vec![
-                send("a", "A", Some("a"), false, 10),
-                send("b", "B", Some("b"), false, 20),
-                moved.clone(),
-                deliver("B", "b", 20, 1, 1_000),
-            ];
+            let mut v = a_then_b();
+            v.extend([moved.clone(), deliver("B", "b", 20, 1, 1_000)]);
             if with_jump {
                 v.push(jump.clone());
             }
@@ -931,15 +933,14 @@ mod tests {
         // A leased three times and never acknowledged, then moved to the dead-letter queue by
         // the server without any consumer seeing it there; B, after A in its group, delivered
         // at 7 000. The final peek finds A in the dead-letter queue, moved at `moved`.
-        let events = vec![
-            send("a", "A", Some("a"), false, 10),
-            send("b", "B", Some("b"), false, 20),
+        let mut events = a_then_b();
+        events.extend([
             deliver("A", "a", 10, 1, 100),
             deliver("A", "a", 10, 2, 2_200),
             deliver("A", "a", 10, 3, 4_300),
             deliver("B", "b", 20, 1, 7_000),
             ack("B", 7_100),
-        ];
+        ]);
         let check_with = |moved: u64| {
             let mut f = fin(&[]);
             f.dead_letter = BTreeMap::from([("q.fifo".to_string(), "dlq.fifo".to_string())]);

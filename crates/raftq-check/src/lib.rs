@@ -12,6 +12,7 @@
 //!   history and the final state read after the cluster healed ([`checker::Final`]) by
 //!   [`checker::check`] into a [`checker::Report`].
 //! - [`workers`]: the producers and consumers a run starts against its queues.
+//! - [`producer`]: what a producer sends and records, whatever cluster it sends to.
 //!
 //! Times are milliseconds on the clock the recorder uses, the same clock the nodes stamp their
 //! entries with: in the chaos run the machine's clock since the Unix epoch, in a simulation its
@@ -19,4 +20,5 @@
 
 pub mod checker;
 pub mod history;
+pub mod producer;
 pub mod workers;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU32};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +22,20 @@ pub struct Switches {
     pub stop_consuming: Arc<AtomicBool>,
     /// Per mille of deliveries the consumers acknowledge.
     pub ack_per_mille: Arc<AtomicU32>,
+}
+
+impl Switches {
+    /// Stops the producers and has the consumers acknowledge every delivery from now on, so that
+    /// the queues drain.
+    pub fn begin_drain(&self) {
+        self.stop_producing.store(true, Ordering::SeqCst);
+        self.ack_per_mille.store(1000, Ordering::SeqCst);
+    }
+
+    /// Stops the consumers.
+    pub fn stop_consumers(&self) {
+        self.stop_consuming.store(true, Ordering::SeqCst);
+    }
 }
 
 /// One worker of a run.
@@ -106,6 +120,47 @@ where
     false
 }
 
+/// How many messages one page of [`remaining`] asks for.
+pub const PAGE: u64 = 100;
+
+/// One page of a peek: each message's ID with when it was moved to that dead-letter queue
+/// (`None` for one that was not moved), and the sequence number the next page starts after
+/// (`None` when there is none).
+pub type Page = (Vec<(String, Option<u64>)>, Option<u64>);
+
+/// The messages left in every queue of `dead_letter` (each source queue and its dead-letter
+/// queue), read a page of [`PAGE`] at a time by `peek(queue, after)`. A queue no member can
+/// read (`peek` answers `None`) ends the reading with an error: taking it for empty would
+/// report its messages as lost.
+pub async fn remaining<F>(
+    dead_letter: &BTreeMap<String, String>,
+    mut peek: impl FnMut(String, Option<u64>) -> F,
+) -> Result<BTreeMap<String, BTreeMap<String, Option<u64>>>, String>
+where
+    F: Future<Output = Option<Page>>,
+{
+    let mut out = BTreeMap::new();
+    for queue in dead_letter.iter().flat_map(|(s, d)| [s, d]) {
+        let mut messages = BTreeMap::new();
+        let mut after = None;
+        loop {
+            let Some((listed, next)) = peek(queue.clone(), after).await else {
+                return Err(format!(
+                    "no member answers a peek of {queue}: the remaining messages are unknown"
+                ));
+            };
+            let full = listed.len() as u64 >= PAGE;
+            messages.extend(listed);
+            after = next;
+            if !full || after.is_none() {
+                break;
+            }
+        }
+        out.insert(queue.clone(), messages);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,29 +168,58 @@ mod tests {
     #[test]
     fn every_source_has_two_producers_and_every_queue_two_consumers_with_distinct_seeds() {
         let dead_letter = BTreeMap::from([("a".to_string(), "a-dlq".to_string())]);
-        let workers = plan(&dead_letter, 0x100);
-        let producing: Vec<&String> = workers
-            .iter()
-            .filter_map(|w| match w {
-                Worker::Produce { queue, .. } => Some(queue),
-                Worker::Consume { .. } => None,
-            })
-            .collect();
-        let consuming: Vec<&String> = workers
-            .iter()
-            .filter_map(|w| match w {
-                Worker::Consume { queue, .. } => Some(queue),
-                Worker::Produce { .. } => None,
-            })
-            .collect();
-        assert_eq!(producing, ["a", "a"]);
-        assert_eq!(consuming, ["a", "a", "a-dlq", "a-dlq"]);
-        let seeds: Vec<u64> = workers
-            .iter()
-            .map(|w| match w {
-                Worker::Produce { seed, .. } | Worker::Consume { seed, .. } => *seed,
-            })
-            .collect();
-        assert_eq!(seeds, [0x101, 0x102, 0x103, 0x104, 0x105, 0x106]);
+        let produce = |id, seed| Worker::Produce {
+            queue: "a".to_string(),
+            id,
+            seed,
+        };
+        let consume = |queue: &str, seed| Worker::Consume {
+            queue: queue.to_string(),
+            seed,
+        };
+        assert_eq!(
+            plan(&dead_letter, 0x100),
+            [
+                produce(0, 0x101),
+                produce(1, 0x102),
+                consume("a", 0x103),
+                consume("a", 0x104),
+                consume("a-dlq", 0x105),
+                consume("a-dlq", 0x106),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn remaining_reads_every_queue_page_by_page_and_fails_on_one_no_member_reads() {
+        let dead_letter = BTreeMap::from([("a".to_string(), "a-dlq".to_string())]);
+        // `a` holds a full page and one message more; `a-dlq` one moved message.
+        let left = remaining(&dead_letter, |queue, after| async move {
+            match (queue.as_str(), after) {
+                ("a", None) => {
+                    let full = (0..PAGE).map(|i| (format!("m{i}"), None)).collect();
+                    Some((full, Some(PAGE)))
+                }
+                ("a", Some(PAGE)) => Some((vec![("last".to_string(), None)], Some(PAGE + 1))),
+                ("a-dlq", None) => Some((vec![("moved".to_string(), Some(5))], Some(1))),
+                _ => None,
+            }
+        })
+        .await
+        .expect("every queue answers");
+        assert_eq!(left["a"].len() as u64, PAGE + 1);
+        assert!(left["a"].contains_key("last"));
+        assert_eq!(
+            left["a-dlq"],
+            BTreeMap::from([("moved".to_string(), Some(5))])
+        );
+        let unread = remaining(&dead_letter, |queue, _| async move {
+            (queue == "a").then(|| (Vec::new(), None))
+        })
+        .await;
+        assert!(
+            unread.as_ref().is_err_and(|e| e.contains("a-dlq")),
+            "{unread:?}"
+        );
     }
 }

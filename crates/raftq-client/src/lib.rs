@@ -194,6 +194,34 @@ impl Client {
         Err(api_error(status, &value).into())
     }
 
+    /// Sends a request to `/v1/queues/{queue}` followed by the segments of `tail`, without a
+    /// query.
+    async fn on_queue(
+        &self,
+        method: Method,
+        queue: &str,
+        tail: &[&str],
+        body: Option<&Value>,
+    ) -> Result<Value> {
+        let mut segments = vec!["v1", "queues", queue];
+        segments.extend_from_slice(tail);
+        self.call(method, &segments, &[], body).await
+    }
+
+    /// A page of `queue`'s messages of the listing `listing` (`messages`, `scheduled`): at most
+    /// `limit` of them, those after the sequence number `after`.
+    async fn page_of(
+        &self,
+        queue: &str,
+        listing: &str,
+        limit: Option<u64>,
+        after: Option<u64>,
+    ) -> Result<Value> {
+        let query = page(limit, after);
+        self.call(Method::GET, &["v1", "queues", queue, listing], &query, None)
+            .await
+    }
+
     pub async fn create_queue(&self, name: &str, attributes: &Value) -> Result<Value> {
         let mut body = attributes.clone();
         if let Some(map) = body.as_object_mut() {
@@ -215,106 +243,63 @@ impl Client {
     }
 
     pub async fn get_queue(&self, queue: &str) -> Result<Value> {
-        self.call(Method::GET, &["v1", "queues", queue], &[], None)
-            .await
+        self.on_queue(Method::GET, queue, &[], None).await
     }
 
     pub async fn patch_queue(&self, queue: &str, patch: &Value) -> Result<Value> {
-        self.call(Method::PATCH, &["v1", "queues", queue], &[], Some(patch))
-            .await
+        self.on_queue(Method::PATCH, queue, &[], Some(patch)).await
     }
 
     pub async fn delete_queue(&self, queue: &str) -> Result<Value> {
-        self.call(Method::DELETE, &["v1", "queues", queue], &[], None)
-            .await
+        self.on_queue(Method::DELETE, queue, &[], None).await
     }
 
     pub async fn dead_letter_sources(&self, queue: &str) -> Result<Value> {
-        self.call(
-            Method::GET,
-            &["v1", "queues", queue, "dead_letter_sources"],
-            &[],
-            None,
-        )
-        .await
+        self.on_queue(Method::GET, queue, &["dead_letter_sources"], None)
+            .await
     }
 
     /// Starts a message move task on `queue`; `task` holds the optional `destination`,
     /// `max_messages_per_second`, `filter` and `dry_run`.
     pub async fn start_move_task(&self, queue: &str, task: &Value) -> Result<Value> {
-        self.call(
-            Method::POST,
-            &["v1", "queues", queue, "move_tasks"],
-            &[],
-            Some(task),
-        )
-        .await
+        self.on_queue(Method::POST, queue, &["move_tasks"], Some(task))
+            .await
     }
 
     /// The last move tasks of `queue`, the newest first.
     pub async fn move_tasks(&self, queue: &str) -> Result<Value> {
-        self.call(
-            Method::GET,
-            &["v1", "queues", queue, "move_tasks"],
-            &[],
-            None,
-        )
-        .await
+        self.on_queue(Method::GET, queue, &["move_tasks"], None)
+            .await
     }
 
     /// Cancels the running move task `task` of `queue`.
     pub async fn cancel_move_task(&self, queue: &str, task: &str) -> Result<Value> {
-        self.call(
-            Method::POST,
-            &["v1", "queues", queue, "move_tasks", task, "cancel"],
-            &[],
-            None,
-        )
-        .await
+        self.on_queue(Method::POST, queue, &["move_tasks", task, "cancel"], None)
+            .await
     }
 
     /// Sends one message; `message` holds `body` and the optional send fields.
     pub async fn send(&self, queue: &str, message: &Value) -> Result<Value> {
-        self.call(
-            Method::POST,
-            &["v1", "queues", queue, "messages"],
-            &[],
-            Some(message),
-        )
-        .await
+        self.on_queue(Method::POST, queue, &["messages"], Some(message))
+            .await
     }
 
     pub async fn send_batch(&self, queue: &str, entries: &Value) -> Result<Value> {
         let body = json!({ "entries": entries });
-        self.call(
-            Method::POST,
-            &["v1", "queues", queue, "messages", "batch"],
-            &[],
-            Some(&body),
-        )
-        .await
+        self.on_queue(Method::POST, queue, &["messages", "batch"], Some(&body))
+            .await
     }
 
     /// Receives; `options` may hold `max_messages`, `lease_seconds`, `wait_seconds`.
     pub async fn receive(&self, queue: &str, options: &Value) -> Result<Value> {
-        self.call(
-            Method::POST,
-            &["v1", "queues", queue, "receive"],
-            &[],
-            Some(options),
-        )
-        .await
+        self.on_queue(Method::POST, queue, &["receive"], Some(options))
+            .await
     }
 
     pub async fn ack(&self, queue: &str, receipts: &[String]) -> Result<Value> {
         let body = json!({ "receipts": receipts });
-        self.call(
-            Method::POST,
-            &["v1", "queues", queue, "ack"],
-            &[],
-            Some(&body),
-        )
-        .await
+        self.on_queue(Method::POST, queue, &["ack"], Some(&body))
+            .await
     }
 
     pub async fn change_lease(
@@ -346,24 +331,12 @@ impl Client {
     }
 
     async fn lease(&self, queue: &str, body: Value) -> Result<Value> {
-        self.call(
-            Method::POST,
-            &["v1", "queues", queue, "lease"],
-            &[],
-            Some(&body),
-        )
-        .await
+        self.on_queue(Method::POST, queue, &["lease"], Some(&body))
+            .await
     }
 
     pub async fn peek(&self, queue: &str, limit: Option<u64>, after: Option<u64>) -> Result<Value> {
-        let query = page(limit, after);
-        self.call(
-            Method::GET,
-            &["v1", "queues", queue, "messages"],
-            &query,
-            None,
-        )
-        .await
+        self.page_of(queue, "messages", limit, after).await
     }
 
     /// A page of the messages scheduled by a `deliver_at` still ahead.
@@ -373,35 +346,21 @@ impl Client {
         limit: Option<u64>,
         after: Option<u64>,
     ) -> Result<Value> {
-        let query = page(limit, after);
-        self.call(
-            Method::GET,
-            &["v1", "queues", queue, "scheduled"],
-            &query,
-            None,
-        )
-        .await
+        self.page_of(queue, "scheduled", limit, after).await
     }
 
     /// Cancels the scheduled message `message_id` before its time.
     pub async fn cancel_scheduled(&self, queue: &str, message_id: &str) -> Result<Value> {
-        self.call(
-            Method::DELETE,
-            &["v1", "queues", queue, "scheduled", message_id],
-            &[],
-            None,
-        )
-        .await
+        self.on_queue(Method::DELETE, queue, &["scheduled", message_id], None)
+            .await
     }
 
     pub async fn purge(&self, queue: &str) -> Result<Value> {
-        self.call(Method::POST, &["v1", "queues", queue, "purge"], &[], None)
-            .await
+        self.on_queue(Method::POST, queue, &["purge"], None).await
     }
 
     pub async fn stats(&self, queue: &str) -> Result<Value> {
-        self.call(Method::GET, &["v1", "queues", queue, "stats"], &[], None)
-            .await
+        self.on_queue(Method::GET, queue, &["stats"], None).await
     }
 
     pub async fn cluster(&self) -> Result<Value> {

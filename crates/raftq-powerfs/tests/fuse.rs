@@ -29,6 +29,11 @@ fn fuse_usable() -> bool {
     root && device
 }
 
+/// The contents of `name` under `dir`, which must be there.
+fn read(dir: &Path, name: &str) -> Vec<u8> {
+    fs::read(dir.join(name)).unwrap_or_else(|err| panic!("{name}: {err}"))
+}
+
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(13) ^ seed | 0x80)
@@ -213,14 +218,14 @@ fn old_or_new(name: &str, got: &[u8], old: &[u8], new: &[u8]) -> usize {
 
 /// Checks the reverted data directory; returns a summary of the outcome.
 fn check(data: &Path, expect: &Expect) -> String {
-    let file = fs::read(data.join("file")).expect("file");
+    let file = read(data, "file");
     assert!(
         [4096, 4096 + 512, 5096].contains(&file.len()),
         "file length {}",
         file.len()
     );
     let file_new = old_or_new("file", &file, &expect.synced, &expect.rewritten);
-    let segment = fs::read(data.join("log/segment")).expect("segment");
+    let segment = read(data, "log/segment");
     assert_eq!(segment.len(), 8192);
     assert_eq!(
         segment[..2048],
@@ -246,20 +251,14 @@ fn check(data: &Path, expect: &Expect) -> String {
     if let Ok(bytes) = fs::read(data.join("log/victim")) {
         assert_eq!(bytes, expect.victim);
     }
-    let truncated = fs::read(data.join("truncated")).expect("truncated");
+    let truncated = read(data, "truncated");
     assert!(truncated.len() == 100 || truncated.len() == 3000);
     assert_eq!(truncated[..100], expect.truncated[..100]);
     if truncated.len() == 3000 {
         assert_eq!(truncated[512..], expect.truncated[512..]);
     }
-    assert_eq!(
-        fs::read(data.join("durable")).expect("durable"),
-        expect.durable
-    );
-    assert_eq!(
-        fs::read(data.join("target")).expect("target"),
-        expect.replaced
-    );
+    assert_eq!(read(data, "durable"), expect.durable);
+    assert_eq!(read(data, "target"), expect.replaced);
     assert!(!data.join("old").exists());
     format!(
         "file {} +{file_new} | names {names:?} | victim {} | truncated {}",
@@ -312,15 +311,9 @@ fn without_a_power_loss_everything_written_is_kept() {
     mounted.unmount();
     mounted.mount();
     let mnt = mounted.mnt();
-    assert_eq!(fs::read(mnt.join("file")).expect("file"), expect.rewritten);
-    assert_eq!(
-        fs::read(mnt.join("log/segment")).expect("segment"),
-        expect.segment_now
-    );
-    assert_eq!(
-        fs::read(mnt.join("log/renamed")).expect("renamed"),
-        expect.renamed
-    );
+    assert_eq!(read(&mnt, "file"), expect.rewritten);
+    assert_eq!(read(&mnt, "log/segment"), expect.segment_now);
+    assert_eq!(read(&mnt, "log/renamed"), expect.renamed);
     assert!(!mnt.join("log/victim").exists());
     assert_eq!(
         fs::metadata(mnt.join("truncated"))
@@ -348,10 +341,7 @@ fn a_lost_mkdir_takes_its_synced_contents_with_it() {
         let data = mounted.layout().data();
         let kept = data.join("snapshots").exists();
         if kept {
-            assert_eq!(
-                fs::read(data.join("snapshots/s1")).expect("s1"),
-                pattern(600, 12)
-            );
+            assert_eq!(read(&data, "snapshots/s1"), pattern(600, 12));
         }
         // `a/b` was made inside `a`, whose own creation may be lost: b never outlives a.
         seen.insert((kept, data.join("a").exists(), data.join("a/b").exists()));

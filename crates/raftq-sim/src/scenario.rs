@@ -132,11 +132,7 @@ impl Ending {
             self.problems
                 .push("no leader within 30 s of healing".into());
         }
-        switches
-            .workers
-            .stop_producing
-            .store(true, Ordering::SeqCst);
-        switches.workers.ack_per_mille.store(1000, Ordering::SeqCst);
+        switches.workers.begin_drain();
         if !drain(
             control,
             &members,
@@ -148,10 +144,7 @@ impl Ending {
             self.problems
                 .push("queues were not empty 60 s after healing".into());
         }
-        switches
-            .workers
-            .stop_consuming
-            .store(true, Ordering::SeqCst);
+        switches.workers.stop_consumers();
         for worker in self.workers {
             let _ = worker.await;
         }
@@ -285,38 +278,31 @@ async fn drain(
     .await
 }
 
-/// The messages left in every queue, each with when it was moved to that dead-letter queue. A
-/// queue no member can read fails the run: taking it for empty would hide lost messages.
+/// The messages left in every queue, each with when it was moved to that dead-letter queue,
+/// read through whichever member answers.
 async fn remaining(
     control: &Control,
     members: &[NodeId],
     dead_letter: &BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, BTreeMap<String, Option<u64>>>, String> {
-    let mut out = BTreeMap::new();
-    for queue in dead_letter.iter().flat_map(|(s, d)| [s, d]) {
-        let mut messages = BTreeMap::new();
-        let mut after = None;
-        loop {
-            let query = Query::Peek {
-                account: ACCOUNT.into(),
-                queue: queue.clone(),
-                after,
-                limit: Some(100),
-            };
-            let Some(QueryResult::Messages(page)) = read(control, members, query).await else {
-                return Err(format!("no member answers a peek of {queue}"));
-            };
-            after = page.last().map(|(meta, _)| meta.seq);
-            for (meta, payload) in &page {
-                messages.insert(payload.message_id.to_string(), meta.moved_at);
-            }
-            if page.len() < 100 {
-                break;
-            }
-        }
-        out.insert(queue.clone(), messages);
-    }
-    Ok(out)
+    workers::remaining(dead_letter, |queue, after| async move {
+        let query = Query::Peek {
+            account: ACCOUNT.into(),
+            queue,
+            after,
+            limit: i64::try_from(workers::PAGE).ok(),
+        };
+        let Some(QueryResult::Messages(page)) = read(control, members, query).await else {
+            return None;
+        };
+        let next = page.last().map(|(meta, _)| meta.seq);
+        let messages = page
+            .into_iter()
+            .map(|(meta, payload)| (payload.message_id.to_string(), meta.moved_at))
+            .collect();
+        Some((messages, next))
+    })
+    .await
 }
 
 /// Every member's applied index and state digest, once they agree or after 30 s. All asked at

@@ -9,7 +9,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use raftq_check::history::{Event, History, Outcome, Placement, QueueKind};
+use raftq_check::history::{Event, History, Outcome, QueueKind};
+use raftq_check::producer::{self, Message, Producer, Sent};
 use raftq_engine::{Command, EngineError, NewMessage, Outcome as Done};
 use raftq_node::{NodeError, NodeId, Response};
 use rand::rngs::StdRng;
@@ -98,103 +99,72 @@ pub async fn produce(
     switches: Switches,
     seed: u64,
 ) {
-    let fifo = queue.ends_with(".fifo");
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut n = 0u64;
-    while !switches.workers.stop_producing.load(Ordering::SeqCst) {
-        n += 1;
-        let body = format!("{queue}/{id}/{n}");
-        let group = match (fifo, n % 4) {
-            (true, _) => format!("p{id}-g{}", n % 3),
-            (false, 0) => format!("tenant-{id}"),
-            (false, _) => "tenant-shared".to_string(),
-        };
-        let placement = Placement::pick(queue_kind(&queue), control.clock.now_ms(), rng.random());
-        let mut ok = false;
-        for _attempt in 0..20 {
-            match send(
-                &control,
-                &history,
-                &queue,
-                (&body, &body, &group, placement),
-                &switches,
-                &mut rng,
-            )
-            .await
-            {
-                Outcome::Unknown(_) if fifo => sleep(Duration::from_millis(100)).await,
-                Outcome::Unknown(_) => {
-                    // Not retried (a standard queue would get a second copy), but not hammered.
-                    sleep(Duration::from_millis(100)).await;
-                    break;
-                }
-                Outcome::Ok => {
-                    ok = true;
-                    break;
-                }
-                Outcome::Failed(_) => sleep(Duration::from_millis(50)).await,
-            }
-        }
-        if fifo && ok && rng.random_ratio(1, 8) {
-            let resend = format!("resend:{body}");
-            send(
-                &control,
-                &history,
-                &queue,
-                (&resend, &body, &group, placement),
-                &switches,
-                &mut rng,
-            )
-            .await;
-        }
-        sleep(Duration::from_millis(rng.random_range(5..40))).await;
-    }
+    let kind = queue_kind(&queue);
+    let workers = switches.workers.clone();
+    let mut producer = SimProducer {
+        control,
+        switches,
+        rng: StdRng::seed_from_u64(seed),
+    };
+    producer::produce(&mut producer, &history, (&queue, kind), id, &workers).await;
 }
 
-/// One send of `body` (with deduplication ID `dedup` on a FIFO queue) in `group`, placed by
-/// `placement`.
-async fn send(
-    control: &Control,
-    history: &History,
-    queue: &str,
-    (body, dedup, group, placement): (&str, &str, &str, Placement),
-    switches: &Switches,
-    rng: &mut StdRng,
-) -> Outcome {
-    let fifo = queue.ends_with(".fifo");
-    let mut message = NewMessage::new(Uuid::from_u128(rng.random()), body).in_group(group);
-    if fifo {
-        message.message_deduplication_id = Some(dedup.to_string());
+/// A producer of the simulation: it writes its sends through a member picked at random, by the
+/// simulated clock.
+struct SimProducer {
+    control: Control,
+    switches: Switches,
+    rng: StdRng,
+}
+
+impl Producer for SimProducer {
+    fn now_ms(&self) -> u64 {
+        self.control.clock.now_ms()
     }
-    message.priority = placement.priority.map(i64::from);
-    message.deliver_at = placement.deliver_at.and_then(|at| i64::try_from(at).ok());
-    let command = Command::Send {
-        account: ACCOUNT.into(),
-        queue: queue.into(),
-        message,
-    };
-    let start = control.clock.now_ms();
-    let (outcome, done, _) = classify(write(control, switches.pick(rng), command).await);
-    let end = control.clock.now_ms();
-    let sent = match done {
-        Some(Done::Sent(sent)) => Some(sent),
-        _ => None,
-    };
-    history.push(Event::Send {
-        queue: queue.into(),
-        body: body.into(),
-        group: Some(group.to_string()),
-        dedup: fifo.then(|| dedup.to_string()),
-        start,
-        end,
-        outcome: outcome.clone(),
-        message_id: sent.as_ref().map(|s| s.message_id.to_string()),
-        duplicate: sent.as_ref().is_some_and(|s| s.duplicate),
-        sequence_number: sent.and_then(|s| s.sequence_number),
-        priority: placement.priority,
-        deliver_at: placement.deliver_at,
-    });
-    outcome
+
+    fn draw(&mut self) -> u64 {
+        self.rng.random()
+    }
+
+    fn one_in(&mut self, n: u32) -> bool {
+        self.rng.random_ratio(1, n)
+    }
+
+    async fn send(&mut self, queue: &str, message: &Message) -> (Outcome, Sent) {
+        let id = Uuid::from_u128(self.rng.random());
+        let mut new = NewMessage::new(id, &message.body).in_group(&message.group);
+        new.message_deduplication_id.clone_from(&message.dedup);
+        new.priority = message.placement.priority.map(i64::from);
+        new.deliver_at = message
+            .placement
+            .deliver_at
+            .and_then(|at| i64::try_from(at).ok());
+        let command = Command::Send {
+            account: ACCOUNT.into(),
+            queue: queue.into(),
+            message: new,
+        };
+        let node = self.switches.pick(&mut self.rng);
+        let (outcome, done, _) = classify(write(&self.control, node, command).await);
+        let sent = match done {
+            Some(Done::Sent(sent)) => Sent {
+                message_id: Some(sent.message_id.to_string()),
+                duplicate: sent.duplicate,
+                sequence_number: sent.sequence_number,
+            },
+            _ => Sent::default(),
+        };
+        (outcome, sent)
+    }
+
+    /// A refused send is sent again: the node may have refused it for want of a leader.
+    fn after_refusal(&self) -> Option<Duration> {
+        Some(Duration::from_millis(50))
+    }
+
+    fn pause(&mut self) -> Option<Duration> {
+        Some(Duration::from_millis(self.rng.random_range(5..40)))
+    }
 }
 
 /// Receives from `queue` until told to stop, acknowledging a share of the deliveries.

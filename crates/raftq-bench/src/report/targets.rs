@@ -599,10 +599,7 @@ impl Results {
             s.jetstream_name(),
             s.jetstream_sync_name(),
         );
-        let _ = writeln!(
-            out,
-            "| workload | target | measured | met |\n|---|---|---|---|"
-        );
+        super::table_head(out, &["workload", "target", "measured", "met"]);
         for target in self.target_rows() {
             let _ = writeln!(out, "{}", target.line());
         }
@@ -684,6 +681,21 @@ mod tests {
             .unwrap_or_else(|| panic!("no target row {workload}: {lines:?}"))
     }
 
+    /// Asserts that the target row of `workload` says every one of `parts`.
+    fn says(lines: &[String], workload: &str, parts: &[&str]) {
+        let l = line(lines, workload);
+        for part in parts {
+            assert!(l.contains(part), "{workload}: no {part:?} in {l}");
+        }
+    }
+
+    const SEND_P50: &str = "send, 1 in flight, p50 (3 nodes)";
+    const SEND_16: &str = "send, 16 in flight";
+    const WRITTEN: &str = "bytes written per message per node";
+    const CPU: &str = "server CPU per send (3 nodes, send rows)";
+    const RATE: &str = "send at a fixed 1,000/s, from the intended time (3 nodes)";
+    const P99S: &str = "every row's p99 (3 nodes)";
+
     #[test]
     fn every_target_of_a_run_that_meets_them_says_yes() {
         let results = run(|_| {});
@@ -692,75 +704,60 @@ mod tests {
         for l in &lines {
             assert!(l.ends_with("| yes |"), "{l}");
         }
-        let send = line(&lines, "send, 1 in flight, p50 (3 nodes)");
-        assert!(send.contains("≤ 1 ms (1.00 ms): 0.80 ms, met"), "{send}");
-        assert!(
-            send.contains("≤ jetstream-r3-sync's p50 (1.60 ms): 0.80 ms = 0.50×, met"),
-            "{send}"
-        );
-        // A stretch goal missed leaves the row met.
-        assert!(
-            send.contains(
-                "stretch: ≤ jetstream-r3's p50 (0.60 ms): 0.80 ms = 1.33×, **missed by 0.20 ms \
-                 (33%)**"
+        let expected: [(&str, &[&str]); 8] = [
+            (
+                SEND_P50,
+                &[
+                    "≤ 1 ms (1.00 ms): 0.80 ms, met",
+                    "≤ jetstream-r3-sync's p50 (1.60 ms): 0.80 ms = 0.50×, met",
+                    // A stretch goal missed leaves the row met.
+                    "stretch: ≤ jetstream-r3's p50 (0.60 ms): 0.80 ms = 1.33×, **missed by 0.20 \
+                     ms (33%)**",
+                ],
             ),
-            "{send}"
-        );
-        let sends = line(&lines, "send, 16 in flight");
-        assert!(
-            sends.contains("≥ 1× jetstream-r3 (20000 msg/s): 30000 msg/s = 1.50×, met"),
-            "{sends}"
-        );
-        assert!(
-            sends.contains("≥ 1.5× jetstream-r3-sync (15000 msg/s): 30000 msg/s = 3.00×, met"),
-            "{sends}"
-        );
-        let e2e = line(&lines, "send+receive+ack, 16 and 256 in flight");
-        assert!(
-            e2e.contains("16 in flight ≥ 1× jetstream-r3 (9000 msg/s)"),
-            "{e2e}"
-        );
-        assert!(
-            e2e.contains("256 in flight ≥ 1× jetstream-r3 (15000 msg/s)"),
-            "{e2e}"
-        );
-        let written = line(&lines, "bytes written per message per node");
-        assert!(
-            written.contains("send/b1/c16 ≤ 3× the body (3072 B): 2048 B, met"),
-            "{written}"
-        );
-        let cpu = line(&lines, "server CPU per send (3 nodes, send rows)");
-        assert!(
-            cpu.contains("send/b1/c256 ≤ 45 µs (45.0 µs): 40.0 µs, met"),
-            "{cpu}"
-        );
-        let fair = line(&lines, "fair queue (3 nodes)");
-        assert!(
-            fair.contains(
-                "quiet p99 beside the noisy tenant ≤ 2× alone (2.00 ms): 1.50 ms = 1.50×, met"
+            (
+                SEND_16,
+                &[
+                    "≥ 1× jetstream-r3 (20000 msg/s): 30000 msg/s = 1.50×, met",
+                    "≥ 1.5× jetstream-r3-sync (15000 msg/s): 30000 msg/s = 3.00×, met",
+                ],
             ),
-            "{fair}"
-        );
-        let rate = line(
-            &lines,
-            "send at a fixed 1,000/s, from the intended time (3 nodes)",
-        );
-        assert!(
-            rate.contains(
-                "p99 ≤ 1× jetstream-r3-sync's p99 (1.00 ms): 1.00 ms = 1.00×, met; p99.9 ≤ 2× \
-                 jetstream-r3-sync's p99 (2.00 ms): 1.00 ms = 1.00×, met"
+            (
+                "send+receive+ack, 16 and 256 in flight",
+                &[
+                    "16 in flight ≥ 1× jetstream-r3 (9000 msg/s)",
+                    "256 in flight ≥ 1× jetstream-r3 (15000 msg/s)",
+                ],
             ),
-            "{rate}"
-        );
-        let p99s = line(&lines, "every row's p99 (3 nodes)");
+            (
+                WRITTEN,
+                &["send/b1/c16 ≤ 3× the body (3072 B): 2048 B, met"],
+            ),
+            (CPU, &["send/b1/c256 ≤ 45 µs (45.0 µs): 40.0 µs, met"]),
+            (
+                "fair queue (3 nodes)",
+                &["quiet p99 beside the noisy tenant ≤ 2× alone (2.00 ms): 1.50 ms = 1.50×, met"],
+            ),
+            (
+                RATE,
+                &[
+                    "p99 ≤ 1× jetstream-r3-sync's p99 (1.00 ms): 1.00 ms = 1.00×, met; p99.9 ≤ 2× \
+                   jetstream-r3-sync's p99 (2.00 ms): 1.00 ms = 1.00×, met",
+                ],
+            ),
+            (
+                P99S,
+                &["send/b1/c1 ≤ 1.2× jetstream-r3-sync's (1.92 ms): 0.80 ms = 0.50×, met"],
+            ),
+        ];
+        for (workload, parts) in expected {
+            says(&lines, workload, parts);
+        }
+        let p99s = line(&lines, P99S);
         // One goal per row both measured: not the fair queue's, which the peer has not.
         assert_eq!(
             p99s.matches("≤ 1.2× jetstream-r3-sync's").count(),
             8,
-            "{p99s}"
-        );
-        assert!(
-            p99s.contains("send/b1/c1 ≤ 1.2× jetstream-r3-sync's (1.92 ms): 0.80 ms = 0.50×, met"),
             "{p99s}"
         );
         assert!(!p99s.contains("fair/alone"), "{p99s}");
@@ -782,89 +779,70 @@ mod tests {
             _ => {}
         });
         let lines = targets(&results);
-        let send = line(&lines, "send, 1 in flight, p50 (3 nodes)");
-        assert!(
-            send.contains("≤ 1 ms (1.00 ms): 1.75 ms, **missed by 0.75 ms (75%)**"),
-            "{send}"
-        );
-        assert!(
-            send.contains(
-                "≤ jetstream-r3-sync's p50 (1.60 ms): 1.75 ms = 1.09×, **missed by 0.15 ms (9%)**"
+        let expected: [(&str, &[&str]); 7] = [
+            (
+                SEND_P50,
+                &[
+                    "≤ 1 ms (1.00 ms): 1.75 ms, **missed by 0.75 ms (75%)**",
+                    "≤ jetstream-r3-sync's p50 (1.60 ms): 1.75 ms = 1.09×, **missed by 0.15 ms \
+                     (9%)**",
+                ],
             ),
-            "{send}"
-        );
-        assert!(send.ends_with("| **no** |"), "{send}");
-        let sends = line(&lines, "send, 16 in flight");
-        assert!(
-            sends.contains(
-                "≥ 1× jetstream-r3 (20000 msg/s): 15000 msg/s = 0.75×, **missed by 5000 msg/s \
-                 (25%)**"
+            (
+                SEND_16,
+                &[
+                    "≥ 1× jetstream-r3 (20000 msg/s): 15000 msg/s = 0.75×, **missed by 5000 msg/s \
+                     (25%)**",
+                    "≥ 1.5× jetstream-r3-sync (15000 msg/s): 15000 msg/s = 1.50×, met",
+                ],
             ),
-            "{sends}"
-        );
-        assert!(
-            sends.contains("≥ 1.5× jetstream-r3-sync (15000 msg/s): 15000 msg/s = 1.50×, met"),
-            "{sends}"
-        );
-        assert!(sends.ends_with("| **no** |"), "{sends}");
-        let written = line(&lines, "bytes written per message per node");
-        assert!(
-            written
-                .contains("send/b1/c16 ≤ 3× the body (3072 B): 4096 B, **missed by 1024 B (33%)**"),
-            "{written}"
-        );
-        assert!(
-            written.contains(
-                "for comparison: jetstream-r3 send/b1/c1: 1024 B, jetstream-r3 send/b1/c16: \
-                 1024 B, jetstream-r3 send/b1/c256: 1024 B, jetstream-r3-sync send/b1/c1: 4096 B"
+            (
+                WRITTEN,
+                &[
+                    "send/b1/c16 ≤ 3× the body (3072 B): 4096 B, **missed by 1024 B (33%)**",
+                    "for comparison: jetstream-r3 send/b1/c1: 1024 B, jetstream-r3 send/b1/c16: \
+                     1024 B, jetstream-r3 send/b1/c256: 1024 B, jetstream-r3-sync send/b1/c1: \
+                     4096 B",
+                ],
             ),
-            "{written}"
-        );
-        let cpu = line(&lines, "server CPU per send (3 nodes, send rows)");
-        assert!(
-            cpu.contains("send/b1/c16 ≤ 45 µs (45.0 µs): 90.0 µs, **missed by 45.0 µs (100%)**"),
-            "{cpu}"
-        );
-        // The replaced c1 row has 1 s of CPU over 700 messages: 1428.6 µs each.
-        assert!(
-            cpu.contains("send/b1/c1 ≤ 45 µs (45.0 µs): 1428.6 µs"),
-            "{cpu}"
-        );
-        let failover = line(&lines, "sends while the leader is killed, 16 senders");
-        assert!(
-            failover.contains(
-                "longest stall ≤ 1 s (1000.00 ms): 1811.00 ms, **missed by 811.00 ms (81%)**"
+            (
+                CPU,
+                &[
+                    "send/b1/c16 ≤ 45 µs (45.0 µs): 90.0 µs, **missed by 45.0 µs (100%)**",
+                    // The replaced c1 row has 1 s of CPU over 700 messages: 1428.6 µs each.
+                    "send/b1/c1 ≤ 45 µs (45.0 µs): 1428.6 µs",
+                ],
             ),
-            "{failover}"
-        );
-        assert!(failover.contains("≥ 1× jetstream-r3 (2000 msg/s): 3000 msg/s = 1.50×, met"));
+            (
+                "sends while the leader is killed, 16 senders",
+                &[
+                    "longest stall ≤ 1 s (1000.00 ms): 1811.00 ms, **missed by 811.00 ms (81%)**",
+                    "≥ 1× jetstream-r3 (2000 msg/s): 3000 msg/s = 1.50×, met",
+                ],
+            ),
+            (
+                RATE,
+                &[
+                    "p99 ≤ 1× jetstream-r3-sync's p99 (1.00 ms): 1.80 ms = 1.80×, **missed by \
+                     0.80 ms (80%)**",
+                    // The p99.9 is within twice the peer's p99, met, but the row is missed.
+                    "p99.9 ≤ 2× jetstream-r3-sync's p99 (2.00 ms): 1.80 ms = 1.80×, met",
+                ],
+            ),
+            (
+                P99S,
+                &["rate/b1/r1000 ≤ 1.2× jetstream-r3-sync's (1.20 ms): 1.80 ms = 1.80×, **missed \
+                   by 0.60 ms (50%)**"],
+            ),
+        ];
+        for (workload, parts) in expected {
+            says(&lines, workload, parts);
+        }
+        for workload in [SEND_P50, SEND_16, RATE, P99S] {
+            let l = line(&lines, workload);
+            assert!(l.ends_with("| **no** |"), "{l}");
+        }
         assert!(line(&lines, "FIFO, 1 group, 256 in flight").ends_with("| yes |"));
-        let rate = line(
-            &lines,
-            "send at a fixed 1,000/s, from the intended time (3 nodes)",
-        );
-        assert!(
-            rate.contains(
-                "p99 ≤ 1× jetstream-r3-sync's p99 (1.00 ms): 1.80 ms = 1.80×, **missed by 0.80 \
-                 ms (80%)**"
-            ),
-            "{rate}"
-        );
-        // The p99.9 is within twice the peer's p99, met, but the row is missed.
-        assert!(
-            rate.contains("p99.9 ≤ 2× jetstream-r3-sync's p99 (2.00 ms): 1.80 ms = 1.80×, met"),
-            "{rate}"
-        );
-        assert!(rate.ends_with("| **no** |"), "{rate}");
-        let p99s = line(&lines, "every row's p99 (3 nodes)");
-        assert!(
-            p99s.contains(
-                "rate/b1/r1000 ≤ 1.2× jetstream-r3-sync's (1.20 ms): 1.80 ms = 1.80×, **missed \
-                 by 0.60 ms (50%)**"
-            ),
-            "{p99s}"
-        );
-        assert!(p99s.ends_with("| **no** |"), "{p99s}");
     }
 
     #[test]

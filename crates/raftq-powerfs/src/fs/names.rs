@@ -5,7 +5,7 @@
 
 use std::ffi::OsStr;
 use std::fs::File;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -156,13 +156,9 @@ impl PowerFs {
         name: &OsStr,
         mode: u32,
     ) -> Result<FileAttr, Errno> {
-        let parent = self.node(parent)?;
-        let mut dirs = lock(&self.dirs);
-        nix::sys::stat::mkdirat(parent.fd.as_fd(), name, Mode::from_bits_truncate(mode)).fuse()?;
-        give_to_caller(req, &parent, name);
-        self.log_added(&mut dirs, &parent, name)?;
-        drop(dirs);
-        self.lookup_at(&parent, name)
+        self.add_at(req, parent, name, |dir| {
+            nix::sys::stat::mkdirat(dir, name, Mode::from_bits_truncate(mode))
+        })
     }
 
     pub(super) fn symlink_at(
@@ -172,9 +168,23 @@ impl PowerFs {
         name: &OsStr,
         target: &Path,
     ) -> Result<FileAttr, Errno> {
+        self.add_at(req, parent, name, |dir| {
+            nix::unistd::symlinkat(target, dir, name)
+        })
+    }
+
+    /// Adds `name` in `parent` with `make` (given the parent's descriptor) under the journal's
+    /// lock, gives it to the caller and logs it.
+    fn add_at(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        make: impl FnOnce(BorrowedFd<'_>) -> nix::Result<()>,
+    ) -> Result<FileAttr, Errno> {
         let parent = self.node(parent)?;
         let mut dirs = lock(&self.dirs);
-        nix::unistd::symlinkat(target, parent.fd.as_fd(), name).fuse()?;
+        make(parent.fd.as_fd()).fuse()?;
         give_to_caller(req, &parent, name);
         self.log_added(&mut dirs, &parent, name)?;
         drop(dirs);
