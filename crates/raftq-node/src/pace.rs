@@ -22,10 +22,11 @@ impl Pace {
 
     /// Waits for the next tick; `false` once the node shuts down (or its signal is gone).
     pub async fn tick(&mut self) -> bool {
-        tokio::select! {
-            _ = self.tick.tick() => !*self.shutdown.borrow(),
+        let ticked = tokio::select! {
+            _ = self.tick.tick() => true,
             _ = self.shutdown.wait_for(|stop| *stop) => false,
-        }
+        };
+        ticked && !*self.shutdown.borrow()
     }
 }
 
