@@ -540,14 +540,15 @@ impl Node {
         } = self;
         let _ = shutdown.send(true);
         let first = groups.all();
-        shut_down(&first).await;
+        let shut: Vec<GroupId> = first.iter().map(|group| group.group).collect();
+        shut_down(first).await;
         for task in tasks {
             let _ = task.await;
         }
         // Groups the lifecycle started while the node was shutting down.
         let mut later = groups.all();
-        later.retain(|group| first.iter().all(|f| f.group != group.group));
-        shut_down(&later).await;
+        later.retain(|group| !shut.contains(&group.group));
+        shut_down(later).await;
         for task in committing {
             task.abort();
             let _ = task.await;
@@ -564,8 +565,9 @@ impl Node {
     }
 }
 
-/// Shuts the Raft instances of `groups` down.
-async fn shut_down(groups: &[Arc<GroupCore>]) {
+/// Shuts the Raft instances of `groups` down, and lets go of them (what they hold keeps the
+/// database open).
+async fn shut_down(groups: Vec<Arc<GroupCore>>) {
     for group in groups {
         if let Err(e) = group.raft.shutdown().await {
             tracing::warn!(group = %group.group, error = %e, "raft shutdown");
