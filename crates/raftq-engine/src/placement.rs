@@ -182,6 +182,8 @@ pub enum PlacementError {
     NoMembers,
     #[error("queue id {0} is another queue's")]
     IdInUse(Uuid),
+    #[error("queue {0} was not reserved in the directory: create it again")]
+    Unreserved(Uuid),
 }
 
 /// A row of the placement.
@@ -480,6 +482,16 @@ impl Placement {
                 (queues, entry.messages, **group)
             })
             .map(|(group, _)| *group)
+    }
+
+    /// Whether the metadata group may create the queue `id`: any queue before the bootstrap,
+    /// and after it only one reserved in the directory (a creation that raced the bootstrap
+    /// went around the directory, and is made again through it).
+    pub fn admits(&self, id: Uuid) -> Result<(), PlacementError> {
+        match self.groups.is_empty() || self.ids.contains_key(&id) {
+            true => Ok(()),
+            false => Err(PlacementError::Unreserved(id)),
+        }
     }
 
     fn bootstrapped(&self) -> Result<(), PlacementError> {

@@ -34,22 +34,22 @@ fn reserve(name: &str, id: u128) -> Command {
 #[test]
 fn placement_commands_apply_through_the_engine_and_their_rows_restore_it() {
     let mut h = Harness::new();
+    h.create("queue-beside-the-placement");
     assert_eq!(
         h.apply(bootstrap()),
         Ok(Outcome::Placed(PlacementOutcome::Done))
     );
-    h.create("queue-beside-the-placement");
     for (i, name) in ["a", "b", "c", "d"].into_iter().enumerate() {
-        match h.apply(reserve(name, i as u128 + 1)) {
+        match h.apply(reserve(name, i as u128 + 101)) {
             Ok(Outcome::Placed(PlacementOutcome::Reserved { entry, existing })) => {
                 assert!(!existing);
-                assert_eq!(entry.group, [1, 2, 3, 1][i], "{name}");
+                assert_eq!(entry.group, [2, 3, 1, 2][i], "{name}");
             }
             other => panic!("unexpected {other:?}"),
         }
     }
     let confirm = place(PlacementCommand::Confirm {
-        id: Uuid::from_u128(2),
+        id: Uuid::from_u128(102),
     });
     assert_eq!(
         h.apply(confirm),
@@ -160,4 +160,29 @@ fn a_command_on_a_queue_tells_its_queue_and_takes_another_reference() {
     };
     assert!(cancel(None).queue_mut().is_none());
     assert!(cancel(Some("jobs")).queue_mut().is_some());
+}
+
+#[test]
+fn after_the_bootstrap_the_metadata_group_creates_only_reserved_queues() {
+    let mut h = Harness::new();
+    h.apply(bootstrap()).expect("bootstrap");
+    let create = |id: u128, name: &str| Command::CreateQueue {
+        account: "dev".into(),
+        queue_id: Uuid::from_u128(id),
+        name: name.into(),
+        attributes: Default::default(),
+    };
+    let before = h.store.engine_rows();
+    assert_eq!(
+        h.apply(create(5, "around")),
+        Err(EngineError::Placement(PlacementError::Unreserved(
+            Uuid::from_u128(5)
+        )))
+    );
+    assert_eq!(h.store.engine_rows(), before, "a refusal changes nothing");
+    h.apply(reserve("through", 6)).expect("reserve");
+    assert!(matches!(
+        h.apply(create(6, "through")),
+        Ok(Outcome::Queue(_))
+    ));
 }

@@ -20,14 +20,17 @@
 //!   replicas) is forwarded to the group's last known leader, or to its members in turn.
 //!
 //! Until the placement is bootstrapped (a cluster of one group), every request goes to group 1
-//! as it is.
+//! as it is. Once it is, group 1 creates only queues reserved in the directory, so a creation
+//! that a bootstrap overtook is refused there and made again through the directory.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use raftq_engine::placement::{PlacementCommand, PlacementOutcome, QueueEntryState};
+use raftq_engine::placement::{
+    PlacementCommand, PlacementError, PlacementOutcome, QueueEntryState,
+};
 use raftq_engine::{Command, EngineError, Outcome};
 use raftq_store::{GroupId, NodeId, Response, WaitSlot};
 use tokio::time::Instant;
@@ -255,6 +258,18 @@ impl Router {
 
     /// Creates a queue in two steps through the directory (see the module).
     async fn create(&self, mut command: Command) -> Result<Response, NodeError> {
+        if self.laid_out().is_none() {
+            // Group 1 refuses a creation that the placement's bootstrap overtook: it then goes
+            // through the directory.
+            let direct = self.metadata.route(&command).await?;
+            let overtaken = matches!(
+                direct.result,
+                Some(Err(EngineError::Placement(PlacementError::Unreserved(_))))
+            );
+            if !overtaken {
+                return Ok(direct);
+            }
+        }
         let Command::CreateQueue {
             account,
             queue_id,
@@ -264,9 +279,6 @@ impl Router {
         else {
             unreachable!("create is given creations only");
         };
-        if self.laid_out().is_none() {
-            return self.metadata.route(&command).await;
-        }
         // A queue goes to the group of its dead-letter queue: a lease that ends moves the
         // message within one group.
         let dead_letters = (attributes.redrive_policy.as_ref())

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use raftq_engine::placement::{GroupEntry, Placement};
+use raftq_engine::placement::{GroupEntry, Placement, PlacementCommand};
 use raftq_store::GroupId;
 
 use super::*;
@@ -85,14 +85,34 @@ fn every_group() -> impl Iterator<Item = GroupId> {
     (1..=GROUPS).map(GroupId)
 }
 
+/// Creates queue `name` in `group` through `node`, reserved in the directory with that group
+/// first (as the router creates a queue, with the group given).
+async fn create_in(node: &Node, group: GroupId, name: &str) {
+    let id = Uuid::new_v4();
+    let reserve = PlacementCommand::Reserve {
+        account: ACCOUNT.into(),
+        name: name.into(),
+        id,
+        group: Some(group.0),
+    };
+    let reserved = node.write_in(GroupId::FIRST, Command::Place { change: reserve });
+    outcome(reserved.await.expect("reserve"));
+    let create = Command::CreateQueue {
+        account: ACCOUNT.into(),
+        queue_id: id,
+        name: name.into(),
+        attributes: QueueAttributes::default(),
+    };
+    let created = node.write_in(group, create).await;
+    outcome(created.unwrap_or_else(|e| panic!("group {group}: create: {e}")));
+}
+
 /// Creates queue `q{group}` in each group and sends `count` messages to it, through `via`.
 async fn fill(cluster: &Cluster, via: u64, count: usize) {
     for group in every_group() {
         let name = format!("q{group}");
         let node = cluster.node(via);
-        node.write_in(group, create(&name, QueueAttributes::default()))
-            .await
-            .unwrap_or_else(|e| panic!("group {group}: create: {e}"));
+        create_in(node, group, &name).await;
         for i in 0..count {
             node.write_in(group, plain(&name, &format!("m{i}")))
                 .await
@@ -177,9 +197,7 @@ async fn a_leader_cut_off_loses_only_the_groups_it_led() {
             .find(|id| **id != away)
             .expect("a node");
         let node = cluster.node(through);
-        node.write_in(GroupId(2), create("after", QueueAttributes::default()))
-            .await
-            .expect("group 2 commits without the node cut off");
+        create_in(node, GroupId(2), "after").await;
         isolate(&cluster, away, false);
         let (applied, _) = cluster.converged_in(GroupId(2), 3).await;
         assert!(applied.is_some());
@@ -256,9 +274,7 @@ async fn the_metadata_group_lays_out_the_data_groups_and_each_is_formed_once() {
             assert_eq!(voters, entry.members, "group {group}: its Raft voters");
             let name = format!("q{group}");
             let node = cluster.node(leader);
-            node.write_in(group, create(&name, QueueAttributes::default()))
-                .await
-                .unwrap_or_else(|e| panic!("group {group}: create: {e}"));
+            create_in(node, group, &name).await;
         }
         for id in 1..=5 {
             cluster.stop(id).await;

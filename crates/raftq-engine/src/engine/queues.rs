@@ -39,6 +39,7 @@ impl Engine {
         if self.names.by_id(queue_id).is_some() {
             return Err(EngineError::invalid("queue_id", "is already in use"));
         }
+        self.placement.admits(queue_id)?;
         let mut config = QueueConfig::default();
         validate::scalar_attributes(attrs, Some(queue_type), &mut config)?;
         validate::throughput_limit(attrs, &config)?;
