@@ -11,8 +11,8 @@
 //! every queue it had there: the bootstrap adopts them into the directory as they are.
 //!
 //! ## Choosing a new queue's group
-//! A queue goes to the group it is given, or else to the group with the fewest queues in the
-//! directory, then the fewest messages last reported, then the lowest id. The choice is made
+//! A queue goes to the group it is given, or else to the formed group with the fewest queues
+//! in the directory, then the fewest messages last reported, then the lowest id. The choice is made
 //! in the apply, from the replicated state, so concurrent creations spread over the groups in
 //! the order they commit.
 //!
@@ -68,7 +68,7 @@ pub enum NodeState {
     Leaving,
 }
 
-/// What the cluster knows of a data group.
+/// What the cluster knows of a group (the metadata group or a data group).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupEntry {
     /// The nodes holding a replica.
@@ -472,11 +472,12 @@ impl Placement {
         changed
     }
 
-    /// The group a new queue goes to: the fewest queues, then the fewest messages, then the
-    /// lowest id.
+    /// The group a new queue goes to: of the formed groups (a group not formed yet cannot
+    /// create it), the fewest queues, then the fewest messages, then the lowest id.
     fn least_loaded(&self) -> Option<GroupNumber> {
         self.groups
             .iter()
+            .filter(|(_, entry)| entry.formed)
             .min_by_key(|(group, entry)| {
                 let queues = self.queues.get(group).copied().unwrap_or(0);
                 (queues, entry.messages, **group)
@@ -485,10 +486,13 @@ impl Placement {
     }
 
     /// Whether the metadata group may create the queue `id`: any queue before the bootstrap,
-    /// and after it only one reserved in the directory (a creation that raced the bootstrap
-    /// went around the directory, and is made again through it).
+    /// and after it only one reserved in the directory for this group (a creation that raced
+    /// the bootstrap went around the directory, and is made again through it).
     pub fn admits(&self, id: Uuid) -> Result<(), PlacementError> {
-        match self.groups.is_empty() || self.ids.contains_key(&id) {
+        let reserved_here = self
+            .queue_by_id(id)
+            .is_some_and(|entry| entry.group == METADATA_GROUP);
+        match self.groups.is_empty() || reserved_here {
             true => Ok(()),
             false => Err(PlacementError::Unreserved(id)),
         }

@@ -22,6 +22,14 @@ fn bootstrap() -> Command {
     })
 }
 
+/// Records that the data groups of [`bootstrap`] were formed.
+fn form_data_groups(h: &mut Harness) {
+    for group in [2, 3] {
+        let formed = place(PlacementCommand::GroupFormed { group });
+        assert_eq!(h.apply(formed), Ok(Outcome::Placed(PlacementOutcome::Done)));
+    }
+}
+
 fn reserve(name: &str, id: u128) -> Command {
     place(PlacementCommand::Reserve {
         account: "dev".into(),
@@ -39,6 +47,7 @@ fn placement_commands_apply_through_the_engine_and_their_rows_restore_it() {
         h.apply(bootstrap()),
         Ok(Outcome::Placed(PlacementOutcome::Done))
     );
+    form_data_groups(&mut h);
     for (i, name) in ["a", "b", "c", "d"].into_iter().enumerate() {
         match h.apply(reserve(name, i as u128 + 101)) {
             Ok(Outcome::Placed(PlacementOutcome::Reserved { entry, existing })) => {
@@ -92,6 +101,7 @@ fn the_bootstrap_adopts_the_queues_the_group_held_and_restores_with_them() {
         h.apply(bootstrap()),
         Ok(Outcome::Placed(PlacementOutcome::Done))
     );
+    form_data_groups(&mut h);
     let entry = h
         .engine
         .placement()
@@ -180,6 +190,20 @@ fn after_the_bootstrap_the_metadata_group_creates_only_reserved_queues() {
         )))
     );
     assert_eq!(h.store.engine_rows(), before, "a refusal changes nothing");
+    let elsewhere = place(PlacementCommand::Reserve {
+        account: "dev".into(),
+        name: "elsewhere".into(),
+        id: Uuid::from_u128(7),
+        group: Some(2),
+    });
+    h.apply(elsewhere).expect("reserve in group 2");
+    assert_eq!(
+        h.apply(create(7, "elsewhere")),
+        Err(EngineError::Placement(PlacementError::Unreserved(
+            Uuid::from_u128(7)
+        ))),
+        "a queue reserved for another group is not created here"
+    );
     h.apply(reserve("through", 6)).expect("reserve");
     assert!(matches!(
         h.apply(create(6, "through")),

@@ -96,7 +96,9 @@ impl Launcher {
         .map_err(|e| StartError::Raft(e.to_string()))?;
         // The election gate keeps them so; off from the start for a node that may not stand.
         raft.runtime_config().elect(self.node.admission.may_stand());
-        log_if_flags_differ(&self.config, &raft, self.node.admission.standing()).await;
+        if group == GroupId::FIRST {
+            log_if_flags_differ(&self.config, &raft, self.node.admission.standing()).await;
+        }
         let (group_commit, committing) = GroupCommit::start(
             raft.clone(),
             LEADER_WAIT,
@@ -212,20 +214,22 @@ pub(crate) async fn run(
     let mut started = Vec::new();
     let mut pace = Pace::new(EVERY, shutdown);
     while pace.tick().await {
-        if metadata.node.admission.standing() != Standing::Member {
-            continue;
-        }
         let Some((groups, nodes)) = metadata.reader.with_engine(|engine| {
             let placement = engine.placement();
             (placement.groups().clone(), node_addresses(placement))
         }) else {
             continue;
         };
-        if groups.is_empty() {
-            bootstrap(&metadata, launcher.config.groups).await;
+        if !groups.is_empty() {
+            launcher.groups.note_laid_out();
+        }
+        if metadata.node.admission.standing() != Standing::Member {
             continue;
         }
-        launcher.groups.note_laid_out();
+        if groups.is_empty() {
+            bootstrap(&metadata, launcher.config.groups, &launcher.signal).await;
+            continue;
+        }
         follow(&launcher, &metadata, (groups, nodes), &mut started).await;
     }
     for Started {
@@ -247,7 +251,7 @@ fn node_addresses(placement: &raftq_engine::placement::Placement) -> BTreeMap<No
 
 /// Proposes the bootstrap of `groups` groups over group 1's voters, when this node leads group
 /// 1 and more than one group is asked for.
-async fn bootstrap(metadata: &GroupCore, groups: u32) {
+async fn bootstrap(metadata: &GroupCore, groups: u32, stop: &watch::Receiver<bool>) {
     if groups <= 1 || !metadata.is_leader() {
         return;
     }
@@ -263,7 +267,7 @@ async fn bootstrap(metadata: &GroupCore, groups: u32) {
         replicas: DATA_REPLICAS,
         nodes,
     };
-    match place(metadata, change).await {
+    match place(metadata, change, stop).await {
         Ok(()) => tracing::info!(groups, "bootstrapped the placement of the groups"),
         Err(e) => tracing::warn!(groups, error = %e, "cannot bootstrap the placement yet"),
     }
@@ -296,7 +300,7 @@ async fn follow(
             continue;
         }
         if let Some(core) = launcher.groups.get(group) {
-            form(&core, metadata, &entry.members, &nodes).await;
+            form(&core, metadata, &entry.members, &nodes, &launcher.signal).await;
         }
     }
 }
@@ -308,6 +312,7 @@ async fn form(
     metadata: &GroupCore,
     members: &BTreeSet<NodeId>,
     nodes: &BTreeMap<NodeId, String>,
+    stop: &watch::Receiver<bool>,
 ) {
     let group = core.group;
     let own = match core.last_log() {
@@ -337,7 +342,7 @@ async fn form(
         }
     }
     let change = PlacementCommand::GroupFormed { group: group.0 };
-    if let Err(e) = place(metadata, change).await {
+    if let Err(e) = place(metadata, change, stop).await {
         tracing::warn!(%group, error = %e, "cannot record that the group is formed yet");
     }
 }
@@ -362,12 +367,18 @@ async fn others_blank(
 }
 
 /// Commits a placement change through group 1's leader (a bootstrap made already counts as
-/// made); an error says why it did not commit.
-async fn place(metadata: &GroupCore, change: PlacementCommand) -> Result<(), String> {
-    let response = metadata
-        .route(&Command::Place { change })
-        .await
-        .map_err(|e| e.to_string())?;
+/// made); an error says why it did not commit. Given up once the node shuts down (`stop`).
+async fn place(
+    metadata: &GroupCore,
+    change: PlacementCommand,
+    stop: &watch::Receiver<bool>,
+) -> Result<(), String> {
+    let mut stop = stop.clone();
+    let command = Command::Place { change };
+    let response = tokio::select! {
+        routed = metadata.route(&command) => routed.map_err(|e| e.to_string())?,
+        _ = stop.wait_for(|stop| *stop) => return Err("the node is shutting down".into()),
+    };
     match response.result {
         Some(Ok(_)) | Some(Err(EngineError::Placement(PlacementError::AlreadyBootstrapped))) => {
             Ok(())

@@ -83,6 +83,13 @@ fn check(config: &NodeConfig) -> Result<(), StartError> {
             config.id
         )));
     }
+    if !(1..=raftq_engine::placement::MAX_GROUPS).contains(&config.groups) {
+        return Err(StartError::Config(format!(
+            "--groups must be 1 to {}, not {}",
+            raftq_engine::placement::MAX_GROUPS,
+            config.groups
+        )));
+    }
     if let Some(tls) = config
         .peer_tls
         .as_ref()
@@ -302,7 +309,11 @@ impl Node {
             signal,
         )));
         Ok(Node {
-            router: Router::new(Arc::clone(&core), Arc::clone(&groups)),
+            router: Router::new(
+                Arc::clone(&core),
+                Arc::clone(&groups),
+                config.region.clone(),
+            ),
             core,
             groups,
             shutdown,

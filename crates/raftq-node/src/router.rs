@@ -2,20 +2,23 @@
 //!
 //! The router reads the queue's group and id from this node's replica of the metadata group
 //! (group 1), which may lag, and replaces the queue reference in the request with the queue's
-//! id. An id exists in one group only and is never reused, so a request sent on a stale route
-//! finds no queue where it lands and changes nothing there: the group answers `queue_not_found`,
+//! CRN (its id). An id exists in one group only, so a request sent on a stale route finds no
+//! queue where it lands and changes nothing there: the group answers `queue_not_found`,
 //! the router brings its replica of group 1 up to its leader's applied index and, if the queue's
 //! entry changed, sends the request again on the fresh route; otherwise the client gets
 //! `queue_not_found` under the reference it gave.
 //!
 //! - A creation reserves the name in the directory (group 1 chooses the group, or takes the
 //!   group of the queue's dead-letter queue), creates the queue in that group, then confirms
-//!   the reservation, or releases it when the group refused. A dead-letter queue in another
-//!   group than its source is not supported yet: setting one on an existing queue is refused
-//!   as a target the queue's group does not hold.
+//!   the reservation, or releases it when the group refused (not when a queue of the name
+//!   exists: a concurrent creation may have made it). Not supported yet across groups: a
+//!   dead-letter queue set on an existing queue, a move task's destination, and the sources a
+//!   redrive allow policy names, when they are in another group than the queue; each is
+//!   refused as a queue the group does not hold.
 //! - A deletion deletes in the queue's group, then takes the queue out of the directory.
 //! - Listing queues and accounts asks every group and merges the answers.
-//! - A parked receive's end goes to the group it parked in.
+//! - A parked receive's end goes to the group it parked in. On a node with no replica of the
+//!   queue's group, a receive that would park is a plain receive (it answers at once).
 //! - A request on a group this node takes no part in (in clusters larger than a group's
 //!   replicas) is forwarded to the group's last known leader, or to its members in turn.
 //!
@@ -132,15 +135,18 @@ impl Waits {
 pub(crate) struct Router {
     /// Group 1, whose applied placement tells the routes.
     metadata: Arc<GroupCore>,
+    /// The region the cluster serves, for the CRN a request's queue is stamped with.
+    region: String,
     groups: Arc<Groups>,
     /// The data group each recent parked receive of this node's clients waits in.
     waits: Mutex<Waits>,
 }
 
 impl Router {
-    pub fn new(metadata: Arc<GroupCore>, groups: Arc<Groups>) -> Router {
+    pub fn new(metadata: Arc<GroupCore>, groups: Arc<Groups>, region: String) -> Router {
         Router {
             metadata,
+            region,
             groups,
             waits: Mutex::default(),
         }
@@ -155,16 +161,42 @@ impl Router {
                 let group = self.waits().group_of(waiter);
                 self.route_to(group, &command).await
             }
-            Command::ReceiveWait { waiter, .. } => {
-                let waiter = *waiter;
-                let (reply, route) = self.on_queue(command).await?;
-                if let Some(route) = route.filter(|r| r.group != GroupId::FIRST) {
-                    self.waits().insert(waiter, route.group);
-                }
-                Ok(reply)
-            }
+            Command::ReceiveWait { .. } => self.receive_wait(command).await,
             _ => Ok(self.on_queue(command).await?.0),
         }
+    }
+
+    /// Parks a receive in its queue's group, its group remembered before it is sent (an end
+    /// that follows a failed or abandoned park must find it). On a node with no replica of
+    /// the group, whose apply could not answer the wait, it is a plain receive instead: what is
+    /// deliverable now, or nothing (the client polls again).
+    async fn receive_wait(&self, command: Command) -> Result<Response, NodeError> {
+        let Command::ReceiveWait {
+            account,
+            queue,
+            max_messages,
+            lease_seconds,
+            waiter,
+            ..
+        } = &command
+        else {
+            unreachable!("receive_wait is given parked receives only");
+        };
+        let Some(route) = self.locate(account, queue) else {
+            return Ok(self.on_queue(command).await?.0);
+        };
+        if self.groups.get(route.group).is_none() {
+            let receive = Command::Receive {
+                account: account.clone(),
+                queue: queue.clone(),
+                max_messages: *max_messages,
+                lease_seconds: *lease_seconds,
+                attempt_id: None,
+            };
+            return Ok(self.on_queue(receive).await?.0);
+        }
+        self.waits().insert(*waiter, route.group);
+        Ok(self.on_queue(command).await?.0)
     }
 
     /// Answers `query` from the group of its queue, or from every group for the listings.
@@ -241,7 +273,9 @@ impl Router {
                 return Ok((R::not_found_as(&reference), route));
             }
             if let Some((_, queue)) = request.queue_mut() {
-                *queue = route.map_or_else(|| reference.clone(), |r| r.id.to_string());
+                // A CRN names a queue by id alone: a bare UUID could also be a queue's name.
+                let stamp = |r: Route| raftq_engine::model::crn(&self.region, &account, r.id);
+                *queue = route.map_or_else(|| reference.clone(), stamp);
             }
             let group = route.map_or(GroupId::FIRST, |r| r.group);
             let reply = self.route_to(group, &request).await?;
@@ -303,6 +337,8 @@ impl Router {
             Some(Ok(_)) if entry.state != QueueEntryState::Ready => {
                 Some(PlacementCommand::Confirm { id: entry.id })
             }
+            // A queue of the name exists: a concurrent creation of it may have made it.
+            Some(Err(EngineError::QueueExists(_))) => None,
             Some(Err(_)) if !existing => Some(PlacementCommand::Release { id: entry.id }),
             _ => None,
         };
@@ -314,8 +350,21 @@ impl Router {
 
     /// Deletes a queue in its group, then takes it out of the directory.
     async fn delete(&self, command: Command) -> Result<Response, NodeError> {
+        let named = command
+            .clone()
+            .queue_mut()
+            .map(|(a, q)| (a.to_string(), q.clone()));
         let (deleted, route) = self.on_queue(command).await?;
-        if let (Some(Ok(_)), Some(route)) = (&deleted.result, route) {
+        if !matches!(deleted.result, Some(Ok(_))) {
+            return Ok(deleted);
+        }
+        // Sent to group 1 by name (this node had not seen the placement yet): its entry is
+        // looked up now.
+        let route = route.or_else(|| {
+            let (account, queue) = named.as_ref()?;
+            self.locate(account, queue)
+        });
+        if let Some(route) = route {
             self.settle(PlacementCommand::Deregister { id: route.id })
                 .await;
         }
@@ -328,8 +377,9 @@ impl Router {
     }
 
     /// Commits the second step of a creation or a deletion; a failure leaves the directory
-    /// entry as it was (a reservation still being created, or a queue deleted in its group),
-    /// which the next creation of the name settles.
+    /// entry as it was: a reservation still marked as being created (requests reach the queue
+    /// all the same), or the entry of a queue deleted in its group (the next creation of the
+    /// name makes the queue again under that entry).
     async fn settle(&self, change: PlacementCommand) {
         let outcome = self.place(change.clone()).await;
         let refused = match &outcome {
@@ -381,7 +431,11 @@ impl Router {
                         *accounts.entry(summary.account).or_insert(0) += summary.queues;
                     }
                 }
-                Ok(other) => unreachable!("a listing answered {other:?}"),
+                Ok(other) => {
+                    return Err(NodeError::Unavailable(format!(
+                        "a group answered a listing with {other:?}"
+                    )))
+                }
                 Err(refused) => return Ok(Err(refused)),
             }
         }
@@ -469,9 +523,14 @@ impl Router {
             {
                 Ok(Ok(reply)) => {
                     return R::reply(reply).map_err(|_| {
-                        NodeError::Unavailable(format!(
-                            "node {target} answered with a reply of another kind"
-                        ))
+                        let message =
+                            format!("node {target} answered with a reply of another kind");
+                        match read {
+                            true => NodeError::Unavailable(message),
+                            false => NodeError::Timeout(format!(
+                                "{message}; the write may have committed"
+                            )),
+                        }
                     })
                 }
                 Ok(Err(NodeError::NotLeader(Some(leader)))) if leader != target => {

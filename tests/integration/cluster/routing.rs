@@ -199,6 +199,15 @@ async fn a_node_outside_a_group_reaches_its_queues_through_the_members() {
             Outcome::Received(deliveries) => assert_eq!(deliveries.len() as u64, expected),
             other => panic!("unexpected {other:?}"),
         }
+        // A wait its node could not answer is a plain receive there: nothing, at once.
+        let waiter = Uuid::new_v4();
+        let node = cluster.node(outside[0]);
+        let _slot = node.await_answer(ACCOUNT, "second", waiter).await;
+        let waited = node.write(receive_wait("second", 20, 30, waiter)).await;
+        assert_eq!(
+            outcome(waited.expect("receive")),
+            Outcome::Received(Vec::new())
+        );
     })
     .await
     .expect("within the time bound");

@@ -8,8 +8,9 @@ fn nodes(ids: impl IntoIterator<Item = NodeId>) -> BTreeMap<NodeId, String> {
         .collect()
 }
 
-/// A placement bootstrapped with `groups` groups of 3 over nodes 1 to `size`.
-fn bootstrapped(groups: u32, size: u64) -> Placement {
+/// A placement bootstrapped with `groups` groups of 3 over nodes 1 to `size`, the data groups
+/// not formed yet.
+fn laid_out(groups: u32, size: u64) -> Placement {
     let mut placement = Placement::default();
     let command = PlacementCommand::Bootstrap {
         groups,
@@ -18,6 +19,16 @@ fn bootstrapped(groups: u32, size: u64) -> Placement {
     };
     let (outcome, _) = placement.apply(0, command);
     assert_eq!(outcome, Ok(PlacementOutcome::Done));
+    placement
+}
+
+/// [`laid_out`], with every group formed.
+fn bootstrapped(groups: u32, size: u64) -> Placement {
+    let mut placement = laid_out(groups, size);
+    for group in 2..=groups {
+        let formed = PlacementCommand::GroupFormed { group };
+        assert_eq!(placement.apply(0, formed).0, Ok(PlacementOutcome::Done));
+    }
     placement
 }
 
@@ -44,11 +55,11 @@ fn members(placement: &Placement, group: GroupNumber) -> Vec<NodeId> {
 
 #[test]
 fn bootstrap_lays_the_metadata_group_on_every_node_and_the_data_groups_round_robin() {
-    let three = bootstrapped(9, 3);
+    let three = laid_out(9, 3);
     for group in 1..=9 {
         assert_eq!(members(&three, group), [1, 2, 3]);
     }
-    let five = bootstrapped(6, 5);
+    let five = laid_out(6, 5);
     assert_eq!(members(&five, METADATA_GROUP), [1, 2, 3, 4, 5]);
     let laid: Vec<Vec<NodeId>> = (2..=6).map(|g| members(&five, g)).collect();
     assert_eq!(
@@ -65,11 +76,28 @@ fn bootstrap_lays_the_metadata_group_on_every_node_and_the_data_groups_round_rob
         [true, false, false, false, false, false],
         "the metadata group is formed with the cluster, the data groups later"
     );
-    let one = bootstrapped(2, 1);
+    let one = laid_out(2, 1);
     assert_eq!(
         members(&one, 2),
         [1],
         "fewer nodes than replicas: every node"
+    );
+}
+
+#[test]
+fn new_queues_go_only_to_formed_groups() {
+    let mut placement = laid_out(3, 3);
+    let first: Vec<GroupNumber> = (0..2)
+        .map(|i| reserved(&mut placement, &format!("q{i}"), i))
+        .collect();
+    assert_eq!(first, [1, 1], "only the metadata group is formed");
+    let formed = PlacementCommand::GroupFormed { group: 3 };
+    assert_eq!(placement.apply(1, formed).0, Ok(PlacementOutcome::Done));
+    assert_eq!(reserved(&mut placement, "q2", 2), 3);
+    let (outcome, _) = placement.apply(1, reserve("given", 3, Some(2)));
+    assert!(
+        matches!(outcome, Ok(PlacementOutcome::Reserved { entry, .. }) if entry.group == 2),
+        "a group given is taken as it is"
     );
 }
 
