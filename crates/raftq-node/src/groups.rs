@@ -8,7 +8,9 @@
 //!   over group 1's voters, when this node was started to lay out more than one group
 //!   (`NodeConfig::groups`); a cluster that ran as one group until then keeps its queues in
 //!   group 1 (the bootstrap adopts them);
-//! - it starts every data group whose members include this node;
+//! - it starts every data group whose members include this node, and records itself as the
+//!   group's leader in the placement when it leads a group the placement says another leads
+//!   (`LeaderSeen`: where nodes with no replica of the group forward first);
 //! - the first member of a group not yet formed initializes it, but only when its own log of
 //!   the group is empty and every other member answered that it holds no log of the group
 //!   either, and then has `GroupFormed` recorded through group 1's leader. A formed group is
@@ -296,10 +298,20 @@ async fn follow(
                 continue;
             }
         }
-        if entry.formed || entry.members.first() != Some(&me) {
+        let Some(core) = launcher.groups.get(group) else {
             continue;
+        };
+        if entry.formed && entry.leader_hint != Some(me) && core.is_leader() {
+            // Where nodes with no replica of the group forward its requests first.
+            let seen = PlacementCommand::LeaderSeen {
+                group: number,
+                node: me,
+            };
+            if let Err(e) = place(metadata, seen, &launcher.signal).await {
+                tracing::debug!(%group, error = %e, "cannot record this node as the leader yet");
+            }
         }
-        if let Some(core) = launcher.groups.get(group) {
+        if !entry.formed && entry.members.first() == Some(&me) {
             form(&core, metadata, &entry.members, &nodes, &launcher.signal).await;
         }
     }
