@@ -80,18 +80,7 @@ pub async fn receive(shared: &Shared, request: ReceiveRequest) -> Result<Receive
     // A receive under an attempt ID goes first as a plain one, so that its answer is recorded
     // (and a retry replayed); only if it finds nothing does it park, without the ID.
     if request.wait_seconds == 0 || request.attempt_id.is_some() {
-        let command = proposal::receive(
-            request.account.clone(),
-            request.queue.clone(),
-            request.max_messages,
-            request.lease_seconds,
-            request.attempt_id.clone(),
-        );
-        let written = shared.commit(command).await??;
-        let received = Received {
-            deliveries: written.outcome,
-            payloads: written.payloads,
-        };
+        let received = receive_now(shared, &request).await?;
         if request.wait_seconds == 0 || !received.deliveries.is_empty() {
             return Ok(received);
         }
@@ -148,6 +137,22 @@ pub async fn receive(shared: &Shared, request: ReceiveRequest) -> Result<Receive
         Ok(Some(answer)) => Ok(answer.into()),
         _ => Ok(Received::default()),
     }
+}
+
+/// The plain receive of `request`: what is deliverable now, under its attempt ID.
+async fn receive_now(shared: &Shared, request: &ReceiveRequest) -> Result<Received, ApiError> {
+    let command = proposal::receive(
+        request.account.clone(),
+        request.queue.clone(),
+        request.max_messages,
+        request.lease_seconds,
+        request.attempt_id.clone(),
+    );
+    let written = shared.commit(command).await??;
+    Ok(Received {
+        deliveries: written.outcome,
+        payloads: written.payloads,
+    })
 }
 
 /// A wait that may still be parked in the engine: dropped so (the client went away, a write

@@ -343,27 +343,6 @@ impl Results {
             );
             for m in self.results.iter().filter(|m| m.key == key) {
                 let l = m.latency;
-                let mut notes: Vec<String> = m
-                    .written_bytes_per_msg_per_node
-                    .map(|w| format!("written_bytes_per_msg_per_node {w:.0}"))
-                    .into_iter()
-                    .collect();
-                notes.extend(m.extra.iter().map(|(k, v)| format!("{k} {}", fmt_num(*v))));
-                if let Some(plot) = &m.plot {
-                    notes.push(format!("[latency over time]({plot})"));
-                }
-                if let Some(run) = &m.run {
-                    notes.push(format!("measured by {run}"));
-                }
-                if let Some(n) = &m.note {
-                    // The first error in full is in the JSON; its start says enough here.
-                    let short: String = n.chars().take(NOTE_CHARS).collect();
-                    let cut = if short.len() < n.len() { "…" } else { "" };
-                    notes.push(format!(
-                        "{}{cut}",
-                        short.replace('|', "/").replace('\n', " ")
-                    ));
-                }
                 let copies = self
                     .system(&m.label)
                     .map_or(String::new(), |s| format!(" ({}×)", s.replicas));
@@ -379,12 +358,39 @@ impl Results {
                     m.errors,
                     m.cpu_per_1k.map_or("–".into(), |c| format!("{c:.3}")),
                     m.client_cpu_seconds,
-                    notes.join("; "),
+                    notes(m).join("; "),
                 );
             }
             let _ = writeln!(out);
         }
     }
+}
+
+/// The notes column of a measurement's row: bytes written, extra figures, its plot, the run
+/// that measured it, and the start of its first error.
+fn notes(m: &Measurement) -> Vec<String> {
+    let written = m.written_bytes_per_msg_per_node;
+    let mut notes: Vec<String> = written
+        .map(|w| format!("written_bytes_per_msg_per_node {w:.0}"))
+        .into_iter()
+        .collect();
+    notes.extend(m.extra.iter().map(|(k, v)| format!("{k} {}", fmt_num(*v))));
+    if let Some(plot) = &m.plot {
+        notes.push(format!("[latency over time]({plot})"));
+    }
+    if let Some(run) = &m.run {
+        notes.push(format!("measured by {run}"));
+    }
+    if let Some(n) = &m.note {
+        // The first error in full is in the JSON; its start says enough here.
+        let short: String = n.chars().take(NOTE_CHARS).collect();
+        let cut = if short.len() < n.len() { "…" } else { "" };
+        notes.push(format!(
+            "{}{cut}",
+            short.replace('|', "/").replace('\n', " ")
+        ));
+    }
+    notes
 }
 
 /// Writes the head of a markdown table: the row of `columns` and the separator row under it.

@@ -69,3 +69,14 @@ pub enum StartError {
     #[error("peer listener: {0}")]
     Listener(#[from] std::io::Error),
 }
+
+impl StartError {
+    /// A store that could not open: a damaged one told apart from one that cannot be read.
+    pub(crate) fn opening(e: raftq_store::StorageError) -> StartError {
+        if e.is_damage() {
+            StartError::Damaged(e.to_string())
+        } else {
+            StartError::Storage(e)
+        }
+    }
+}

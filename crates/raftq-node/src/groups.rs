@@ -142,12 +142,32 @@ impl Launcher {
         })
     }
 
+    /// Starts group 1 on `first` (its snapshot policy telling `not_due`), then every other
+    /// group the node's database holds state of; group 1 is the first of the list.
+    pub async fn start_held(
+        &self,
+        first: GroupStorage,
+        not_due: watch::Sender<Option<u64>>,
+    ) -> Result<Vec<Started>, StartError> {
+        let mut started = vec![self.start(GroupId::FIRST, first, not_due).await?];
+        for group in self
+            .store
+            .groups()
+            .into_iter()
+            .filter(|g| *g != GroupId::FIRST)
+        {
+            let storage = self.store.open_group(group).map_err(StartError::opening)?;
+            started.push(self.start(group, storage, watch::Sender::new(None)).await?);
+        }
+        Ok(started)
+    }
+
     /// Opens `group`'s storage and starts it, unless it runs already.
     async fn start_missing(&self, group: GroupId) -> Result<Option<Started>, StartError> {
         if self.groups.get(group).is_some() {
             return Ok(None);
         }
-        let storage = self.store.open_group(group).map_err(StartError::Storage)?;
+        let storage = self.store.open_group(group).map_err(StartError::opening)?;
         let started = self.start(group, storage, watch::Sender::new(None)).await?;
         tracing::info!(node = self.config.id, %group, "started the group");
         Ok(Some(started))

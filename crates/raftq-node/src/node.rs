@@ -106,16 +106,7 @@ fn check(config: &NodeConfig) -> Result<(), StartError> {
 /// Opens the node's log and state machine in its data directory (made durably if missing).
 fn open_storage(config: &NodeConfig) -> Result<Storage, StartError> {
     raftq_store::open_on(&config.data_dir, &config.region, &config.log, &config.state)
-        .map_err(storage_error)
-}
-
-/// A store that could not open: a damaged one told apart from one that cannot be read.
-fn storage_error(e: raftq_store::StorageError) -> StartError {
-    if e.is_damage() {
-        StartError::Damaged(e.to_string())
-    } else {
-        StartError::Storage(e)
-    }
+        .map_err(StartError::opening)
 }
 
 /// Serves the peer service over `transport` (on TCP, over mutual TLS with the configured peer
@@ -240,6 +231,32 @@ fn spawn_enrolment(
     tasks
 }
 
+/// The tasks of the node as a whole: its peer service, its enrolment (see
+/// [`spawn_enrolment`]) and the readings of its disk's room.
+fn spawn_node_tasks(
+    core: &Arc<GroupCore>,
+    groups: &Arc<Groups>,
+    config: &NodeConfig,
+    transport: PeerTransport,
+    forming: bool,
+    signal: &watch::Receiver<bool>,
+) -> Vec<JoinHandle<()>> {
+    let node = &core.node;
+    let mut tasks = vec![spawn_peer_service(
+        Arc::clone(node),
+        Arc::clone(groups),
+        config,
+        transport,
+        signal.clone(),
+    )];
+    tasks.extend(spawn_enrolment(core, config, forming, signal));
+    tasks.push(tokio::spawn(space::run(
+        Arc::clone(&node.space),
+        signal.clone(),
+    )));
+    tasks
+}
+
 impl Node {
     /// Starts a node whose peer service listens on `listener`.
     pub async fn start(config: NodeConfig, listener: TcpListener) -> Result<Node, StartError> {
@@ -272,48 +289,30 @@ impl Node {
         let launcher = Launcher {
             config: config.clone(),
             node: Arc::clone(&node),
-            store: store.clone(),
+            store,
             groups: Arc::clone(&groups),
             signal: signal.clone(),
         };
-        let first = launcher
-            .start(GroupId::FIRST, GroupStorage { log, state_machine }, not_due)
+        let started = launcher
+            .start_held(GroupStorage { log, state_machine }, not_due)
             .await?;
-        let core = Arc::clone(&first.core);
-        let mut started = vec![first];
-        for group in store.groups().into_iter().filter(|g| *g != GroupId::FIRST) {
-            let storage = store.open_group(group).map_err(storage_error)?;
-            let not_due = watch::Sender::new(None);
-            started.push(launcher.start(group, storage, not_due).await?);
-        }
-        let mut tasks = vec![spawn_peer_service(
-            Arc::clone(&node),
-            Arc::clone(&groups),
-            &config,
-            transport,
-            signal.clone(),
-        )];
-        tasks.extend(spawn_enrolment(&core, &config, forming, &signal));
-        tasks.push(tokio::spawn(space::run(
-            Arc::clone(&node.space),
-            signal.clone(),
-        )));
-        let mut committing = Vec::new();
-        for group in started {
-            tasks.extend(group.tasks);
-            committing.push(group.committing);
-        }
+        let core = Arc::clone(&started[0].core);
+        let mut tasks = spawn_node_tasks(&core, &groups, &config, transport, forming, &signal);
+        let (group_tasks, committing): (Vec<_>, Vec<_>) =
+            started.into_iter().map(|g| (g.tasks, g.committing)).unzip();
+        tasks.extend(group_tasks.into_iter().flatten());
         tasks.push(tokio::spawn(groups::run(
             launcher,
             Arc::clone(&core),
             signal,
         )));
+        let router = Router::new(
+            Arc::clone(&core),
+            Arc::clone(&groups),
+            config.region.clone(),
+        );
         Ok(Node {
-            router: Router::new(
-                Arc::clone(&core),
-                Arc::clone(&groups),
-                config.region.clone(),
-            ),
+            router,
             core,
             groups,
             shutdown,

@@ -131,6 +131,9 @@ impl Waits {
     }
 }
 
+/// A group's last seen leader, its members, and the nodes' addresses.
+type Members = (Option<NodeId>, Vec<NodeId>, BTreeMap<NodeId, String>);
+
 /// The router of one node (see the module).
 pub(crate) struct Router {
     /// Group 1, whose applied placement tells the routes.
@@ -468,24 +471,28 @@ impl Router {
         }
     }
 
+    /// The leader the placement last saw of `group`, its members and their addresses; `None`
+    /// when the placement has no such group (or no member of it).
+    fn members_of(&self, group: GroupId) -> Option<Members> {
+        let members = self.metadata.reader.with_engine(|engine| {
+            let placement = engine.placement();
+            let entry = placement.groups().get(&group.0)?;
+            let members: Vec<NodeId> = entry.members.iter().copied().collect();
+            let nodes = placement.nodes().iter();
+            let nodes = nodes.map(|(id, n)| (*id, n.addr.clone())).collect();
+            Some((entry.leader_hint, members, nodes))
+        });
+        members
+            .flatten()
+            .filter(|(_, members, _)| !members.is_empty())
+    }
+
     /// Runs `request` in `group`, which this node takes no part in: at the leader the
     /// placement last saw, else at each member in turn, following a member's word of who
     /// leads, until one serves it or [`LEADER_WAIT`] has passed.
     async fn remote<R: Routed>(&self, group: GroupId, request: &R) -> Result<R::Reply, NodeError> {
         let (mut next, members, nodes) = self
-            .metadata
-            .reader
-            .with_engine(|engine| {
-                let placement = engine.placement();
-                let entry = placement.groups().get(&group.0)?;
-                let members: Vec<NodeId> = entry.members.iter().copied().collect();
-                let nodes = placement.nodes().iter();
-                let nodes: BTreeMap<NodeId, String> =
-                    nodes.map(|(id, n)| (*id, n.addr.clone())).collect();
-                Some((entry.leader_hint, members, nodes))
-            })
-            .flatten()
-            .filter(|(_, members, _)| !members.is_empty())
+            .members_of(group)
             .ok_or_else(|| NodeError::Unavailable(format!("no group {group} in the placement")))?;
         let deadline = Instant::now() + LEADER_WAIT;
         let sent = request.sent();
