@@ -406,10 +406,7 @@ impl Placement {
             group,
             state: QueueEntryState::Creating { at: now },
         };
-        *self.queues.entry(group).or_default() += 1;
-        self.ids.insert(id, key.clone());
-        self.directory.insert(key, entry.clone());
-        self.directory_changed(PlacementKey::Queue(id), changed);
+        self.enter(entry.clone(), changed);
         Ok(PlacementOutcome::Reserved {
             entry,
             existing: false,
@@ -457,19 +454,25 @@ impl Placement {
                 group: METADATA_GROUP,
                 state: QueueEntryState::Ready,
             };
-            let key = (entry.account.clone(), entry.name.clone());
-            // The engine adopts only right after the bootstrap, from its own queues, whose
-            // names and ids are unique.
-            debug_assert!(
-                !self.directory.contains_key(&key) && !self.ids.contains_key(&id),
-                "a queue is adopted once, under a name and id of its own"
-            );
-            *self.queues.entry(METADATA_GROUP).or_default() += 1;
-            self.ids.insert(id, key.clone());
-            self.directory.insert(key, entry);
-            self.directory_changed(PlacementKey::Queue(id), &mut changed);
+            self.enter(entry, &mut changed);
         }
         changed
+    }
+
+    /// Enters `entry` into the directory, counted in its group. Its name and id are new: a
+    /// reservation checks them, and the engine adopts only its own queues, right after the
+    /// bootstrap.
+    fn enter(&mut self, entry: QueueEntry, changed: &mut Vec<PlacementKey>) {
+        let key = (entry.account.clone(), entry.name.clone());
+        debug_assert!(
+            !self.directory.contains_key(&key) && !self.ids.contains_key(&entry.id),
+            "a queue enters the directory once, under a name and id of its own"
+        );
+        let id = entry.id;
+        *self.queues.entry(entry.group).or_default() += 1;
+        self.ids.insert(id, key.clone());
+        self.directory.insert(key, entry);
+        self.directory_changed(PlacementKey::Queue(id), changed);
     }
 
     /// The group a new queue goes to: of the formed groups (a group not formed yet cannot
@@ -577,6 +580,12 @@ impl Placement {
     /// Every queue, by account and name.
     pub fn queues(&self) -> impl Iterator<Item = &QueueEntry> {
         self.directory.values()
+    }
+
+    /// Every node's peer address.
+    pub fn addresses(&self) -> BTreeMap<NodeId, String> {
+        let nodes = self.nodes.iter();
+        nodes.map(|(id, node)| (*id, node.addr.clone())).collect()
     }
 
     /// The queues in the directory of group `group`.

@@ -238,7 +238,7 @@ pub(crate) async fn run(
     while pace.tick().await {
         let Some((groups, nodes)) = metadata.reader.with_engine(|engine| {
             let placement = engine.placement();
-            (placement.groups().clone(), node_addresses(placement))
+            (placement.groups().clone(), placement.addresses())
         }) else {
             continue;
         };
@@ -264,11 +264,6 @@ pub(crate) async fn run(
         committing.abort();
         let _ = committing.await;
     }
-}
-
-fn node_addresses(placement: &raftq_engine::placement::Placement) -> BTreeMap<NodeId, String> {
-    let nodes = placement.nodes().iter();
-    nodes.map(|(id, node)| (*id, node.addr.clone())).collect()
 }
 
 /// Proposes the bootstrap of `groups` groups over group 1's voters, when this node leads group

@@ -185,7 +185,7 @@ impl Router {
         else {
             unreachable!("receive_wait is given parked receives only");
         };
-        let Some(route) = self.locate(account, queue) else {
+        let Some(route) = self.route_of(account, queue) else {
             return Ok(self.on_queue(command).await?.0);
         };
         if self.groups.get(route.group).is_none() {
@@ -218,8 +218,8 @@ impl Router {
     /// none: the wait is then ended at its deadline and answers what this node applied). A
     /// queue this node's directory does not hold yet is looked up again after a refresh.
     pub async fn await_answer(&self, account: &str, queue: &str, waiter: Uuid) -> WaitSlot {
-        let mut route = self.locate(account, queue);
-        if route.is_none() && self.laid_out().is_some() && self.refresh().await.is_ok() {
+        let mut route = self.route_of(account, queue);
+        if route.is_none() && self.groups.laid_out() && self.refresh().await.is_ok() {
             route = self.locate(account, queue);
         }
         let local = route.and_then(|route| self.groups.get(route.group));
@@ -229,6 +229,16 @@ impl Router {
 
     fn waits(&self) -> std::sync::MutexGuard<'_, Waits> {
         self.waits.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// [`Router::locate`], without a look at the directory while this node has not seen the
+    /// placement bootstrapped (every queue is then group 1's): the request path of a cluster
+    /// of one group takes no lock of the state machine.
+    fn route_of(&self, account: &str, reference: &str) -> Option<Route> {
+        match self.groups.laid_out() {
+            true => self.locate(account, reference),
+            false => None,
+        }
     }
 
     /// The route of the queue `reference` of `account` in this node's replica of the
@@ -268,9 +278,9 @@ impl Router {
         };
         let mut tried = None;
         loop {
-            let route = match self.groups.laid_out() || tried.is_some() {
-                true => self.locate(&account, &reference),
-                false => None,
+            let route = match tried {
+                Some(_) => self.locate(&account, &reference),
+                None => self.route_of(&account, &reference),
             };
             if tried == Some(route) {
                 return Ok((R::not_found_as(&reference), route));
@@ -478,9 +488,7 @@ impl Router {
             let placement = engine.placement();
             let entry = placement.groups().get(&group.0)?;
             let members: Vec<NodeId> = entry.members.iter().copied().collect();
-            let nodes = placement.nodes().iter();
-            let nodes = nodes.map(|(id, n)| (*id, n.addr.clone())).collect();
-            Some((entry.leader_hint, members, nodes))
+            Some((entry.leader_hint, members, placement.addresses()))
         });
         members
             .flatten()
