@@ -438,6 +438,13 @@ def cluster_page(console, rest):
     check(applied <= committed, f"applied {applied} at most committed {committed}: {facts}")
     check(int(facts["Apply lag (this node)"]) == committed - applied, f"the apply lag: {facts}")
     check(facts["row"] == str(applied), f"this node's row shows the same applied index: {facts}")
+    # The cluster runs as one group, which holds every queue of the account.
+    _, listed = rest.call("GET", "/v1/queues")
+    queues = str(len(listed["queues"]))
+    console.wait(lambda: console.driver.execute_script(
+        "const row = document.querySelector('#groups tr[data-group=\"1\"]');"
+        "return row && row.querySelector('td[data-field=\"queues\"]').textContent;") == queues,
+        f"group 1 with the account's {queues} queues on the cluster page", seconds=10)
     console.shoot("cluster")
     console.check_log("the cluster page")
 

@@ -910,6 +910,11 @@ async fn only_admin_keys_change_membership_and_bad_changes_are_refused(api: &Fro
         (&acme, Op::AddNode, add.clone(), "permission_denied", None),
         (&acme, Op::RemoveNode, node(1), "permission_denied", None),
         (api, Op::RemoveNode, node(1), "unauthenticated", None),
+        (&acme, Op::DrainNode, node(1), "permission_denied", None),
+        (&acme, Op::UndrainNode, node(1), "permission_denied", None),
+        // A cluster of one group: nothing to drain into.
+        (&admin, Op::DrainNode, node(1), "unsupported", None),
+        (&admin, Op::UndrainNode, node(1), "unsupported", None),
         (
             &admin,
             Op::AddNode,

@@ -29,7 +29,8 @@ use crate::serving::Serving;
 
 /// One operation of the API, with the queue it names (and the task, for `CancelMoveTask`). Its
 /// input is the JSON body of the REST request, or for `ListQueues` (`prefix`), `Peek` (`limit`,
-/// `after`) and `RemoveNode` (`id`) the parameters REST puts in the query or the path.
+/// `after`), `RemoveNode`, `DrainNode` and `UndrainNode` (`id`) the parameters REST puts in the
+/// query or the path.
 #[derive(Clone, Copy, Debug)]
 pub enum Op<'q> {
     CreateQueue,
@@ -56,11 +57,13 @@ pub enum Op<'q> {
     Cluster,
     AddNode,
     RemoveNode,
+    DrainNode,
+    UndrainNode,
     Accounts,
 }
 
 /// The HTTP status and the gRPC code that answer each of the spec's error codes.
-const STATUSES: [(&str, u16, Code); 16] = [
+const STATUSES: [(&str, u16, Code); 17] = [
     ("invalid_argument", 400, Code::InvalidArgument),
     ("unauthenticated", 401, Code::Unauthenticated),
     ("permission_denied", 403, Code::PermissionDenied),
@@ -77,6 +80,7 @@ const STATUSES: [(&str, u16, Code); 16] = [
     ("membership_conflict", 409, Code::FailedPrecondition),
     ("message_too_large", 413, Code::ResourceExhausted),
     ("unavailable", 503, Code::Unavailable),
+    ("unsupported", 501, Code::Unimplemented),
 ];
 
 /// A refused call: the error object as REST's body has it (`{"code", "message", "field"?,
@@ -462,6 +466,14 @@ impl Rest {
             Op::RemoveNode => {
                 let path = format!("/v1/cluster/nodes/{}", enc(&param(&input["id"])));
                 (Method::DELETE, path, Value::Null)
+            }
+            Op::DrainNode | Op::UndrainNode => {
+                let path = format!("/v1/cluster/nodes/{}/drain", enc(&param(&input["id"])));
+                let method = match op {
+                    Op::DrainNode => Method::POST,
+                    _ => Method::DELETE,
+                };
+                (method, path, Value::Null)
             }
             Op::Accounts => (Method::GET, "/v1/accounts".into(), no_input(input)),
         };

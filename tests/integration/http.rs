@@ -47,6 +47,7 @@ async fn json_that_protobuf_cannot_carry_is_a_400_naming_the_field() {
             (Method::GET, "/v1/queues?bogus=1", Value::Null, "bogus"),
             (Method::POST, "/v1/cluster/nodes", json!({"id": -1, "raft_addr": "h:1"}), "id"),
             (Method::DELETE, "/v1/cluster/nodes/x", Value::Null, "id"),
+            (Method::POST, "/v1/cluster/nodes/x/drain", Value::Null, "id"),
         ];
         for (method, path, body, field) in cases {
             let r = s.request(method.clone(), path, body.clone()).await;
@@ -175,6 +176,18 @@ async fn node_state_health_and_metrics_report_the_node() {
         assert_eq!(s.post("/v1/queues", json!({"name": "m"})).await.status, 201);
         let c = s.get("/v1/cluster").await;
         assert_eq!(c.status, 200, "{}", c.body);
+        // One node, one group: group 1 holds the queue, this node its leader.
+        let groups = c.body["groups"].as_array().expect("groups");
+        assert_eq!(groups.len(), 1, "{}", c.body);
+        let group = &groups[0];
+        assert_eq!(
+            (&group["group"], &group["queues"], &group["role"]),
+            (&json!(1), &json!(1), &json!("leader")),
+            "{group}"
+        );
+        assert_eq!(group["leader"], c.body["leader"]);
+        assert_eq!(group["members"], json!([c.body["node_id"]]));
+        assert_eq!(s.get("/v1/queues/m").await.body["group"], 1);
 
         let state = s.get("/v1/cluster/state").await;
         assert_eq!(state.status, 200, "{}", state.body);

@@ -63,55 +63,76 @@ fn assert_denied(status: &tonic::Status, reason: &str) {
     assert!(status.message().contains(reason), "{status:?}");
 }
 
-/// Two nodes with mutual TLS, forming one cluster on loopback.
-struct TwoNodes {
-    first: Server,
-    second: Server,
-    raft1: String,
+/// Nodes 1 to N with mutual TLS from one CA, forming one cluster on loopback.
+struct Nodes {
+    servers: Vec<Server>,
+    rafts: Vec<String>,
     ca: Authority,
-    second_cert: Issued,
-    _dirs: [TempDir; 3],
+    certs: Vec<Issued>,
+    _dirs: Vec<TempDir>,
 }
 
-fn two_nodes() -> TwoNodes {
-    let dirs = [0; 3].map(|_| TempDir::new().expect("temp dir"));
+/// A cluster of `size` nodes with mutual TLS, each started with `flags` too.
+fn mutual_tls_cluster(size: u64, flags: &[&str]) -> Nodes {
+    let dirs: Vec<TempDir> = (0..=size)
+        .map(|_| TempDir::new().expect("temp dir"))
+        .collect();
+    let shared = dirs[dirs.len() - 1].path();
     let ca = Authority::new("raftq cluster CA");
-    let ca_file = ca.write(dirs[2].path(), "ca");
-    let certs = [1, 2].map(|id| ca.issue(dirs[2].path(), &format!("node-{id}"), &[node_uri(id)]));
-    let (raft1, raft2) = (free_addr(), free_addr());
-    let peers = format!("1={raft1},2={raft2}");
-    let node = |i: usize, raft: &str| {
+    let ca_file = ca.write(shared, "ca");
+    let certs: Vec<Issued> = (1..=size)
+        .map(|id| ca.issue(shared, &format!("node-{id}"), &[node_uri(id)]))
+        .collect();
+    let rafts: Vec<String> = (1..=size).map(|_| free_addr()).collect();
+    let peers: Vec<String> = (rafts.iter().enumerate())
+        .map(|(i, raft)| format!("{}={raft}", i + 1))
+        .collect();
+    let peers = peers.join(",");
+    let node = |i: usize| {
         let id = (i + 1).to_string();
-        let mut flags = vec!["--node-id", &id, "--raft-listen", raft, "--peers", &peers];
-        flags.extend(peer_flags(&certs[i], &ca_file));
-        start(&dirs[i].path().join("data"), &flags, None)
+        let mut args = vec![
+            "--node-id",
+            &id,
+            "--raft-listen",
+            &rafts[i],
+            "--peers",
+            &peers,
+        ];
+        args.extend(peer_flags(&certs[i], &ca_file));
+        args.extend(flags);
+        start(&dirs[i].path().join("data"), &args, None)
     };
-    // Both start before either waits: the cluster forms only once both answer.
-    let spawned = std::thread::scope(|s| {
-        let second = s.spawn(|| node(1, &raft2));
-        (node(0, &raft1), second.join().expect("node 2 starts"))
+    // Every node starts before any waits: the cluster forms only once all of them answer.
+    let servers = std::thread::scope(|s| {
+        let started: Vec<_> = (0..rafts.len()).map(|i| s.spawn(move || node(i))).collect();
+        let started = started.into_iter();
+        started
+            .map(|n| n.join().expect("the node starts"))
+            .collect()
     });
-    let [_, second_cert] = certs;
-    TwoNodes {
-        first: spawned.0,
-        second: spawned.1,
-        raft1,
+    Nodes {
+        servers,
+        rafts,
         ca,
-        second_cert,
+        certs,
         _dirs: dirs,
     }
 }
 
 #[test]
 fn peers_over_mutual_tls_hear_only_from_members_of_their_ca() {
-    let cluster = two_nodes();
-    ok(&cluster.first, &["queue", "create", "jobs"]);
+    let cluster = mutual_tls_cluster(2, &[]);
+    let [first, second] = &cluster.servers[..] else {
+        panic!("two nodes");
+    };
+    let second_cert = &cluster.certs[1];
+    ok(first, &["queue", "create", "jobs"]);
     // A send to either node reaches the leader: one of them forwarded it over mutual TLS.
-    ok(&cluster.first, &["send", "jobs", "one"]);
-    ok(&cluster.second, &["send", "jobs", "two"]);
-    assert_eq!(ok(&cluster.first, &["stats", "jobs"])["visible"], 2);
+    ok(first, &["send", "jobs", "one"]);
+    ok(second, &["send", "jobs", "two"]);
+    assert_eq!(ok(first, &["stats", "jobs"])["visible"], 2);
 
-    let status = ok(&cluster.first, &["cluster", "status"]);
+    let status = ok(first, &["cluster", "status"]);
     let id = status["cluster_id"].as_str().expect("the cluster id");
     let cluster_id = Some(Uuid::parse_str(id).expect("a UUID"));
 
@@ -119,7 +140,7 @@ fn peers_over_mutual_tls_hear_only_from_members_of_their_ca() {
     let outsider = cluster.ca.issue(dir.path(), "node-9", &[node_uri(9)]);
     let other_ca = Authority::new("another CA");
     let impostor = other_ca.issue(dir.path(), "impostor", &[node_uri(2)]);
-    let addr = cluster.raft1.as_str();
+    let addr = cluster.rafts[0].as_str();
     let tls = |identity: Option<&Issued>| Some(dialing(&cluster.ca.pem, identity));
     let all = [
         PeerMethod::Vote,
@@ -148,7 +169,7 @@ fn peers_over_mutual_tls_hear_only_from_members_of_their_ca() {
             );
         }
         // A member's certificate passes the screen; then the missing cluster id refuses it.
-        let status = refusal(addr, tls(Some(&cluster.second_cert)), None, method, 2);
+        let status = refusal(addr, tls(Some(second_cert)), None, method, 2);
         assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
     }
     // A node of the CA that is not a member neither votes nor forwards...
@@ -161,9 +182,9 @@ fn peers_over_mutual_tls_hear_only_from_members_of_their_ca() {
     let impersonations = [
         (9, &outsider, PeerMethod::Append),
         (9, &outsider, PeerMethod::Snapshot),
-        (2, &cluster.second_cert, PeerMethod::Append),
-        (2, &cluster.second_cert, PeerMethod::Snapshot),
-        (2, &cluster.second_cert, PeerMethod::Vote),
+        (2, second_cert, PeerMethod::Append),
+        (2, second_cert, PeerMethod::Snapshot),
+        (2, second_cert, PeerMethod::Vote),
     ];
     for (caller, issued, method) in impersonations {
         let status = refusal(addr, tls(Some(issued)), cluster_id, method, 1);
@@ -171,11 +192,50 @@ fn peers_over_mutual_tls_hear_only_from_members_of_their_ca() {
         assert_denied(&status, &reason);
     }
     // Both kinds of refusal are in the node's log.
-    cluster
-        .first
-        .wait_for_log("peer connection refused: TLS handshake failed");
-    cluster.first.wait_for_log("peer call refused");
-    assert_eq!(ok(&cluster.second, &["stats", "jobs"])["visible"], 2);
+    first.wait_for_log("peer connection refused: TLS handshake failed");
+    first.wait_for_log("peer call refused");
+    assert_eq!(ok(second, &["stats", "jobs"])["visible"], 2);
+}
+
+/// In a cluster of several Raft groups, a node forwards a request on a queue of a group it
+/// takes no part in to that group's members, which hear it over mutual TLS though the node is
+/// no member of the group (it is one of the cluster).
+#[test]
+fn peers_over_mutual_tls_forward_to_the_groups_they_take_no_part_in() {
+    let cluster = mutual_tls_cluster(4, &["--groups", "3"]);
+    let first = &cluster.servers[0];
+    // Groups 2 (nodes 1 to 3) and 3 (nodes 2 to 4) formed: each takes a queue.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let groups = ok(first, &["cluster", "groups"]);
+        let groups = groups["groups"].as_array().cloned().unwrap_or_default();
+        let formed = groups.iter().filter(|g| g["formed"] == true).count();
+        if formed == 3 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "groups: {groups:?}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let queues = ["one", "two", "three"];
+    for queue in queues {
+        ok(first, &["queue", "create", queue]);
+    }
+    let placed: Vec<u64> = (queues.iter())
+        .map(|q| {
+            ok(first, &["queue", "get", q])["group"]
+                .as_u64()
+                .expect("a group")
+        })
+        .collect();
+    assert_eq!(placed, [1, 2, 3], "one queue per group");
+    for server in &cluster.servers {
+        for queue in queues {
+            ok(server, &["send", queue, "hello"]);
+        }
+    }
+    for queue in queues {
+        assert_eq!(ok(&cluster.servers[3], &["stats", queue])["visible"], 4);
+    }
 }
 
 /// The log of a `raftq serve` that must refuse to start, and that it did.

@@ -198,6 +198,16 @@ pub async fn call(mut c: Client, op: Op<'_>, input: Value) -> Result<Value, Stat
             });
             cluster(c.remove_node(request).await?.into_inner())
         }
+        Op::DrainNode | Op::UndrainNode => {
+            let request = Input::read(input, |i| pb::DrainNodeRequest {
+                id: i.opt("id", Value::as_u64).unwrap_or_default(),
+            });
+            let answer = match op {
+                Op::DrainNode => c.drain_node(request).await,
+                _ => c.undrain_node(request).await,
+            };
+            cluster(answer?.into_inner())
+        }
         Op::Accounts => {
             let request = Input::read(input, |_| pb::ListAccountsRequest {});
             let list = c.list_accounts(request).await?.into_inner();
@@ -480,6 +490,7 @@ fn queue(q: &pb::Queue) -> Value {
         "name": q.name,
         "crn": q.crn,
         "arn": q.arn,
+        "group": q.group,
         "type": q.r#type,
         "created_at": q.created_at,
         "modified_at": q.modified_at,
@@ -618,10 +629,21 @@ fn cluster(c: pb::Cluster) -> Value {
                 "applied_index": n.applied_index})
         })
         .collect();
+    let groups: Vec<Value> = c
+        .groups
+        .iter()
+        .map(|g| {
+            json!({"group": g.group, "members": g.members, "leader": g.leader,
+                "formed": g.formed, "queues": g.queues, "role": g.role, "term": g.term,
+                "commit_index": g.commit_index, "applied_index": g.applied_index,
+                "last_log_index": g.last_log_index})
+        })
+        .collect();
     with_optional(
         json!({
             "leader": c.leader,
             "nodes": nodes,
+            "groups": groups,
             "term": c.term,
             "commit_index": c.commit_index,
             "node_id": c.node_id,

@@ -18,6 +18,7 @@
 //! | `too_many_requests` | 429 | `RESOURCE_EXHAUSTED` | a request over a rate or long-poll limit (`throttle`), with `Retry-After` |
 //! | `storage_full` | 507 | `RESOURCE_EXHAUSTED` | [`NodeError::StorageFull`]: the leader's disk is short of space; the write was not proposed, and may succeed once space is freed |
 //! | `unavailable` | 503 | `UNAVAILABLE` | [`NodeError::Unavailable`], [`NodeError::Timeout`], [`NodeError::NotLeader`], [`NodeError::LeaderUnreachable`], [`NodeError::OtherBuild`] |
+//! | `unsupported` | 501 | `UNIMPLEMENTED` | [`NodeError::Unsupported`]: an operation the cluster's layout does not support yet (a backup of a cluster of several Raft groups) |
 //! | `internal` | 500 | `INTERNAL` | [`NodeError::Storage`] and answers the API cannot read; never bad input |
 //!
 //! A gRPC status carries the spec's code in the metadata `raftq-error-code`, the field (if any)
@@ -181,6 +182,9 @@ impl From<NodeError> for ApiError {
                 e.to_string(),
             ),
             NodeError::Storage(_) => ApiError::internal(e.to_string()),
+            NodeError::Unsupported(_) => {
+                ApiError::new(StatusCode::NOT_IMPLEMENTED, "unsupported", e.to_string())
+            }
         }
     }
 }
@@ -226,6 +230,7 @@ impl ApiError {
             | "membership_conflict" => Code::FailedPrecondition,
             "message_too_large" | "too_many_requests" | "storage_full" => Code::ResourceExhausted,
             "unavailable" => Code::Unavailable,
+            "unsupported" => Code::Unimplemented,
             _ => Code::Internal,
         }
     }
@@ -362,6 +367,7 @@ mod tests {
             ),
             (ChangeError::Busy, 409, None),
             (ChangeError::LastVoter(1), 409, None),
+            (ChangeError::ManyGroups(3), 409, None),
             (
                 ChangeError::NoMajority {
                     id: 1,
@@ -405,6 +411,12 @@ mod tests {
             "{full:?}"
         );
         assert!(full.message.contains("no room"), "{}", full.message);
+        let unsupported = ApiError::from(NodeError::Unsupported("a backup".into()));
+        assert_eq!(
+            (unsupported.status.as_u16(), unsupported.grpc_code()),
+            (501, Code::Unimplemented),
+            "{unsupported:?}"
+        );
     }
 
     #[test]

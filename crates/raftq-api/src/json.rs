@@ -43,6 +43,8 @@ pub struct Queue<'a> {
     /// `arn:aws:sqs:<region>:<account number>:<name>`, which names the queue wherever a
     /// name, UUID or CRN does.
     pub arn: &'a str,
+    /// The Raft group that holds the queue (see `GET /v1/cluster`'s `groups`).
+    pub group: u32,
     #[serde(rename = "type")]
     #[schema(schema_with = schemas::queue_type)]
     pub queue_type: &'static str,
@@ -99,6 +101,7 @@ impl<'a> Queue<'a> {
             name: &view.name,
             crn: &view.crn,
             arn: &view.arn,
+            group: view.group,
             queue_type: view.queue_type.as_str(),
             created_at: rfc3339(view.created_at),
             modified_at: rfc3339(view.modified_at),

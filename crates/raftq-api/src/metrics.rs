@@ -28,7 +28,7 @@ use raftq_engine::QueueGauges;
 pub(crate) use raftq_node::Filesystem;
 use raftq_node::{Refusing, SyncTimesReading};
 
-use crate::status::RaftStatus;
+use crate::status::{Group, RaftStatus};
 
 /// The route label of requests that matched no route.
 const UNMATCHED: &str = "unmatched";
@@ -57,6 +57,12 @@ struct RequestLabels {
 struct QueueLabels {
     account: String,
     queue: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupLabels {
+    /// The Raft group's number.
+    group: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -276,6 +282,64 @@ fn register_raft(registry: &mut Registry, raft: &RaftStatus) {
         held_back,
     );
     register_members(raft_registry, raft);
+    register_groups(registry, raft);
+}
+
+/// One figure of a Raft group: its series name, its help text, and how it is read off the
+/// group (`None`: no series for that group).
+type GroupFigure = (&'static str, &'static str, fn(&Group) -> Option<i64>);
+
+/// Per Raft group (labelled `group`): its leader, its queues and, where this node holds a
+/// replica, how far that replica has come; and how many groups this node leads.
+fn register_groups(registry: &mut Registry, raft: &RaftStatus) {
+    let groups = registry.sub_registry_with_prefix("group");
+    let figures: [GroupFigure; 5] = [
+        (
+            "leader_id",
+            "The group's leader's node id, -1 when no leader is known",
+            |g| Some(g.leader.map_or(-1, signed)),
+        ),
+        ("queues", "Queues the group holds", |g| {
+            Some(signed(g.queues))
+        }),
+        (
+            "commit_index",
+            "The highest index of the group's log this node knows committed (replicas only)",
+            |g| g.commit_index.map(signed),
+        ),
+        (
+            "last_applied_index",
+            "The last index of the group's log this node applied (replicas only)",
+            |g| g.applied_index.map(signed),
+        ),
+        (
+            "apply_lag",
+            "Committed entries of the group this node has not applied yet (replicas only)",
+            |g| Some(signed(g.commit_index?.saturating_sub(g.applied_index?))),
+        ),
+    ];
+    for (name, help, value_of) in figures {
+        let family = Family::<GroupLabels, Gauge>::default();
+        for group in &raft.groups {
+            if let Some(value) = value_of(group) {
+                let labels = GroupLabels {
+                    group: group.group.to_string(),
+                };
+                family.get_or_create(&labels).set(value);
+            }
+        }
+        groups.register(name, help, family);
+    }
+    let led = raft
+        .groups
+        .iter()
+        .filter(|g| g.leader == Some(raft.node_id));
+    gauge(
+        registry,
+        "groups_led",
+        "Raft groups this node leads",
+        signed(led.count()),
+    );
 }
 
 /// A log index, a count or a size as a gauge's value (saturating: a gauge is signed).
@@ -608,6 +672,32 @@ mod tests {
             commit_index: 9,
             node_id: 1,
             region: "local".into(),
+            groups: vec![
+                Group {
+                    group: 1,
+                    members: vec![1, 2, 3],
+                    leader: Some(1),
+                    formed: true,
+                    queues: 4,
+                    role: Some("leader"),
+                    term: Some(3),
+                    commit_index: Some(9),
+                    applied_index: Some(7),
+                    last_log_index: Some(10),
+                },
+                Group {
+                    group: 2,
+                    members: vec![2, 3, 4],
+                    leader: None,
+                    formed: false,
+                    queues: 0,
+                    role: None,
+                    term: None,
+                    commit_index: None,
+                    applied_index: None,
+                    last_log_index: None,
+                },
+            ],
             cluster_id: None,
             clock_offset_ms: Some(-250),
             clock_skewed: Some(false),
@@ -698,6 +788,11 @@ mod tests {
                 "raftq_raft_apply_lag 2\n".into(),
                 "raftq_raft_members_answering 2\n".into(),
                 "raftq_raft_leader_unreachable 1\n".into(),
+                "raftq_group_leader_id{group=\"1\"} 1\n".into(),
+                "raftq_group_leader_id{group=\"2\"} -1\n".into(),
+                "raftq_group_queues{group=\"1\"} 4\n".into(),
+                "raftq_group_apply_lag{group=\"1\"} 2\n".into(),
+                "raftq_groups_led 1\n".into(),
                 "raftq_raft_elections_held_back_total 4\n".into(),
                 "raftq_reclaim_backlog_messages 7\n".into(),
                 "raftq_parked_receives 3\n".into(),
@@ -713,6 +808,11 @@ mod tests {
                 "raftq_queue_sent_messages_total{account=\"dev\",queue=\"orders\"} 11\n".into(),
                 "raftq_queue_acked_messages_total{account=\"dev\",queue=\"orders\"} 6\n".into(),
             ],
+        );
+        // A group this node holds no replica of has no index of its own to show.
+        assert!(
+            !text.contains("raftq_group_commit_index{group=\"2\"}"),
+            "{text}"
         );
     }
 

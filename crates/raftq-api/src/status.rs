@@ -2,7 +2,7 @@
 //! `GET /metrics` as gauges, with the region the cluster serves. Its details (the cluster id and
 //! the clock offset) are shown to admin keys only.
 
-use raftq_node::Node;
+use raftq_node::{GroupStatus, Node};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -36,6 +36,56 @@ pub struct Member {
     pub applied_index: Option<u64>,
 }
 
+/// One Raft group as the answering node sees it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Group {
+    /// Its number; group 1 is the metadata group, every voter a member.
+    pub group: u32,
+    /// Its voters' node ids.
+    pub members: Vec<u64>,
+    /// Its leader's node id, as the answering node's replica knows it or, where that node holds
+    /// none, as the leader last recorded itself; `null` when none is known.
+    #[schema(required = true)]
+    pub leader: Option<u64>,
+    /// Whether its first member has formed it.
+    pub formed: bool,
+    /// The queues it holds.
+    pub queues: u64,
+    /// The answering node's role in the group (as in `nodes`); `null` where it holds no replica,
+    /// and then the indexes below are `null` too.
+    #[schema(required = true)]
+    pub role: Option<&'static str>,
+    #[schema(required = true)]
+    pub term: Option<u64>,
+    /// The highest index of the group's log the answering node knows committed.
+    #[schema(required = true)]
+    pub commit_index: Option<u64>,
+    /// The last index of the group's log the answering node applied.
+    #[schema(required = true)]
+    pub applied_index: Option<u64>,
+    /// The last index of the answering node's log of the group.
+    #[schema(required = true)]
+    pub last_log_index: Option<u64>,
+}
+
+impl From<GroupStatus> for Group {
+    fn from(g: GroupStatus) -> Group {
+        let replica = g.replica;
+        Group {
+            group: g.group,
+            members: g.members,
+            leader: g.leader,
+            formed: g.formed,
+            queues: g.queues,
+            role: replica.map(|r| r.role.as_str()),
+            term: replica.map(|r| r.term),
+            commit_index: replica.map(|r| r.commit_index),
+            applied_index: replica.map(|r| r.last_applied),
+            last_log_index: replica.map(|r| r.last_log_index),
+        }
+    }
+}
+
 /// What `GET /v1/cluster` answers (plus a few fields for metrics, not serialized).
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(description = "The cluster as the answering node sees it.")]
@@ -50,6 +100,9 @@ pub struct RaftStatus {
     pub node_id: u64,
     /// The region the cluster serves.
     pub region: String,
+    /// The cluster's Raft groups by number: group 1 alone unless the cluster was started with
+    /// more (`--groups`). The figures above (`leader`, `term`, `commit_index`) are group 1's.
+    pub groups: Vec<Group>,
     /// Admin keys only: the id the cluster got when it formed, kept in every member's data
     /// directory; absent on a node that has not formed or joined a cluster yet.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -124,6 +177,7 @@ pub async fn of(node: &Node, region: &str) -> RaftStatus {
         commit_index: status.commit_index,
         node_id: status.node_id,
         region: region.to_string(),
+        groups: status.groups.into_iter().map(Group::from).collect(),
         cluster_id: status.cluster_id.map(|id| id.to_string()),
         clock_offset_ms: Some(status.clock_offset_ms),
         clock_skewed: Some(status.clock_skewed),

@@ -8,7 +8,8 @@
 //! - `report`: markdown and JSON from the machine header and the results, or from an earlier
 //!   report with the rows of the workloads measured again replaced (`--merge`), and the
 //!   latency-over-time plots of the fixed-rate rows that kept their sends' times, in a directory
-//!   beside the markdown named after it.
+//!   beside the markdown named after it; with `--scale`, the scale-out report of
+//!   `scripts/bench-scale` instead.
 
 mod driver;
 mod jetstream;
@@ -19,6 +20,7 @@ mod rabbitmq;
 mod raftq;
 mod report;
 mod timeline;
+mod tls;
 mod workloads;
 
 use std::collections::BTreeMap;
@@ -36,7 +38,7 @@ use machine::Machine;
 use measure::Measurement;
 use report::{Line, Results, SystemLine};
 use timeline::Timeline;
-use workloads::{Bench, FairSettings, Settings};
+use workloads::{Bench, FairSettings, Settings, Spread};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -103,6 +105,8 @@ enum Workload {
     Backlog,
     /// The leader killed under load (`--failover-seconds`).
     Failover,
+    /// Sends and send+receive+ack over many queues (`--spread-*`); only when named here.
+    Spread,
 }
 
 #[derive(Debug, clap::Args)]
@@ -200,6 +204,28 @@ struct RunArgs {
     /// Seconds the failover run goes on after killing the leader (0: no failover run).
     #[arg(long, default_value_t = 0.0)]
     failover_seconds: f64,
+    /// Queues of the rows over many queues (`--workloads spread`): enough that each of a
+    /// cluster's Raft groups holds several (two each of 9 groups by default).
+    #[arg(long, default_value_t = 18)]
+    spread_queues: usize,
+    /// Messages in flight of the rows over many queues, over all their queues.
+    #[arg(long, default_value_t = 256)]
+    spread_in_flight: usize,
+    /// raftq-grpc only: the endpoints are `https://` and their certificates are of this CA.
+    #[arg(long)]
+    ca_cert: Option<PathBuf>,
+    /// raftq-grpc only, with `--ca-cert`: the name each node's certificate must carry, in
+    /// endpoint order (default: each endpoint's host), for endpoints reached by an address
+    /// their certificates do not name (a container's address on its network).
+    #[arg(long, value_delimiter = ',')]
+    tls_names: Vec<String>,
+    /// raftq only: the Raft groups the cluster lays its queues over, as it was started with
+    /// (`--groups`); the run first waits until every one of them is formed and has a leader.
+    #[arg(long)]
+    groups: Option<u32>,
+    /// The CPUs each server may use (a container's `cpus` cap), recorded for the report.
+    #[arg(long)]
+    cpus_per_node: Option<f64>,
     /// Only these workloads, comma-separated (default: all; each still needs its flags above).
     #[arg(long, value_enum, value_delimiter = ',')]
     workloads: Option<Vec<Workload>>,
@@ -237,6 +263,10 @@ struct ReportArgs {
     /// except the rows of the workloads measured again here, which the new rows replace.
     #[arg(long)]
     merge: Option<PathBuf>,
+    /// The scale-out report of `scripts/bench-scale` (raftq clusters of several sizes and
+    /// group counts, capped nodes) instead of the comparative one.
+    #[arg(long)]
+    scale: bool,
 }
 
 fn list<T: FromStr>(text: &str) -> Result<Vec<T>>
@@ -286,6 +316,7 @@ impl RunArgs {
             redeliver: self.only(Workload::Redeliver, positive(self.redeliver)),
             redrive: self.only(Workload::Redrive, positive(self.redrive)),
             fair: self.only(Workload::Fair, Some(self.fair()?)),
+            spread: self.spread()?,
             failover: self.only(
                 Workload::Failover,
                 (self.failover_seconds > 0.0)
@@ -300,6 +331,24 @@ impl RunArgs {
             Some(chosen) if !chosen.contains(&workload) => T::default(),
             _ => settings,
         }
+    }
+
+    /// The rows over many queues, when `--workloads` names them.
+    fn spread(&self) -> Result<Option<Spread>> {
+        let named = self
+            .workloads
+            .as_ref()
+            .is_some_and(|w| w.contains(&Workload::Spread));
+        if !named {
+            return Ok(None);
+        }
+        if self.spread_queues == 0 || self.spread_in_flight == 0 {
+            bail!("--spread-queues and --spread-in-flight must be at least 1");
+        }
+        Ok(Some(Spread {
+            queues: self.spread_queues,
+            in_flight: self.spread_in_flight,
+        }))
     }
 
     fn fair(&self) -> Result<FairSettings> {
@@ -360,6 +409,8 @@ async fn run_system<D: Driver>(driver: D, args: &RunArgs) -> Result<()> {
         system: args.system.name().into(),
         replicas,
         notes: bench.driver().notes(),
+        groups: args.groups,
+        cpus_per_node: args.cpus_per_node,
     };
     append(&args.out, &Line::System(system))?;
     bench.run(&mut |m| append_row(&args.out, m)).await
@@ -375,9 +426,16 @@ async fn run(args: RunArgs) -> Result<()> {
             args.system.name()
         );
     }
+    let grpc_only = args.ca_cert.is_some() || !args.tls_names.is_empty() || args.groups.is_some();
+    if grpc_only && !matches!(args.system, System::RaftqGrpc) {
+        bail!(
+            "--ca-cert, --tls-names and --groups apply to --system raftq-grpc only, not {}",
+            args.system.name()
+        );
+    }
     let endpoints = &args.endpoints;
     match args.system {
-        System::RaftqGrpc => run_system(raftq::RaftqGrpc::connect(endpoints).await?, &args).await,
+        System::RaftqGrpc => run_system(grpc(&args).await?, &args).await,
         System::RaftqRest => run_system(raftq::RaftqRest::connect(endpoints).await?, &args).await,
         System::Rabbitmq => run_system(rabbitmq::RabbitMq::connect(endpoints).await?, &args).await,
         System::Jetstream => {
@@ -389,6 +447,23 @@ async fn run(args: RunArgs) -> Result<()> {
             run_system(driver, &args).await
         }
     }
+}
+
+/// The gRPC driver as `args` ask for it: with TLS, and once the cluster's groups are formed.
+async fn grpc(args: &RunArgs) -> Result<raftq::RaftqGrpc> {
+    let tls = match &args.ca_cert {
+        Some(path) => Some(raftq::Tls {
+            ca_pem: std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
+            names: args.tls_names.clone(),
+        }),
+        None if args.tls_names.is_empty() => None,
+        None => bail!("--tls-names needs --ca-cert"),
+    };
+    let driver = raftq::RaftqGrpc::connect(&args.endpoints, tls.as_ref()).await?;
+    if let Some(groups) = args.groups {
+        driver.wait_for_groups(groups).await?;
+    }
+    Ok(driver)
 }
 
 fn machine(args: MachineArgs) -> Result<()> {
@@ -426,11 +501,14 @@ fn report(args: ReportArgs) -> Result<()> {
             .with_context(|| format!("parsing {}", earlier.display()))?;
         results = earlier.merge(results);
     }
-    std::fs::write(
-        &args.markdown,
-        results.markdown(&args.json.display().to_string()),
-    )
-    .with_context(|| format!("writing {}", args.markdown.display()))?;
+    let json = args.json.display().to_string();
+    let markdown = if args.scale {
+        results.scale_markdown(&json)
+    } else {
+        results.markdown(&json)
+    };
+    std::fs::write(&args.markdown, markdown)
+        .with_context(|| format!("writing {}", args.markdown.display()))?;
     std::fs::write(&args.json, serde_json::to_string_pretty(&results)? + "\n")
         .with_context(|| format!("writing {}", args.json.display()))?;
     Ok(())

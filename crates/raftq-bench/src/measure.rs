@@ -136,6 +136,10 @@ pub struct Measurement {
     pub latency: Option<Latency>,
     pub errors: u64,
     pub server_cpu_seconds: f64,
+    /// CPU seconds of each server process over the window, in `--pids` order (`None`: not read
+    /// at both ends); absent from rows of older reports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_cpu_seconds: Vec<Option<f64>>,
     pub client_cpu_seconds: f64,
     /// Server CPU seconds per 1,000 messages.
     pub cpu_per_1k: Option<f64>,
@@ -191,6 +195,7 @@ impl Measurement {
             latency: recorder.latency_summary(),
             errors: recorder.errors,
             server_cpu_seconds: usage.server_cpu,
+            node_cpu_seconds: usage.node_cpu.clone(),
             client_cpu_seconds: usage.client_cpu,
             cpu_per_1k: (messages > 0).then(|| usage.server_cpu * 1000.0 / messages as f64),
             written_bytes_per_msg_per_node: usage
@@ -222,10 +227,13 @@ impl Measurement {
 }
 
 /// What the server processes and this client used between two samples.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Usage {
     /// CPU seconds (user + system) of the server processes.
     pub server_cpu: f64,
+    /// The same per server process, in the probe's order; `None` for one not read at both
+    /// samples.
+    pub node_cpu: Vec<Option<f64>>,
     /// CPU seconds of this load generator.
     pub client_cpu: f64,
     /// Bytes the server processes wrote to storage; `None` when no server's `/proc/<pid>/io`
@@ -308,10 +316,19 @@ impl Probe {
     }
 
     fn between(&self, before: &Sample, now: &Sample) -> Usage {
-        let ticks: u64 = both_ends(&before.ticks, &now.ticks).sum();
         let written: Vec<u64> = both_ends(&before.written, &now.written).collect();
+        let node_cpu: Vec<Option<f64>> = before
+            .ticks
+            .iter()
+            .zip(&now.ticks)
+            .map(|(b, n)| {
+                let ticks = n.as_ref()?.saturating_sub(*b.as_ref()?);
+                Some(ticks as f64 / self.ticks_per_second)
+            })
+            .collect();
         Usage {
-            server_cpu: ticks as f64 / self.ticks_per_second,
+            server_cpu: node_cpu.iter().flatten().sum(),
+            node_cpu,
             client_cpu: now.client.saturating_sub(before.client) as f64 / self.ticks_per_second,
             written: (!written.is_empty()).then(|| Written {
                 bytes: written.iter().sum(),
@@ -425,6 +442,7 @@ mod tests {
         };
         let usage = probe.between(&before, &now);
         assert!((usage.server_cpu - 0.6).abs() < 1e-9);
+        assert_eq!(usage.node_cpu, [None, Some(0.5), Some(0.1)]);
         assert!((usage.client_cpu - 0.2).abs() < 1e-9);
         assert_eq!(
             usage.written,
@@ -446,13 +464,23 @@ mod tests {
         rec.record(500, Duration::from_millis(1));
         let usage = Usage {
             server_cpu: 1.0,
+            node_cpu: vec![Some(0.5), Some(0.25), Some(0.25)],
             client_cpu: 0.5,
             written: Some(Written {
                 bytes: 3_000_000,
                 servers: 3,
             }),
         };
-        let m = Measurement::new("l", "k".into(), "w".into(), (1, 1), 1.0, &rec, usage);
+        let m = Measurement::new(
+            "l",
+            "k".into(),
+            "w".into(),
+            (1, 1),
+            1.0,
+            &rec,
+            usage.clone(),
+        );
+        assert_eq!(m.node_cpu_seconds, [Some(0.5), Some(0.25), Some(0.25)]);
         assert_eq!(m.written_bytes_per_msg_per_node, Some(2000.0));
         assert_eq!(m.cpu_per_1k, Some(2.0));
         let empty = Measurement::new(

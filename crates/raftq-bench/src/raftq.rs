@@ -1,6 +1,7 @@
 //! raftq through its two front ends: gRPC (`raftq.v1.Queues`, a tonic client) and REST (the
 //! `raftq-client` crate). Both map the workloads the same way; only the transport differs.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -23,6 +24,8 @@ const GRPC_CONNECTIONS_PER_NODE: usize = 2;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long to wait for a leader before giving up.
 const LEADER_WAIT: Duration = Duration::from_secs(15);
+/// How long to wait for a cluster's Raft groups to be formed and led before giving up.
+const GROUPS_WAIT: Duration = Duration::from_secs(180);
 
 fn notes() -> SystemNotes {
     SystemNotes {
@@ -71,6 +74,71 @@ where
     }
 }
 
+/// What each group of a cluster is, as the answers of all its nodes to `GetCluster` tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct GroupView {
+    /// Whether any node says it was formed.
+    formed: bool,
+    /// Its leader as the member answering with the highest term names it, else as any node's
+    /// hint names it.
+    leader: Option<u64>,
+}
+
+/// Each group of `answers` (the groups every node answered with, all together), by number. A
+/// node holding a replica of a group knows its leader better than one holding none (which
+/// answers a hint that may be old), and of those holding one, the one with the highest term.
+fn group_views(answers: &[pb::ClusterGroup]) -> BTreeMap<u32, GroupView> {
+    let mut views: BTreeMap<u32, (GroupView, Option<u64>)> = BTreeMap::new();
+    for answer in answers {
+        let (view, best_term) = views.entry(answer.group).or_default();
+        view.formed |= answer.formed;
+        let Some(leader) = answer.leader else {
+            continue;
+        };
+        // A member's word (its term) beats a hint (no term); a hint counts while none is known.
+        let term = answer.role.as_ref().and(answer.term);
+        let better = match (term, *best_term) {
+            (Some(t), Some(best)) => t > best,
+            (Some(_), None) => true,
+            (None, _) => view.leader.is_none(),
+        };
+        if better {
+            view.leader = Some(leader);
+            *best_term = term.or(*best_term);
+        }
+    }
+    views.into_iter().map(|(g, (view, _))| (g, view)).collect()
+}
+
+/// The leader a queue of `group` is best reached through: its group's, else the cluster's
+/// (group 1's), which forwards to it.
+fn queue_leader(
+    group: u32,
+    views: &BTreeMap<u32, GroupView>,
+    cluster_leader: Option<u64>,
+) -> Option<u64> {
+    views
+        .get(&group)
+        .and_then(|view| view.leader)
+        .or(cluster_leader)
+}
+
+/// Whether `views` shows the `expected` groups (numbered from 1), each formed and led.
+fn groups_ready(views: &BTreeMap<u32, GroupView>, expected: u32) -> bool {
+    (1..=expected).all(|g| {
+        views
+            .get(&g)
+            .is_some_and(|v| v.formed && v.leader.is_some())
+    })
+}
+
+/// How the gRPC driver's connections use TLS: the CA's certificates (PEM), and per endpoint the
+/// name its certificate must carry (empty: each endpoint's host).
+pub struct Tls {
+    pub ca_pem: Vec<u8>,
+    pub names: Vec<String>,
+}
+
 /// raftq over gRPC.
 pub struct RaftqGrpc {
     /// Per node (endpoint order): its id and its connections, each with its send stream.
@@ -93,9 +161,15 @@ pub struct GrpcSession {
 }
 
 impl RaftqGrpc {
-    pub async fn connect(endpoints: &[String]) -> Result<RaftqGrpc> {
+    /// Connects to every endpoint (`http://`, or `https://` with `tls`).
+    pub async fn connect(endpoints: &[String], tls: Option<&Tls>) -> Result<RaftqGrpc> {
+        if let Some(tls) = tls {
+            if !tls.names.is_empty() && tls.names.len() != endpoints.len() {
+                bail!("one TLS name per endpoint");
+            }
+        }
         let mut nodes = Vec::new();
-        for endpoint in endpoints {
+        for (i, endpoint) in endpoints.iter().enumerate() {
             let mut clients = Vec::new();
             let origin: http::Uri = endpoint
                 .parse()
@@ -104,8 +178,13 @@ impl RaftqGrpc {
                 .authority()
                 .ok_or_else(|| anyhow!("endpoint {endpoint} has no host:port"))?
                 .to_string();
+            let mut target = Target::plain(authority.clone(), CONNECT_TIMEOUT);
+            if let Some(tls) = tls {
+                let name = tls.names.get(i).map(String::as_str);
+                target.tls = Some(crate::tls::client_config(&tls.ca_pem, name)?);
+            }
             for _ in 0..GRPC_CONNECTIONS_PER_NODE {
-                let channel = H2Channel::new(Target::plain(authority.clone(), CONNECT_TIMEOUT));
+                let channel = H2Channel::new(target.clone());
                 channel
                     .connect()
                     .await
@@ -139,6 +218,37 @@ impl RaftqGrpc {
 
     fn client(&self, node: usize) -> Result<QueuesClient<H2Channel>> {
         Ok(self.connection(node)?.client)
+    }
+
+    /// The cluster's leader as the first node knows it, and its groups as all nodes see them.
+    async fn groups(&self) -> Result<(Option<u64>, BTreeMap<u32, GroupView>)> {
+        let mut leader = None;
+        let mut answers = Vec::new();
+        for node in 0..self.nodes.len() {
+            let request = pb::GetClusterRequest {};
+            let cluster = self.client(node)?.get_cluster(request).await?.into_inner();
+            if node == 0 {
+                leader = cluster.leader;
+            }
+            answers.extend(cluster.groups);
+        }
+        Ok((leader, group_views(&answers)))
+    }
+
+    /// Waits until the cluster shows `expected` Raft groups, each formed and led, so that new
+    /// queues spread over all of them.
+    pub async fn wait_for_groups(&self, expected: u32) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + GROUPS_WAIT;
+        loop {
+            let (_, views) = self.groups().await?;
+            if groups_ready(&views, expected) {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!("{expected} groups not all formed and led after {GROUPS_WAIT:?}: {views:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
     }
 }
 
@@ -179,14 +289,17 @@ impl Driver for RaftqGrpc {
         Ok(())
     }
 
-    async fn leader(&self, _spec: &QueueSpec) -> Result<Option<usize>> {
+    /// The leader of the queue's group (of the cluster's while that is not known).
+    async fn leader(&self, spec: &QueueSpec) -> Result<Option<usize>> {
         let ids: Vec<u64> = self.nodes.iter().map(|(id, _)| *id).collect();
+        let queue = queue_name(spec);
         leader_index(&ids, || async {
-            let cluster = self
-                .client(0)?
-                .get_cluster(pb::GetClusterRequest {})
-                .await?;
-            Ok(cluster.into_inner().leader)
+            let request = pb::GetQueueRequest {
+                queue: queue.clone(),
+            };
+            let group = self.client(0)?.get_queue(request).await?.into_inner().group;
+            let (cluster_leader, views) = self.groups().await?;
+            Ok(queue_leader(group, &views, cluster_leader))
         })
         .await
     }
@@ -572,13 +685,75 @@ mod tests {
         driver.delete_queue(&spec).await.expect("delete");
     }
 
+    /// A group as one node answers about it: with its replica's term when it holds one.
+    fn answer(group: u32, leader: Option<u64>, term: Option<u64>) -> pb::ClusterGroup {
+        pb::ClusterGroup {
+            group,
+            formed: true,
+            leader,
+            role: term.map(|_| "follower".into()),
+            term,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_groups_leader_is_the_word_of_its_member_of_the_highest_term() {
+        let answers = [
+            // Group 2: a hint of a node without a replica, then two members, one behind.
+            answer(2, Some(1), None),
+            answer(2, Some(2), Some(4)),
+            answer(2, Some(3), Some(5)),
+            answer(2, None, Some(6)),
+            // Group 3: hints only, the first one known kept.
+            answer(3, None, None),
+            answer(3, Some(3), None),
+            answer(3, Some(1), None),
+            // Group 4: a member's word comes after a hint and replaces it.
+            answer(4, Some(1), None),
+            answer(4, Some(2), Some(1)),
+            answer(4, Some(3), None),
+        ];
+        let views = group_views(&answers);
+        let leaders: Vec<(u32, Option<u64>)> = views.iter().map(|(g, v)| (*g, v.leader)).collect();
+        assert_eq!(leaders, [(2, Some(3)), (3, Some(3)), (4, Some(2))]);
+    }
+
+    #[test]
+    fn a_queue_goes_to_its_groups_leader_else_to_the_clusters() {
+        let views = group_views(&[answer(1, Some(1), Some(2)), answer(2, None, Some(3))]);
+        assert_eq!(queue_leader(1, &views, Some(1)), Some(1));
+        // Group 2 has no leader now, and group 9 is not known: the cluster's leader forwards.
+        assert_eq!(queue_leader(2, &views, Some(1)), Some(1));
+        assert_eq!(queue_leader(9, &views, Some(1)), Some(1));
+        assert_eq!(queue_leader(2, &views, None), None);
+    }
+
+    #[test]
+    fn groups_are_ready_once_every_one_is_formed_and_led() {
+        let led = |g| answer(g, Some(1), Some(1));
+        let views = group_views(&[led(1), led(2), led(3)]);
+        assert!(groups_ready(&views, 3));
+        assert!(groups_ready(&views, 1));
+        assert!(!groups_ready(&views, 4), "group 4 not known yet");
+        let unformed = pb::ClusterGroup {
+            formed: false,
+            ..led(2)
+        };
+        assert!(!groups_ready(&group_views(&[led(1), unformed, led(3)]), 3));
+        assert!(!groups_ready(
+            &group_views(&[led(1), answer(2, None, Some(1))]),
+            2
+        ));
+    }
+
     #[tokio::test]
     async fn both_front_ends_carry_a_send_receive_ack_round_trip() {
         let dir = tempfile::tempdir().expect("temp dir");
         let (endpoint, stop) = serve(dir.path()).await;
         let run = async {
             round_trip(
-                RaftqGrpc::connect(std::slice::from_ref(&endpoint))
+                RaftqGrpc::connect(std::slice::from_ref(&endpoint), None)
                     .await
                     .expect("gRPC"),
             )

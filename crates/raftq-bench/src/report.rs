@@ -8,6 +8,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+mod scale;
 mod targets;
 
 use crate::driver::SystemNotes;
@@ -35,6 +36,12 @@ pub struct SystemLine {
     /// Copies of each message (nodes of the cluster, or stream replicas).
     pub replicas: usize,
     pub notes: SystemNotes,
+    /// raftq: the Raft groups the cluster laid its queues over, when the run was told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<u32>,
+    /// The CPUs each server could use (its container's cap), when the run was told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus_per_node: Option<f64>,
 }
 
 /// Everything a report is made of.
@@ -190,8 +197,6 @@ impl Results {
     }
 
     fn header(&self, out: &mut String, json: &str) {
-        let m = &self.machine;
-        let fact = |k: &str| m.facts.get(k).map_or("?", String::as_str);
         let _ = writeln!(
             out,
             "# Benchmarks: raftq, RabbitMQ quorum queues, NATS JetStream\n"
@@ -203,6 +208,19 @@ impl Results {
              the same load generator (`crates/raftq-bench`, one `Driver` trait per system) in \
              the same run.\n"
         );
+        self.machine_section(out);
+        let _ = writeln!(
+            out,
+            "\nThe load generator shares the {} cores with the servers, so every number includes \
+             the client's own CPU; the `client CPU` column shows how much.\n",
+            self.machine.cores
+        );
+    }
+
+    /// The command and date of the run, then the machine and the facts given about the run.
+    fn machine_section(&self, out: &mut String) {
+        let m = &self.machine;
+        let fact = |k: &str| m.facts.get(k).map_or("?", String::as_str);
         let _ = writeln!(out, "Command: `{}`\n", fact("command"));
         let _ = writeln!(out, "Run: {}\n", fact("date"));
         let _ = writeln!(out, "## Machine\n");
@@ -230,12 +248,6 @@ impl Results {
         {
             let _ = writeln!(out, "| {k} | {v} |");
         }
-        let _ = writeln!(
-            out,
-            "\nThe load generator shares the {} cores with the servers, so every number includes \
-             the client's own CPU; the `client CPU` column shows how much.\n",
-            m.cores
-        );
     }
 
     fn systems_table(&self, out: &mut String) {
@@ -560,6 +572,8 @@ mod tests {
                 redelivery: "r".into(),
                 dead_letter: "x".into(),
             },
+            groups: None,
+            cpus_per_node: None,
         })
     }
 
@@ -592,6 +606,7 @@ mod tests {
         rec.record(messages, latency);
         let usage = Usage {
             server_cpu: 1.0,
+            node_cpu: Vec::new(),
             client_cpu: 0.5,
             written: None,
         };

@@ -75,7 +75,16 @@ pub struct Settings {
     pub redeliver: Option<u64>,
     pub redrive: Option<u64>,
     pub fair: Option<FairSettings>,
+    pub spread: Option<Spread>,
     pub failover: Option<Duration>,
+}
+
+/// The rows over many queues: sends, and send+receive+ack, each with `in_flight` messages in
+/// flight spread over `queues` queues, every client talking to the node that leads its queue.
+#[derive(Debug, Clone, Copy)]
+pub struct Spread {
+    pub queues: usize,
+    pub in_flight: usize,
 }
 
 /// Runs workloads against one system and hands each row to `emit` as soon as it is measured.
@@ -355,27 +364,30 @@ impl<D: Driver> Bench<D> {
         let s = self.settings.clone();
         for &n in &s.send_in_flight {
             let (key, what) = (format!("send/b1/c{n}"), format!("send, {n} in flight"));
-            let row = self.send(n, 1, None).await;
+            let row = self.send(1, n, 1, None).await;
             emit(self.row(key, what, row))?;
         }
         for &n in &s.batch_in_flight {
             let key = format!("send/b10/c{n}");
             let what = format!("send batches of 10, {n} in flight");
-            let row = self.send(n, 10, None).await;
+            let row = self.send(1, n, 10, None).await;
             emit(self.row(key, what, row))?;
         }
         for &n in &s.e2e_in_flight {
             let key = format!("e2e/c{n}");
             let what = format!("send+receive+ack, {n} in flight");
-            let row = self.end_to_end(n, None).await;
+            let row = self.end_to_end(1, n, None).await;
             emit(self.row(key, what, row))?;
         }
         self.fixed_rate_rows(emit).await?;
+        if let Some(spread) = s.spread {
+            self.spread_rows(spread, emit).await?;
+        }
         for &g in &s.fifo_groups {
             let n = s.fifo_in_flight;
             let key = format!("fifo/g{g}/c{n}");
             let what = format!("FIFO send+receive+ack, {g} groups, {n} in flight");
-            let row = self.end_to_end(n, Some(g)).await;
+            let row = self.end_to_end(1, n, Some(g)).await;
             emit(self.row(key, what, row))?;
         }
         if let Some(n) = s.redeliver {
@@ -422,7 +434,7 @@ impl<D: Driver> Bench<D> {
         for &rate in &s.rates {
             let key = format!("rate/b1/r{rate}");
             let what = format!("send at a fixed {rate}/s (latency from intended time)");
-            let row = self.send(s.rate_workers, 1, Some(rate)).await;
+            let row = self.send(1, s.rate_workers, 1, Some(rate)).await;
             emit(self.row(key, what, row))?;
         }
         for &rate in &s.e2e_rates {
@@ -432,6 +444,22 @@ impl<D: Driver> Bench<D> {
             emit(self.row(key, what, row))?;
         }
         Ok(())
+    }
+
+    /// The rows over many queues: sends, then send+receive+ack.
+    async fn spread_rows(
+        &self,
+        Spread { queues, in_flight }: Spread,
+        emit: &mut impl FnMut(Measurement) -> Result<()>,
+    ) -> Result<()> {
+        let key = format!("spread/send/q{queues}/c{in_flight}");
+        let what = format!("send over {queues} queues, {in_flight} in flight");
+        let row = self.send(queues, in_flight, 1, None).await;
+        emit(self.row(key, what, row))?;
+        let key = format!("spread/e2e/q{queues}/c{in_flight}");
+        let what = format!("send+receive+ack over {queues} queues, {in_flight} in flight");
+        let row = self.end_to_end(queues, in_flight, None).await;
+        emit(self.row(key, what, row))
     }
 
     /// The row a workload emits: its key and description, the body size, or its error.
@@ -499,12 +527,51 @@ impl<D: Driver> Bench<D> {
         }
     }
 
-    /// Senders against a fresh standard queue: `workers` closed-loop tasks, or a dispatcher at
-    /// `rate` messages/s whose latencies count from each message's intended send time; the
-    /// fixed-rate row at the timeline rate keeps every send's times as well.
-    async fn send(&self, workers: usize, batch: usize, rate: Option<f64>) -> Result<Measurement> {
-        let spec = self.queue("send", false, QUEUE_LEASE).await?;
-        let node = self.home(&spec).await?;
+    /// `count` fresh queues for one workload, each with the node its clients talk to.
+    async fn routes(&self, what: &str, fifo: bool, count: usize) -> Result<Vec<Route>> {
+        if count == 0 {
+            bail!("a workload needs at least one queue");
+        }
+        let mut routes = Vec::with_capacity(count);
+        for _ in 0..count {
+            let spec = self.queue(what, fifo, QUEUE_LEASE).await?;
+            let node = self.home(&spec).await?;
+            routes.push(Route { spec, node });
+        }
+        Ok(routes)
+    }
+
+    async fn drop_routes(&self, routes: &[Route]) {
+        for route in routes {
+            self.drop_queue(&route.spec).await;
+        }
+    }
+
+    /// Notes in a row over several queues how many there were and how many of them each node
+    /// served (`queues_via_node_N`, N counting from 1 in endpoint order).
+    fn note_routes(&self, m: &mut Measurement, routes: &[Route]) {
+        if routes.len() < 2 {
+            return;
+        }
+        m.extra.insert("queues".into(), routes.len() as f64);
+        for (i, count) in per_node(routes, self.pids.len()).into_iter().enumerate() {
+            m.extra
+                .insert(format!("queues_via_node_{}", i + 1), count as f64);
+        }
+    }
+
+    /// Senders against `queues` fresh standard queues (worker i on queue i modulo `queues`):
+    /// `workers` closed-loop tasks, or a dispatcher at `rate` messages/s whose latencies count
+    /// from each message's intended send time; the fixed-rate row at the timeline rate keeps
+    /// every send's times as well.
+    async fn send(
+        &self,
+        queues: usize,
+        workers: usize,
+        batch: usize,
+        rate: Option<f64>,
+    ) -> Result<Measurement> {
+        let routes = self.routes("send", false, queues).await?;
         let window = Window::after(self.settings.warmup, self.settings.seconds);
         let (pace, dispatcher) = match rate {
             Some(rate) => {
@@ -524,8 +591,8 @@ impl<D: Driver> Bench<D> {
         });
         let usage = tokio::spawn(self.probe.clone().during(window));
         let mut tasks = JoinSet::new();
-        for _ in 0..workers {
-            let session = self.driver.session(&spec, node).await?;
+        for route in spread(&routes, workers) {
+            let session = self.driver.session(&route.spec, route.node).await?;
             tasks.spawn(Arc::clone(&senders).run(session));
         }
         let total = join_all(tasks).await?;
@@ -533,8 +600,9 @@ impl<D: Driver> Bench<D> {
             d.await?;
         }
         let usage = usage.await?;
-        self.drop_queue(&spec).await;
+        self.drop_routes(&routes).await;
         let mut m = self.measurement((workers, batch), window.seconds(), &total, usage);
+        self.note_routes(&mut m, &routes);
         if let Some(rate) = rate {
             m.extra.insert("intended_per_sec".into(), rate);
         }
@@ -544,16 +612,22 @@ impl<D: Driver> Bench<D> {
         Ok(m)
     }
 
-    /// Senders and consumers on one queue at once, closed over the whole path: at most
-    /// `senders` messages are between the start of their send and the return of their ack. A
-    /// message counts when its ack returns, with the latency from its send.
-    async fn end_to_end(&self, senders: usize, groups: Option<u64>) -> Result<Measurement> {
-        let spec = self.queue("e2e", groups.is_some(), QUEUE_LEASE).await?;
+    /// Senders and consumers on `queues` queues at once (sender i on queue i modulo `queues`,
+    /// as many consumers on each), closed over the whole path: at most `senders` messages are
+    /// between the start of their send and the return of their ack. A message counts when its
+    /// ack returns, with the latency from its send.
+    async fn end_to_end(
+        &self,
+        queues: usize,
+        senders: usize,
+        groups: Option<u64>,
+    ) -> Result<Measurement> {
+        let routes = self.routes("e2e", groups.is_some(), queues).await?;
         let consumers = (senders / 8).clamp(1, DRAIN_CONSUMERS);
         let window = Window::after(self.settings.warmup, self.settings.seconds);
         let messages = Messages::new(self.settings.size, groups);
         let shared = EndToEnd::new(&self.driver, window, messages, Pace::Closed, Some(senders));
-        self.run_end_to_end(&spec, &Arc::new(shared), (senders, consumers))
+        self.run_end_to_end(&routes, &Arc::new(shared), (senders, consumers))
             .await
     }
 
@@ -562,7 +636,7 @@ impl<D: Driver> Bench<D> {
     /// After the window the consumers go on until every message meant to be sent inside it
     /// was acked, so that those a stall at the window's end held up count too.
     async fn end_to_end_at_rate(&self, rate: f64) -> Result<Measurement> {
-        let spec = self.queue("e2erate", false, QUEUE_LEASE).await?;
+        let routes = self.routes("e2erate", false, 1).await?;
         let consumers = ((rate / PACED_PER_CONSUMER).ceil() as usize).clamp(1, DRAIN_CONSUMERS);
         let window = Window::after(self.settings.warmup, self.settings.seconds);
         let (pace, dispatcher) = Pace::at_rate(rate, window);
@@ -570,7 +644,7 @@ impl<D: Driver> Bench<D> {
         let shared = EndToEnd::new(&self.driver, window, messages, pace, None);
         let mut m = self
             .run_end_to_end(
-                &spec,
+                &routes,
                 &Arc::new(shared),
                 (self.settings.rate_workers, consumers),
             )
@@ -580,29 +654,31 @@ impl<D: Driver> Bench<D> {
         Ok(m)
     }
 
-    /// Runs `senders` and `consumers` (as many as the driver allows) of `shared` on `spec` until
-    /// its senders are done and, at a fixed rate, every message they sent that counts was
-    /// acked.
+    /// Runs `senders` of `shared` spread over `routes`, and on each route its share of
+    /// `consumers` (as many as the driver allows), until the senders are done and, at a fixed
+    /// rate, every message they sent that counts was acked.
     async fn run_end_to_end(
         &self,
-        spec: &QueueSpec,
+        routes: &[Route],
         shared: &Arc<EndToEnd<D>>,
         (senders, consumers): (usize, usize),
     ) -> Result<Measurement> {
-        let node = self.home(spec).await?;
-        let consumers = self.driver.consumers(spec, consumers);
         let window = shared.window;
         let usage = tokio::spawn(self.probe.clone().during(window));
         let mut send_tasks = JoinSet::new();
-        for _ in 0..senders {
-            let session = self.driver.session(spec, node).await?;
+        for route in spread(routes, senders) {
+            let session = self.driver.session(&route.spec, route.node).await?;
             send_tasks.spawn(Arc::clone(shared).send(session));
         }
         let mut receive_tasks = JoinSet::new();
-        for _ in 0..consumers {
-            let session = self.driver.session(spec, node).await?;
-            receive_tasks.spawn(Arc::clone(shared).consume(session));
+        let per_route = consumers.div_ceil(routes.len().max(1));
+        for route in routes {
+            for _ in 0..self.driver.consumers(&route.spec, per_route) {
+                let session = self.driver.session(&route.spec, route.node).await?;
+                receive_tasks.spawn(Arc::clone(shared).consume(session));
+            }
         }
+        let consumers = receive_tasks.len();
         let mut total = join_all(send_tasks).await?;
         let sent = shared.sent.load(Ordering::Relaxed);
         let waited = match shared.pace {
@@ -617,12 +693,13 @@ impl<D: Driver> Bench<D> {
         waited?;
         total.merge(&received?);
         let usage = usage.await?;
-        self.drop_queue(spec).await;
+        self.drop_routes(routes).await;
         let seconds = window.seconds();
         let mut m = self.measurement((senders, 1), seconds, &total, usage);
         m.extra
             .insert("sends_per_sec".into(), sent as f64 / seconds);
         m.extra.insert("consumers".into(), consumers as f64);
+        self.note_routes(&mut m, routes);
         Ok(m)
     }
 
@@ -905,6 +982,30 @@ impl<D: Driver> Bench<D> {
         m.extra.insert("killed_node".into(), leader as f64);
         Ok(m)
     }
+}
+
+/// A queue of a workload and the node (index in endpoint order) its clients talk to.
+struct Route {
+    spec: QueueSpec,
+    node: usize,
+}
+
+/// The item each of `tasks` tasks works on: task i on item i modulo their number, so that the
+/// items' shares differ by one task at most.
+fn spread<T>(items: &[T], tasks: usize) -> impl Iterator<Item = &T> {
+    items.iter().cycle().take(tasks)
+}
+
+/// How many of `routes` each of `nodes` nodes serves (a route's node beyond them counts for
+/// none).
+fn per_node(routes: &[Route], nodes: usize) -> Vec<usize> {
+    let mut counts = vec![0; nodes];
+    for route in routes {
+        if let Some(count) = counts.get_mut(route.node) {
+            *count += 1;
+        }
+    }
+    counts
 }
 
 /// The senders of one send row: what their tasks share.
@@ -1231,6 +1332,51 @@ mod tests {
         }
     }
 
+    fn route(node: usize) -> Route {
+        Route {
+            spec: QueueSpec::standard(format!("q{node}")),
+            node,
+        }
+    }
+
+    #[test]
+    fn tasks_go_round_the_queues_so_that_shares_differ_by_one_at_most() {
+        let queues = [0, 1, 2];
+        let given: Vec<i32> = spread(&queues, 7).copied().collect();
+        assert_eq!(given, [0, 1, 2, 0, 1, 2, 0]);
+        let many: Vec<usize> = (0..18).collect();
+        let mut shares = [0; 18];
+        for q in spread(&many, 256) {
+            shares[*q] += 1;
+        }
+        assert_eq!(shares.iter().sum::<usize>(), 256);
+        assert_eq!(
+            (shares.iter().min(), shares.iter().max()),
+            (Some(&14), Some(&15))
+        );
+        assert_eq!(spread(&[] as &[usize], 5).count(), 0);
+    }
+
+    #[test]
+    fn queues_are_counted_by_the_node_their_clients_talk_to() {
+        let routes = [route(0), route(2), route(2), route(5)];
+        assert_eq!(per_node(&routes, 3), [1, 0, 2]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rows_over_many_queues_make_each_queue_and_say_how_many() {
+        let bench = bench(None, 1);
+        let m = bench.end_to_end(3, 16, None).await.expect("row");
+        assert!(m.messages > 0 && m.errors == 0, "{m:?}");
+        // 16 senders make 2 consumers, at least one on each of the 3 queues.
+        assert_eq!((m.extra["queues"], m.extra["consumers"]), (3.0, 3.0));
+        let m = bench.send(3, 16, 1, None).await.expect("row");
+        assert!(m.messages > 0 && m.errors == 0, "{m:?}");
+        assert_eq!(m.extra["queues"], 3.0);
+        let made = bench.queues.load(Ordering::Relaxed);
+        assert_eq!(made, 6);
+    }
+
     const WARMUP: Duration = Duration::from_millis(200);
     const SECONDS: Duration = Duration::from_secs(1);
 
@@ -1260,6 +1406,7 @@ mod tests {
             redeliver: None,
             redrive: None,
             fair: None,
+            spread: None,
             failover: None,
         };
         Bench::new(driver, "fake".into(), Vec::new(), settings).expect("bench")
@@ -1272,7 +1419,7 @@ mod tests {
         // past the window's end, so the sends it holds up are confirmed after the window.
         let stall = (Duration::from_millis(900), Duration::from_millis(1100));
         let bench = bench(Some(stall), 1);
-        let m = bench.send(1, 1, Some(1000.0)).await.expect("row");
+        let m = bench.send(1, 1, 1, Some(1000.0)).await.expect("row");
         assert!((900..=1100).contains(&m.messages), "{} sends", m.messages);
         let l = m.latency.expect("latency");
         assert!(l.p50_ms < 20.0, "{l:?}");

@@ -87,6 +87,11 @@ struct Args {
     /// images.
     #[arg(long, default_value_t = 120)]
     mixed_seconds: u64,
+    /// The Raft groups the cluster was started with (`RAFTQ_GROUPS`, which the compose files
+    /// hand the nodes): with more than one, the faults that change the membership (`grow`,
+    /// `shrink`, `replace_node`) are passed over, since such a cluster refuses those changes.
+    #[arg(long, env = "RAFTQ_GROUPS", default_value_t = 1)]
+    groups: u32,
 }
 
 const MAX_RECEIVE_COUNT: u64 = 3;
@@ -98,7 +103,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 async fn main() -> ExitCode {
     let args = Args::parse();
     let seed = args.seed.unwrap_or_else(now_ms);
-    let replay = replay_command(seed, args.duration);
+    let replay = replay_command(seed, args.duration, args.groups);
     println!("seed {seed} (replay: {replay})");
     let dir = args.dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("raftq-chaos-{seed}-{}", std::process::id()))
@@ -135,8 +140,12 @@ async fn main() -> ExitCode {
 
 /// The command that replays a run: the seed and every option that changes its fault schedule
 /// (the others are the script's own: the compose files, endpoints and CA).
-fn replay_command(seed: u64, duration: u64) -> String {
-    format!("scripts/chaos --seed {seed} --duration {duration}")
+fn replay_command(seed: u64, duration: u64, groups: u32) -> String {
+    let groups = match groups {
+        1 => String::new(),
+        n => format!("RAFTQ_GROUPS={n} "),
+    };
+    format!("{groups}scripts/chaos --seed {seed} --duration {duration}")
 }
 
 /// Creates the run's directory, with an empty log of removed containers (which the faults
@@ -187,7 +196,14 @@ async fn run(args: &Args, seed: u64, dir: &Path, history: &History) -> Result<u6
             let mixed = Duration::from_secs(args.mixed_seconds);
             upgrade::run(&compose, &nodes, image, mixed, dir, history).await?
         }
-        None => faults::run(compose.clone(), nodes.clone(), seed, until, history.clone()).await,
+        None => {
+            let plan = faults::Plan {
+                seed,
+                until,
+                groups: args.groups,
+            };
+            faults::run(compose.clone(), nodes.clone(), plan, history.clone()).await
+        }
     }
     let fault_end = now_ms();
     faults::heal(&compose, &nodes, &network).await;
@@ -617,10 +633,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_replay_command_names_the_seed_and_the_duration() {
+    fn the_replay_command_names_the_seed_the_duration_and_the_groups() {
         assert_eq!(
-            replay_command(123, 150),
+            replay_command(123, 150, 1),
             "scripts/chaos --seed 123 --duration 150"
+        );
+        assert_eq!(
+            replay_command(123, 150, 4),
+            "RAFTQ_GROUPS=4 scripts/chaos --seed 123 --duration 150"
         );
     }
 

@@ -386,6 +386,15 @@ impl Client {
             .await
     }
 
+    /// Drains node `id` (`on`: it hands over every group it leads) or ends its drain; answers
+    /// the cluster after the change.
+    pub async fn drain_node(&self, id: u64, on: bool) -> Result<Value> {
+        let id = id.to_string();
+        let method = if on { Method::POST } else { Method::DELETE };
+        let path = ["v1", "cluster", "nodes", &id, "drain"];
+        self.call(method, &path, &[], None).await
+    }
+
     /// This node's applied index and state digest (answered by the node itself).
     pub async fn cluster_state(&self) -> Result<Value> {
         self.call(Method::GET, &["v1", "cluster", "state"], &[], None)

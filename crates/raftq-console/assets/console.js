@@ -1117,9 +1117,24 @@ async function renderCluster(gen) {
     ];
     if (cluster.cluster_id) facts.push(["Cluster ID", cluster.cluster_id]);
     if (state) facts.push(["State digest (this node)", state.state_digest.slice(0, 16) + "…"]);
+    const groupRows = cluster.groups.map((g) =>
+      h("tr", {"data-group": g.group, class: g.leader === cluster.node_id ? "leader" : null},
+        h("th", {scope: "row"}, String(g.group)),
+        h("td", {}, g.leader === null ? "none" : "node " + g.leader),
+        h("td", {}, g.members.join(", ")),
+        h("td", {class: "num", "data-field": "queues"}, g.queues),
+        h("td", {}, known(g.role)),
+        h("td", {class: "num", "data-field": "commit_index"}, known(g.commit_index)),
+        h("td", {class: "num", "data-field": "applied_index"}, known(g.applied_index))));
+    const groups = h("table", {id: "groups"},
+      h("caption", {}, "Raft groups as node " + cluster.node_id + " sees them: each group's queues, and this node's role and indexes where it holds a replica; the figures above are group 1's"),
+      h("thead", {}, h("tr", {}, ["Group", "Leader", "Members", "Queues", "Role here", "Commit", "Applied"]
+        .map((t) => h("th", {scope: "col"}, t)))),
+      h("tbody", {}, groupRows));
     live.replaceChildren(
       h("dl", {class: "settings", id: "cluster-facts"}, facts.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
       tableWrap("Nodes", table),
+      tableWrap("Groups", groups),
       clusterCharts());
   };
   fill();

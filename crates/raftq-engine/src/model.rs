@@ -366,6 +366,8 @@ pub struct QueueView {
     pub crn: String,
     /// `arn:aws:sqs:<region>:<account number>:<name>`.
     pub arn: String,
+    /// The Raft group that holds it.
+    pub group: u32,
     pub queue_type: QueueType,
     pub created_at: Millis,
     /// When its settings last changed (its creation until then).

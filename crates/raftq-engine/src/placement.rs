@@ -23,6 +23,10 @@
 //! confirmed answers the entry already there, so a retried creation lands in the same group
 //! with the same id.
 //!
+//! ## Leaders
+//! [`Placement::leader_move`] (in `leaders`) tells a node leading more than its share of the
+//! groups which one to hand over, and to whom.
+//!
 //! ## Rows
 //! Every entry is one row under tags 11 to 14 of the state's key space ([`PlacementKey`]); the
 //! counts of queues per group are derived from the directory when the rows are read back.
@@ -534,6 +538,7 @@ impl Placement {
         state: NodeState,
         changed: &mut Vec<PlacementKey>,
     ) -> Result<PlacementOutcome, PlacementError> {
+        self.bootstrapped()?;
         let node = self
             .nodes
             .get_mut(&id)
@@ -671,5 +676,6 @@ impl Placement {
     }
 }
 
+mod leaders;
 #[cfg(test)]
 mod tests;

@@ -210,3 +210,17 @@ fn after_the_bootstrap_the_metadata_group_creates_only_reserved_queues() {
         Ok(Outcome::Queue(_))
     ));
 }
+
+#[test]
+fn a_queue_shows_the_group_whose_state_holds_it() {
+    let mut h = Harness::new();
+    assert_eq!(h.create("in-the-first").group, 1);
+    h.engine = std::mem::replace(&mut h.engine, Engine::new("local")).in_group(3);
+    assert_eq!(h.engine.group(), 3);
+    assert_eq!(h.create("in-the-third").group, 3);
+    let first = h
+        .engine
+        .get_queue(ACCOUNT, "in-the-first")
+        .expect("the queue");
+    assert_eq!(first.group, 3, "the state is group 3's now");
+}

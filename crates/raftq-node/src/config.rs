@@ -59,6 +59,8 @@ impl NodeConfig {
     /// Free bytes below which writes that add data are refused unless set otherwise: room for
     /// RocksDB's flushes and compactions, a snapshot of a modest state and a few log segments.
     pub const DEFAULT_MIN_FREE_BYTES: u64 = 256 << 20;
+    /// The most Raft groups a cluster may lay out.
+    pub const MAX_GROUPS: u32 = raftq_engine::placement::MAX_GROUPS;
 
     /// Defaults for a member `id` of the cluster `peers`.
     pub fn new(id: NodeId, peers: BTreeMap<NodeId, String>, data_dir: PathBuf) -> NodeConfig {

@@ -37,6 +37,10 @@ pub enum NodeError {
     /// requests this node cannot send it (see `protocol`): the request was not sent.
     #[error("unavailable: {0}")]
     OtherBuild(String),
+    /// The operation is not supported by a cluster laid out as this one is (a backup of a
+    /// cluster of more than one Raft group): nothing was done.
+    #[error("not supported: {0}")]
+    Unsupported(String),
 }
 
 /// Why a node's Raft core stopped while the node ran.

@@ -20,6 +20,9 @@
 //! nothing away: once it could, it stands as before. While a leader leads, its followers' gates
 //! are closed.
 //!
+//! A node the placement drains stands in no election either (the node's groups hand over what
+//! it leads).
+//!
 //! While the gate is closed and no leader's appends arrive, the node counts the elections it
 //! would have stood in (`elections_held_back` in its status): one once a leader's lease and an
 //! election timeout have run out, then one per timeout, taking the longest timeout each time.
@@ -215,7 +218,8 @@ impl Gate {
         voters_for_us.insert(self.core.node.id);
         let allow = majority(&voters_for_us, &members.configs)
             && self.core.node.admission.may_stand()
-            && self.core.node.clock.may_lead();
+            && self.core.node.clock.may_lead()
+            && !self.core.node.draining.load(Ordering::Relaxed);
         if allow != self.open {
             self.open = allow;
             self.core.raft.runtime_config().elect(allow);

@@ -11,6 +11,9 @@
 //! - it starts every data group whose members include this node, and records itself as the
 //!   group's leader in the placement when it leads a group the placement says another leads
 //!   (`LeaderSeen`: where nodes with no replica of the group forward first);
+//! - it hands a group it leads over to another member when it leads more than its share of the
+//!   groups (`Placement::leader_move`: at most ceil(G / N) each), one group at a time and
+//!   [`MOVE_PAUSE`] apart, so that the leaders spread again after a node stopped or came back;
 //! - the first member of a group not yet formed initializes it, but only when its own log of
 //!   the group is empty and every other member answered that it holds no log of the group
 //!   either, and then has `GroupFormed` recorded through group 1's leader. A formed group is
@@ -18,6 +21,7 @@
 //!   and only records `GroupFormed`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,11 +33,13 @@ use raftq_engine::{Command, EngineError};
 use raftq_store::{GroupId, GroupStorage, NodeId, NodeStore, TypeConfig};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::admission::Standing;
 use crate::config::NodeConfig;
 use crate::error::StartError;
 use crate::group_commit::GroupCommit;
+use crate::member::membership::ANSWERED_WITHIN;
 use crate::member::routing::LEADER_WAIT;
 use crate::member::{GroupCore, Groups, NodeCore};
 use crate::network::Network;
@@ -51,6 +57,10 @@ const MAX_PAYLOAD_ENTRIES: u64 = 32;
 const EVERY: Duration = Duration::from_millis(200);
 /// How long a member may take to answer whether it holds a log of a group being formed.
 const PING_TIMEOUT: Duration = Duration::from_millis(250);
+/// How long after handing a group over this node waits before it hands over another: the new
+/// leader records itself in the placement within a pass or two, and a decision made on the
+/// older word of it could move a leader twice.
+const MOVE_PAUSE: Duration = Duration::from_secs(5);
 /// The replicas of each data group a bootstrap lays out.
 pub(crate) const DATA_REPLICAS: u32 = 3;
 
@@ -234,14 +244,18 @@ pub(crate) async fn run(
     shutdown: watch::Receiver<bool>,
 ) {
     let mut started = Vec::new();
+    let mut moved: Option<Instant> = None;
     let mut pace = Pace::new(EVERY, shutdown);
     while pace.tick().await {
-        let Some((groups, nodes)) = metadata.reader.with_engine(|engine| {
+        let me = launcher.config.id;
+        let Some((groups, nodes, draining)) = metadata.reader.with_engine(|engine| {
             let placement = engine.placement();
-            (placement.groups().clone(), placement.addresses())
+            let draining = placement.draining(me);
+            (placement.groups().clone(), placement.addresses(), draining)
         }) else {
             continue;
         };
+        metadata.node.draining.store(draining, Ordering::Relaxed);
         if !groups.is_empty() {
             launcher.groups.note_laid_out();
         }
@@ -252,7 +266,13 @@ pub(crate) async fn run(
             bootstrap(&metadata, launcher.config.groups, &launcher.signal).await;
             continue;
         }
-        follow(&launcher, &metadata, (groups, nodes), &mut started).await;
+        let layout = (groups, nodes);
+        follow(&launcher, &metadata, &layout, &mut started).await;
+        if (draining || moved.is_none_or(|at| at.elapsed() >= MOVE_PAUSE))
+            && spread_leaders(&launcher.groups, &metadata, &layout).await
+        {
+            moved = Some(Instant::now());
+        }
     }
     for Started {
         tasks, committing, ..
@@ -272,6 +292,10 @@ async fn bootstrap(metadata: &GroupCore, groups: u32, stop: &watch::Receiver<boo
     if groups <= 1 || !metadata.is_leader() {
         return;
     }
+    // The groups are laid over the voters: not while a membership change moves them.
+    let Ok(_no_change) = metadata.changing.try_lock() else {
+        return;
+    };
     let members = metadata.members();
     let voters = members.voters();
     let nodes = members
@@ -295,12 +319,12 @@ async fn bootstrap(metadata: &GroupCore, groups: u32, stop: &watch::Receiver<boo
 async fn follow(
     launcher: &Launcher,
     metadata: &GroupCore,
-    layout: Layout,
+    layout: &Layout,
     started: &mut Vec<Started>,
 ) {
     let (groups, nodes) = layout;
     let me = launcher.config.id;
-    for (number, entry) in groups {
+    for (&number, entry) in groups {
         if number == METADATA_GROUP || !entry.members.contains(&me) {
             continue;
         }
@@ -327,9 +351,43 @@ async fn follow(
             }
         }
         if !entry.formed && entry.members.first() == Some(&me) {
-            form(&core, metadata, &entry.members, &nodes, &launcher.signal).await;
+            form(&core, metadata, &entry.members, nodes, &launcher.signal).await;
         }
     }
+}
+
+/// Hands one group this node leads over to a member that leads fewer, when this node leads
+/// more than its share, or every group it leads when it drains (see the module, and
+/// `Placement::leader_moves`); each group's leader as this node's replica knows it, or as the
+/// placement last saw it. Answers whether it tried to hand any over.
+async fn spread_leaders(held: &Groups, metadata: &GroupCore, (groups, nodes): &Layout) -> bool {
+    let leaders: BTreeMap<u32, NodeId> = (groups.iter())
+        .filter_map(|(number, entry)| {
+            let leader = match held.get(GroupId(*number)) {
+                Some(core) => core.current_leader(),
+                None => entry.leader_hint,
+            };
+            Some((*number, leader?))
+        })
+        .collect();
+    let answering = metadata.node.answering(ANSWERED_WITHIN);
+    let me = metadata.node.id;
+    let decided = metadata
+        .reader
+        .with_engine(|engine| (engine.placement()).leader_moves(&leaders, me, &answering));
+    let moves = decided
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(number, to)| {
+            let core = held.get(GroupId(number)).filter(|core| core.is_leader())?;
+            Some(async move {
+                match core.hand_over(&BTreeSet::from([to]), nodes).await {
+                    Ok(leader) => tracing::info!(group = number, leader, "handed the group over"),
+                    Err(e) => tracing::warn!(group = number, to, error = %e, "cannot hand over"),
+                }
+            })
+        });
+    !join_all(moves).await.is_empty()
 }
 
 /// Initializes `core`'s group with `members` when no member holds a log of it (see the

@@ -42,7 +42,7 @@ pub use clock::{now_ms, WallClock};
 pub use config::NodeConfig;
 pub use error::{Halted, NodeError, StartError};
 pub use member::membership::{Change, ChangeError, ChangeResult, LONGEST as LONGEST_CHANGE};
-pub use member::status::{Member, NodeStatus, Role};
+pub use member::status::{GroupStatus, Member, NodeStatus, ReplicaStatus, Role};
 pub use network::{refused, Answer, MemoryNetwork, Method as PeerMethod};
 pub use node::{Node, PeerTransport};
 pub use protocol::PEER_PROTOCOL;

@@ -8,8 +8,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use futures_util::FutureExt;
 use openraft::Raft;
+use raftq_engine::placement::PlacementCommand;
 use raftq_engine::{Command, Engine, EngineError};
 use raftq_store::backup::{self, BackupSummary};
 use raftq_store::{
@@ -42,6 +44,9 @@ use crate::tls::PeerTls;
 
 /// How long shutdown waits for openraft's tasks to release the database.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
+/// How long a drain waits for the drained node to lead no group: its hand-overs run at once,
+/// each about half a second.
+const DRAIN_WAIT: Duration = Duration::from_secs(5);
 
 /// How a node talks to its peers: over TCP (HTTP/2, with TLS when configured), or in memory.
 pub enum PeerTransport {
@@ -83,10 +88,10 @@ fn check(config: &NodeConfig) -> Result<(), StartError> {
             config.id
         )));
     }
-    if !(1..=raftq_engine::placement::MAX_GROUPS).contains(&config.groups) {
+    if !(1..=NodeConfig::MAX_GROUPS).contains(&config.groups) {
         return Err(StartError::Config(format!(
             "--groups must be 1 to {}, not {}",
-            raftq_engine::placement::MAX_GROUPS,
+            NodeConfig::MAX_GROUPS,
             config.groups
         )));
     }
@@ -201,6 +206,7 @@ fn node_core(
             log.room(),
         )),
         reach: Default::default(),
+        draining: Default::default(),
         protocols: Default::default(),
     })
 }
@@ -337,7 +343,9 @@ impl Node {
 
     /// This node's view of itself and the cluster (see [`NodeStatus`]).
     pub async fn status(&self) -> NodeStatus {
-        self.core.status().await
+        let mut status = self.core.status().await;
+        status.groups = crate::member::status::groups(&self.core, &self.groups);
+        status
     }
 
     /// Runs `f` on this node's applied state, without asking the leader: what it sees may be
@@ -379,6 +387,14 @@ impl Node {
                 .map_err(|e| NodeError::Unavailable(format!("applying up to {index}: {e}")))?;
         }
         let reader = self.core.reader.clone();
+        // Group 1's state at that index tells whether other groups hold queues too.
+        if reader.with_engine(|e| e.placement().groups().len() > 1) == Some(true) {
+            return Err(NodeError::Unsupported(
+                "a backup of a cluster of more than one Raft group (it would hold group 1's \
+                 queues only)"
+                    .into(),
+            ));
+        }
         let cluster = self.core.node.admission.cluster().get();
         let taken_at_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -494,20 +510,61 @@ impl Node {
         self.core.route(&change).await
     }
 
-    /// When this node leads, hands its leadership to the most caught-up other voter and waits
-    /// until that node leads (before a planned stop: the cluster need not wait out an election
-    /// timeout). Returns the new leader; `None` when this node did not lead or is the only voter.
+    /// Drains node `id` (`on`: it hands over every group it leads and leads none until its
+    /// drain ends) or ends its drain, through group 1's placement; a drain answers once node
+    /// `id` leads no group as this node sees it, or fails after 5 s (`DRAIN_WAIT`) naming the groups
+    /// it still leads (the drain stays). A cluster of one group has no placement to drain in:
+    /// `PlacementError::NotBootstrapped`.
+    pub async fn drain(&self, id: NodeId, on: bool) -> Result<Result<(), EngineError>, NodeError> {
+        let change = match on {
+            true => PlacementCommand::Drain { id, boot_id: 0 },
+            false => PlacementCommand::Undrain { id },
+        };
+        match self.write(Command::Place { change }).await?.result {
+            Some(Ok(_)) => {}
+            Some(Err(refused)) => return Ok(Err(refused)),
+            None => return Err(NodeError::Storage("a drain applied with no outcome".into())),
+        }
+        if !on {
+            return Ok(Ok(()));
+        }
+        let deadline = tokio::time::Instant::now() + DRAIN_WAIT;
+        loop {
+            let status = self.status().await;
+            let led = status.groups.iter().filter(|g| g.leader == Some(id));
+            let led: Vec<u32> = led.map(|g| g.group).collect();
+            if led.is_empty() {
+                return Ok(Ok(()));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(NodeError::Unavailable(format!(
+                    "node {id} still leads group(s) {led:?} after {DRAIN_WAIT:?}; it stays \
+                     draining and hands them over as it can"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Hands the leadership of every group this node leads to the most caught-up other voter
+    /// of the group, all at once, and waits until they lead (before a planned stop: the groups
+    /// need not wait out an election timeout). Returns group 1's new leader; `None` when this
+    /// node did not lead it or is its only voter. A group that could not be handed over is
+    /// logged (it elects a leader once this node stops).
     pub async fn hand_over(&self) -> Result<Option<NodeId>, NodeError> {
-        if !self.core.is_leader() {
-            return Ok(None);
+        let others = self.groups.all().into_iter();
+        let others = others.filter(|core| core.group != GroupId::FIRST);
+        let others = join_all(others.map(|core| async move {
+            let handed = core.step_down().await;
+            (core.group, handed)
+        }));
+        let (first, others) = tokio::join!(self.core.step_down(), others);
+        for (group, handed) in others {
+            if let Err(e) = handed {
+                tracing::warn!(%group, error = %e, "cannot hand the group over");
+            }
         }
-        let members = self.core.members();
-        let mut voters = members.voters();
-        voters.remove(&self.core.node.id);
-        if voters.is_empty() {
-            return Ok(None);
-        }
-        self.core.hand_over(&voters, &members.nodes).await.map(Some)
+        first
     }
 
     /// Resolves when this node's Raft core stops: on its own (a storage failure, a broken

@@ -94,8 +94,15 @@ impl PeerService {
         call: PeerCall,
         request: &Request<Blob>,
     ) -> Result<(Option<NodeId>, u32), Status> {
+        // A forward comes from any node of the cluster (group 1's members), also to a group
+        // it takes no part in; votes and hand-overs come from the group's own members.
+        let cluster = match call {
+            PeerCall::Forward => self.groups.get(GroupId::FIRST),
+            _ => None,
+        };
+        let members = cluster.as_deref().unwrap_or(core);
         let caller = match self.authenticated {
-            true => Some(screen_caller(core, call, request).map_err(|reason| {
+            true => Some(screen_caller(members, call, request).map_err(|reason| {
                 tracing::warn!(?call, remote = ?request.remote_addr(), %reason, "peer call refused");
                 Status::permission_denied(reason)
             })?),
@@ -142,7 +149,8 @@ impl PeerService {
 }
 
 /// The node id of the caller's certificate; refuses a certificate that names none, and a vote,
-/// forward or handover from a node that is not a member of `core`'s group.
+/// forward or handover from a node that is not a member of `core`'s group (for a forward, the
+/// caller passes group 1's: the cluster's).
 fn screen_caller(
     core: &GroupCore,
     call: PeerCall,

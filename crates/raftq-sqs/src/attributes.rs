@@ -613,6 +613,7 @@ mod tests {
             name: name.into(),
             crn: String::new(),
             arn: String::new(),
+            group: 1,
             queue_type: QueueType::of_name(name),
             created_at: 1_700_000_000_123,
             content_based_deduplication: false,

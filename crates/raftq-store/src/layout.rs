@@ -25,6 +25,8 @@ const FIRST_FAMILIES: [&str; 3] = [META_CF, STATE_CF, SM_META_CF];
 /// The names of one group's column families.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupFamilies {
+    /// The group they hold.
+    pub group: GroupId,
     /// The log's vote, committed and last purged log ids.
     pub log_meta: Arc<str>,
     /// The state machine's rows and payloads.
@@ -44,6 +46,7 @@ impl GroupFamilies {
             }
         };
         GroupFamilies {
+            group,
             log_meta: name(META_CF),
             state: name(STATE_CF),
             meta: name(SM_META_CF),

@@ -726,7 +726,7 @@ fn read_state(db: &GroupDb, region: &str) -> Result<(Applied, Engine), OpenError
         .map(|(k, v)| (k.into_vec(), v.into_vec()))
         .collect();
     let format = stored_format(&rows)?;
-    let engine = Engine::restore(region, rows)?;
+    let engine = Engine::restore(region, rows)?.in_group(db.families.group.0);
     let mut batch = WriteBatch::default();
     if in_this_format(&mut batch, &state, format, &engine) {
         let mut sync = WriteOptions::default();
@@ -781,8 +781,9 @@ fn install(
         .map_err(read_err)?;
     let rows = snapshots.dir.read_rows(&name).map_err(read_err)?;
     let format = stored_format(&rows).map_err(|e| unreadable(meta, &e))?;
-    let restored =
-        Engine::restore(region, rows.iter().cloned()).map_err(|e| unreadable(meta, &e))?;
+    let restored = Engine::restore(region, rows.iter().cloned())
+        .map_err(|e| unreadable(meta, &e))?
+        .in_group(db.families.group.0);
     let state = db.state().map_err(io_err)?;
     let meta_cf = db.meta().map_err(io_err)?;
     let mut batch = WriteBatch::default();

@@ -318,6 +318,9 @@ impl MoveTaskArgs {
 pub enum ClusterCmd {
     /// Leader, members and Raft progress.
     Status,
+    /// The Raft groups, one line each: number, leader, members, queues, and the answering
+    /// node's role and indexes in it (`-` where it holds no replica).
+    Groups,
     /// Every account that holds queues, with how many (admin keys).
     Accounts,
     /// Add a node (started with `raftq serve --join`): a learner until it caught up, then a voter.
@@ -330,6 +333,17 @@ pub enum ClusterCmd {
     },
     /// Remove a node; a leader that is removed hands over first.
     Remove {
+        #[arg(long)]
+        id: u64,
+    },
+    /// Move every Raft group leader off a node (a cluster of several groups): before a restart,
+    /// nothing then waits for an election. It leads nothing until `undrain`.
+    Drain {
+        #[arg(long)]
+        id: u64,
+    },
+    /// End a node's drain: it takes its share of the groups' leaders again.
+    Undrain {
         #[arg(long)]
         id: u64,
     },
@@ -592,9 +606,15 @@ async fn dlq(client: &Client, cmd: DlqCmd) -> Result<Value, ClientError> {
 async fn cluster(client: &Client, cmd: ClusterCmd) -> Result<Value, ClientError> {
     match cmd {
         ClusterCmd::Status => client.cluster().await,
+        ClusterCmd::Groups => {
+            let cluster = client.cluster().await?;
+            Ok(json!({"groups": cluster["groups"]}))
+        }
         ClusterCmd::Accounts => client.accounts().await,
         ClusterCmd::Add { id, raft_addr } => client.add_node(id, &raft_addr).await,
         ClusterCmd::Remove { id } => client.remove_node(id).await,
+        ClusterCmd::Drain { id } => client.drain_node(id, true).await,
+        ClusterCmd::Undrain { id } => client.drain_node(id, false).await,
         ClusterCmd::Replace { id, raft_addr } => replace(client, id, raft_addr).await,
     }
 }
@@ -656,6 +676,11 @@ pub(crate) fn print(value: &Value, as_json: bool) {
         }
         return;
     }
+    // The cluster's status holds its groups too, and prints whole.
+    if let (Some(groups), None) = (value["groups"].as_array(), value.get("nodes")) {
+        groups.iter().for_each(print_group);
+        return;
+    }
     if let Some(messages) = value["messages"].as_array() {
         for m in messages {
             let handle = m
@@ -678,6 +703,22 @@ pub(crate) fn print(value: &Value, as_json: bool) {
             serde_json::to_string_pretty(other).unwrap_or_default()
         ),
     }
+}
+
+/// One Raft group of `raftq cluster groups`, on one line.
+fn print_group(g: &Value) {
+    let members = g["members"].as_array().into_iter().flatten();
+    let members: Vec<String> = members.map(str_of).collect();
+    println!(
+        "group {}\tleader {}\tmembers {}\tqueues {}\t{}\tcommitted {}\tapplied {}",
+        str_of(&g["group"]),
+        str_of(&g["leader"]),
+        members.join(","),
+        str_of(&g["queues"]),
+        str_of(&g["role"]),
+        str_of(&g["commit_index"]),
+        str_of(&g["applied_index"]),
+    );
 }
 
 fn str_of(v: &Value) -> String {

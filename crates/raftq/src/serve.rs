@@ -93,6 +93,14 @@ pub struct ServeArgs {
     /// (`raftq cluster add`) and never forms one.
     #[arg(long, env = "RAFTQ_JOIN")]
     pub join: Option<String>,
+    /// How many Raft groups a new cluster lays its queues over (1 to 128): group 1, every
+    /// node a member, and data groups of three replicas each, their leaders spread over the
+    /// nodes. Read by the node that leads group 1 once the cluster formed; 1 keeps the cluster
+    /// one group. A cluster of more than one group refuses membership changes and backups
+    /// (docs/operations.md, "Raft groups").
+    #[arg(long, env = "RAFTQ_GROUPS", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(NodeConfig::MAX_GROUPS)))]
+    pub groups: u32,
     /// Milliseconds between the leader's heartbeats, also how long a follower has to answer an
     /// append. A follower stands for election 12 to 14 heartbeats after the last one it heard.
     #[arg(long, env = "RAFTQ_HEARTBEAT_MS", default_value_t = NodeConfig::DEFAULT_HEARTBEAT_MS,
@@ -180,6 +188,7 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     config.region = args.region.clone();
     config.join = args.join.clone();
     config.heartbeat_ms = args.heartbeat_ms;
+    config.groups = args.groups;
     config.max_clock_skew_ms = args.max_clock_skew_ms;
     config.min_free_bytes = args.min_free_bytes;
     config.peer_tls = peer_tls;
@@ -358,6 +367,14 @@ mod tests {
             crate::Cmd::Serve(args) => Ok(*args),
             other => panic!("`raftq serve` parsed as {other:?}"),
         }
+    }
+
+    #[test]
+    fn the_groups_default_to_one_and_are_bounded() {
+        assert_eq!(serve(&[]).unwrap().groups, 1);
+        assert_eq!(serve(&["--groups", "9"]).unwrap().groups, 9);
+        assert!(serve(&["--groups", "0"]).is_err());
+        assert!(serve(&["--groups", "129"]).is_err());
     }
 
     #[test]

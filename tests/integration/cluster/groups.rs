@@ -322,3 +322,83 @@ async fn the_metadata_group_lays_out_the_data_groups_and_each_is_formed_once() {
     .await
     .expect("within the time bound");
 }
+
+impl Cluster {
+    /// How many of groups 1 to `groups` each running node leads, as the running nodes agree.
+    async fn leaders_per_node(&self, groups: u32) -> BTreeMap<u64, usize> {
+        let mut led = BTreeMap::new();
+        for group in 1..=groups {
+            *led.entry(self.leader_of(GroupId(group)).await).or_insert(0) += 1;
+        }
+        led
+    }
+
+    /// Waits up to 30 s until no node leads more than `cap` of groups 1 to `groups`, and
+    /// `node` leads at least one; returns the leaders per node.
+    async fn spread(&self, groups: u32, cap: usize, node: u64) -> BTreeMap<u64, usize> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let led = self.leaders_per_node(groups).await;
+            if led.values().all(|n| *n <= cap) && led.contains_key(&node) {
+                return led;
+            }
+            assert!(Instant::now() < deadline, "leaders per node: {led:?}");
+            sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn leaders_spread_over_the_nodes_and_again_once_a_node_comes_back() {
+    timeout(Duration::from_secs(150), async {
+        let groups = 6;
+        let mut cluster = Cluster::start_groups(3, groups).await;
+        cluster.formed(1).await;
+        cluster.spread(groups, 2, 3).await;
+        cluster.stop(3).await;
+        // Nodes 1 and 2 lead every group meanwhile.
+        let without = cluster.leaders_per_node(groups).await;
+        assert_eq!(without.values().sum::<usize>(), 6, "{without:?}");
+        cluster.restart(3).await;
+        let led = cluster.spread(groups, 2, 3).await;
+        assert_eq!(led.values().collect::<Vec<_>>(), [&2, &2, &2], "{led:?}");
+    })
+    .await
+    .expect("within the time bound");
+}
+
+#[tokio::test]
+async fn a_drained_node_leads_no_group_while_every_node_serves_on() {
+    timeout(Duration::from_secs(150), async {
+        let groups = 6;
+        let cluster = Cluster::start_groups(3, groups).await;
+        cluster.formed(1).await;
+        let led = cluster.spread(groups, 2, 3).await;
+        let drained = *led.keys().next().expect("a leader");
+        let started = Instant::now();
+        let answer = cluster.node(2).drain(drained, true).await;
+        assert_eq!(answer, Ok(Ok(())));
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let led = cluster.leaders_per_node(groups).await;
+        assert!(!led.contains_key(&drained), "{led:?}");
+        // Every node, the drained one too, serves every group's queues meanwhile.
+        for id in 1..=3 {
+            create_queue(cluster.node(id), &format!("after-{id}")).await;
+        }
+        for id in 1..=3 {
+            for queue in 1..=3 {
+                super::fill(cluster.node(id), &format!("after-{queue}"), 1).await;
+            }
+        }
+        assert_eq!(stats(cluster.node(drained), "after-1").await.visible, 3);
+        let unknown = cluster.node(1).drain(9, true).await;
+        assert!(
+            matches!(&unknown, Ok(Err(EngineError::Placement(_)))),
+            "{unknown:?}"
+        );
+        assert_eq!(cluster.node(1).drain(drained, false).await, Ok(Ok(())));
+        cluster.spread(groups, 2, drained).await;
+    })
+    .await
+    .expect("within the time bound");
+}

@@ -2,6 +2,7 @@
 //! reaches any queue (through the group's leader, forwarded where the node takes no part in
 //! the group), listings cover every group, and a queue's old id never reaches a queue again.
 
+use raftq_node::question;
 use raftq_store::GroupId;
 
 use super::groups::stats_in;
@@ -113,6 +114,14 @@ async fn queues_spread_over_the_groups_and_every_node_reaches_each() {
             }
             other => panic!("unexpected {other:?}"),
         }
+        // Neither would cover the data groups.
+        let change = cluster.node(2).change_membership(Change::Remove { id: 3 });
+        assert_eq!(change.await, Ok(Err(ChangeError::ManyGroups(3))));
+        let backup = cluster.node(1).backup(std::io::sink()).await;
+        assert!(
+            matches!(backup, Err(NodeError::Unsupported(_))),
+            "{backup:?}"
+        );
     })
     .await
     .expect("within the time bound");
@@ -183,7 +192,35 @@ async fn a_node_outside_a_group_reaches_its_queues_through_the_members() {
             );
             fill(cluster.node(*id), "second", 2).await;
             assert_eq!(listed(cluster.node(*id)).await, ["first", "second"]);
+            let view = cluster
+                .node(*id)
+                .ask(question::get_queue(ACCOUNT.into(), "second".into()));
+            assert_eq!(view.await.expect("read").expect("queue").group, 2);
+            // Each group as this node sees it: its own replica of group 1 only.
+            let status = cluster.node(*id).status().await;
+            let seen: Vec<_> = (status.groups.iter())
+                .map(|g| (g.group, g.queues, g.replica.is_some()))
+                .collect();
+            assert_eq!(seen, [(1, 1, true), (2, 1, false)], "node {id}");
+            let data = &status.groups[1];
+            assert_eq!(data.members, members.iter().copied().collect::<Vec<_>>());
+            assert!(data.formed);
+            // Its leader as the placement last saw it, once the leader recorded itself.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let status = cluster.node(*id).status().await;
+                if let Some(leader) = status.groups[1].leader {
+                    assert!(members.contains(&leader), "group 2 led by {leader}");
+                    break;
+                }
+                assert!(Instant::now() < deadline, "node {id} knows no leader");
+                sleep(Duration::from_millis(50)).await;
+            }
         }
+        let member = *members.first().expect("a member");
+        let status = cluster.node(member).status().await;
+        let replica = status.groups[1].replica.expect("a member's replica");
+        assert!(replica.last_applied > 0 && replica.commit_index >= replica.last_applied);
         let expected = 2 * outside.len() as u64;
         assert_eq!(
             stats(cluster.node(outside[0]), "second").await.visible,

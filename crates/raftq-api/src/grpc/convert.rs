@@ -230,6 +230,7 @@ impl From<json::Queue<'_>> for pb::Queue {
             name: q.name.to_string(),
             crn: q.crn.to_string(),
             arn: q.arn.to_string(),
+            group: q.group,
             r#type: q.queue_type.to_string(),
             created_at: q.created_at,
             modified_at: q.modified_at,
@@ -487,6 +488,22 @@ impl From<RaftStatus> for pb::Cluster {
             cluster_id: s.cluster_id,
             clock_confirmed: s.clock_confirmed,
             state_time_ms: s.state_time_ms,
+            groups: s
+                .groups
+                .into_iter()
+                .map(|g| pb::ClusterGroup {
+                    group: g.group,
+                    members: g.members,
+                    leader: g.leader,
+                    formed: g.formed,
+                    queues: g.queues,
+                    role: g.role.map(str::to_string),
+                    term: g.term,
+                    commit_index: g.commit_index,
+                    applied_index: g.applied_index,
+                    last_log_index: g.last_log_index,
+                })
+                .collect(),
         }
     }
 }

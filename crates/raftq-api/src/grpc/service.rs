@@ -380,6 +380,16 @@ impl Queues for QueuesService {
         reply(self.state.change_membership(change).await?)
     }
 
+    async fn drain_node(&self, request: Request<pb::DrainNodeRequest>) -> Reply<pb::Cluster> {
+        let r = self.open_admin(request)?;
+        reply(self.state.drain(r.id, true).await?)
+    }
+
+    async fn undrain_node(&self, request: Request<pb::DrainNodeRequest>) -> Reply<pb::Cluster> {
+        let r = self.open_admin(request)?;
+        reply(self.state.drain(r.id, false).await?)
+    }
+
     async fn remove_node(&self, request: Request<pb::RemoveNodeRequest>) -> Reply<pb::Cluster> {
         let r = self.open_admin(request)?;
         reply(

@@ -131,11 +131,68 @@ pub async fn remove_node(
     _admin: Admin,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let id = id
-        .parse()
-        .map_err(|_| ApiError::invalid("id", "must be a node id (a number)"))?;
-    let cluster = state.change_membership(Change::Remove { id }).await?;
+    let cluster = state
+        .change_membership(Change::Remove { id: node_id(&id)? })
+        .await?;
     Ok(Json(cluster).into_response())
+}
+
+/// Drain a node
+///
+/// A cluster of several Raft groups only: the node hands every group it leads over to another
+/// member, and leads none until its drain ends (`DELETE`), though it serves on as a follower
+/// (before a restart: nothing waits for an election). Answers once the node leads no group, at
+/// most 5 s.
+#[utoipa::path(
+    post,
+    path = "/v1/cluster/nodes/{id}/drain",
+    operation_id = "DrainNode",
+    tag = "cluster",
+    params(("id" = u64, Path, description = "The node to drain")),
+    responses(
+        (status = 200, description = "The cluster, the node leading no group", body = status::RaftStatus),
+        (status = 400, description = "`invalid_argument`: the id is not a number or not a node of the cluster", body = openapi::ErrorBody),
+        (status = 501, description = "`unsupported`: a cluster of one group (stop the node with SIGTERM, which hands over first)", body = openapi::ErrorBody),
+        (status = 503, description = "`unavailable`: the node still leads a group after 5 s (the drain stays), or no leader of group 1", body = openapi::ErrorBody),
+        Admin,
+    )
+)]
+pub async fn drain_node(
+    State(state): State<AppState>,
+    _admin: Admin,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    Ok(Json(state.drain(node_id(&id)?, true).await?).into_response())
+}
+
+/// End a node's drain
+///
+/// The node takes its share of the groups' leaders again.
+#[utoipa::path(
+    delete,
+    path = "/v1/cluster/nodes/{id}/drain",
+    operation_id = "UndrainNode",
+    tag = "cluster",
+    params(("id" = u64, Path, description = "The node drained")),
+    responses(
+        (status = 200, description = "The cluster", body = status::RaftStatus),
+        (status = 400, description = "`invalid_argument`: the id is not a number or not a node of the cluster", body = openapi::ErrorBody),
+        (status = 501, description = "`unsupported`: a cluster of one group", body = openapi::ErrorBody),
+        Admin,
+    )
+)]
+pub async fn undrain_node(
+    State(state): State<AppState>,
+    _admin: Admin,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    Ok(Json(state.drain(node_id(&id)?, false).await?).into_response())
+}
+
+/// A node id in a path.
+fn node_id(id: &str) -> Result<u64, ApiError> {
+    id.parse()
+        .map_err(|_| ApiError::invalid("id", "must be a node id (a number)"))
 }
 
 /// This node's applied index and state digest

@@ -63,6 +63,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(cluster::show))
         .routes(routes!(cluster::add_node))
         .routes(routes!(cluster::remove_node))
+        .routes(routes!(cluster::drain_node, cluster::undrain_node))
         .routes(routes!(cluster::state))
         .routes(routes!(backup::backup))
         .routes(routes!(cluster::accounts))

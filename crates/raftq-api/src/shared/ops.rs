@@ -17,12 +17,13 @@
 use std::collections::BTreeMap;
 
 use raftq_engine::model::{limits, AccountSummary, QueueConfig};
+use raftq_engine::placement::PlacementError;
 use raftq_engine::{
     attempts, proposal, tags, validate, AckResult, Attribute, BatchEntry, BatchResult, EngineError,
     MessageMeta, Millis, MoveFilter, MoveTaskInput, MoveTaskView, NewMessage, Payload,
     QueueAttributes, QueueRef, QueueStats, QueueType, QueueView, SendResult,
 };
-use raftq_node::{question, Change};
+use raftq_node::{question, Change, NodeError};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -525,6 +526,25 @@ impl Shared {
     /// Every account that holds queues (the caller checked the admin role).
     pub async fn accounts(&self) -> Result<Vec<AccountSummary>, ApiError> {
         self.read(question::accounts()).await
+    }
+
+    /// Drains node `id` (`on`) or ends its drain (the caller checked the admin role); answers
+    /// the cluster once the node leads no group, or at once when the drain ends.
+    pub async fn drain(&self, id: u64, on: bool) -> Result<RaftStatus, ApiError> {
+        match self.api.node.drain(id, on).await? {
+            Ok(()) => Ok(status::of(&self.api.node, &self.api.region).await),
+            Err(EngineError::Placement(PlacementError::UnknownNode(_))) => {
+                Err(ApiError::invalid("id", "must be a node of the cluster"))
+            }
+            Err(EngineError::Placement(PlacementError::NotBootstrapped)) => {
+                Err(ApiError::from(NodeError::Unsupported(
+                    "draining a node of a cluster of one group: stop it with SIGTERM, which hands \
+                     its leadership over first"
+                        .into(),
+                )))
+            }
+            Err(refused) => Err(refused.into()),
+        }
     }
 
     /// Changes the cluster's membership (the caller checked the admin role); answers the

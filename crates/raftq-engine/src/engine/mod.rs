@@ -33,7 +33,7 @@ use crate::command::{Command, Entry, Outcome, WaitAnswer};
 use crate::context::{ApplyContext, Timer};
 use crate::error::Result;
 use crate::model::Millis;
-use crate::placement::{Placement, PlacementCommand};
+use crate::placement::{GroupNumber, Placement, PlacementCommand, METADATA_GROUP};
 use crate::queue::{Queue, ReclaimSet, State};
 use crate::rows::{Changes, PayloadOp, RowKey};
 
@@ -69,6 +69,9 @@ pub const RECLAIM_PER_TICK: usize = 1024;
 #[derive(Debug, Clone)]
 pub struct Engine {
     region: String,
+    /// The Raft group this state is of (not stored: the node knows it from where the state
+    /// lives), which the queues' views show.
+    group: GroupNumber,
     next_seq: u64,
     next_qid: u32,
     queues: BTreeMap<u32, Queue>,
@@ -96,6 +99,7 @@ impl Engine {
     pub fn new(region: impl Into<String>) -> Engine {
         Engine {
             region: region.into(),
+            group: METADATA_GROUP,
             next_seq: 1,
             next_qid: 1,
             queues: BTreeMap::new(),
@@ -109,6 +113,16 @@ impl Engine {
 
     pub fn region(&self) -> &str {
         &self.region
+    }
+
+    /// This state as group `group`'s (group 1's unless told).
+    pub fn in_group(mut self, group: GroupNumber) -> Engine {
+        self.group = group;
+        self
+    }
+
+    pub fn group(&self) -> GroupNumber {
+        self.group
     }
 
     /// The cluster's placement (empty outside the metadata group).

@@ -221,6 +221,7 @@ impl Engine {
             name: q.name.clone(),
             crn: crn(&self.region, &q.account, q.id),
             arn: arn(&self.region, &q.account, &q.name),
+            group: self.group,
             queue_type: q.queue_type,
             created_at: q.created_at,
             modified_at: q.modified_at,

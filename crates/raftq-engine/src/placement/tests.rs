@@ -151,6 +151,9 @@ fn a_second_bootstrap_and_bad_layouts_are_refused_and_change_nothing() {
     }
     let (outcome, _) = Placement::default().apply(0, reserve("q", 1, None));
     assert_eq!(outcome, Err(PlacementError::NotBootstrapped));
+    let drain = PlacementCommand::Drain { id: 1, boot_id: 0 };
+    let (outcome, _) = Placement::default().apply(0, drain);
+    assert_eq!(outcome, Err(PlacementError::NotBootstrapped));
 }
 
 #[test]

@@ -80,6 +80,10 @@ pub enum ChangeError {
     },
     #[error("node {id} did not catch up within {seconds} s and was not added")]
     CatchUp { id: NodeId, seconds: u64 },
+    #[error(
+        "the cluster runs {0} Raft groups: membership changes are made in clusters of one group only"
+    )]
+    ManyGroups(usize),
 }
 
 /// A leader's answer to a change: refused (nothing changed) or done.
@@ -108,6 +112,12 @@ impl GroupCore {
         let Ok(_running) = self.changing.try_lock() else {
             return Ok(Err(ChangeError::Busy));
         };
+        // The data groups' memberships would not follow: a node added would hold none of their
+        // replicas, and one removed or replaced would stay their voter.
+        let groups = self.reader.with_engine(|e| e.placement().groups().len());
+        if let Some(groups @ 2..) = groups {
+            return Ok(Err(ChangeError::ManyGroups(groups)));
+        }
         let members = self.members();
         if members.configs.len() > 1 {
             return Ok(Err(ChangeError::Busy));
@@ -231,6 +241,22 @@ impl GroupCore {
                 "the membership change was not committed in time; it may still commit".into(),
             )),
         }
+    }
+
+    /// When this node leads the group, hands its leadership to the most caught-up other voter
+    /// (see [`GroupCore::hand_over`]). Returns the new leader; `None` when this node did not
+    /// lead or is the only voter.
+    pub(crate) async fn step_down(&self) -> Result<Option<NodeId>, NodeError> {
+        if !self.is_leader() {
+            return Ok(None);
+        }
+        let members = self.members();
+        let mut voters = members.voters();
+        voters.remove(&self.node.id);
+        if voters.is_empty() {
+            return Ok(None);
+        }
+        self.hand_over(&voters, &members.nodes).await.map(Some)
     }
 
     /// Asks the most caught-up of `candidates` whose clock agrees with the cluster's time to

@@ -58,6 +58,9 @@ pub(crate) struct NodeCore {
     pub space: Arc<Space>,
     /// What the election gate's pings tell of each member.
     pub reach: RwLock<BTreeMap<NodeId, Reach>>,
+    /// Set while the placement says this node drains: it stands in no election, and hands
+    /// over every group it leads (`groups::run`).
+    pub draining: AtomicBool,
     /// The peer protocol each node's appends, votes and snapshots announced.
     pub protocols: Heard,
     /// Connections to the leaders this node forwarded to, by node id and address (reused: a

@@ -5,6 +5,10 @@
 //! election gate held it back from. `GET /v1/cluster`, the gRPC `Cluster` call and
 //! `GET /metrics` show it.
 //!
+//! With its Raft groups ([`GroupStatus`]): each group's members and leader and, where this
+//! node holds a replica, how far that replica has come. Group 1's figures are also the node's
+//! own (`role`, `term`, the indexes): it is the group every node is a member of.
+//!
 //! Roles: the known leader is [`Role::Leader`]; this node reports its own state (candidate,
 //! follower, learner, shutdown); other voters are followers and non-voters learners, since a node
 //! sees only its own state.
@@ -13,12 +17,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 
 use openraft::{BasicNode, RaftMetrics, ServerState};
-use raftq_store::NodeId;
+use raftq_store::{GroupId, NodeId};
 use uuid::Uuid;
 
 use crate::admission::{LeaderContact, Progress};
 use crate::member::membership::ANSWERED_WITHIN;
-use crate::member::{GroupCore, LastAnswer};
+use crate::member::{GroupCore, Groups, LastAnswer};
 
 /// A member's role as this node sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +121,37 @@ pub struct NodeStatus {
     /// held it back (too few voters answering or willing to vote for it, a skewed clock, or a
     /// node that may not vote), while no leader's appends reached it.
     pub elections_held_back: u64,
+    /// The Raft groups of the cluster, by number: group 1 alone until the placement lays out
+    /// more.
+    pub groups: Vec<GroupStatus>,
+}
+
+/// One Raft group as this node sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupStatus {
+    pub group: u32,
+    /// Its voters: as this node's replica knows them, or as the placement lays them out.
+    pub members: Vec<NodeId>,
+    /// Its leader: as this node's replica knows it, or the placement's last word of it.
+    pub leader: Option<NodeId>,
+    /// Whether it has been formed (its first member initialized it).
+    pub formed: bool,
+    /// The queues in it.
+    pub queues: u64,
+    /// This node's replica of it; `None` where this node holds none.
+    pub replica: Option<ReplicaStatus>,
+}
+
+/// How far this node's replica of a group has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaStatus {
+    /// This node's role in the group.
+    pub role: Role,
+    pub term: u64,
+    /// The highest index this node knows committed in the group (at least its applied index).
+    pub commit_index: u64,
+    pub last_applied: u64,
+    pub last_log_index: u64,
 }
 
 impl GroupCore {
@@ -203,8 +238,72 @@ impl GroupCore {
                 .current_leader
                 .is_some_and(|leader| leader != m.id && self.cut_off_from(leader)),
             elections_held_back: self.elections_held_back.load(Ordering::Relaxed),
+            groups: Vec::new(),
         }
     }
+
+    /// This node's replica of the group, from openraft's metrics and the leader's word of what
+    /// is committed.
+    fn replica(&self) -> ReplicaStatus {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        let last_applied = m.last_applied.map_or(0, |l| l.index);
+        ReplicaStatus {
+            role: m.state.into(),
+            term: m.current_term,
+            commit_index: self.progress().commit_index.max(last_applied),
+            last_applied,
+            last_log_index: m.last_log_index.unwrap_or(0),
+        }
+    }
+
+    /// The group as this node's replica sees it, `queues` in it.
+    fn group_status(&self, formed: bool, queues: u64) -> GroupStatus {
+        let members = self.members();
+        GroupStatus {
+            group: self.group.0,
+            members: members.voters().into_iter().collect(),
+            leader: self.current_leader(),
+            formed,
+            queues,
+            replica: Some(self.replica()),
+        }
+    }
+}
+
+/// Every group of the cluster as this node sees it (see [`GroupStatus`]): the placement's
+/// groups, read from `metadata`'s applied state (group 1), each from this node's replica when
+/// it holds one among `held`; group 1 alone, holding every queue, while the placement is not
+/// laid out.
+pub(crate) fn groups(metadata: &GroupCore, held: &Groups) -> Vec<GroupStatus> {
+    let laid_out = metadata.reader.with_engine(|engine| {
+        let placement = engine.placement();
+        let groups = placement.groups().iter();
+        let groups = groups.map(|(g, entry)| (*g, entry.clone(), placement.queue_count(*g)));
+        (groups.collect::<Vec<_>>(), engine.accounts())
+    });
+    let Some((laid_out, accounts)) = laid_out else {
+        return Vec::new();
+    };
+    if laid_out.is_empty() {
+        let queues = accounts.iter().map(|a| a.queues).sum::<usize>();
+        let queues = u64::try_from(queues).unwrap_or(u64::MAX);
+        return vec![metadata.group_status(true, queues)];
+    }
+    laid_out
+        .into_iter()
+        .map(|(number, entry, queues)| match held.get(GroupId(number)) {
+            Some(core) => core.group_status(entry.formed, queues),
+            None => GroupStatus {
+                group: number,
+                members: entry.members.into_iter().collect(),
+                leader: entry.leader_hint,
+                formed: entry.formed,
+                queues,
+                replica: None,
+            },
+        })
+        .collect()
 }
 
 /// Every member as the metrics `m` show it, the members in `answering` marked so, with how far
