@@ -54,6 +54,28 @@ fn open_group(dir: &TempDir, work: Work, group: GroupId) -> GroupStorage {
     storage.node.open_group(group).expect("open the group")
 }
 
+/// Opens the node's storage in `dir` again once the database opened before is closed: the
+/// logs' sync threads let go of it a moment after their stores are dropped, and RocksDB refuses
+/// to open a database this process still holds (its `LOCK`).
+async fn reopen(dir: &TempDir) -> raftq_store::Storage {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match open_on(
+            dir.path(),
+            REGION,
+            &LogOptions::default(),
+            &Default::default(),
+        ) {
+            Ok(storage) => return storage,
+            Err(e) if e.to_string().contains("LOCK") => {
+                assert!(tokio::time::Instant::now() < deadline, "reopen: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("reopen: {e}"),
+        }
+    }
+}
+
 /// Builds stores of group 1, or of `group` beside it in the same database.
 struct Builder {
     work: Work,
@@ -119,13 +141,7 @@ async fn groups_in_one_database_keep_their_state_and_files_apart() {
         "the snapshot is in the group's directory"
     );
 
-    let storage = open_on(
-        dir.path(),
-        REGION,
-        &LogOptions::default(),
-        &Default::default(),
-    )
-    .expect("reopen");
+    let storage = reopen(&dir).await;
     assert_eq!(storage.node.groups(), [GroupId::FIRST, GroupId(2)]);
     let first = storage.state_machine.reader();
     assert_eq!(
