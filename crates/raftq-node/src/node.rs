@@ -530,8 +530,8 @@ impl Node {
         }
         let deadline = tokio::time::Instant::now() + DRAIN_WAIT;
         loop {
-            let status = self.status().await;
-            let led = status.groups.iter().filter(|g| g.leader == Some(id));
+            let groups = crate::member::status::groups(&self.core, &self.groups);
+            let led = groups.iter().filter(|g| g.leader == Some(id));
             let led: Vec<u32> = led.map(|g| g.group).collect();
             if led.is_empty() {
                 return Ok(Ok(()));

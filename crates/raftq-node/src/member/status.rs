@@ -245,14 +245,15 @@ impl GroupCore {
     /// This node's replica of the group, from openraft's metrics and the leader's word of what
     /// is committed.
     fn replica(&self) -> ReplicaStatus {
+        // Read before the metrics are borrowed below: `progress` borrows them too.
+        let progress = self.progress();
         let metrics = self.raft.metrics();
         let m = metrics.borrow();
-        let last_applied = m.last_applied.map_or(0, |l| l.index);
         ReplicaStatus {
             role: m.state.into(),
             term: m.current_term,
-            commit_index: self.progress().commit_index.max(last_applied),
-            last_applied,
+            commit_index: progress.commit_index,
+            last_applied: progress.applied_index,
             last_log_index: m.last_log_index.unwrap_or(0),
         }
     }
