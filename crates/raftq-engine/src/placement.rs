@@ -77,12 +77,23 @@ pub enum NodeState {
 pub struct GroupEntry {
     /// The nodes holding a replica.
     pub members: BTreeSet<NodeId>,
-    /// Whether its first member initialized it (it is never initialized again).
+    /// Whether its former ([`GroupEntry::former`]) initialized it (it is never initialized
+    /// again).
     pub formed: bool,
     /// The node last seen leading it.
     pub leader_hint: Option<NodeId>,
     /// The messages it last reported holding.
     pub messages: u64,
+}
+
+impl GroupEntry {
+    /// The member that forms group `number`: the members taken in turn by group number, so
+    /// that the groups' first leaders (a group's former stands first) are spread over the
+    /// nodes from the start rather than all on the lowest id.
+    pub fn former(&self, number: GroupNumber) -> Option<NodeId> {
+        let turn = usize::try_from(number).ok()? % self.members.len().max(1);
+        self.members.iter().nth(turn).copied()
+    }
 }
 
 /// A queue in the directory.

@@ -106,6 +106,10 @@ impl LeaderContact {
 /// [`LeaderContact`], encoded one after the other. A node of an earlier version answers with the
 /// status alone and reads only the status of a longer answer (a postcard value ignores the bytes
 /// after it), so nodes of both versions can ping each other during a rolling upgrade.
+///
+/// A ping that names groups (one ping a peer, for every group the two share: see `gate`) is
+/// answered with a [`GroupPing`] for each of them after those three, which a node of an earlier
+/// version neither asks for nor reads; such a node answers with group 1's alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PingAnswer {
     pub status: PeerStatus,
@@ -115,31 +119,79 @@ pub struct PingAnswer {
     pub leader: Option<LeaderContact>,
 }
 
+/// What a node answers of one group it was pinged for: what [`PingAnswer`] says of the group
+/// the ping's header names, for each group a ping lists. A node that takes no part in the group
+/// answers for it with no log, no progress and no leader heard, as it answers a ping of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupPing {
+    pub group: u32,
+    /// The id of the last entry of its log of the group.
+    pub last_log: Option<LogId<NodeId>>,
+    pub progress: Progress,
+    pub leader: LeaderContact,
+    /// It leads the group quietly: with no heartbeats, every follower having all it committed,
+    /// while no entry comes. Its followers take its answers to their pings for its appends.
+    pub quiet: bool,
+}
+
+impl GroupPing {
+    /// The group's answer, as a ping of that group alone would have had it, from the node's
+    /// `status`.
+    pub(crate) fn answer(&self, status: &PeerStatus) -> PingAnswer {
+        PingAnswer {
+            status: PeerStatus {
+                last_log: self.last_log,
+                ..*status
+            },
+            progress: Some(self.progress),
+            leader: Some(self.leader),
+        }
+    }
+}
+
 impl PingAnswer {
-    /// The answer's bytes.
+    /// The answer's bytes, with `groups` after them when the ping named groups.
     pub(crate) fn encode(
         status: &PeerStatus,
         progress: &Progress,
         leader: &LeaderContact,
+        groups: Option<&[GroupPing]>,
     ) -> Result<Vec<u8>, postcard::Error> {
-        raftq_engine::codec::to_vec(&(status, progress, leader))
+        match groups {
+            None => raftq_engine::codec::to_vec(&(status, progress, leader)),
+            Some(groups) => raftq_engine::codec::to_vec(&(status, progress, leader, groups)),
+        }
     }
 
     /// Reads an answer of either version.
     pub(crate) fn decode(bytes: &[u8]) -> Result<PingAnswer, postcard::Error> {
+        Self::decode_with_groups(bytes).map(|(answer, _)| answer)
+    }
+
+    /// Reads an answer of either version and the groups it answers for; `None` from a node of
+    /// an earlier version, or for a ping that named none.
+    pub(crate) fn decode_with_groups(
+        bytes: &[u8],
+    ) -> Result<(PingAnswer, Option<Vec<GroupPing>>), postcard::Error> {
         let (status, rest) = postcard::take_from_bytes::<PeerStatus>(bytes)?;
-        let (progress, leader) = match rest {
-            [] => (None, None),
+        let ((progress, leader), groups) = match rest {
+            [] => ((None, None), None),
             rest => {
-                let (progress, leader) = postcard::from_bytes(rest)?;
-                (Some(progress), Some(leader))
+                let ((progress, leader), rest) =
+                    postcard::take_from_bytes::<(Progress, LeaderContact)>(rest)?;
+                let groups = match rest {
+                    [] => None,
+                    rest => Some(postcard::from_bytes::<Vec<GroupPing>>(rest)?),
+                };
+                ((Some(progress), Some(leader)), groups)
             }
         };
-        Ok(PingAnswer {
+        let answer = PingAnswer {
             status,
             progress,
             leader,
-        })
+        };
+        Ok((answer, groups))
     }
 }
 
@@ -380,15 +432,53 @@ mod tests {
             applied_index: 40,
         };
         let leader = LeaderContact::HeardMsAgo(12);
-        let answer = PingAnswer::encode(&status, &progress, &leader).expect("encode");
+        let answer = PingAnswer::encode(&status, &progress, &leader, None).expect("encode");
         assert_eq!(
-            PingAnswer::decode(&answer).expect("decode"),
+            PingAnswer::decode_with_groups(&answer).expect("decode"),
+            (
+                PingAnswer {
+                    status,
+                    progress: Some(progress),
+                    leader: Some(leader),
+                },
+                None
+            )
+        );
+        // An answer for the groups a ping named reads as it was, and what it says of each
+        // group as that group's answer; a node of the earlier version reads what it did before.
+        let groups = [GroupPing {
+            group: 5,
+            last_log: Some(openraft::testing::log_id(2, 3, 9)),
+            progress: Progress {
+                commit_index: 9,
+                applied_index: 9,
+            },
+            leader: LeaderContact::Leading,
+            quiet: true,
+        }];
+        let grouped =
+            PingAnswer::encode(&status, &progress, &leader, Some(&groups)).expect("encode");
+        let (first, read) = PingAnswer::decode_with_groups(&grouped).expect("decode");
+        assert_eq!(first, PingAnswer::decode(&answer).expect("decode"));
+        assert_eq!(read.as_deref(), Some(&groups[..]));
+        assert_eq!(
+            groups[0].answer(&status),
             PingAnswer {
-                status,
-                progress: Some(progress),
-                leader: Some(leader),
+                status: PeerStatus {
+                    last_log: groups[0].last_log,
+                    ..status
+                },
+                progress: Some(groups[0].progress),
+                leader: Some(LeaderContact::Leading),
             }
         );
+        let (progress_read, leader_read): (Progress, LeaderContact) = postcard::from_bytes(
+            postcard::take_from_bytes::<PeerStatus>(&grouped)
+                .expect("status")
+                .1,
+        )
+        .expect("earlier read");
+        assert_eq!((progress_read, leader_read), (progress, leader));
         // A node of the earlier version reads the status and ignores what follows it.
         let read_by_earlier: PeerStatus = postcard::from_bytes(&answer).expect("earlier read");
         assert_eq!(read_by_earlier, status);

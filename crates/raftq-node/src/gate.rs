@@ -23,6 +23,17 @@
 //! A node the placement drains stands in no election either (the node's groups hand over what
 //! it leads).
 //!
+//! One task pings for every group on the node: each peer once a round, for all the groups the
+//! two share (the answer tells of each), then each group's gate decides on its members'
+//! answers. So the pings cost the same however many groups a node holds.
+//!
+//! A leader whose group took no entry for a while, and whose every member knows all of its log
+//! committed, leads quietly: it turns openraft's heartbeats off, and says so in its answers. Its
+//! followers take such an answer for a heartbeat, so their gates stay closed while it answers;
+//! once it stops answering (it stopped, or is cut off), they hear nothing, as they would with
+//! heartbeats missing, and stand. The first new entry brings the heartbeats back. An idle
+//! group so costs no Raft traffic at all, only its share of the pings.
+//!
 //! While the gate is closed and no leader's appends arrive, the node counts the elections it
 //! would have stood in (`elections_held_back` in its status): one once a leader's lease and an
 //! election timeout have run out, then one per timeout, taking the longest timeout each time.
@@ -48,10 +59,11 @@ use tokio::time::Instant;
 
 use crate::admission::PingAnswer;
 use crate::clock::read_clocks;
-use crate::member::{GroupCore, Members};
+use crate::member::{GroupCore, Groups, Members, NodeCore};
+use crate::network::PeerClient;
 use crate::pace::Pace;
 
-/// How often every member is pinged.
+/// How often every peer is pinged.
 const EVERY: Duration = Duration::from_millis(100);
 /// How long a ping may take.
 const PING_TIMEOUT: Duration = Duration::from_millis(250);
@@ -59,6 +71,10 @@ const PING_TIMEOUT: Duration = Duration::from_millis(250);
 /// for its leader (12 heartbeats, 0.6 s by default) before it stands, with room for a ping that
 /// is late under load.
 const FRESH: Duration = Duration::from_millis(450);
+/// How long a leader must have had no new entry before it leads quietly (see
+/// [`Gate::lead_quietly_or_not`]): twenty heartbeats at the default interval, so that a group
+/// taking entries now and then keeps its heartbeats.
+const QUIET_AFTER: Duration = Duration::from_secs(1);
 /// How long a leader whose clock is skewed waits after a failed handover before it tries again.
 const HANDOVER_AGAIN: Duration = Duration::from_secs(1);
 
@@ -86,9 +102,7 @@ fn elections_in(quiet: Duration, timeout: Duration) -> u64 {
 /// slow on its way there (a loaded machine) then seems behind, not ahead, so the cluster's time,
 /// a median that holds this node's own clock too, never runs ahead of the real time by a round
 /// trip: a lease ends late by up to a round trip rather than early.
-async fn timed<F: std::future::Future<Output = Option<PingAnswer>>>(
-    ping: F,
-) -> (Instant, Option<PingAnswer>) {
+async fn timed<T, F: std::future::Future<Output = T>>(ping: F) -> (Instant, T) {
     let answer = ping.await;
     (Instant::now(), answer)
 }
@@ -150,14 +164,113 @@ fn log_clock(core: &GroupCore, (confirmed, skewed): (bool, bool)) {
     }
 }
 
-/// Pings the members every [`EVERY`] and opens or closes the gate on what they answer, until
-/// `shutdown` changes.
-pub(crate) async fn run(core: Arc<GroupCore>, shutdown: watch::Receiver<bool>) {
-    let mut gate = Gate::new(core);
+/// Pings every node this node shares a group with, once every [`EVERY`] for all the groups
+/// they share, and opens or closes each group's gate on what they answer, until `shutdown`
+/// changes.
+pub(crate) async fn run(node: Arc<NodeCore>, groups: Arc<Groups>, shutdown: watch::Receiver<bool>) {
+    let mut gates: BTreeMap<GroupId, Gate> = BTreeMap::new();
     let mut pace = Pace::new(EVERY, shutdown);
     while pace.tick().await {
-        gate.round().await;
+        let cores: Vec<(Arc<GroupCore>, Members)> = groups
+            .all()
+            .into_iter()
+            .map(|core| {
+                let members = core.members();
+                (core, members)
+            })
+            .collect();
+        gates.retain(|group, _| cores.iter().any(|(core, _)| core.group == *group));
+        let answers = ping(&node, &cores).await;
+        for (core, members) in cores {
+            gates
+                .entry(core.group)
+                .or_insert_with(|| Gate::new(Arc::clone(&core)))
+                .round(&members, &answers);
+        }
     }
+}
+
+/// What one peer answered a round's ping with, for each group it was pinged for.
+struct Answered {
+    /// When the answer came.
+    at: Instant,
+    /// When, by this node's monotonic clock, the peer read the clock it answered with.
+    clock_read: Instant,
+    /// Its answer for each group, and whether it leads that group quietly.
+    groups: BTreeMap<GroupId, (PingAnswer, bool)>,
+}
+
+/// Pings every other member of the `cores`' groups at once, each once for every group it
+/// shares with this node, and notes each one's reach. A peer of an earlier version, which
+/// answers for group 1 alone, is pinged once more for each other group it shares.
+async fn ping(
+    node: &Arc<NodeCore>,
+    cores: &[(Arc<GroupCore>, Members)],
+) -> BTreeMap<NodeId, Answered> {
+    let mut shared: BTreeMap<NodeId, (&str, Vec<GroupId>)> = BTreeMap::new();
+    for (core, members) in cores {
+        for (id, addr) in &members.nodes {
+            if *id != node.id {
+                let peer = shared.entry(*id).or_insert_with(|| (addr, Vec::new()));
+                peer.1.push(core.group);
+            }
+        }
+    }
+    let pings = shared.into_iter().map(|(id, (addr, groups))| {
+        let client = node.raft_peers.get(id, addr);
+        async move { (id, ping_peer(client, &groups).await) }
+    });
+    let mut answered = BTreeMap::new();
+    for (id, answer) in join_all(pings).await {
+        if let Ok(mut reach) = node.reach.write() {
+            // What the peer says of itself; its log and progress as group 1's where it is in it.
+            let first = answer.as_ref().and_then(|a| {
+                let (said, _) = a
+                    .groups
+                    .get(&GroupId::FIRST)
+                    .or_else(|| a.groups.values().next())?;
+                Some(said)
+            });
+            let at = answer.as_ref().map_or_else(Instant::now, |a| a.at);
+            reach.entry(id).or_default().record(first, at);
+        }
+        if let Some(answer) = answer {
+            answered.insert(id, answer);
+        }
+    }
+    answered
+}
+
+/// One peer's answer for `groups`.
+async fn ping_peer(mut client: PeerClient, groups: &[GroupId]) -> Option<Answered> {
+    let (clock_read, answer) = timed(client.ping_groups(groups, PING_TIMEOUT)).await;
+    let (first, listed) = answer?;
+    let mut answered = Answered {
+        at: Instant::now(),
+        clock_read,
+        groups: BTreeMap::new(),
+    };
+    match listed {
+        Some(listed) => {
+            for said in listed {
+                let answer = (said.answer(&first.status), said.quiet);
+                answered.groups.insert(GroupId(said.group), answer);
+            }
+        }
+        None => {
+            answered.groups.insert(GroupId::FIRST, (first, false));
+            let others = groups.iter().filter(|g| **g != GroupId::FIRST).map(|g| {
+                let mut client = client.clone().in_group(*g);
+                async move { (*g, client.ping(PING_TIMEOUT).await) }
+            });
+            for (group, answer) in join_all(others).await {
+                if let Some(answer) = answer {
+                    answered.groups.insert(group, (answer, false));
+                }
+            }
+        }
+    }
+    Some(answered)
 }
 
 /// What the gate keeps from one round of pings to the next.
@@ -179,6 +292,11 @@ struct Gate {
     /// Since when the gate has held this node back with no append from a leader, and the
     /// elections counted since then.
     held: Option<(Instant, u64)>,
+    /// The index of the group's last log entry at the last round, and since when it has been
+    /// that (for a leader: how long no entry came).
+    last_index: Option<(u64, Instant)>,
+    /// Whether openraft's ticks are on.
+    ticking: bool,
 }
 
 impl Gate {
@@ -191,18 +309,20 @@ impl Gate {
             last_clock: (false, false),
             handover: None,
             held: None,
+            last_index: None,
+            ticking: true,
         }
     }
 
-    /// One round: pings every member, reads the voters' clocks, hands a skewed leader's
-    /// leadership over, then opens or closes the gate and counts the elections held back.
-    async fn round(&mut self) {
-        let members = self.core.members();
-        self.ping(&members).await;
+    /// One round: takes the members' answers, reads the voters' clocks, hands a skewed leader's
+    /// leadership over, opens or closes the gate and counts the elections held back, and
+    /// leads quietly or not.
+    fn round(&mut self, members: &Members, answered: &BTreeMap<NodeId, Answered>) {
+        self.take(members, answered);
         let answering = self.recent().count() + 1;
         let voters = members.voters();
         let clock = self.read_clocks(&voters);
-        self.hand_over_if_skewed(clock, &voters, &members);
+        self.hand_over_if_skewed(clock, &voters, members);
         let own_log = match self.core.last_log() {
             Ok(last) => last,
             Err(e) => {
@@ -235,39 +355,30 @@ impl Gate {
             );
         }
         self.count_held_back(allow, &voters);
+        self.lead_quietly_or_not(own_log.map_or(0, |l| l.index), members);
+        self.tick_or_not(allow);
     }
 
-    /// Pings every other member at once and keeps the answers, noting each one's reach.
-    async fn ping(&mut self, members: &Members) {
-        let core = &self.core;
-        let pings = members
-            .nodes
-            .iter()
-            .filter(|(id, _)| **id != core.node.id)
-            .map(|(id, addr)| {
-                let mut client = core.network.client(*id, addr);
-                async move {
-                    let (clock_read, answer) = timed(client.ping(PING_TIMEOUT)).await;
-                    (*id, clock_read, answer)
-                }
-            });
-        // What the pings tell of the nodes is the node's, recorded by group 1's gate alone.
-        let node_level = core.group == GroupId::FIRST;
-        for (id, clock_read, answer) in join_all(pings).await {
-            let now = Instant::now();
-            if node_level {
-                if let Ok(mut reach) = core.node.reach.write() {
-                    reach.entry(id).or_default().record(answer.as_ref(), now);
-                }
+    /// Keeps the round's answers of the members for this group, and notes the leader's answer
+    /// as heard when it leads quietly.
+    fn take(&mut self, members: &Members, answered: &BTreeMap<NodeId, Answered>) {
+        let leader = self.core.current_leader();
+        for id in members.nodes.keys() {
+            let Some(peer) = answered.get(id) else {
+                continue;
+            };
+            let Some((said, quiet)) = peer.groups.get(&self.core.group) else {
+                continue;
+            };
+            if *quiet && leader == Some(*id) {
+                self.core.note_quiet_leader(peer.at);
             }
-            if let Some(said) = answer {
-                let answer = Answer {
-                    at: now,
-                    said,
-                    clock_read,
-                };
-                self.answers.insert(id, answer);
-            }
+            let answer = Answer {
+                at: peer.at,
+                said: *said,
+                clock_read: peer.clock_read,
+            };
+            self.answers.insert(*id, answer);
         }
     }
 
@@ -344,14 +455,77 @@ impl Gate {
         }
         let now = Instant::now();
         let (mut since, mut counted) = self.held.unwrap_or((now, 0));
-        // A leader's append restarts openraft's election timer.
-        if let Some(last) = core.last_append().filter(|last| *last > since) {
+        // A leader's append restarts openraft's election timer; a quiet leader's answer stands
+        // in for its appends.
+        if let Some(last) = core.last_heard().filter(|last| *last > since) {
             (since, counted) = (last, 0);
         }
         let elections = elections_in(now - since, self.timeout);
         core.elections_held_back
             .fetch_add(elections.saturating_sub(counted), Ordering::Relaxed);
         self.held = Some((since, elections));
+    }
+
+    /// Turns openraft's ticks off while they would do nothing: on a quiet leader (no
+    /// heartbeats to send) and on a member whose gate is closed while a quiet leader answers
+    /// (no election to start), and on again otherwise. An idle group's Raft core then sleeps.
+    fn tick_or_not(&mut self, allow: bool) {
+        let core = &self.core;
+        let hears_quiet_leader = core
+            .quiet_leader_heard
+            .read()
+            .ok()
+            .and_then(|at| *at)
+            .is_some_and(|at| at.elapsed() <= FRESH);
+        let idle = if core.is_leader() {
+            core.quiet.load(Ordering::Relaxed)
+        } else {
+            !allow && hears_quiet_leader
+        };
+        if idle == self.ticking {
+            self.ticking = !idle;
+            core.raft.runtime_config().tick(!idle);
+        }
+    }
+
+    /// Leads the group quietly (no heartbeats) once this node has led it for [`QUIET_AFTER`]
+    /// with no new entry and every other member's fresh answer shows it knows all of the log
+    /// committed (`last_index`, this node's last entry); leads it with heartbeats again as soon
+    /// as one of those stops being so. The followers take the quiet leader's answers to their
+    /// pings for its heartbeats (`GroupCore::note_quiet_leader`), so their gates stay closed
+    /// while it answers, and open as they would without heartbeats once it stops answering.
+    fn lead_quietly_or_not(&mut self, last_index: u64, members: &Members) {
+        let now = Instant::now();
+        let since = match self.last_index {
+            Some((index, since)) if index == last_index => since,
+            _ => now,
+        };
+        self.last_index = Some((last_index, since));
+        let core = &self.core;
+        if core.handing_over.load(Ordering::Relaxed) {
+            // The handover holds the heartbeats off until it is over, and turns them on again.
+            core.quiet.store(false, Ordering::Relaxed);
+            return;
+        }
+        let caught_up = members
+            .nodes
+            .keys()
+            .filter(|id| **id != core.node.id)
+            .all(|id| {
+                self.answers.get(id).is_some_and(|answer| {
+                    answer.at.elapsed() <= FRESH
+                        && answer
+                            .said
+                            .progress
+                            .is_some_and(|p| p.commit_index >= last_index)
+                })
+            });
+        let quiet = core.is_leader() && now.duration_since(since) >= QUIET_AFTER && caught_up;
+        if quiet != core.quiet.load(Ordering::Relaxed) {
+            core.quiet.store(quiet, Ordering::Relaxed);
+            core.raft.runtime_config().heartbeat(!quiet);
+            tracing::debug!(group = %core.group, quiet, "leading quietly");
+        }
     }
 }
 

@@ -14,7 +14,8 @@
 //! - it hands a group it leads over to another member when it leads more than its share of the
 //!   groups (`Placement::leader_move`: at most ceil(G / N) each), one group at a time and
 //!   [`MOVE_PAUSE`] apart, so that the leaders spread again after a node stopped or came back;
-//! - the first member of a group not yet formed initializes it, but only when its own log of
+//! - the former of a group not yet formed (its members in turn by group number:
+//!   `GroupEntry::former`) initializes it, but only when its own log of
 //!   the group is empty and every other member answered that it holds no log of the group
 //!   either, and then has `GroupFormed` recorded through group 1's leader. A formed group is
 //!   never initialized again; a member that crashed between the two finds its log not empty
@@ -45,7 +46,7 @@ use crate::member::{GroupCore, Groups, NodeCore};
 use crate::network::Network;
 use crate::pace::Pace;
 use crate::receiving::SnapshotReceiver;
-use crate::{gate, snapshots, timer};
+use crate::{snapshots, timer};
 
 /// Log entries one replication request may cover (openraft's default is 300). The network sends
 /// them in requests of at most [`APPEND_BYTES`](crate::network::APPEND_BYTES); a new leader
@@ -58,9 +59,12 @@ const EVERY: Duration = Duration::from_millis(200);
 /// How long a member may take to answer whether it holds a log of a group being formed.
 const PING_TIMEOUT: Duration = Duration::from_millis(250);
 /// How long after handing a group over this node waits before it hands over another: the new
-/// leader records itself in the placement within a pass or two, and a decision made on the
-/// older word of it could move a leader twice.
-const MOVE_PAUSE: Duration = Duration::from_secs(5);
+/// leader records itself in the placement within a pass or two (a pass is [`EVERY`]), and a
+/// decision made on the older word of it could move a leader twice. Where this node holds a
+/// replica of the group, its own replica's word is fresh at once. Two seconds let a node that
+/// came back to three nodes of 64 groups get its share (about ten moves from each of the
+/// others) within 30 s.
+const MOVE_PAUSE: Duration = Duration::from_secs(2);
 /// The replicas of each data group a bootstrap lays out.
 pub(crate) const DATA_REPLICAS: u32 = 3;
 
@@ -73,7 +77,7 @@ pub(crate) struct Launcher {
     pub signal: watch::Receiver<bool>,
 }
 
-/// A group started on this node: its shared state, its tasks (election gate, snapshot policy,
+/// A group started on this node: its shared state, its tasks (snapshot policy,
 /// timer), which end on the shutdown signal, and its group-commit task, which is aborted.
 pub(crate) struct Started {
     pub core: Arc<GroupCore>,
@@ -131,9 +135,10 @@ impl Launcher {
             elections_held_back: Default::default(),
             leader_commit: Default::default(),
             appends: Default::default(),
+            quiet: Default::default(),
+            quiet_leader_heard: Default::default(),
         });
         let tasks = vec![
-            tokio::spawn(gate::run(Arc::clone(&core), self.signal.clone())),
             tokio::spawn(snapshots::run(
                 core.raft.clone(),
                 core.reader.clone(),
@@ -350,7 +355,7 @@ async fn follow(
                 tracing::debug!(%group, error = %e, "cannot record this node as the leader yet");
             }
         }
-        if !entry.formed && entry.members.first() == Some(&me) {
+        if !entry.formed && entry.former(number) == Some(me) {
             form(&core, metadata, &entry.members, nodes, &launcher.signal).await;
         }
     }

@@ -30,7 +30,7 @@ use raftq_store::{GroupId, NodeId, TypeConfig};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::admission::{ClusterId, PeerStatus, PingAnswer, CLUSTER_HEADER};
+use crate::admission::{ClusterId, GroupPing, PeerStatus, PingAnswer, CLUSTER_HEADER};
 use crate::protocol::{Announced, PROTOCOL_HEADER};
 use crate::rpc::raft_client::RaftClient;
 use crate::rpc::Blob;
@@ -407,6 +407,22 @@ impl PeerClient {
             .await
             .ok()?;
         PingAnswer::decode(&reply).ok()
+    }
+
+    /// This peer's answer to a ping that names `groups`, and its answer for each of them
+    /// (`None` from a node of an earlier version, which answers for group 1 alone), if it
+    /// answers within `timeout`.
+    pub(crate) async fn ping_groups(
+        &mut self,
+        groups: &[GroupId],
+        timeout: Duration,
+    ) -> Option<(PingAnswer, Option<Vec<GroupPing>>)> {
+        let listed: Vec<u32> = groups.iter().map(|g| g.0).collect();
+        let reply = self
+            .call_for_bytes(Method::Ping, &listed, Some(timeout))
+            .await
+            .ok()?;
+        PingAnswer::decode_with_groups(&reply).ok()
     }
 
     /// This peer's status, if it answers a ping within `timeout`.

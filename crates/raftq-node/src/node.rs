@@ -27,7 +27,6 @@ use crate::admission::{Admission, Standing};
 use crate::clock::LeaderClock;
 use crate::config::NodeConfig;
 use crate::error::{Halted, NodeError, StartError};
-use crate::formation;
 use crate::groups::{self, Launcher};
 use crate::member::membership::{Change, ChangeResult};
 use crate::member::routing::LEADER_WAIT;
@@ -41,6 +40,7 @@ use crate::rpc::raft_server::RaftServer;
 use crate::service::{self, Delivery, PeerService};
 use crate::space::{self, Space, SpaceReading};
 use crate::tls::PeerTls;
+use crate::{formation, gate};
 
 /// How long shutdown waits for openraft's tasks to release the database.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
@@ -238,7 +238,7 @@ fn spawn_enrolment(
 }
 
 /// The tasks of the node as a whole: its peer service, its enrolment (see
-/// [`spawn_enrolment`]) and the readings of its disk's room.
+/// [`spawn_enrolment`]), the election gate of every group and the readings of its disk's room.
 fn spawn_node_tasks(
     core: &Arc<GroupCore>,
     groups: &Arc<Groups>,
@@ -256,6 +256,11 @@ fn spawn_node_tasks(
         signal.clone(),
     )];
     tasks.extend(spawn_enrolment(core, config, forming, signal));
+    tasks.push(tokio::spawn(gate::run(
+        Arc::clone(node),
+        Arc::clone(groups),
+        signal.clone(),
+    )));
     tasks.push(tokio::spawn(space::run(
         Arc::clone(&node.space),
         signal.clone(),
@@ -423,6 +428,12 @@ impl Node {
     #[cfg(feature = "testing")]
     pub fn raft_of(&self, group: GroupId) -> Result<Raft<TypeConfig>, NodeError> {
         Ok(self.group(group)?.raft.clone())
+    }
+
+    /// Whether this node leads `group` quietly (see `gate`), for tests of many groups.
+    #[cfg(feature = "testing")]
+    pub fn leads_quietly(&self, group: GroupId) -> Result<bool, NodeError> {
+        Ok(self.group(group)?.is_quiet())
     }
 
     /// Commits a command in `group` through its leader, as [`Node::write`] does in group 1.

@@ -31,7 +31,9 @@ use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use openraft::Vote;
 use raftq_store::{GroupId, NodeId, TypeConfig};
 
-use crate::admission::{LeaderContact, PeerCall, PingAnswer, Progress, Standing, CLUSTER_HEADER};
+use crate::admission::{
+    GroupPing, LeaderContact, PeerCall, PingAnswer, Progress, Standing, CLUSTER_HEADER,
+};
 use crate::error::NodeError;
 use crate::member::routing::{ForwardReply, Forwarded};
 use crate::member::{GroupCore, Groups, NodeCore};
@@ -49,6 +51,30 @@ pub(crate) struct PeerService {
 }
 
 impl PeerService {
+    /// What this node answers a ping of `group` with: its log, progress and leader contact in
+    /// the group, or none of them where it takes no part in it.
+    fn group_ping(&self, group: GroupId) -> Result<GroupPing, Status> {
+        let Some(core) = self.groups.get(group) else {
+            return Ok(GroupPing {
+                group: group.0,
+                last_log: None,
+                progress: Progress::default(),
+                leader: LeaderContact::NotHeard,
+                quiet: false,
+            });
+        };
+        let last_log = core
+            .last_log()
+            .map_err(|e| Status::internal(format!("cannot read the log: {e}")))?;
+        Ok(GroupPing {
+            group: group.0,
+            last_log,
+            progress: core.progress(),
+            leader: core.leader_contact(),
+            quiet: core.is_quiet(),
+        })
+    }
+
     /// The service of `node` and its `groups`.
     pub(crate) fn new(
         node: Arc<NodeCore>,
@@ -218,19 +244,23 @@ impl RaftRpc for PeerService {
     }
 
     async fn ping(&self, request: Request<Blob>) -> Result<Response<Blob>, Status> {
-        let group = self.groups.get(group_of(&request)?);
-        let last_log = match &group {
-            Some(core) => core
-                .last_log()
-                .map_err(|e| Status::internal(format!("cannot read the log: {e}")))?,
-            None => None,
+        let asked = self.group_ping(group_of(&request)?)?;
+        let status = self
+            .node
+            .admission
+            .status(self.node.clock.wall(), asked.last_log);
+        // The groups a ping names (none from a node of an earlier version, whose body is empty).
+        let listed = match request.get_ref().data.as_slice() {
+            [] => None,
+            data => Some(
+                postcard::from_bytes::<Vec<u32>>(data)
+                    .map_err(|e| Status::invalid_argument(format!("the groups pinged: {e}")))?
+                    .into_iter()
+                    .map(|group| self.group_ping(GroupId(group)))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
         };
-        let status = self.node.admission.status(self.node.clock.wall(), last_log);
-        let (progress, leader) = match &group {
-            Some(core) => (core.progress(), core.leader_contact()),
-            None => (Progress::default(), LeaderContact::NotHeard),
-        };
-        PingAnswer::encode(&status, &progress, &leader)
+        PingAnswer::encode(&status, &asked.progress, &asked.leader, listed.as_deref())
             .map(|data| Response::new(Blob { data }))
             .map_err(|e| Status::internal(format!("cannot encode reply: {e}")))
     }

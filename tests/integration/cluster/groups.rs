@@ -192,7 +192,7 @@ async fn groups_elect_replicate_and_keep_their_state_apart() {
 #[tokio::test]
 async fn a_leader_cut_off_loses_only_the_groups_it_led() {
     timeout(Duration::from_secs(90), async {
-        let cluster = Cluster::start_groups(3, GROUPS).await;
+        let cluster = Cluster::start_spread().await;
         let mut leaders = BTreeMap::new();
         for group in every_group() {
             leaders.insert(group, cluster.leader_of(group).await);
@@ -219,6 +219,92 @@ async fn a_leader_cut_off_loses_only_the_groups_it_led() {
         assert!(applied.is_some());
         let stats = stats_in(cluster.node(away), GroupId(2), "after").await;
         assert!(stats.is_some(), "the node back has group 2's queue");
+    })
+    .await
+    .expect("within the time bound");
+}
+
+impl Cluster {
+    /// Waits until the leader of every group leads it quietly or, with `quiet` false, until
+    /// `group`'s leader does not; returns every group's leader.
+    async fn quiet(&self, groups: &[GroupId], quiet: bool) -> BTreeMap<GroupId, u64> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut leaders = BTreeMap::new();
+            for group in groups {
+                let leader = self.leader_of(*group).await;
+                let led = self.node(leader).leads_quietly(*group);
+                if led.expect("the leader takes part") == quiet {
+                    leaders.insert(*group, leader);
+                }
+            }
+            if leaders.len() == groups.len() {
+                return leaders;
+            }
+            assert!(Instant::now() < deadline, "quiet {quiet}: only {leaders:?}");
+            sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Three nodes of [`GROUPS`] groups, once every group is formed and the leaders are spread
+    /// (one group a node), after which they stay where they are.
+    async fn start_spread() -> Cluster {
+        let cluster = Cluster::start_groups(3, GROUPS).await;
+        cluster.formed(1).await;
+        cluster.spread(GROUPS, 1, 1).await;
+        cluster
+    }
+
+    /// Every running node's term in each of `groups`.
+    fn terms(&self, groups: &[GroupId]) -> Vec<u64> {
+        let rafts = groups
+            .iter()
+            .flat_map(|group| self.nodes.values().filter_map(|n| n.raft_of(*group).ok()));
+        rafts
+            .map(|raft| raft.metrics().borrow().current_term)
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn idle_groups_are_led_quietly_and_a_quiet_leader_cut_off_is_replaced() {
+    timeout(Duration::from_secs(90), async {
+        let cluster = Cluster::start_spread().await;
+        fill(&cluster, 1, 2).await;
+        let groups: Vec<GroupId> = every_group().collect();
+        let leaders = cluster.quiet(&groups, true).await;
+        // With no heartbeats, the followers hear their quiet leaders through their pings: no
+        // one stands, and every group keeps its term and its leader.
+        let terms = cluster.terms(&groups);
+        sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            cluster.terms(&groups),
+            terms,
+            "a quiet group held an election"
+        );
+        assert_eq!(cluster.quiet(&groups, true).await, leaders);
+        // An entry brings the heartbeats back, and is read back from every replica.
+        let node = cluster.node(1);
+        node.write_in(GroupId(2), plain("q2", "woke"))
+            .await
+            .expect("a send to a quiet group");
+        cluster.quiet(&[GroupId(2)], false).await;
+        cluster.converged_in(GroupId(2), 3).await;
+        let stats = stats_in(cluster.node(leaders[&GroupId(2)]), GroupId(2), "q2").await;
+        assert_eq!(stats.expect("q2").visible, 3);
+        // A quiet leader cut off stops answering pings: its followers stand as they would
+        // without its heartbeats, and elect another that takes writes.
+        cluster.quiet(&groups, true).await;
+        let away = leaders[&GroupId(3)];
+        isolate(&cluster, away, true);
+        let successor = cluster.leader_apart_from(GroupId(3), Some(away)).await;
+        assert_ne!(successor, away);
+        let via = cluster.node(successor);
+        via.write_in(GroupId(3), plain("q3", "after"))
+            .await
+            .expect("a send to the new leader");
+        isolate(&cluster, away, false);
+        cluster.converged_in(GroupId(3), 3).await;
     })
     .await
     .expect("within the time bound");

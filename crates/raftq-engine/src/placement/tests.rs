@@ -54,6 +54,27 @@ fn members(placement: &Placement, group: GroupNumber) -> Vec<NodeId> {
 }
 
 #[test]
+fn the_groups_formers_and_so_their_first_leaders_are_spread_over_the_nodes() {
+    for (groups, size) in [(9, 3), (64, 3), (15, 5), (4, 5)] {
+        let placement = laid_out(groups, size);
+        let mut formed_by: BTreeMap<NodeId, u32> = BTreeMap::new();
+        for (number, entry) in placement.groups() {
+            let former = entry.former(*number).expect("a former");
+            assert!(
+                entry.members.contains(&former),
+                "{number} formed by {former}"
+            );
+            *formed_by.entry(former).or_default() += 1;
+        }
+        let most = formed_by.values().max().copied().unwrap_or(0);
+        assert!(
+            most <= groups.div_ceil(size as u32) + 1,
+            "{groups} groups over {size} nodes formed as {formed_by:?}"
+        );
+    }
+}
+
+#[test]
 fn bootstrap_lays_the_metadata_group_on_every_node_and_the_data_groups_round_robin() {
     let three = laid_out(9, 3);
     for group in 1..=9 {

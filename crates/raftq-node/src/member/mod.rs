@@ -9,7 +9,8 @@
 //! `GroupCore`'s methods live by concern, one file each:
 //! - here: proposing (`propose`), the group's last log id (`last_log`), what this node knows of
 //!   the group's leader and members (`current_leader`, `is_leader`, `is_member`, `members`) and
-//!   of the leader's appends (`note_append`, `last_append`, `appending_for`);
+//!   of the leader's appends (`note_append`, `last_append`, `appending_for`) and of a leader
+//!   leading quietly (`last_heard`, `note_quiet_leader`, `is_quiet`);
 //! - [`routing`]: a client request served here or at the leader (`route`, `serve_local`,
 //!   `forward`, `forwarder`, `serve_forwarded`, `member_addr`, `cut_off_from`), and the request
 //!   kinds ([`routing::Routed`]);
@@ -100,6 +101,12 @@ pub(crate) struct GroupCore {
     /// Since when a leader's appends and heartbeats have been reaching this node without a gap
     /// longer than [`APPENDING`], and when the last one came.
     pub appends: RwLock<Option<(Instant, Instant)>>,
+    /// Set while this node leads the group quietly: no heartbeats while no entry comes and
+    /// every member has all it committed (see `gate`).
+    pub quiet: AtomicBool,
+    /// When the group's leader, as this node knows it, last answered its ping as leading
+    /// quietly: that answer stands in for the heartbeats it does not send.
+    pub quiet_leader_heard: RwLock<Option<Instant>>,
 }
 
 /// The Raft groups this node takes part in, by id (in order, so that whatever goes over them
@@ -271,6 +278,25 @@ impl GroupCore {
             .ok()
             .and_then(|a| *a)
             .map(|(_, last)| last)
+    }
+
+    /// When this node last heard its leader: its last append or heartbeat, or its last answer
+    /// to a ping as leading quietly, whichever came later.
+    pub(crate) fn last_heard(&self) -> Option<Instant> {
+        let quietly = self.quiet_leader_heard.read().ok().and_then(|at| *at);
+        self.last_append().max(quietly)
+    }
+
+    /// Records that the leader answered a ping at `at` as leading quietly.
+    pub(crate) fn note_quiet_leader(&self, at: Instant) {
+        if let Ok(mut heard) = self.quiet_leader_heard.write() {
+            *heard = (*heard).max(Some(at));
+        }
+    }
+
+    /// Whether this node leads the group quietly now.
+    pub(crate) fn is_quiet(&self) -> bool {
+        self.quiet.load(Ordering::Relaxed) && self.is_leader()
     }
 
     /// Whether a leader's appends have been reaching this node, without a gap, for at least

@@ -175,12 +175,13 @@ impl GroupCore {
     }
 
     /// How lately this node heard from a leader, as it answers a ping: from the appends it
-    /// received, never by asking the Raft core (see [`GroupCore::progress`]).
+    /// received and the quiet leader's answers to its pings, never by asking the Raft core (see
+    /// [`GroupCore::progress`]).
     pub(crate) fn leader_contact(&self) -> LeaderContact {
         if self.is_leader() {
             return LeaderContact::Leading;
         }
-        match self.last_append() {
+        match self.last_heard() {
             Some(at) => LeaderContact::HeardMsAgo(
                 u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX),
             ),
