@@ -438,20 +438,14 @@ async fn sqs_sdk_sends_receives_and_deletes_with_digests() {
         assert!(empty.messages.is_none(), "{empty:?}");
 
         // Bad input changes nothing: a body SQS cannot carry, too many messages asked for.
-        let control = client
+        let send_control = client
             .send_message()
             .queue_url(&url)
-            .message_body("a\u{1}b")
-            .send()
-            .await;
-        assert_eq!(code(control), "InvalidMessageContents");
-        let eleven = client
-            .receive_message()
-            .queue_url(&url)
-            .max_number_of_messages(11)
-            .send()
-            .await;
-        assert_eq!(code(eleven), "InvalidParameterValue");
+            .message_body("a\u{1}b");
+        assert_eq!(code(send_control.send().await), "InvalidMessageContents");
+        let receive_eleven = client.receive_message().queue_url(&url);
+        let receive_eleven = receive_eleven.max_number_of_messages(11).send().await;
+        assert_eq!(code(receive_eleven), "InvalidParameterValue");
 
         // Typed attributes round-trip exactly, with their digest.
         let number = MessageAttributeValue::builder()
@@ -974,38 +968,22 @@ async fn sqs_sdk_batches_report_partial_failures() {
                 ("dedup", "InvalidParameterValue", true)
             ]
         );
-        let repeated = client
-            .send_message_batch()
-            .queue_url(&url)
-            .entries(entry("a", "1"))
-            .entries(entry("a", "2"))
-            .send()
-            .await;
-        assert_eq!(
-            code(repeated),
-            "AWS.SimpleQueueService.BatchEntryIdsNotDistinct"
-        );
-        let none = client
-            .send_message_batch()
-            .queue_url(&url)
-            .set_entries(Some(vec![]))
-            .send()
-            .await;
-        assert_eq!(code(none), "AWS.SimpleQueueService.EmptyBatchRequest");
-        let bad_id = client
-            .send_message_batch()
-            .queue_url(&url)
-            .entries(entry("a b", "1"))
-            .send()
-            .await;
-        assert_eq!(code(bad_id), "AWS.SimpleQueueService.InvalidBatchEntryId");
-        let eleven = (0..11).fold(client.send_message_batch().queue_url(&url), |r, i| {
-            r.entries(entry(&format!("e{i}"), "x"))
-        });
-        assert_eq!(
-            code(eleven.send().await),
-            "AWS.SimpleQueueService.TooManyEntriesInBatchRequest"
-        );
+        // Batches refused whole: their entries, and the code of each.
+        let eleven = (0..11).map(|i| entry(&format!("e{i}"), "x")).collect();
+        let refused = [
+            (
+                vec![entry("a", "1"), entry("a", "2")],
+                "BatchEntryIdsNotDistinct",
+            ),
+            (vec![], "EmptyBatchRequest"),
+            (vec![entry("a b", "1")], "InvalidBatchEntryId"),
+            (eleven, "TooManyEntriesInBatchRequest"),
+        ];
+        for (entries, refusal) in refused {
+            let batch = client.send_message_batch().queue_url(&url);
+            let answer = batch.set_entries(Some(entries)).send().await;
+            assert_eq!(code(answer), format!("AWS.SimpleQueueService.{refusal}"));
+        }
 
         let received = receive_ten(client, &url).await;
         let receipts: Vec<String> = received
@@ -1196,18 +1174,22 @@ async fn sqs_sdk_keeps_fifo_order_and_deduplicates() {
     .await;
 }
 
+/// A dead-letter queue `dead` and a queue `work` that moves a message to it after
+/// `max_receive_count` receives: the URL and ARN of `dead`, and the URL of `work`.
+async fn redriven(client: &Client, max_receive_count: u32) -> (String, String, String) {
+    let dlq = create(client, "dead", &[]).await;
+    let dlq_arn = format!("arn:aws:sqs:local:{DEV}:dead");
+    let policy =
+        format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"{max_receive_count}"}}"#);
+    let redrive = [(QueueAttributeName::RedrivePolicy, policy.as_str())];
+    let source = create(client, "work", &redrive).await;
+    (dlq, dlq_arn, source)
+}
+
 #[tokio::test]
 async fn sqs_sdk_redrives_to_a_dead_letter_queue() {
     with_node(async |_serving, client| {
-        let dlq = create(client, "dead", &[]).await;
-        let dlq_arn = format!("arn:aws:sqs:local:{DEV}:dead");
-        let policy = format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"2"}}"#);
-        let source = create(
-            client,
-            "work",
-            &[(QueueAttributeName::RedrivePolicy, policy.as_str())],
-        )
-        .await;
+        let (dlq, dlq_arn, source) = redriven(client, 2).await;
         let redrive = QueueAttributeName::RedrivePolicy;
         let attrs = queue_attributes(client, &source, std::slice::from_ref(&redrive)).await;
         let shown: serde_json::Value = serde_json::from_str(&attrs[&redrive]).unwrap();
@@ -1215,12 +1197,8 @@ async fn sqs_sdk_redrives_to_a_dead_letter_queue() {
             shown,
             serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 2})
         );
-        let sources = client
-            .list_dead_letter_source_queues()
-            .queue_url(&dlq)
-            .send()
-            .await
-            .unwrap();
+        let sources = client.list_dead_letter_source_queues().queue_url(&dlq);
+        let sources = sources.send().await.unwrap();
         assert_eq!(sources.queue_urls(), std::slice::from_ref(&source));
 
         let sent = send(client, &source, "poison").await;
@@ -1287,59 +1265,33 @@ async fn bodies(client: &Client, url: &str) -> Vec<String> {
 #[tokio::test]
 async fn sqs_sdk_moves_dead_letters_back() {
     with_node(async |_serving, client| {
-        create(client, "dead", &[]).await;
-        let dlq_arn = format!("arn:aws:sqs:local:{DEV}:dead");
-        let policy = format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"1"}}"#);
-        let source = create(
-            client,
-            "work",
-            &[(QueueAttributeName::RedrivePolicy, policy.as_str())],
-        )
-        .await;
+        let (_, dlq_arn, source) = redriven(client, 1).await;
         dead_letter(client, &source, &["a", "b", "c"]).await;
-        let listed = client
-            .list_message_move_tasks()
-            .source_arn(&dlq_arn)
-            .send()
-            .await
-            .unwrap();
+        // The dead-letter queue's move tasks, as ListMessageMoveTasks lists them by default.
+        let tasks = async || {
+            let listed = client.list_message_move_tasks().source_arn(&dlq_arn);
+            listed.send().await.expect("move tasks")
+        };
+        let listed = tasks().await;
         assert!(listed.results().is_empty(), "{listed:?}");
 
         // Bad requests change nothing.
-        let too_fast = client
-            .start_message_move_task()
-            .source_arn(&dlq_arn)
-            .max_number_of_messages_per_second(501)
-            .send()
-            .await;
-        assert_eq!(code(too_fast), "InvalidParameterValue");
-        let missing = client
-            .start_message_move_task()
-            .source_arn(format!("arn:aws:sqs:local:{DEV}:nowhere"))
-            .send()
-            .await;
-        assert_eq!(code(missing), "ResourceNotFoundException");
-        let too_many = client
-            .list_message_move_tasks()
-            .source_arn(&dlq_arn)
-            .max_results(11)
-            .send()
-            .await;
-        assert_eq!(code(too_many), "InvalidParameterValue");
         create(client, "ordered.fifo", &[]).await;
-        let other_type = client
-            .start_message_move_task()
-            .source_arn(&dlq_arn)
-            .destination_arn(format!("arn:aws:sqs:local:{DEV}:ordered.fifo"))
-            .send()
-            .await;
-        assert_eq!(code(other_type), "InvalidParameterValue");
-        let unknown = client
-            .cancel_message_move_task()
-            .task_handle(uuid::Uuid::new_v4().to_string())
-            .send()
-            .await;
-        assert_eq!(code(unknown), "ResourceNotFoundException");
+        let nowhere = format!("arn:aws:sqs:local:{DEV}:nowhere");
+        let other_type = format!("arn:aws:sqs:local:{DEV}:ordered.fifo");
+        let unknown = uuid::Uuid::new_v4().to_string();
+        let start = || client.start_message_move_task().source_arn(&dlq_arn);
+        #[rustfmt::skip]
+        let refusals = [
+            ("too fast", code(start().max_number_of_messages_per_second(501).send().await), "InvalidParameterValue"),
+            ("a missing source", code(client.start_message_move_task().source_arn(&nowhere).send().await), "ResourceNotFoundException"),
+            ("too many listed", code(client.list_message_move_tasks().source_arn(&dlq_arn).max_results(11).send().await), "InvalidParameterValue"),
+            ("a destination of another type", code(start().destination_arn(&other_type).send().await), "InvalidParameterValue"),
+            ("an unknown task", code(client.cancel_message_move_task().task_handle(&unknown).send().await), "ResourceNotFoundException"),
+        ];
+        for (what, got, expected) in refusals {
+            assert_eq!(got, expected, "{what}");
+        }
 
         // Each dead letter goes back to its source.
         let handle = client
@@ -1352,12 +1304,7 @@ async fn sqs_sdk_moves_dead_letters_back() {
             .expect("a task handle");
         let deadline = Instant::now() + Duration::from_secs(10);
         let task = loop {
-            let listed = client
-                .list_message_move_tasks()
-                .source_arn(&dlq_arn)
-                .send()
-                .await
-                .unwrap();
+            let listed = tasks().await;
             let [task] = listed.results() else {
                 panic!("one task: {listed:?}")
             };
@@ -1412,12 +1359,8 @@ async fn sqs_sdk_moves_dead_letters_back() {
                 Some("There is already a task running. Only one active task is allowed for a source queue arn at a given time.")
             )
         );
-        let cancelled = client
-            .cancel_message_move_task()
-            .task_handle(&handle)
-            .send()
-            .await
-            .unwrap();
+        let cancel = client.cancel_message_move_task().task_handle(&handle);
+        let cancelled = cancel.send().await.unwrap();
         assert!(cancelled.approximate_number_of_messages_moved() < 3);
         let listed = client
             .list_message_move_tasks()
