@@ -12,8 +12,8 @@ use raftq_api::Keys;
 use serde_json::{json, Map, Value};
 use tokio::time::{sleep, Instant};
 
-use crate::front::{is_rfc3339_utc, refused, rfc3339_in, Front, Kind, Op};
-use crate::serving::{bounded, two_accounts, Serving};
+use crate::front::{is_rfc3339_utc, refused, rfc3339_in, Front, Kind, Op, Served};
+use crate::serving::{two_accounts, Serving};
 
 /// Runs `scenario` within the time bound through the front `kind` of the node that `serving`
 /// starts, then stops both.
@@ -22,21 +22,19 @@ async fn run(
     serving: impl Future<Output = Serving>,
     scenario: impl AsyncFnOnce(&Front),
 ) {
-    let front = Front::start(kind, serving.await).await;
-    bounded(scenario(&front)).await;
-    front.shutdown().await;
+    Front::start(kind, serving.await).await.run(scenario).await;
 }
 
 /// One module per scenario with one test per front, `rest` and `grpc`, each on the node that
-/// `serving` starts.
+/// its group's `serving` starts.
 macro_rules! on_both_fronts {
-    ($($scenario:ident: $serving:expr;)*) => {$(
+    ($($serving:expr => [$($scenario:ident),* $(,)?])*) => {$($(
         mod $scenario {
             use super::*;
             on_both_fronts!(@test rest, Rest, $scenario, $serving);
             on_both_fronts!(@test grpc, Grpc, $scenario, $serving);
         }
-    )*};
+    )*)*};
     (@test $test:ident, $kind:ident, $scenario:ident, $serving:expr) => {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $test() {
@@ -46,30 +44,36 @@ macro_rules! on_both_fronts {
 }
 
 on_both_fronts! {
-    queues_are_created_read_listed_patched_and_deleted_by_any_reference: Serving::start(Keys::open());
-    redrive_policies_bind_list_block_deletion_move_and_detach: Serving::start(Keys::open());
-    messages_are_sent_received_leased_peeked_and_acknowledged: Serving::start(Keys::open());
-    fifo_sends_need_ids_deduplicate_and_carry_sequence_numbers: Serving::start(Keys::open());
-    batch_sends_answer_each_entry: Serving::start(Keys::open());
-    acks_answer_each_receipt: Serving::start(Keys::open());
-    bad_input_is_refused_naming_the_field: Serving::start(Keys::open());
-    unknown_queues_are_not_found: Serving::start(Keys::open());
-    oversize_messages_are_refused_and_the_largest_fit: Serving::start(Keys::open());
-    api_keys_separate_accounts: Serving::start(two_accounts());
-    long_polls_wake_on_a_send_and_end_at_their_deadline: Serving::start(Keys::open());
-    peek_pages_purge_empties_and_stats_count: Serving::start(Keys::open());
-    the_cluster_reports_the_node: Serving::start(Keys::open());
-    a_cluster_without_quorum_is_unavailable: Serving::without_quorum(Keys::open());
-    admin_keys_see_the_cluster_details_and_every_account: Serving::start(two_accounts());
-    only_admin_keys_change_membership_and_bad_changes_are_refused: Serving::start(two_accounts());
-    fair_queues_serve_quiet_tenants_first_and_leases_end_with_a_backoff: Serving::start(Keys::open());
-    move_tasks_count_move_back_filter_cancel_and_refuse_bad_input: Serving::start(Keys::open());
-    typed_attributes_round_trip_and_plain_ones_keep_their_shape: Serving::start(Keys::open());
-    tags_default_waits_and_modified_at_are_queue_settings: Serving::start(Keys::open());
-    fifo_receive_attempts_replay_their_answer: Serving::start(Keys::open());
-    fifo_queues_deduplicate_per_queue_or_per_message_group: Serving::start(Keys::open());
-    arns_name_queues_and_other_accounts_arns_are_refused: Serving::start(two_accounts());
-    priorities_order_deliveries_and_scheduled_messages_are_listed_and_cancelled: Serving::start(Keys::open());
+    Serving::start(Keys::open()) => [
+        queues_are_created_read_listed_patched_and_deleted_by_any_reference,
+        redrive_policies_bind_list_block_deletion_move_and_detach,
+        messages_are_sent_received_leased_peeked_and_acknowledged,
+        fifo_sends_need_ids_deduplicate_and_carry_sequence_numbers,
+        batch_sends_answer_each_entry,
+        acks_answer_each_receipt,
+        bad_input_is_refused_naming_the_field,
+        unknown_queues_are_not_found,
+        oversize_messages_are_refused_and_the_largest_fit,
+        long_polls_wake_on_a_send_and_end_at_their_deadline,
+        peek_pages_purge_empties_and_stats_count,
+        the_cluster_reports_the_node,
+        fair_queues_serve_quiet_tenants_first_and_leases_end_with_a_backoff,
+        move_tasks_count_move_back_filter_cancel_and_refuse_bad_input,
+        typed_attributes_round_trip_and_plain_ones_keep_their_shape,
+        tags_default_waits_and_modified_at_are_queue_settings,
+        fifo_receive_attempts_replay_their_answer,
+        fifo_queues_deduplicate_per_queue_or_per_message_group,
+        priorities_order_deliveries_and_scheduled_messages_are_listed_and_cancelled,
+    ]
+    Serving::start(two_accounts()) => [
+        api_keys_separate_accounts,
+        admin_keys_see_the_cluster_details_and_every_account,
+        only_admin_keys_change_membership_and_bad_changes_are_refused,
+        arns_name_queues_and_other_accounts_arns_are_refused,
+    ]
+    Serving::without_quorum(Keys::open()) => [
+        a_cluster_without_quorum_is_unavailable,
+    ]
 }
 
 /// The string `name` of each of `items`.
@@ -482,88 +486,29 @@ async fn bad_input_is_refused_naming_the_field(api: &Front) {
         Op::ChangeLease("v"),
         Op::Peek("v"),
     );
+    #[rustfmt::skip]
     let cases = [
         (create, json!({}), "name"),
         (create, json!({"name": ""}), "name"),
         (create, json!({"name": "bad name"}), "name"),
         (create, json!({"name": "q", "type": "fifo"}), "type"),
-        (
-            create,
-            json!({"name": "q", "lease_seconds": -1}),
-            "lease_seconds",
-        ),
-        (
-            create,
-            json!({"name": "q", "lease_seconds": 43201}),
-            "lease_seconds",
-        ),
-        (
-            create,
-            json!({"name": "q", "retention_seconds": 59}),
-            "retention_seconds",
-        ),
-        (
-            create,
-            json!({"name": "q", "max_message_bytes": 0}),
-            "max_message_bytes",
-        ),
-        (
-            create,
-            json!({"name": "q", "delay_seconds": 901}),
-            "delay_seconds",
-        ),
-        (
-            create,
-            json!({"name": "q", "content_based_deduplication": true}),
-            "content_based_deduplication",
-        ),
-        (
-            create,
-            json!({"name": "q", "redrive_policy": {"dead_letter_target": "v"}}),
-            "redrive_policy.max_receive_count",
-        ),
-        (
-            create,
-            json!({"name": "q", "redrive_policy": {"max_receive_count": 3}}),
-            "redrive_policy.dead_letter_target",
-        ),
-        (
-            create,
-            json!({"name": "q", "redrive_policy": {"dead_letter_target": "v", "max_receive_count": 0}}),
-            "redrive_policy.max_receive_count",
-        ),
-        (
-            create,
-            json!({"name": "q", "redrive_policy": {"dead_letter_target": "missing", "max_receive_count": 3}}),
-            "redrive_policy.dead_letter_target",
-        ),
-        (
-            create,
-            json!({"name": "q", "redrive_allow_policy": {}}),
-            "redrive_allow_policy.permission",
-        ),
-        (
-            create,
-            json!({"name": "q", "redrive_allow_policy": {"permission": "some"}}),
-            "redrive_allow_policy.permission",
-        ),
+        (create, json!({"name": "q", "lease_seconds": -1}), "lease_seconds"),
+        (create, json!({"name": "q", "lease_seconds": 43201}), "lease_seconds"),
+        (create, json!({"name": "q", "retention_seconds": 59}), "retention_seconds"),
+        (create, json!({"name": "q", "max_message_bytes": 0}), "max_message_bytes"),
+        (create, json!({"name": "q", "delay_seconds": 901}), "delay_seconds"),
+        (create, json!({"name": "q", "content_based_deduplication": true}), "content_based_deduplication"),
+        (create, json!({"name": "q", "redrive_policy": {"dead_letter_target": "v"}}), "redrive_policy.max_receive_count"),
+        (create, json!({"name": "q", "redrive_policy": {"max_receive_count": 3}}), "redrive_policy.dead_letter_target"),
+        (create, json!({"name": "q", "redrive_policy": {"dead_letter_target": "v", "max_receive_count": 0}}), "redrive_policy.max_receive_count"),
+        (create, json!({"name": "q", "redrive_policy": {"dead_letter_target": "missing", "max_receive_count": 3}}), "redrive_policy.dead_letter_target"),
+        (create, json!({"name": "q", "redrive_allow_policy": {}}), "redrive_allow_policy.permission"),
+        (create, json!({"name": "q", "redrive_allow_policy": {"permission": "some"}}), "redrive_allow_policy.permission"),
         (send, json!({}), "body"),
         (send, json!({"body": ""}), "body"),
-        (
-            send,
-            json!({"body": "x", "delay_seconds": 901}),
-            "delay_seconds",
-        ),
-        (
-            send,
-            json!({"body": "x", "message_group_id": ""}),
-            "message_group_id",
-        ),
-        (
-            send,
-            json!({"body": "x", "message_deduplication_id": "d"}),
-            "message_deduplication_id",
-        ),
+        (send, json!({"body": "x", "delay_seconds": 901}), "delay_seconds"),
+        (send, json!({"body": "x", "message_group_id": ""}), "message_group_id"),
+        (send, json!({"body": "x", "message_deduplication_id": "d"}), "message_deduplication_id"),
         (batch, json!({}), "entries"),
         (receive, json!({"max_messages": 0}), "max_messages"),
         (receive, json!({"max_messages": 11}), "max_messages"),
@@ -574,16 +519,8 @@ async fn bad_input_is_refused_naming_the_field(api: &Front) {
         (ack, json!({"receipts": []}), "receipts"),
         (lease, json!({"receipt": "x"}), "lease_seconds"),
         (lease, json!({"lease_seconds": 5}), "receipt"),
-        (
-            lease,
-            json!({"receipt": "bogus", "lease_seconds": 5}),
-            "receipt",
-        ),
-        (
-            lease,
-            json!({"receipt": "bogus", "lease_seconds": 43201}),
-            "lease_seconds",
-        ),
+        (lease, json!({"receipt": "bogus", "lease_seconds": 5}), "receipt"),
+        (lease, json!({"receipt": "bogus", "lease_seconds": 43201}), "lease_seconds"),
         (peek, json!({"limit": 0}), "limit"),
         (peek, json!({"limit": 101}), "limit"),
     ];
@@ -711,40 +648,38 @@ async fn long_polls_wake_on_a_send_and_end_at_their_deadline(api: &Front) {
         index.unwrap_or(0)
     };
 
+    // A receive of `lp` that waits up to `wait_seconds`, with a send of `body` to `queue` 300 ms
+    // after it starts: what the receive got, what the send answered, how long the receive
+    // waited and how many log entries were appended meanwhile.
+    let poll_with_send = async |wait_seconds: u64, queue: &str, body: &str| {
+        let log_before = last_log_index();
+        let started = Instant::now();
+        let poll = api.receive("lp", json!({"wait_seconds": wait_seconds}));
+        let send = async {
+            sleep(Duration::from_millis(300)).await;
+            api.send(queue, json!({"body": body})).await
+        };
+        let (got, sent) = tokio::join!(poll, send);
+        let waited = started.elapsed();
+        (got, sent, waited, last_log_index() - log_before)
+    };
+
     // A send to another queue does not end the wait, and waiting adds no log entries beyond
     // the parked receive and the tick at its deadline.
-    let log_before = last_log_index();
-    let started = Instant::now();
-    let poll = api.receive("lp", json!({"wait_seconds": 1}));
-    let other = async {
-        sleep(Duration::from_millis(300)).await;
-        api.send("elsewhere", json!({"body": "not for lp"})).await
-    };
-    let (got, _) = tokio::join!(poll, other);
-    let waited = started.elapsed();
+    let (got, _, waited, entries) = poll_with_send(1, "elsewhere", "not for lp").await;
     assert!(got.is_empty());
     assert!(waited >= Duration::from_millis(950), "{waited:?}");
     assert!(waited < Duration::from_secs(3), "{waited:?}");
-    let entries = last_log_index() - log_before;
     assert!(entries <= 3, "{entries} entries while one poll waited");
 
     // The send's own entry answers the poll: two entries, the parked receive and the send.
-    let log_before = last_log_index();
-    let started = Instant::now();
-    let poll = api.receive("lp", json!({"wait_seconds": 10}));
-    let send = async {
-        sleep(Duration::from_millis(300)).await;
-        api.send("lp", json!({"body": "wake"})).await
-    };
-    let (got, sent) = tokio::join!(poll, send);
-    let waited = started.elapsed();
+    let (got, sent, waited, entries) = poll_with_send(10, "lp", "wake").await;
     assert_eq!(got.len(), 1);
     assert_eq!(got[0]["message_id"], sent["message_id"]);
     assert_eq!(got[0]["body"], "wake");
     assert_eq!(got[0]["receive_count"], 1);
     assert!(waited >= Duration::from_millis(300), "{waited:?}");
     assert!(waited < Duration::from_secs(3), "{waited:?}");
-    let entries = last_log_index() - log_before;
     assert!(
         entries <= 2,
         "{entries} entries: a parked receive, the send that answered it"
@@ -1236,27 +1171,12 @@ async fn typed_attributes_round_trip_and_plain_ones_keep_their_shape(api: &Front
     assert_eq!(got[1]["attributes"], json!({"k": "v"}));
     assert!(got[1].get("attribute_types").is_none(), "{}", got[1]);
 
+    #[rustfmt::skip]
     let cases = [
-        (
-            json!({"Bin": "not base64!"}),
-            json!({"Bin": "Binary"}),
-            "attributes.Bin",
-        ),
-        (
-            json!({"n": "1.2.3"}),
-            json!({"n": "Number"}),
-            "attributes.n",
-        ),
-        (
-            json!({"n": "1"}),
-            json!({"n": "Integer"}),
-            "attribute_types.n",
-        ),
-        (
-            json!({"n": "1"}),
-            json!({"m": "Number"}),
-            "attribute_types.m",
-        ),
+        (json!({"Bin": "not base64!"}), json!({"Bin": "Binary"}), "attributes.Bin"),
+        (json!({"n": "1.2.3"}), json!({"n": "Number"}), "attributes.n"),
+        (json!({"n": "1"}), json!({"n": "Integer"}), "attribute_types.n"),
+        (json!({"n": "1"}), json!({"m": "Number"}), "attribute_types.m"),
     ];
     for (attributes, types, field) in cases {
         let body = json!({"body": "b", "attributes": attributes, "attribute_types": types});

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::process::{cli, free_addr, ok, serve_with, Server, BIN};
+use crate::process::{bodies, cli, free_addr, ok, serve_with, Server, BIN};
 
 /// `raftq restore` of `backup` into `data_dir` for a node at `raft_addr`: its JSON answer, or
 /// its stderr.
@@ -178,13 +178,11 @@ fn a_restore_reproduces_the_backed_up_state_and_refuses_a_damaged_file() {
     assert_eq!(restored["state_digest"], restored["backup_digest"]);
     let node = serve_restored(&data, &raft);
     let orders = ok(&node, &["receive", "orders.fifo", "--max", "10"]);
-    let bodies: Vec<&str> = orders["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter_map(|m| m["body"].as_str())
-        .collect();
-    assert_eq!(bodies, ["o1", "o2"], "in order, the duplicate still known");
+    assert_eq!(
+        bodies(&orders),
+        ["o1", "o2"],
+        "in order, the duplicate still known"
+    );
     let duplicate = ok(
         &node,
         &[

@@ -25,7 +25,7 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
 use crate::protojson;
-use crate::serving::Serving;
+use crate::serving::{bounded, Serving};
 
 /// One operation of the API, with the queue it names (and the task, for `CancelMoveTask`). Its
 /// input is the JSON body of the REST request, or for `ListQueues` (`prefix`), `Peek` (`limit`,
@@ -205,12 +205,26 @@ fn enc(text: &str) -> String {
         .collect()
 }
 
-/// Stops `serving` once the last front over it is gone (a client left open would hold it up).
-async fn stop(serving: Arc<Serving>) {
+/// Closes a front's `client`, then stops `serving` once the last front over it is gone (a client
+/// left open would hold it up).
+async fn stop(serving: Arc<Serving>, client: impl Sized) {
+    drop(client);
     Arc::into_inner(serving)
         .expect("no copy of the front outlives its test")
         .shutdown()
         .await;
+}
+
+/// A front over a served node, which stops the node with it.
+pub trait Served: Sized {
+    /// Closes the front's client and stops the node.
+    async fn shutdown(self);
+
+    /// Runs `test` against this front, bounded in time, then stops it.
+    async fn run(self, test: impl AsyncFnOnce(&Self)) {
+        bounded(test(&self)).await;
+        self.shutdown().await;
+    }
 }
 
 /// Which front a test goes through.
@@ -281,9 +295,10 @@ impl Front {
     pub async fn stats(&self, queue: &str) -> Value {
         self.ok(Op::Stats(queue), Value::Null).await
     }
+}
 
-    /// Closes the front's client and stops the node.
-    pub async fn shutdown(self) {
+impl Served for Front {
+    async fn shutdown(self) {
         match self {
             Front::Rest(rest) => rest.shutdown().await,
             Front::Grpc(grpc) => grpc.shutdown().await,
@@ -349,12 +364,10 @@ impl Rest {
         }
     }
 
-    pub async fn shutdown(self) {
-        let Rest {
-            serving, client, ..
-        } = self;
-        drop(client);
-        stop(serving).await;
+    /// Runs `test` against a node served with `keys`, bounded in time; the node is stopped
+    /// afterwards.
+    pub async fn test(keys: Keys, test: impl AsyncFnOnce(&Rest)) {
+        Rest::start(keys).await.run(test).await;
     }
 
     /// Sends `body` as it is, with `key` if any.
@@ -493,6 +506,12 @@ impl Rest {
     }
 }
 
+impl Served for Rest {
+    async fn shutdown(self) {
+        stop(self.serving, self.client).await;
+    }
+}
+
 /// No body, for a route that takes no input.
 fn no_input(input: Value) -> Value {
     assert_eq!(input, Value::Null, "this operation takes no input");
@@ -590,11 +609,15 @@ impl Grpc {
         Ok(protojson::call(self.client(), op, input).await?)
     }
 
-    pub async fn shutdown(self) {
-        let Grpc {
-            serving, channel, ..
-        } = self;
-        drop(channel);
-        stop(serving).await;
+    /// Runs `test` against a node served with `keys`, bounded in time; the node is stopped
+    /// afterwards.
+    pub async fn test(keys: Keys, test: impl AsyncFnOnce(&Grpc)) {
+        Grpc::start(keys).await.run(test).await;
+    }
+}
+
+impl Served for Grpc {
+    async fn shutdown(self) {
+        stop(self.serving, self.channel).await;
     }
 }

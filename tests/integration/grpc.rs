@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 
 use crate::front::{refused, Client, Grpc};
-use crate::serving::{bounded, two_accounts};
+use crate::serving::two_accounts;
 use raftq_api::grpc::pb;
 use raftq_api::Keys;
 use tonic::Status;
@@ -47,8 +47,7 @@ async fn stream_sends(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_stream_answers_each_send_in_order_and_goes_on_after_a_refusal() {
     use pb::send_message_stream_result::Outcome;
-    let s = Grpc::start(Keys::open()).await;
-    bounded(async {
+    Grpc::test(Keys::open(), async |s| {
         let mut c = s.client();
         c.create_queue(new_queue("stream")).await.expect("create");
         let mut requests: Vec<_> = (0..300)
@@ -93,15 +92,13 @@ async fn a_send_stream_answers_each_send_in_order_and_goes_on_after_a_refusal() 
         assert!(!bodies.contains("m10") && !bodies.contains("m20"));
     })
     .await;
-    s.shutdown().await;
 }
 
 /// A send stream authenticates like a call, and its sends find only the queues of its account.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_streams_need_a_key_and_see_only_their_account() {
     use pb::send_message_stream_result::Outcome;
-    let s = Grpc::start(two_accounts()).await;
-    bounded(async {
+    Grpc::test(two_accounts(), async |s| {
         let mut wrong = s.with_key(Some("nope")).client();
         let streamed = stream_sends(&mut wrong, vec![message("x", "y")]).await;
         refused(streamed, "unauthenticated", None);
@@ -122,15 +119,13 @@ async fn send_streams_need_a_key_and_see_only_their_account() {
         }
     })
     .await;
-    s.shutdown().await;
 }
 
 /// A protobuf request may leave its queue empty, where a REST path cannot: that is
 /// `invalid_argument` naming `queue`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_empty_queue_is_invalid_naming_the_field() {
-    let s = Grpc::start(Keys::open()).await;
-    bounded(async {
+    Grpc::test(Keys::open(), async |s| {
         let got = s
             .client()
             .get_queue(pb::GetQueueRequest {
@@ -140,15 +135,13 @@ async fn an_empty_queue_is_invalid_naming_the_field() {
         refused(got, "invalid_argument", Some("queue"));
     })
     .await;
-    s.shutdown().await;
 }
 
 /// A patch names tags to set and tags to remove in two fields, where JSON has one object: a
 /// key in both is `invalid_argument` naming it in `remove_tags`, and changes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tag_both_set_and_removed_is_refused_naming_it() {
-    let s = Grpc::start(Keys::open()).await;
-    bounded(async {
+    Grpc::test(Keys::open(), async |s| {
         let mut c = s.client();
         let mut create = new_queue("tagged");
         create.tags.insert("team".into(), "pay".into());
@@ -174,28 +167,23 @@ async fn a_tag_both_set_and_removed_is_refused_naming_it() {
         assert_eq!(got.tags, [("team".to_string(), "pay".to_string())].into());
     })
     .await;
-    s.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_and_grpc_share_the_port() {
-    let s = Grpc::start(Keys::open()).await;
-    bounded(async {
+    Grpc::test(Keys::open(), async |s| {
         let mut c = s.client();
         c.create_queue(new_queue("both")).await.expect("create");
         let http = reqwest::Client::new();
         let base = format!("http://{}", s.serving().addr);
-        let rest = http
-            .get(format!("{base}/v1/queues/both"))
-            .send()
-            .await
-            .expect("rest");
-        assert_eq!(rest.status(), 200);
-        let rest = http
-            .get(format!("{base}/v1/nothing"))
-            .send()
-            .await
-            .expect("rest");
+        let rest_get = async |path: &str| {
+            http.get(format!("{base}{path}"))
+                .send()
+                .await
+                .expect("rest")
+        };
+        assert_eq!(rest_get("/v1/queues/both").await.status(), 200);
+        let rest = rest_get("/v1/nothing").await;
         assert_eq!(rest.status(), 404);
         assert_eq!(
             rest.headers().get("content-type").map(|v| v.as_bytes()),
@@ -251,15 +239,13 @@ async fn rest_and_grpc_share_the_port() {
         }
     })
     .await;
-    s.shutdown().await;
 }
 
 /// A backup streams over gRPC as the bytes of one backup file, for admin keys only; on a quiet
 /// node its state digest is the node's own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backup_streams_its_file_for_admin_keys_only() {
-    let s = Grpc::start(two_accounts()).await;
-    bounded(async {
+    Grpc::test(two_accounts(), async |s| {
         let mut acme = s.with_key(Some("acme-key")).client();
         acme.create_queue(new_queue("kept")).await.expect("create");
         acme.send_message(message("kept", "body"))
@@ -291,5 +277,4 @@ async fn a_backup_streams_its_file_for_admin_keys_only() {
         );
     })
     .await;
-    s.shutdown().await;
 }

@@ -8,8 +8,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::front::{refused, Rest};
-use crate::serving::{bounded, two_accounts, Serving};
+use crate::front::{refused, Rest, Served};
+use crate::serving::{two_accounts, Serving};
 use raftq_api::Keys;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -18,8 +18,7 @@ use serde_json::{json, Value};
 /// unknown fields, malformed bodies and query strings; and nothing of it changes anything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_that_protobuf_cannot_carry_is_a_400_naming_the_field() {
-    let s = Rest::start(Keys::open()).await;
-    bounded(async {
+    Rest::test(Keys::open(), async |s| {
         assert_eq!(s.post("/v1/queues", json!({"name": "v"})).await.status, 201);
         let cases: Vec<(Method, &str, Value, &str)> = vec![
             (Method::POST, "/v1/queues", json!([1]), "request_body"),
@@ -68,14 +67,12 @@ async fn json_that_protobuf_cannot_carry_is_a_400_naming_the_field() {
         assert_eq!(got.body, json!({"messages": []}));
     })
     .await;
-    s.shutdown().await;
 }
 
 /// The target of a redrive policy may be given as the resource reference the API returns.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_letter_target_may_be_the_resource_reference_the_api_returns() {
-    let s = Rest::start(Keys::open()).await;
-    bounded(async {
+    Rest::test(Keys::open(), async |s| {
         let dlq = s.post("/v1/queues", json!({"name": "dlq"})).await.body;
         let target = json!({"id": dlq["id"], "name": "dlq", "crn": dlq["crn"]});
         let policy = json!({"dead_letter_target": target, "max_receive_count": 1});
@@ -89,15 +86,13 @@ async fn a_dead_letter_target_may_be_the_resource_reference_the_api_returns() {
         assert_eq!(src.body["redrive_policy"], policy);
     })
     .await;
-    s.shutdown().await;
 }
 
 /// Unknown routes are `404 not_found`, unknown methods `405`, and bodies over the route's
 /// limit `413` before they are read; nothing of them is stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_routes_and_methods_and_oversize_bodies_are_refused() {
-    let s = Rest::start(Keys::open()).await;
-    bounded(async {
+    Rest::test(Keys::open(), async |s| {
         refused(s.get("/v1/nothing").await.outcome(), "not_found", None);
         let put = s.request(Method::PUT, "/v1/queues", Value::Null).await;
         refused(put.outcome(), "method_not_allowed", None);
@@ -113,15 +108,13 @@ async fn unknown_routes_and_methods_and_oversize_bodies_are_refused() {
         assert_eq!(s.get("/v1/queues/small/stats").await.body["visible"], 0);
     })
     .await;
-    s.shutdown().await;
 }
 
 /// A request without a valid key is challenged (`WWW-Authenticate`); health and metrics need
 /// no key; the node's state needs an admin key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_of_keys_are_challenged_and_only_admins_see_the_node_state() {
-    let s = Rest::start(two_accounts()).await;
-    bounded(async {
+    Rest::test(two_accounts(), async |s| {
         let no_key = s.get("/v1/queues").await;
         assert!(no_key.headers.contains_key("www-authenticate"));
         refused(no_key.outcome(), "unauthenticated", None);
@@ -148,31 +141,28 @@ async fn refusals_of_keys_are_challenged_and_only_admins_see_the_node_state() {
         assert_eq!(state.status, 200);
     })
     .await;
-    s.shutdown().await;
 }
 
 /// An `unavailable` answer says when to retry.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unavailable_answers_say_when_to_retry() {
-    let s = Rest::over(Serving::without_quorum(Keys::open()).await);
-    bounded(async {
-        let r = s.post("/v1/queues", json!({"name": "q"})).await;
-        assert_eq!(
-            r.headers.get("retry-after").map(|v| v.as_bytes()),
-            Some(&b"1"[..])
-        );
-        refused(r.outcome(), "unavailable", None);
-    })
-    .await;
-    s.shutdown().await;
+    Rest::over(Serving::without_quorum(Keys::open()).await)
+        .run(async |s| {
+            let r = s.post("/v1/queues", json!({"name": "q"})).await;
+            assert_eq!(
+                r.headers.get("retry-after").map(|v| v.as_bytes()),
+                Some(&b"1"[..])
+            );
+            refused(r.outcome(), "unavailable", None);
+        })
+        .await;
 }
 
 /// The node's state (applied index and a digest that every change changes), health and
 /// metrics (requests by route and status, Raft, member, clock and queue gauges, log fsyncs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_state_health_and_metrics_report_the_node() {
-    let s = Rest::start(Keys::open()).await;
-    bounded(async {
+    Rest::test(Keys::open(), async |s| {
         assert_eq!(s.post("/v1/queues", json!({"name": "m"})).await.status, 201);
         let c = s.get("/v1/cluster").await;
         assert_eq!(c.status, 200, "{}", c.body);
@@ -249,7 +239,6 @@ async fn node_state_health_and_metrics_report_the_node() {
         assert!(fsyncs > 0, "{text}");
     })
     .await;
-    s.shutdown().await;
 }
 
 /// What a `$ref` of the OpenAPI document `doc` points to, or the schema itself.
@@ -363,8 +352,7 @@ fn without(body: &Value, pointer: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openapi_document_is_served_without_a_key() {
-    let s = Rest::start(two_accounts()).await;
-    bounded(async {
+    Rest::test(two_accounts(), async |s| {
         let r = s.get("/v1/openapi.json").await;
         assert_eq!(r.status, 200, "{}", r.body);
         assert_eq!(
@@ -385,14 +373,12 @@ async fn openapi_document_is_served_without_a_key() {
         refused(keyed.outcome(), "unauthenticated", None);
     })
     .await;
-    s.shutdown().await;
 }
 
 /// Every documented path answers exactly its documented methods, and 405 to the others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openapi_paths_and_methods_are_the_served_routes() {
-    let s = Rest::start(Keys::open()).await;
-    bounded(async {
+    Rest::test(Keys::open(), async |s| {
         let doc = s.get("/v1/openapi.json").await.body;
         let paths = doc["paths"].as_object().expect("paths");
         assert!(paths.len() >= 15, "{} paths", paths.len());
@@ -421,15 +407,13 @@ async fn openapi_paths_and_methods_are_the_served_routes() {
         }
     })
     .await;
-    s.shutdown().await;
 }
 
 /// A request example without one of its required fields is refused naming that field, and
 /// without an optional one is not: the document's `required` is what the server requires.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openapi_required_fields_are_the_ones_the_server_requires() {
-    let s = Rest::start(Keys::open()).await;
-    bounded(async {
+    Rest::test(Keys::open(), async |s| {
         let doc = s.get("/v1/openapi.json").await.body;
         let mut checked = 0;
         for (path, item) in doc["paths"].as_object().expect("paths") {
@@ -464,5 +448,4 @@ async fn openapi_required_fields_are_the_ones_the_server_requires() {
         assert!(checked >= 30, "{checked} fields");
     })
     .await;
-    s.shutdown().await;
 }

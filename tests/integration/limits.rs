@@ -25,8 +25,13 @@ fn serve_limited(dir: &TempDir, flags: &[&str]) -> Server {
     start(&dir.path().join("data"), &all, None)
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Runtime::new().expect("runtime")
+/// Runs `test` against a server of [`serve_limited`] with `flags`, on a runtime of its own.
+fn with_limits(flags: &[&str], test: impl AsyncFnOnce(&Server)) {
+    let dir = TempDir::new().expect("temp dir");
+    let server = serve_limited(&dir, flags);
+    tokio::runtime::Runtime::new()
+        .expect("runtime")
+        .block_on(test(&server));
 }
 
 /// A client with one connection, reused for every request.
@@ -71,13 +76,11 @@ async fn assert_too_many(response: reqwest::Response, about: &str) -> u64 {
 
 #[test]
 fn a_key_over_its_rate_gets_429_and_others_go_on() {
-    let dir = TempDir::new().expect("temp dir");
-    let server = serve_limited(&dir, &["--rate-limit-per-key", "5"]);
-    runtime().block_on(async {
+    with_limits(&["--rate-limit-per-key", "5"], async |server| {
         let client = reqwest::Client::new();
         // Twenty at once: the burst of five passes, and a few more as tokens come back.
         let answers =
-            futures_util::future::join_all((0..20).map(|_| list(&client, &server, "acme-key")))
+            futures_util::future::join_all((0..20).map(|_| list(&client, server, "acme-key")))
                 .await;
         let ok = answers.iter().filter(|r| r.status().is_success()).count();
         assert!(
@@ -89,7 +92,7 @@ fn a_key_over_its_rate_gets_429_and_others_go_on() {
             .find(|r| r.status() == StatusCode::TOO_MANY_REQUESTS)
             .expect("a refusal");
         let retry_after = assert_too_many(refused, "API key").await;
-        assert!(lists(&client, &server, "globex-key").await);
+        assert!(lists(&client, server, "globex-key").await);
         // gRPC is counted and refused the same way.
         let mut grpc = QueuesClient::connect(server.endpoint.clone())
             .await
@@ -112,19 +115,17 @@ fn a_key_over_its_rate_gets_429_and_others_go_on() {
             "too_many_requests"
         );
         tokio::time::sleep(Duration::from_secs(retry_after)).await;
-        assert!(lists(&client, &server, "acme-key").await);
+        assert!(lists(&client, server, "acme-key").await);
     });
 }
 
 #[test]
 fn a_connection_over_its_rate_gets_429_and_a_new_one_goes_on() {
-    let dir = TempDir::new().expect("temp dir");
-    let server = serve_limited(&dir, &["--rate-limit-per-connection", "3"]);
-    runtime().block_on(async {
+    with_limits(&["--rate-limit-per-connection", "3"], async |server| {
         let client = one_connection();
         let mut refused = None;
         for _ in 0..30 {
-            let response = list(&client, &server, "acme-key").await;
+            let response = list(&client, server, "acme-key").await;
             if response.status() == StatusCode::TOO_MANY_REQUESTS {
                 refused = Some(response);
                 break;
@@ -132,15 +133,13 @@ fn a_connection_over_its_rate_gets_429_and_a_new_one_goes_on() {
         }
         assert_too_many(refused.expect("a refusal"), "connection").await;
         let other = one_connection();
-        assert!(lists(&other, &server, "acme-key").await);
+        assert!(lists(&other, server, "acme-key").await);
     });
 }
 
 #[test]
 fn long_polls_over_the_keys_limit_get_429() {
-    let dir = TempDir::new().expect("temp dir");
-    let server = serve_limited(&dir, &["--max-long-polls-per-key", "1"]);
-    runtime().block_on(async {
+    with_limits(&["--max-long-polls-per-key", "1"], async |server| {
         let client = reqwest::Client::new();
         let create = client
             .post(format!("{}/v1/queues", server.endpoint))

@@ -360,13 +360,17 @@ fn kill_9_and_restart_keeps_messages_leases_and_deduplication() {
     assert_eq!(again["duplicate"], true);
     assert_eq!(again["message_id"], first["message_id"]);
     let peeked = ok(&server, &["peek", "orders.fifo"]);
-    let bodies: Vec<&str> = peeked["messages"]
+    assert_eq!(bodies(&peeked), ["o1", "o2", "o3", "o4", "o5"]);
+}
+
+/// The bodies of the messages of a `receive` or `peek` answer, in order.
+pub fn bodies(answer: &Value) -> Vec<&str> {
+    answer["messages"]
         .as_array()
         .expect("messages")
         .iter()
         .filter_map(|m| m["body"].as_str())
-        .collect();
-    assert_eq!(bodies, ["o1", "o2", "o3", "o4", "o5"]);
+        .collect()
 }
 
 /// A loopback address with a port that was free a moment ago (peer addresses must be known

@@ -8,12 +8,19 @@
 //! against MD5 computed here, attribute digests against values computed independently (in
 //! Python with `hashlib`, by the encoding AWS documents).
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::config::http::HttpResponse;
 use aws_sdk_sqs::config::retry::RetryConfig;
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_sqs::operation::create_queue::{CreateQueueError, CreateQueueOutput};
+use aws_sdk_sqs::operation::receive_message::ReceiveMessageOutput;
+use aws_sdk_sqs::operation::send_message::SendMessageOutput;
+use aws_sdk_sqs::operation::set_queue_attributes::{
+    SetQueueAttributesError, SetQueueAttributesOutput,
+};
 use aws_sdk_sqs::primitives::Blob;
 use aws_sdk_sqs::types::{
     ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry,
@@ -74,8 +81,19 @@ async fn with_node(test: impl AsyncFnOnce(&Serving, &Client)) {
     .await;
 }
 
-/// The SQS error code (`x-amzn-query-error`'s) of a failed call.
+/// The SQS error code (`x-amzn-query-error`'s) of a failed call; without one, the error.
 fn code<T, E, R>(result: Result<T, SdkError<E, R>>) -> String
+where
+    T: std::fmt::Debug,
+    E: ProvideErrorMetadata + std::fmt::Debug,
+    R: std::fmt::Debug,
+{
+    let (code, _) = said(result);
+    code
+}
+
+/// The SQS error code of a refused call (without one, the error), with its message.
+fn said<T, E, R>(result: Result<T, SdkError<E, R>>) -> (String, String)
 where
     T: std::fmt::Debug,
     E: ProvideErrorMetadata + std::fmt::Debug,
@@ -83,10 +101,12 @@ where
 {
     match result {
         Ok(answer) => panic!("expected an error, got {answer:?}"),
-        Err(e) => e
-            .code()
-            .map(str::to_string)
-            .unwrap_or_else(|| format!("{e:?}")),
+        Err(e) => (
+            e.code()
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("{e:?}")),
+            e.message().unwrap_or_default().to_string(),
+        ),
     }
 }
 
@@ -118,44 +138,100 @@ fn string(value: &str) -> MessageAttributeValue {
         .expect("attribute")
 }
 
-async fn create(client: &Client, name: &str, attributes: &[(QueueAttributeName, &str)]) -> String {
+/// The answer to a create of the queue `name` with `attributes`.
+async fn try_create(
+    client: &Client,
+    name: &str,
+    attributes: &[(QueueAttributeName, &str)],
+) -> Result<CreateQueueOutput, SdkError<CreateQueueError, HttpResponse>> {
     let mut request = client.create_queue().queue_name(name);
     for (name, value) in attributes {
         request = request.attributes(name.clone(), *value);
     }
+    request.send().await
+}
+
+/// Creates the queue `name` with `attributes`; its URL.
+async fn create(client: &Client, name: &str, attributes: &[(QueueAttributeName, &str)]) -> String {
+    let created = try_create(client, name, attributes).await;
+    created.expect("create queue").queue_url.expect("queue url")
+}
+
+/// The attributes `names` of the queue at `url`.
+async fn queue_attributes(
+    client: &Client,
+    url: &str,
+    names: &[QueueAttributeName],
+) -> HashMap<QueueAttributeName, String> {
+    let request = client.get_queue_attributes().queue_url(url);
+    let answer = request.set_attribute_names(Some(names.to_vec()));
+    let attributes = answer.send().await.expect("queue attributes").attributes;
+    attributes.expect("attributes")
+}
+
+/// The answer to setting `attributes` of the queue at `url`.
+async fn set_attributes(
+    client: &Client,
+    url: &str,
+    attributes: &[(QueueAttributeName, &str)],
+) -> Result<SetQueueAttributesOutput, SdkError<SetQueueAttributesError, HttpResponse>> {
+    let attributes = attributes
+        .iter()
+        .map(|(name, value)| (name.clone(), value.to_string()));
+    let request = client.set_queue_attributes().queue_url(url);
     request
+        .set_attributes(Some(attributes.collect()))
         .send()
         .await
-        .expect("create queue")
-        .queue_url
-        .expect("queue url")
+}
+
+/// Sends `body` to the queue at `url`.
+async fn send(client: &Client, url: &str, body: &str) -> SendMessageOutput {
+    let request = client.send_message().queue_url(url).message_body(body);
+    request.send().await.expect("send")
+}
+
+/// Receives from the queue at `url` with the defaults (one message at most).
+async fn receive(client: &Client, url: &str) -> ReceiveMessageOutput {
+    let request = client.receive_message().queue_url(url);
+    request.send().await.expect("receive")
+}
+
+/// Deletes the message of `receipt` from the queue at `url`.
+async fn delete(client: &Client, url: &str, receipt: &str) {
+    let request = client.delete_message().queue_url(url);
+    request
+        .receipt_handle(receipt)
+        .send()
+        .await
+        .expect("delete");
+}
+
+/// Receives up to 10 messages from the queue at `url`.
+async fn receive_ten(client: &Client, url: &str) -> ReceiveMessageOutput {
+    let request = client.receive_message().queue_url(url);
+    let request = request.max_number_of_messages(10);
+    request.send().await.expect("receive")
+}
+
+/// Changes the visibility timeout of the message of `receipt` to `seconds` (0: releases it).
+async fn change_visibility(client: &Client, url: &str, receipt: &str, seconds: i32) {
+    let request = client.change_message_visibility().queue_url(url);
+    let request = request.receipt_handle(receipt).visibility_timeout(seconds);
+    request.send().await.expect("change visibility");
 }
 
 #[tokio::test]
 async fn sqs_sdk_manages_queues() {
+    use QueueAttributeName::{DelaySeconds, MaximumMessageSize, VisibilityTimeout};
     with_node(async |serving, client| {
         let base = format!("http://{}", serving.addr);
-        let url = create(
-            client,
-            "jobs",
-            &[(QueueAttributeName::VisibilityTimeout, "60")],
-        )
-        .await;
+        let url = create(client, "jobs", &[(VisibilityTimeout, "60")]).await;
         assert_eq!(url, format!("{base}/{DEV}/jobs"));
         // The same attributes again: the same queue. Another value: QueueAlreadyExists.
-        let again = create(
-            client,
-            "jobs",
-            &[(QueueAttributeName::VisibilityTimeout, "60")],
-        )
-        .await;
+        let again = create(client, "jobs", &[(VisibilityTimeout, "60")]).await;
         assert_eq!(again, url);
-        let other = client
-            .create_queue()
-            .queue_name("jobs")
-            .attributes(QueueAttributeName::VisibilityTimeout, "61")
-            .send()
-            .await;
+        let other = try_create(client, "jobs", &[(VisibilityTimeout, "61")]).await;
         assert_eq!(code(other), "QueueAlreadyExists");
         for name in ["jobs-2", "jobs-3", "other"] {
             create(client, name, &[]).await;
@@ -202,15 +278,8 @@ async fn sqs_sdk_manages_queues() {
         );
 
         // Attributes: all of them, some of them, set, refused.
-        let all = client
-            .get_queue_attributes()
-            .queue_url(&url)
-            .attribute_names(QueueAttributeName::All)
-            .send()
-            .await
-            .unwrap();
-        let attrs = all.attributes().expect("attributes");
-        assert_eq!(attrs[&QueueAttributeName::VisibilityTimeout], "60");
+        let attrs = queue_attributes(client, &url, &[QueueAttributeName::All]).await;
+        assert_eq!(attrs[&VisibilityTimeout], "60");
         assert_eq!(
             attrs[&QueueAttributeName::QueueArn],
             format!("arn:aws:sqs:local:{DEV}:jobs")
@@ -222,61 +291,33 @@ async fn sqs_sdk_manages_queues() {
                 .unwrap()
                 > 1_700_000_000
         );
-        client
-            .set_queue_attributes()
-            .queue_url(&url)
-            .attributes(QueueAttributeName::DelaySeconds, "2")
-            .attributes(QueueAttributeName::MaximumMessageSize, "1048576")
-            .send()
-            .await
-            .unwrap();
-        let some = client
-            .get_queue_attributes()
-            .queue_url(&url)
-            .attribute_names(QueueAttributeName::DelaySeconds)
-            .attribute_names(QueueAttributeName::MaximumMessageSize)
-            .send()
-            .await
-            .unwrap();
-        let attrs = some.attributes().unwrap();
+        let set = [(DelaySeconds, "2"), (MaximumMessageSize, "1048576")];
+        set_attributes(client, &url, &set).await.unwrap();
+        let attrs = queue_attributes(client, &url, &[DelaySeconds, MaximumMessageSize]).await;
         assert_eq!(attrs.len(), 2);
-        assert_eq!(attrs[&QueueAttributeName::DelaySeconds], "2");
-        assert_eq!(attrs[&QueueAttributeName::MaximumMessageSize], "1048576");
-        let out_of_range = client
-            .set_queue_attributes()
-            .queue_url(&url)
-            .attributes(QueueAttributeName::VisibilityTimeout, "43201")
-            .send()
-            .await;
+        assert_eq!(attrs[&DelaySeconds], "2");
+        assert_eq!(attrs[&MaximumMessageSize], "1048576");
+        let out_of_range = set_attributes(client, &url, &[(VisibilityTimeout, "43201")]).await;
         assert_eq!(code(out_of_range), "InvalidAttributeValue");
-        let policy = client
-            .set_queue_attributes()
-            .queue_url(&url)
-            .attributes(QueueAttributeName::Policy, "[1]")
-            .send()
-            .await;
+        let policy = set_attributes(client, &url, &[(QueueAttributeName::Policy, "[1]")]).await;
         assert_eq!(
             code(policy),
             "InvalidAttributeValue",
             "a policy is a JSON object"
         );
-        let scope = client
-            .create_queue()
-            .queue_name("scoped.fifo")
-            .attributes(QueueAttributeName::FifoQueue, "true")
-            .attributes(QueueAttributeName::DeduplicationScope, "group")
-            .send()
-            .await;
+        let scope = [
+            (QueueAttributeName::FifoQueue, "true"),
+            (QueueAttributeName::DeduplicationScope, "group"),
+        ];
+        let scope = try_create(client, "scoped.fifo", &scope).await;
         assert_eq!(code(scope), "InvalidAttributeValue");
 
         // Tags: set, listed, removed.
-        let tags = client
-            .list_queue_tags()
-            .queue_url(&url)
-            .send()
-            .await
-            .unwrap();
-        assert!(tags.tags.is_none());
+        let tags = async || {
+            let listed = client.list_queue_tags().queue_url(&url).send().await;
+            listed.expect("tags listed").tags
+        };
+        assert!(tags().await.is_none());
         client
             .tag_queue()
             .queue_url(&url)
@@ -292,29 +333,16 @@ async fn sqs_sdk_manages_queues() {
             .send()
             .await
             .unwrap();
-        let tags = client
-            .list_queue_tags()
-            .queue_url(&url)
-            .send()
-            .await
-            .unwrap();
-        let tags = tags.tags.expect("tags");
+        let tags = tags().await.expect("tags");
         assert_eq!(tags.len(), 1);
         assert_eq!(tags["team"], "core");
 
         // A queue is found by the path of its URL, whatever the host; also by its ARN.
-        let elsewhere = format!("http://raftq-2.example:9999/{DEV}/jobs");
-        let by_host = client
-            .get_queue_attributes()
-            .queue_url(elsewhere)
-            .send()
-            .await;
+        let found_at =
+            async |url: String| client.get_queue_attributes().queue_url(url).send().await;
+        let by_host = found_at(format!("http://raftq-2.example:9999/{DEV}/jobs")).await;
         assert!(by_host.is_ok(), "{by_host:?}");
-        let foreign = client
-            .get_queue_attributes()
-            .queue_url(format!("{base}/123456789012/jobs"))
-            .send()
-            .await;
+        let foreign = found_at(format!("{base}/123456789012/jobs")).await;
         assert_eq!(code(foreign), "AWS.SimpleQueueService.NonExistentQueue");
 
         client.delete_queue().queue_url(&url).send().await.unwrap();
@@ -380,30 +408,11 @@ async fn sqs_sdk_sends_receives_and_deletes_with_digests() {
         let receipt = message.receipt_handle().unwrap().to_string();
 
         // A visibility timeout of 0 releases the message at once.
-        client
-            .change_message_visibility()
-            .queue_url(&url)
-            .receipt_handle(&receipt)
-            .visibility_timeout(0)
-            .send()
-            .await
-            .unwrap();
+        change_visibility(client, &url, &receipt, 0).await;
         // SQS: a visibility change under an ended lease of a standard queue succeeds and
         // changes nothing; the message stays visible.
-        client
-            .change_message_visibility()
-            .queue_url(&url)
-            .receipt_handle(&receipt)
-            .visibility_timeout(10)
-            .send()
-            .await
-            .unwrap();
-        let again = client
-            .receive_message()
-            .queue_url(&url)
-            .send()
-            .await
-            .unwrap();
+        change_visibility(client, &url, &receipt, 10).await;
+        let again = receive(client, &url).await;
         let [message] = again.messages() else {
             panic!("the released message: {again:?}")
         };
@@ -418,50 +427,25 @@ async fn sqs_sdk_sends_receives_and_deletes_with_digests() {
         let receipt_2 = message.receipt_handle().unwrap().to_string();
         // SQS: a delete with an older receipt handle succeeds, but the message might not be
         // deleted; raftq leaves it under its newer lease.
-        client
-            .delete_message()
-            .queue_url(&url)
-            .receipt_handle(&receipt)
-            .send()
-            .await
-            .unwrap();
+        delete(client, &url, &receipt).await;
         let garbage = client
             .delete_message()
             .queue_url(&url)
-            .receipt_handle("nope")
-            .send()
-            .await;
-        assert_eq!(code(garbage), "ReceiptHandleIsInvalid");
-        client
-            .delete_message()
-            .queue_url(&url)
-            .receipt_handle(&receipt_2)
-            .send()
-            .await
-            .unwrap();
-        let empty = client
-            .receive_message()
-            .queue_url(&url)
-            .send()
-            .await
-            .unwrap();
+            .receipt_handle("nope");
+        assert_eq!(code(garbage.send().await), "ReceiptHandleIsInvalid");
+        delete(client, &url, &receipt_2).await;
+        let empty = receive(client, &url).await;
         assert!(empty.messages.is_none(), "{empty:?}");
 
         // Bad input changes nothing: a body SQS cannot carry, too many messages asked for.
-        let control = client
+        let send_control = client
             .send_message()
             .queue_url(&url)
-            .message_body("a\u{1}b")
-            .send()
-            .await;
-        assert_eq!(code(control), "InvalidMessageContents");
-        let eleven = client
-            .receive_message()
-            .queue_url(&url)
-            .max_number_of_messages(11)
-            .send()
-            .await;
-        assert_eq!(code(eleven), "InvalidParameterValue");
+            .message_body("a\u{1}b");
+        assert_eq!(code(send_control.send().await), "InvalidMessageContents");
+        let receive_eleven = client.receive_message().queue_url(&url);
+        let receive_eleven = receive_eleven.max_number_of_messages(11).send().await;
+        assert_eq!(code(receive_eleven), "InvalidParameterValue");
 
         // Typed attributes round-trip exactly, with their digest.
         let number = MessageAttributeValue::builder()
@@ -504,46 +488,19 @@ async fn sqs_sdk_sends_receives_and_deletes_with_digests() {
             .binary_value()
             .map(|b| b.as_ref().to_vec());
         assert_eq!(blob, Some(vec![0, 1, 2, 255]));
-        client
-            .delete_message()
-            .queue_url(&url)
-            .receipt_handle(message.receipt_handle().unwrap())
-            .send()
-            .await
-            .unwrap();
+        delete(client, &url, message.receipt_handle().unwrap()).await;
 
         // Purge, counted by the queue's attributes.
         for i in 0..3 {
-            client
-                .send_message()
-                .queue_url(&url)
-                .message_body(format!("m{i}"))
-                .send()
-                .await
-                .unwrap();
+            send(client, &url, &format!("m{i}")).await;
         }
-        let count =
-            |attrs: aws_sdk_sqs::operation::get_queue_attributes::GetQueueAttributesOutput| {
-                attrs.attributes().unwrap()[&QueueAttributeName::ApproximateNumberOfMessages]
-                    .clone()
-            };
-        let before = client
-            .get_queue_attributes()
-            .queue_url(&url)
-            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(count(before), "3");
+        let count = async || {
+            let name = QueueAttributeName::ApproximateNumberOfMessages;
+            queue_attributes(client, &url, std::slice::from_ref(&name)).await[&name].clone()
+        };
+        assert_eq!(count().await, "3");
         client.purge_queue().queue_url(&url).send().await.unwrap();
-        let after = client
-            .get_queue_attributes()
-            .queue_url(&url)
-            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(count(after), "0");
+        assert_eq!(count().await, "0");
     })
     .await;
 }
@@ -557,16 +514,9 @@ async fn sqs_sdk_answers_as_sqs_does() {
     with_node(async |_serving, client| {
         let url = create(client, "plain", &[]).await;
         let fifo = create(client, "ordered.fifo", &[(FifoQueue, "true")]).await;
-        let size = client
-            .get_queue_attributes()
-            .queue_url(&url)
-            .attribute_names(MaximumMessageSize)
-            .send()
-            .await
-            .unwrap();
+        let size = queue_attributes(client, &url, &[MaximumMessageSize]).await;
         assert_eq!(
-            size.attributes().unwrap()[&MaximumMessageSize],
-            "1048576",
+            size[&MaximumMessageSize], "1048576",
             "SQS's default for a queue it creates"
         );
         client
@@ -651,21 +601,11 @@ async fn sqs_sdk_answers_as_sqs_does() {
 
         // A delete repeated with the same receipt handle succeeds, alone and in a batch; a
         // visibility change of the deleted message is refused.
-        let received = client
-            .receive_message()
-            .queue_url(&url)
-            .send()
-            .await
-            .unwrap();
+        let received = receive(client, &url).await;
         let receipt = received.messages()[0].receipt_handle().unwrap();
+        // A delete, and its retry.
         for _ in 0..2 {
-            client
-                .delete_message()
-                .queue_url(&url)
-                .receipt_handle(receipt)
-                .send()
-                .await
-                .expect("a delete, and its retry");
+            delete(client, &url, receipt).await;
         }
         let batch = client
             .delete_message_batch()
@@ -746,22 +686,6 @@ async fn sqs_sdk_answers_as_sqs_does() {
     .await;
 }
 
-/// The message of a refused call, with its code.
-fn said<T, E, R>(result: Result<T, SdkError<E, R>>) -> (String, String)
-where
-    T: std::fmt::Debug,
-    E: ProvideErrorMetadata + std::fmt::Debug,
-    R: std::fmt::Debug,
-{
-    match result {
-        Ok(answer) => panic!("expected an error, got {answer:?}"),
-        Err(e) => (
-            e.code().unwrap_or_default().to_string(),
-            e.message().unwrap_or_default().to_string(),
-        ),
-    }
-}
-
 /// An X-Ray trace header, and the MD5 of it as a message system attribute, computed
 /// independently (Python's `hashlib`, by the encoding AWS documents for attributes).
 const TRACE_HEADER: &str =
@@ -780,31 +704,14 @@ async fn sqs_sdk_keeps_policies_trace_headers_and_deduplicates_per_message_group
         let policy = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"sqs:SendMessage","Resource":"*"}]}"#;
         let url = create(client, "guarded", &[(Policy, policy)]).await;
         let policy_of = async || {
-            let got = client
-                .get_queue_attributes()
-                .queue_url(&url)
-                .attribute_names(QueueAttributeName::All)
-                .send()
-                .await
-                .unwrap();
-            got.attributes().and_then(|a| a.get(&Policy).cloned())
+            let got = queue_attributes(client, &url, &[QueueAttributeName::All]).await;
+            got.get(&Policy).cloned()
         };
         assert_eq!(policy_of().await.as_deref(), Some(policy));
-        client
-            .set_queue_attributes()
-            .queue_url(&url)
-            .attributes(Policy, "")
-            .send()
-            .await
-            .unwrap();
+        set_attributes(client, &url, &[(Policy, "")]).await.unwrap();
         assert_eq!(policy_of().await, None);
         let too_large = format!(r#"{{"Statement":"{}"}}"#, "x".repeat(8192));
-        let refused = client
-            .set_queue_attributes()
-            .queue_url(&url)
-            .attributes(Policy, too_large)
-            .send()
-            .await;
+        let refused = set_attributes(client, &url, &[(Policy, &too_large)]).await;
         assert_eq!(refusal(refused), (400, "InvalidAttributeValue".to_string()));
 
         // High-throughput FIFO: one deduplication ID once in each message group.
@@ -818,14 +725,7 @@ async fn sqs_sdk_keeps_policies_trace_headers_and_deduplicates_per_message_group
             ],
         )
         .await;
-        let shown = client
-            .get_queue_attributes()
-            .queue_url(&fast)
-            .attribute_names(QueueAttributeName::All)
-            .send()
-            .await
-            .unwrap();
-        let shown = shown.attributes().unwrap();
+        let shown = queue_attributes(client, &fast, &[QueueAttributeName::All]).await;
         assert_eq!(shown[&DeduplicationScope], "messageGroup");
         assert_eq!(shown[&FifoThroughputLimit], "perMessageGroupId");
         let mut ids = Vec::new();
@@ -843,13 +743,7 @@ async fn sqs_sdk_keeps_policies_trace_headers_and_deduplicates_per_message_group
         }
         assert_ne!(ids[0], ids[1], "the same ID in two groups is two messages");
         assert_eq!(ids[2], ids[0], "and a duplicate within its group");
-        let received = client
-            .receive_message()
-            .queue_url(&fast)
-            .max_number_of_messages(10)
-            .send()
-            .await
-            .unwrap();
+        let received = receive_ten(client, &fast).await;
         assert_eq!(received.messages().len(), 2);
 
         // SQS's rules: the per-group limit needs per-group deduplication; both are FIFO's.
@@ -861,12 +755,7 @@ async fn sqs_sdk_keeps_policies_trace_headers_and_deduplicates_per_message_group
             .send()
             .await;
         assert_eq!(refusal(alone), (400, "InvalidAttributeValue".to_string()));
-        let back = client
-            .set_queue_attributes()
-            .queue_url(&fast)
-            .attributes(DeduplicationScope, "queue")
-            .send()
-            .await;
+        let back = set_attributes(client, &fast, &[(DeduplicationScope, "queue")]).await;
         assert_eq!(refusal(back), (400, "InvalidAttributeValue".to_string()));
         for attribute in [DeduplicationScope, FifoThroughputLimit] {
             let value = if attribute == DeduplicationScope { "queue" } else { "perQueue" };
@@ -979,11 +868,11 @@ async fn sqs_sdk_refuses_in_sqs_words() {
                 (invalid, "One or more parameters are invalid. Reason: Message must be shorter than 1024 bytes."),
             ),
             (
-                said(client.set_queue_attributes().queue_url(&plain).attributes(FifoQueue, "true").send().await),
+                said(set_attributes(client, &plain, &[(FifoQueue, "true")]).await),
                 ("InvalidAttributeName", "Unknown Attribute FifoQueue."),
             ),
             (
-                said(client.set_queue_attributes().queue_url(&fifo).attributes(FifoQueue, "false").send().await),
+                said(set_attributes(client, &fifo, &[(FifoQueue, "false")]).await),
                 ("InvalidAttributeValue", "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported."),
             ),
             (
@@ -1018,11 +907,7 @@ async fn sqs_sdk_refuses_in_sqs_words() {
         for (got, (code, message)) in cases {
             assert_eq!(got, (code.to_string(), message.to_string()));
         }
-        client
-            .set_queue_attributes()
-            .queue_url(&fifo)
-            .attributes(FifoQueue, "true")
-            .send()
+        set_attributes(client, &fifo, &[(FifoQueue, "true")])
             .await
             .expect("a FIFO queue stays one");
         let batch = client
@@ -1083,46 +968,24 @@ async fn sqs_sdk_batches_report_partial_failures() {
                 ("dedup", "InvalidParameterValue", true)
             ]
         );
-        let repeated = client
-            .send_message_batch()
-            .queue_url(&url)
-            .entries(entry("a", "1"))
-            .entries(entry("a", "2"))
-            .send()
-            .await;
-        assert_eq!(
-            code(repeated),
-            "AWS.SimpleQueueService.BatchEntryIdsNotDistinct"
-        );
-        let none = client
-            .send_message_batch()
-            .queue_url(&url)
-            .set_entries(Some(vec![]))
-            .send()
-            .await;
-        assert_eq!(code(none), "AWS.SimpleQueueService.EmptyBatchRequest");
-        let bad_id = client
-            .send_message_batch()
-            .queue_url(&url)
-            .entries(entry("a b", "1"))
-            .send()
-            .await;
-        assert_eq!(code(bad_id), "AWS.SimpleQueueService.InvalidBatchEntryId");
-        let eleven = (0..11).fold(client.send_message_batch().queue_url(&url), |r, i| {
-            r.entries(entry(&format!("e{i}"), "x"))
-        });
-        assert_eq!(
-            code(eleven.send().await),
-            "AWS.SimpleQueueService.TooManyEntriesInBatchRequest"
-        );
+        // Batches refused whole: their entries, and the code of each.
+        let eleven = (0..11).map(|i| entry(&format!("e{i}"), "x")).collect();
+        let refused = [
+            (
+                vec![entry("a", "1"), entry("a", "2")],
+                "BatchEntryIdsNotDistinct",
+            ),
+            (vec![], "EmptyBatchRequest"),
+            (vec![entry("a b", "1")], "InvalidBatchEntryId"),
+            (eleven, "TooManyEntriesInBatchRequest"),
+        ];
+        for (entries, refusal) in refused {
+            let batch = client.send_message_batch().queue_url(&url);
+            let answer = batch.set_entries(Some(entries)).send().await;
+            assert_eq!(code(answer), format!("AWS.SimpleQueueService.{refusal}"));
+        }
 
-        let received = client
-            .receive_message()
-            .queue_url(&url)
-            .max_number_of_messages(10)
-            .send()
-            .await
-            .unwrap();
+        let received = receive_ten(client, &url).await;
         let receipts: Vec<String> = received
             .messages()
             .iter()
@@ -1276,13 +1139,7 @@ async fn sqs_sdk_keeps_fifo_order_and_deduplicates() {
                 receipts.push(m.receipt_handle().unwrap().to_string());
             }
             for receipt in receipts.drain(..) {
-                client
-                    .delete_message()
-                    .queue_url(&url)
-                    .receipt_handle(receipt)
-                    .send()
-                    .await
-                    .unwrap();
+                delete(client, &url, &receipt).await;
             }
         }
         let group = |g: char| -> Vec<&str> {
@@ -1317,75 +1174,43 @@ async fn sqs_sdk_keeps_fifo_order_and_deduplicates() {
     .await;
 }
 
+/// A dead-letter queue `dead` and a queue `work` that moves a message to it after
+/// `max_receive_count` receives: the URL and ARN of `dead`, and the URL of `work`.
+async fn redriven(client: &Client, max_receive_count: u32) -> (String, String, String) {
+    let dlq = create(client, "dead", &[]).await;
+    let dlq_arn = format!("arn:aws:sqs:local:{DEV}:dead");
+    let policy =
+        format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"{max_receive_count}"}}"#);
+    let redrive = [(QueueAttributeName::RedrivePolicy, policy.as_str())];
+    let source = create(client, "work", &redrive).await;
+    (dlq, dlq_arn, source)
+}
+
 #[tokio::test]
 async fn sqs_sdk_redrives_to_a_dead_letter_queue() {
     with_node(async |_serving, client| {
-        let dlq = create(client, "dead", &[]).await;
-        let dlq_arn = format!("arn:aws:sqs:local:{DEV}:dead");
-        let policy = format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"2"}}"#);
-        let source = create(
-            client,
-            "work",
-            &[(QueueAttributeName::RedrivePolicy, policy.as_str())],
-        )
-        .await;
-        let attrs = client
-            .get_queue_attributes()
-            .queue_url(&source)
-            .attribute_names(QueueAttributeName::RedrivePolicy)
-            .send()
-            .await
-            .unwrap();
-        let shown: serde_json::Value =
-            serde_json::from_str(&attrs.attributes().unwrap()[&QueueAttributeName::RedrivePolicy])
-                .unwrap();
+        let (dlq, dlq_arn, source) = redriven(client, 2).await;
+        let redrive = QueueAttributeName::RedrivePolicy;
+        let attrs = queue_attributes(client, &source, std::slice::from_ref(&redrive)).await;
+        let shown: serde_json::Value = serde_json::from_str(&attrs[&redrive]).unwrap();
         assert_eq!(
             shown,
             serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 2})
         );
-        let sources = client
-            .list_dead_letter_source_queues()
-            .queue_url(&dlq)
-            .send()
-            .await
-            .unwrap();
+        let sources = client.list_dead_letter_source_queues().queue_url(&dlq);
+        let sources = sources.send().await.unwrap();
         assert_eq!(sources.queue_urls(), std::slice::from_ref(&source));
 
-        let sent = client
-            .send_message()
-            .queue_url(&source)
-            .message_body("poison")
-            .send()
-            .await
-            .unwrap();
+        let sent = send(client, &source, "poison").await;
         // Received twice and released each time: the second release moves it.
         for _ in 0..2 {
-            let received = client
-                .receive_message()
-                .queue_url(&source)
-                .send()
-                .await
-                .unwrap();
+            let received = receive(client, &source).await;
             let [message] = received.messages() else {
                 panic!("the message: {received:?}")
             };
-            client
-                .change_message_visibility()
-                .queue_url(&source)
-                .receipt_handle(message.receipt_handle().unwrap())
-                .visibility_timeout(0)
-                .send()
-                .await
-                .unwrap();
+            change_visibility(client, &source, message.receipt_handle().unwrap(), 0).await;
         }
-        assert!(client
-            .receive_message()
-            .queue_url(&source)
-            .send()
-            .await
-            .unwrap()
-            .messages()
-            .is_empty());
+        assert!(receive(client, &source).await.messages().is_empty());
         let dead = client
             .receive_message()
             .queue_url(&dlq)
@@ -1404,11 +1229,7 @@ async fn sqs_sdk_redrives_to_a_dead_letter_queue() {
         // The dead-letter queue cannot go while a source names it; detached, it can.
         let in_use = client.delete_queue().queue_url(&dlq).send().await;
         assert_eq!(code(in_use), "AWS.SimpleQueueService.UnsupportedOperation");
-        client
-            .set_queue_attributes()
-            .queue_url(&source)
-            .attributes(QueueAttributeName::RedrivePolicy, "")
-            .send()
+        set_attributes(client, &source, &[(QueueAttributeName::RedrivePolicy, "")])
             .await
             .unwrap();
         client.delete_queue().queue_url(&dlq).send().await.unwrap();
@@ -1420,43 +1241,18 @@ async fn sqs_sdk_redrives_to_a_dead_letter_queue() {
 /// under a redrive policy with `maxReceiveCount` 1, they all go to its dead-letter queue.
 async fn dead_letter(client: &Client, url: &str, bodies: &[&str]) {
     for body in bodies {
-        client
-            .send_message()
-            .queue_url(url)
-            .message_body(*body)
-            .send()
-            .await
-            .unwrap();
+        send(client, url, body).await;
     }
-    let received = client
-        .receive_message()
-        .queue_url(url)
-        .max_number_of_messages(10)
-        .send()
-        .await
-        .unwrap();
+    let received = receive_ten(client, url).await;
     assert_eq!(received.messages().len(), bodies.len(), "{received:?}");
     for message in received.messages() {
-        client
-            .change_message_visibility()
-            .queue_url(url)
-            .receipt_handle(message.receipt_handle().unwrap())
-            .visibility_timeout(0)
-            .send()
-            .await
-            .unwrap();
+        change_visibility(client, url, message.receipt_handle().unwrap(), 0).await;
     }
 }
 
 /// The bodies of the messages of the queue at `url`, received (and left leased), sorted.
 async fn bodies(client: &Client, url: &str) -> Vec<String> {
-    let received = client
-        .receive_message()
-        .queue_url(url)
-        .max_number_of_messages(10)
-        .send()
-        .await
-        .unwrap();
+    let received = receive_ten(client, url).await;
     let mut bodies: Vec<String> = received
         .messages()
         .iter()
@@ -1469,59 +1265,33 @@ async fn bodies(client: &Client, url: &str) -> Vec<String> {
 #[tokio::test]
 async fn sqs_sdk_moves_dead_letters_back() {
     with_node(async |_serving, client| {
-        create(client, "dead", &[]).await;
-        let dlq_arn = format!("arn:aws:sqs:local:{DEV}:dead");
-        let policy = format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"1"}}"#);
-        let source = create(
-            client,
-            "work",
-            &[(QueueAttributeName::RedrivePolicy, policy.as_str())],
-        )
-        .await;
+        let (_, dlq_arn, source) = redriven(client, 1).await;
         dead_letter(client, &source, &["a", "b", "c"]).await;
-        let listed = client
-            .list_message_move_tasks()
-            .source_arn(&dlq_arn)
-            .send()
-            .await
-            .unwrap();
+        // The dead-letter queue's move tasks, as ListMessageMoveTasks lists them by default.
+        let tasks = async || {
+            let listed = client.list_message_move_tasks().source_arn(&dlq_arn);
+            listed.send().await.expect("move tasks")
+        };
+        let listed = tasks().await;
         assert!(listed.results().is_empty(), "{listed:?}");
 
         // Bad requests change nothing.
-        let too_fast = client
-            .start_message_move_task()
-            .source_arn(&dlq_arn)
-            .max_number_of_messages_per_second(501)
-            .send()
-            .await;
-        assert_eq!(code(too_fast), "InvalidParameterValue");
-        let missing = client
-            .start_message_move_task()
-            .source_arn(format!("arn:aws:sqs:local:{DEV}:nowhere"))
-            .send()
-            .await;
-        assert_eq!(code(missing), "ResourceNotFoundException");
-        let too_many = client
-            .list_message_move_tasks()
-            .source_arn(&dlq_arn)
-            .max_results(11)
-            .send()
-            .await;
-        assert_eq!(code(too_many), "InvalidParameterValue");
         create(client, "ordered.fifo", &[]).await;
-        let other_type = client
-            .start_message_move_task()
-            .source_arn(&dlq_arn)
-            .destination_arn(format!("arn:aws:sqs:local:{DEV}:ordered.fifo"))
-            .send()
-            .await;
-        assert_eq!(code(other_type), "InvalidParameterValue");
-        let unknown = client
-            .cancel_message_move_task()
-            .task_handle(uuid::Uuid::new_v4().to_string())
-            .send()
-            .await;
-        assert_eq!(code(unknown), "ResourceNotFoundException");
+        let nowhere = format!("arn:aws:sqs:local:{DEV}:nowhere");
+        let other_type = format!("arn:aws:sqs:local:{DEV}:ordered.fifo");
+        let unknown = uuid::Uuid::new_v4().to_string();
+        let start = || client.start_message_move_task().source_arn(&dlq_arn);
+        #[rustfmt::skip]
+        let refusals = [
+            ("too fast", code(start().max_number_of_messages_per_second(501).send().await), "InvalidParameterValue"),
+            ("a missing source", code(client.start_message_move_task().source_arn(&nowhere).send().await), "ResourceNotFoundException"),
+            ("too many listed", code(client.list_message_move_tasks().source_arn(&dlq_arn).max_results(11).send().await), "InvalidParameterValue"),
+            ("a destination of another type", code(start().destination_arn(&other_type).send().await), "InvalidParameterValue"),
+            ("an unknown task", code(client.cancel_message_move_task().task_handle(&unknown).send().await), "ResourceNotFoundException"),
+        ];
+        for (what, got, expected) in refusals {
+            assert_eq!(got, expected, "{what}");
+        }
 
         // Each dead letter goes back to its source.
         let handle = client
@@ -1534,12 +1304,7 @@ async fn sqs_sdk_moves_dead_letters_back() {
             .expect("a task handle");
         let deadline = Instant::now() + Duration::from_secs(10);
         let task = loop {
-            let listed = client
-                .list_message_move_tasks()
-                .source_arn(&dlq_arn)
-                .send()
-                .await
-                .unwrap();
+            let listed = tasks().await;
             let [task] = listed.results() else {
                 panic!("one task: {listed:?}")
             };
@@ -1594,12 +1359,8 @@ async fn sqs_sdk_moves_dead_letters_back() {
                 Some("There is already a task running. Only one active task is allowed for a source queue arn at a given time.")
             )
         );
-        let cancelled = client
-            .cancel_message_move_task()
-            .task_handle(&handle)
-            .send()
-            .await
-            .unwrap();
+        let cancel = client.cancel_message_move_task().task_handle(&handle);
+        let cancelled = cancel.send().await.unwrap();
         assert!(cancelled.approximate_number_of_messages_moved() < 3);
         let listed = client
             .list_message_move_tasks()
@@ -1653,13 +1414,7 @@ async fn sqs_sdk_long_polls() {
             })
         };
         tokio::time::sleep(Duration::from_millis(300)).await;
-        client
-            .send_message()
-            .queue_url(&url)
-            .message_body("wake")
-            .send()
-            .await
-            .unwrap();
+        send(client, &url, "wake").await;
         let (received, waited) = waiting.await.unwrap();
         let received = received.unwrap();
         assert_eq!(received.messages()[0].body(), Some("wake"));

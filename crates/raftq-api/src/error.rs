@@ -297,50 +297,19 @@ mod tests {
 
     #[test]
     fn engine_errors_map_to_the_spec_statuses() {
+        #[rustfmt::skip]
         let cases = [
             (EngineError::invalid("name", "bad"), 400, "invalid_argument"),
-            (
-                EngineError::QueueNotFound("q".into()),
-                404,
-                "queue_not_found",
-            ),
+            (EngineError::QueueNotFound("q".into()), 404, "queue_not_found"),
             (EngineError::QueueExists("q".into()), 409, "queue_exists"),
-            (
-                EngineError::QueueInUse { sources: vec![] },
-                409,
-                "queue_in_use",
-            ),
+            (EngineError::QueueInUse { sources: vec![] }, 409, "queue_in_use"),
             (EngineError::LeaseExpired, 409, "lease_expired"),
             (EngineError::MessageGone, 409, "lease_expired"),
-            (
-                EngineError::MoveTaskNotFound("t".into()),
-                404,
-                "move_task_not_found",
-            ),
-            (
-                EngineError::MoveTaskRunning("t".into()),
-                409,
-                "move_task_running",
-            ),
-            (
-                EngineError::MoveTaskNotRunning("completed".into()),
-                409,
-                "move_task_not_running",
-            ),
-            (
-                EngineError::NotScheduled("m".into()),
-                409,
-                "message_not_scheduled",
-            ),
-            (
-                EngineError::MessageTooLarge {
-                    field: "body".into(),
-                    size: 2,
-                    max: 1,
-                },
-                413,
-                "message_too_large",
-            ),
+            (EngineError::MoveTaskNotFound("t".into()), 404, "move_task_not_found"),
+            (EngineError::MoveTaskRunning("t".into()), 409, "move_task_running"),
+            (EngineError::MoveTaskNotRunning("completed".into()), 409, "move_task_not_running"),
+            (EngineError::NotScheduled("m".into()), 409, "message_not_scheduled"),
+            (EngineError::MessageTooLarge { field: "body".into(), size: 2, max: 1 }, 413, "message_too_large"),
         ];
         for (e, status, code) in cases {
             let api = ApiError::from(e);

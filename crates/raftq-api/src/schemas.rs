@@ -168,6 +168,7 @@ mod tests {
     #[test]
     fn mirrors_serialize_as_the_engine_types() {
         use raftq_engine::model::RedrivePolicyView;
+        use raftq_engine::QueueStats as EngineQueueStats;
         use raftq_engine::{EngineError, MessageState, MoveTaskStatus};
 
         let id = Uuid::from_u128(7);
@@ -206,29 +207,26 @@ mod tests {
             delayed: 3 * n,
             pending_redrive: 4 * n,
         };
+        // The same counters in the engine's stats and in their mirror here.
+        macro_rules! stats {
+            ($stats:ident, $by_priority:expr) => {
+                $stats {
+                    visible: 1,
+                    leased: 2,
+                    delayed: 3,
+                    pending_redrive: 4,
+                    oldest_message_age_seconds: 5,
+                    active_tenants: 6,
+                    largest_tenant_in_flight: 7,
+                    scheduled: 8,
+                    by_priority: $by_priority,
+                }
+            };
+        }
+        let mirror_levels = (0..10).map(|p| level(u64::from(p == 9))).collect();
         assert_eq!(
-            json(raftq_engine::QueueStats {
-                visible: 1,
-                leased: 2,
-                delayed: 3,
-                pending_redrive: 4,
-                oldest_message_age_seconds: 5,
-                active_tenants: 6,
-                largest_tenant_in_flight: 7,
-                scheduled: 8,
-                by_priority,
-            }),
-            json(QueueStats {
-                visible: 1,
-                leased: 2,
-                delayed: 3,
-                pending_redrive: 4,
-                oldest_message_age_seconds: 5,
-                active_tenants: 6,
-                largest_tenant_in_flight: 7,
-                scheduled: 8,
-                by_priority: (0..10).map(|p| level(u64::from(p == 9))).collect(),
-            }),
+            json(stats!(EngineQueueStats, by_priority)),
+            json(stats!(QueueStats, mirror_levels)),
         );
         for api in [
             ApiError::from(EngineError::QueueInUse {

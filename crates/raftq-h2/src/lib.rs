@@ -366,6 +366,16 @@ mod tests {
         })
     }
 
+    /// A server (see [`serve`]) on a free loopback port, and a channel to it: the server's
+    /// address and task, and the channel.
+    async fn served() -> (std::net::SocketAddr, JoinHandle<()>, H2Channel) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let server = serve(listener);
+        let channel = H2Channel::new(Target::plain(addr.to_string(), Duration::from_secs(5)));
+        (addr, server, channel)
+    }
+
     fn request() -> http::Request<tonic::body::Body> {
         http::Request::builder()
             .uri("http://raftq.test/ping")
@@ -389,10 +399,7 @@ mod tests {
 
     #[tokio::test]
     async fn calls_share_one_connection_and_a_broken_one_is_made_again() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let server = serve(listener);
-        let mut channel = H2Channel::new(Target::plain(addr.to_string(), Duration::from_secs(5)));
+        let (addr, server, mut channel) = served().await;
         for _ in 0..3 {
             let answer = channel.call(request()).await.expect("answered");
             assert_eq!(answer.status(), http::StatusCode::OK);
@@ -418,10 +425,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_given_up_while_connecting_leaves_the_connection_to_the_next() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let _server = serve(listener);
-        let mut channel = H2Channel::new(Target::plain(addr.to_string(), Duration::from_secs(5)));
+        let (_, _server, mut channel) = served().await;
         // Given up at its first poll, before the connection could be made.
         assert!(channel.call(request()).now_or_never().is_none());
         let answer = channel.call(request()).await.expect("answered");

@@ -592,6 +592,14 @@ mod tests {
         Names::new("http://h:1", "local", BTreeMap::new())
     }
 
+    /// A reader of the account [`NUMBER`] with `names`.
+    fn reader(names: &Names) -> Reader<'_> {
+        Reader {
+            names,
+            account_number: NUMBER,
+        }
+    }
+
     fn given(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
             .iter()
@@ -641,10 +649,7 @@ mod tests {
     #[test]
     fn settable_attributes_translate_to_raftq_settings() {
         let names = names();
-        let reader = Reader {
-            names: &names,
-            account_number: NUMBER,
-        };
+        let reader = reader(&names);
         let requested = reader
             .requested(
                 &given(&[
@@ -716,10 +721,7 @@ mod tests {
     #[test]
     fn what_raftq_lacks_is_refused_by_name() {
         let names = names();
-        let reader = Reader {
-            names: &names,
-            account_number: NUMBER,
-        };
+        let reader = reader(&names);
         let cases = [
             (("Bogus", "1"), CREATE, Kind::InvalidAttributeName),
             (("QueueArn", "x"), CREATE, Kind::InvalidAttributeName),
@@ -816,10 +818,7 @@ mod tests {
     #[test]
     fn attributes_render_as_sqs_returns_them() {
         let names = names();
-        let reader = Reader {
-            names: &names,
-            account_number: NUMBER,
-        };
+        let reader = reader(&names);
         let mut fifo = view("jobs.fifo");
         fifo.redrive_policy = Some(RedrivePolicyView {
             dead_letter_target: queue_ref("dlq.fifo"),
@@ -881,57 +880,35 @@ mod tests {
     #[test]
     fn a_repeated_create_must_ask_for_what_the_queue_has() {
         let names = names();
-        let reader = Reader {
-            names: &names,
-            account_number: NUMBER,
-        };
+        let reader = reader(&names);
         let has = view("jobs");
-        let ask = |pairs: &[(&str, &str)]| reader.requested(&given(pairs), CREATE).unwrap();
-        assert_eq!(reader.differing(&has, &ask(&[])), None);
-        assert_eq!(
-            reader.differing(&has, &ask(&[("VisibilityTimeout", "30")])),
-            None
-        );
-        assert_eq!(
-            reader.differing(&has, &ask(&[("VisibilityTimeout", "31")])),
-            Some("VisibilityTimeout")
-        );
-        assert_eq!(
-            reader.differing(&has, &ask(&[("FifoQueue", "true")])),
-            Some("FifoQueue")
-        );
-        let policy =
-            r#"{"deadLetterTargetArn":"arn:aws:sqs:local:123456789012:dlq","maxReceiveCount":2}"#;
-        assert_eq!(
-            reader.differing(&has, &ask(&[("RedrivePolicy", policy)])),
-            Some("RedrivePolicy")
-        );
         let mut with_policy = view("jobs");
         with_policy.redrive_policy = Some(RedrivePolicyView {
             dead_letter_target: queue_ref("dlq"),
             max_receive_count: 2,
         });
-        assert_eq!(
-            reader.differing(&with_policy, &ask(&[("RedrivePolicy", policy)])),
-            None
-        );
-        let allow = r#"{"redrivePermission":"allowAll"}"#;
-        assert_eq!(
-            reader.differing(&has, &ask(&[("RedriveAllowPolicy", allow)])),
-            None
-        );
-        assert_eq!(
-            reader.differing(&has, &ask(&[("Policy", POLICY)])),
-            Some("Policy")
-        );
         let fifo = view("jobs.fifo");
-        assert_eq!(
-            reader.differing(&fifo, &ask(&[("DeduplicationScope", "queue")])),
-            None
-        );
-        assert_eq!(
-            reader.differing(&fifo, &ask(&[("DeduplicationScope", "messageGroup")])),
-            Some("DeduplicationScope")
-        );
+        let policy =
+            r#"{"deadLetterTargetArn":"arn:aws:sqs:local:123456789012:dlq","maxReceiveCount":2}"#;
+        let allow = r#"{"redrivePermission":"allowAll"}"#;
+        // The queue, what a create asks for, and the attribute that differs, if any.
+        type Case<'a> = (&'a QueueView, &'a [(&'a str, &'a str)], Option<&'a str>);
+        #[rustfmt::skip]
+        let cases: [Case; 10] = [
+            (&has, &[], None),
+            (&has, &[("VisibilityTimeout", "30")], None),
+            (&has, &[("VisibilityTimeout", "31")], Some("VisibilityTimeout")),
+            (&has, &[("FifoQueue", "true")], Some("FifoQueue")),
+            (&has, &[("RedrivePolicy", policy)], Some("RedrivePolicy")),
+            (&with_policy, &[("RedrivePolicy", policy)], None),
+            (&has, &[("RedriveAllowPolicy", allow)], None),
+            (&has, &[("Policy", POLICY)], Some("Policy")),
+            (&fifo, &[("DeduplicationScope", "queue")], None),
+            (&fifo, &[("DeduplicationScope", "messageGroup")], Some("DeduplicationScope")),
+        ];
+        for (queue, pairs, differing) in cases {
+            let asked = reader.requested(&given(pairs), CREATE).unwrap();
+            assert_eq!(reader.differing(queue, &asked), differing, "{pairs:?}");
+        }
     }
 }

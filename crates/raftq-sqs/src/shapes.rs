@@ -97,6 +97,22 @@ const BATCH_ERROR: Member = member(
 );
 const IDS: Shape = Shape::List(&Shape::Struct(&[text("Id")]));
 
+/// The members of a message to send, after `$first`: the queue's URL of a `SendMessage`, the
+/// `Id` of a `SendMessageBatch` entry.
+macro_rules! send_members {
+    ($first:expr) => {
+        &[
+            $first,
+            text("MessageBody"),
+            integer("DelaySeconds"),
+            MESSAGE_ATTRIBUTES_MEMBER,
+            SYSTEM_ATTRIBUTES_MEMBER,
+            text("MessageDeduplicationId"),
+            text("MessageGroupId"),
+        ]
+    };
+}
+
 /// One action: its name, the label its requests are counted by, the members of its request,
 /// and those of its result (`None`: it answers nothing but its request ID).
 #[derive(Debug)]
@@ -147,15 +163,7 @@ pub const ACTIONS: &[Action] = &[
     action!("SetQueueAttributes", &[QUEUE_URL, ATTRIBUTES], None),
     action!(
         "SendMessage",
-        &[
-            QUEUE_URL,
-            text("MessageBody"),
-            integer("DelaySeconds"),
-            MESSAGE_ATTRIBUTES_MEMBER,
-            SYSTEM_ATTRIBUTES_MEMBER,
-            text("MessageDeduplicationId"),
-            text("MessageGroupId"),
-        ],
+        send_members!(QUEUE_URL),
         Some(&[
             text("MD5OfMessageBody"),
             text("MD5OfMessageAttributes"),
@@ -171,15 +179,7 @@ pub const ACTIONS: &[Action] = &[
             member(
                 "Entries",
                 "SendMessageBatchRequestEntry",
-                Shape::List(&Shape::Struct(&[
-                    text("Id"),
-                    text("MessageBody"),
-                    integer("DelaySeconds"),
-                    MESSAGE_ATTRIBUTES_MEMBER,
-                    SYSTEM_ATTRIBUTES_MEMBER,
-                    text("MessageDeduplicationId"),
-                    text("MessageGroupId"),
-                ]))
+                Shape::List(&Shape::Struct(send_members!(text("Id"))))
             )
         ],
         Some(&[
@@ -625,20 +625,25 @@ mod tests {
 
     #[test]
     fn malformed_fields_are_refused_by_name() {
-        let e = decode_form(
-            &form(&[("MaxNumberOfMessages", "ten")]),
-            get("ReceiveMessage"),
-        )
-        .unwrap_err();
-        assert_eq!(e.kind, Kind::InvalidParameterValue);
-        assert!(e.message.contains("MaxNumberOfMessages"), "{e}");
-        let e = decode_form(
-            &form(&[("Attribute.1.Value", "1")]),
-            get("SetQueueAttributes"),
-        )
-        .unwrap_err();
-        assert_eq!(e.kind, Kind::MissingParameter);
-        assert!(e.message.contains("Attribute.1.Name"), "{e}");
+        let cases = [
+            (
+                ("MaxNumberOfMessages", "ten"),
+                "ReceiveMessage",
+                Kind::InvalidParameterValue,
+                "MaxNumberOfMessages",
+            ),
+            (
+                ("Attribute.1.Value", "1"),
+                "SetQueueAttributes",
+                Kind::MissingParameter,
+                "Attribute.1.Name",
+            ),
+        ];
+        for (field, action, kind, named) in cases {
+            let e = decode_form(&form(&[field]), get(action)).unwrap_err();
+            assert_eq!(e.kind, kind, "{action}");
+            assert!(e.message.contains(named), "{e}");
+        }
     }
 
     #[test]

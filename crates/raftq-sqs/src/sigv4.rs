@@ -731,6 +731,21 @@ mod tests {
         format!("{first}{}", &signature[1..])
     }
 
+    /// Who a request of the test suite signed with `signature` comes from, at the suite's time.
+    fn suite_principal(
+        keys: &Keys,
+        request: &str,
+        signed_headers: &str,
+        signature: &str,
+    ) -> Result<Principal, SigV4Error> {
+        let sent = suite_request(request, signed_headers, signature);
+        principal_of(
+            keys,
+            &sent.request("service", "us-east-1"),
+            SUITE_TIME.into(),
+        )
+    }
+
     #[test]
     fn the_aws_test_suite_verifies_and_a_changed_signature_does_not() {
         let keys = suite_keys();
@@ -739,19 +754,9 @@ mod tests {
             role: Role::Account,
         };
         for (name, request, signed_headers, signature) in SUITE {
-            let sent = suite_request(request, signed_headers, signature);
-            let verified = principal_of(
-                &keys,
-                &sent.request("service", "us-east-1"),
-                SUITE_TIME.into(),
-            );
+            let verified = suite_principal(&keys, request, signed_headers, signature);
             assert_eq!(verified, Ok(suite.clone()), "{name}");
-            let sent = suite_request(request, signed_headers, &tampered(signature));
-            let refused = principal_of(
-                &keys,
-                &sent.request("service", "us-east-1"),
-                SUITE_TIME.into(),
-            );
+            let refused = suite_principal(&keys, request, signed_headers, &tampered(signature));
             assert_eq!(refused, Err(SigV4Error::SignatureMismatch), "{name}");
         }
     }
@@ -760,12 +765,7 @@ mod tests {
     fn session_tokens_are_refused_even_with_a_valid_signature() {
         let keys = suite_keys();
         for (name, request, signed_headers, signature) in SUITE_WITH_TOKENS {
-            let sent = suite_request(request, signed_headers, signature);
-            let refused = principal_of(
-                &keys,
-                &sent.request("service", "us-east-1"),
-                SUITE_TIME.into(),
-            );
+            let refused = suite_principal(&keys, request, signed_headers, signature);
             assert_eq!(refused, Err(SigV4Error::SessionToken), "{name}");
         }
     }

@@ -84,6 +84,14 @@ pub struct QueueSettings {
     pub priority_weights: Option<Vec<u64>>,
 }
 
+/// Sets `key` of the JSON object `object` to `value`, when given: a setting left out takes the
+/// server's default (or, in a patch, stays as it is).
+fn put(object: &mut Value, key: &str, value: Option<impl Into<Value>>) {
+    if let Some(value) = value {
+        object[key] = value.into();
+    }
+}
+
 /// `NAME=VALUE` pairs as a JSON object of strings (a pair without `=` has an empty value).
 fn pairs(list: &[String]) -> Map<String, Value> {
     list.iter()
@@ -118,48 +126,33 @@ fn retry_backoff(text: &str) -> Result<Value, String> {
 
 impl QueueSettings {
     fn to_json(&self) -> Value {
-        let mut m = Map::new();
-        let mut put = |k: &str, v: Option<Value>| {
-            if let Some(v) = v {
-                m.insert(k.into(), v);
-            }
-        };
-        put("lease_seconds", self.lease_seconds.map(Value::from));
-        put("delay_seconds", self.delay_seconds.map(Value::from));
-        put("retention_seconds", self.retention_seconds.map(Value::from));
-        put("max_message_bytes", self.max_message_bytes.map(Value::from));
+        let mut m = json!({});
+        put(&mut m, "lease_seconds", self.lease_seconds);
+        put(&mut m, "delay_seconds", self.delay_seconds);
+        put(&mut m, "retention_seconds", self.retention_seconds);
+        put(&mut m, "max_message_bytes", self.max_message_bytes);
         put(
+            &mut m,
             "content_based_deduplication",
-            self.content_based_deduplication.map(Value::from),
+            self.content_based_deduplication,
         );
-        put(
-            "redrive_policy",
-            self.dead_letter_target.as_ref().map(
-                |t| json!({"dead_letter_target": t, "max_receive_count": self.max_receive_count}),
-            ),
-        );
-        put(
-            "redrive_allow_policy",
-            self.allow_sources.as_ref().map(|s| match s.as_slice() {
-                [one] if one == "allow_all" || one == "deny_all" => json!({"permission": one}),
-                queues => json!({"permission": "by_queue", "source_queues": queues}),
-            }),
-        );
-        put("retry_backoff", self.retry_backoff.clone());
-        put(
-            "receive_wait_seconds",
-            self.receive_wait_seconds.map(Value::from),
-        );
-        put(
-            "tags",
-            (!self.tags.is_empty()).then(|| Value::Object(pairs(&self.tags))),
-        );
-        put("default_priority", self.default_priority.map(Value::from));
-        put(
-            "priority_weights",
-            self.priority_weights.as_ref().map(|w| json!(w)),
-        );
-        Value::Object(m)
+        let redrive = self
+            .dead_letter_target
+            .as_ref()
+            .map(|t| json!({"dead_letter_target": t, "max_receive_count": self.max_receive_count}));
+        put(&mut m, "redrive_policy", redrive);
+        let allow = self.allow_sources.as_ref().map(|s| match s.as_slice() {
+            [one] if one == "allow_all" || one == "deny_all" => json!({"permission": one}),
+            queues => json!({"permission": "by_queue", "source_queues": queues}),
+        });
+        put(&mut m, "redrive_allow_policy", allow);
+        put(&mut m, "retry_backoff", self.retry_backoff.clone());
+        put(&mut m, "receive_wait_seconds", self.receive_wait_seconds);
+        let tags = (!self.tags.is_empty()).then(|| Value::Object(pairs(&self.tags)));
+        put(&mut m, "tags", tags);
+        put(&mut m, "default_priority", self.default_priority);
+        put(&mut m, "priority_weights", self.priority_weights.clone());
+        m
     }
 }
 
@@ -288,22 +281,14 @@ impl MoveTaskArgs {
     /// The request body of a start: only the settings given.
     pub fn to_json(&self) -> Value {
         let mut task = json!({});
-        if let Some(d) = &self.destination {
-            task["destination"] = d.as_str().into();
-        }
-        if let Some(r) = self.rate {
-            task["max_messages_per_second"] = r.into();
-        }
+        put(&mut task, "destination", self.destination.as_deref());
+        put(&mut task, "max_messages_per_second", self.rate);
         let mut filter = json!({});
         if !self.message_ids.is_empty() {
             filter["message_ids"] = self.message_ids.clone().into();
         }
-        if let Some(t) = &self.moved_since {
-            filter["moved_since"] = t.as_str().into();
-        }
-        if let Some(t) = &self.moved_before {
-            filter["moved_before"] = t.as_str().into();
-        }
+        put(&mut filter, "moved_since", self.moved_since.as_deref());
+        put(&mut filter, "moved_before", self.moved_before.as_deref());
         if filter.as_object().is_some_and(|f| !f.is_empty()) {
             task["filter"] = filter;
         }
@@ -393,21 +378,11 @@ impl MessageArgs {
         if !self.attribute_types.is_empty() {
             m["attribute_types"] = Value::Object(pairs(&self.attribute_types));
         }
-        if let Some(g) = &self.group {
-            m["message_group_id"] = g.as_str().into();
-        }
-        if let Some(d) = &self.dedup {
-            m["message_deduplication_id"] = d.as_str().into();
-        }
-        if let Some(d) = self.delay {
-            m["delay_seconds"] = d.into();
-        }
-        if let Some(p) = self.priority {
-            m["priority"] = p.into();
-        }
-        if let Some(at) = &self.deliver_at {
-            m["deliver_at"] = at.as_str().into();
-        }
+        put(&mut m, "message_group_id", self.group.as_deref());
+        put(&mut m, "message_deduplication_id", self.dedup.as_deref());
+        put(&mut m, "delay_seconds", self.delay);
+        put(&mut m, "priority", self.priority);
+        put(&mut m, "deliver_at", self.deliver_at.as_deref());
         m
     }
 }
@@ -431,15 +406,9 @@ impl ReceiveArgs {
     /// The request body of a receive: the most messages, and only the settings given.
     fn to_json(&self) -> Value {
         let mut o = json!({ "max_messages": self.max });
-        if let Some(l) = self.lease {
-            o["lease_seconds"] = l.into();
-        }
-        if let Some(w) = self.wait {
-            o["wait_seconds"] = w.into();
-        }
-        if let Some(id) = &self.attempt_id {
-            o["receive_attempt_id"] = id.as_str().into();
-        }
+        put(&mut o, "lease_seconds", self.lease);
+        put(&mut o, "wait_seconds", self.wait);
+        put(&mut o, "receive_attempt_id", self.attempt_id.as_deref());
         o
     }
 }

@@ -57,6 +57,14 @@ impl QueuesService {
         Ok(request)
     }
 
+    /// The account a call on one queue is made for, the queue it names (refused with
+    /// `invalid_argument` when empty) and the rest of its request.
+    fn open_queue<T: OnQueue>(&self, request: Request<T>) -> Result<(String, String, T), Status> {
+        let (account, mut request) = self.open(request)?;
+        let queue = convert::queue(std::mem::take(request.queue()))?;
+        Ok((account, queue, request))
+    }
+
     fn principal<T>(&self, request: Request<T>) -> Result<(Principal, T), Status> {
         let header = request
             .metadata()
@@ -66,6 +74,37 @@ impl QueuesService {
         Ok((principal, request.into_inner()))
     }
 }
+
+/// A request on one queue, named by its `queue` field.
+trait OnQueue {
+    fn queue(&mut self) -> &mut String;
+}
+
+macro_rules! on_queue {
+    ($($request:ident),* $(,)?) => {$(
+        impl OnQueue for pb::$request {
+            fn queue(&mut self) -> &mut String {
+                &mut self.queue
+            }
+        }
+    )*};
+}
+
+on_queue!(
+    GetQueueRequest,
+    DeleteQueueRequest,
+    ListDeadLetterSourcesRequest,
+    ReceiveMessagesRequest,
+    AckRequest,
+    ChangeLeaseRequest,
+    PeekMessagesRequest,
+    ListScheduledMessagesRequest,
+    CancelScheduledMessageRequest,
+    PurgeQueueRequest,
+    GetQueueStatsRequest,
+    ListMoveTasksRequest,
+    CancelMoveTaskRequest,
+);
 
 fn reply<T>(message: impl Into<T>) -> Reply<T> {
     Ok(Response::new(message.into()))
@@ -89,11 +128,8 @@ impl Queues for QueuesService {
     }
 
     async fn get_queue(&self, request: Request<pb::GetQueueRequest>) -> Reply<pb::Queue> {
-        let (account, r) = self.open(request)?;
-        let view = self
-            .state
-            .get_queue(account, convert::queue(r.queue)?)
-            .await?;
+        let (account, queue, _) = self.open_queue(request)?;
+        let view = self.state.get_queue(account, queue).await?;
         reply(json::Queue::new(&view))
     }
 
@@ -108,10 +144,8 @@ impl Queues for QueuesService {
         &self,
         request: Request<pb::DeleteQueueRequest>,
     ) -> Reply<pb::DeleteQueueResponse> {
-        let (account, r) = self.open(request)?;
-        self.state
-            .delete_queue(account, convert::queue(r.queue)?)
-            .await?;
+        let (account, queue, _) = self.open_queue(request)?;
+        self.state.delete_queue(account, queue).await?;
         reply(pb::DeleteQueueResponse {})
     }
 
@@ -119,11 +153,8 @@ impl Queues for QueuesService {
         &self,
         request: Request<pb::ListDeadLetterSourcesRequest>,
     ) -> Reply<pb::ListDeadLetterSourcesResponse> {
-        let (account, r) = self.open(request)?;
-        let queues = self
-            .state
-            .dead_letter_sources(account, convert::queue(r.queue)?)
-            .await?;
+        let (account, queue, _) = self.open_queue(request)?;
+        let queues = self.state.dead_letter_sources(account, queue).await?;
         reply(json::RefList { queues })
     }
 
@@ -186,7 +217,7 @@ impl Queues for QueuesService {
             .get::<Caller>()
             .copied()
             .unwrap_or_default();
-        let (account, r) = self.open(request)?;
+        let (account, queue, r) = self.open_queue(request)?;
         let options = ReceiveOptions {
             max_messages: r.max_messages,
             lease_seconds: r.lease_seconds,
@@ -194,19 +225,13 @@ impl Queues for QueuesService {
             receive_attempt_id: r.receive_attempt_id,
             caller,
         };
-        let received = self
-            .state
-            .receive(account, convert::queue(r.queue)?, options)
-            .await?;
+        let received = self.state.receive(account, queue, options).await?;
         reply(json::Delivered::new(&received)?)
     }
 
     async fn ack(&self, request: Request<pb::AckRequest>) -> Reply<pb::AckResponse> {
-        let (account, r) = self.open(request)?;
-        let results = self
-            .state
-            .ack(account, convert::queue(r.queue)?, r.receipts)
-            .await?;
+        let (account, queue, r) = self.open_queue(request)?;
+        let results = self.state.ack(account, queue, r.receipts).await?;
         reply(pb::AckResponse {
             results: results
                 .into_iter()
@@ -219,16 +244,10 @@ impl Queues for QueuesService {
         &self,
         request: Request<pb::ChangeLeaseRequest>,
     ) -> Reply<pb::ChangeLeaseResponse> {
-        let (account, r) = self.open(request)?;
+        let (account, queue, r) = self.open_queue(request)?;
         let changed = self
             .state
-            .change_lease(
-                account,
-                convert::queue(r.queue)?,
-                r.receipt,
-                r.lease_seconds,
-                r.delay_seconds,
-            )
+            .change_lease(account, queue, r.receipt, r.lease_seconds, r.delay_seconds)
             .await?;
         reply(json::LeaseChanged::new(changed))
     }
@@ -237,15 +256,10 @@ impl Queues for QueuesService {
         &self,
         request: Request<pb::PeekMessagesRequest>,
     ) -> Reply<pb::PeekMessagesResponse> {
-        let (account, r) = self.open(request)?;
+        let (account, queue, r) = self.open_queue(request)?;
         let messages = self
             .state
-            .list_messages(
-                account,
-                convert::queue(r.queue)?,
-                Listing::All,
-                (r.after, r.limit),
-            )
+            .list_messages(account, queue, Listing::All, (r.after, r.limit))
             .await?;
         reply(json::Peeked::new(&messages))
     }
@@ -254,15 +268,10 @@ impl Queues for QueuesService {
         &self,
         request: Request<pb::ListScheduledMessagesRequest>,
     ) -> Reply<pb::ListScheduledMessagesResponse> {
-        let (account, r) = self.open(request)?;
+        let (account, queue, r) = self.open_queue(request)?;
         let messages = self
             .state
-            .list_messages(
-                account,
-                convert::queue(r.queue)?,
-                Listing::Scheduled,
-                (r.after, r.limit),
-            )
+            .list_messages(account, queue, Listing::Scheduled, (r.after, r.limit))
             .await?;
         reply(json::Peeked::new(&messages))
     }
@@ -271,9 +280,9 @@ impl Queues for QueuesService {
         &self,
         request: Request<pb::CancelScheduledMessageRequest>,
     ) -> Reply<pb::CancelScheduledMessageResponse> {
-        let (account, r) = self.open(request)?;
+        let (account, queue, r) = self.open_queue(request)?;
         self.state
-            .cancel_scheduled(account, convert::queue(r.queue)?, &r.message_id)
+            .cancel_scheduled(account, queue, &r.message_id)
             .await?;
         reply(pb::CancelScheduledMessageResponse {})
     }
@@ -282,8 +291,8 @@ impl Queues for QueuesService {
         &self,
         request: Request<pb::PurgeQueueRequest>,
     ) -> Reply<pb::PurgeQueueResponse> {
-        let (account, r) = self.open(request)?;
-        self.state.purge(account, convert::queue(r.queue)?).await?;
+        let (account, queue, _) = self.open_queue(request)?;
+        self.state.purge(account, queue).await?;
         reply(pb::PurgeQueueResponse {})
     }
 
@@ -291,11 +300,8 @@ impl Queues for QueuesService {
         &self,
         request: Request<pb::GetQueueStatsRequest>,
     ) -> Reply<pb::QueueStats> {
-        let (account, r) = self.open(request)?;
-        let stats = self
-            .state
-            .queue_stats(account, convert::queue(r.queue)?)
-            .await?;
+        let (account, queue, _) = self.open_queue(request)?;
+        let stats = self.state.queue_stats(account, queue).await?;
         reply(convert::stats(stats))
     }
 
@@ -313,11 +319,8 @@ impl Queues for QueuesService {
         &self,
         request: Request<pb::ListMoveTasksRequest>,
     ) -> Reply<pb::ListMoveTasksResponse> {
-        let (account, r) = self.open(request)?;
-        let tasks = self
-            .state
-            .list_move_tasks(account, convert::queue(r.queue)?)
-            .await?;
+        let (account, queue, _) = self.open_queue(request)?;
+        let tasks = self.state.list_move_tasks(account, queue).await?;
         reply(json::MoveTaskList::new(&tasks))
     }
 
@@ -325,8 +328,7 @@ impl Queues for QueuesService {
         &self,
         request: Request<pb::CancelMoveTaskRequest>,
     ) -> Reply<pb::MoveTask> {
-        let (account, r) = self.open(request)?;
-        let queue = convert::queue(r.queue)?;
+        let (account, queue, r) = self.open_queue(request)?;
         let task = self
             .state
             .cancel_move_task(account, Some(queue), r.task_handle)
