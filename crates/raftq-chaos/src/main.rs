@@ -226,6 +226,7 @@ async fn run(args: &Args, seed: u64, dir: &Path, history: &History) -> Result<u6
         remaining: remaining(&nodes, &dead_letter).await?,
         node_states: node_states(&nodes).await,
         memberships: memberships(&nodes).await,
+        leaders: leaders(&nodes).await,
         members: nodes.members(),
         dead_letter: dead_letter.clone(),
         max_receive_count: MAX_RECEIVE_COUNT,
@@ -412,6 +413,36 @@ async fn memberships(nodes: &Nodes) -> Vec<Option<(Vec<u64>, String)>> {
             Some((voters, v["cluster_id"].as_str()?.to_string()))
         })
         .collect()
+}
+
+/// Each Raft group's leader, as the first member that answers reports them, once every group
+/// has one and no member leads more than its share (the leaders spread again within seconds of
+/// the last fault), or as they are after a bounded wait.
+async fn leaders(nodes: &Nodes) -> BTreeMap<u32, Option<u64>> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let views = nodes.cluster_views().await;
+        let leaders: BTreeMap<u32, Option<u64>> = views
+            .iter()
+            .find_map(|v| v["groups"].as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|g| {
+                let group = u32::try_from(g["group"].as_u64()?).ok()?;
+                Some((group, g["leader"].as_u64()))
+            })
+            .collect();
+        let cap = leaders.len().div_ceil(nodes.members().len().max(1));
+        let mut led: BTreeMap<u64, usize> = BTreeMap::new();
+        for leader in leaders.values().flatten() {
+            *led.entry(*leader).or_default() += 1;
+        }
+        let spread = leaders.values().all(Option::is_some) && led.values().all(|n| *n <= cap);
+        if spread || Instant::now() >= deadline {
+            return leaders;
+        }
+        sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// Every member's applied index and state digest, once they agree or after a bounded wait.

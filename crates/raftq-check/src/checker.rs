@@ -39,6 +39,9 @@ pub struct Final {
     /// Queues whose producers send priorities and whose levels are served in strict order
     /// (the default), for invariant 10.
     pub strict_priority_queues: BTreeSet<String>,
+    /// Each Raft group's leader at the end (`None`: no leader), as a member reports them; empty
+    /// where the cluster runs one group (invariant 12 then holds as it is).
+    pub leaders: BTreeMap<u32, Option<u64>>,
 }
 
 /// Anomalies per invariant, with a few examples each.
@@ -48,7 +51,7 @@ pub struct Report {
     pub unverifiable: BTreeMap<&'static str, u64>,
 }
 
-pub const INVARIANTS: [&str; 11] = [
+pub const INVARIANTS: [&str; 12] = [
     "1_acknowledged_sends_survive",
     "2_nothing_delivered_unsent",
     "3_fifo_order_per_group",
@@ -60,6 +63,7 @@ pub const INVARIANTS: [&str; 11] = [
     "9_membership_and_cluster_id_agree",
     "10_no_lower_priority_while_a_higher_was_visible",
     "11_no_delivery_before_deliver_at",
+    "12_leaders_spread",
 ];
 
 impl Report {
@@ -300,6 +304,7 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
     membership_and_cluster_id(fin, &mut report);
     strict_priority_order(events, &index, fin, &mut report);
     no_delivery_before_deliver_at(events, &index, &mut report);
+    leaders_spread(fin, &mut report);
     report
 }
 
@@ -735,6 +740,28 @@ fn membership_and_cluster_id(fin: &Final, report: &mut Report) {
     }
 }
 
+/// Invariant 12: in a cluster of several groups, every group has a leader at the end and no
+/// member leads more than its share, ceil(G / N) of the G groups over the N members.
+fn leaders_spread(fin: &Final, report: &mut Report) {
+    if fin.leaders.len() <= 1 {
+        return;
+    }
+    let cap = fin.leaders.len().div_ceil(fin.members.len().max(1));
+    let mut led: BTreeMap<u64, usize> = BTreeMap::new();
+    for (group, leader) in &fin.leaders {
+        match leader {
+            Some(node) => *led.entry(*node).or_default() += 1,
+            None => report.flag(INVARIANTS[11], format!("group {group} has no leader")),
+        }
+    }
+    for (node, count) in led.iter().filter(|(_, count)| **count > cap) {
+        report.flag(
+            INVARIANTS[11],
+            format!("node {node} leads {count} groups, more than {cap}: {led:?}"),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -821,7 +848,33 @@ mod tests {
             dead_letter: BTreeMap::new(),
             max_receive_count: 3,
             strict_priority_queues: BTreeSet::new(),
+            leaders: BTreeMap::new(),
         }
+    }
+
+    #[test]
+    fn a_node_leading_more_than_its_share_or_a_group_without_a_leader_is_an_anomaly() {
+        let spread = |leaders: &[(u32, Option<u64>)]| {
+            let mut f = fin(&[]);
+            f.members = vec![1, 2, 3];
+            f.leaders = leaders.iter().copied().collect();
+            check(&[], &f).anomalies[INVARIANTS[11]].0
+        };
+        // Four groups over three nodes: at most two each.
+        assert_eq!(
+            spread(&[(1, Some(1)), (2, Some(2)), (3, Some(3)), (4, Some(1))]),
+            0
+        );
+        assert_eq!(
+            spread(&[(1, Some(1)), (2, Some(1)), (3, Some(1)), (4, Some(2))]),
+            1
+        );
+        assert_eq!(
+            spread(&[(1, Some(1)), (2, None), (3, Some(3)), (4, Some(2))]),
+            1
+        );
+        // One group: nothing to spread.
+        assert_eq!(spread(&[(1, Some(1))]), 0);
     }
 
     #[test]

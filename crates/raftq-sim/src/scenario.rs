@@ -162,6 +162,7 @@ impl Ending {
             dead_letter: self.dead_letter,
             max_receive_count: MAX_RECEIVE_COUNT,
             strict_priority_queues: BTreeSet::from([workload::PRIORITY_QUEUE.to_string()]),
+            leaders: BTreeMap::new(),
         };
         let events = self.history.events();
         let report = checker::check(&events, &fin);
