@@ -72,11 +72,14 @@ impl ReceiveAttempts {
         }
     }
 
-    /// Forgets the records that left the window, and re-arms the timer.
+    /// Forgets the records that left the window, and re-arms the timer. A record goes at its
+    /// timer's time ([`prune_due`]), not at its expiry, whichever timer runs the pruning: a
+    /// replica restored from a snapshot holds no stale timer of an earlier record of the same
+    /// ID, and must forget the same records at the same entries as one that does.
     pub(crate) fn prune(&mut self, context: &mut ApplyContext, qid: u32) {
         self.timer = None;
         while let Some(&(expires, _)) = self.order.front() {
-            if expires > context.now {
+            if prune_due(expires) > context.now {
                 self.arm(context, qid, expires);
                 break;
             }

@@ -940,7 +940,8 @@ impl Queue {
     pub(crate) fn prune_dedup(&mut self, context: &mut ApplyContext) {
         self.dedup_timer = None;
         while let Some(&(expires, _)) = self.dedup_order.front() {
-            if expires > context.now {
+            // At its timer's time, as receive attempts are (see `ReceiveAttempts::prune`).
+            if prune_due(expires) > context.now {
                 self.arm_dedup_timer(context, expires);
                 break;
             }
