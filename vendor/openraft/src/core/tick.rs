@@ -1,14 +1,12 @@
 //! tick emitter emits a `RaftMsg::Tick` event at a certain interval.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::future::Either;
 use tokio::sync::mpsc;
 use tokio::sync::oneshot;
+use tokio::sync::watch;
 use tracing::Instrument;
 use tracing::Level;
 use tracing::Span;
@@ -26,14 +24,16 @@ where C: RaftTypeConfig
 
     tx: mpsc::UnboundedSender<Notify<C>>,
 
-    /// Emit event or not
-    enabled: Arc<AtomicBool>,
+    /// Emit event or not. raftq: a watch, so that the loop sleeps while ticks are off rather
+    /// than waking every interval to find them off (a node holding many idle groups turns
+    /// their ticks off).
+    enabled: watch::Receiver<bool>,
 }
 
 pub(crate) struct TickHandle<C>
 where C: RaftTypeConfig
 {
-    enabled: Arc<AtomicBool>,
+    enabled: watch::Sender<bool>,
     shutdown: Mutex<Option<oneshot::Sender<()>>>,
     join_handle: Mutex<Option<JoinHandleOf<C, ()>>>,
 }
@@ -54,10 +54,10 @@ impl<C> Tick<C>
 where C: RaftTypeConfig
 {
     pub(crate) fn spawn(interval: Duration, tx: mpsc::UnboundedSender<Notify<C>>, enabled: bool) -> TickHandle<C> {
-        let enabled = Arc::new(AtomicBool::from(enabled));
+        let (enabled, enabled_rx) = watch::channel(enabled);
         let this = Self {
             interval,
-            enabled: enabled.clone(),
+            enabled: enabled_rx,
             tx,
         };
 
@@ -78,12 +78,25 @@ where C: RaftTypeConfig
         }
     }
 
-    pub(crate) async fn tick_loop(self, cancel_rx: oneshot::Receiver<()>) {
+    pub(crate) async fn tick_loop(mut self, cancel_rx: oneshot::Receiver<()>) {
         let mut i = 0;
 
         let mut cancel = std::pin::pin!(cancel_rx);
 
         loop {
+            // raftq: while ticks are off, wait until they are turned on again.
+            if !*self.enabled.borrow() {
+                let on = std::pin::pin!(self.enabled.wait_for(|enabled| *enabled));
+                match futures::future::select(cancel.as_mut(), on).await {
+                    Either::Left((_canceled, _)) => {
+                        tracing::info!("TickLoop received cancel signal, quit");
+                        return;
+                    }
+                    Either::Right((Err(_closed), _)) => return,
+                    Either::Right((Ok(_), _)) => {}
+                }
+            }
+
             let at = C::now() + self.interval;
             let sleep_fut = C::sleep_until(at);
             let sleep_fut = std::pin::pin!(sleep_fut);
@@ -99,7 +112,7 @@ where C: RaftTypeConfig
                 }
             }
 
-            if !self.enabled.load(Ordering::Relaxed) {
+            if !*self.enabled.borrow() {
                 continue;
             }
 
@@ -120,7 +133,7 @@ impl<C> TickHandle<C>
 where C: RaftTypeConfig
 {
     pub(crate) fn enable(&self, enabled: bool) {
-        self.enabled.store(enabled, Ordering::Relaxed);
+        self.enabled.send_if_modified(|on| std::mem::replace(on, enabled) != enabled);
     }
 
     /// Signal the tick loop to stop. And return a JoinHandle to wait for the loop to stop.
