@@ -432,12 +432,7 @@ async fn leaders(nodes: &Nodes) -> BTreeMap<u32, Option<u64>> {
                 Some((group, g["leader"].as_u64()))
             })
             .collect();
-        let cap = leaders.len().div_ceil(nodes.members().len().max(1));
-        let mut led: BTreeMap<u64, usize> = BTreeMap::new();
-        for leader in leaders.values().flatten() {
-            *led.entry(*leader).or_default() += 1;
-        }
-        let spread = leaders.values().all(Option::is_some) && led.values().all(|n| *n <= cap);
+        let spread = checker::unspread(&leaders, nodes.members().len()).is_empty();
         if spread || Instant::now() >= deadline {
             return leaders;
         }

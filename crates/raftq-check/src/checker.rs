@@ -743,23 +743,32 @@ fn membership_and_cluster_id(fin: &Final, report: &mut Report) {
 /// Invariant 12: in a cluster of several groups, every group has a leader at the end and no
 /// member leads more than its share, ceil(G / N) of the G groups over the N members.
 fn leaders_spread(fin: &Final, report: &mut Report) {
-    if fin.leaders.len() <= 1 {
-        return;
+    for example in unspread(&fin.leaders, fin.members.len()) {
+        report.flag(INVARIANTS[11], example);
     }
-    let cap = fin.leaders.len().div_ceil(fin.members.len().max(1));
+}
+
+/// What breaks invariant 12 in `leaders` (each group's leader) over `members` nodes: each group
+/// without a leader and each node above its share; none for one group.
+pub fn unspread(leaders: &BTreeMap<u32, Option<u64>>, members: usize) -> Vec<String> {
+    if leaders.len() <= 1 {
+        return Vec::new();
+    }
+    let cap = leaders.len().div_ceil(members.max(1));
     let mut led: BTreeMap<u64, usize> = BTreeMap::new();
-    for (group, leader) in &fin.leaders {
+    let mut broken = Vec::new();
+    for (group, leader) in leaders {
         match leader {
             Some(node) => *led.entry(*node).or_default() += 1,
-            None => report.flag(INVARIANTS[11], format!("group {group} has no leader")),
+            None => broken.push(format!("group {group} has no leader")),
         }
     }
     for (node, count) in led.iter().filter(|(_, count)| **count > cap) {
-        report.flag(
-            INVARIANTS[11],
-            format!("node {node} leads {count} groups, more than {cap}: {led:?}"),
-        );
+        broken.push(format!(
+            "node {node} leads {count} groups, more than {cap}: {led:?}"
+        ));
     }
+    broken
 }
 
 #[cfg(test)]

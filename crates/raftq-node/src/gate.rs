@@ -472,10 +472,7 @@ impl Gate {
     fn tick_or_not(&mut self, allow: bool) {
         let core = &self.core;
         let hears_quiet_leader = core
-            .quiet_leader_heard
-            .read()
-            .ok()
-            .and_then(|at| *at)
+            .quiet_leader_last_heard()
             .is_some_and(|at| at.elapsed() <= FRESH);
         let idle = if core.is_leader() {
             core.quiet.load(Ordering::Relaxed)

@@ -1,5 +1,5 @@
 //! Clusters of several Raft groups: the metadata group (1) lays out the data groups, each
-//! formed once by its first member; each group elects, replicates and applies on its own over
+//! formed once by its former; each group elects, replicates and applies on its own over
 //! the nodes' shared connections, and keeps its state apart from the others'.
 
 use std::collections::BTreeSet;

@@ -283,8 +283,12 @@ impl GroupCore {
     /// When this node last heard its leader: its last append or heartbeat, or its last answer
     /// to a ping as leading quietly, whichever came later.
     pub(crate) fn last_heard(&self) -> Option<Instant> {
-        let quietly = self.quiet_leader_heard.read().ok().and_then(|at| *at);
-        self.last_append().max(quietly)
+        self.last_append().max(self.quiet_leader_last_heard())
+    }
+
+    /// When the leader last answered a ping as leading quietly.
+    pub(crate) fn quiet_leader_last_heard(&self) -> Option<Instant> {
+        self.quiet_leader_heard.read().ok().and_then(|at| *at)
     }
 
     /// Records that the leader answered a ping at `at` as leading quietly.

@@ -134,7 +134,7 @@ pub struct GroupStatus {
     pub members: Vec<NodeId>,
     /// Its leader: as this node's replica knows it, or the placement's last word of it.
     pub leader: Option<NodeId>,
-    /// Whether it has been formed (its first member initialized it).
+    /// Whether it has been formed (its former initialized it: `GroupEntry::former`).
     pub formed: bool,
     /// The queues in it.
     pub queues: u64,

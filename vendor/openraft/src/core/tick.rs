@@ -187,6 +187,34 @@ mod tests {
         type Responder = crate::impls::OneshotResponder<Self>;
     }
 
+    /// raftq: the loop waits on the watch while ticks are off; turning them on must wake it.
+    #[cfg(not(feature = "singlethreaded"))]
+    #[tokio::test]
+    async fn ticks_turned_off_stop_and_turned_on_again_resume() -> anyhow::Result<()> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let th = Tick::<TickUTConfig>::spawn(Duration::from_millis(10), tx, false);
+
+        TickUTConfig::sleep(Duration::from_millis(100)).await;
+        assert!(rx.try_recv().is_err(), "no tick while ticks are off");
+
+        th.enable(true);
+        TickUTConfig::sleep(Duration::from_millis(200)).await;
+        let mut on = 0;
+        while rx.try_recv().is_ok() {
+            on += 1;
+        }
+        assert!(on >= 2, "ticks resume once turned on: {on}");
+
+        th.enable(false);
+        TickUTConfig::sleep(Duration::from_millis(50)).await;
+        while rx.try_recv().is_ok() {}
+        TickUTConfig::sleep(Duration::from_millis(100)).await;
+        assert!(rx.try_recv().is_err(), "no tick once turned off again");
+
+        let _ = th.shutdown().unwrap().await;
+        Ok(())
+    }
+
     // AsyncRuntime::spawn is `spawn_local` with singlethreaded enabled.
     // It will result in a panic:
     // `spawn_local` called from outside of a `task::LocalSet`.
