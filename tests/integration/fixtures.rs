@@ -95,7 +95,12 @@ struct Upgraded {
 
 impl Upgraded {
     async fn start(data: PathBuf, start_ms: u64) -> Upgraded {
-        let node = Arc::new(Self::start_node(data, start_ms).await);
+        let raft = TcpListener::bind("127.0.0.1:0").await.expect("bind raft");
+        let peers = BTreeMap::from([(1, raft.local_addr().expect("addr").to_string())]);
+        let mut config = NodeConfig::new(1, peers, data);
+        let started = Instant::now();
+        config.wall_clock = WallClock::new(move || start_ms + started.elapsed().as_millis() as u64);
+        let node = Arc::new(Node::start(config, raft).await.expect("the node starts"));
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind api");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let app = router(Api::new(Arc::clone(&node), "local", Keys::open()));
@@ -110,28 +115,6 @@ impl Upgraded {
         };
         upgraded.wait_until_it_leads().await;
         upgraded
-    }
-
-    /// Starts the node once the database the node before it had open is closed: the thread
-    /// that lets go of it last closes it, a moment after that node's shutdown returned, and
-    /// RocksDB refuses to open a database this process still holds (its `LOCK`).
-    async fn start_node(data: PathBuf, start_ms: u64) -> Node {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let raft = TcpListener::bind("127.0.0.1:0").await.expect("bind raft");
-            let peers = BTreeMap::from([(1, raft.local_addr().expect("addr").to_string())]);
-            let mut config = NodeConfig::new(1, peers, data.clone());
-            let started = Instant::now();
-            config.wall_clock =
-                WallClock::new(move || start_ms + started.elapsed().as_millis() as u64);
-            match Node::start(config, raft).await {
-                Ok(node) => return node,
-                Err(e) if e.to_string().contains("LOCK") && Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                Err(e) => panic!("the node starts: {e}"),
-            }
-        }
     }
 
     async fn wait_until_it_leads(&self) {

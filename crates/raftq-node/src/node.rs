@@ -634,11 +634,19 @@ impl Node {
         groups.clear();
         drop((core, router));
         let deadline = Instant::now() + CLOSE_WAIT;
-        while database.is_open() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        if database.is_open() {
-            tracing::warn!("the database is still open after shutdown");
+        let mut database = database;
+        loop {
+            match database.close() {
+                Ok(()) => return,
+                Err(held) if Instant::now() < deadline => {
+                    database = held;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(_) => {
+                    tracing::warn!("the database is still open after shutdown");
+                    return;
+                }
+            }
         }
     }
 }

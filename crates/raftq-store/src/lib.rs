@@ -178,12 +178,17 @@ pub struct GroupStorage {
     pub state_machine: RocksStateMachine,
 }
 
-/// Tells whether a node's database is still open: it closes once nothing holds it.
-pub struct Database(std::sync::Weak<rocksdb::DB>);
+/// A hold on a node's database, with which its owner closes it once nothing else holds it. The
+/// database closes (and lets go of its `LOCK`) in the thread that drops its last hold, so only
+/// a close made here tells when the directory can be opened again.
+pub struct Database(std::sync::Arc<rocksdb::DB>);
 
 impl Database {
-    pub fn is_open(&self) -> bool {
-        self.0.strong_count() > 0
+    /// Closes the database now, when this is its last hold; gives the hold back otherwise.
+    pub fn close(self) -> Result<(), Database> {
+        std::sync::Arc::try_unwrap(self.0)
+            .map(drop)
+            .map_err(Database)
     }
 }
 
@@ -249,7 +254,7 @@ pub fn open_on(
     formats::check_and_record(&db)?;
     // RocksDB syncs the entries of its own directory, not the directory's entry in its parent.
     sync_dir(data_dir).map_err(LogStoreError::Io)?;
-    let database = Database(std::sync::Arc::downgrade(&db));
+    let database = Database(std::sync::Arc::clone(&db));
     let node = NodeStore {
         db,
         data_dir: data_dir.to_path_buf(),

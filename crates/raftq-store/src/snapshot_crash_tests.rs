@@ -9,7 +9,7 @@
 //! end): the database itself is not what these tests lose.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::storage::RaftStateMachine;
@@ -77,9 +77,8 @@ impl Node {
 
     /// A checkpoint of the open database of `storage`, named `name`.
     fn checkpoint(&self, storage: &Storage, name: &str) -> PathBuf {
-        let db = storage.database.0.upgrade().expect("the database is open");
         let path = self.tmp.path().join(name);
-        rocksdb::checkpoint::Checkpoint::new(&db)
+        rocksdb::checkpoint::Checkpoint::new(&storage.database.0)
             .and_then(|c| c.create_checkpoint(&path))
             .expect("checkpoint");
         path
@@ -101,9 +100,14 @@ impl Node {
         let state = storage.state_machine.reader().digest();
         let current = storage.state_machine.get_current_snapshot().await;
         let snapshot = current.map_err(|e| e.to_string())?;
-        let database = std::mem::replace(&mut storage.database, crate::Database(Weak::new()));
-        drop(storage);
-        if database.is_open() {
+        let crate::Storage {
+            log,
+            state_machine,
+            node,
+            database,
+        } = storage;
+        drop((log, state_machine, node));
+        if database.close().is_err() {
             return Err("the database stays open once the store is dropped".into());
         }
         Ok(Held {
