@@ -47,7 +47,7 @@ pub struct Group {
     /// none, as the leader last recorded itself; `null` when none is known.
     #[schema(required = true)]
     pub leader: Option<u64>,
-    /// Whether its first member has formed it.
+    /// Whether its former (one of its members, by group number in turn) has formed it.
     pub formed: bool,
     /// The queues it holds.
     pub queues: u64,

@@ -28,6 +28,15 @@ impl Pace {
         };
         ticked && !*self.shutdown.borrow()
     }
+
+    /// Waits for `event` as well, between ticks; `false` once the node shuts down.
+    pub async fn wait<T>(&mut self, event: impl std::future::Future<Output = T>) -> bool {
+        let happened = tokio::select! {
+            _ = event => true,
+            _ = self.shutdown.wait_for(|stop| *stop) => false,
+        };
+        happened && !*self.shutdown.borrow()
+    }
 }
 
 #[cfg(test)]

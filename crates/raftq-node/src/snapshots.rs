@@ -55,7 +55,8 @@ pub(crate) async fn run(
     not_due: watch::Sender<Option<u64>>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let metrics = raft.metrics();
+    // Data metrics change with every entry applied and every snapshot, not while the group idles.
+    let mut metrics = raft.data_metrics();
     let mut snapshot = metrics.borrow().snapshot;
     // Log bytes appended when the current snapshot was asked for (or seen, if not asked here).
     let mut base = appended.bytes();
@@ -63,7 +64,7 @@ pub(crate) async fn run(
     let mut pace = Pace::new(CHECK_EVERY, shutdown);
     while pace.tick().await {
         let (applied, current) = {
-            let m = metrics.borrow();
+            let m = metrics.borrow_and_update();
             (m.last_applied, m.snapshot)
         };
         if current != snapshot {
@@ -80,6 +81,11 @@ pub(crate) async fn run(
         let message_bytes = reader.message_bytes();
         if !due(growth, message_bytes, min_entries) {
             not_due.send_replace(applied.map(|id| id.index));
+            // Only a new entry can make one due: an idle group's policy sleeps until one comes.
+            let entry_applied = metrics.wait_for(|m| m.last_applied != applied);
+            if !pace.wait(entry_applied).await {
+                return;
+            }
             continue;
         }
         tracing::info!(
