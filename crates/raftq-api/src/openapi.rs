@@ -84,59 +84,68 @@ struct ErrorAnswer {
     header: Option<(&'static str, &'static str)>,
 }
 
-const INVALID_ARGUMENT: ErrorAnswer = ErrorAnswer {
-    status: 400,
-    when: "`invalid_argument`: a path parameter, query parameter or body field breaks a rule; \
-           `field` names it and `message` says why",
-    header: None,
-};
+impl ErrorAnswer {
+    /// The answer `status` with no header of its own.
+    const fn new(status: u16, when: &'static str) -> ErrorAnswer {
+        ErrorAnswer {
+            status,
+            when,
+            header: None,
+        }
+    }
 
-const UNAUTHENTICATED: ErrorAnswer = ErrorAnswer {
-    status: 401,
-    when: "`unauthenticated`: no API key, or an unknown one",
-    header: Some(("WWW-Authenticate", "`Bearer`")),
-};
+    /// The same answer, setting the header `name`.
+    const fn with_header(self, name: &'static str, description: &'static str) -> ErrorAnswer {
+        ErrorAnswer {
+            header: Some((name, description)),
+            ..self
+        }
+    }
+}
 
-const PERMISSION_DENIED: ErrorAnswer = ErrorAnswer {
-    status: 403,
-    when: "`permission_denied`: the key's role is not `admin`",
-    header: None,
-};
+const INVALID_ARGUMENT: ErrorAnswer = ErrorAnswer::new(
+    400,
+    "`invalid_argument`: a path parameter, query parameter or body field breaks a rule; `field` \
+     names it and `message` says why",
+);
 
-const QUEUE_NOT_FOUND: ErrorAnswer = ErrorAnswer {
-    status: 404,
-    when: "`queue_not_found`: the account has no such queue (another account's queue is not \
-           found either)",
-    header: None,
-};
+const UNAUTHENTICATED: ErrorAnswer =
+    ErrorAnswer::new(401, "`unauthenticated`: no API key, or an unknown one")
+        .with_header("WWW-Authenticate", "`Bearer`");
 
-const TOO_LARGE: ErrorAnswer = ErrorAnswer {
-    status: 413,
-    when: "`message_too_large`: the request body is over the route's limit (field \
-           `request_body`), or a message over its queue's `max_message_bytes` (field `body`)",
-    header: None,
-};
+const PERMISSION_DENIED: ErrorAnswer =
+    ErrorAnswer::new(403, "`permission_denied`: the key's role is not `admin`");
 
-const INTERNAL: ErrorAnswer = ErrorAnswer {
-    status: 500,
-    when: "`internal`: a storage failure of the node; never bad input",
-    header: None,
-};
+const QUEUE_NOT_FOUND: ErrorAnswer = ErrorAnswer::new(
+    404,
+    "`queue_not_found`: the account has no such queue (another account's queue is not found \
+     either)",
+);
 
-const STORAGE_FULL: ErrorAnswer = ErrorAnswer {
-    status: 507,
-    when: "`storage_full`: a write while the leader's disk is short of space (below \
-           `--min-free-bytes` for a write that adds data, or no room left for the Raft log); it \
-           was not proposed, and may succeed once space is freed. Reads are never refused so",
-    header: None,
-};
+const TOO_LARGE: ErrorAnswer = ErrorAnswer::new(
+    413,
+    "`message_too_large`: the request body is over the route's limit (field `request_body`), or \
+     a message over its queue's `max_message_bytes` (field `body`)",
+);
 
-const UNAVAILABLE: ErrorAnswer = ErrorAnswer {
-    status: 503,
-    when: "`unavailable`: no leader in time, forwarding failed, or a write was not committed in \
-           time (it may still commit); retry",
-    header: Some(("Retry-After", "Seconds to wait before a retry: `1`")),
-};
+const INTERNAL: ErrorAnswer = ErrorAnswer::new(
+    500,
+    "`internal`: a storage failure of the node; never bad input",
+);
+
+const STORAGE_FULL: ErrorAnswer = ErrorAnswer::new(
+    507,
+    "`storage_full`: a write while the leader's disk is short of space (below `--min-free-bytes` \
+     for a write that adds data, or no room left for the Raft log); it was not proposed, and may \
+     succeed once space is freed. Reads are never refused so",
+);
+
+const UNAVAILABLE: ErrorAnswer = ErrorAnswer::new(
+    503,
+    "`unavailable`: no leader in time, forwarding failed, or a write was not committed in time \
+     (it may still commit); retry",
+)
+.with_header("Retry-After", "Seconds to wait before a retry: `1`");
 
 /// The responses of `answers`, each with the error envelope as its body.
 fn error_responses(answers: &[ErrorAnswer]) -> BTreeMap<String, RefOr<Response>> {

@@ -435,26 +435,19 @@ mod tests {
         std::fs::write(&table, bytes).expect("write");
     }
 
+    /// A damaged table is found when the database opens: one of live rows, and one whose rows
+    /// a range deletion covers.
     #[test]
     fn a_damaged_table_is_found_when_the_database_opens() {
-        let tmp = tempfile::TempDir::new().expect("temp dir");
-        let path = tmp.path().join("db");
-        write_rows(&path, false);
-        damage_largest_table(&path);
-        let error =
-            open_db(&path, &StateOptions::default()).expect_err("a damaged table is refused");
-        assert!(is_damage(&error), "{error}");
-    }
-
-    #[test]
-    fn damage_under_a_range_deletion_is_found_when_the_database_opens() {
-        let tmp = tempfile::TempDir::new().expect("temp dir");
-        let path = tmp.path().join("db");
-        write_rows(&path, true);
-        damage_largest_table(&path);
-        let error =
-            open_db(&path, &StateOptions::default()).expect_err("a damaged table is refused");
-        assert!(is_damage(&error), "{error}");
+        for then_delete in [false, true] {
+            let tmp = tempfile::TempDir::new().expect("temp dir");
+            let path = tmp.path().join("db");
+            write_rows(&path, then_delete);
+            damage_largest_table(&path);
+            let error =
+                open_db(&path, &StateOptions::default()).expect_err("a damaged table is refused");
+            assert!(is_damage(&error), "range deletion {then_delete}: {error}");
+        }
     }
 
     #[test]

@@ -309,6 +309,15 @@ mod tests {
         SnapshotDir::open(Arc::new(RealDisk), tmp.path().to_path_buf(), None).expect("open")
     }
 
+    /// A file of [`rows`] written to a directory on the operating system's disk, in `tmp`: the
+    /// directory, the file's name and its bytes.
+    fn written(tmp: &tempfile::TempDir) -> (SnapshotDir, String, Vec<u8>) {
+        let dir = real(tmp);
+        let name = dir.write_rows(rows().into_iter()).expect("write");
+        let bytes = fs::read(dir.file(&name)).expect("read");
+        (dir, name, bytes)
+    }
+
     fn rows_round_trip_and_only_the_kept_file_survives_open_on(disk: Arc<dyn Disk>, at: &Path) {
         let path = at.join("s");
         let dir = SnapshotDir::open(Arc::clone(&disk), path.clone(), None).expect("open");
@@ -401,9 +410,7 @@ mod tests {
     #[test]
     fn a_truncated_file_is_refused() {
         let tmp = tempfile::TempDir::new().expect("temp dir");
-        let dir = real(&tmp);
-        let name = dir.write_rows(rows().into_iter()).expect("write");
-        let bytes = fs::read(dir.file(&name)).expect("read");
+        let (dir, name, bytes) = written(&tmp);
         for cut in [4, 12, bytes.len() - 1] {
             fs::write(dir.file(&name), &bytes[..cut]).expect("truncate");
             assert!(dir.read_rows(&name).is_err(), "cut at {cut}");
@@ -418,9 +425,7 @@ mod tests {
     #[test]
     fn a_file_of_the_first_format_is_read_and_bytes_after_the_end_are_refused() {
         let tmp = tempfile::TempDir::new().expect("temp dir");
-        let dir = real(&tmp);
-        let name = dir.write_rows(rows().into_iter()).expect("write");
-        let bytes = fs::read(dir.file(&name)).expect("read");
+        let (dir, name, bytes) = written(&tmp);
         let mut first = MAGIC_WITHOUT_DIGEST.to_vec();
         first.extend_from_slice(&bytes[MAGIC.len()..bytes.len() - 32]);
         fs::write(dir.file(&name), &first).expect("write");
@@ -434,9 +439,7 @@ mod tests {
     #[test]
     fn a_file_of_a_later_format_is_refused_naming_both_formats() {
         let tmp = tempfile::TempDir::new().expect("temp dir");
-        let dir = real(&tmp);
-        let name = dir.write_rows(rows().into_iter()).expect("write");
-        let mut bytes = fs::read(dir.file(&name)).expect("read");
+        let (dir, name, mut bytes) = written(&tmp);
         bytes[7] = b'3';
         fs::write(dir.file(&name), &bytes).expect("write");
         let error = dir.read_rows(&name).expect_err("later").to_string();
@@ -450,9 +453,7 @@ mod tests {
     #[test]
     fn a_flipped_byte_anywhere_is_refused() {
         let tmp = tempfile::TempDir::new().expect("temp dir");
-        let dir = real(&tmp);
-        let name = dir.write_rows(rows().into_iter()).expect("write");
-        let bytes = fs::read(dir.file(&name)).expect("read");
+        let (dir, name, bytes) = written(&tmp);
         for at in 0..bytes.len() {
             let mut damaged = bytes.clone();
             damaged[at] ^= 0x01;

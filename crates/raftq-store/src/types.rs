@@ -188,6 +188,25 @@ mod tests {
         Arc::unwrap_or_clone(group.commands)
     }
 
+    /// Account `dev` creating the queue `name` (UUID 7) with `attributes`.
+    fn created(name: &str, attributes: QueueAttributes) -> Command {
+        Command::CreateQueue {
+            account: "dev".into(),
+            queue_id: Uuid::from_u128(7),
+            name: name.into(),
+            attributes,
+        }
+    }
+
+    /// Account `dev` sending `message` to the queue `work`.
+    fn sent_to_work(message: NewMessage) -> Command {
+        Command::Send {
+            account: "dev".into(),
+            queue: "work".into(),
+            message,
+        }
+    }
+
     /// `(now, commands)` as the build before log format 1 wrote it: a queue created with a
     /// redrive policy, a send, a release and a tick, at 1,700,000,000,000 ms.
     const FORMAT_0_ENTRY: &str = "80d095ffbc31040003646576100000000000000000000000000000000704776f\
@@ -196,36 +215,30 @@ mod tests {
 
     #[test]
     fn entries_of_log_format_0_read_as_today_s_commands() {
-        let commands = decoded(FORMAT_0_ENTRY);
-        let expected = vec![
-            Command::CreateQueue {
-                account: "dev".into(),
-                queue_id: Uuid::from_u128(7),
-                name: "work".into(),
-                attributes: QueueAttributes {
-                    lease_seconds: Some(45),
-                    redrive_policy: Some(Some(RedrivePolicyInput {
-                        dead_letter_target: Some("dlq".into()),
-                        max_receive_count: Some(3),
-                    })),
-                    ..Default::default()
-                },
-            },
-            Command::Send {
-                account: "dev".into(),
-                queue: "work".into(),
-                message: NewMessage::new(Uuid::from_u128(9), "hello").in_group("g"),
-            },
-            Command::ChangeLease {
-                account: "dev".into(),
-                queue: "work".into(),
-                receipt: "r".into(),
-                lease_seconds: 0,
-                delay_seconds: None,
-            },
-            Command::Tick,
-        ];
-        assert_eq!(commands, expected);
+        let attributes = QueueAttributes {
+            lease_seconds: Some(45),
+            redrive_policy: Some(Some(RedrivePolicyInput {
+                dead_letter_target: Some("dlq".into()),
+                max_receive_count: Some(3),
+            })),
+            ..Default::default()
+        };
+        let release = Command::ChangeLease {
+            account: "dev".into(),
+            queue: "work".into(),
+            receipt: "r".into(),
+            lease_seconds: 0,
+            delay_seconds: None,
+        };
+        assert_eq!(
+            decoded(FORMAT_0_ENTRY),
+            vec![
+                created("work", attributes),
+                sent_to_work(NewMessage::new(Uuid::from_u128(9), "hello").in_group("g")),
+                release,
+                Command::Tick,
+            ]
+        );
     }
 
     /// `(1, now, commands)` as log format 1 wrote it: a send with the plain attribute `k` = `v`
@@ -235,26 +248,21 @@ mod tests {
 
     #[test]
     fn entries_of_log_format_1_read_with_plain_attributes_and_no_attempt_id() {
-        let commands = decoded(FORMAT_1_ENTRY);
         let mut message = NewMessage::new(Uuid::from_u128(9), "hello");
         message
             .attributes
             .insert("k".into(), raftq_engine::Attribute::string("v"));
-        let expected = vec![
-            Command::Send {
-                account: "dev".into(),
-                queue: "work".into(),
-                message,
-            },
-            Command::Receive {
-                account: "dev".into(),
-                queue: "work".into(),
-                max_messages: Some(2),
-                lease_seconds: None,
-                attempt_id: None,
-            },
-        ];
-        assert_eq!(commands, expected);
+        let receive = Command::Receive {
+            account: "dev".into(),
+            queue: "work".into(),
+            max_messages: Some(2),
+            lease_seconds: None,
+            attempt_id: None,
+        };
+        assert_eq!(
+            decoded(FORMAT_1_ENTRY),
+            vec![sent_to_work(message), receive]
+        );
     }
 
     /// `(2, now, commands)` as log format 2 wrote it: the FIFO queue `jobs.fifo` created with a
@@ -268,35 +276,30 @@ mod tests {
 
     #[test]
     fn entries_of_log_format_2_read_without_scopes_policies_or_trace_headers() {
-        let commands = decoded(FORMAT_2_ENTRY);
         let mut message = NewMessage::new(Uuid::from_u128(9), "hello")
             .in_group("g")
             .deduplicated_by("d");
         message
             .attributes
             .insert("n".into(), raftq_engine::Attribute::text("Number", "1.5"));
-        let expected = vec![
-            Command::CreateQueue {
-                account: "dev".into(),
-                queue_id: Uuid::from_u128(7),
-                name: "jobs.fifo".into(),
-                attributes: QueueAttributes {
-                    lease_seconds: Some(45),
-                    receive_wait_seconds: Some(5),
-                    tags: Some([("team".to_string(), Some("core".to_string()))].into()),
-                    ..Default::default()
-                },
-            },
-            Command::SendBatch {
-                account: "dev".into(),
-                queue: "jobs.fifo".into(),
-                entries: vec![raftq_engine::BatchEntry {
-                    id: "e1".into(),
-                    message,
-                }],
-            },
-        ];
-        assert_eq!(commands, expected);
+        let attributes = QueueAttributes {
+            lease_seconds: Some(45),
+            receive_wait_seconds: Some(5),
+            tags: Some([("team".to_string(), Some("core".to_string()))].into()),
+            ..Default::default()
+        };
+        let batch = Command::SendBatch {
+            account: "dev".into(),
+            queue: "jobs.fifo".into(),
+            entries: vec![raftq_engine::BatchEntry {
+                id: "e1".into(),
+                message,
+            }],
+        };
+        assert_eq!(
+            decoded(FORMAT_2_ENTRY),
+            vec![created("jobs.fifo", attributes), batch]
+        );
     }
 
     /// `(3, now, commands)` as log format 3 wrote it: the queue `work` created with a 45 s
@@ -307,27 +310,17 @@ mod tests {
 
     #[test]
     fn entries_of_log_format_3_read_without_priorities_or_deliver_at() {
-        let commands = decoded(FORMAT_3_ENTRY);
         let mut message = NewMessage::new(Uuid::from_u128(9), "hello");
         message.trace_header = Some("t".into());
-        let expected = vec![
-            Command::CreateQueue {
-                account: "dev".into(),
-                queue_id: Uuid::from_u128(7),
-                name: "work".into(),
-                attributes: QueueAttributes {
-                    lease_seconds: Some(45),
-                    policy: Some(Some("p".into())),
-                    ..Default::default()
-                },
-            },
-            Command::Send {
-                account: "dev".into(),
-                queue: "work".into(),
-                message,
-            },
-        ];
-        assert_eq!(commands, expected);
+        let attributes = QueueAttributes {
+            lease_seconds: Some(45),
+            policy: Some(Some("p".into())),
+            ..Default::default()
+        };
+        assert_eq!(
+            decoded(FORMAT_3_ENTRY),
+            vec![created("work", attributes), sent_to_work(message)]
+        );
     }
 
     #[test]
@@ -360,14 +353,9 @@ mod tests {
     fn entries_of_log_format_4_read_as_they_are_and_placement_commands_round_trip() {
         let mut message = NewMessage::new(Uuid::from_u128(9), "hello");
         message.priority = Some(2);
-        let send = Command::Send {
-            account: "dev".into(),
-            queue: "work".into(),
-            message,
-        };
         let group = CommandGroup {
             now: 5,
-            commands: Arc::new(vec![send, Command::Tick]),
+            commands: Arc::new(vec![sent_to_work(message), Command::Tick]),
         };
         let mut bytes = postcard::to_allocvec(&group).expect("encode");
         bytes[0] = LOG_FORMAT_4 as u8;
