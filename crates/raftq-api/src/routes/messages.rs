@@ -15,10 +15,6 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
-use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
-use utoipa::openapi::Required;
-use utoipa::IntoParams;
 
 use crate::attributes;
 use crate::auth::Account;
@@ -32,40 +28,6 @@ use crate::shared::AppState;
 
 /// The query parameters of a peek.
 pub const PEEK_PARAMS: &[&str] = &["limit", "after"];
-
-/// The query parameters `limit` and `after` of a page of messages: a peek, or a list of
-/// scheduled messages ([`page`] reads them).
-pub struct PageQuery;
-
-impl IntoParams for PageQuery {
-    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
-        let optional_int64 = |name: &str, description: &str, schema: ObjectBuilder| {
-            ParameterBuilder::new()
-                .name(name)
-                .parameter_in(ParameterIn::Query)
-                .required(Required::False)
-                .description(Some(description))
-                .schema(Some(
-                    schema
-                        .schema_type(Type::Integer)
-                        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64))),
-                ))
-                .build()
-        };
-        vec![
-            optional_int64(
-                "limit",
-                "Messages per page, 1–100; default 10",
-                ObjectBuilder::new().minimum(Some(1)).maximum(Some(100)),
-            ),
-            optional_int64(
-                "after",
-                "Show messages after this sequence number: the `next_after` of the previous page",
-                ObjectBuilder::new().minimum(Some(0)),
-            ),
-        ]
-    }
-}
 
 sharing_fields! {
     shared MessageFields {
@@ -234,7 +196,11 @@ pub async fn send_batch(
     path = "/v1/queues/{q}/messages",
     operation_id = "PeekMessages",
     tag = "messages",
-    params(QueuePath, PageQuery),
+    params(
+        QueuePath,
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 100, description = "Messages per page, 1–100; default 10"),
+        ("after" = Option<u64>, Query, description = "Show messages after this sequence number: the `next_after` of the previous page"),
+    ),
     responses(
         (status = 200, description = "A page of messages", body = json::Peeked),
         Account,
@@ -272,7 +238,11 @@ fn page(params: &Params) -> Result<(Option<u64>, Option<i64>), ApiError> {
     path = "/v1/queues/{q}/scheduled",
     operation_id = "ListScheduledMessages",
     tag = "messages",
-    params(QueuePath, PageQuery),
+    params(
+        QueuePath,
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 100, description = "Messages per page, 1–100; default 10"),
+        ("after" = Option<u64>, Query, description = "Show messages after this sequence number: the `next_after` of the previous page"),
+    ),
     responses(
         (status = 200, description = "A page of scheduled messages", body = json::Peeked),
         Account,
