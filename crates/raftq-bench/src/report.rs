@@ -419,7 +419,8 @@ const METHOD: &str = "## How the numbers are made
 
 - **Closed loop** (`send, N in flight`): N tasks, each sending its next request as soon as the
   previous one is confirmed. **Fixed rate** (`send at a fixed R/s`, at 1,000, 5,000 and
-  10,000/s): a dispatcher hands out intended send times at the rate to 256 workers; latency
+  10,000/s): a dispatcher on a thread of its own hands out intended send times at the rate,
+  each at its time (the OS's timer, not the runtime's millisecond one), to 256 workers; latency
   counts from the intended time, so a stall shows as latency of the requests queued behind it,
   and every send meant to start inside the window counts however late it is confirmed (no
   coordinated omission). p50 to max come from an HdrHistogram of microseconds (3 significant

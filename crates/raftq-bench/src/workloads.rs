@@ -144,7 +144,8 @@ impl Pace {
     fn at_rate(rate: f64, window: Window) -> (Pace, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let pace = Pace::Rate(Arc::new(tokio::sync::Mutex::new(rx)));
-        (pace, tokio::spawn(dispatch(tx, rate, window)))
+        let dispatcher = tokio::task::spawn_blocking(move || dispatch(tx, rate, window));
+        (pace, dispatcher)
     }
 
     /// When the next send is meant to start: now while `window` is open (closed loop), or the
@@ -1223,25 +1224,25 @@ fn kill(pid: u32) -> Result<()> {
     Ok(())
 }
 
-/// Hands out the intended send times of a fixed rate over the window (warm-up included), then
-/// closes the channel.
-async fn dispatch(tx: mpsc::UnboundedSender<Instant>, rate: f64, window: Window) {
+/// Hands out the intended send times of a fixed rate over the window (warm-up included), each
+/// at its time, then closes the channel. It runs on a thread of its own and sleeps until each
+/// time with the OS's timer (tens of microseconds late), not the runtime's, which rounds every
+/// sleep up to the next millisecond: that lateness would count in every send's latency, and
+/// the runtime's threads, busy with the sends, would add their own.
+fn dispatch(tx: mpsc::UnboundedSender<Instant>, rate: f64, window: Window) {
     let start = Instant::now();
-    let mut issued: u64 = 0;
-    loop {
-        let now = Instant::now();
-        if now >= window.end {
+    for issued in 0u64.. {
+        let at = start + Duration::from_secs_f64(issued as f64 / rate);
+        if at >= window.end {
             return;
         }
-        let due = ((now - start).as_secs_f64() * rate) as u64;
-        while issued < due {
-            let at = start + Duration::from_secs_f64(issued as f64 / rate);
-            if tx.send(at).is_err() {
-                return;
-            }
-            issued += 1;
+        let now = Instant::now();
+        if at > now {
+            std::thread::sleep(at - now);
         }
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        if tx.send(at).is_err() {
+            return;
+        }
     }
 }
 
@@ -1442,6 +1443,35 @@ mod tests {
             .filter(|[_, started, done]| done - started >= 100_000)
             .count();
         assert!(from_start <= 2, "{from_start}");
+    }
+
+    #[test]
+    fn the_dispatcher_hands_out_every_intended_time_once_and_none_early() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let window = Window::after(Duration::ZERO, Duration::from_millis(60));
+        let dispatcher = std::thread::spawn(move || dispatch(tx, 1000.0, window));
+        let mut times = Vec::new();
+        while let Some(at) = rx.blocking_recv() {
+            assert!(
+                Instant::now() >= at,
+                "an intended time handed out before it came"
+            );
+            times.push(at);
+        }
+        dispatcher.join().expect("the dispatcher ran");
+        assert!(
+            (59..=60).contains(&times.len()),
+            "{} times in 60 ms at 1,000/s",
+            times.len()
+        );
+        for pair in times.windows(2) {
+            let gap = pair[1] - pair[0];
+            assert!(
+                gap.abs_diff(Duration::from_millis(1)) < Duration::from_micros(1),
+                "{gap:?}"
+            );
+        }
+        assert!(times.last().is_some_and(|last| *last < window.end));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
