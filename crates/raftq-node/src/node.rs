@@ -613,7 +613,7 @@ impl Node {
             shutdown,
             tasks,
             committing,
-            database,
+            mut database,
             ..
         } = self;
         let _ = shutdown.send(true);
@@ -634,7 +634,6 @@ impl Node {
         groups.clear();
         drop((core, router));
         let deadline = Instant::now() + CLOSE_WAIT;
-        let mut database = database;
         loop {
             match database.close() {
                 Ok(()) => return,
