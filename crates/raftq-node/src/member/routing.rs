@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use crate::error::NodeError;
 use crate::member::membership::{self, Change, ChangeResult};
 use crate::member::GroupCore;
-use crate::network::PeerClient;
+use crate::network::{CallError, PeerClient};
 use crate::protocol;
 use crate::query::{self, Query, QueryResult};
 
@@ -29,6 +29,11 @@ const RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// appends stopped too is gone, and requests wait for the next one; a leader whose appends
 /// only just came back, after a partition healed, gets the time to answer pings again.)
 const SILENT: Duration = Duration::from_secs(1);
+/// How long a call forwarded to a leader that stopped leading may still finish: a deposed
+/// leader that runs answers at once (what it committed, or that it no longer leads), and a
+/// connection to one that stopped is refused at once (nothing was sent); only a call still
+/// open after this is answered as a write that may have committed.
+const DEPOSED_GRACE: Duration = Duration::from_millis(200);
 
 /// A client request a follower hands to the leader, as it travels: owned as the leader receives
 /// it, borrowed from the routed request as a follower sends it ([`Sent`]); both encode alike. An
@@ -232,21 +237,34 @@ impl GroupCore {
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
         };
+        let answered = |reply: Result<Result<ForwardReply, NodeError>, CallError>| {
+            let reply = reply.map_err(|e| {
+                failed(
+                    format!("forwarding to node {leader}: {e}"),
+                    !e.unreachable(),
+                )
+            })??;
+            // A reply of another kind than the request's does not follow the protocol, as one
+            // that does not decode does not.
+            R::reply(reply).map_err(|_| {
+                failed(
+                    format!("node {leader} answered with a reply of another kind"),
+                    true,
+                )
+            })
+        };
+        let call = client.forward::<_, Result<ForwardReply, NodeError>>(&sent, timeout);
+        tokio::pin!(call);
         tokio::select! {
-            reply = client.forward::<_, Result<ForwardReply, NodeError>>(&sent, timeout) => {
-                let reply = reply.map_err(|e| {
-                    failed(format!("forwarding to node {leader}: {e}"), !e.unreachable())
-                })??;
-                // A reply of another kind than the request's does not follow the protocol, as
-                // one that does not decode does not.
-                R::reply(reply).map_err(|_| {
-                    failed(format!("node {leader} answered with a reply of another kind"), true)
-                })
-            }
-            _ = deposed => Err(failed(
-                format!("node {leader} stopped leading while a request was forwarded to it"),
-                true,
-            )),
+            biased;
+            reply = &mut call => answered(reply),
+            _ = deposed => match tokio::time::timeout(DEPOSED_GRACE, call).await {
+                Ok(reply) => answered(reply),
+                Err(_) => Err(failed(
+                    format!("node {leader} stopped leading while a request was forwarded to it"),
+                    true,
+                )),
+            },
             _ = silent => Err(failed(
                 format!("node {leader} was cut off while a request was forwarded to it"),
                 true,
