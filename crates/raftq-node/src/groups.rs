@@ -293,7 +293,7 @@ pub(crate) async fn run(
 
 /// Proposes the bootstrap of `groups` groups over group 1's voters, when this node leads group
 /// 1 and more than one group is asked for.
-async fn bootstrap(metadata: &GroupCore, groups: u32, stop: &watch::Receiver<bool>) {
+async fn bootstrap(metadata: &Arc<GroupCore>, groups: u32, stop: &watch::Receiver<bool>) {
     if groups <= 1 || !metadata.is_leader() {
         return;
     }
@@ -323,7 +323,7 @@ async fn bootstrap(metadata: &GroupCore, groups: u32, stop: &watch::Receiver<boo
 /// member of.
 async fn follow(
     launcher: &Launcher,
-    metadata: &GroupCore,
+    metadata: &Arc<GroupCore>,
     layout: &Layout,
     started: &mut Vec<Started>,
 ) {
@@ -399,7 +399,7 @@ async fn spread_leaders(held: &Groups, metadata: &GroupCore, (groups, nodes): &L
 /// module), and records that it is formed.
 async fn form(
     core: &GroupCore,
-    metadata: &GroupCore,
+    metadata: &Arc<GroupCore>,
     members: &BTreeSet<NodeId>,
     nodes: &BTreeMap<NodeId, String>,
     stop: &watch::Receiver<bool>,
@@ -459,7 +459,7 @@ async fn others_blank(
 /// Commits a placement change through group 1's leader (a bootstrap made already counts as
 /// made); an error says why it did not commit. Given up once the node shuts down (`stop`).
 async fn place(
-    metadata: &GroupCore,
+    metadata: &Arc<GroupCore>,
     change: PlacementCommand,
     stop: &watch::Receiver<bool>,
 ) -> Result<(), String> {

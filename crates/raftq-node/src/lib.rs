@@ -41,6 +41,7 @@ pub mod rpc {
 pub use clock::{now_ms, WallClock};
 pub use config::NodeConfig;
 pub use error::{Halted, NodeError, StartError};
+pub use member::longpoll::LongPoll;
 pub use member::membership::{Change, ChangeError, ChangeResult, LONGEST as LONGEST_CHANGE};
 pub use member::status::{GroupStatus, Member, NodeStatus, ReplicaStatus, Role};
 pub use network::{refused, Answer, MemoryNetwork, Method as PeerMethod};

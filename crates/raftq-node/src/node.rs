@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use futures_util::FutureExt;
-use openraft::Raft;
 use raftq_engine::placement::PlacementCommand;
 use raftq_engine::{Command, Engine, EngineError};
 use raftq_store::backup::{self, BackupSummary};
 use raftq_store::{
-    Database, GroupId, GroupStorage, LogStore, NodeId, Response, Storage, TypeConfig, WaitSlot,
+    Database, Delivered, GroupId, GroupStorage, LogStore, NodeId, Response, Storage, TypeConfig,
+    WaitSlot,
 };
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
@@ -28,6 +28,7 @@ use crate::clock::LeaderClock;
 use crate::config::NodeConfig;
 use crate::error::{Halted, NodeError, StartError};
 use crate::groups::{self, Launcher};
+use crate::member::longpoll::LongPoll;
 use crate::member::membership::{Change, ChangeResult};
 use crate::member::routing::LEADER_WAIT;
 use crate::member::status::NodeStatus;
@@ -412,7 +413,7 @@ impl Node {
 
     /// The openraft handle, for tests that look inside (snapshots, purges, metrics).
     #[cfg(feature = "testing")]
-    pub fn raft(&self) -> &Raft<TypeConfig> {
+    pub fn raft(&self) -> &openraft::Raft<TypeConfig> {
         &self.core.raft
     }
 
@@ -426,7 +427,7 @@ impl Node {
 
     /// The openraft handle of `group`, for tests of many groups.
     #[cfg(feature = "testing")]
-    pub fn raft_of(&self, group: GroupId) -> Result<Raft<TypeConfig>, NodeError> {
+    pub fn raft_of(&self, group: GroupId) -> Result<openraft::Raft<TypeConfig>, NodeError> {
         Ok(self.group(group)?.raft.clone())
     }
 
@@ -502,6 +503,16 @@ impl Node {
         let reply = self.router.write(command).await;
         tracing::trace!(target: "raftq::stage", stage = "written");
         reply
+    }
+
+    /// A receive that waits for messages: `poll`, served whole by a replica of its queue's
+    /// group, this node's or, when this node has none, a member's (see `member::longpoll`).
+    /// What it delivered (nothing when its wait ended empty), or why the group refused it.
+    pub async fn long_poll(
+        &self,
+        poll: LongPoll,
+    ) -> Result<Result<Delivered, EngineError>, NodeError> {
+        self.router.long_poll(poll).await
     }
 
     /// A linearizable read, answered by the leader (forwarding when this node is not it).

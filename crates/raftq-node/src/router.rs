@@ -17,8 +17,10 @@
 //!   refused as a queue the group does not hold.
 //! - A deletion deletes in the queue's group, then takes the queue out of the directory.
 //! - Listing queues and accounts asks every group and merges the answers.
-//! - A parked receive's end goes to the group it parked in. On a node with no replica of the
-//!   queue's group, a receive that would park is a plain receive (it answers at once).
+//! - A long poll is served whole by a replica of its queue's group: this node's, or a member's
+//!   (see `member::longpoll`). Of the steps a caller may write itself, a parked receive's end
+//!   goes to the group it parked in, and on a node with no replica of the queue's group a
+//!   `ReceiveWait` is a plain receive (it answers at once: no replica here applies its answer).
 //! - A request on a group this node takes no part in (in clusters larger than a group's
 //!   replicas) is forwarded to the group's last known leader, or to its members in turn.
 //!
@@ -35,11 +37,12 @@ use raftq_engine::placement::{
     PlacementCommand, PlacementError, PlacementOutcome, QueueEntryState,
 };
 use raftq_engine::{Command, EngineError, Outcome};
-use raftq_store::{GroupId, NodeId, Response, WaitSlot};
+use raftq_store::{Delivered, GroupId, NodeId, Response, WaitSlot};
 use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::error::NodeError;
+use crate::member::longpoll::LongPoll;
 use crate::member::routing::{ForwardReply, Forwarded, Routed, LEADER_WAIT};
 use crate::member::{GroupCore, Groups};
 use crate::query::{question, Query, QueryResult};
@@ -55,31 +58,23 @@ struct Route {
 }
 
 /// A request on one queue, which the router sends to the queue's group.
-trait OnQueue: Routed + Clone {
+trait OnQueue: Routed<Reply: QueueReply> + Clone {
     /// The account and the queue reference (see `Command::queue_mut`).
     fn queue_mut(&mut self) -> Option<(&str, &mut String)>;
+}
 
+/// A group's answer to a request on one queue, which may say it holds no such queue.
+trait QueueReply {
     /// Whether the group answered that it holds no such queue.
-    fn not_found(reply: &Self::Reply) -> bool;
+    fn not_found(&self) -> bool;
 
     /// A not-found answer, told under `reference`.
-    fn not_found_as(reference: &str) -> Self::Reply;
+    fn not_found_as(reference: &str) -> Self;
 }
 
 impl OnQueue for Command {
     fn queue_mut(&mut self) -> Option<(&str, &mut String)> {
         Command::queue_mut(self)
-    }
-
-    fn not_found(reply: &Response) -> bool {
-        matches!(reply.result, Some(Err(EngineError::QueueNotFound(_))))
-    }
-
-    fn not_found_as(reference: &str) -> Response {
-        Response {
-            result: Some(Err(EngineError::QueueNotFound(reference.to_string()))),
-            payloads: Vec::new(),
-        }
     }
 }
 
@@ -87,12 +82,35 @@ impl OnQueue for Query {
     fn queue_mut(&mut self) -> Option<(&str, &mut String)> {
         Query::queue_mut(self)
     }
+}
 
-    fn not_found(reply: &Result<QueryResult, EngineError>) -> bool {
-        matches!(reply, Err(EngineError::QueueNotFound(_)))
+impl OnQueue for LongPoll {
+    fn queue_mut(&mut self) -> Option<(&str, &mut String)> {
+        LongPoll::queue_mut(self)
+    }
+}
+
+impl QueueReply for Response {
+    fn not_found(&self) -> bool {
+        self.result
+            .as_ref()
+            .is_some_and(|result| result.not_found())
     }
 
-    fn not_found_as(reference: &str) -> Result<QueryResult, EngineError> {
+    fn not_found_as(reference: &str) -> Response {
+        Response {
+            result: Some(QueueReply::not_found_as(reference)),
+            payloads: Vec::new(),
+        }
+    }
+}
+
+impl<T> QueueReply for Result<T, EngineError> {
+    fn not_found(&self) -> bool {
+        matches!(self, Err(EngineError::QueueNotFound(_)))
+    }
+
+    fn not_found_as(reference: &str) -> Self {
         Err(EngineError::QueueNotFound(reference.to_string()))
     }
 }
@@ -202,6 +220,15 @@ impl Router {
         Ok(self.on_queue(command).await?.0)
     }
 
+    /// Serves a long poll in a replica of its queue's group: this node's, or one of the group's
+    /// members' (see `member::longpoll`).
+    pub async fn long_poll(
+        &self,
+        poll: LongPoll,
+    ) -> Result<Result<Delivered, EngineError>, NodeError> {
+        Ok(self.on_queue(poll).await?.0)
+    }
+
     /// Answers `query` from the group of its queue, or from every group for the listings.
     pub async fn read(&self, query: Query) -> Result<Result<QueryResult, EngineError>, NodeError> {
         match &query {
@@ -283,7 +310,7 @@ impl Router {
                 None => self.route_of(&account, &reference),
             };
             if tried == Some(route) {
-                return Ok((R::not_found_as(&reference), route));
+                return Ok((R::Reply::not_found_as(&reference), route));
             }
             if let Some((_, queue)) = request.queue_mut() {
                 // A CRN names a queue by id alone: a bare UUID could also be a queue's name.
@@ -292,11 +319,11 @@ impl Router {
             }
             let group = route.map_or(GroupId::FIRST, |r| r.group);
             let reply = self.route_to(group, &request).await?;
-            if !R::not_found(&reply) {
+            if !reply.not_found() {
                 return Ok((reply, route));
             }
             if tried.is_some() || self.laid_out().is_none() {
-                return Ok((R::not_found_as(&reference), route));
+                return Ok((R::Reply::not_found_as(&reference), route));
             }
             tried = Some(route);
             self.refresh().await?;
@@ -497,12 +524,12 @@ impl Router {
 
     /// Runs `request` in `group`, which this node takes no part in: at the leader the
     /// placement last saw, else at each member in turn, following a member's word of who
-    /// leads, until one serves it or [`LEADER_WAIT`] has passed.
+    /// leads, until one serves it or the request's patience (`Routed::patience`) has passed.
     async fn remote<R: Routed>(&self, group: GroupId, request: &R) -> Result<R::Reply, NodeError> {
         let (mut next, members, nodes) = self
             .members_of(group)
             .ok_or_else(|| NodeError::Unavailable(format!("no group {group} in the placement")))?;
-        let deadline = Instant::now() + LEADER_WAIT;
+        let deadline = Instant::now() + request.patience();
         let sent = request.sent();
         let read = matches!(sent, Forwarded::Read(_));
         let mut turn = 0;

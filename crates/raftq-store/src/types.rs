@@ -167,7 +167,7 @@ pub struct Response {
 
 /// The answer to a parked receive of this node's client: the messages an entry delivered to
 /// it (none when its wait ended empty), with their payloads by storage key.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Delivered {
     pub deliveries: Vec<Delivery>,
     pub payloads: Vec<(u64, Payload)>,

@@ -2,7 +2,7 @@
 //! reaches any queue (through the group's leader, forwarded where the node takes no part in
 //! the group), listings cover every group, and a queue's old id never reaches a queue again.
 
-use raftq_node::question;
+use raftq_node::{question, LongPoll};
 use raftq_store::GroupId;
 
 use super::groups::stats_in;
@@ -244,6 +244,49 @@ async fn a_node_outside_a_group_reaches_its_queues_through_the_members() {
         assert_eq!(
             outcome(waited.expect("receive")),
             Outcome::Received(Vec::new())
+        );
+        // A long poll there is served whole by a member: it waits, and the send that wakes it
+        // answers it.
+        let poll = |wait| {
+            LongPoll::new(
+                ACCOUNT.into(),
+                "second".into(),
+                None,
+                None,
+                wait,
+                Uuid::new_v4(),
+            )
+        };
+        let started = Instant::now();
+        let ended = node
+            .long_poll(poll(1))
+            .await
+            .expect("poll")
+            .expect("delivered");
+        assert!(ended.deliveries.is_empty(), "{ended:?}");
+        assert!(
+            started.elapsed() >= Duration::from_millis(900),
+            "it waited its second"
+        );
+        let wake = async {
+            sleep(Duration::from_millis(300)).await;
+            sent(
+                cluster
+                    .node(member)
+                    .write(plain("second", "woken"))
+                    .await
+                    .expect("send"),
+            );
+        };
+        let started = Instant::now();
+        let (woken, ()) = tokio::join!(node.long_poll(poll(20)), wake);
+        let woken = woken.expect("poll").expect("delivered");
+        assert_eq!(woken.deliveries.len(), 1);
+        assert_eq!(woken.payloads[0].1.body, "woken");
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(250) && took < Duration::from_secs(10),
+            "{took:?}"
         );
     })
     .await

@@ -22,8 +22,6 @@ use crate::keys::{KeyDigest, Keys};
 use crate::metrics::{Metrics, MetricsOptions};
 use crate::throttle::{Caller, Limits, Throttle};
 
-pub(crate) use call::Written;
-
 /// Everything the front ends need: the node it talks to, the region it serves, the key table
 /// that maps API keys to accounts, the limits against abuse (none unless set) and what
 /// `GET /metrics` shows.

@@ -16,6 +16,7 @@
 //!   kinds ([`routing::Routed`]);
 //! - [`membership`]: membership changes and leadership handovers (`change_membership`, `add`,
 //!   `remove`, `commit`, `hand_over`, `await_successor`);
+//! - [`longpoll`]: a long poll served whole in this replica (`long_poll`);
 //! - [`status`]: what this node reports of itself and of the members (`status`,
 //!   `status_from_metrics`, `progress`, `leader_contact`, `note_leader_commit`).
 
@@ -38,6 +39,7 @@ use crate::protocol::Heard;
 use crate::receiving::SnapshotReceiver;
 use crate::space::Space;
 
+pub(crate) mod longpoll;
 pub(crate) mod membership;
 pub(crate) mod routing;
 pub(crate) mod status;

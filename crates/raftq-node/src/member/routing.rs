@@ -4,15 +4,17 @@
 //! says so at once.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::error::RaftError;
 use raftq_engine::{Command, EngineError};
-use raftq_store::{NodeId, Response};
+use raftq_store::{Delivered, NodeId, Response};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::error::NodeError;
+use crate::member::longpoll::LongPoll;
 use crate::member::membership::{self, Change, ChangeResult};
 use crate::member::GroupCore;
 use crate::network::{CallError, PeerClient};
@@ -44,6 +46,8 @@ pub(crate) enum Forwarded<W = Box<Command>, R = Query, C = Change> {
     Write(W),
     Read(R),
     Change(C),
+    /// A long poll ([`LongPoll`]), served whole by the node it is sent to.
+    Wait(W),
 }
 
 /// A request as a follower sends it to the leader.
@@ -55,6 +59,7 @@ pub(crate) enum ForwardReply {
     Written(Response),
     Read(Result<QueryResult, EngineError>),
     Changed(ChangeResult),
+    Waited(Result<Delivered, EngineError>),
 }
 
 /// A client request of one kind, and the reply the leader gives to that kind: [`GroupCore::route`]
@@ -62,13 +67,21 @@ pub(crate) enum ForwardReply {
 pub(crate) trait Routed: Sync {
     type Reply: Send;
 
+    /// Served by any replica of the group, not by its leader only.
+    const ANY_REPLICA: bool = false;
+
+    /// How long the request may take, the wait for a leader included.
+    fn patience(&self) -> Duration {
+        LEADER_WAIT
+    }
+
     /// The request as it is sent to the leader.
     fn sent(&self) -> Sent<'_>;
 
     /// Serves the request on this node, which must lead.
     fn serve(
         &self,
-        core: &GroupCore,
+        core: &Arc<GroupCore>,
     ) -> impl Future<Output = Result<Self::Reply, NodeError>> + Send;
 
     /// The reply of this kind in a leader's answer; `Err`: a reply of another kind.
@@ -82,7 +95,7 @@ impl Routed for Command {
         Forwarded::Write(self)
     }
 
-    async fn serve(&self, core: &GroupCore) -> Result<Response, NodeError> {
+    async fn serve(&self, core: &Arc<GroupCore>) -> Result<Response, NodeError> {
         core.node.space.admits(self)?;
         core.propose(self.clone()).await
     }
@@ -102,7 +115,7 @@ impl Routed for Query {
         Forwarded::Read(self)
     }
 
-    async fn serve(&self, core: &GroupCore) -> Result<Self::Reply, NodeError> {
+    async fn serve(&self, core: &Arc<GroupCore>) -> Result<Self::Reply, NodeError> {
         core.raft.ensure_linearizable().await.map_err(|e| match e {
             RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(f)) => {
                 NodeError::NotLeader(f.leader_id)
@@ -137,7 +150,11 @@ impl Routed for Change {
         Forwarded::Change(self)
     }
 
-    async fn serve(&self, core: &GroupCore) -> Result<ChangeResult, NodeError> {
+    fn patience(&self) -> Duration {
+        LEADER_WAIT + membership::LONGEST
+    }
+
+    async fn serve(&self, core: &Arc<GroupCore>) -> Result<ChangeResult, NodeError> {
         core.change_membership(self).await
     }
 
@@ -149,16 +166,45 @@ impl Routed for Change {
     }
 }
 
+impl Routed for LongPoll {
+    type Reply = Result<Delivered, EngineError>;
+
+    /// The node that has the poll parks it in its replica and answers it as it applies the
+    /// entry that ends the wait.
+    const ANY_REPLICA: bool = true;
+
+    fn patience(&self) -> Duration {
+        LEADER_WAIT + self.lasts()
+    }
+
+    fn sent(&self) -> Sent<'_> {
+        Forwarded::Wait(self.command())
+    }
+
+    async fn serve(&self, core: &Arc<GroupCore>) -> Result<Self::Reply, NodeError> {
+        core.long_poll(self).await
+    }
+
+    fn reply(reply: ForwardReply) -> Result<Self::Reply, ForwardReply> {
+        match reply {
+            ForwardReply::Waited(delivered) => Ok(delivered),
+            other => Err(other),
+        }
+    }
+}
+
 impl GroupCore {
     /// Runs a request here when this node leads, else at the leader; retries while no leader
     /// is known, up to [`LEADER_WAIT`] (a membership change also has the time it may take).
     /// A leader cut off from this node one way is not waited for: see [`SILENT`].
-    pub(crate) async fn route<R: Routed>(&self, request: &R) -> Result<R::Reply, NodeError> {
-        let patience = match request.sent() {
-            Forwarded::Change(_) => LEADER_WAIT + membership::LONGEST,
-            Forwarded::Write(_) | Forwarded::Read(_) => LEADER_WAIT,
-        };
-        let deadline = Instant::now() + patience;
+    pub(crate) async fn route<R: Routed>(
+        self: &Arc<Self>,
+        request: &R,
+    ) -> Result<R::Reply, NodeError> {
+        if R::ANY_REPLICA {
+            return request.serve(self).await;
+        }
+        let deadline = Instant::now() + request.patience();
         loop {
             let known = self.raft.server_metrics().borrow().current_leader;
             // Known to lead elsewhere: the request goes there at once. Otherwise Raft tells
@@ -303,7 +349,7 @@ impl GroupCore {
     }
 
     /// Serves a request on this node, which must be the leader.
-    async fn serve_local<R: Routed>(&self, request: &R) -> Result<R::Reply, NodeError> {
+    async fn serve_local<R: Routed>(self: &Arc<Self>, request: &R) -> Result<R::Reply, NodeError> {
         if self.handing_over.load(std::sync::atomic::Ordering::Relaxed) {
             return Err(NodeError::NotLeader(None));
         }
@@ -312,7 +358,7 @@ impl GroupCore {
 
     /// Serves a request another node forwarded to this one, which must be the leader.
     pub(crate) async fn serve_forwarded(
-        &self,
+        self: &Arc<Self>,
         request: &Forwarded,
     ) -> Result<ForwardReply, NodeError> {
         match request {
@@ -322,6 +368,14 @@ impl GroupCore {
                 .map(ForwardReply::Written),
             Forwarded::Read(query) => self.serve_local(query).await.map(ForwardReply::Read),
             Forwarded::Change(change) => self.serve_local(change).await.map(ForwardReply::Changed),
+            Forwarded::Wait(command) => {
+                let poll = LongPoll::of(command.as_ref().clone()).ok_or_else(|| {
+                    NodeError::Unavailable(format!(
+                        "a long poll must be a ReceiveWait: {command:?}"
+                    ))
+                })?;
+                self.route(&poll).await.map(ForwardReply::Waited)
+            }
         }
     }
 }
