@@ -250,7 +250,10 @@ impl GroupCore {
         let mut client = self.forwarder(leader)?;
         let timeout = deadline.saturating_duration_since(Instant::now());
         let sent = request.sent();
-        let read = matches!(sent, Forwarded::Read(_));
+        let failure = ForwardFailure {
+            leader,
+            read: matches!(sent, Forwarded::Read(_)),
+        };
         // A leader that dies without closing its connections (its host gone, not just its
         // process) leaves the call hanging until its timeout; once this node sees another leader
         // or an election, the call is given up instead.
@@ -259,15 +262,6 @@ impl GroupCore {
             // Deposed before anything was sent: the request is routed again.
             return Err(NodeError::NotLeader(None));
         }
-        // A write that may have reached the leader may have committed; a read can always be
-        // asked again.
-        let failed = |message: String, maybe_sent: bool| {
-            if read || !maybe_sent {
-                NodeError::Unavailable(message)
-            } else {
-                NodeError::Timeout(format!("{message}; the write may still commit"))
-            }
-        };
         // A leader that removes itself hands over on purpose, and answers where to go next.
         let deposed = async {
             match sent {
@@ -283,35 +277,19 @@ impl GroupCore {
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
         };
-        let answered = |reply: Result<Result<ForwardReply, NodeError>, CallError>| {
-            let reply = reply.map_err(|e| {
-                failed(
-                    format!("forwarding to node {leader}: {e}"),
-                    !e.unreachable(),
-                )
-            })??;
-            // A reply of another kind than the request's does not follow the protocol, as one
-            // that does not decode does not.
-            R::reply(reply).map_err(|_| {
-                failed(
-                    format!("node {leader} answered with a reply of another kind"),
-                    true,
-                )
-            })
-        };
         let call = client.forward::<_, Result<ForwardReply, NodeError>>(&sent, timeout);
         tokio::pin!(call);
         tokio::select! {
             biased;
-            reply = &mut call => answered(reply),
+            reply = &mut call => failure.answered::<R>(reply),
             _ = deposed => match tokio::time::timeout(DEPOSED_GRACE, call).await {
-                Ok(reply) => answered(reply),
-                Err(_) => Err(failed(
+                Ok(reply) => failure.answered::<R>(reply),
+                Err(_) => Err(failure.error(
                     format!("node {leader} stopped leading while a request was forwarded to it"),
                     true,
                 )),
             },
-            _ = silent => Err(failed(
+            _ = silent => Err(failure.error(
                 format!("node {leader} was cut off while a request was forwarded to it"),
                 true,
             )),
@@ -377,6 +355,45 @@ impl GroupCore {
                 self.route(&poll).await.map(ForwardReply::Waited)
             }
         }
+    }
+}
+
+/// How a call forwarded to `leader` that failed is answered: a write that may have reached the
+/// leader may have committed; a read can always be asked again.
+struct ForwardFailure {
+    leader: NodeId,
+    read: bool,
+}
+
+impl ForwardFailure {
+    fn error(&self, message: String, maybe_sent: bool) -> NodeError {
+        if self.read || !maybe_sent {
+            NodeError::Unavailable(message)
+        } else {
+            NodeError::Timeout(format!("{message}; the write may still commit"))
+        }
+    }
+
+    /// The reply of a call that ended, as the request's kind of reply.
+    fn answered<R: Routed>(
+        &self,
+        reply: Result<Result<ForwardReply, NodeError>, CallError>,
+    ) -> Result<R::Reply, NodeError> {
+        let leader = self.leader;
+        let reply = reply.map_err(|e| {
+            self.error(
+                format!("forwarding to node {leader}: {e}"),
+                !e.unreachable(),
+            )
+        })??;
+        // A reply of another kind than the request's does not follow the protocol, as one that
+        // does not decode does not.
+        R::reply(reply).map_err(|_| {
+            self.error(
+                format!("node {leader} answered with a reply of another kind"),
+                true,
+            )
+        })
     }
 }
 
