@@ -23,6 +23,10 @@
 //! confirmed answers the entry already there, so a retried creation lands in the same group
 //! with the same id.
 //!
+//! A deletion retires the entry first (`Retire`: the state `Deleting`), deletes the queue in
+//! its group, then deregisters the entry (`Deregister`). A `Reserve` of a retired name answers
+//! the retired entry, whose creator finishes the deletion before it reserves the name again.
+//!
 //! ## Leaders
 //! [`Placement::leader_move`] (in `leaders`) tells a node leading more than its share of the
 //! groups which one to hand over, and to whom.
@@ -106,7 +110,7 @@ pub struct QueueEntry {
     pub state: QueueEntryState,
 }
 
-/// Whether a queue's creation in its group is confirmed.
+/// Where a queue is between its creation and its deletion in its group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum QueueEntryState {
     /// Reserved at this time (milliseconds), its creation in the group not yet confirmed.
@@ -114,6 +118,11 @@ pub enum QueueEntryState {
         at: u64,
     },
     Ready,
+    /// Its deletion began at this time (milliseconds): the queue may still be in its group, and
+    /// the next creation of its name finishes the deletion before it reserves the name anew.
+    Deleting {
+        at: u64,
+    },
 }
 
 /// A change to the placement.
@@ -160,6 +169,8 @@ pub enum PlacementCommand {
     Drain { id: NodeId, boot_id: u64 },
     /// Node `id` takes its share of leaders again.
     Undrain { id: NodeId },
+    /// The deletion of queue `id` begins: its entry is kept, marked, until `Deregister`.
+    Retire { id: Uuid },
 }
 
 /// What a placement command did.
@@ -199,6 +210,8 @@ pub enum PlacementError {
     IdInUse(Uuid),
     #[error("queue {0} was not reserved in the directory: create it again")]
     Unreserved(Uuid),
+    #[error("queue {0} is being deleted")]
+    Deleting(Uuid),
 }
 
 /// A row of the placement.
@@ -305,6 +318,14 @@ impl Placement {
             C::Confirm { id } => self.confirm(id, changed),
             C::Release { id } => self.release(id, false, changed),
             C::Deregister { id } => self.release(id, true, changed),
+            C::Retire { id } => {
+                let entry = self.queue_mut(id)?;
+                if !matches!(entry.state, QueueEntryState::Deleting { .. }) {
+                    entry.state = QueueEntryState::Deleting { at: now };
+                    self.directory_changed(PlacementKey::Queue(id), changed);
+                }
+                Ok(PlacementOutcome::Done)
+            }
             C::ReportLoad { group, messages } => {
                 self.group_mut(group, changed)?.messages = messages;
                 Ok(PlacementOutcome::Done)
@@ -433,20 +454,26 @@ impl Placement {
         id: Uuid,
         changed: &mut Vec<PlacementKey>,
     ) -> Result<PlacementOutcome, PlacementError> {
-        self.queue_mut(id)?.state = QueueEntryState::Ready;
+        let entry = self.queue_mut(id)?;
+        match entry.state {
+            QueueEntryState::Deleting { .. } => return Err(PlacementError::Deleting(id)),
+            QueueEntryState::Ready => return Ok(PlacementOutcome::Done),
+            QueueEntryState::Creating { .. } => entry.state = QueueEntryState::Ready,
+        }
         self.directory_changed(PlacementKey::Queue(id), changed);
         Ok(PlacementOutcome::Done)
     }
 
-    /// Takes queue `id` out of the directory: a reservation only, unless `confirmed` ones go
-    /// too (a deregistration).
+    /// Takes queue `id` out of the directory: a reservation only, unless confirmed and retired
+    /// ones go too (`confirmed`: a deregistration).
     fn release(
         &mut self,
         id: Uuid,
         confirmed: bool,
         changed: &mut Vec<PlacementKey>,
     ) -> Result<PlacementOutcome, PlacementError> {
-        if self.queue_mut(id)?.state == QueueEntryState::Ready && !confirmed {
+        let reserved = matches!(self.queue_mut(id)?.state, QueueEntryState::Creating { .. });
+        if !reserved && !confirmed {
             return Err(PlacementError::NotReserved(id));
         }
         self.remove_queue(id, changed);

@@ -15,7 +15,11 @@
 //!   dead-letter queue set on an existing queue, a move task's destination, and the sources a
 //!   redrive allow policy names, when they are in another group than the queue; each is
 //!   refused as a queue the group does not hold.
-//! - A deletion deletes in the queue's group, then takes the queue out of the directory.
+//! - A deletion retires the queue's entry in the directory (`Retire`), deletes the queue in its
+//!   group, then takes the entry out (`Deregister`). A creation that finds its name's entry
+//!   retired finishes that deletion first (the deleting node may have stopped, or be about to
+//!   deregister), then reserves the name anew: it never takes over the entry of a queue being
+//!   deleted, which the deletion's last step would take out from under it.
 //! - Listing queues and accounts asks every group and merges the answers.
 //! - A long poll is served whole by a replica of its queue's group: this node's, or a member's
 //!   (see `member::longpoll`). Of the steps a caller may write itself, a parked receive's end
@@ -34,7 +38,7 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use raftq_engine::placement::{
-    PlacementCommand, PlacementError, PlacementOutcome, QueueEntryState,
+    PlacementCommand, PlacementError, PlacementOutcome, QueueEntry, QueueEntryState,
 };
 use raftq_engine::{Command, EngineError, Outcome};
 use raftq_store::{Delivered, GroupId, NodeId, Response, WaitSlot};
@@ -364,12 +368,9 @@ impl Router {
             id: *queue_id,
             group: dead_letters.map(|route| route.group.0),
         };
-        let reserved = self.place(reserve).await?;
-        let (entry, existing) = match reserved.result {
-            Some(Ok(Outcome::Placed(PlacementOutcome::Reserved { entry, existing }))) => {
-                (entry, existing)
-            }
-            _ => return Ok(reserved),
+        let (entry, existing) = match self.reserve(account, reserve).await? {
+            Ok(reserved) => reserved,
+            Err(refused) => return Ok(refused),
         };
         *queue_id = entry.id;
         let created = self.route_to(GroupId(entry.group), &command).await?;
@@ -388,12 +389,76 @@ impl Router {
         Ok(created)
     }
 
-    /// Deletes a queue in its group, then takes it out of the directory.
+    /// Reserves a queue's name (`reserve`) in the directory: its entry and whether the name had
+    /// it already, or the refusal to answer. A name whose queue is being deleted gets that
+    /// deletion finished first, and is then reserved anew.
+    async fn reserve(
+        &self,
+        account: &str,
+        reserve: PlacementCommand,
+    ) -> Result<Result<(QueueEntry, bool), Response>, NodeError> {
+        let mut finished = false;
+        loop {
+            let reserved = self.place(reserve.clone()).await?;
+            let (entry, existing) = match reserved.result {
+                Some(Ok(Outcome::Placed(PlacementOutcome::Reserved { entry, existing }))) => {
+                    (entry, existing)
+                }
+                _ => return Ok(Err(reserved)),
+            };
+            match entry.state {
+                QueueEntryState::Deleting { .. } if !finished => {
+                    self.finish_deletion(account, &entry).await?;
+                    finished = true;
+                }
+                QueueEntryState::Deleting { .. } => {
+                    return Err(NodeError::Unavailable(format!(
+                        "queue {} is being deleted; create it again in a moment",
+                        entry.name
+                    )))
+                }
+                _ => return Ok(Ok((entry, existing))),
+            }
+        }
+    }
+
+    /// Finishes the deletion of the queue of `entry`, begun (the entry retired) by a deletion
+    /// that has not taken it out of the directory yet, or never will (its node stopped): deletes
+    /// the queue in its group, if it is still there, then its entry.
+    async fn finish_deletion(&self, account: &str, entry: &QueueEntry) -> Result<(), NodeError> {
+        let delete = Command::DeleteQueue {
+            account: account.to_string(),
+            queue: raftq_engine::model::crn(&self.region, account, entry.id),
+        };
+        let deleted = self.route_to(GroupId(entry.group), &delete).await?;
+        match deleted.result {
+            Some(Ok(_)) | Some(Err(EngineError::QueueNotFound(_))) => {}
+            other => {
+                return Err(NodeError::Unavailable(format!(
+                    "finishing the deletion of queue {} in group {}: {other:?}",
+                    entry.name, entry.group
+                )))
+            }
+        }
+        self.settle(PlacementCommand::Deregister { id: entry.id })
+            .await;
+        Ok(())
+    }
+
+    /// Deletes a queue in its group, then takes it out of the directory. The entry is retired
+    /// first, so that a creation of the name meanwhile finishes this deletion rather than take
+    /// the entry of a queue about to go for its own.
     async fn delete(&self, command: Command) -> Result<Response, NodeError> {
         let named = command
             .clone()
             .queue_mut()
             .map(|(a, q)| (a.to_string(), q.clone()));
+        let retired = named.as_ref().and_then(|(a, q)| self.route_of(a, q));
+        if let Some(route) = retired {
+            // Refused only when the entry went meanwhile: the deletion below finds that out.
+            self.place(PlacementCommand::Retire { id: route.id })
+                .await?;
+        }
         let (deleted, route) = self.on_queue(command).await?;
         if !matches!(deleted.result, Some(Ok(_))) {
             return Ok(deleted);

@@ -2,6 +2,7 @@
 //! reaches any queue (through the group's leader, forwarded where the node takes no part in
 //! the group), listings cover every group, and a queue's old id never reaches a queue again.
 
+use raftq_engine::placement::PlacementCommand;
 use raftq_node::{question, LongPoll};
 use raftq_store::GroupId;
 
@@ -288,6 +289,58 @@ async fn a_node_outside_a_group_reaches_its_queues_through_the_members() {
             took >= Duration::from_millis(250) && took < Duration::from_secs(10),
             "{took:?}"
         );
+    })
+    .await
+    .expect("within the time bound");
+}
+
+/// A deletion that stopped after retiring its queue's entry (its node gone) is finished by the
+/// next creation of the name, which then makes a new queue; the stopped deletion's last steps,
+/// should they still come, find nothing of the new queue to take away.
+#[tokio::test]
+async fn a_creation_finishes_a_deletion_begun_under_its_name_and_keeps_the_new_queue() {
+    timeout(Duration::from_secs(90), async {
+        let cluster = Cluster::start_groups(3, 3).await;
+        cluster.formed(1).await;
+        create_and_fill(cluster.node(1), "jobs", 2).await;
+        let (first_group, first_id) = placed(&cluster, 1, "jobs").await;
+        let place = |change| Command::Place { change };
+        let retire = PlacementCommand::Retire { id: first_id };
+        outcome(cluster.node(2).write(place(retire)).await.expect("retire"));
+
+        create_queue(cluster.node(3), "jobs").await;
+        let (group, id) = placed(&cluster, 3, "jobs").await;
+        assert_ne!(id, first_id, "a new queue, not the one being deleted");
+        let in_first = stats_in(cluster.node(1), first_group, "jobs").await;
+        assert!(
+            first_group != group || in_first.is_some_and(|s| s.visible == 0),
+            "the old queue and its messages are gone"
+        );
+        fill(cluster.node(1), "jobs", 1).await;
+
+        // The stopped deletion's last steps, late: they change nothing of the new queue.
+        let late_delete = Command::DeleteQueue {
+            account: ACCOUNT.into(),
+            queue: first_id.to_string(),
+        };
+        let deleted = cluster.node(1).write_in(first_group, late_delete).await;
+        assert!(
+            matches!(
+                deleted.expect("answered").result,
+                Some(Err(EngineError::QueueNotFound(_)))
+            ),
+            "the old queue is gone already"
+        );
+        let deregister = PlacementCommand::Deregister { id: first_id };
+        let late = cluster
+            .node(2)
+            .write(place(deregister))
+            .await
+            .expect("answered");
+        assert!(matches!(late.result, Some(Err(_))), "{late:?}");
+        assert_eq!(placed(&cluster, 2, "jobs").await, (group, id));
+        assert_eq!(stats(cluster.node(2), "jobs").await.visible, 1);
+        assert_eq!(listed(cluster.node(2)).await, ["jobs"]);
     })
     .await
     .expect("within the time bound");

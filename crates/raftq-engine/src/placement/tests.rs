@@ -282,6 +282,59 @@ fn a_reservation_is_confirmed_or_released_and_a_confirmed_queue_deregistered() {
 }
 
 #[test]
+fn a_retired_queue_keeps_its_entry_marked_until_deregistered() {
+    let mut placement = bootstrapped(2, 3);
+    let group = reserved(&mut placement, "gone", 1);
+    let id = Uuid::from_u128(1);
+    let retire = PlacementCommand::Retire { id };
+    assert_eq!(
+        placement.apply(2, PlacementCommand::Confirm { id }).0,
+        Ok(PlacementOutcome::Done)
+    );
+    assert_eq!(
+        placement.apply(7, retire.clone()).0,
+        Ok(PlacementOutcome::Done)
+    );
+    let (again, changed) = placement.apply(8, retire);
+    assert_eq!(
+        (again, changed.len()),
+        (Ok(PlacementOutcome::Done), 0),
+        "retired once"
+    );
+    let entry = placement.queue("dev", "gone").expect("still there").clone();
+    assert_eq!(
+        (entry.state, entry.group),
+        (QueueEntryState::Deleting { at: 7 }, group)
+    );
+    // A creation of the name meanwhile is told of the entry as it is, to finish the deletion.
+    assert_eq!(
+        placement.apply(9, reserve("gone", 2, None)).0,
+        Ok(PlacementOutcome::Reserved {
+            entry,
+            existing: true
+        })
+    );
+    for refused in [
+        (
+            PlacementCommand::Confirm { id },
+            PlacementError::Deleting(id),
+        ),
+        (
+            PlacementCommand::Release { id },
+            PlacementError::NotReserved(id),
+        ),
+    ] {
+        assert_eq!(placement.apply(9, refused.0).0, Err(refused.1));
+    }
+    assert_eq!(
+        placement.apply(10, PlacementCommand::Deregister { id }).0,
+        Ok(PlacementOutcome::Done)
+    );
+    assert!(placement.queue("dev", "gone").is_none());
+    assert_eq!(placement.queue_count(group), 0);
+}
+
+#[test]
 fn nodes_and_groups_take_their_changes_and_refuse_unknown_ones() {
     let mut placement = bootstrapped(2, 3);
     let apply = |placement: &mut Placement, command| placement.apply(1, command).0;
@@ -369,7 +422,7 @@ fn command(pick: (u8, u8, u8)) -> PlacementCommand {
     let id = Uuid::from_u128(u128::from(a % 6));
     let group = GroupNumber::from(b % 5);
     let node = NodeId::from(b % 5);
-    match kind % 12 {
+    match kind % 13 {
         0 => PlacementCommand::Bootstrap {
             groups: u32::from(a % 4),
             replicas: 3,
@@ -397,10 +450,11 @@ fn command(pick: (u8, u8, u8)) -> PlacementCommand {
             id: node,
             addr: format!("a{a}"),
         },
-        _ => PlacementCommand::Drain {
+        11 => PlacementCommand::Drain {
             id: node,
             boot_id: u64::from(a),
         },
+        _ => PlacementCommand::Retire { id },
     }
 }
 
