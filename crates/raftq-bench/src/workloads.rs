@@ -144,7 +144,8 @@ impl Pace {
     fn at_rate(rate: f64, window: Window) -> (Pace, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let pace = Pace::Rate(Arc::new(tokio::sync::Mutex::new(rx)));
-        let dispatcher = tokio::task::spawn_blocking(move || dispatch(tx, rate, window));
+        let from = Instant::now();
+        let dispatcher = tokio::task::spawn_blocking(move || dispatch(tx, rate, from, window.end));
         (pace, dispatcher)
     }
 
@@ -1224,16 +1225,16 @@ fn kill(pid: u32) -> Result<()> {
     Ok(())
 }
 
-/// Hands out the intended send times of a fixed rate over the window (warm-up included), each
-/// at its time, then closes the channel. It runs on a thread of its own and sleeps until each
-/// time with the OS's timer (tens of microseconds late), not the runtime's, which rounds every
-/// sleep up to the next millisecond: that lateness would count in every send's latency, and
-/// the runtime's threads, busy with the sends, would add their own.
-fn dispatch(tx: mpsc::UnboundedSender<Instant>, rate: f64, window: Window) {
-    let start = Instant::now();
+/// Hands out the intended send times of a fixed rate from `from` (the run's start, so that a
+/// thread that starts late hands the times it missed out at once, as late sends) until
+/// `until`, each at its time, then closes the channel. It runs on a thread of its own and
+/// sleeps until each time with the OS's timer (tens of microseconds late), not the runtime's,
+/// which rounds every sleep up to the next millisecond: that lateness would count in every
+/// send's latency, and the runtime's threads, busy with the sends, would add their own.
+fn dispatch(tx: mpsc::UnboundedSender<Instant>, rate: f64, from: Instant, until: Instant) {
     for issued in 0u64.. {
-        let at = start + Duration::from_secs_f64(issued as f64 / rate);
-        if at >= window.end {
+        let at = from + Duration::from_secs_f64(issued as f64 / rate);
+        if at >= until {
             return;
         }
         let now = Instant::now();
@@ -1448,8 +1449,9 @@ mod tests {
     #[test]
     fn the_dispatcher_hands_out_every_intended_time_once_and_none_early() {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let window = Window::after(Duration::ZERO, Duration::from_millis(60));
-        let dispatcher = std::thread::spawn(move || dispatch(tx, 1000.0, window));
+        let from = Instant::now();
+        let until = from + Duration::from_millis(60);
+        let dispatcher = std::thread::spawn(move || dispatch(tx, 1000.0, from, until));
         let mut times = Vec::new();
         while let Some(at) = rx.blocking_recv() {
             assert!(
@@ -1459,11 +1461,7 @@ mod tests {
             times.push(at);
         }
         dispatcher.join().expect("the dispatcher ran");
-        assert!(
-            (59..=60).contains(&times.len()),
-            "{} times in 60 ms at 1,000/s",
-            times.len()
-        );
+        assert_eq!(times.len(), 60, "times in 60 ms at 1,000/s");
         for pair in times.windows(2) {
             let gap = pair[1] - pair[0];
             assert!(
@@ -1471,7 +1469,7 @@ mod tests {
                 "{gap:?}"
             );
         }
-        assert!(times.last().is_some_and(|last| *last < window.end));
+        assert!(times.last().is_some_and(|last| *last < until));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
