@@ -37,6 +37,15 @@ async fn gone(cluster: &Cluster, id: u64, name: &str) {
     }
 }
 
+/// Three nodes and three groups, with queue `jobs` holding two messages: its group and id.
+async fn jobs_on_three_groups() -> (Cluster, GroupId, Uuid) {
+    let cluster = Cluster::start_groups(3, 3).await;
+    cluster.formed(1).await;
+    create_and_fill(cluster.node(1), "jobs", 2).await;
+    let (group, id) = placed(&cluster, 1, "jobs").await;
+    (cluster, group, id)
+}
+
 /// The names listed through `node`.
 async fn listed(node: &Node) -> Vec<String> {
     let query = Query::ListQueues {
@@ -131,10 +140,7 @@ async fn queues_spread_over_the_groups_and_every_node_reaches_each() {
 #[tokio::test]
 async fn a_queue_made_again_under_its_name_is_a_new_queue_and_its_old_id_finds_nothing() {
     timeout(Duration::from_secs(90), async {
-        let cluster = Cluster::start_groups(3, 3).await;
-        cluster.formed(1).await;
-        create_and_fill(cluster.node(1), "jobs", 2).await;
-        let (first_group, first_id) = placed(&cluster, 1, "jobs").await;
+        let (cluster, first_group, first_id) = jobs_on_three_groups().await;
         let deleted = Command::DeleteQueue {
             account: ACCOUNT.into(),
             queue: "jobs".into(),
@@ -300,10 +306,7 @@ async fn a_node_outside_a_group_reaches_its_queues_through_the_members() {
 #[tokio::test]
 async fn a_creation_finishes_a_deletion_begun_under_its_name_and_keeps_the_new_queue() {
     timeout(Duration::from_secs(90), async {
-        let cluster = Cluster::start_groups(3, 3).await;
-        cluster.formed(1).await;
-        create_and_fill(cluster.node(1), "jobs", 2).await;
-        let (first_group, first_id) = placed(&cluster, 1, "jobs").await;
+        let (cluster, first_group, first_id) = jobs_on_three_groups().await;
         let place = |change| Command::Place { change };
         let retire = PlacementCommand::Retire { id: first_id };
         outcome(cluster.node(2).write(place(retire)).await.expect("retire"));
