@@ -24,8 +24,9 @@
 //! with the same id.
 //!
 //! A deletion retires the entry first (`Retire`: the state `Deleting`), deletes the queue in
-//! its group, then deregisters the entry (`Deregister`). A `Reserve` of a retired name answers
-//! the retired entry, whose creator finishes the deletion before it reserves the name again.
+//! its group, then deregisters the entry (`Deregister`), or confirms it again (`Confirm`) when
+//! the group refused the deletion. A `Reserve` of a retired name answers the retired entry,
+//! whose creator finishes the deletion before it reserves the name again.
 //!
 //! ## Leaders
 //! [`Placement::leader_move`] (in `leaders`) tells a node leading more than its share of the
@@ -144,7 +145,7 @@ pub enum PlacementCommand {
         id: Uuid,
         group: Option<GroupNumber>,
     },
-    /// The queue `id` was created in its group.
+    /// The queue `id` is in its group: it was created there, or its group refused its deletion.
     Confirm { id: Uuid },
     /// The group refused to create the queue `id`: its reservation goes.
     Release { id: Uuid },
@@ -210,8 +211,6 @@ pub enum PlacementError {
     IdInUse(Uuid),
     #[error("queue {0} was not reserved in the directory: create it again")]
     Unreserved(Uuid),
-    #[error("queue {0} is being deleted")]
-    Deleting(Uuid),
 }
 
 /// A row of the placement.
@@ -455,11 +454,10 @@ impl Placement {
         changed: &mut Vec<PlacementKey>,
     ) -> Result<PlacementOutcome, PlacementError> {
         let entry = self.queue_mut(id)?;
-        match entry.state {
-            QueueEntryState::Deleting { .. } => return Err(PlacementError::Deleting(id)),
-            QueueEntryState::Ready => return Ok(PlacementOutcome::Done),
-            QueueEntryState::Creating { .. } => entry.state = QueueEntryState::Ready,
+        if entry.state == QueueEntryState::Ready {
+            return Ok(PlacementOutcome::Done);
         }
+        entry.state = QueueEntryState::Ready;
         self.directory_changed(PlacementKey::Queue(id), changed);
         Ok(PlacementOutcome::Done)
     }

@@ -424,24 +424,15 @@ impl Router {
 
     /// Finishes the deletion of the queue of `entry`, begun (the entry retired) by a deletion
     /// that has not taken it out of the directory yet, or never will (its node stopped): deletes
-    /// the queue in its group, if it is still there, then its entry.
+    /// the queue in its group, if it is still there, then its entry (or, should the group
+    /// refuse, keeps the queue and confirms its entry again).
     async fn finish_deletion(&self, account: &str, entry: &QueueEntry) -> Result<(), NodeError> {
         let delete = Command::DeleteQueue {
             account: account.to_string(),
             queue: raftq_engine::model::crn(&self.region, account, entry.id),
         };
         let deleted = self.route_to(GroupId(entry.group), &delete).await?;
-        match deleted.result {
-            Some(Ok(_)) | Some(Err(EngineError::QueueNotFound(_))) => {}
-            other => {
-                return Err(NodeError::Unavailable(format!(
-                    "finishing the deletion of queue {} in group {}: {other:?}",
-                    entry.name, entry.group
-                )))
-            }
-        }
-        self.settle(PlacementCommand::Deregister { id: entry.id })
-            .await;
+        self.settle_deletion(entry.id, &deleted, true).await;
         Ok(())
     }
 
@@ -460,9 +451,6 @@ impl Router {
                 .await?;
         }
         let (deleted, route) = self.on_queue(command).await?;
-        if !matches!(deleted.result, Some(Ok(_))) {
-            return Ok(deleted);
-        }
         // Sent to group 1 by name (this node had not seen the placement yet): its entry is
         // looked up now.
         let route = route.or_else(|| {
@@ -470,10 +458,26 @@ impl Router {
             self.locate(account, queue)
         });
         if let Some(route) = route {
-            self.settle(PlacementCommand::Deregister { id: route.id })
-                .await;
+            // A queue its group does not hold (a stale entry, or one being created) is left to
+            // the next creation of the name.
+            self.settle_deletion(route.id, &deleted, false).await;
         }
         Ok(deleted)
+    }
+
+    /// Settles the entry of queue `id` after its group answered its deletion with `deleted`:
+    /// takes it out of the directory when the queue is gone (also when the group holds no such
+    /// queue, if `missing_is_gone`), confirms it again when the group refused (the queue stays:
+    /// a dead-letter queue in use, for one).
+    async fn settle_deletion(&self, id: Uuid, deleted: &Response, missing_is_gone: bool) {
+        match &deleted.result {
+            Some(Ok(_)) => self.settle(PlacementCommand::Deregister { id }).await,
+            Some(Err(EngineError::QueueNotFound(_))) if missing_is_gone => {
+                self.settle(PlacementCommand::Deregister { id }).await
+            }
+            Some(Err(EngineError::QueueNotFound(_))) | None => {}
+            Some(Err(_)) => self.settle(PlacementCommand::Confirm { id }).await,
+        }
     }
 
     /// Commits a placement change in group 1.

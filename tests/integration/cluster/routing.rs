@@ -3,6 +3,7 @@
 //! the group), listings cover every group, and a queue's old id never reaches a queue again.
 
 use raftq_engine::placement::PlacementCommand;
+use raftq_engine::placement::QueueEntryState::Ready;
 use raftq_node::{question, LongPoll};
 use raftq_store::GroupId;
 
@@ -420,6 +421,34 @@ async fn a_queue_goes_to_the_group_of_its_dead_letter_queue() {
             );
             sleep(Duration::from_millis(100)).await;
         }
+        // Its deletion refused while a source uses it, the dead-letter queue stays, its entry
+        // as it was, and a creation of its name finds it there.
+        let deleted = Command::DeleteQueue {
+            account: ACCOUNT.into(),
+            queue: "dlq".into(),
+        };
+        let refused = node.write(deleted).await.expect("answered");
+        assert!(
+            matches!(refused.result, Some(Err(EngineError::QueueInUse { .. }))),
+            "{refused:?}"
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while cluster.placement(3).queue(ACCOUNT, "dlq").map(|e| e.state) != Some(Ready) {
+            assert!(
+                Instant::now() < deadline,
+                "the entry was not confirmed again"
+            );
+            sleep(Duration::from_millis(20)).await;
+        }
+        let again = cluster
+            .node(1)
+            .write(create("dlq", QueueAttributes::default()));
+        let again = again.await.expect("answered");
+        assert!(
+            matches!(again.result, Some(Err(EngineError::QueueExists(_)))),
+            "{again:?}"
+        );
+        assert_eq!(stats(node, "dlq").await.visible, 1, "the same queue");
     })
     .await
     .expect("within the time bound");

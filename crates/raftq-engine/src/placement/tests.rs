@@ -314,18 +314,19 @@ fn a_retired_queue_keeps_its_entry_marked_until_deregistered() {
             existing: true
         })
     );
-    for refused in [
-        (
-            PlacementCommand::Confirm { id },
-            PlacementError::Deleting(id),
-        ),
-        (
-            PlacementCommand::Release { id },
-            PlacementError::NotReserved(id),
-        ),
-    ] {
-        assert_eq!(placement.apply(9, refused.0).0, Err(refused.1));
-    }
+    assert_eq!(
+        placement.apply(9, PlacementCommand::Release { id }).0,
+        Err(PlacementError::NotReserved(id))
+    );
+    // A deletion its group refused confirms the entry again; the next one retires it anew.
+    assert_eq!(
+        placement.apply(9, PlacementCommand::Confirm { id }).0,
+        Ok(PlacementOutcome::Done)
+    );
+    let kept = placement.queue("dev", "gone").expect("kept");
+    assert_eq!(kept.state, QueueEntryState::Ready);
+    let retire = PlacementCommand::Retire { id };
+    assert_eq!(placement.apply(9, retire).0, Ok(PlacementOutcome::Done));
     assert_eq!(
         placement.apply(10, PlacementCommand::Deregister { id }).0,
         Ok(PlacementOutcome::Done)
