@@ -33,6 +33,21 @@ pub struct Answer<A, T> {
     take: fn(A) -> Result<T, A>,
 }
 
+// By hand: a derive would ask `A` and `T` to be `Clone` and `Debug` too.
+impl<A, T> Clone for Answer<A, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<A, T> Copy for Answer<A, T> {}
+
+impl<A, T> Debug for Answer<A, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Answer({})", self.kind)
+    }
+}
+
 impl<R, A, T> Typed<R, A, T> {
     /// `request`, whose answers `take` takes apart (`Err`: an answer of another kind); built by
     /// [`typed_requests!`](crate::typed_requests).

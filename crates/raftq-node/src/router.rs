@@ -47,7 +47,7 @@ use uuid::Uuid;
 
 use crate::error::NodeError;
 use crate::member::longpoll::LongPoll;
-use crate::member::routing::{ForwardReply, Forwarded, Routed, LEADER_WAIT};
+use crate::member::routing::{ForwardFailure, ForwardReply, Forwarded, Routed, LEADER_WAIT};
 use crate::member::{GroupCore, Groups};
 use crate::query::{question, Query, QueryResult};
 
@@ -628,33 +628,17 @@ impl Router {
                 .forwarders
                 .get(target, addr)
                 .in_group(group);
+            let failure = ForwardFailure::of(target, &sent);
             match client
                 .forward::<_, Result<ForwardReply, NodeError>>(&sent, left)
                 .await
             {
-                Ok(Ok(reply)) => {
-                    return R::reply(reply).map_err(|_| {
-                        let message =
-                            format!("node {target} answered with a reply of another kind");
-                        match read {
-                            true => NodeError::Unavailable(message),
-                            false => NodeError::Timeout(format!(
-                                "{message}; the write may have committed"
-                            )),
-                        }
-                    })
-                }
                 Ok(Err(NodeError::NotLeader(Some(leader)))) if leader != target => {
                     next = Some(leader);
                 }
                 Ok(Err(NodeError::NotLeader(_) | NodeError::Unavailable(_))) => {}
-                Ok(Err(other)) => return Err(other),
                 Err(e) if read || e.unreachable() => {}
-                Err(e) => {
-                    return Err(NodeError::Timeout(format!(
-                        "forwarding to node {target}: {e}; the write may still commit"
-                    )))
-                }
+                answer => return failure.answered::<R>(answer),
             }
         }
     }

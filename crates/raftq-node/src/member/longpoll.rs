@@ -19,7 +19,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use raftq_engine::{Command, EngineError, Outcome};
+use raftq_engine::typed::Answer;
+use raftq_engine::{proposal, Command, EngineError, Outcome, WaitStart};
 use raftq_store::Delivered;
 use tokio::time::{timeout, timeout_at, Instant};
 use uuid::Uuid;
@@ -34,10 +35,12 @@ const ANSWER_GRACE: Duration = Duration::from_secs(1);
 /// How long a poll that ended its wait waits for this replica to apply up to that end.
 const END_APPLIED_WAIT: Duration = Duration::from_secs(5);
 
-/// A long poll: a `Command::ReceiveWait`, with its wait and its waiter.
+/// A long poll: a `Command::ReceiveWait`, what takes its outcome apart, its wait and its
+/// waiter.
 #[derive(Debug, Clone)]
 pub struct LongPoll {
     command: Command,
+    answer: Answer<Outcome, WaitStart>,
     wait: Duration,
     waiter: Uuid,
 }
@@ -53,38 +56,57 @@ impl LongPoll {
         wait_seconds: u32,
         waiter: Uuid,
     ) -> LongPoll {
-        let command = Command::ReceiveWait {
-            account,
-            queue,
-            max_messages,
-            lease_seconds,
-            wait_seconds: wait_seconds.into(),
-            waiter,
-        };
-        LongPoll {
-            command,
-            wait: Duration::from_secs(wait_seconds.into()),
-            waiter,
-        }
+        let wait_seconds = wait_seconds.into();
+        let receive = (max_messages, lease_seconds);
+        LongPoll::build(account, queue, receive, wait_seconds, waiter)
     }
 
     /// The poll of `command`; `None` unless it is a `ReceiveWait`.
     pub(crate) fn of(command: Command) -> Option<LongPoll> {
         let Command::ReceiveWait {
+            account,
+            queue,
+            max_messages,
+            lease_seconds,
             wait_seconds,
             waiter,
-            ..
-        } = &command
+        } = command
         else {
             return None;
         };
-        let wait = Duration::from_secs(u64::try_from(*wait_seconds).unwrap_or(0));
-        let waiter = *waiter;
-        Some(LongPoll {
+        let receive = (max_messages, lease_seconds);
+        Some(LongPoll::build(
+            account,
+            queue,
+            receive,
+            wait_seconds,
+            waiter,
+        ))
+    }
+
+    fn build(
+        account: String,
+        queue: String,
+        (max_messages, lease_seconds): (Option<i64>, Option<i64>),
+        wait_seconds: i64,
+        waiter: Uuid,
+    ) -> LongPoll {
+        let wait = Duration::from_secs(u64::try_from(wait_seconds).unwrap_or(0));
+        let (command, answer) = proposal::receive_wait(
+            account,
+            queue,
+            max_messages,
+            lease_seconds,
+            wait_seconds,
+            waiter,
+        )
+        .split();
+        LongPoll {
             command,
+            answer,
             wait,
             waiter,
-        })
+        }
     }
 
     pub(crate) fn command(&self) -> &Command {
@@ -119,20 +141,22 @@ impl GroupCore {
         };
         // A node error leaves the wait to the guard: it may have parked.
         let started = self.route(&poll.command).await?;
-        match started.result {
-            Some(Ok(Outcome::Parked)) => {}
-            Some(Ok(Outcome::Received(deliveries))) => {
+        // Every command applied answers; only Raft's own entries (blank, membership) do not.
+        let result = (started.result)
+            .unwrap_or_else(|| panic!("{} was applied without an outcome", poll.answer.kind()));
+        match result.map(|outcome| poll.answer.take(outcome)) {
+            Ok(WaitStart::Parked) => {}
+            Ok(WaitStart::Delivered(deliveries)) => {
                 waiting.waiter = None;
                 return Ok(Ok(Delivered {
                     deliveries,
                     payloads: started.payloads,
                 }));
             }
-            Some(Err(refused)) => {
+            Err(refused) => {
                 waiting.waiter = None;
                 return Ok(Err(refused));
             }
-            other => panic!("ReceiveWait was answered with {other:?}"),
         }
         if let Ok(Some(answer)) = timeout_at(deadline + ANSWER_GRACE, slot.answer()).await {
             waiting.waiter = None;

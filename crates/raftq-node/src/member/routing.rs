@@ -250,10 +250,7 @@ impl GroupCore {
         let mut client = self.forwarder(leader)?;
         let timeout = deadline.saturating_duration_since(Instant::now());
         let sent = request.sent();
-        let failure = ForwardFailure {
-            leader,
-            read: matches!(sent, Forwarded::Read(_)),
-        };
+        let failure = ForwardFailure::of(leader, &sent);
         // A leader that dies without closing its connections (its host gone, not just its
         // process) leaves the call hanging until its timeout; once this node sees another leader
         // or an election, the call is given up instead.
@@ -360,12 +357,20 @@ impl GroupCore {
 
 /// How a call forwarded to `leader` that failed is answered: a write that may have reached the
 /// leader may have committed; a read can always be asked again.
-struct ForwardFailure {
+pub(crate) struct ForwardFailure {
     leader: NodeId,
     read: bool,
 }
 
 impl ForwardFailure {
+    /// The failures of `sent`, forwarded to `leader`.
+    pub(crate) fn of(leader: NodeId, sent: &Sent<'_>) -> ForwardFailure {
+        ForwardFailure {
+            leader,
+            read: matches!(sent, Forwarded::Read(_)),
+        }
+    }
+
     fn error(&self, message: String, maybe_sent: bool) -> NodeError {
         if self.read || !maybe_sent {
             NodeError::Unavailable(message)
@@ -375,7 +380,7 @@ impl ForwardFailure {
     }
 
     /// The reply of a call that ended, as the request's kind of reply.
-    fn answered<R: Routed>(
+    pub(crate) fn answered<R: Routed>(
         &self,
         reply: Result<Result<ForwardReply, NodeError>, CallError>,
     ) -> Result<R::Reply, NodeError> {
