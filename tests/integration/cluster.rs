@@ -27,6 +27,7 @@ use uuid::Uuid;
 mod clock;
 mod full_disk;
 mod groups;
+mod replicas;
 mod routing;
 
 const ACCOUNT: &str = "dev";

@@ -336,7 +336,6 @@ mod tests {
             ),
             (ChangeError::Busy, 409, None),
             (ChangeError::LastVoter(1), 409, None),
-            (ChangeError::ManyGroups(3), 409, None),
             (
                 ChangeError::NoMajority {
                     id: 1,

@@ -18,28 +18,16 @@ use crate::power;
 use crate::repair::{replace, Done, REPAIR_WAIT};
 use crate::schedule::{Planned, Schedule};
 
-/// The faults that change the membership, which a cluster of several Raft groups refuses.
-const MEMBERSHIP_CHANGES: [&str; 3] = ["grow", "shrink", "replace_node"];
-
-/// Which faults a run injects: those of `seed`'s schedule until `until`, less the membership
-/// changes when the cluster runs more than one Raft group (`groups`).
+/// Which faults a run injects: those of `seed`'s schedule until `until`.
 pub struct Plan {
     pub seed: u64,
     pub until: Instant,
-    pub groups: u32,
-}
-
-impl Plan {
-    /// Whether the fault `kind` is injected.
-    fn injects(&self, kind: &str) -> bool {
-        self.groups <= 1 || !MEMBERSHIP_CHANGES.contains(&kind)
-    }
 }
 
 /// Injects the faults of `plan`, one at a time, healing each.
 pub async fn run(compose: Compose, nodes: Nodes, plan: Plan, history: History) {
     let until = plan.until;
-    for mut planned in Schedule::new(plan.seed).filter(|p| plan.injects(p.kind)) {
+    for mut planned in Schedule::new(plan.seed) {
         sleep(planned.gap).await;
         if Instant::now() >= until {
             break;
@@ -390,31 +378,5 @@ pub async fn heal(compose: &Compose, nodes: &Nodes, network: &str) {
         if let Err(e) = compose.set_clock_offset(&service, "+0").await {
             println!("warning: the clock of {service} could not be put right: {e}");
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::schedule::KINDS;
-
-    #[test]
-    fn a_cluster_of_several_groups_gets_every_fault_but_the_membership_changes() {
-        let injected = |groups| {
-            let plan = Plan {
-                seed: 7,
-                until: Instant::now(),
-                groups,
-            };
-            let kinds = Schedule::new(plan.seed).take(KINDS.len()).map(|p| p.kind);
-            let mut kinds: Vec<&str> = kinds.filter(|k| plan.injects(k)).collect();
-            kinds.sort_unstable();
-            kinds
-        };
-        let mut every: Vec<&str> = KINDS.iter().map(|(kind, _)| *kind).collect();
-        every.sort_unstable();
-        assert_eq!(injected(1), every);
-        every.retain(|kind| !MEMBERSHIP_CHANGES.contains(kind));
-        assert_eq!(injected(4), every);
     }
 }

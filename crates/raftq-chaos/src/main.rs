@@ -88,8 +88,7 @@ struct Args {
     #[arg(long, default_value_t = 120)]
     mixed_seconds: u64,
     /// The Raft groups the cluster was started with (`RAFTQ_GROUPS`, which the compose files
-    /// hand the nodes): with more than one, the faults that change the membership (`grow`,
-    /// `shrink`, `replace_node`) are passed over, since such a cluster refuses those changes.
+    /// hand the nodes), named in the replay command.
     #[arg(long, env = "RAFTQ_GROUPS", default_value_t = 1)]
     groups: u32,
 }
@@ -197,11 +196,7 @@ async fn run(args: &Args, seed: u64, dir: &Path, history: &History) -> Result<u6
             upgrade::run(&compose, &nodes, image, mixed, dir, history).await?
         }
         None => {
-            let plan = faults::Plan {
-                seed,
-                until,
-                groups: args.groups,
-            };
+            let plan = faults::Plan { seed, until };
             faults::run(compose.clone(), nodes.clone(), plan, history.clone()).await
         }
     }

@@ -32,8 +32,16 @@
 //! [`Placement::leader_move`] (in `leaders`) tells a node leading more than its share of the
 //! groups which one to hand over, and to whom.
 //!
+//! ## Replicas
+//! A group's `members` are its Raft voters as its leader last recorded them (`SetMembers`); its
+//! *target* is the members it should have (`SetTarget`; none set: its members).
+//! [`Placement::replica_targets`] (in `replicas`) lays the data groups' replicas over the
+//! active nodes, evenly, moving as few as it can: what the metadata group's leader sets as
+//! targets after a node was added or began to leave, and what each group's leader then makes
+//! its voters, one change at a time.
+//!
 //! ## Rows
-//! Every entry is one row under tags 11 to 14 of the state's key space ([`PlacementKey`]); the
+//! Every entry is one row under tags 11 to 15 of the state's key space ([`PlacementKey`]); the
 //! counts of queues per group are derived from the directory when the rows are read back.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -56,6 +64,7 @@ const TAG_META: u8 = 11;
 const TAG_NODE: u8 = 12;
 const TAG_GROUP: u8 = 13;
 const TAG_QUEUE: u8 = 14;
+const TAG_TARGET: u8 = 15;
 
 /// What the cluster knows of a node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,7 +89,7 @@ pub enum NodeState {
 /// What the cluster knows of a group (the metadata group or a data group).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupEntry {
-    /// The nodes holding a replica.
+    /// The nodes holding a replica: its voters, as its leader last recorded them.
     pub members: BTreeSet<NodeId>,
     /// Whether its former ([`GroupEntry::former`]) initialized it (it is never initialized
     /// again).
@@ -130,9 +139,10 @@ pub enum QueueEntryState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PlacementCommand {
     /// Records the first nodes and lays out `groups` groups: the metadata group (1) on every
-    /// node, and the data groups 2 to `groups` of `replicas` members each, round robin: data
-    /// group `g`'s members are `replicas` nodes in id order from the `(g - 1)`-th on (fewer
-    /// when there are fewer nodes).
+    /// node, and the data groups 2 to `groups` of `replicas` members each, round robin: the
+    /// nodes in id order, repeated, dealt out `replicas` at a time, data group `g` taking the
+    /// `(g - 1)`-th deal (fewer members when there are fewer nodes), so that no node holds two
+    /// replicas more than another.
     Bootstrap {
         groups: u32,
         replicas: u32,
@@ -162,9 +172,10 @@ pub enum PlacementCommand {
     GroupFormed { group: GroupNumber },
     /// Node `node` was seen leading group `group`.
     LeaderSeen { group: GroupNumber, node: NodeId },
-    /// Adds node `id` at `addr` (or records its new address).
+    /// Adds node `id` at `addr` (or records its new address); a node that was leaving becomes
+    /// active again.
     AddNode { id: NodeId, addr: String },
-    /// Node `id` is to leave the cluster.
+    /// Node `id` is to leave the cluster: its replicas move to the other nodes.
     RemoveNode { id: NodeId },
     /// Node `id`, started as `boot_id`, is to lead no group.
     Drain { id: NodeId, boot_id: u64 },
@@ -172,6 +183,11 @@ pub enum PlacementCommand {
     Undrain { id: NodeId },
     /// The deletion of queue `id` begins: its entry is kept, marked, until `Deregister`.
     Retire { id: Uuid },
+    /// Group `group`'s replicas are to move onto `members` (see the module's Replicas).
+    SetTarget {
+        group: GroupNumber,
+        members: BTreeSet<NodeId>,
+    },
 }
 
 /// What a placement command did.
@@ -221,6 +237,8 @@ pub enum PlacementKey {
     Node(NodeId),
     Group(GroupNumber),
     Queue(Uuid),
+    /// The members a group should have.
+    Target(GroupNumber),
 }
 
 impl PlacementKey {
@@ -231,6 +249,7 @@ impl PlacementKey {
             PlacementKey::Node(id) => [&[TAG_NODE][..], &id.to_be_bytes()].concat(),
             PlacementKey::Group(id) => [&[TAG_GROUP][..], &id.to_be_bytes()].concat(),
             PlacementKey::Queue(id) => [&[TAG_QUEUE][..], id.as_bytes()].concat(),
+            PlacementKey::Target(id) => [&[TAG_TARGET][..], &id.to_be_bytes()].concat(),
         }
     }
 
@@ -244,11 +263,13 @@ impl PlacementKey {
                 .ok()
                 .map(u64::from_be_bytes)
                 .map(PlacementKey::Node),
-            TAG_GROUP => rest
-                .try_into()
-                .ok()
-                .map(u32::from_be_bytes)
-                .map(PlacementKey::Group),
+            TAG_GROUP | TAG_TARGET => {
+                let group = u32::from_be_bytes(rest.try_into().ok()?);
+                Some(match *tag {
+                    TAG_GROUP => PlacementKey::Group(group),
+                    _ => PlacementKey::Target(group),
+                })
+            }
             TAG_QUEUE => Uuid::from_slice(rest).ok().map(PlacementKey::Queue),
             _ => None,
         }
@@ -268,6 +289,8 @@ pub struct PlacementRowError {
 pub struct Placement {
     nodes: BTreeMap<NodeId, NodeEntry>,
     groups: BTreeMap<GroupNumber, GroupEntry>,
+    /// The members each group should have, where a target was set.
+    targets: BTreeMap<GroupNumber, BTreeSet<NodeId>>,
     /// Queues by account and name.
     directory: BTreeMap<(String, String), QueueEntry>,
     /// The directory's key of each queue id.
@@ -330,13 +353,17 @@ impl Placement {
                 Ok(PlacementOutcome::Done)
             }
             C::SetMembers { group, members } => {
-                if members.is_empty() {
-                    return Err(PlacementError::NoMembers);
-                }
-                if let Some(unknown) = members.iter().find(|m| !self.nodes.contains_key(m)) {
-                    return Err(PlacementError::UnknownNode(*unknown));
-                }
+                self.known_nodes(&members)?;
                 self.group_mut(group, changed)?.members = members;
+                Ok(PlacementOutcome::Done)
+            }
+            C::SetTarget { group, members } => {
+                self.known_nodes(&members)?;
+                if !self.groups.contains_key(&group) {
+                    return Err(PlacementError::UnknownGroup(group));
+                }
+                self.targets.insert(group, members);
+                changed.push(PlacementKey::Target(group));
                 Ok(PlacementOutcome::Done)
             }
             C::GroupFormed { group } => {
@@ -349,7 +376,10 @@ impl Placement {
             }
             C::AddNode { id, addr } => {
                 self.bootstrapped()?;
-                let state = self.nodes.get(&id).map_or(NodeState::Active, |n| n.state);
+                let state = match self.nodes.get(&id).map(|n| n.state) {
+                    None | Some(NodeState::Leaving) => NodeState::Active,
+                    Some(state) => state,
+                };
                 self.nodes.insert(id, NodeEntry { addr, state });
                 changed.push(PlacementKey::Node(id));
                 Ok(PlacementOutcome::Done)
@@ -385,7 +415,8 @@ impl Placement {
             let members = match group {
                 METADATA_GROUP => ids.iter().copied().collect(),
                 _ => {
-                    let first = (group - METADATA_GROUP - 1) as usize % ids.len();
+                    let deal = (group - METADATA_GROUP - 1) as usize;
+                    let first = deal * per_group % ids.len();
                     (0..per_group)
                         .map(|k| ids[(first + k) % ids.len()])
                         .collect()
@@ -541,6 +572,17 @@ impl Placement {
         }
     }
 
+    /// Refuses an empty set of members, or one naming a node the placement does not know.
+    fn known_nodes(&self, members: &BTreeSet<NodeId>) -> Result<(), PlacementError> {
+        if members.is_empty() {
+            return Err(PlacementError::NoMembers);
+        }
+        match members.iter().find(|m| !self.nodes.contains_key(m)) {
+            Some(unknown) => Err(PlacementError::UnknownNode(*unknown)),
+            None => Ok(()),
+        }
+    }
+
     fn bootstrapped(&self) -> Result<(), PlacementError> {
         match self.groups.is_empty() {
             true => Err(PlacementError::NotBootstrapped),
@@ -642,6 +684,13 @@ impl Placement {
         &self.groups
     }
 
+    /// The members group `group` should have: its target, or else its members; `None` for a
+    /// group the placement does not know.
+    pub fn target(&self, group: GroupNumber) -> Option<&BTreeSet<NodeId>> {
+        let entry = self.groups.get(&group)?;
+        Some(self.targets.get(&group).unwrap_or(&entry.members))
+    }
+
     /// The count of the directory's changes so far.
     pub fn epoch(&self) -> u64 {
         self.epoch
@@ -656,6 +705,7 @@ impl Placement {
             PlacementKey::Node(id) => postcard::to_allocvec(self.nodes.get(id)?),
             PlacementKey::Group(id) => postcard::to_allocvec(self.groups.get(id)?),
             PlacementKey::Queue(id) => postcard::to_allocvec(self.queue_by_id(*id)?),
+            PlacementKey::Target(id) => postcard::to_allocvec(self.targets.get(id)?),
         };
         // A value of the types above always encodes; an empty row would not read back.
         Some(encoded.unwrap_or_default())
@@ -666,7 +716,8 @@ impl Placement {
         let keys = std::iter::once(PlacementKey::Meta)
             .chain(self.nodes.keys().map(|id| PlacementKey::Node(*id)))
             .chain(self.groups.keys().map(|id| PlacementKey::Group(*id)))
-            .chain(self.ids.keys().map(|id| PlacementKey::Queue(*id)));
+            .chain(self.ids.keys().map(|id| PlacementKey::Queue(*id)))
+            .chain(self.targets.keys().map(|id| PlacementKey::Target(*id)));
         let mut rows: Vec<(Vec<u8>, Vec<u8>)> = keys
             .filter_map(|key| Some((key.encode(), self.row_value(&key)?)))
             .collect();
@@ -699,6 +750,10 @@ impl Placement {
                     let entry = postcard::from_bytes(&value).map_err(unreadable)?;
                     placement.groups.insert(id, entry);
                 }
+                PlacementKey::Target(id) => {
+                    let members = postcard::from_bytes(&value).map_err(unreadable)?;
+                    placement.targets.insert(id, members);
+                }
                 PlacementKey::Queue(id) => {
                     let entry: QueueEntry = postcard::from_bytes(&value).map_err(unreadable)?;
                     let name = (entry.account.clone(), entry.name.clone());
@@ -713,5 +768,6 @@ impl Placement {
 }
 
 mod leaders;
+mod replicas;
 #[cfg(test)]
 mod tests;

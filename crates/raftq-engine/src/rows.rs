@@ -35,7 +35,7 @@ use crate::move_task::MoveTask;
 use crate::placement::PlacementKey;
 
 /// Version of the row format, kept in the meta row.
-pub const FORMAT_VERSION: u32 = 9;
+pub const FORMAT_VERSION: u32 = 10;
 
 /// The oldest row format this build reads: version 3 only added reclaim rows, version 4 the
 /// retry backoff to queue rows, version 5 a queue's default wait, tags and `modified_at`,
@@ -43,7 +43,7 @@ pub const FORMAT_VERSION: u32 = 9;
 /// a queue's deduplication scope, throughput limit and policy, version 7 a queue's default
 /// priority, priority weights and round robin credits, and a message's priority and the ID it
 /// is scheduled under, version 8 the placement's rows, version 9 the state of a queue's
-/// directory entry whose deletion began (older rows read as [`QueueRowV3`],
+/// directory entry whose deletion began, version 10 the groups' target members (older rows read as [`QueueRowV3`],
 /// [`QueueRowV4`], [`QueueRowV5`], [`QueueRowV6`], [`MessageRowV6`] and [`PayloadV4`]).
 pub const OLDEST_READABLE_VERSION: u32 = 2;
 const _: () = assert!(OLDEST_READABLE_VERSION <= FORMAT_VERSION);

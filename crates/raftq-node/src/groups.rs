@@ -8,9 +8,16 @@
 //!   over group 1's voters, when this node was started to lay out more than one group
 //!   (`NodeConfig::groups`); a cluster that ran as one group until then keeps its queues in
 //!   group 1 (the bootstrap adopts them);
-//! - it starts every data group whose members include this node, and records itself as the
-//!   group's leader in the placement when it leads a group the placement says another leads
-//!   (`LeaderSeen`: where nodes with no replica of the group forward first);
+//! - on group 1's leader, it records group 1's voters as its members, and sets every data
+//!   group's target to the placement's even layout of the replicas over the active nodes
+//!   (`Placement::replica_targets`), which changes once a node was added or began to leave;
+//! - it starts every data group whose members or target include this node, and, for a group
+//!   it leads, records itself as the group's leader in the placement when the placement says
+//!   another leads (`LeaderSeen`: where nodes with no replica of the group forward first),
+//!   records the group's voters as its members (`SetMembers`), and brings the voters to the
+//!   target one change at a time (`GroupCore::converge`);
+//! - it stops its replica of a group that neither has this node as a member nor in its target
+//!   any more (its data stays on disk);
 //! - it hands a group it leads over to another member when it leads more than its share of the
 //!   groups (`Placement::leader_move`: at most ceil(G / N) each), one group at a time and
 //!   [`MOVE_PAUSE`] apart, so that the leaders spread again after a node stopped or came back;
@@ -23,13 +30,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use openraft::error::RaftError;
 use openraft::{BasicNode, Config, Raft, SnapshotPolicy};
-use raftq_engine::placement::{GroupEntry, PlacementCommand, PlacementError, METADATA_GROUP};
+use raftq_engine::placement::{
+    GroupEntry, Placement, PlacementCommand, PlacementError, METADATA_GROUP,
+};
 use raftq_engine::{Command, EngineError};
 use raftq_store::{GroupId, GroupStorage, NodeId, NodeStore, TypeConfig};
 use tokio::sync::watch;
@@ -115,6 +124,9 @@ impl Launcher {
         if group == GroupId::FIRST {
             log_if_flags_differ(&self.config, &raft, self.node.admission.standing()).await;
         }
+        // The group's tasks stop with the node, or when this node leaves the group.
+        let (stop, signal) = watch::channel(false);
+        tokio::spawn(stop_with_the_node(stop.clone(), self.signal.clone()));
         let (group_commit, committing) = GroupCommit::start(
             raft.clone(),
             LEADER_WAIT,
@@ -137,6 +149,7 @@ impl Launcher {
             appends: Default::default(),
             quiet: Default::default(),
             quiet_leader_heard: Default::default(),
+            stop,
         });
         let tasks = vec![
             tokio::spawn(snapshots::run(
@@ -145,9 +158,9 @@ impl Launcher {
                 core.log.appended(),
                 self.config.snapshot_after_logs,
                 not_due,
-                self.signal.clone(),
+                signal.clone(),
             )),
-            tokio::spawn(timer::run(Arc::clone(&core), self.signal.clone())),
+            tokio::spawn(timer::run(Arc::clone(&core), signal)),
         ];
         self.groups.insert(Arc::clone(&core));
         Ok(Started {
@@ -177,17 +190,40 @@ impl Launcher {
         Ok(started)
     }
 
-    /// Opens `group`'s storage and starts it, unless it runs already.
-    async fn start_missing(&self, group: GroupId) -> Result<Option<Started>, StartError> {
+    /// Opens `group`'s storage and starts it, unless it runs already, or its replica that
+    /// this node left (`left`) is still held by a task that has not let go of it yet.
+    async fn start_missing(
+        &self,
+        group: GroupId,
+        left: &mut BTreeMap<GroupId, Weak<GroupCore>>,
+    ) -> Result<Option<Started>, StartError> {
         if self.groups.get(group).is_some() {
             return Ok(None);
         }
+        if left.get(&group).is_some_and(|core| core.strong_count() > 0) {
+            return Ok(None);
+        }
+        left.remove(&group);
         let storage = self.store.open_group(group).map_err(StartError::opening)?;
         let started = self.start(group, storage, watch::Sender::new(None)).await?;
         tracing::info!(node = self.config.id, %group, "started the group");
         Ok(Some(started))
     }
 }
+
+/// Sets `stop` once the node shuts down (`signal`); ends early when the group stopped.
+async fn stop_with_the_node(stop: watch::Sender<bool>, mut signal: watch::Receiver<bool>) {
+    let mut stopped = stop.subscribe();
+    tokio::select! {
+        _ = signal.wait_for(|shut| *shut) => {
+            stop.send_replace(true);
+        }
+        _ = stopped.wait_for(|stopped| *stopped) => {}
+    }
+}
+
+/// The tasks of a group the lifecycle started, and its group commit's.
+type GroupTasks = (Vec<JoinHandle<()>>, JoinHandle<()>);
 
 /// openraft's settings for a group on this node.
 fn raft_config(config: &NodeConfig) -> Result<Config, StartError> {
@@ -237,8 +273,33 @@ async fn log_if_flags_differ(config: &NodeConfig, raft: &Raft<TypeConfig>, stand
     }
 }
 
-/// What the lifecycle reads of the placement: the groups, and the nodes' addresses.
-type Layout = (BTreeMap<u32, GroupEntry>, BTreeMap<NodeId, String>);
+/// What the lifecycle reads of the placement: the groups with their targets, and the nodes'
+/// addresses.
+struct Layout {
+    groups: BTreeMap<u32, GroupEntry>,
+    targets: BTreeMap<u32, BTreeSet<NodeId>>,
+    nodes: BTreeMap<NodeId, String>,
+}
+
+impl Layout {
+    fn of(placement: &Placement) -> Layout {
+        let groups = placement.groups().clone();
+        let targets = (groups.keys())
+            .filter_map(|g| Some((*g, placement.target(*g)?.clone())))
+            .collect();
+        let nodes = placement.addresses();
+        Layout {
+            groups,
+            targets,
+            nodes,
+        }
+    }
+
+    /// The members group `number` should have.
+    fn target(&self, number: u32) -> BTreeSet<NodeId> {
+        self.targets.get(&number).cloned().unwrap_or_default()
+    }
+}
 
 /// Follows the placement that `metadata` (group 1) applies, as the module says, until
 /// `shutdown`; then waits for the tasks of the groups it started (the node shuts their Raft
@@ -249,40 +310,39 @@ pub(crate) async fn run(
     shutdown: watch::Receiver<bool>,
 ) {
     let mut started = Vec::new();
+    let mut left = BTreeMap::new();
     let mut moved: Option<Instant> = None;
     let mut pace = Pace::new(EVERY, shutdown);
     while pace.tick().await {
         let me = launcher.config.id;
-        let Some((groups, nodes, draining)) = metadata.reader.with_engine(|engine| {
+        let Some((layout, draining)) = metadata.reader.with_engine(|engine| {
             let placement = engine.placement();
-            let draining = placement.draining(me);
-            (placement.groups().clone(), placement.addresses(), draining)
+            (Layout::of(placement), placement.draining(me))
         }) else {
             continue;
         };
         metadata.node.draining.store(draining, Ordering::Relaxed);
-        if !groups.is_empty() {
+        if !layout.groups.is_empty() {
             launcher.groups.note_laid_out();
         }
         if metadata.node.admission.standing() != Standing::Member {
             continue;
         }
-        if groups.is_empty() {
+        if layout.groups.is_empty() {
             bootstrap(&metadata, launcher.config.groups, &launcher.signal).await;
             continue;
         }
-        let layout = (groups, nodes);
-        follow(&launcher, &metadata, &layout, &mut started).await;
+        if metadata.is_leader() {
+            lay_replicas(&metadata, &layout, &launcher.signal).await;
+        }
+        follow(&launcher, &metadata, &layout, &mut started, &mut left).await;
         if (draining || moved.is_none_or(|at| at.elapsed() >= MOVE_PAUSE))
             && spread_leaders(&launcher.groups, &metadata, &layout).await
         {
             moved = Some(Instant::now());
         }
     }
-    for Started {
-        tasks, committing, ..
-    } in started
-    {
+    for (tasks, committing) in started {
         for task in tasks {
             let _ = task.await;
         }
@@ -319,23 +379,67 @@ async fn bootstrap(metadata: &Arc<GroupCore>, groups: u32, stop: &watch::Receive
     }
 }
 
-/// Starts the data groups the placement gives this node, and forms those it is the first
-/// member of.
+/// On group 1's leader: records group 1's voters as its members, and sets the data groups'
+/// targets to the placement's layout of their replicas (`Placement::replica_targets`).
+async fn lay_replicas(metadata: &Arc<GroupCore>, layout: &Layout, stop: &watch::Receiver<bool>) {
+    let mut changes = Vec::new();
+    if let Some(members) = settled_voters(metadata) {
+        let recorded = layout.groups.get(&METADATA_GROUP).map(|e| &e.members);
+        if recorded != Some(&members) {
+            let group = METADATA_GROUP;
+            changes.push(PlacementCommand::SetMembers { group, members });
+        }
+    }
+    let targets = metadata.reader.with_engine(|engine| {
+        let replicas = DATA_REPLICAS as usize;
+        engine.placement().replica_targets(replicas)
+    });
+    for (group, members) in targets.unwrap_or_default() {
+        if layout.targets.get(&group) != Some(&members) {
+            changes.push(PlacementCommand::SetTarget { group, members });
+        }
+    }
+    for change in changes {
+        if let Err(e) = place(metadata, change, stop).await {
+            tracing::warn!(error = %e, "cannot record the groups' replicas yet");
+        }
+    }
+}
+
+/// The voters of `core`'s group when no membership change is under way (one voter set).
+fn settled_voters(core: &GroupCore) -> Option<BTreeSet<NodeId>> {
+    let members = core.members();
+    (members.configs.len() == 1).then(|| members.voters())
+}
+
+/// Starts the data groups the placement gives this node (as members or in their targets), forms
+/// those it is the first member of, and, for those it leads, records itself as their leader
+/// and their voters as their members and brings their voters to their targets; stops its
+/// replicas of the groups that neither have it as a member nor in their target any more
+/// (`left` keeps them until every task let go of them).
 async fn follow(
     launcher: &Launcher,
     metadata: &Arc<GroupCore>,
     layout: &Layout,
-    started: &mut Vec<Started>,
+    started: &mut Vec<GroupTasks>,
+    left: &mut BTreeMap<GroupId, Weak<GroupCore>>,
 ) {
-    let (groups, nodes) = layout;
     let me = launcher.config.id;
-    for (&number, entry) in groups {
-        if number == METADATA_GROUP || !entry.members.contains(&me) {
+    for (&number, entry) in &layout.groups {
+        let group = GroupId(number);
+        let target = layout.target(number);
+        if number == METADATA_GROUP {
             continue;
         }
-        let group = GroupId(number);
-        match launcher.start_missing(group).await {
-            Ok(Some(group)) => started.push(group),
+        if !entry.members.contains(&me) && !target.contains(&me) {
+            leave(&launcher.groups, group, left).await;
+            continue;
+        }
+        match launcher.start_missing(group, left).await {
+            // The tasks are kept, not the group: a group this node leaves must be let go of.
+            Ok(Some(Started {
+                tasks, committing, ..
+            })) => started.push((tasks, committing)),
             Ok(None) => {}
             Err(e) => {
                 tracing::error!(%group, error = %e, "cannot start the group");
@@ -345,27 +449,96 @@ async fn follow(
         let Some(core) = launcher.groups.get(group) else {
             continue;
         };
-        if entry.formed && entry.leader_hint != Some(me) && core.is_leader() {
-            // Where nodes with no replica of the group forward its requests first.
-            let seen = PlacementCommand::LeaderSeen {
-                group: number,
-                node: me,
-            };
-            if let Err(e) = place(metadata, seen, &launcher.signal).await {
-                tracing::debug!(%group, error = %e, "cannot record this node as the leader yet");
-            }
+        if entry.formed && core.is_leader() {
+            lead(
+                &core,
+                metadata,
+                entry,
+                target,
+                &layout.nodes,
+                &launcher.signal,
+            )
+            .await;
         }
         if !entry.formed && entry.former(number) == Some(me) {
-            form(&core, metadata, &entry.members, nodes, &launcher.signal).await;
+            form(
+                &core,
+                metadata,
+                &entry.members,
+                &layout.nodes,
+                &launcher.signal,
+            )
+            .await;
         }
     }
+}
+
+/// What the leader of a formed data group does on each pass: records itself as the leader
+/// where the placement names another (where nodes with no replica of the group forward its
+/// requests first), records the group's voters as its members, and, while they are not its
+/// `target`, makes the next change towards it (in a task of its own: a new member's catch-up
+/// may take a while).
+async fn lead(
+    core: &Arc<GroupCore>,
+    metadata: &Arc<GroupCore>,
+    entry: &GroupEntry,
+    target: BTreeSet<NodeId>,
+    nodes: &BTreeMap<NodeId, String>,
+    stop: &watch::Receiver<bool>,
+) {
+    let (group, me) = (core.group, core.node.id);
+    let mut changes = Vec::new();
+    if entry.leader_hint != Some(me) {
+        changes.push(PlacementCommand::LeaderSeen {
+            group: group.0,
+            node: me,
+        });
+    }
+    let voters = settled_voters(core);
+    if let Some(members) = voters.clone().filter(|voters| *voters != entry.members) {
+        changes.push(PlacementCommand::SetMembers {
+            group: group.0,
+            members,
+        });
+    }
+    for change in changes {
+        if let Err(e) = place(metadata, change, stop).await {
+            tracing::debug!(%group, error = %e, "cannot record the group's leader or members yet");
+        }
+    }
+    let learners = core.members().nodes.len() > voters.as_ref().map_or(0, BTreeSet::len);
+    if voters.as_ref() != Some(&target) || learners {
+        let (core, nodes) = (Arc::clone(core), nodes.clone());
+        tokio::spawn(async move {
+            if let Err(e) = core.converge(&target, &nodes).await {
+                tracing::warn!(group = %core.group, error = %e, "cannot change the group's members yet");
+            }
+        });
+    }
+}
+
+/// Stops this node's replica of `group`, if it runs one and does not lead it: the group's
+/// tasks and Raft instance stop, and it is taken out of the node's groups. Its data stays on
+/// disk, for a later return to the group.
+async fn leave(groups: &Groups, group: GroupId, left: &mut BTreeMap<GroupId, Weak<GroupCore>>) {
+    let Some(core) = groups.get(group).filter(|core| !core.is_leader()) else {
+        return;
+    };
+    tracing::info!(%group, "this node left the group: stopping its replica");
+    groups.remove(group);
+    core.stop.send_replace(true);
+    if let Err(e) = core.raft.shutdown().await {
+        tracing::warn!(%group, error = %e, "raft shutdown");
+    }
+    left.insert(group, Arc::downgrade(&core));
 }
 
 /// Hands one group this node leads over to a member that leads fewer, when this node leads
 /// more than its share, or every group it leads when it drains (see the module, and
 /// `Placement::leader_moves`); each group's leader as this node's replica knows it, or as the
 /// placement last saw it. Answers whether it tried to hand any over.
-async fn spread_leaders(held: &Groups, metadata: &GroupCore, (groups, nodes): &Layout) -> bool {
+async fn spread_leaders(held: &Groups, metadata: &GroupCore, layout: &Layout) -> bool {
+    let Layout { groups, nodes, .. } = layout;
     let leaders: BTreeMap<u32, NodeId> = (groups.iter())
         .filter_map(|(number, entry)| {
             let leader = match held.get(GroupId(*number)) {
@@ -384,7 +557,9 @@ async fn spread_leaders(held: &Groups, metadata: &GroupCore, (groups, nodes): &L
         .unwrap_or_default()
         .into_iter()
         .filter_map(|(number, to)| {
-            let core = held.get(GroupId(number)).filter(|core| core.is_leader())?;
+            // Not while a membership change of the group runs: it needs its leader.
+            let core = held.get(GroupId(number));
+            let core = core.filter(|core| core.is_leader() && core.changing.try_lock().is_ok())?;
             Some(async move {
                 match core.hand_over(&BTreeSet::from([to]), nodes).await {
                     Ok(leader) => tracing::info!(group = number, leader, "handed the group over"),

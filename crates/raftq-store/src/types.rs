@@ -68,14 +68,18 @@ pub struct CommandGroup {
 /// default priorities and priority weights, and the cancel of a scheduled message, 5 the
 /// placement commands of the metadata group (a last command kind: entries of format 4 read as
 /// they are), 6 the placement command that begins a queue's deletion (a last placement command:
-/// entries of format 5 read as they are).
-pub const LOG_FORMAT: u64 = 6;
+/// entries of format 5 read as they are), 7 the placement command that sets a group's target
+/// members (a last placement command: entries of format 6 read as they are).
+pub const LOG_FORMAT: u64 = 7;
 
 /// The log entry format before the placement commands.
 const LOG_FORMAT_4: u64 = 4;
 
 /// The log entry format before the placement command that begins a queue's deletion.
 const LOG_FORMAT_5: u64 = 5;
+
+/// The log entry format before the placement command that sets a group's target members.
+const LOG_FORMAT_6: u64 = 6;
 
 /// The log entry format before typed attributes, tags, default waits, attempt IDs, move tasks and
 /// parked receives.
@@ -141,7 +145,7 @@ impl<'de> Deserialize<'de> for CommandGroup {
                     let now = seq.next_element()?.ok_or_else(missing)?;
                     let old: Vec<CommandV3> = seq.next_element()?.ok_or_else(missing)?;
                     (now, old.into_iter().map(CommandV3::convert).collect())
-                } else if [LOG_FORMAT, LOG_FORMAT_5, LOG_FORMAT_4].contains(&first) {
+                } else if [LOG_FORMAT, LOG_FORMAT_6, LOG_FORMAT_5, LOG_FORMAT_4].contains(&first) {
                     let now = seq.next_element()?.ok_or_else(missing)?;
                     (now, seq.next_element()?.ok_or_else(missing)?)
                 } else {
@@ -354,14 +358,14 @@ mod tests {
     }
 
     #[test]
-    fn entries_of_log_formats_4_and_5_read_as_they_are_and_placement_commands_round_trip() {
+    fn entries_of_log_formats_4_to_6_read_as_they_are_and_placement_commands_round_trip() {
         let mut message = NewMessage::new(Uuid::from_u128(9), "hello");
         message.priority = Some(2);
         let group = CommandGroup {
             now: 5,
             commands: Arc::new(vec![sent_to_work(message), Command::Tick]),
         };
-        for format in [LOG_FORMAT_4, LOG_FORMAT_5] {
+        for format in [LOG_FORMAT_4, LOG_FORMAT_5, LOG_FORMAT_6] {
             let mut bytes = postcard::to_allocvec(&group).expect("encode");
             bytes[0] = format as u8;
             let back: CommandGroup = postcard::from_bytes(&bytes).expect("an earlier format");
@@ -373,13 +377,17 @@ mod tests {
             PlacementCommand::Retire {
                 id: Uuid::from_u128(4),
             },
+            PlacementCommand::SetTarget {
+                group: 2,
+                members: [1, 4].into(),
+            },
         ];
         let group = CommandGroup {
             now: 6,
             commands: Arc::new(places.map(|change| Command::Place { change }).to_vec()),
         };
         let bytes = postcard::to_allocvec(&group).expect("encode");
-        assert_eq!(bytes[0], 6, "placement commands come with log format 6");
+        assert_eq!(bytes[0], 7, "placement commands come with log format 7");
         let back: CommandGroup = postcard::from_bytes(&bytes).expect("decode");
         assert_eq!(back, group);
     }

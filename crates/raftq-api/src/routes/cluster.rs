@@ -80,7 +80,8 @@ pub struct AddNode {
 ///
 /// Adds the node as a learner, waits (at most two minutes) until it has caught up with the log,
 /// then makes it a voter; answers once that change committed. Start the new node first with
-/// `raftq serve --join`. One change runs at a time.
+/// `raftq serve --join`. One change runs at a time. In a cluster of several Raft groups, the
+/// data groups' replicas then move onto the node in the background.
 #[utoipa::path(
     post,
     path = "/v1/cluster/nodes",
@@ -111,7 +112,9 @@ pub async fn add_node(
 ///
 /// Removes a voter or a learner; answers once the change committed. A leader that removes
 /// itself first hands its leadership to the most caught-up remaining voter. Refused when it
-/// would remove the last voter or leave fewer remaining voters answering than a majority.
+/// would remove the last voter or leave fewer remaining voters answering than a majority. In a
+/// cluster of several Raft groups, the node's replicas of the data groups first move to the
+/// other nodes (at most three minutes; a timeout otherwise, and the moves go on).
 #[utoipa::path(
     delete,
     path = "/v1/cluster/nodes/{id}",

@@ -15,10 +15,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::{GroupNumber, NodeId, NodeState, Placement};
 
 impl Placement {
-    /// Whether node `id` is draining: it is to lead no group.
+    /// Whether node `id` is draining, or leaving the cluster: it is to lead no group.
     pub fn draining(&self, id: NodeId) -> bool {
         let state = self.nodes.get(&id).map(|node| node.state);
-        matches!(state, Some(NodeState::Draining { .. }))
+        matches!(state, Some(NodeState::Draining { .. } | NodeState::Leaving))
     }
 
     /// The most groups one node should lead: the groups shared out evenly over the nodes not
@@ -72,21 +72,9 @@ impl Placement {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::laid_out;
     use super::super::{PlacementCommand, PlacementOutcome};
     use super::*;
-
-    /// Groups 1 to `groups` over nodes 1 to `size` (data groups of 3, laid round robin).
-    fn laid_out(groups: u32, size: u64) -> Placement {
-        let mut placement = Placement::default();
-        let nodes = (1..=size).map(|id| (id, format!("n{id}:7000"))).collect();
-        let command = PlacementCommand::Bootstrap {
-            groups,
-            replicas: 3,
-            nodes,
-        };
-        assert_eq!(placement.apply(0, command).0, Ok(PlacementOutcome::Done));
-        placement
-    }
 
     fn every(size: u64) -> BTreeSet<NodeId> {
         (1..=size).collect()

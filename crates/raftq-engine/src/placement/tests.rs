@@ -10,7 +10,7 @@ fn nodes(ids: impl IntoIterator<Item = NodeId>) -> BTreeMap<NodeId, String> {
 
 /// A placement bootstrapped with `groups` groups of 3 over nodes 1 to `size`, the data groups
 /// not formed yet.
-fn laid_out(groups: u32, size: u64) -> Placement {
+pub(super) fn laid_out(groups: u32, size: u64) -> Placement {
     let mut placement = Placement::default();
     let command = PlacementCommand::Bootstrap {
         groups,
@@ -85,7 +85,7 @@ fn bootstrap_lays_the_metadata_group_on_every_node_and_the_data_groups_round_rob
     let laid: Vec<Vec<NodeId>> = (2..=6).map(|g| members(&five, g)).collect();
     assert_eq!(
         laid,
-        [[1, 2, 3], [2, 3, 4], [3, 4, 5], [1, 4, 5], [1, 2, 5]]
+        [[1, 2, 3], [1, 4, 5], [2, 3, 4], [1, 2, 5], [3, 4, 5]]
     );
     for node in 1..=5 {
         let held = laid.iter().filter(|m| m.contains(&node)).count();
@@ -370,6 +370,17 @@ fn nodes_and_groups_take_their_changes_and_refuse_unknown_ones() {
         Ok(PlacementOutcome::Done)
     );
     assert_eq!(placement.nodes()[&3].state, NodeState::Leaving);
+    assert!(placement.draining(3), "a leaving node leads no group");
+    let back = C::AddNode {
+        id: 3,
+        addr: "n3:7000".into(),
+    };
+    assert_eq!(apply(&mut placement, back), Ok(PlacementOutcome::Done));
+    assert_eq!(
+        placement.nodes()[&3].state,
+        NodeState::Active,
+        "a node added again after it left is active"
+    );
     assert_eq!(
         apply(&mut placement, C::Undrain { id: 9 }),
         Err(PlacementError::UnknownNode(9))
@@ -395,6 +406,30 @@ fn nodes_and_groups_take_their_changes_and_refuse_unknown_ones() {
         apply(&mut placement, set(to(&[1, 8]))),
         Err(PlacementError::UnknownNode(8))
     );
+    assert_eq!(
+        placement.target(2),
+        Some(&to(&[1, 2, 3])),
+        "no target: the members"
+    );
+    let target = |group, members| C::SetTarget { group, members };
+    assert_eq!(
+        apply(&mut placement, target(2, to(&[2, 3]))),
+        Ok(PlacementOutcome::Done)
+    );
+    assert_eq!(placement.target(2), Some(&to(&[2, 3])));
+    assert_eq!(
+        members(&placement, 2),
+        [1, 2, 3],
+        "the members stay until recorded"
+    );
+    for (refused, error) in [
+        (target(2, to(&[])), PlacementError::NoMembers),
+        (target(2, to(&[4])), PlacementError::UnknownNode(4)),
+        (target(6, to(&[1])), PlacementError::UnknownGroup(6)),
+    ] {
+        assert_eq!(apply(&mut placement, refused), Err(error));
+    }
+    assert_eq!(placement.target(6), None);
     let unknown = C::GroupFormed { group: 5 };
     assert_eq!(
         apply(&mut placement, unknown),
@@ -409,6 +444,7 @@ fn keys_read_back_and_other_rows_are_not_the_placements() {
         PlacementKey::Node(u64::MAX),
         PlacementKey::Group(7),
         PlacementKey::Queue(Uuid::from_u128(3)),
+        PlacementKey::Target(9),
     ] {
         assert_eq!(PlacementKey::decode(&key.encode()), Some(key));
     }
@@ -423,7 +459,7 @@ fn command(pick: (u8, u8, u8)) -> PlacementCommand {
     let id = Uuid::from_u128(u128::from(a % 6));
     let group = GroupNumber::from(b % 5);
     let node = NodeId::from(b % 5);
-    match kind % 13 {
+    match kind % 15 {
         0 => PlacementCommand::Bootstrap {
             groups: u32::from(a % 4),
             replicas: 3,
@@ -455,7 +491,12 @@ fn command(pick: (u8, u8, u8)) -> PlacementCommand {
             id: node,
             boot_id: u64::from(a),
         },
-        _ => PlacementCommand::Retire { id },
+        12 => PlacementCommand::Retire { id },
+        13 => PlacementCommand::SetTarget {
+            group,
+            members: [node, NodeId::from(a % 5)].into(),
+        },
+        _ => PlacementCommand::RemoveNode { id: node },
     }
 }
 

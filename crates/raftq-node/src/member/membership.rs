@@ -2,6 +2,12 @@
 //! learner first, a voter once it caught up) and removing one. A change is refused before it
 //! starts when it would break a rule, and answers only once it committed.
 //!
+//! In a cluster of several groups the change is group 1's (the cluster's membership), and the
+//! placement follows it: an added node is recorded (`AddNode`) and the data groups' replicas
+//! then move onto it in the background; a node to remove is marked leaving (`RemoveNode`) and
+//! the removal waits, at most [`REPLICAS_MOVE`], until it holds no data group's replica any
+//! more (see `member::replicas`) before it takes the node out of group 1.
+//!
 //! openraft changes voters through a joint configuration (old and new voter sets must both
 //! agree until the new one commits); a leader that removes itself first hands its leadership to
 //! the most caught-up of the remaining voters, which the request then follows.
@@ -12,6 +18,8 @@ use std::time::Duration;
 
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers};
+use raftq_engine::placement::PlacementCommand;
+use raftq_engine::Command;
 use raftq_store::NodeId;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
@@ -22,7 +30,7 @@ use crate::network::PeerClient;
 
 /// How long a new node may take to catch up before it is made a voter; past it, the node is
 /// removed again and the change refused.
-const CATCH_UP: Duration = Duration::from_secs(120);
+pub(crate) const CATCH_UP: Duration = Duration::from_secs(120);
 /// How long the leader waits for an answer from a node it is asked to add.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a handover may take.
@@ -37,12 +45,19 @@ const LATE_ANSWERS: Duration = Duration::from_millis(300);
 const COMMIT_WAIT: Duration = Duration::from_secs(10);
 /// How often a successor is asked to stand during a handover.
 const ELECT_AGAIN: Duration = Duration::from_millis(100);
-/// The longest a change may take on the leader (a new node's catch-up, a handover and two
-/// commits): a client that waits for its answer waits this long.
-pub const LONGEST: Duration = CATCH_UP
+/// How long a removal waits for the data groups' replicas to move off the node: each group
+/// adds a new member (which catches up, at most [`CATCH_UP`]) and then removes the node.
+pub(crate) const REPLICAS_MOVE: Duration = Duration::from_secs(180);
+/// How often a removal looks whether the replicas moved.
+const LOOK_AGAIN: Duration = Duration::from_millis(200);
+/// The longest a change may take on the leader (a new node's catch-up or the replicas moving
+/// off a node, a handover and two commits): a client that waits for its answer waits this
+/// long.
+pub const LONGEST: Duration = REPLICAS_MOVE
     .saturating_add(HANDOVER)
     .saturating_add(COMMIT_WAIT)
     .saturating_add(COMMIT_WAIT);
+const _: () = assert!(CATCH_UP.as_secs() <= REPLICAS_MOVE.as_secs());
 
 /// A membership change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,10 +95,6 @@ pub enum ChangeError {
     },
     #[error("node {id} did not catch up within {seconds} s and was not added")]
     CatchUp { id: NodeId, seconds: u64 },
-    #[error(
-        "the cluster runs {0} Raft groups: membership changes are made in clusters of one group only"
-    )]
-    ManyGroups(usize),
 }
 
 /// A leader's answer to a change: refused (nothing changed) or done.
@@ -96,7 +107,7 @@ fn valid_address(addr: &str) -> bool {
 }
 
 /// Whether the voters of `after` that are `answering` make a majority of them.
-fn keeps_majority(after: &BTreeSet<NodeId>, answering: &BTreeSet<NodeId>) -> bool {
+pub(crate) fn keeps_majority(after: &BTreeSet<NodeId>, answering: &BTreeSet<NodeId>) -> bool {
     after.intersection(answering).count() * 2 > after.len()
 }
 
@@ -112,20 +123,71 @@ impl GroupCore {
         let Ok(_running) = self.changing.try_lock() else {
             return Ok(Err(ChangeError::Busy));
         };
-        // The data groups' memberships would not follow: a node added would hold none of their
-        // replicas, and one removed or replaced would stay their voter.
-        let groups = self.reader.with_engine(|e| e.placement().groups().len());
-        if let Some(groups @ 2..) = groups {
-            return Ok(Err(ChangeError::ManyGroups(groups)));
-        }
         let members = self.members();
         if members.configs.len() > 1 {
             return Ok(Err(ChangeError::Busy));
         }
         let voters = members.voters();
         match change {
-            Change::Add { id, raft_addr } => self.add(*id, raft_addr, &voters).await,
+            Change::Add { id, raft_addr } => {
+                let added = self.add(*id, raft_addr, &voters).await?;
+                if added.is_ok() && self.laid_out() {
+                    let addr = raft_addr.clone();
+                    self.place(PlacementCommand::AddNode { id: *id, addr })
+                        .await?;
+                }
+                Ok(added)
+            }
             Change::Remove { id } => self.remove(*id, &voters, &members.nodes).await,
+        }
+    }
+
+    /// Whether the placement lays out data groups (a cluster of several groups).
+    fn laid_out(&self) -> bool {
+        let groups = self.reader.with_engine(|e| e.placement().groups().len());
+        groups.is_some_and(|groups| groups > 0)
+    }
+
+    /// Commits `change` to the placement, through this node (group 1's leader).
+    async fn place(&self, change: PlacementCommand) -> Result<(), NodeError> {
+        match self.propose(Command::Place { change }).await?.result {
+            Some(Ok(_)) => Ok(()),
+            Some(Err(refused)) => Err(NodeError::Unavailable(format!(
+                "the placement refused the change: {refused}"
+            ))),
+            None => Err(NodeError::Storage(
+                "a placement change applied with no outcome".into(),
+            )),
+        }
+    }
+
+    /// Marks node `id` leaving and waits, at most [`REPLICAS_MOVE`], until no data group has it
+    /// as a member or a target; nothing to do in a cluster of one group, or for a node the
+    /// placement does not know (a learner that was never added holds no replica). Should this
+    /// node stop leading meanwhile, the removal that follows is refused as not the leader's,
+    /// and the request runs again on the new leader, where the replicas have moved.
+    async fn move_replicas_off(&self, id: NodeId) -> Result<(), NodeError> {
+        let known = self
+            .reader
+            .with_engine(|e| e.placement().nodes().contains_key(&id));
+        if !self.laid_out() || known != Some(true) {
+            return Ok(());
+        }
+        self.place(PlacementCommand::RemoveNode { id }).await?;
+        let deadline = Instant::now() + REPLICAS_MOVE;
+        loop {
+            let holding = self.reader.with_engine(|e| e.placement().holding(id));
+            let holding = holding.unwrap_or_default();
+            if holding.is_empty() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(NodeError::Timeout(format!(
+                    "node {id} still holds replicas of groups {holding:?}; they keep moving off \
+                     it: run the removal again to finish it"
+                )));
+            }
+            tokio::time::sleep(LOOK_AGAIN).await;
         }
     }
 
@@ -150,24 +212,16 @@ impl GroupCore {
             return Ok(Err(ChangeError::OtherCluster(addr.to_string())));
         }
         tracing::info!(group = %self.group, node = id, addr, "adding a learner");
-        let added = tokio::time::timeout(
-            CATCH_UP,
-            self.raft.add_learner(id, BasicNode::new(addr), true),
-        )
-        .await;
-        let refusal = match added {
-            Ok(result) => {
-                result.map_err(write_error)?;
-                // Caught up: the node may vote from now on.
-                match probe.admit(PROBE_TIMEOUT).await {
-                    Ok(()) => None,
-                    Err(e) => {
-                        tracing::warn!(node = id, error = %e, "cannot tell the node it was added");
-                        Some(ChangeError::Unreachable(addr.to_string()))
-                    }
+        let refusal = match self.add_learner(id, addr).await? {
+            // Caught up: the node may vote from now on.
+            true => match probe.admit(PROBE_TIMEOUT).await {
+                Ok(()) => None,
+                Err(e) => {
+                    tracing::warn!(node = id, error = %e, "cannot tell the node it was added");
+                    Some(ChangeError::Unreachable(addr.to_string()))
                 }
-            }
-            Err(_) => Some(ChangeError::CatchUp {
+            },
+            false => Some(ChangeError::CatchUp {
                 id,
                 seconds: CATCH_UP.as_secs(),
             }),
@@ -191,35 +245,17 @@ impl GroupCore {
         voters: &BTreeSet<NodeId>,
         nodes: &BTreeMap<NodeId, String>,
     ) -> Result<ChangeResult, NodeError> {
-        if !nodes.contains_key(&id) {
-            return Ok(Err(ChangeError::UnknownNode(id)));
-        }
-        let mut after = voters.clone();
-        after.remove(&id);
-        if voters.contains(&id) {
-            if after.is_empty() {
-                return Ok(Err(ChangeError::LastVoter(id)));
-            }
-            let mut answering = self.node.answering(ANSWERED_WITHIN);
-            if !keeps_majority(&after, &answering) {
-                // The pings' answers may be a round late (a busy node, a member added a moment
-                // ago): the change is refused only if they are still missing a few rounds on.
-                tokio::time::sleep(LATE_ANSWERS).await;
-                answering = self.node.answering(ANSWERED_WITHIN);
-            }
-            if !keeps_majority(&after, &answering) {
-                return Ok(Err(ChangeError::NoMajority {
-                    id,
-                    answering: after.intersection(&answering).count(),
-                    voters: after.len(),
-                }));
-            }
+        if let Some(refused) = self.removal_refused(id, voters, nodes).await {
+            return Ok(Err(refused));
         }
         if id == self.node.id {
             // The leader leaves: a remaining voter leads first, and the request follows it.
+            let mut after = voters.clone();
+            after.remove(&id);
             let successor = self.hand_over(&after, nodes).await?;
             return Err(NodeError::NotLeader(Some(successor)));
         }
+        self.move_replicas_off(id).await?;
         tracing::info!(group = %self.group, node = id, "removing a member");
         let gone = BTreeSet::from([id]);
         let change = if voters.contains(&id) {
@@ -232,9 +268,65 @@ impl GroupCore {
         Ok(Ok(()))
     }
 
+    /// Adds node `id` at `addr` as a learner, and waits, at most [`CATCH_UP`], until its log
+    /// holds every entry up to the one that added it; answers whether it did. (openraft's own
+    /// blocking add counts a learner as caught up once it is within its replication lag
+    /// threshold, 5,000 entries, of the leader: at once in a short log.)
+    pub(crate) async fn add_learner(&self, id: NodeId, addr: &str) -> Result<bool, NodeError> {
+        let added = self.raft.add_learner(id, BasicNode::new(addr), false);
+        let index = added.await.map_err(write_error)?.log_id.index;
+        let caught_up = |m: &openraft::RaftMetrics<NodeId, BasicNode>| {
+            let matched = m
+                .replication
+                .as_ref()
+                .and_then(|r| r.get(&id).cloned().flatten());
+            matched.is_some_and(|matched| matched.index >= index)
+        };
+        let wait = self.raft.wait(Some(CATCH_UP));
+        Ok(wait
+            .metrics(caught_up, "the learner caught up")
+            .await
+            .is_ok())
+    }
+
+    /// Why node `id` may not be removed from `voters` (and the learners among `nodes`), if so.
+    async fn removal_refused(
+        &self,
+        id: NodeId,
+        voters: &BTreeSet<NodeId>,
+        nodes: &BTreeMap<NodeId, String>,
+    ) -> Option<ChangeError> {
+        if !nodes.contains_key(&id) {
+            return Some(ChangeError::UnknownNode(id));
+        }
+        if !voters.contains(&id) {
+            return None;
+        }
+        let mut after = voters.clone();
+        after.remove(&id);
+        if after.is_empty() {
+            return Some(ChangeError::LastVoter(id));
+        }
+        let mut answering = self.node.answering(ANSWERED_WITHIN);
+        if !keeps_majority(&after, &answering) {
+            // The pings' answers may be a round late (a busy node, a member added a moment
+            // ago): the change is refused only if they are still missing a few rounds on.
+            tokio::time::sleep(LATE_ANSWERS).await;
+            answering = self.node.answering(ANSWERED_WITHIN);
+        }
+        (!keeps_majority(&after, &answering)).then(|| ChangeError::NoMajority {
+            id,
+            answering: after.intersection(&answering).count(),
+            voters: after.len(),
+        })
+    }
+
     /// Proposes `change` (members that leave are removed, not kept as learners) and waits until
     /// it committed, at most [`COMMIT_WAIT`].
-    async fn commit(&self, change: ChangeMembers<NodeId, BasicNode>) -> Result<(), NodeError> {
+    pub(crate) async fn commit(
+        &self,
+        change: ChangeMembers<NodeId, BasicNode>,
+    ) -> Result<(), NodeError> {
         match tokio::time::timeout(COMMIT_WAIT, self.raft.change_membership(change, false)).await {
             Ok(result) => result.map(drop).map_err(write_error),
             Err(_) => Err(NodeError::Timeout(

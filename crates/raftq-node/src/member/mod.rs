@@ -17,6 +17,7 @@
 //! - [`membership`]: membership changes and leadership handovers (`change_membership`, `add`,
 //!   `remove`, `commit`, `hand_over`, `await_successor`);
 //! - [`longpoll`]: a long poll served whole in this replica (`long_poll`);
+//! - [`replicas`]: the group's voters brought to the placement's target (`converge`);
 //! - [`status`]: what this node reports of itself and of the members (`status`,
 //!   `status_from_metrics`, `progress`, `leader_contact`, `note_leader_commit`).
 
@@ -41,6 +42,7 @@ use crate::space::Space;
 
 pub(crate) mod longpoll;
 pub(crate) mod membership;
+pub(crate) mod replicas;
 pub(crate) mod routing;
 pub(crate) mod status;
 
@@ -109,6 +111,9 @@ pub(crate) struct GroupCore {
     /// When the group's leader, as this node knows it, last answered its ping as leading
     /// quietly: that answer stands in for the heartbeats it does not send.
     pub quiet_leader_heard: RwLock<Option<Instant>>,
+    /// Stops the group's tasks (set on the node's shutdown, or when this node leaves the
+    /// group).
+    pub stop: tokio::sync::watch::Sender<bool>,
 }
 
 /// The Raft groups this node takes part in, by id (in order, so that whatever goes over them
@@ -132,6 +137,12 @@ impl Groups {
     pub fn insert(&self, core: Arc<GroupCore>) {
         let mut groups = self.groups.write().unwrap_or_else(PoisonError::into_inner);
         groups.insert(core.group, core);
+    }
+
+    /// Takes group `group` out: this node takes part in it no more.
+    pub fn remove(&self, group: GroupId) -> Option<Arc<GroupCore>> {
+        let mut groups = self.groups.write().unwrap_or_else(PoisonError::into_inner);
+        groups.remove(&group)
     }
 
     /// Every group, in order.
