@@ -352,20 +352,8 @@ impl Placement {
                 self.group_mut(group, changed)?.messages = messages;
                 Ok(PlacementOutcome::Done)
             }
-            C::SetMembers { group, members } => {
-                self.known_nodes(&members)?;
-                self.group_mut(group, changed)?.members = members;
-                Ok(PlacementOutcome::Done)
-            }
-            C::SetTarget { group, members } => {
-                self.known_nodes(&members)?;
-                if !self.groups.contains_key(&group) {
-                    return Err(PlacementError::UnknownGroup(group));
-                }
-                self.targets.insert(group, members);
-                changed.push(PlacementKey::Target(group));
-                Ok(PlacementOutcome::Done)
-            }
+            C::SetMembers { group, members } => self.set_members(group, members, false, changed),
+            C::SetTarget { group, members } => self.set_members(group, members, true, changed),
             C::GroupFormed { group } => {
                 self.group_mut(group, changed)?.formed = true;
                 Ok(PlacementOutcome::Done)
@@ -570,6 +558,27 @@ impl Placement {
             true => Ok(()),
             false => Err(PlacementError::Unreserved(id)),
         }
+    }
+
+    /// Records `members` as group `group`'s members, or as its target (`target`).
+    fn set_members(
+        &mut self,
+        group: GroupNumber,
+        members: BTreeSet<NodeId>,
+        target: bool,
+        changed: &mut Vec<PlacementKey>,
+    ) -> Result<PlacementOutcome, PlacementError> {
+        self.known_nodes(&members)?;
+        if !target {
+            self.group_mut(group, changed)?.members = members;
+            return Ok(PlacementOutcome::Done);
+        }
+        if !self.groups.contains_key(&group) {
+            return Err(PlacementError::UnknownGroup(group));
+        }
+        self.targets.insert(group, members);
+        changed.push(PlacementKey::Target(group));
+        Ok(PlacementOutcome::Done)
     }
 
     /// Refuses an empty set of members, or one naming a node the placement does not know.

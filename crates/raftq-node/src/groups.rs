@@ -151,23 +151,33 @@ impl Launcher {
             quiet_leader_heard: Default::default(),
             stop,
         });
-        let tasks = vec![
-            tokio::spawn(snapshots::run(
-                core.raft.clone(),
-                core.reader.clone(),
-                core.log.appended(),
-                self.config.snapshot_after_logs,
-                not_due,
-                signal.clone(),
-            )),
-            tokio::spawn(timer::run(Arc::clone(&core), signal)),
-        ];
+        let tasks = self.spawn_tasks(&core, not_due, signal);
         self.groups.insert(Arc::clone(&core));
         Ok(Started {
             core,
             tasks,
             committing,
         })
+    }
+
+    /// Spawns `core`'s group's snapshot policy and timer, which end once `stop` is set.
+    fn spawn_tasks(
+        &self,
+        core: &Arc<GroupCore>,
+        not_due: watch::Sender<Option<u64>>,
+        stop: watch::Receiver<bool>,
+    ) -> Vec<JoinHandle<()>> {
+        vec![
+            tokio::spawn(snapshots::run(
+                core.raft.clone(),
+                core.reader.clone(),
+                core.log.appended(),
+                self.config.snapshot_after_logs,
+                not_due,
+                stop.clone(),
+            )),
+            tokio::spawn(timer::run(Arc::clone(core), stop)),
+        ]
     }
 
     /// Starts group 1 on `first` (its snapshot policy telling `not_due`), then every other

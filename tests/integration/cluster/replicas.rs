@@ -127,6 +127,14 @@ async fn every_queue_holds(
     }
 }
 
+/// Sends one message to every queue of `queues` through node `via`.
+async fn send_to_every_queue(cluster: &Cluster, via: u64, queues: &BTreeMap<String, u32>) {
+    for name in queues.keys() {
+        let response = cluster.node(via).write(plain(name, "after")).await;
+        sent(response.expect("send"));
+    }
+}
+
 /// Nodes 4 and 5 added to three nodes of four groups take their share of the data groups'
 /// replicas (each group moving through a new member before an old one goes) and of their
 /// leaders; a removed node gives its replicas up before it leaves, and every queue keeps its
@@ -158,15 +166,7 @@ async fn added_nodes_take_their_share_of_the_replicas_and_a_removed_node_gives_i
         cluster.stop(1).await;
         cluster.voters_are(&[2, 3, 4, 5]).await;
         cluster.replicas_settled(2, 3, &[2, 3, 4, 5], 3).await;
-        for name in queues.keys() {
-            sent(
-                cluster
-                    .node(4)
-                    .write(plain(name, "after"))
-                    .await
-                    .expect("send"),
-            );
-        }
+        send_to_every_queue(&cluster, 4, &queues).await;
         every_queue_holds(&cluster, 2, &queues, 6).await;
     })
     .await
@@ -202,15 +202,7 @@ async fn a_node_that_lost_its_data_is_replaced_in_every_group() {
         // The two left of groups 1 to 3 need the replaced node's vote.
         cluster.stop(1).await;
         every_queue_holds(&cluster, lost, &queues, 3).await;
-        for name in queues.keys() {
-            sent(
-                cluster
-                    .node(2)
-                    .write(plain(name, "after"))
-                    .await
-                    .expect("send"),
-            );
-        }
+        send_to_every_queue(&cluster, 2, &queues).await;
         every_queue_holds(&cluster, lost, &queues, 4).await;
     })
     .await
