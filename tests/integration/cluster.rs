@@ -266,6 +266,12 @@ fn receive_wait(queue: &str, wait: i64, lease: i64, waiter: Uuid) -> Command {
     }
 }
 
+/// Sends a message of `body` to the standard queue `queue` through `node`, which must take it.
+async fn send_plain(node: &Node, queue: &str, body: &str) -> SendResult {
+    let response = node.write(plain(queue, body)).await;
+    sent(response.unwrap_or_else(|e| panic!("send {body:?} to {queue}: {e}")))
+}
+
 fn outcome(response: Response) -> Outcome {
     match response.result {
         Some(Ok(o)) => o,
@@ -283,11 +289,7 @@ fn sent(response: Response) -> SendResult {
 /// Sends `count` messages `m0`, `m1`, ... to `queue` through `node`, one after the other.
 async fn fill(node: &Node, queue: &str, count: usize) {
     for i in 0..count {
-        sent(
-            node.write(plain(queue, &format!("m{i}")))
-                .await
-                .expect("send"),
-        );
+        send_plain(node, queue, &format!("m{i}")).await;
     }
 }
 
@@ -467,24 +469,14 @@ async fn nodes_of_two_builds_never_forward_to_each_other() {
             "the client is told at once, not after the leader wait"
         );
         // The leader still serves its own clients, and nothing was sent through the follower.
-        sent(
-            leader
-                .write(plain("jobs", "at the leader"))
-                .await
-                .expect("send"),
-        );
+        send_plain(leader, "jobs", "at the leader").await;
         cluster.converged().await;
         assert_eq!(bodies(leader, "jobs").await, ["at the leader"]);
 
         // Both on the same build again: forwards go through.
         leader.announce_protocol(Some(PEER_PROTOCOL));
         sleep(Duration::from_millis(500)).await;
-        sent(
-            follower
-                .write(plain("jobs", "forwarded"))
-                .await
-                .expect("send"),
-        );
+        send_plain(follower, "jobs", "forwarded").await;
     })
     .await
     .expect("bounded");
@@ -627,7 +619,7 @@ async fn parked_receives_outlive_a_leader_change_and_lose_no_message() {
         assert!(started.elapsed() >= Duration::from_millis(900));
 
         // The first send goes to the receive that parked first, answered in the send's entry.
-        sent(node.write(plain("jobs", "m0")).await.expect("send m0"));
+        send_plain(node, "jobs", "m0").await;
         let answer = timeout(Duration::from_secs(10), kept_slot.answer())
             .await
             .expect("answered")
@@ -640,7 +632,7 @@ async fn parked_receives_outlive_a_leader_change_and_lose_no_message() {
 
         // The second goes to the receive whose node is gone: nobody reads it, and it is
         // delivered again once its 2 s lease ends.
-        sent(node.write(plain("jobs", "m1")).await.expect("send m1"));
+        send_plain(node, "jobs", "m1").await;
         assert_eq!(node.with_engine(|e| e.parked_count()).expect("engine"), 0);
         let deadline = Instant::now() + Duration::from_secs(15);
         let again = loop {
@@ -974,7 +966,7 @@ async fn a_snapshot_received_out_of_step_is_asked_for_again_not_installed() {
             .await
             .expect("first half again");
         send(half, &bytes[half..], true).await.expect("installed");
-        sent(node.write(plain("q", "after")).await.expect("send"));
+        send_plain(node, "q", "after").await;
         cluster.converged().await;
         assert_eq!(stats(cluster.node(follower), "q").await.visible, 41);
     })
@@ -1020,7 +1012,7 @@ async fn a_snapshot_is_built_only_once_the_log_outweighs_the_messages_held() {
         );
         let large = "x".repeat(16 * 1024);
         for _ in 0..20 {
-            sent(node.write(plain("q", &large)).await.expect("send"));
+            send_plain(node, "q", &large).await;
         }
         // Each entry of the log holds its message and more: the log outweighs the messages.
         wait_for_snapshot_after(None).await;
@@ -1037,7 +1029,7 @@ async fn a_snapshot_is_built_only_once_the_log_outweighs_the_messages_held() {
             "100 small entries do not outweigh the messages"
         );
         for _ in 0..30 {
-            sent(node.write(plain("q", &large)).await.expect("send"));
+            send_plain(node, "q", &large).await;
         }
         judged_not_due().await;
         assert_eq!(
@@ -1241,13 +1233,7 @@ async fn a_follower_cut_off_one_way_from_its_leader_answers_at_once() {
             "the follower held the request {:?}",
             asked.elapsed()
         );
-        sent(
-            cluster
-                .node(leader)
-                .write(plain("cut", "kept"))
-                .await
-                .expect("send through the leader"),
-        );
+        send_plain(cluster.node(leader), "cut", "kept").await;
         through.partition().set(leader, false);
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -1288,7 +1274,7 @@ async fn a_leader_whose_disk_fails_halts_and_the_others_go_on() {
                 .await
                 .expect("create"),
         );
-        sent(failing.write(plain("disk", "before")).await.expect("send"));
+        send_plain(failing, "disk", "before").await;
         let halted = failing.halted();
         failing.fail_disk();
         let refused = failing.write(plain("disk", "unwritten")).await;
@@ -1300,13 +1286,7 @@ async fn a_leader_whose_disk_fails_halts_and_the_others_go_on() {
         cluster.stop(leader).await;
         let successor = cluster.leader().await;
         assert_ne!(successor, leader);
-        sent(
-            cluster
-                .node(successor)
-                .write(plain("disk", "after"))
-                .await
-                .expect("send to the new leader"),
-        );
+        send_plain(cluster.node(successor), "disk", "after").await;
         cluster.converged().await;
         // The refused send's outcome is unknown to its client: it may have reached the others.
         let mut kept = bodies(cluster.node(successor), "disk").await;
@@ -1343,21 +1323,13 @@ async fn a_node_that_lost_its_disk_does_not_vote_away_acknowledged_sends() {
                 .expect("create"),
         );
         for i in 0..50 {
-            sent(
-                node.write(plain("q", &format!("before-{i}")))
-                    .await
-                    .expect("send"),
-            );
+            send_plain(node, "q", &format!("before-{i}")).await;
         }
         cluster.converged().await;
         isolate(&cluster, 3, true);
         let node = cluster.node(1);
         for i in 0..100 {
-            sent(
-                node.write(plain("q", &format!("while-paused-{i}")))
-                    .await
-                    .expect("send acknowledged by nodes 1 and 2"),
-            );
+            send_plain(node, "q", &format!("while-paused-{i}")).await;
         }
         cluster.stop(1).await;
         cluster.stop(2).await;
@@ -1417,7 +1389,7 @@ async fn nodes_are_added_and_removed_while_the_cluster_serves() {
         cluster.stop(leader).await;
         cluster.voters_are(&remaining).await;
         let node = cluster.node(cluster.leader().await);
-        sent(node.write(plain("q", "after")).await.expect("send"));
+        send_plain(node, "q", "after").await;
         cluster.converged().await;
         assert_eq!(stats(node, "q").await.visible, 21);
     })
@@ -1584,11 +1556,7 @@ async fn a_node_that_lost_its_disk_votes_again_once_replaced() {
         let (down, other) = (others[0], others[1]);
         cluster.stop(down).await;
         let node = cluster.node(other);
-        sent(
-            node.write(plain("q", "after"))
-                .await
-                .expect("a write without the old leader"),
-        );
+        send_plain(node, "q", "after").await;
         assert_eq!(stats(cluster.node(lost), "q").await.visible, 11);
     })
     .await
@@ -1620,7 +1588,7 @@ async fn a_leader_hands_over_before_it_stops() {
             (metrics.current_leader, metrics.current_term),
             (Some(successor), term + 1)
         );
-        sent(node.write(plain("q", "after")).await.expect("forwarded"));
+        send_plain(node, "q", "after").await;
         cluster.stop(leader).await;
         assert_eq!(
             cluster.leader().await,

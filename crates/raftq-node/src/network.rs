@@ -279,6 +279,23 @@ pub enum Method {
     Admit,
 }
 
+/// Calls the handler of `$method` on `$target` with `$request`: a client's call, or the peer
+/// service's own handler (the two name them alike), one arm per [`Method`].
+macro_rules! call {
+    ($method:expr, $target:expr, $request:expr) => {
+        match $method {
+            Method::Append => $target.append_entries($request).await,
+            Method::Vote => $target.vote($request).await,
+            Method::Snapshot => $target.install_snapshot($request).await,
+            Method::Forward => $target.forward($request).await,
+            Method::Ping => $target.ping($request).await,
+            Method::Elect => $target.elect($request).await,
+            Method::Admit => $target.admit($request).await,
+        }
+    };
+}
+pub(crate) use call;
+
 impl PeerClient {
     pub(crate) fn new(target: NodeId, addr: &str, dial: &Dial) -> PeerClient {
         let client = match &dial.memory {
@@ -370,15 +387,7 @@ impl PeerClient {
         }
         let reply = async {
             match client {
-                Stub::H2(client) => match method {
-                    Method::Append => client.append_entries(request).await,
-                    Method::Vote => client.vote(request).await,
-                    Method::Snapshot => client.install_snapshot(request).await,
-                    Method::Forward => client.forward(request).await,
-                    Method::Ping => client.ping(request).await,
-                    Method::Elect => client.elect(request).await,
-                    Method::Admit => client.admit(request).await,
-                },
+                Stub::H2(client) => call!(method, client, request),
                 Stub::Memory { network, addr } => network.call(addr, method, request).await,
             }
         };

@@ -378,13 +378,5 @@ pub(crate) fn serve(
 
 /// Runs the peer service's handler of `method`.
 async fn dispatch(service: &PeerService, method: Method, request: Request<Blob>) -> Answer {
-    match method {
-        Method::Append => service.append_entries(request).await,
-        Method::Vote => service.vote(request).await,
-        Method::Snapshot => service.install_snapshot(request).await,
-        Method::Forward => service.forward(request).await,
-        Method::Ping => service.ping(request).await,
-        Method::Elect => service.elect(request).await,
-        Method::Admit => service.admit(request).await,
-    }
+    crate::network::call!(method, service, request)
 }

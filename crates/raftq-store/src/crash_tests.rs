@@ -159,6 +159,16 @@ pub(crate) fn taken(moments: &Mutex<Vec<Frozen>>) -> Vec<Frozen> {
     std::mem::take(&mut moments.lock().unwrap_or_else(PoisonError::into_inner))
 }
 
+/// Every image of every moment in `moments` (each with its index as the seed of its images)
+/// opens as a log that holds every entry of `acked` and a prefix of `written`.
+fn hold_at_every(moments: &[Frozen], acked: &Encoded, written: &Encoded) {
+    for (seed, moment) in moments.iter().enumerate() {
+        each_image(moment, SEGMENT_IMAGES, seed as u64, |image| {
+            segments_hold(image, None, acked, written)
+        });
+    }
+}
+
 #[test]
 fn a_group_commit_cut_short_inside_its_first_record_opens_without_it() {
     let disk = disk_with_log();
@@ -169,9 +179,7 @@ fn a_group_commit_cut_short_inside_its_first_record_opens_without_it() {
     let unacked = entries(4..6, 1150);
     log.append(&unacked).expect("append");
     let written: Encoded = acked.iter().chain(&unacked).cloned().collect();
-    each_image(&disk.freeze(), SEGMENT_IMAGES, 1, |image| {
-        segments_hold(image, None, &acked, &written)
-    });
+    hold_at_every(&[disk.freeze()], &acked, &written);
 }
 
 #[test]
@@ -191,11 +199,7 @@ fn a_roll_whose_new_segment_reached_the_disk_before_the_old_ones_tail_opens() {
     }
     frozen.extend(taken(&moments));
     let written: Encoded = acked.iter().chain(&unacked).cloned().collect();
-    for (seed, moment) in frozen.iter().enumerate() {
-        each_image(moment, SEGMENT_IMAGES, seed as u64, |image| {
-            segments_hold(image, None, &acked, &written)
-        });
-    }
+    hold_at_every(&frozen, &acked, &written);
 }
 
 #[test]
@@ -212,11 +216,7 @@ fn a_truncation_removing_several_segments_opens_at_any_moment() {
     let mut frozen = taken(&moments);
     frozen.push(disk.freeze());
     let kept: Encoded = written[..2].to_vec();
-    for (seed, moment) in frozen.iter().enumerate() {
-        each_image(moment, SEGMENT_IMAGES, seed as u64, |image| {
-            segments_hold(image, None, &kept, &written)
-        });
-    }
+    hold_at_every(&frozen, &kept, &written);
 }
 
 #[test]
@@ -230,11 +230,7 @@ fn a_new_segment_cut_short_while_it_was_filled_is_removed() {
     log.append(&large).expect("append");
     let frozen = taken(&moments);
     let written: Encoded = acked.iter().chain(&large).cloned().collect();
-    for (seed, moment) in frozen.iter().enumerate() {
-        each_image(moment, SEGMENT_IMAGES, seed as u64, |image| {
-            segments_hold(image, None, &acked, &written)
-        });
-    }
+    hold_at_every(&frozen, &acked, &written);
 }
 
 #[test]
@@ -242,9 +238,7 @@ fn the_log_directory_outlives_a_power_loss_once_entries_are_acknowledged() {
     let disk = new_disk();
     let acked = entries(1..3, 500);
     let _log = log_holding(&disk, &acked);
-    each_image(&disk.freeze(), SEGMENT_IMAGES, 0, |image| {
-        segments_hold(image, None, &acked, &acked)
-    });
+    hold_at_every(&[disk.freeze()], &acked, &acked);
 }
 
 #[test]
@@ -279,14 +273,8 @@ fn a_disk_too_full_for_a_new_segment_stops_an_append_before_it_without_damage() 
     // A power loss at any moment of it keeps what was acknowledged, and finds no damage.
     let now: Encoded = acked.iter().chain(done).cloned().collect();
     disk.no_sync_hook();
-    for (seed, moment) in taken(&moments).iter().enumerate() {
-        each_image(moment, SEGMENT_IMAGES, seed as u64, |image| {
-            segments_hold(image, None, &acked, &now)
-        });
-    }
-    each_image(&disk.freeze(), SEGMENT_IMAGES, 0, |image| {
-        segments_hold(image, None, &now, &now)
-    });
+    hold_at_every(&taken(&moments), &acked, &now);
+    hold_at_every(&[disk.freeze()], &now, &now);
     // Space freed: the rest goes on where the append stopped, and everything reads back.
     disk.set_capacity(None);
     sync(log.append(left).expect("the rest, once there is room"));

@@ -897,6 +897,16 @@ mod tests {
 
     const SMALL: u64 = 4096;
 
+    /// Segments of [`SMALL`] bytes whose spare is made in place, not by its thread, so that
+    /// whether one is ready does not depend on the thread's timing.
+    fn spare_in_place() -> LogOptions {
+        LogOptions {
+            segment_bytes: SMALL,
+            spare_thread: false,
+            ..LogOptions::default()
+        }
+    }
+
     /// Opens segments in `dir`, lets `write` change them, closes them and opens them again.
     fn reopened(dir: &Path, purged: Option<u64>, write: impl FnOnce(&mut Segments)) -> Segments {
         write(&mut open_real(dir, SMALL, None).expect("open"));
@@ -1124,12 +1134,7 @@ mod tests {
     #[test]
     fn only_a_spare_the_disk_refused_leaves_the_log_short_of_room() {
         let tmp = tempfile::TempDir::new().expect("temp dir");
-        let options = LogOptions {
-            segment_bytes: SMALL,
-            spare_thread: false,
-            ..LogOptions::default()
-        };
-        let log = Segments::open(&options, tmp.path(), None).expect("open");
+        let log = Segments::open(&spare_in_place(), tmp.path(), None).expect("open");
         // No segment yet and the spare let go: no room, but nothing refused any either.
         *log.spare.ready() = false;
         fs::remove_file(tmp.path().join(SPARE)).expect("let the spare go");
@@ -1153,13 +1158,8 @@ mod tests {
     #[test]
     fn purged_segments_are_recycled_and_the_log_restarts_after_a_purge_of_everything() {
         let tmp = tempfile::TempDir::new().expect("temp dir");
-        // The spare made in place, so that whether one is ready when the purge comes does not
-        // depend on a thread's timing: none is, once the one the rolls made is let go.
-        let options = LogOptions {
-            segment_bytes: SMALL,
-            spare_thread: false,
-            ..LogOptions::default()
-        };
+        // No spare is ready when the purge comes, once the one the rolls made is let go.
+        let options = spare_in_place();
         let write = |log: &mut Segments| {
             log.append(&entries(1..40, 300)).expect("append");
             *log.spare.ready() = false;

@@ -85,16 +85,12 @@ async fn a_leader_whose_clock_jumps_an_hour_ahead_cannot_end_leases_early() {
     timeout(BOUND, async {
         let (cluster, shifts, leader) = cluster_with_queue().await;
         let node = cluster.node(leader);
-        sent(node.write(plain("q", "held")).await.expect("send"));
+        send_plain(node, "q", "held").await;
         outcome(node.write(receive("q", 1, 60)).await.expect("receive"));
 
         shifts[leader as usize].store(HOUR, Ordering::SeqCst);
         for i in 0..20 {
-            sent(
-                node.write(plain("q", &format!("m{i}")))
-                    .await
-                    .expect("send while skewed"),
-            );
+            send_plain(node, "q", &format!("m{i}")).await;
         }
         until_skewed(node).await;
         assert!(node.status().await.clock_offset_ms > HOUR - 1_000);
@@ -125,7 +121,7 @@ async fn a_node_an_hour_ahead_never_leads_beside_one_true_clock() {
         shifts[skewed as usize].store(HOUR, Ordering::SeqCst);
         until_skewed(cluster.node(skewed)).await;
         let node = cluster.node(leader);
-        sent(node.write(plain("q", "held")).await.expect("send"));
+        send_plain(node, "q", "held").await;
         outcome(node.write(receive("q", 1, 60)).await.expect("receive"));
 
         tracing::info!("--- the true follower stops");
@@ -147,7 +143,7 @@ async fn a_node_an_hour_ahead_never_leads_beside_one_true_clock() {
         let leader = cluster.leader().await;
         assert_ne!(leader, skewed);
         let node = cluster.node(leader);
-        sent(node.write(plain("q", "short")).await.expect("send"));
+        send_plain(node, "q", "short").await;
         outcome(node.write(receive("q", 1, 3)).await.expect("receive"));
         assert_leases(node, (2, 0), "both leases held").await;
         sleep(Duration::from_secs(5)).await;
@@ -168,11 +164,7 @@ async fn a_leader_clock_put_right_after_a_jump_back_keeps_time_going() {
         let node = cluster.node(leader);
         shifts[leader as usize].store(-HOUR, Ordering::SeqCst);
         for i in 0..5 {
-            sent(
-                node.write(plain("q", &format!("m{i}")))
-                    .await
-                    .expect("send"),
-            );
+            send_plain(node, "q", &format!("m{i}")).await;
         }
         shifts[leader as usize].store(0, Ordering::SeqCst);
 
@@ -182,7 +174,7 @@ async fn a_leader_clock_put_right_after_a_jump_back_keeps_time_going() {
         sleep(Duration::from_secs(4)).await;
         assert_leases(node, (0, 5), "the 2 s lease ended").await;
         // The state's time is that of the last entry applied: one more, stamped now.
-        sent(node.write(plain("q", "after")).await.expect("send"));
+        send_plain(node, "q", "after").await;
         let after = node.reader().with_engine(|e| e.now()).expect("engine");
         assert!(
             after >= before + 3_500,

@@ -130,8 +130,7 @@ async fn every_queue_holds(
 /// Sends one message to every queue of `queues` through node `via`.
 async fn send_to_every_queue(cluster: &Cluster, via: u64, queues: &BTreeMap<String, u32>) {
     for name in queues.keys() {
-        let response = cluster.node(via).write(plain(name, "after")).await;
-        sent(response.expect("send"));
+        send_plain(cluster.node(via), name, "after").await;
     }
 }
 

@@ -88,13 +88,7 @@ async fn queues_spread_over_the_groups_and_every_node_reaches_each() {
         );
         for name in &names {
             for id in 1..=3 {
-                sent(
-                    cluster
-                        .node(id)
-                        .write(plain(name, &format!("via {id}")))
-                        .await
-                        .expect("send"),
-                );
+                send_plain(cluster.node(id), name, &format!("via {id}")).await;
             }
             assert_eq!(stats(cluster.node(2), name).await.visible, 3, "{name}");
             match outcome(
@@ -276,13 +270,7 @@ async fn a_node_outside_a_group_reaches_its_queues_through_the_members() {
         );
         let wake = async {
             sleep(Duration::from_millis(300)).await;
-            sent(
-                cluster
-                    .node(member)
-                    .write(plain("second", "woken"))
-                    .await
-                    .expect("send"),
-            );
+            send_plain(cluster.node(member), "second", "woken").await;
         };
         let started = Instant::now();
         let (woken, ()) = tokio::join!(node.long_poll(poll(20)), wake);

@@ -49,6 +49,18 @@ fn reserved(placement: &mut Placement, name: &str, id: u128) -> GroupNumber {
     }
 }
 
+/// The groups the queues `{prefix}{i}` (with ids `i`) were reserved in, for `i` in `ids`.
+fn reserved_many(
+    placement: &mut Placement,
+    prefix: &str,
+    ids: std::ops::Range<u128>,
+) -> Vec<GroupNumber> {
+    let names = ids.map(|i| (format!("{prefix}{i}"), i));
+    names
+        .map(|(name, i)| reserved(placement, &name, i))
+        .collect()
+}
+
 fn members(placement: &Placement, group: GroupNumber) -> Vec<NodeId> {
     placement.groups()[&group].members.iter().copied().collect()
 }
@@ -108,9 +120,7 @@ fn bootstrap_lays_the_metadata_group_on_every_node_and_the_data_groups_round_rob
 #[test]
 fn new_queues_go_only_to_formed_groups() {
     let mut placement = laid_out(3, 3);
-    let first: Vec<GroupNumber> = (0..2)
-        .map(|i| reserved(&mut placement, &format!("q{i}"), i))
-        .collect();
+    let first = reserved_many(&mut placement, "q", 0..2);
     assert_eq!(first, [1, 1], "only the metadata group is formed");
     let formed = PlacementCommand::GroupFormed { group: 3 };
     assert_eq!(placement.apply(1, formed).0, Ok(PlacementOutcome::Done));
@@ -137,9 +147,7 @@ fn the_queues_held_before_the_bootstrap_are_adopted_into_the_metadata_group() {
         assert!(changed.contains(&PlacementKey::Queue(Uuid::from_u128(id))));
     }
     assert_eq!(placement.queue_count(METADATA_GROUP), 2);
-    let next: Vec<GroupNumber> = (3..6)
-        .map(|i| reserved(&mut placement, &format!("new{i}"), i))
-        .collect();
+    let next = reserved_many(&mut placement, "new", 3..6);
     assert_eq!(next, [2, 3, 2], "new queues go to the emptier groups first");
 }
 
@@ -180,17 +188,13 @@ fn a_second_bootstrap_and_bad_layouts_are_refused_and_change_nothing() {
 #[test]
 fn new_queues_go_to_the_fewest_queues_then_the_fewest_messages_then_the_lowest_group() {
     let mut placement = bootstrapped(3, 3);
-    let first: Vec<GroupNumber> = (0..6)
-        .map(|i| reserved(&mut placement, &format!("q{i}"), i))
-        .collect();
+    let first = reserved_many(&mut placement, "q", 0..6);
     assert_eq!(first, [1, 2, 3, 1, 2, 3]);
     for (group, messages) in [(1, 50), (2, 10), (3, 30)] {
         let load = PlacementCommand::ReportLoad { group, messages };
         assert_eq!(placement.apply(6, load).0, Ok(PlacementOutcome::Done));
     }
-    let next: Vec<GroupNumber> = (6..9)
-        .map(|i| reserved(&mut placement, &format!("q{i}"), i))
-        .collect();
+    let next = reserved_many(&mut placement, "q", 6..9);
     assert_eq!(
         next,
         [2, 3, 1],
