@@ -60,12 +60,6 @@ pub const MAX_GROUPS: u32 = 128;
 /// The group that applies the placement, with every node a member.
 pub const METADATA_GROUP: GroupNumber = 1;
 
-const TAG_META: u8 = 11;
-const TAG_NODE: u8 = 12;
-const TAG_GROUP: u8 = 13;
-const TAG_QUEUE: u8 = 14;
-const TAG_TARGET: u8 = 15;
-
 /// What the cluster knows of a node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeEntry {
@@ -242,14 +236,21 @@ pub enum PlacementKey {
 }
 
 impl PlacementKey {
+    /// The first byte of each kind of row's key.
+    const TAG_META: u8 = 11;
+    const TAG_NODE: u8 = 12;
+    const TAG_GROUP: u8 = 13;
+    const TAG_QUEUE: u8 = 14;
+    const TAG_TARGET: u8 = 15;
+
     /// The row's key: its tag, then the id big-endian, so rows sort by kind and id.
     pub fn encode(&self) -> Vec<u8> {
         match self {
-            PlacementKey::Meta => vec![TAG_META],
-            PlacementKey::Node(id) => [&[TAG_NODE][..], &id.to_be_bytes()].concat(),
-            PlacementKey::Group(id) => [&[TAG_GROUP][..], &id.to_be_bytes()].concat(),
-            PlacementKey::Queue(id) => [&[TAG_QUEUE][..], id.as_bytes()].concat(),
-            PlacementKey::Target(id) => [&[TAG_TARGET][..], &id.to_be_bytes()].concat(),
+            PlacementKey::Meta => vec![Self::TAG_META],
+            PlacementKey::Node(id) => [&[Self::TAG_NODE][..], &id.to_be_bytes()].concat(),
+            PlacementKey::Group(id) => [&[Self::TAG_GROUP][..], &id.to_be_bytes()].concat(),
+            PlacementKey::Queue(id) => [&[Self::TAG_QUEUE][..], id.as_bytes()].concat(),
+            PlacementKey::Target(id) => [&[Self::TAG_TARGET][..], &id.to_be_bytes()].concat(),
         }
     }
 
@@ -257,20 +258,20 @@ impl PlacementKey {
     pub fn decode(bytes: &[u8]) -> Option<PlacementKey> {
         let (tag, rest) = bytes.split_first()?;
         match *tag {
-            TAG_META if rest.is_empty() => Some(PlacementKey::Meta),
-            TAG_NODE => rest
+            Self::TAG_META if rest.is_empty() => Some(PlacementKey::Meta),
+            Self::TAG_NODE => rest
                 .try_into()
                 .ok()
                 .map(u64::from_be_bytes)
                 .map(PlacementKey::Node),
-            TAG_GROUP | TAG_TARGET => {
+            Self::TAG_GROUP | Self::TAG_TARGET => {
                 let group = u32::from_be_bytes(rest.try_into().ok()?);
                 Some(match *tag {
-                    TAG_GROUP => PlacementKey::Group(group),
+                    Self::TAG_GROUP => PlacementKey::Group(group),
                     _ => PlacementKey::Target(group),
                 })
             }
-            TAG_QUEUE => Uuid::from_slice(rest).ok().map(PlacementKey::Queue),
+            Self::TAG_QUEUE => Uuid::from_slice(rest).ok().map(PlacementKey::Queue),
             _ => None,
         }
     }
