@@ -17,7 +17,7 @@
 //!   records the group's voters as its members (`SetMembers`), and brings the voters to the
 //!   target one change at a time (`GroupCore::converge`);
 //! - it stops its replica of a group that neither has this node as a member nor in its target
-//!   any more (its data stays on disk);
+//!   any more, and then drops the group's data;
 //! - it hands a group it leads over to another member when it leads more than its share of the
 //!   groups (`Placement::leader_move`: at most ceil(G / N) each), one group at a time and
 //!   [`MOVE_PAUSE`] apart, so that the leaders spread again after a node stopped or came back;
@@ -309,6 +309,15 @@ impl Layout {
     fn target(&self, number: u32) -> BTreeSet<NodeId> {
         self.targets.get(&number).cloned().unwrap_or_default()
     }
+
+    /// Whether group `number` has node `id` as a member or in its target.
+    fn gives(&self, number: u32, id: NodeId) -> bool {
+        let member = self
+            .groups
+            .get(&number)
+            .is_some_and(|e| e.members.contains(&id));
+        member || self.targets.get(&number).is_some_and(|t| t.contains(&id))
+    }
 }
 
 /// Follows the placement that `metadata` (group 1) applies, as the module says, until
@@ -346,6 +355,7 @@ pub(crate) async fn run(
             lay_replicas(&metadata, &layout, &launcher.signal).await;
         }
         follow(&launcher, &metadata, &layout, &mut started, &mut left).await;
+        forget_left(&launcher, &layout, &mut left);
         if (draining || moved.is_none_or(|at| at.elapsed() >= MOVE_PAUSE))
             && spread_leaders(&launcher.groups, &metadata, &layout).await
         {
@@ -441,7 +451,7 @@ async fn follow(
         if number == METADATA_GROUP {
             continue;
         }
-        if !entry.members.contains(&me) && !target.contains(&me) {
+        if !layout.gives(number, me) {
             leave(&launcher.groups, group, left).await;
             continue;
         }
@@ -528,8 +538,8 @@ async fn lead(
 }
 
 /// Stops this node's replica of `group`, if it runs one and does not lead it: the group's
-/// tasks and Raft instance stop, and it is taken out of the node's groups. Its data stays on
-/// disk, for a later return to the group.
+/// tasks and Raft instance stop, and it is taken out of the node's groups; its data goes once
+/// nothing holds the group any more ([`forget_left`]).
 async fn leave(groups: &Groups, group: GroupId, left: &mut BTreeMap<GroupId, Weak<GroupCore>>) {
     let Some(core) = groups.get(group).filter(|core| !core.is_leader()) else {
         return;
@@ -541,6 +551,33 @@ async fn leave(groups: &Groups, group: GroupId, left: &mut BTreeMap<GroupId, Wea
         tracing::warn!(%group, error = %e, "raft shutdown");
     }
     left.insert(group, Arc::downgrade(&core));
+}
+
+/// Drops from this node's store the data of the groups it left (`left`) that nothing holds any
+/// more and that the placement does not give it again; one that cannot be dropped yet is tried
+/// again on the next pass. A node given a group again starts a blank replica of it, which its
+/// leader adds as a learner and brings up to date.
+fn forget_left(
+    launcher: &Launcher,
+    layout: &Layout,
+    left: &mut BTreeMap<GroupId, Weak<GroupCore>>,
+) {
+    let me = launcher.config.id;
+    left.retain(|group, core| {
+        if core.strong_count() > 0 || layout.gives(group.0, me) {
+            return true;
+        }
+        match launcher.store.drop_group(*group) {
+            Ok(()) => {
+                tracing::info!(%group, "dropped the data of a group this node left");
+                false
+            }
+            Err(e) => {
+                tracing::warn!(%group, error = %e, "cannot drop the data of a group this node left");
+                true
+            }
+        }
+    });
 }
 
 /// Hands one group this node leads over to a member that leads fewer, when this node leads

@@ -72,6 +72,8 @@ impl GroupFamilies {
 /// Where one group's files live under a node's data directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupDirs {
+    /// What holds the two below: the data directory for group 1, `groups/N` for group N.
+    pub base: PathBuf,
     /// The log's segment files.
     pub log: PathBuf,
     /// Snapshot files.
@@ -89,6 +91,7 @@ impl GroupDirs {
         GroupDirs {
             log: base.join("log"),
             snapshots: base.join("snapshots"),
+            base,
         }
     }
 }

@@ -192,6 +192,32 @@ impl Database {
     }
 }
 
+impl NodeStore {
+    /// Removes what this node holds of `group` (not group 1, which every node holds): its
+    /// column families first, after which the group is not held ([`NodeStore::groups`]), then
+    /// its directory. Only once nothing of the group is open any more (its Raft instance shut
+    /// down, its storage dropped).
+    pub fn drop_group(&self, group: GroupId) -> Result<(), StorageError> {
+        if group == GroupId::FIRST {
+            return Err(StorageError::FirstGroup);
+        }
+        for name in GroupFamilies::of(group).all() {
+            if self.db.cf_handle(name).is_some() {
+                self.db.drop_cf(name)?;
+            }
+        }
+        remove_dir(&GroupDirs::of(&self.data_dir, group).base)
+    }
+}
+
+/// Removes `dir` and what it holds, if it is there.
+fn remove_dir(dir: &std::path::Path) -> Result<(), StorageError> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StorageError::Files(e)),
+        _ => Ok(()),
+    }
+}
+
 /// Why a node's storage could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
@@ -212,6 +238,10 @@ pub enum StorageError {
         applied.map_or("none".to_string(), |a| a.to_string())
     )]
     PurgedPastApplied { purged: u64, applied: Option<u64> },
+    #[error("cannot remove a group's files: {0}")]
+    Files(std::io::Error),
+    #[error("group 1 is held by every node and is never dropped")]
+    FirstGroup,
 }
 
 impl StorageError {
@@ -224,6 +254,7 @@ impl StorageError {
             StorageError::LogRead(_) => false,
             StorageError::StateMachine(e) => e.is_damage(),
             StorageError::PurgedPastApplied { .. } => true,
+            StorageError::Files(_) | StorageError::FirstGroup => false,
         }
     }
 }
@@ -295,15 +326,23 @@ impl NodeStore {
     }
 
     /// Opens `group`'s log and state machine (see [`layout`]), creating its column families
-    /// and directories when missing.
+    /// and directories when missing. A group whose families are all missing is new to this
+    /// node: files left in its directory (by a [`NodeStore::drop_group`] cut short) go first.
     pub fn open_group(&self, group: GroupId) -> Result<GroupStorage, StorageError> {
         let families = GroupFamilies::of(group);
+        let dirs = GroupDirs::of(&self.data_dir, group);
+        let held = families
+            .all()
+            .iter()
+            .any(|name| self.db.cf_handle(name).is_some());
+        if !held && group != GroupId::FIRST {
+            remove_dir(&dirs.base)?;
+        }
         for name in families.all() {
             if self.db.cf_handle(name).is_none() {
                 self.db.create_cf(name, &rocksdb::Options::default())?;
             }
         }
-        let dirs = GroupDirs::of(&self.data_dir, group);
         let log = LogStore::open_on(
             std::sync::Arc::clone(&self.db),
             &families.log_meta,

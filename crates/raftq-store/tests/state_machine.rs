@@ -165,6 +165,49 @@ async fn groups_in_one_database_keep_their_state_and_files_apart() {
     );
 }
 
+/// A group dropped from a node leaves nothing of it: not held, no files, and opened again it
+/// starts blank; files a drop cut short left behind go when the group is next opened.
+#[tokio::test]
+async fn a_dropped_group_leaves_nothing_and_opens_again_blank() {
+    let dir = TempDir::new().expect("temp dir");
+    {
+        let GroupStorage {
+            state_machine: mut second,
+            ..
+        } = open_group(&dir, Work::Threads, GroupId(2));
+        second.apply(workload()).await.expect("apply");
+    }
+    let storage = reopen(&dir).await;
+    assert_eq!(storage.node.groups(), [GroupId::FIRST, GroupId(2)]);
+    assert!(
+        storage.node.drop_group(GroupId::FIRST).is_err(),
+        "group 1 stays"
+    );
+    storage.node.drop_group(GroupId(2)).expect("drop group 2");
+    assert_eq!(storage.node.groups(), [GroupId::FIRST]);
+    assert!(!dir.path().join("groups/2").exists(), "its files are gone");
+    // Files of a drop whose removal of the directory was cut short.
+    let leftover = dir.path().join("groups/2/log");
+    std::fs::create_dir_all(&leftover).expect("a leftover directory");
+    std::fs::write(leftover.join("0000000000000001.log"), b"old").expect("a leftover file");
+    let again = storage
+        .node
+        .open_group(GroupId(2))
+        .expect("open group 2 again");
+    assert_eq!(again.state_machine.last_applied(), None, "blank");
+    let names: Vec<_> = std::fs::read_dir(&leftover).expect("list").collect();
+    assert!(
+        names
+            .iter()
+            .flatten()
+            .all(|e| e.file_name() != "0000000000000001.log"),
+        "the leftover went"
+    );
+    let blank = TempDir::new().expect("temp dir");
+    let (_log, empty) = open(&blank);
+    assert_eq!(export(&again.state_machine), export(&empty));
+}
+
 fn entry(index: u64, now: u64, command: Command) -> Entry<TypeConfig> {
     Entry {
         log_id: LogId::new(CommittedLeaderId::new(1, 1), index),

@@ -10,8 +10,9 @@ use super::*;
 impl Cluster {
     /// Waits until node `via`'s placement shows every data group with its members equal to its
     /// target, of `size` members each, over the nodes `over` only, each of which holds a
-    /// replica, no node more than `most`, and every running node running a replica exactly
-    /// of the groups it is a member of. Returns the groups of each node.
+    /// replica, no node more than `most`, and every running node running a replica, and
+    /// keeping the files, exactly of the groups it is a member of. Returns the groups of each
+    /// node.
     async fn replicas_settled(
         &self,
         via: u64,
@@ -37,6 +38,9 @@ impl Cluster {
                 for group in placement.groups().keys().filter(|g| **g != 1) {
                     let member = held.get(id).is_some_and(|groups| groups.contains(group));
                     settled &= node.raft_of(GroupId(*group)).is_ok() == member;
+                    // A node keeps the files of the groups it holds only.
+                    let files = format!("node-{id}/groups/{group}");
+                    settled &= self.dir.path().join(files).exists() == member;
                 }
             }
             if settled {
