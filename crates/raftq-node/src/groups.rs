@@ -399,16 +399,27 @@ async fn bootstrap(metadata: &Arc<GroupCore>, groups: u32, stop: &watch::Receive
     }
 }
 
-/// On group 1's leader: records group 1's voters as its members, and sets the data groups'
-/// targets to the placement's layout of their replicas (`Placement::replica_targets`).
+/// On group 1's leader: records group 1's voters as nodes of the placement and as group 1's
+/// members, and sets the data groups' targets to the placement's layout of their replicas
+/// (`Placement::replica_targets`).
 async fn lay_replicas(metadata: &Arc<GroupCore>, layout: &Layout, stop: &watch::Receiver<bool>) {
     let mut changes = Vec::new();
-    if let Some(members) = settled_voters(metadata) {
-        let recorded = layout.groups.get(&METADATA_GROUP).map(|e| &e.members);
-        if recorded != Some(&members) {
-            let group = METADATA_GROUP;
-            changes.push(PlacementCommand::SetMembers { group, members });
+    // A voter the placement lacks (its add stopped before it was recorded) is recorded, so
+    // that it takes its share of the replicas.
+    let addresses = metadata.members().nodes;
+    let voters = settled_voters(metadata).unwrap_or_default();
+    for id in voters.iter().filter(|id| !layout.nodes.contains_key(id)) {
+        if let Some(addr) = addresses.get(id).cloned() {
+            changes.push(PlacementCommand::AddNode { id: *id, addr });
         }
+    }
+    let recorded = layout.groups.get(&METADATA_GROUP).map(|e| &e.members);
+    if !voters.is_empty() && recorded != Some(&voters) {
+        let group = METADATA_GROUP;
+        changes.push(PlacementCommand::SetMembers {
+            group,
+            members: voters,
+        });
     }
     let targets = metadata.reader.with_engine(|engine| {
         let replicas = DATA_REPLICAS as usize;
