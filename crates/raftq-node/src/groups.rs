@@ -51,7 +51,7 @@ use crate::error::StartError;
 use crate::group_commit::GroupCommit;
 use crate::member::membership::ANSWERED_WITHIN;
 use crate::member::routing::LEADER_WAIT;
-use crate::member::{GroupCore, Groups, NodeCore};
+use crate::member::{GroupCore, Groups, Members, NodeCore};
 use crate::network::Network;
 use crate::pace::Pace;
 use crate::receiving::SnapshotReceiver;
@@ -406,21 +406,15 @@ async fn lay_replicas(metadata: &Arc<GroupCore>, layout: &Layout, stop: &watch::
     let mut changes = Vec::new();
     // A voter the placement lacks (its add stopped before it was recorded) is recorded, so
     // that it takes its share of the replicas.
-    let addresses = metadata.members().nodes;
-    let voters = settled_voters(metadata).unwrap_or_default();
+    let members = metadata.members();
+    let voters = settled(&members).unwrap_or_default();
     for id in voters.iter().filter(|id| !layout.nodes.contains_key(id)) {
-        if let Some(addr) = addresses.get(id).cloned() {
+        if let Some(addr) = members.nodes.get(id).cloned() {
             changes.push(PlacementCommand::AddNode { id: *id, addr });
         }
     }
-    let recorded = layout.groups.get(&METADATA_GROUP).map(|e| &e.members);
-    if !voters.is_empty() && recorded != Some(&voters) {
-        let group = METADATA_GROUP;
-        changes.push(PlacementCommand::SetMembers {
-            group,
-            members: voters,
-        });
-    }
+    let recorded = layout.groups.get(&METADATA_GROUP);
+    changes.extend(record_voters(METADATA_GROUP, Some(voters), recorded));
     let targets = metadata.reader.with_engine(|engine| {
         let replicas = DATA_REPLICAS as usize;
         engine.placement().replica_targets(replicas)
@@ -437,10 +431,21 @@ async fn lay_replicas(metadata: &Arc<GroupCore>, layout: &Layout, stop: &watch::
     }
 }
 
-/// The voters of `core`'s group when no membership change is under way (one voter set).
-fn settled_voters(core: &GroupCore) -> Option<BTreeSet<NodeId>> {
-    let members = core.members();
+/// The voters of `members` when no membership change is under way (one voter set).
+fn settled(members: &Members) -> Option<BTreeSet<NodeId>> {
     (members.configs.len() == 1).then(|| members.voters())
+}
+
+/// The change that records `voters` (settled, and not empty) as group `group`'s members,
+/// where the placement's entry (`recorded`) holds others.
+fn record_voters(
+    group: u32,
+    voters: Option<BTreeSet<NodeId>>,
+    recorded: Option<&GroupEntry>,
+) -> Option<PlacementCommand> {
+    let members = voters.filter(|voters| !voters.is_empty())?;
+    let changed = recorded.is_none_or(|entry| entry.members != members);
+    changed.then_some(PlacementCommand::SetMembers { group, members })
 }
 
 /// Starts the data groups the placement gives this node (as members or in their targets), forms
@@ -458,7 +463,6 @@ async fn follow(
     let me = launcher.config.id;
     for (&number, entry) in &layout.groups {
         let group = GroupId(number);
-        let target = layout.target(number);
         if number == METADATA_GROUP {
             continue;
         }
@@ -485,7 +489,7 @@ async fn follow(
                 &core,
                 metadata,
                 entry,
-                target,
+                layout.target(number),
                 &layout.nodes,
                 &launcher.signal,
             )
@@ -525,19 +529,15 @@ async fn lead(
             node: me,
         });
     }
-    let voters = settled_voters(core);
-    if let Some(members) = voters.clone().filter(|voters| *voters != entry.members) {
-        changes.push(PlacementCommand::SetMembers {
-            group: group.0,
-            members,
-        });
-    }
+    let members = core.members();
+    let voters = settled(&members);
+    changes.extend(record_voters(group.0, voters.clone(), Some(entry)));
     for change in changes {
         if let Err(e) = place(metadata, change, stop).await {
             tracing::debug!(%group, error = %e, "cannot record the group's leader or members yet");
         }
     }
-    let learners = core.members().nodes.len() > voters.as_ref().map_or(0, BTreeSet::len);
+    let learners = members.nodes.len() > members.voters().len();
     if voters.as_ref() != Some(&target) || learners {
         let (core, nodes) = (Arc::clone(core), nodes.clone());
         tokio::spawn(async move {
