@@ -175,7 +175,9 @@ fn a_restore_reproduces_the_backed_up_state_and_refuses_a_damaged_file() {
     let data = dir.path().join("restored");
     let restored = restore(&file, &data, &raft).expect("restore");
     assert_eq!(restored["leases_ended"], 0);
-    assert_eq!(restored["state_digest"], restored["backup_digest"]);
+    let group = &restored["groups"][0];
+    assert_eq!(group["group"], 1, "{restored}");
+    assert_eq!(group["state_digest"], group["backup_digest"]);
     let node = serve_restored(&data, &raft);
     let orders = ok(&node, &["receive", "orders.fifo", "--max", "10"]);
     assert_eq!(

@@ -24,6 +24,7 @@ use tokio::net::TcpListener;
 use tokio::time::{sleep, timeout, Instant};
 use uuid::Uuid;
 
+mod backup;
 mod clock;
 mod full_disk;
 mod groups;

@@ -269,10 +269,13 @@ async fn a_backup_streams_its_file_for_admin_keys_only() {
         }
         let backup = raftq_store::backup::read(file.as_slice()).expect("a whole backup");
         let (applied, digest) = s.serving().node.digest().expect("digest");
-        assert_eq!(backup.header.applied_index, applied);
-        assert_eq!(backup.state_digest, digest);
+        let [group] = backup.groups.as_slice() else {
+            panic!("one group: {:?}", backup.groups);
+        };
+        assert_eq!(group.applied_index, applied);
+        assert_eq!(group.state_digest, digest);
         assert!(
-            backup.rows.len() >= 3,
+            group.rows.len() >= 3,
             "the queue, its message and its payload"
         );
     })

@@ -2,20 +2,14 @@
 //! and gRPC fronts alike: the node writes the file on a blocking thread into a bounded channel,
 //! so neither the node nor the client holds more than a few chunks of it.
 
-use std::io::{self, Write};
 use std::sync::Arc;
 
 use axum::body::Bytes;
 use futures_util::stream::{self, Stream, StreamExt};
-use raftq_node::{Node, NodeError};
+use raftq_node::{ChunkWriter, Node, NodeError, CHUNKS_AHEAD};
 use tokio::sync::mpsc;
 
 use crate::error::ApiError;
-
-/// The size of the chunks the backup is sent in.
-const CHUNK: usize = 256 * 1024;
-/// How many chunks may wait for the client: the backup's reader pauses beyond that.
-const CHUNKS_AHEAD: usize = 4;
 
 /// Starts a backup on `node` and waits for its first chunk, so that a backup that cannot start
 /// (no leader confirmed the index to back up) is an error here rather than a broken file; then
@@ -24,17 +18,13 @@ pub(crate) async fn chunks(
     node: Arc<Node>,
 ) -> Result<impl Stream<Item = Result<Bytes, NodeError>> + Send + 'static, ApiError> {
     let (sender, mut received) = mpsc::channel(CHUNKS_AHEAD);
-    let writer = ChunkWriter {
-        chunks: sender.clone(),
-        pending: Vec::with_capacity(CHUNK),
-    };
+    let writer = ChunkWriter::new(sender.clone());
     tokio::spawn(async move {
         match node.backup(writer).await {
             Ok(summary) => tracing::info!(
-                applied_index = ?summary.applied_index,
-                rows = summary.rows,
                 bytes = summary.bytes,
-                state_digest = %summary.state_digest,
+                groups = summary.sections.len(),
+                rows = summary.sections.iter().map(|s| s.rows).sum::<u64>(),
                 "wrote a backup"
             ),
             Err(e) => {
@@ -52,43 +42,7 @@ pub(crate) async fn chunks(
     };
     let rest = stream::unfold(received, |mut received| async move {
         let next = received.recv().await?;
-        Some((next, received))
+        Some((next.map(Bytes::from), received))
     });
-    Ok(stream::once(async move { Ok(first) }).chain(rest))
-}
-
-/// A writer that sends what it is given in chunks over a channel, waiting while the channel is
-/// full (it runs on a blocking thread); it fails once the receiver is gone (the client left).
-struct ChunkWriter {
-    chunks: mpsc::Sender<Result<Bytes, NodeError>>,
-    pending: Vec<u8>,
-}
-
-impl ChunkWriter {
-    fn send_pending(&mut self) -> io::Result<()> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        let chunk = Bytes::from(std::mem::replace(
-            &mut self.pending,
-            Vec::with_capacity(CHUNK),
-        ));
-        self.chunks
-            .blocking_send(Ok(chunk))
-            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client went away"))
-    }
-}
-
-impl Write for ChunkWriter {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.pending.extend_from_slice(buf);
-        if self.pending.len() >= CHUNK {
-            self.send_pending()?;
-        }
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.send_pending()
-    }
+    Ok(stream::once(async move { Ok(Bytes::from(first)) }).chain(rest))
 }

@@ -18,7 +18,7 @@
 //! | `too_many_requests` | 429 | `RESOURCE_EXHAUSTED` | a request over a rate or long-poll limit (`throttle`), with `Retry-After` |
 //! | `storage_full` | 507 | `RESOURCE_EXHAUSTED` | [`NodeError::StorageFull`]: the leader's disk is short of space; the write was not proposed, and may succeed once space is freed |
 //! | `unavailable` | 503 | `UNAVAILABLE` | [`NodeError::Unavailable`], [`NodeError::Timeout`], [`NodeError::NotLeader`], [`NodeError::LeaderUnreachable`], [`NodeError::OtherBuild`] |
-//! | `unsupported` | 501 | `UNIMPLEMENTED` | [`NodeError::Unsupported`]: an operation the cluster's layout does not support yet (a backup of a cluster of several Raft groups) |
+//! | `unsupported` | 501 | `UNIMPLEMENTED` | [`NodeError::Unsupported`]: an operation the cluster's layout does not support (a drain in a cluster of one group) |
 //! | `internal` | 500 | `INTERNAL` | [`NodeError::Storage`] and answers the API cannot read; never bad input |
 //!
 //! A gRPC status carries the spec's code in the metadata `raftq-error-code`, the field (if any)
@@ -379,7 +379,7 @@ mod tests {
             "{full:?}"
         );
         assert!(full.message.contains("no room"), "{}", full.message);
-        let unsupported = ApiError::from(NodeError::Unsupported("a backup".into()));
+        let unsupported = ApiError::from(NodeError::Unsupported("a drain".into()));
         assert_eq!(
             (unsupported.status.as_u16(), unsupported.grpc_code()),
             (501, Code::Unimplemented),

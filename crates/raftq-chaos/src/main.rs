@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use futures_util::future::join_all;
-use raftq_check::checker::{self, Final};
+use raftq_check::checker::{self, Final, NodeState};
 use raftq_check::history::{Event, History, Outcome};
 use raftq_check::workers::{self, Switches};
 use raftq_client::{Client, Options};
@@ -435,8 +435,9 @@ async fn leaders(nodes: &Nodes) -> BTreeMap<u32, Option<u64>> {
     }
 }
 
-/// Every member's applied index and state digest, once they agree or after a bounded wait.
-async fn node_states(nodes: &Nodes) -> Vec<Option<(u64, String)>> {
+/// Every member's replicas (each group's applied index and state digest), once they agree or
+/// after a bounded wait.
+async fn node_states(nodes: &Nodes) -> Vec<Option<NodeState>> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         // All at once: timers keep proposing ticks for a while after the workload stops, and
@@ -449,20 +450,29 @@ async fn node_states(nodes: &Nodes) -> Vec<Option<(u64, String)>> {
                 .unwrap_or(Value::Null)
         }))
         .await;
-        let states: Vec<Option<(u64, String)>> = views
-            .iter()
-            .map(|v| {
-                Some((
-                    v["applied_index"].as_u64()?,
-                    v["state_digest"].as_str()?.to_string(),
-                ))
-            })
-            .collect();
-        let agree = states.iter().all(|s| s.is_some()) && states.windows(2).all(|w| w[0] == w[1]);
-        if agree || Instant::now() > deadline {
+        let states: Vec<Option<NodeState>> = views.iter().map(replicas).collect();
+        if checker::state_differences(&states).is_empty() || Instant::now() > deadline {
             return states;
         }
         sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The replicas a node's `GET /v1/cluster/state` gives: each of `groups`, or, from a build
+/// before groups, its one state as group 1's.
+fn replicas(view: &Value) -> Option<NodeState> {
+    let replica = |v: &Value| {
+        Some((
+            v["applied_index"].as_u64()?,
+            v["state_digest"].as_str()?.to_string(),
+        ))
+    };
+    match view["groups"].as_array() {
+        Some(groups) => groups
+            .iter()
+            .map(|g| Some((u32::try_from(g["group"].as_u64()?).ok()?, replica(g)?)))
+            .collect(),
+        None => Some(BTreeMap::from([(1, replica(view)?)])),
     }
 }
 

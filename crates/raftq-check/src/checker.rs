@@ -20,14 +20,44 @@ const CLOCK_SETTLE_MS: u64 = 2_000;
 /// run until the last upgrade of a rolling upgrade (`raftq-chaos --upgrade-to`).
 const EARLIER_BUILD_MS: u64 = 125;
 
-/// What the checker needs besides the history.
+/// A replica's last applied index and state digest.
+pub type Replica = (u64, String);
+
+/// A node's replicas at the end, by Raft group.
+pub type NodeState = BTreeMap<u32, Replica>;
+
+/// Where the nodes' replicas differ (invariant 8): each answer missing or without group 1, and
+/// each group whose replicas differ, with the replicas; none when every node answered and the
+/// replicas of each group, on whichever nodes hold it, are alike.
+pub fn state_differences(states: &[Option<NodeState>]) -> Vec<String> {
+    let mut differences = Vec::new();
+    let mut groups: BTreeMap<u32, Vec<(usize, &Replica)>> = BTreeMap::new();
+    for (node, state) in states.iter().enumerate() {
+        match state {
+            Some(state) if state.contains_key(&1) => {
+                for (group, replica) in state {
+                    groups.entry(*group).or_default().push((node, replica));
+                }
+            }
+            Some(_) => differences.push(format!("member #{node} holds no replica of group 1")),
+            None => differences.push(format!("member #{node} did not answer")),
+        }
+    }
+    for (group, replicas) in groups {
+        if replicas.windows(2).any(|w| w[0].1 != w[1].1) {
+            differences.push(format!("group {group}: replicas differ: {replicas:?}"));
+        }
+    }
+    differences
+}
+
 #[derive(Debug, Default)]
 pub struct Final {
     /// The messages still in each queue at the end: queue → message ID → when it was moved to
     /// that dead-letter queue (`None` for a message that was not moved), as a peek shows them.
     pub remaining: BTreeMap<String, BTreeMap<String, Option<u64>>>,
-    /// Each member's (last applied index, state digest); `None` for a node that did not answer.
-    pub node_states: Vec<Option<(u64, String)>>,
+    /// Each member's replicas; `None` for a node that did not answer.
+    pub node_states: Vec<Option<NodeState>>,
     /// Each member's voters and cluster id as it reports them; `None` for a node that did not
     /// answer or reported no cluster id.
     pub memberships: Vec<Option<(Vec<u64>, String)>>,
@@ -710,11 +740,10 @@ fn dead_letter_exactly_once(index: &Index<'_>, fin: &Final, report: &mut Report)
     }
 }
 
-/// Invariant 8: every node ends with the same state.
+/// Invariant 8: every group's replicas end with the same state.
 fn identical_node_state(fin: &Final, report: &mut Report) {
-    let states: Vec<&Option<(u64, String)>> = fin.node_states.iter().collect();
-    if states.iter().any(|s| s.is_none()) || states.windows(2).any(|w| w[0] != w[1]) {
-        report.flag(INVARIANTS[7], format!("node states differ: {states:?}"));
+    for difference in state_differences(&fin.node_states) {
+        report.flag(INVARIANTS[7], difference);
     }
 }
 
@@ -842,13 +871,39 @@ mod tests {
         }
     }
 
+    /// Replicas of the groups `digests` names, each at index 1.
+    fn replicas(digests: &[(u32, &str)]) -> NodeState {
+        (digests.iter())
+            .map(|(group, digest)| (*group, (1, digest.to_string())))
+            .collect()
+    }
+
+    #[test]
+    fn the_replicas_of_each_group_are_compared_on_the_nodes_that_hold_it() {
+        let alike = [
+            Some(replicas(&[(1, "a"), (2, "b")])),
+            Some(replicas(&[(1, "a"), (3, "c")])),
+            Some(replicas(&[(1, "a"), (2, "b"), (3, "c")])),
+        ];
+        assert_eq!(state_differences(&alike), Vec::<String>::new());
+        let mut apart = alike.clone();
+        apart[1] = Some(replicas(&[(1, "a"), (3, "d")]));
+        let found = state_differences(&apart);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].starts_with("group 3"), "{found:?}");
+        apart[0] = Some(replicas(&[(2, "b")]));
+        apart[2] = None;
+        let found = state_differences(&apart);
+        assert_eq!(found.len(), 2, "no group 1, no answer: {found:?}");
+    }
+
     fn fin(remaining: &[&str]) -> Final {
         Final {
             remaining: BTreeMap::from([(
                 "q.fifo".to_string(),
                 remaining.iter().map(|s| (s.to_string(), None)).collect(),
             )]),
-            node_states: vec![Some((1, "d".into())), Some((1, "d".into()))],
+            node_states: vec![Some(replicas(&[(1, "d")])), Some(replicas(&[(1, "d")]))],
             memberships: vec![
                 Some((vec![1, 2], "c".into())),
                 Some((vec![1, 2], "c".into())),
@@ -941,7 +996,7 @@ mod tests {
             deliver("X", "never", 99, 1, 400),
         ]);
         let mut f = fin(&["A", "A2", "X"]);
-        f.node_states[1] = Some((1, "other".into()));
+        f.node_states[1] = Some(replicas(&[(1, "other")]));
         f.memberships[1] = Some((vec![1, 2], "another cluster".into()));
         let r = check(&events, &f);
         let count = |i: usize| r.anomalies[INVARIANTS[i]].0;

@@ -721,6 +721,28 @@ impl Placement {
         Some(encoded.unwrap_or_default())
     }
 
+    /// The placement of a cluster restored on node `id` alone (at `addr`), from this one of the
+    /// cluster a backup came from: `id` is the one node, active, and every group's one member
+    /// and last leader seen; targets are gone. The directory and the groups stay as they are.
+    /// An empty placement (a cluster of one group) stays empty.
+    pub fn restart_on(&mut self, id: NodeId, addr: &str) {
+        if self.nodes.is_empty() {
+            return;
+        }
+        self.nodes = BTreeMap::from([(
+            id,
+            NodeEntry {
+                addr: addr.to_string(),
+                state: NodeState::Active,
+            },
+        )]);
+        for group in self.groups.values_mut() {
+            group.members = BTreeSet::from([id]);
+            group.leader_hint = Some(id);
+        }
+        self.targets.clear();
+    }
+
     /// Every row, in key order.
     pub fn export_rows(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
         let keys = std::iter::once(PlacementKey::Meta)

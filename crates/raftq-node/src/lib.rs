@@ -9,6 +9,7 @@
 //! tests that look inside build with the `testing` feature.
 
 mod admission;
+mod backup;
 mod clock;
 mod config;
 mod error;
@@ -38,6 +39,7 @@ pub mod rpc {
     tonic::include_proto!("raftq.raft.v1");
 }
 
+pub use backup::{ChunkWriter, CHUNKS_AHEAD};
 pub use clock::{now_ms, WallClock};
 pub use config::NodeConfig;
 pub use error::{Halted, NodeError, StartError};

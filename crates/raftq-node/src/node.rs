@@ -12,7 +12,7 @@ use futures_util::future::join_all;
 use futures_util::FutureExt;
 use raftq_engine::placement::PlacementCommand;
 use raftq_engine::{Command, Engine, EngineError};
-use raftq_store::backup::{self, BackupSummary};
+use raftq_store::backup::BackupSummary;
 use raftq_store::{
     Database, Delivered, GroupId, GroupStorage, LogStore, NodeId, Response, Storage, TypeConfig,
     WaitSlot,
@@ -30,18 +30,17 @@ use crate::error::{Halted, NodeError, StartError};
 use crate::groups::{self, Launcher};
 use crate::member::longpoll::LongPoll;
 use crate::member::membership::{Change, ChangeResult};
-use crate::member::routing::LEADER_WAIT;
 use crate::member::status::NodeStatus;
 use crate::member::{GroupCore, Groups, NodeCore};
 use crate::network::{Dial, MemoryNetwork, Partition, PeerClients, WINDOW};
 use crate::protocol::Announced;
-use crate::query::{question, Query, QueryResult, Question};
+use crate::query::{Query, QueryResult, Question};
 use crate::router::Router;
 use crate::rpc::raft_server::RaftServer;
 use crate::service::{self, Delivery, PeerService};
 use crate::space::{self, Space, SpaceReading};
 use crate::tls::PeerTls;
-use crate::{formation, gate};
+use crate::{backup, formation, gate};
 
 /// How long shutdown waits for openraft's tasks to release the database.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
@@ -209,6 +208,7 @@ fn node_core(
         reach: Default::default(),
         draining: Default::default(),
         protocols: Default::default(),
+        sections: Default::default(),
     })
 }
 
@@ -372,43 +372,55 @@ impl Node {
             .map_err(|e| NodeError::Storage(e.to_string()))
     }
 
-    /// Writes a backup of the cluster's state to `out` ([`raftq_store::backup`]): the state at
-    /// one applied index, at least as new as every write committed before the call, read on
-    /// this node once it has applied that far (the leader tells the index). Applies go on
-    /// meanwhile; `out` gets the rows one at a time, on a thread of the blocking pool.
+    /// [`Node::digest`] of every group this node holds a replica of, in group order.
+    pub fn digests(&self) -> Result<Vec<(GroupId, Option<u64>, String)>, NodeError> {
+        let groups = self.groups.all();
+        (groups.iter())
+            .map(|core| {
+                let (applied, digest) =
+                    (core.reader.digest()).map_err(|e| NodeError::Storage(e.to_string()))?;
+                Ok((core.group, applied, digest))
+            })
+            .collect()
+    }
+
+    /// Writes a backup of the cluster's state to `out` ([`raftq_store::backup`]): every group's
+    /// state at an applied index of its own, at least as new as every write the group committed
+    /// before the call (its leader tells the index), read on this node once it applied that far,
+    /// or, for a group this node holds no replica of, on a member (see `backup`). Applies go on
+    /// meanwhile; `out` gets the rows as they are read, on a thread of the blocking pool.
     pub async fn backup(
         &self,
         out: impl std::io::Write + Send + 'static,
     ) -> Result<BackupSummary, NodeError> {
-        let index = self
-            .ask(question::applied_index())
-            .await?
-            .map_err(|refused| NodeError::Unavailable(refused.to_string()))?;
-        if let Some(index) = index {
-            self.core
-                .raft
-                .wait(Some(LEADER_WAIT))
-                .applied_index_at_least(Some(index), "the leader's applied index")
-                .await
-                .map_err(|e| NodeError::Unavailable(format!("applying up to {index}: {e}")))?;
-        }
-        let reader = self.core.reader.clone();
-        // Group 1's state at that index tells whether other groups hold queues too.
-        if reader.with_engine(|e| e.placement().groups().len() > 1) == Some(true) {
-            return Err(NodeError::Unsupported(
-                "a backup of a cluster of more than one Raft group (it would hold group 1's \
-                 queues only)"
-                    .into(),
-            ));
+        let mut plan = backup::Plan::new();
+        let first = self.router.applied_index(GroupId::FIRST).await?;
+        plan.local(&self.core, first).await?;
+        // Group 1's state at that index tells the other groups.
+        let groups = self.core.reader.with_engine(|e| {
+            let groups = e.placement().groups().keys();
+            groups.map(|g| GroupId(*g)).collect::<Vec<_>>()
+        });
+        for group in groups.unwrap_or_default() {
+            if group == GroupId::FIRST {
+                continue;
+            }
+            let index = self.router.applied_index(group).await?;
+            match self.groups.get(group) {
+                Some(core) => plan.local(&core, index).await?,
+                None => plan.remote(self.router.member_clients(group)?, index),
+            }
         }
         let cluster = self.core.node.admission.cluster().get();
+        let region = self.core.reader.with_engine(|e| e.region().to_string());
+        let region =
+            region.ok_or_else(|| NodeError::Storage("the engine's lock is poisoned".into()))?;
         let taken_at_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        tokio::task::spawn_blocking(move || backup::write(&reader, cluster, taken_at_ms, out))
+        tokio::task::spawn_blocking(move || plan.write(cluster, region, taken_at_ms, out))
             .await
             .map_err(|e| NodeError::Storage(format!("the backup's thread: {e}")))?
-            .map_err(|e| NodeError::Storage(format!("writing the backup: {e}")))
     }
 
     /// The openraft handle, for tests that look inside (snapshots, purges, metrics).

@@ -49,6 +49,7 @@ use crate::error::NodeError;
 use crate::member::longpoll::LongPoll;
 use crate::member::routing::{ForwardFailure, ForwardReply, Forwarded, Routed, LEADER_WAIT};
 use crate::member::{GroupCore, Groups};
+use crate::network::PeerClient;
 use crate::query::{question, Query, QueryResult};
 
 /// Pause between rounds over a remote group's members while none of them leads.
@@ -522,6 +523,29 @@ impl Router {
         Ok(())
     }
 
+    /// The index `group`'s leader applied up to (none: the group has no entry yet).
+    pub async fn applied_index(&self, group: GroupId) -> Result<Option<u64>, NodeError> {
+        let (query, answer) = question::applied_index().split();
+        match self.route_to(group, &query).await? {
+            Ok(result) => Ok(answer.take(result)),
+            Err(refused) => Err(NodeError::Unavailable(refused.to_string())),
+        }
+    }
+
+    /// Peer clients of `group`'s members, for calls of the group: the leader the placement
+    /// last saw first.
+    pub fn member_clients(&self, group: GroupId) -> Result<Vec<PeerClient>, NodeError> {
+        let (leader, mut members, nodes) = self
+            .members_of(group)
+            .ok_or_else(|| NodeError::Unavailable(format!("no group {group} in the placement")))?;
+        members.sort_by_key(|id| Some(*id) != leader);
+        let forwarders = &self.metadata.node.forwarders;
+        Ok(members
+            .into_iter()
+            .filter_map(|id| Some(forwarders.get(id, nodes.get(&id)?).in_group(group)))
+            .collect())
+    }
+
     /// Asks `query` of every group in `groups` and merges the answers (queues in name order,
     /// accounts with their queues summed); the first refusal is the answer.
     async fn every_group(
@@ -573,7 +597,9 @@ impl Router {
     ) -> Result<R::Reply, NodeError> {
         match self.groups.get(group) {
             Some(core) => core.route(request).await,
-            None => self.remote(group, request).await,
+            // Boxed: the forwarding future is large, and the futures of the front ends that
+            // await a route would otherwise nest it past the compiler's depth limit.
+            None => Box::pin(self.remote(group, request)).await,
         }
     }
 

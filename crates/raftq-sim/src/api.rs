@@ -12,6 +12,7 @@ use raftq_engine::{Command, EngineError};
 use raftq_node::{
     Change, ChangeResult, Node, NodeError, NodeId, NodeStatus, Query, QueryResult, Response,
 };
+use raftq_store::GroupId;
 use tokio::sync::mpsc;
 
 use crate::waiting::Waiting;
@@ -26,8 +27,8 @@ pub enum Request {
     Write(Box<Command>),
     Read(Query),
     Status,
-    /// The last applied index and the digest of the applied state.
-    Digest,
+    /// Each group's last applied index and the digest of its applied state.
+    Digests,
     Change(Change),
 }
 
@@ -37,7 +38,7 @@ pub enum Reply {
     Write(Result<Response, NodeError>),
     Read(Result<Result<QueryResult, EngineError>, NodeError>),
     Status(Box<NodeStatus>),
-    Digest(Result<(Option<u64>, String), NodeError>),
+    Digests(Result<Vec<(GroupId, Option<u64>, String)>, NodeError>),
     Change(Result<ChangeResult, NodeError>),
 }
 
@@ -127,7 +128,7 @@ async fn answer_to(node: &Node, request: Request) -> Reply {
         Request::Write(command) => Reply::Write(node.write(*command).await),
         Request::Read(query) => Reply::Read(node.read(query).await),
         Request::Status => Reply::Status(Box::new(node.status().await)),
-        Request::Digest => Reply::Digest(node.digest()),
+        Request::Digests => Reply::Digests(node.digests()),
         Request::Change(change) => Reply::Change(node.change_membership(change).await),
     }
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use raftq_check::checker::{self, Final, Report};
+use raftq_check::checker::{self, Final, NodeState, Report};
 use raftq_check::history::{Event, History};
 use raftq_check::workers;
 use raftq_engine::{Command, QueueAttributes, RedrivePolicyInput, RetryBackoffInput};
@@ -306,26 +306,28 @@ async fn remaining(
     .await
 }
 
-/// Every member's applied index and state digest, once they agree or after 30 s. All asked at
-/// once: the timers keep proposing ticks, and nodes read one after the other would each be read
-/// at another entry.
-async fn node_states(control: &Control, members: &[NodeId]) -> Vec<Option<(u64, String)>> {
+/// Every member's replicas (each group's applied index and state digest), once they agree or
+/// after 30 s. All asked at once: the timers keep proposing ticks, and nodes read one after the
+/// other would each be read at another entry.
+async fn node_states(control: &Control, members: &[NodeId]) -> Vec<Option<NodeState>> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let states: Vec<Option<(u64, String)>> = join_all(
+        let states: Vec<Option<NodeState>> = join_all(
             members
                 .iter()
-                .map(|id| control.api.call(*id, Request::Digest)),
+                .map(|id| control.api.call(*id, Request::Digests)),
         )
         .await
         .into_iter()
         .map(|reply| match reply {
-            Ok(Reply::Digest(Ok((Some(applied), digest)))) => Some((applied, digest)),
+            Ok(Reply::Digests(Ok(digests))) => digests
+                .into_iter()
+                .map(|(group, applied, digest)| Some((group.0, (applied?, digest))))
+                .collect(),
             _ => None,
         })
         .collect();
-        let agree = states.iter().all(|s| s.is_some() && *s == states[0]);
-        if agree || Instant::now() >= deadline {
+        if checker::state_differences(&states).is_empty() || Instant::now() >= deadline {
             return states;
         }
         sleep(Duration::from_millis(50)).await;

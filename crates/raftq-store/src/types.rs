@@ -29,7 +29,7 @@ pub type NodeId = u64;
 
 /// A Raft group of a cluster: a replicated log and the state it applies, each queue in one.
 /// Group 1 holds the queues of a cluster of one group, as every cluster was before groups.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct GroupId(pub u32);
 
 impl GroupId {

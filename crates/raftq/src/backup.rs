@@ -105,17 +105,28 @@ pub async fn run_restore(args: &RestoreArgs) -> Result<Value, BackupError> {
         raft_addr: args.raft_addr.clone(),
     };
     let restored = backup::restore(read, &target).await?;
+    let groups: Vec<Value> = restored
+        .groups
+        .iter()
+        .map(|g| {
+            json!({
+                "group": g.group.0,
+                "applied_index": g.applied_index,
+                "rows": g.rows,
+                "leases_ended": g.leases_ended,
+                "backup_digest": g.backup_digest,
+                "state_digest": g.state_digest,
+            })
+        })
+        .collect();
     Ok(json!({
         "cluster_id": restored.cluster_id.to_string(),
         "node_id": args.node_id,
-        "applied_index": restored.applied_index,
-        "rows": restored.rows,
-        "leases_ended": restored.leases_ended,
-        "backup_digest": restored.backup_digest,
-        "state_digest": restored.state_digest,
+        "rows": restored.groups.iter().map(|g| g.rows).sum::<usize>(),
+        "leases_ended": restored.groups.iter().map(|g| g.leases_ended).sum::<usize>(),
+        "groups": groups,
         "source": {
             "cluster_id": source.cluster_id.map(|id| id.to_string()),
-            "applied_index": source.applied_index,
             "region": source.region,
             "taken_at_ms": source.taken_at_ms,
         },

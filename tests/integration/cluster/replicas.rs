@@ -13,7 +13,7 @@ impl Cluster {
     /// replica, no node more than `most`, and every running node running a replica, and
     /// keeping the files, exactly of the groups it is a member of. Returns the groups of each
     /// node.
-    async fn replicas_settled(
+    pub(super) async fn replicas_settled(
         &self,
         via: u64,
         size: usize,
@@ -119,7 +119,7 @@ async fn three_nodes_with_queues(
 }
 
 /// Every queue of `queues` holds `visible` messages, read through node `via`.
-async fn every_queue_holds(
+pub(super) async fn every_queue_holds(
     cluster: &Cluster,
     via: u64,
     queues: &BTreeMap<String, u32>,

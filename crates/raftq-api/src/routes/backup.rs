@@ -1,4 +1,4 @@
-//! `GET /v1/cluster/backup` (admin keys): the cluster's whole state at one applied index as one
+//! `GET /v1/cluster/backup` (admin keys): the cluster's whole state, every group's, as one
 //! backup file (`raftq_store::backup`), streamed as the answering node reads it.
 
 use std::io;
@@ -16,8 +16,9 @@ use crate::shared::AppState;
 /// A backup of the cluster's state
 ///
 /// The whole replicated state (queues, messages with their state and payloads, deduplication
-/// entries, move tasks, tags) at one applied index at least as new as every write acknowledged
-/// before the request, with the cluster id and the index it came from, checksummed. The cluster
+/// entries, move tasks, tags, and the placement of the Raft groups), each group at an applied
+/// index of its own at least as new as every write it acknowledged before the request, with the
+/// cluster id, checksummed. The cluster
 /// keeps serving meanwhile. `raftq restore --from FILE` starts a new cluster from it.
 #[utoipa::path(
     get,

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::openapi::OpenApi;
 use utoipa::ToSchema;
 
-use raftq_node::Change;
+use raftq_node::{Change, NodeError};
 
 use crate::auth::{Account, Admin};
 use crate::error::ApiError;
@@ -34,6 +34,20 @@ pub struct NodeState {
     #[schema(required = true)]
     applied_index: Option<u64>,
     /// The hex SHA-256 of this node's replicated state.
+    state_digest: String,
+    /// The same of every Raft group this node holds a replica of, group 1 first (group 1's is
+    /// the node's own above).
+    groups: Vec<GroupState>,
+}
+
+/// A node's replica of one Raft group, in `GET /v1/cluster/state`.
+#[derive(Serialize, ToSchema)]
+pub struct GroupState {
+    group: u32,
+    /// The last log index of the group this replica applied; `null` before the first.
+    #[schema(required = true)]
+    applied_index: Option<u64>,
+    /// The hex SHA-256 of this replica's state.
     state_digest: String,
 }
 
@@ -201,7 +215,7 @@ fn node_id(id: &str) -> Result<u64, ApiError> {
 /// This node's applied index and state digest
 ///
 /// This node's own state, not forwarded: two nodes that applied the same entries answer the same
-/// `applied_index` and `state_digest`.
+/// `applied_index` and `state_digest`; the same for each group's replicas in `groups`.
 #[utoipa::path(
     get,
     path = "/v1/cluster/state",
@@ -214,15 +228,29 @@ fn node_id(id: &str) -> Result<u64, ApiError> {
     )
 )]
 pub async fn state(State(state): State<AppState>, _admin: Admin) -> Response {
-    match state.api.node.digest() {
-        Ok((applied_index, state_digest)) => Json(NodeState {
-            node_id: state.api.node.id(),
+    let node = &state.api.node;
+    let digests = match node.digests() {
+        Ok(digests) => digests,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let groups: Vec<GroupState> = (digests.into_iter())
+        .map(|(group, applied_index, state_digest)| GroupState {
+            group: group.0,
             applied_index,
             state_digest,
         })
-        .into_response(),
-        Err(e) => ApiError::from(e).into_response(),
-    }
+        .collect();
+    let Some(first) = groups.first() else {
+        let none = NodeError::Storage("this node runs no group".into());
+        return ApiError::from(none).into_response();
+    };
+    Json(NodeState {
+        node_id: node.id(),
+        applied_index: first.applied_index,
+        state_digest: first.state_digest.clone(),
+        groups,
+    })
+    .into_response()
 }
 
 /// What `GET /v1/accounts` answers.

@@ -1,6 +1,7 @@
 //! The state a restored backup starts a new cluster with: nothing of it may wait on the clients
-//! of the cluster it came from.
+//! of the cluster it came from, nor on its nodes.
 
+use crate::placement::NodeId;
 use crate::queue::State;
 
 use super::redrive::LeaseEnd;
@@ -38,5 +39,12 @@ impl Engine {
         self.context.answers.clear();
         debug_assert!(self.parked.is_empty(), "every parked receive was ended");
         leased.len()
+    }
+
+    /// Lays the placement (group 1's; empty elsewhere) on node `id` at `addr` alone, as the
+    /// one node of the cluster restored there ([`crate::placement::Placement::restart_on`]). Its rows are written
+    /// afresh with the rest ([`Engine::export_rows`]).
+    pub fn restart_placement_on(&mut self, id: NodeId, addr: &str) {
+        self.placement.restart_on(id, addr);
     }
 }

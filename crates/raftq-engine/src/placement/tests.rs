@@ -457,6 +457,51 @@ fn keys_read_back_and_other_rows_are_not_the_placements() {
     }
 }
 
+#[test]
+fn a_restart_on_one_node_makes_it_every_groups_one_member_and_keeps_the_queues() {
+    let mut placement = bootstrapped(4, 5);
+    let queues = reserved_many(&mut placement, "q", 1..9);
+    let moves = [
+        PlacementCommand::SetTarget {
+            group: 2,
+            members: BTreeSet::from([3, 4, 5]),
+        },
+        PlacementCommand::Drain { id: 2, boot_id: 0 },
+    ];
+    for change in moves {
+        assert_eq!(placement.apply(0, change).0, Ok(PlacementOutcome::Done));
+    }
+    placement.restart_on(7, "restored:7000");
+    let restored = BTreeMap::from([(7, "restored:7000".to_string())]);
+    assert_eq!(placement.addresses(), restored);
+    assert!(!placement.draining(7));
+    for (number, group) in placement.groups() {
+        assert_eq!(members(&placement, *number), [7], "group {number}");
+        assert_eq!(group.leader_hint, Some(7));
+        assert!(group.formed);
+        assert_eq!(placement.target(*number), Some(&BTreeSet::from([7])));
+    }
+    let kept: Vec<GroupNumber> = (1..9u128)
+        .map(|i| {
+            placement
+                .queue_by_id(Uuid::from_u128(i))
+                .expect("kept")
+                .group
+        })
+        .collect();
+    assert_eq!(kept, queues);
+    let rows = Placement::restore(placement.export_rows()).expect("rows");
+    assert_eq!(rows, placement, "its rows hold it");
+
+    let mut empty = Placement::default();
+    empty.restart_on(7, "restored:7000");
+    assert_eq!(
+        empty,
+        Placement::default(),
+        "a cluster of one group has no placement"
+    );
+}
+
 /// One of the commands `pick` chooses, over small ids so that they meet.
 fn command(pick: (u8, u8, u8)) -> PlacementCommand {
     let (kind, a, b) = pick;

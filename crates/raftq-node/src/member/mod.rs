@@ -32,6 +32,7 @@ use raftq_store::{GroupId, LogStore, NodeId, Response, StateReader, TypeConfig};
 use tokio::time::Instant;
 
 use crate::admission::{Admission, PingAnswer, Progress};
+use crate::backup::Sections;
 use crate::clock::LeaderClock;
 use crate::error::NodeError;
 use crate::group_commit::GroupCommit;
@@ -74,6 +75,8 @@ pub(crate) struct NodeCore {
     /// Connections to the peers for the Raft calls of every group (each call names its group),
     /// shared by the groups so that a node pair has one however many groups they share.
     pub raft_peers: PeerClients,
+    /// The backup sections this node writes for the node taking a backup.
+    pub sections: Arc<Sections>,
 }
 
 /// One Raft group as this node takes part in it, with the node's shared parts ([`NodeCore`]):

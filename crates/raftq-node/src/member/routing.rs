@@ -13,6 +13,7 @@ use raftq_store::{Delivered, NodeId, Response};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+use crate::backup::{self, SectionPart, SectionPull};
 use crate::error::NodeError;
 use crate::member::longpoll::LongPoll;
 use crate::member::membership::{self, Change, ChangeResult};
@@ -48,6 +49,8 @@ pub(crate) enum Forwarded<W = Box<Command>, R = Query, C = Change> {
     Change(C),
     /// A long poll ([`LongPoll`]), served whole by the node it is sent to.
     Wait(W),
+    /// A part of a backup's section of the group, served by the member it is sent to.
+    Backup(SectionPull),
 }
 
 /// A request as a follower sends it to the leader.
@@ -60,6 +63,7 @@ pub(crate) enum ForwardReply {
     Read(Result<QueryResult, EngineError>),
     Changed(ChangeResult),
     Waited(Result<Delivered, EngineError>),
+    Backup(SectionPart),
 }
 
 /// A client request of one kind, and the reply the leader gives to that kind: [`GroupCore::route`]
@@ -331,7 +335,8 @@ impl GroupCore {
         request.serve(self).await
     }
 
-    /// Serves a request another node forwarded to this one, which must be the leader.
+    /// Serves a request another node forwarded to this one, which must be the leader (a long
+    /// poll or a backup's pull: any replica).
     pub(crate) async fn serve_forwarded(
         self: &Arc<Self>,
         request: &Forwarded,
@@ -351,6 +356,9 @@ impl GroupCore {
                 })?;
                 self.route(&poll).await.map(ForwardReply::Waited)
             }
+            Forwarded::Backup(pull) => Box::pin(backup::serve(self, *pull))
+                .await
+                .map(ForwardReply::Backup),
         }
     }
 }
