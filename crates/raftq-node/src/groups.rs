@@ -76,6 +76,9 @@ const PING_TIMEOUT: Duration = Duration::from_millis(250);
 const MOVE_PAUSE: Duration = Duration::from_secs(2);
 /// The replicas of each data group a bootstrap lays out.
 pub(crate) const DATA_REPLICAS: u32 = 3;
+/// The new replicas a node takes at once: each is a snapshot to receive and a log to catch up,
+/// which many at once would slow down together (and its clients' requests with them).
+const REPLICAS_TAKEN_AT_ONCE: usize = 2;
 
 /// What starting a group needs, kept by the lifecycle for the groups it starts later.
 pub(crate) struct Launcher {
@@ -283,31 +286,42 @@ async fn log_if_flags_differ(config: &NodeConfig, raft: &Raft<TypeConfig>, stand
     }
 }
 
-/// What the lifecycle reads of the placement: the groups with their targets, and the nodes'
-/// addresses.
+/// What the lifecycle reads of the placement: the groups with their targets, the replicas
+/// they may add now, and the nodes' addresses.
 struct Layout {
     groups: BTreeMap<u32, GroupEntry>,
     targets: BTreeMap<u32, BTreeSet<NodeId>>,
+    /// (group, node): the replicas whose turn it is (`Placement::replica_turns`).
+    turns: BTreeSet<(u32, NodeId)>,
     nodes: BTreeMap<NodeId, String>,
 }
 
 impl Layout {
-    fn of(placement: &Placement) -> Layout {
+    /// The layout of `placement`, with `answering` the nodes that answer this node's pings.
+    fn of(placement: &Placement, answering: &BTreeSet<NodeId>) -> Layout {
         let groups = placement.groups().clone();
         let targets = (groups.keys())
             .filter_map(|g| Some((*g, placement.target(*g)?.clone())))
             .collect();
-        let nodes = placement.addresses();
         Layout {
             groups,
             targets,
-            nodes,
+            turns: placement.replica_turns(answering, REPLICAS_TAKEN_AT_ONCE),
+            nodes: placement.addresses(),
         }
     }
 
     /// The members group `number` should have.
     fn target(&self, number: u32) -> BTreeSet<NodeId> {
         self.targets.get(&number).cloned().unwrap_or_default()
+    }
+
+    /// The nodes group `number` may add a replica on now.
+    fn turns(&self, number: u32) -> BTreeSet<NodeId> {
+        let turns = self
+            .turns
+            .range((number, NodeId::MIN)..=(number, NodeId::MAX));
+        turns.map(|(_, node)| *node).collect()
     }
 
     /// Whether group `number` has node `id` as a member or in its target.
@@ -334,9 +348,10 @@ pub(crate) async fn run(
     let mut pace = Pace::new(EVERY, shutdown);
     while pace.tick().await {
         let me = launcher.config.id;
+        let answering = metadata.node.answering(ANSWERED_WITHIN);
         let Some((layout, draining)) = metadata.reader.with_engine(|engine| {
             let placement = engine.placement();
-            (Layout::of(placement), placement.draining(me))
+            (Layout::of(placement, &answering), placement.draining(me))
         }) else {
             continue;
         };
@@ -485,15 +500,7 @@ async fn follow(
             continue;
         };
         if entry.formed && core.is_leader() {
-            lead(
-                &core,
-                metadata,
-                entry,
-                layout.target(number),
-                &layout.nodes,
-                &launcher.signal,
-            )
-            .await;
+            lead(&core, metadata, (number, entry), layout, &launcher.signal).await;
         }
         if !entry.formed && entry.former(number) == Some(me) {
             form(
@@ -511,14 +518,13 @@ async fn follow(
 /// What the leader of a formed data group does on each pass: records itself as the leader
 /// where the placement names another (where nodes with no replica of the group forward its
 /// requests first), records the group's voters as its members, and, while they are not its
-/// `target`, makes the next change towards it (in a task of its own: a new member's catch-up
-/// may take a while).
+/// target in `layout`, makes the next change towards it (in a task of its own: a new member's
+/// catch-up may take a while).
 async fn lead(
     core: &Arc<GroupCore>,
     metadata: &Arc<GroupCore>,
-    entry: &GroupEntry,
-    target: BTreeSet<NodeId>,
-    nodes: &BTreeMap<NodeId, String>,
+    (number, entry): (u32, &GroupEntry),
+    layout: &Layout,
     stop: &watch::Receiver<bool>,
 ) {
     let (group, me) = (core.group, core.node.id);
@@ -538,10 +544,12 @@ async fn lead(
         }
     }
     let learners = members.nodes.len() > members.voters().len();
+    let target = layout.target(number);
     if voters.as_ref() != Some(&target) || learners {
-        let (core, nodes) = (Arc::clone(core), nodes.clone());
+        let (core, nodes) = (Arc::clone(core), layout.nodes.clone());
+        let turns = layout.turns(number);
         tokio::spawn(async move {
-            if let Err(e) = core.converge(&target, &nodes).await {
+            if let Err(e) = core.converge(&target, &turns, &nodes).await {
                 tracing::warn!(group = %core.group, error = %e, "cannot change the group's members yet");
             }
         });

@@ -58,6 +58,33 @@ impl Placement {
         layout
     }
 
+    /// The replicas the data groups may add now, as (group, node): for each node of `answering`,
+    /// the first `limit` groups, in group order, whose target has it and whose members do not.
+    /// A node then takes at most `limit` new replicas at once (each a snapshot to receive and a
+    /// log to catch up), and a node that does not answer holds no group back from adding
+    /// another.
+    pub fn replica_turns(
+        &self,
+        answering: &BTreeSet<NodeId>,
+        limit: usize,
+    ) -> BTreeSet<(GroupNumber, NodeId)> {
+        let mut taken: BTreeMap<NodeId, usize> = BTreeMap::new();
+        let mut turns = BTreeSet::new();
+        for (group, entry) in self.groups.iter().filter(|(g, _)| **g != METADATA_GROUP) {
+            let Some(target) = self.target(*group) else {
+                continue;
+            };
+            for node in target.difference(&entry.members) {
+                let count = taken.entry(*node).or_default();
+                if answering.contains(node) && *count < limit {
+                    *count += 1;
+                    turns.insert((*group, *node));
+                }
+            }
+        }
+        turns
+    }
+
     /// The data groups that have node `id` among their members or their target: those whose
     /// replica it holds, or is still to take or give up.
     pub fn holding(&self, id: NodeId) -> Vec<GroupNumber> {
@@ -205,6 +232,69 @@ mod tests {
         let back = held(&placement);
         assert!(back.values().all(|n| (4..=5).contains(n)), "{back:?}");
         assert_eq!(back.len(), 4);
+    }
+
+    /// The data groups whose target has `node` and whose members do not, in order.
+    fn waiting(placement: &Placement, node: NodeId) -> Vec<GroupNumber> {
+        let groups = placement.groups().iter().filter(|(g, e)| {
+            let targeted = placement.target(**g).is_some_and(|t| t.contains(&node));
+            targeted && !e.members.contains(&node)
+        });
+        groups.map(|(g, _)| *g).collect()
+    }
+
+    #[test]
+    fn a_node_takes_a_few_new_replicas_at_a_time_and_a_silent_one_holds_none_back() {
+        let mut placement = laid_out(10, 3);
+        add(&mut placement, 4);
+        add(&mut placement, 5);
+        for (group, members) in placement.replica_targets(3) {
+            apply(
+                &mut placement,
+                PlacementCommand::SetTarget { group, members },
+            );
+        }
+        let everyone = BTreeSet::from([1, 2, 3, 4, 5]);
+        let turns = placement.replica_turns(&everyone, 2);
+        let to = |node: NodeId| -> Vec<GroupNumber> {
+            (turns.iter())
+                .filter(|(_, n)| *n == node)
+                .map(|(g, _)| *g)
+                .collect()
+        };
+        for node in [4, 5] {
+            assert!(
+                waiting(&placement, node).len() > 2,
+                "node {node} is to take more than two"
+            );
+            assert_eq!(
+                to(node),
+                waiting(&placement, node)[..2],
+                "the lowest two groups first"
+            );
+        }
+        assert_eq!(turns.len(), 4, "no other node takes a replica: {turns:?}");
+        let without_4 = placement.replica_turns(&BTreeSet::from([1, 2, 3, 5]), 2);
+        assert!(without_4.iter().all(|(_, n)| *n == 5), "{without_4:?}");
+        assert_eq!(without_4.len(), 2);
+
+        // Once a group's member is recorded, the next group takes its turn.
+        let (first, _) = *turns.iter().find(|(_, n)| *n == 4).expect("a turn");
+        let mut members = placement.groups()[&first].members.clone();
+        members.insert(4);
+        apply(
+            &mut placement,
+            PlacementCommand::SetMembers {
+                group: first,
+                members,
+            },
+        );
+        let next: Vec<GroupNumber> = (placement.replica_turns(&everyone, 2).iter())
+            .filter(|(_, n)| *n == 4)
+            .map(|(g, _)| *g)
+            .collect();
+        assert_eq!(next, waiting(&placement, 4)[..2]);
+        assert!(!next.contains(&first));
     }
 
     #[test]

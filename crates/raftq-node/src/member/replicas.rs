@@ -33,22 +33,32 @@ pub(crate) enum Step {
     HandOver(BTreeSet<NodeId>),
 }
 
+/// What a group's leader knows of the nodes when it decides its next change: the nodes that
+/// answer its pings, and those the group may add a replica on now (their turn: see
+/// `Placement::replica_turns`).
+pub(crate) struct Reach<'a> {
+    pub answering: &'a BTreeSet<NodeId>,
+    pub turns: &'a BTreeSet<NodeId>,
+}
+
 /// The next change for a group whose voters are `voters` and whose members (voters and
-/// learners) are `members`, towards `target`, on its leader `me`, with the nodes in
-/// `answering` answering its pings (see the module).
+/// learners) are `members`, towards `target`, on its leader `me`, with `reach` (see the
+/// module).
 pub(crate) fn next_step(
     target: &BTreeSet<NodeId>,
     voters: &BTreeSet<NodeId>,
     members: &BTreeSet<NodeId>,
-    answering: &BTreeSet<NodeId>,
+    reach: &Reach<'_>,
     me: NodeId,
 ) -> Step {
+    let answering = reach.answering;
     let mut learners = members.difference(voters);
     if let Some(learner) = learners.find(|id| !target.contains(id)) {
         return Step::DropLearner(*learner);
     }
     let mut missing = target.difference(voters);
-    if let Some(new) = missing.clone().find(|id| answering.contains(id)) {
+    let added = |id: &&NodeId| answering.contains(id) && reach.turns.contains(id);
+    if let Some(new) = missing.clone().find(added) {
         return Step::Add(*new);
     }
     if missing.next().is_some() {
@@ -71,11 +81,13 @@ pub(crate) fn next_step(
 
 impl GroupCore {
     /// Makes the next change towards `target` ([`next_step`]) when this node leads the group
-    /// and no other change runs; `nodes` are the peer addresses. A new member that does not
-    /// catch up within `CATCH_UP` goes again (a later call tries anew).
+    /// and no other change runs; `turns` are the nodes the group may add a replica on now and
+    /// `nodes` the peer addresses. A new member that does not catch up within `CATCH_UP` goes
+    /// again (a later call tries anew).
     pub(crate) async fn converge(
         &self,
         target: &BTreeSet<NodeId>,
+        turns: &BTreeSet<NodeId>,
         nodes: &BTreeMap<NodeId, String>,
     ) -> Result<(), NodeError> {
         let Ok(_running) = self.changing.try_lock() else {
@@ -88,7 +100,11 @@ impl GroupCore {
         let voters = members.voters();
         let all: BTreeSet<NodeId> = members.nodes.keys().copied().collect();
         let answering = self.node.answering(ANSWERED_WITHIN);
-        let step = next_step(target, &voters, &all, &answering, self.node.id);
+        let reach = Reach {
+            answering: &answering,
+            turns,
+        };
+        let step = next_step(target, &voters, &all, &reach, self.node.id);
         let group = self.group;
         match step {
             Step::Stay => Ok(()),
@@ -129,11 +145,50 @@ mod tests {
     }
 
     /// The step on leader `me` of voters `voters` (and learners `learners`) towards `target`,
-    /// with every node but `silent` answering.
+    /// with every node but `silent` answering and every node's turn to take a replica.
     fn step(target: &[NodeId], voters: &[NodeId], learners: &[NodeId], silent: &[NodeId]) -> Step {
+        step_with_turns(
+            target,
+            voters,
+            learners,
+            silent,
+            &(1..=9).collect::<Vec<_>>(),
+        )
+    }
+
+    /// [`step`], with the turn to take a replica of the nodes `turns` only.
+    fn step_with_turns(
+        target: &[NodeId],
+        voters: &[NodeId],
+        learners: &[NodeId],
+        silent: &[NodeId],
+        turns: &[NodeId],
+    ) -> Step {
         let members = set(voters).union(&set(learners)).copied().collect();
         let answering = (1..=9).filter(|id| !silent.contains(id)).collect();
-        next_step(&set(target), &set(voters), &members, &answering, 1)
+        let turns = set(turns);
+        let reach = Reach {
+            answering: &answering,
+            turns: &turns,
+        };
+        next_step(&set(target), &set(voters), &members, &reach, 1)
+    }
+
+    #[test]
+    fn a_replica_is_added_only_on_its_turn_and_nothing_goes_meanwhile() {
+        assert_eq!(
+            step_with_turns(&[1, 2, 4], &[1, 2, 3], &[], &[], &[]),
+            Step::Stay
+        );
+        assert_eq!(
+            step_with_turns(&[1, 2, 4, 5], &[1, 2, 3], &[], &[], &[5]),
+            Step::Add(5)
+        );
+        assert_eq!(
+            step_with_turns(&[1, 2, 4], &[1, 2, 3, 4], &[], &[], &[]),
+            Step::Remove(3),
+            "a replica in already needs no turn for the old one to go"
+        );
     }
 
     #[test]
