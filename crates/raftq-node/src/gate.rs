@@ -117,15 +117,37 @@ struct Answer {
     clock_read: Instant,
 }
 
+/// This node's monotonic and wall time, read together: the monotonic first, so that a pause
+/// between the two readings (a descheduled thread on a loaded machine) makes a member's clock
+/// seem behind, never ahead.
+#[derive(Debug, Clone, Copy)]
+struct Now {
+    at: Instant,
+    wall: u64,
+}
+
+impl Now {
+    fn read(clock: &crate::clock::LeaderClock) -> Now {
+        let at = Instant::now();
+        Now {
+            at,
+            wall: clock.wall(),
+        }
+    }
+}
+
 impl Answer {
-    /// The member's clock minus this node's `wall` time now: the member's clock as it answered,
-    /// carried forward by the monotonic time since. Read so, an answer from before this node's
-    /// own clock jumped disagrees with it at once, as a fresh one would.
-    fn offset(&self, wall: u64) -> i64 {
-        let since = i64::try_from(self.clock_read.elapsed().as_millis()).unwrap_or(i64::MAX);
+    /// The member's clock minus this node's wall time at `now`: the member's clock as it
+    /// answered, carried forward by the monotonic time from then to `now`, minus the wall time
+    /// read with it (not the monotonic time at the call, which a pause after `now` was read
+    /// would add to the member's clock). Read so, an answer from before this node's own clock
+    /// jumped disagrees with it at once, as a fresh one would.
+    fn offset(&self, now: Now) -> i64 {
+        let since = now.at.saturating_duration_since(self.clock_read);
+        let since = i64::try_from(since.as_millis()).unwrap_or(i64::MAX);
         (self.said.status.clock_ms as i64)
             .saturating_add(since)
-            .saturating_sub(wall as i64)
+            .saturating_sub(now.wall as i64)
     }
 
     /// Whether the member would vote for a candidate whose log ends at `last_log`: it may vote,
@@ -397,11 +419,11 @@ impl Gate {
         if core.group != GroupId::FIRST {
             return (core.node.clock.confirmed(), core.node.clock.skewed());
         }
-        let wall = core.node.clock.wall();
+        let now = Now::read(&core.node.clock);
         let mut clocks: BTreeMap<NodeId, i64> = self
             .recent()
             .filter(|(id, _)| voters.contains(id))
-            .map(|(id, answer)| (*id, answer.offset(wall)))
+            .map(|(id, answer)| (*id, answer.offset(now)))
             .collect();
         if voters.contains(&core.node.id) {
             clocks.insert(core.node.id, 0);
@@ -564,17 +586,13 @@ mod tests {
         assert_eq!(elections_in(ms(3_500), ms(350)), 9);
     }
 
-    /// A peer whose clock is this node's, and whose answer took 99 ms to get there and 1 ms
-    /// back: taken as read halfway, its clock would seem 49 ms ahead.
-    #[tokio::test(start_paused = true)]
-    async fn a_peer_clock_read_late_in_the_round_trip_is_not_thought_ahead() {
-        use super::{timed, Answer};
+    /// The answer of a peer whose clock is this node's (`wall`), which took 99 ms to get there
+    /// and 1 ms back.
+    async fn answer_of_a_true_clock(wall: impl Fn() -> u64) -> super::Answer {
         use crate::admission::{PeerStatus, PingAnswer, Standing};
         use std::time::Duration;
         use tokio::time::{sleep, Instant};
-        let epoch = Instant::now();
-        let wall = move || 1_800_000_000_000 + epoch.elapsed().as_millis() as u64;
-        let (clock_read, said) = timed(async {
+        let (clock_read, said) = super::timed(async {
             sleep(Duration::from_millis(99)).await;
             let clock_ms = wall();
             sleep(Duration::from_millis(1)).await;
@@ -590,12 +608,42 @@ mod tests {
             })
         })
         .await;
-        let answer = Answer {
+        super::Answer {
             at: Instant::now(),
             said: said.expect("an answer"),
             clock_read,
+        }
+    }
+
+    /// A peer clock read late in the round trip: taken as read halfway, it would seem 49 ms
+    /// ahead.
+    #[tokio::test(start_paused = true)]
+    async fn a_peer_clock_read_late_in_the_round_trip_is_not_thought_ahead() {
+        let epoch = tokio::time::Instant::now();
+        let wall = move || 1_800_000_000_000 + epoch.elapsed().as_millis() as u64;
+        let answer = answer_of_a_true_clock(wall).await;
+        let now = super::Now {
+            at: tokio::time::Instant::now(),
+            wall: wall(),
         };
-        let offset = answer.offset(wall());
+        let offset = answer.offset(now);
+        assert!(offset <= 0, "the peer's clock seems {offset} ms ahead");
+    }
+
+    /// A pass of the gate that reads the time, then is held up (its thread descheduled) before
+    /// it works out the members' offsets, still finds a true clock not ahead: its offsets are
+    /// taken at the time it read, not carried forward by the pause.
+    #[tokio::test(start_paused = true)]
+    async fn a_pass_held_up_after_it_read_the_time_thinks_no_true_clock_ahead() {
+        let epoch = tokio::time::Instant::now();
+        let wall = move || 1_800_000_000_000 + epoch.elapsed().as_millis() as u64;
+        let answer = answer_of_a_true_clock(wall).await;
+        let now = super::Now::read(&crate::clock::LeaderClock::new(
+            crate::clock::WallClock::new(wall),
+            500,
+        ));
+        tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+        let offset = answer.offset(now);
         assert!(offset <= 0, "the peer's clock seems {offset} ms ahead");
     }
 
