@@ -45,6 +45,8 @@ struct Cluster {
     logs: BTreeMap<u64, raftq_store::LogOptions>,
     /// The Raft groups the cluster lays out (`NodeConfig::groups`).
     groups: u32,
+    /// How long a half-made directory entry waits to be settled (`NodeConfig::settle_after`).
+    settle_after: Duration,
 }
 
 impl Cluster {
@@ -87,6 +89,7 @@ impl Cluster {
             heartbeat_ms,
             logs,
             groups: 1,
+            settle_after: NodeConfig::DEFAULT_SETTLE_AFTER,
         };
         cluster.launch_all(size).await
     }
@@ -124,6 +127,7 @@ impl Cluster {
         );
         config.join = join;
         config.groups = self.groups;
+        config.settle_after = self.settle_after;
         config.heartbeat_ms = self.heartbeat_ms;
         if let Some(clock) = self.clocks.get(&id) {
             config.wall_clock = clock.clone();

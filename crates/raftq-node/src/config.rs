@@ -48,6 +48,9 @@ pub struct NodeConfig {
     /// one makes the leader of group 1 bootstrap the placement with this many (see `groups`),
     /// once. 1 unless set: the cluster runs as one group.
     pub groups: u32,
+    /// How long a queue's directory entry may stay half made (a creation or a deletion whose
+    /// client stopped between its steps) before group 1's leader settles it (see `router`).
+    pub settle_after: std::time::Duration,
 }
 
 impl NodeConfig {
@@ -59,6 +62,10 @@ impl NodeConfig {
     /// Free bytes below which writes that add data are refused unless set otherwise: room for
     /// RocksDB's flushes and compactions, a snapshot of a modest state and a few log segments.
     pub const DEFAULT_MIN_FREE_BYTES: u64 = 256 << 20;
+    /// How long a half-made directory entry waits to be settled unless set otherwise: far
+    /// longer than the steps of a creation or deletion take (each waits seconds at most for a
+    /// leader), so that only one whose client stopped is settled.
+    pub const DEFAULT_SETTLE_AFTER: std::time::Duration = std::time::Duration::from_secs(300);
     /// The most Raft groups a cluster may lay out.
     pub const MAX_GROUPS: u32 = raftq_engine::placement::MAX_GROUPS;
 
@@ -79,6 +86,7 @@ impl NodeConfig {
             state: StateOptions::default(),
             min_free_bytes: Self::DEFAULT_MIN_FREE_BYTES,
             groups: 1,
+            settle_after: Self::DEFAULT_SETTLE_AFTER,
         }
     }
 }

@@ -35,7 +35,7 @@ use crate::member::{GroupCore, Groups, NodeCore};
 use crate::network::{Dial, MemoryNetwork, Partition, PeerClients, WINDOW};
 use crate::protocol::Announced;
 use crate::query::{Query, QueryResult, Question};
-use crate::router::Router;
+use crate::router::{self, Router};
 use crate::rpc::raft_server::RaftServer;
 use crate::service::{self, Delivery, PeerService};
 use crate::space::{self, Space, SpaceReading};
@@ -66,7 +66,7 @@ pub struct Node {
     /// Every group this node takes part in, group 1 among them.
     groups: Arc<Groups>,
     /// Where each client request goes (the group of its queue).
-    router: Router,
+    router: Arc<Router>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
     /// The groups' group-commit tasks; they end when aborted at shutdown.
@@ -316,13 +316,18 @@ impl Node {
         tasks.push(tokio::spawn(groups::run(
             launcher,
             Arc::clone(&core),
-            signal,
+            signal.clone(),
         )));
-        let router = Router::new(
+        let router = Arc::new(Router::new(
             Arc::clone(&core),
             Arc::clone(&groups),
             config.region.clone(),
-        );
+        ));
+        tasks.push(tokio::spawn(router::settle(
+            Arc::clone(&router),
+            config.settle_after,
+            signal,
+        )));
         Ok(Node {
             router,
             core,

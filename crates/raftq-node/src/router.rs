@@ -20,6 +20,10 @@
 //!   retired finishes that deletion first (the deleting node may have stopped, or be about to
 //!   deregister), then reserves the name anew: it never takes over the entry of a queue being
 //!   deleted, which the deletion's last step would take out from under it.
+//! - An entry left half made for a long while (`NodeConfig::settle_after`: a creation or a
+//!   deletion whose client stopped between its steps) is settled by group 1's leader
+//!   ([`settle`]): a reservation whose queue its group holds is confirmed, one whose queue it
+//!   does not is released, and a retired entry's deletion is finished.
 //! - Listing queues and accounts asks every group and merges the answers.
 //! - A long poll is served whole by a replica of its queue's group: this node's, or a member's
 //!   (see `member::longpoll`). Of the steps a caller may write itself, a parked receive's end
@@ -42,6 +46,7 @@ use raftq_engine::placement::{
 };
 use raftq_engine::{Command, EngineError, Outcome};
 use raftq_store::{Delivered, GroupId, NodeId, Response, WaitSlot};
+use tokio::sync::watch;
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -50,6 +55,7 @@ use crate::member::longpoll::LongPoll;
 use crate::member::routing::{ForwardFailure, ForwardReply, Forwarded, Routed, LEADER_WAIT};
 use crate::member::{GroupCore, Groups};
 use crate::network::PeerClient;
+use crate::pace::Pace;
 use crate::query::{question, Query, QueryResult};
 
 /// Pause between rounds over a remote group's members while none of them leads.
@@ -504,6 +510,53 @@ impl Router {
         }
     }
 
+    /// Settles the directory entries left half made for `after` or longer, by the state's time
+    /// `now` (see the module); one that cannot be settled now (its group has no leader) is
+    /// tried again on the next call.
+    async fn settle_stale(&self, now: u64, after: Duration) {
+        let after_ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
+        let stale = self.metadata.reader.with_engine(|engine| {
+            let queues = engine.placement().queues();
+            let stale = queues.filter(|entry| match entry.state {
+                QueueEntryState::Creating { at } | QueueEntryState::Deleting { at } => {
+                    now.saturating_sub(at) >= after_ms
+                }
+                QueueEntryState::Ready => false,
+            });
+            stale.cloned().collect::<Vec<_>>()
+        });
+        for entry in stale.unwrap_or_default() {
+            let account = entry.account.clone();
+            let queue = raftq_engine::model::crn(&self.region, &account, entry.id);
+            let settled = match entry.state {
+                QueueEntryState::Creating { .. } => {
+                    let (query, _) = question::get_queue(account, queue).split();
+                    match self.route_to(GroupId(entry.group), &query).await {
+                        Ok(Ok(_)) => Some(PlacementCommand::Confirm { id: entry.id }),
+                        Ok(Err(EngineError::QueueNotFound(_))) => {
+                            Some(PlacementCommand::Release { id: entry.id })
+                        }
+                        _ => None,
+                    }
+                }
+                _ => {
+                    if let Err(e) = self.finish_deletion(&account, &entry).await {
+                        tracing::debug!(name = entry.name, error = %e, "a deletion left half made waits");
+                    }
+                    None
+                }
+            };
+            if let Some(change) = settled {
+                tracing::info!(
+                    ?change,
+                    name = entry.name,
+                    "settling a creation left half made"
+                );
+                self.settle(change).await;
+            }
+        }
+    }
+
     /// Brings this node's replica of group 1 up to its leader's applied index, so that the
     /// directory read next holds every change committed before.
     async fn refresh(&self) -> Result<(), NodeError> {
@@ -666,6 +719,21 @@ impl Router {
                 Err(e) if read || e.unreachable() => {}
                 answer => return failure.answered::<R>(answer),
             }
+        }
+    }
+}
+
+/// Settles the directory's half-made entries ([`Router::settle_stale`]) while this node leads
+/// group 1, every quarter of `after` (at most every 30 s), until `shutdown`.
+pub(crate) async fn settle(router: Arc<Router>, after: Duration, shutdown: watch::Receiver<bool>) {
+    let every = (after / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
+    let mut pace = Pace::new(every, shutdown);
+    while pace.tick().await {
+        if !router.metadata.is_leader() {
+            continue;
+        }
+        if let Some(now) = router.metadata.node.clock.now() {
+            router.settle_stale(now, after).await;
         }
     }
 }

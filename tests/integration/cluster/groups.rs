@@ -104,7 +104,7 @@ fn every_group() -> impl Iterator<Item = GroupId> {
 
 /// Creates queue `name` in `group` through `node`, reserved in the directory with that group
 /// first (as the router creates a queue, with the group given).
-async fn create_in(node: &Node, group: GroupId, name: &str) {
+pub(super) async fn create_in(node: &Node, group: GroupId, name: &str) {
     let id = Uuid::new_v4();
     let reserve = PlacementCommand::Reserve {
         account: ACCOUNT.into(),

@@ -7,7 +7,7 @@ use raftq_engine::placement::QueueEntryState::Ready;
 use raftq_node::{question, LongPoll};
 use raftq_store::GroupId;
 
-use super::groups::stats_in;
+use super::groups::{create_in, stats_in};
 use super::*;
 
 /// The group and id the placement of node `id` gives queue `name`, once node `id` applied
@@ -478,6 +478,70 @@ async fn a_node_whose_directory_lags_sends_on_the_fresh_route_not_the_old_one() 
             stats_in(cluster.node(1), old_group, "jobs").await.is_none(),
             "nothing was applied in the old group"
         );
+    })
+    .await
+    .expect("within the time bound");
+}
+
+/// A creation or a deletion whose client stopped between its steps leaves its queue's entry
+/// half made; once it is old enough, group 1's leader settles it: a reservation whose queue
+/// was never made is released, one whose queue its group holds is confirmed, and a retired
+/// entry's queue is deleted and the entry taken out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn half_made_directory_entries_are_settled_by_the_metadata_leader() {
+    timeout(Duration::from_secs(90), async {
+        let logs = BTreeMap::new();
+        let mut cluster = Cluster::start_on(0, 20_000, BTreeMap::new(), 50, logs).await;
+        cluster.groups = 3;
+        cluster.settle_after = Duration::from_secs(1);
+        let cluster = cluster.launch_all(3).await;
+        cluster.formed(1).await;
+        let node = cluster.node(2);
+        let ghost = PlacementCommand::Reserve {
+            account: ACCOUNT.into(),
+            name: "ghost".into(),
+            id: Uuid::new_v4(),
+            group: Some(2),
+        };
+        outcome(
+            node.write(Command::Place { change: ghost })
+                .await
+                .expect("reserve"),
+        );
+        create_in(node, GroupId(3), "half").await;
+        create_and_fill(node, "doomed", 2).await;
+        let (group, doomed) = placed(&cluster, 2, "doomed").await;
+        let retire = PlacementCommand::Retire { id: doomed };
+        outcome(
+            node.write(Command::Place { change: retire })
+                .await
+                .expect("retire"),
+        );
+
+        gone(&cluster, 3, "ghost").await;
+        gone(&cluster, 3, "doomed").await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while cluster.placement(3).queue(ACCOUNT, "half").map(|e| e.state) != Some(Ready) {
+            assert!(Instant::now() < deadline, "half is not confirmed");
+            sleep(Duration::from_millis(50)).await;
+        }
+        let crn = raftq_engine::model::crn("local", ACCOUNT, doomed);
+        let left = node.read_in(
+            group,
+            Query::GetQueue {
+                account: ACCOUNT.into(),
+                queue: crn,
+            },
+        );
+        assert!(
+            matches!(
+                left.await.expect("read"),
+                Err(EngineError::QueueNotFound(_))
+            ),
+            "the retired queue is deleted in its group"
+        );
+        assert_eq!(listed(node).await, ["half"]);
+        assert_eq!(stats(node, "half").await.visible, 0);
     })
     .await
     .expect("within the time bound");
