@@ -753,7 +753,17 @@ async fn peek_pages_purge_empties_and_stats_count(api: &Front) {
 /// region.
 async fn the_cluster_reports_the_node(api: &Front) {
     api.create(json!({"name": "m"})).await;
-    let c = api.ok(Op::Cluster, Value::Null).await;
+    // The creation is answered from its apply; openraft's metrics, which the cluster's figures
+    // come from, take the applied entry a moment later.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let c = loop {
+        let c = api.ok(Op::Cluster, Value::Null).await;
+        let applied = c["nodes"][0]["applied_index"].as_u64();
+        if applied.is_some_and(|a| a >= 2) || Instant::now() > deadline {
+            break c;
+        }
+        sleep(Duration::from_millis(20)).await;
+    };
     assert_eq!(c["leader"], 1);
     assert_eq!(c["node_id"], 1);
     assert_eq!(c["region"], "local");
