@@ -27,6 +27,7 @@ mod protocol;
 mod query;
 mod receiving;
 mod router;
+mod sections;
 mod service;
 mod snapshots;
 mod space;
@@ -39,7 +40,6 @@ pub mod rpc {
     tonic::include_proto!("raftq.raft.v1");
 }
 
-pub use backup::{ChunkWriter, CHUNKS_AHEAD};
 pub use clock::{now_ms, WallClock};
 pub use config::NodeConfig;
 pub use error::{Halted, NodeError, StartError};
@@ -53,6 +53,7 @@ pub use query::{question, Query, QueryResult, Question};
 pub use raftq_store::backup::BackupSummary;
 pub use raftq_store::sync_times::{log_sync_times, SyncTimesReading};
 pub use raftq_store::{Delivered, NodeId, Response, WaitSlot};
+pub use sections::{ChunkWriter, CHUNKS_AHEAD};
 pub use service::Delivery;
 pub use space::{Filesystem, Refusing, SpaceReading};
 

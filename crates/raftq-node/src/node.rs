@@ -398,7 +398,7 @@ impl Node {
         &self,
         out: impl std::io::Write + Send + 'static,
     ) -> Result<BackupSummary, NodeError> {
-        let mut plan = backup::Plan::new();
+        let mut plan = backup::Plan::default();
         let first = self.router.applied_index(GroupId::FIRST).await?;
         plan.local(&self.core, first).await?;
         // Group 1's state at that index tells the other groups.

@@ -52,7 +52,7 @@ use uuid::Uuid;
 
 use crate::error::NodeError;
 use crate::member::longpoll::LongPoll;
-use crate::member::routing::{ForwardFailure, ForwardReply, Forwarded, Routed, LEADER_WAIT};
+use crate::member::routing::{ForwardFailure, ForwardReply, Forwarded, Routed};
 use crate::member::{GroupCore, Groups};
 use crate::network::PeerClient;
 use crate::pace::Pace;
@@ -565,15 +565,7 @@ impl Router {
             Ok(result) => answer.take(result),
             Err(refused) => return Err(NodeError::Unavailable(refused.to_string())),
         };
-        if index.is_some() {
-            self.metadata
-                .raft
-                .wait(Some(LEADER_WAIT))
-                .applied_index_at_least(index, "the directory")
-                .await
-                .map_err(|e| NodeError::Unavailable(format!("reading the directory: {e}")))?;
-        }
-        Ok(())
+        self.metadata.applied_up_to(index).await
     }
 
     /// The index `group`'s leader applied up to (none: the group has no entry yet).

@@ -41,7 +41,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::disk::RealDisk;
-use crate::snapshot::SnapshotDir;
+use crate::snapshot::{Hashing, SnapshotDir};
 use crate::state_digest::StateDigest;
 use crate::state_machine::StateReader;
 use crate::types::{GroupId, NodeId};
@@ -151,33 +151,6 @@ pub enum RestoreError {
     Write(String),
 }
 
-/// A writer that hashes and counts the bytes passing through it.
-struct Hashing<W> {
-    inner: W,
-    hash: Sha256,
-    bytes: u64,
-}
-
-impl<W: Write> Hashing<W> {
-    fn put(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.inner.write_all(bytes)?;
-        self.hash.update(bytes);
-        self.bytes += bytes.len() as u64;
-        Ok(())
-    }
-}
-
-impl<W: Write> Write for Hashing<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.put(buf)?;
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
-}
-
 /// A backup file being written: its header, then each group's section in group order, then
 /// its end ([`BackupWriter::finish`]).
 pub struct BackupWriter<W> {
@@ -203,14 +176,10 @@ impl<W: Write> BackupWriter<W> {
             taken_at_ms,
         };
         let encoded = postcard::to_allocvec(&header).map_err(io::Error::other)?;
-        let mut out = Hashing {
-            inner: out,
-            hash: Sha256::new(),
-            bytes: 0,
-        };
-        out.put(MAGIC)?;
-        out.put(&length(encoded.len())?)?;
-        out.put(&encoded)?;
+        let mut out = Hashing::new(out);
+        out.write_all(MAGIC)?;
+        out.write_all(&length(encoded.len())?)?;
+        out.write_all(&encoded)?;
         Ok(BackupWriter {
             out,
             sections: Vec::new(),
@@ -226,7 +195,7 @@ impl<W: Write> BackupWriter<W> {
 
     /// Writes bytes of a section another node writes ([`write_section`]), as they come.
     pub fn copy(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.out.put(bytes)
+        self.out.write_all(bytes)
     }
 
     /// Records what a section copied whole ([`BackupWriter::copy`]) holds.
@@ -236,12 +205,12 @@ impl<W: Write> BackupWriter<W> {
 
     /// Ends the backup with its digest and flushes it.
     pub fn finish(mut self) -> io::Result<BackupSummary> {
-        self.out.put(&[FINISH])?;
+        self.out.write_all(&[FINISH])?;
         let file_digest = self.out.hash.clone().finalize();
         self.out.inner.write_all(&file_digest)?;
         self.out.inner.flush()?;
         Ok(BackupSummary {
-            bytes: self.out.bytes + file_digest.len() as u64,
+            bytes: self.out.written + file_digest.len() as u64,
             sections: self.sections,
         })
     }
@@ -535,12 +504,7 @@ async fn install(
     let staging_dir = target.data_dir.join("restoring");
     let staging =
         SnapshotDir::open(Arc::new(RealDisk), staging_dir.clone(), None).map_err(write_failed)?;
-    let name = staging
-        .write_rows(
-            rows.iter()
-                .map(|(k, v)| Ok((k.clone().into_boxed_slice(), v.clone().into_boxed_slice()))),
-        )
-        .map_err(write_failed)?;
+    let name = staging.write_rows(boxed(&rows)).map_err(write_failed)?;
     let applied = LogId::new(
         CommittedLeaderId::new(1, target.node_id),
         state.applied_index.unwrap_or(0).max(1),
@@ -593,6 +557,15 @@ fn handed_off(
     Ok((rows, leases_ended))
 }
 
+/// A row as a snapshot file's writer and a section's take it.
+type BoxedRow = (Box<[u8]>, Box<[u8]>);
+
+/// `rows` as a snapshot file's writer and a section's take them.
+fn boxed(rows: &[(Vec<u8>, Vec<u8>)]) -> impl Iterator<Item = io::Result<BoxedRow>> + '_ {
+    rows.iter()
+        .map(|(k, v)| Ok((k.clone().into_boxed_slice(), v.clone().into_boxed_slice())))
+}
+
 fn write_failed(e: impl std::fmt::Display) -> RestoreError {
     RestoreError::Write(e.to_string())
 }
@@ -609,9 +582,7 @@ mod tests {
 
     /// The section of `rows` of `group` at `index`, as a member writes it for another node.
     fn section_bytes(group: u32, index: Option<u64>, rows: &[Row]) -> (Vec<u8>, SectionSummary) {
-        let mut iter = rows
-            .iter()
-            .map(|(k, v)| Ok((k.clone().into_boxed_slice(), v.clone().into_boxed_slice())));
+        let mut iter = boxed(rows);
         let mut bytes = Vec::new();
         let summary = section(GroupId(group), index, &mut iter, &mut bytes).expect("section");
         (bytes, summary)
@@ -671,9 +642,7 @@ mod tests {
         file.extend(length(encoded.len()).expect("length"));
         file.extend(encoded);
         let rows = rows(4, 5);
-        let mut iter = rows
-            .iter()
-            .map(|(k, v)| Ok((k.clone().into_boxed_slice(), v.clone().into_boxed_slice())));
+        let mut iter = boxed(&rows);
         let (_, digest) = write_rows(&mut iter, &mut file).expect("rows");
         let sum = Sha256::digest(&file);
         file.extend(sum);

@@ -173,17 +173,20 @@ impl SnapshotDir {
     }
 }
 
-/// A reader or writer that hashes the bytes passing through it.
-struct Hashing<T> {
-    inner: T,
-    hash: Sha256,
+/// A reader or writer that hashes the bytes passing through it, and counts those written (a
+/// backup's size).
+pub(crate) struct Hashing<T> {
+    pub(crate) inner: T,
+    pub(crate) hash: Sha256,
+    pub(crate) written: u64,
 }
 
 impl<T> Hashing<T> {
-    fn new(inner: T) -> Hashing<T> {
+    pub(crate) fn new(inner: T) -> Hashing<T> {
         Hashing {
             inner,
             hash: Sha256::new(),
+            written: 0,
         }
     }
 }
@@ -192,6 +195,7 @@ impl<T: Write> Write for Hashing<T> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.inner.write(buf)?;
         self.hash.update(&buf[..n]);
+        self.written += n as u64;
         Ok(n)
     }
 

@@ -7,7 +7,8 @@
 //! `last_answers`, `silent_for`).
 //!
 //! `GroupCore`'s methods live by concern, one file each:
-//! - here: proposing (`propose`), the group's last log id (`last_log`), what this node knows of
+//! - here: proposing (`propose`), waiting for the replica to apply (`applied_up_to`), the
+//!   group's last log id (`last_log`), what this node knows of
 //!   the group's leader and members (`current_leader`, `is_leader`, `is_member`, `members`) and
 //!   of the leader's appends (`note_append`, `last_append`, `appending_for`) and of a leader
 //!   leading quietly (`last_heard`, `note_quiet_leader`, `is_quiet`);
@@ -32,13 +33,13 @@ use raftq_store::{GroupId, LogStore, NodeId, Response, StateReader, TypeConfig};
 use tokio::time::Instant;
 
 use crate::admission::{Admission, PingAnswer, Progress};
-use crate::backup::Sections;
 use crate::clock::LeaderClock;
 use crate::error::NodeError;
 use crate::group_commit::GroupCommit;
 use crate::network::{Network, PeerClients};
 use crate::protocol::Heard;
 use crate::receiving::SnapshotReceiver;
+use crate::sections::Sections;
 use crate::space::Space;
 
 pub(crate) mod longpoll;
@@ -266,6 +267,22 @@ impl GroupCore {
     }
 
     /// The id of the last entry of this node's log of the group.
+    /// Waits until this replica applied up to `index` (none: nothing to wait for), at most
+    /// `LEADER_WAIT`.
+    pub(crate) async fn applied_up_to(&self, index: Option<u64>) -> Result<(), NodeError> {
+        let Some(index) = index else {
+            return Ok(());
+        };
+        self.raft
+            .wait(Some(routing::LEADER_WAIT))
+            .applied_index_at_least(Some(index), "the leader's applied index")
+            .await
+            .map(drop)
+            .map_err(|e| {
+                NodeError::Unavailable(format!("group {} applying up to {index}: {e}", self.group))
+            })
+    }
+
     pub(crate) fn last_log(&self) -> Result<Option<openraft::LogId<NodeId>>, openraft::AnyError> {
         self.log.last_log_id_now()
     }

@@ -13,7 +13,6 @@ use raftq_store::{Delivered, NodeId, Response};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::backup::{self, SectionPart, SectionPull};
 use crate::error::NodeError;
 use crate::member::longpoll::LongPoll;
 use crate::member::membership::{self, Change, ChangeResult};
@@ -21,6 +20,7 @@ use crate::member::GroupCore;
 use crate::network::{CallError, PeerClient};
 use crate::protocol;
 use crate::query::{self, Query, QueryResult};
+use crate::sections::{SectionPart, SectionPull};
 
 /// How long a client request may wait for a leader before it is answered `unavailable`.
 pub(crate) const LEADER_WAIT: Duration = Duration::from_secs(5);
@@ -356,9 +356,21 @@ impl GroupCore {
                 })?;
                 self.route(&poll).await.map(ForwardReply::Waited)
             }
-            Forwarded::Backup(pull) => Box::pin(backup::serve(self, *pull))
+            Forwarded::Backup(pull) => Box::pin(self.serve_section(*pull))
                 .await
                 .map(ForwardReply::Backup),
+        }
+    }
+
+    /// Serves a backup's pull of this group's section from this replica (see `sections`).
+    async fn serve_section(&self, pull: SectionPull) -> Result<SectionPart, NodeError> {
+        match pull {
+            SectionPull::Open { index } => {
+                self.applied_up_to(index).await?;
+                let id = self.node.sections.open(self.group, self.reader.clone());
+                Ok(SectionPart::Opened(id))
+            }
+            SectionPull::Next { id } => self.node.sections.next(id).await,
         }
     }
 }
