@@ -11,7 +11,10 @@ use uuid::Uuid;
 
 use crate::attributes::Attribute;
 use crate::error::EngineError;
-use crate::model::{MessageState, Millis, MoveFilter, MoveTaskView, QueueRef, QueueView};
+use crate::model::{
+    AllowPolicy, MessageState, Millis, MoveFilter, MoveTaskView, QueueRef, QueueType, QueueView,
+};
+use crate::outbox::{Arrival, MoveResult};
 use crate::tags::TagChange;
 
 /// One Raft log entry's payload: the leader's clock reading and the command.
@@ -130,6 +133,51 @@ pub enum CommandOf<A, M> {
     Place {
         change: PlacementCommand,
     },
+    /// `command`, whose references to queues of other groups (a dead-letter target, the sources
+    /// of an allow policy, a move task's destination) are the queues `elsewhere` describes, as
+    /// the router read them in their groups.
+    WithRemote {
+        elsewhere: Elsewhere,
+        command: Box<CommandOf<A, M>>,
+    },
+    /// Messages that left queues of group `from_group` for queues of this group, in the source's
+    /// outbox order (see [`crate::outbox`]); the source has dropped every arrival numbered below
+    /// `acked_below`, so their refusals need not be kept.
+    InsertMoved {
+        from_group: u32,
+        acked_below: u64,
+        arrivals: Vec<Arrival>,
+    },
+    /// The target groups took these outbox entries: they leave the outbox, and those refused go
+    /// back where they came from.
+    OutboxDone {
+        results: Vec<MoveResult>,
+    },
+}
+
+/// Queues of other groups that a command names, as the router read them there.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Elsewhere {
+    pub queues: Vec<RemoteQueue>,
+    /// Whether queues of other groups have the command's queue as their dead-letter target.
+    pub has_sources: bool,
+}
+
+impl Elsewhere {
+    /// The queue of another group that the command names by `reference`.
+    pub fn queue(&self, reference: &str) -> Option<&RemoteQueue> {
+        self.queues.iter().find(|q| q.reference == reference)
+    }
+}
+
+/// A queue of another group, under the reference a command gives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteQueue {
+    pub reference: String,
+    pub id: Uuid,
+    pub name: String,
+    pub queue_type: QueueType,
+    pub redrive_allow_policy: AllowPolicy,
 }
 
 impl<A, M> CommandOf<A, M> {
@@ -155,11 +203,14 @@ impl<A, M> CommandOf<A, M> {
                 queue: Some(queue),
                 ..
             } => Some((account.as_str(), queue)),
+            Self::WithRemote { command, .. } => command.queue_mut(),
             Self::CreateQueue { .. }
             | Self::CancelMoveTask { queue: None, .. }
             | Self::Tick
             | Self::EndWait { .. }
-            | Self::Place { .. } => None,
+            | Self::Place { .. }
+            | Self::InsertMoved { .. }
+            | Self::OutboxDone { .. } => None,
         }
     }
 }
@@ -206,6 +257,10 @@ impl<A, M> CommandOf<A, M> {
                     .map(|e| BatchEntry { id: e.id, message: e.message.into() })
                     .collect(),
             },
+            C::WithRemote { elsewhere, command } => C::WithRemote {
+                elsewhere,
+                command: Box::new(command.convert()),
+            },
         } same {
             DeleteQueue { account, queue }
             Receive { account, queue, max_messages, lease_seconds, attempt_id }
@@ -219,6 +274,8 @@ impl<A, M> CommandOf<A, M> {
             EndWait { waiter }
             CancelScheduled { account, queue, id }
             Place { change }
+            InsertMoved { from_group, acked_below, arrivals }
+            OutboxDone { results }
         })
     }
 }
@@ -375,6 +432,9 @@ pub enum Outcome {
     /// A scheduled message was cancelled (removed before its time).
     ScheduledCancelled,
     Placed(PlacementOutcome),
+    /// How an [`Command::InsertMoved`] took each arrival, in order.
+    Arrived(Vec<MoveResult>),
+    OutboxDone,
 }
 
 /// How the wait of a parked receive ended: with the messages an entry delivered to it, or with

@@ -1,10 +1,10 @@
 //! What one entry's apply lends to the queues it touches: the clock of the entry, the global timer
-//! set and its [`Timer`]s, the rows dirtied, the queues woken for their parked receives and
-//! the answers given to them.
+//! set and its [`Timer`]s, the rows dirtied, the queues woken for their parked receives,
+//! the answers given to them, and the queues of other groups its command names.
 
 use std::collections::BTreeSet;
 
-use crate::command::WaitAnswer;
+use crate::command::{Elsewhere, WaitAnswer};
 use crate::model::Millis;
 use crate::rows::Changes;
 
@@ -49,4 +49,8 @@ pub(crate) struct ApplyContext {
     pub changes: Changes,
     pub woken: Vec<u32>,
     pub answers: Vec<WaitAnswer>,
+    /// The queues of other groups the entry's command names (see [`Command::WithRemote`]).
+    ///
+    /// [`Command::WithRemote`]: crate::Command::WithRemote
+    pub elsewhere: Elsewhere,
 }

@@ -52,6 +52,7 @@ mod interned;
 pub mod legacy;
 pub mod model;
 mod move_task;
+pub mod outbox;
 pub mod placement;
 mod queue;
 pub mod receipt;

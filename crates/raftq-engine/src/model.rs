@@ -129,11 +129,30 @@ impl AllowPolicy {
     }
 }
 
-/// A source queue's binding to its dead-letter target (an internal queue number).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A source queue's binding to its dead-letter target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RedrivePolicy {
-    pub target: u32,
+    pub target: DeadLetterTarget,
     pub max_receive_count: u32,
+}
+
+/// Where a source queue's messages go when redriven: a queue of the same Raft group (its
+/// internal number), or a queue of another group (its UUID and the name it had when the policy
+/// was set), reached through the group's outbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DeadLetterTarget {
+    Local(u32),
+    Remote(QueueName),
+}
+
+impl DeadLetterTarget {
+    /// The internal number of a target in this group.
+    pub fn local(&self) -> Option<u32> {
+        match self {
+            DeadLetterTarget::Local(qid) => Some(*qid),
+            DeadLetterTarget::Remote(_) => None,
+        }
+    }
 }
 
 /// How long a message whose lease expired waits before it is visible again: `initial_seconds`

@@ -74,6 +74,31 @@ pub(crate) struct Msg {
     pub moved: Option<Box<QueueName>>,
 }
 
+impl Msg {
+    /// A message moved into a queue: visible, never received, entered now (its retention counts
+    /// from its arrival), with `moved` the dead-letter source it records (redrive only).
+    pub(crate) fn arriving(
+        storage_key: u64,
+        now: Millis,
+        size: u32,
+        priority: u8,
+        moved: Option<QueueName>,
+    ) -> Msg {
+        Msg {
+            storage_key,
+            enqueued_at: now,
+            until: 0,
+            first_received_at: 0,
+            receive_count: 0,
+            size,
+            group: NO_GROUP,
+            state: State::Visible,
+            priority,
+            moved: moved.map(Box::new),
+        }
+    }
+}
+
 /// A priority level's rank in the fair order: the highest priority ranks first.
 fn rank(priority: u8) -> u8 {
     debug_assert!(i64::from(priority) <= limits::PRIORITY_MAX);

@@ -8,8 +8,10 @@
 //! `0` meta, `1` queue(qid), `2` message(qid, seq), `3` dedup(qid, id), `4` payload(storage key),
 //! `5` reclaim(qid): the messages of `qid` below a sequence number that a purge or the queue's
 //! deletion took away and whose rows are still being deleted, `6` move tasks(qid): the queue's
-//! last message move tasks, `7` attempt(qid, id): a FIFO receive's answer under its attempt ID, `8` waiter(qid, order):
-//! a receive parked on `qid`, in the order receives parked.
+//! last message move tasks, `7` attempt(qid, id): a FIFO receive's answer under its attempt ID,
+//! `8` waiter(qid, order): a receive parked on `qid`, in the order receives parked, `9`
+//! outbox(number): a message on its way to a queue of another group, `10` inbound(group): what
+//! this group took from that group's outbox (see [`crate::outbox`]).
 //!
 //! Payload rows carry their own format (a leading [`PAYLOAD_FORMAT`] byte), since a payload
 //! outlives the build that wrote it: those of row formats up to 4, with plain string attributes,
@@ -28,14 +30,14 @@ use std::collections::BTreeMap;
 use crate::attributes::{self, Attribute};
 use crate::command::Payload;
 use crate::model::{
-    limits, AllowPolicy, DeduplicationScope, FifoThroughputLimit, Millis, QueueConfig, QueueName,
-    RedrivePolicy, RetryBackoff,
+    limits, AllowPolicy, DeadLetterTarget, DeduplicationScope, FifoThroughputLimit, Millis,
+    PriorityWeights, QueueConfig, QueueName, RedrivePolicy, RetryBackoff,
 };
 use crate::move_task::MoveTask;
 use crate::placement::PlacementKey;
 
 /// Version of the row format, kept in the meta row.
-pub const FORMAT_VERSION: u32 = 10;
+pub const FORMAT_VERSION: u32 = 11;
 
 /// The oldest row format this build reads: version 3 only added reclaim rows, version 4 the
 /// retry backoff to queue rows, version 5 a queue's default wait, tags and `modified_at`,
@@ -43,8 +45,10 @@ pub const FORMAT_VERSION: u32 = 10;
 /// a queue's deduplication scope, throughput limit and policy, version 7 a queue's default
 /// priority, priority weights and round robin credits, and a message's priority and the ID it
 /// is scheduled under, version 8 the placement's rows, version 9 the state of a queue's
-/// directory entry whose deletion began, version 10 the groups' target members (older rows read as [`QueueRowV3`],
-/// [`QueueRowV4`], [`QueueRowV5`], [`QueueRowV6`], [`MessageRowV6`] and [`PayloadV4`]).
+/// directory entry whose deletion began, version 10 the groups' target members, version 11
+/// dead-letter targets in other groups and the outbox and inbound lane rows (older rows read as
+/// [`QueueRowV3`], [`QueueRowV4`], [`QueueRowV5`], [`QueueRowV6`], [`QueueRowV10`],
+/// [`MessageRowV6`] and [`PayloadV4`]).
 pub const OLDEST_READABLE_VERSION: u32 = 2;
 const _: () = assert!(OLDEST_READABLE_VERSION <= FORMAT_VERSION);
 
@@ -66,6 +70,8 @@ const TAG_RECLAIM: u8 = 5;
 const TAG_MOVE_TASKS: u8 = 6;
 const TAG_ATTEMPT: u8 = 7;
 const TAG_WAITER: u8 = 8;
+const TAG_OUTBOX: u8 = 9;
+const TAG_INBOUND: u8 = 10;
 
 /// The key of an engine-owned row.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -78,6 +84,10 @@ pub enum RowKey {
     MoveTasks(u32),
     Attempt(u32, String),
     Waiter(u32, u64),
+    /// A message on its way to a queue of another group, by its number in the outbox.
+    Outbox(u64),
+    /// What this group took from another group's outbox, by that group.
+    Inbound(u32),
     /// A row of the cluster's placement (metadata group).
     Placement(PlacementKey),
 }
@@ -89,6 +99,8 @@ impl RowKey {
         let (tag, qid, rest): (u8, u32, &[u8]) = match self {
             RowKey::Meta => return vec![TAG_META],
             RowKey::Placement(key) => return key.encode(),
+            RowKey::Outbox(number) => return [&[TAG_OUTBOX][..], &number.to_be_bytes()].concat(),
+            RowKey::Inbound(group) => return [&[TAG_INBOUND][..], &group.to_be_bytes()].concat(),
             RowKey::Queue(qid) => (TAG_QUEUE, *qid, &[]),
             RowKey::Message(qid, seq) => {
                 order = seq.to_be_bytes();
@@ -198,6 +210,8 @@ pub fn decode_key(key: &[u8]) -> Result<KeyKind, RowError> {
         TAG_WAITER if rest.len() == 12 => {
             KeyKind::Engine(RowKey::Waiter(u32_at(rest)?, u64_of(&rest[4..])?))
         }
+        TAG_OUTBOX if rest.len() == 8 => KeyKind::Engine(RowKey::Outbox(u64_of(rest)?)),
+        TAG_INBOUND if rest.len() == 4 => KeyKind::Engine(RowKey::Inbound(u32_at(rest)?)),
         _ => return Err(RowError::BadKey),
     })
 }
@@ -274,16 +288,16 @@ pub(crate) struct QueueRow {
 }
 
 impl QueueRow {
-    /// Reads a queue row written in row format `version`. Rows before format 7 had no default
-    /// priority, weights or credits: theirs are the defaults (strict order from priority 0).
+    /// Reads a queue row written in row format `version`. Rows before format 11 named every
+    /// dead-letter target by its number in the group.
     pub(crate) fn decode(version: u32, bytes: &[u8]) -> Result<QueueRow, RowError> {
-        if version >= 7 {
+        if version >= 11 {
             return Ok(postcard::from_bytes(bytes)?);
         }
-        let old = QueueRowV6::decode(version, bytes)?;
+        let old = QueueRowV10::decode(version, bytes)?;
         let c = old.config;
-        let v4 = c.v5.v4;
-        let v3 = v4.v3;
+        let v5 = c.v6.v5;
+        let v3 = v5.v4.v3;
         Ok(QueueRow {
             id: old.id,
             account: old.account,
@@ -295,14 +309,67 @@ impl QueueRow {
                 delay_seconds: v3.delay_seconds,
                 retention_seconds: v3.retention_seconds,
                 max_message_bytes: v3.max_message_bytes,
-                redrive_policy: v3.redrive_policy,
+                redrive_policy: v3.redrive_policy.map(|p| RedrivePolicy {
+                    target: DeadLetterTarget::Local(p.target),
+                    max_receive_count: p.max_receive_count,
+                }),
                 redrive_allow_policy: v3.redrive_allow_policy,
-                retry_backoff: v4.retry_backoff,
-                receive_wait_seconds: c.v5.receive_wait_seconds,
-                deduplication_scope: c.deduplication_scope,
-                fifo_throughput_limit: c.fifo_throughput_limit,
-                policy: c.policy,
-                ..QueueConfig::default()
+                retry_backoff: v5.v4.retry_backoff,
+                receive_wait_seconds: v5.receive_wait_seconds,
+                deduplication_scope: c.v6.deduplication_scope,
+                fifo_throughput_limit: c.v6.fifo_throughput_limit,
+                policy: c.v6.policy,
+                default_priority: c.default_priority,
+                priority_weights: c.priority_weights,
+            },
+            dead_lettered: old.dead_lettered,
+            modified_at: old.modified_at,
+            tags: old.tags,
+            credits: old.credits,
+        })
+    }
+}
+
+/// A queue row of row formats 7 to 10: settings whose dead-letter target is a queue number.
+#[derive(Debug, Serialize, Deserialize)]
+struct QueueRowV10 {
+    id: Uuid,
+    account: String,
+    name: String,
+    created_at: Millis,
+    config: QueueConfigV10,
+    dead_lettered: u64,
+    modified_at: Millis,
+    tags: BTreeMap<String, String>,
+    credits: [i64; limits::PRIORITY_LEVELS],
+}
+
+/// Queue settings of row formats 7 to 10: those of format 6, then the default priority and the
+/// priority weights.
+#[derive(Debug, Serialize, Deserialize)]
+struct QueueConfigV10 {
+    v6: QueueConfigV6,
+    default_priority: u8,
+    priority_weights: Option<PriorityWeights>,
+}
+
+impl QueueRowV10 {
+    /// Reads a queue row of row formats 2 to 10. Rows before format 7 had no default priority,
+    /// weights or credits: theirs are the defaults (strict order from priority 0).
+    fn decode(version: u32, bytes: &[u8]) -> Result<QueueRowV10, RowError> {
+        if version >= 7 {
+            return Ok(postcard::from_bytes(bytes)?);
+        }
+        let old = QueueRowV6::decode(version, bytes)?;
+        Ok(QueueRowV10 {
+            id: old.id,
+            account: old.account,
+            name: old.name,
+            created_at: old.created_at,
+            config: QueueConfigV10 {
+                v6: old.config,
+                default_priority: 0,
+                priority_weights: None,
             },
             dead_lettered: old.dead_lettered,
             modified_at: old.modified_at,
@@ -462,8 +529,15 @@ struct QueueConfigV3 {
     delay_seconds: u32,
     retention_seconds: u32,
     max_message_bytes: u32,
-    redrive_policy: Option<RedrivePolicy>,
+    redrive_policy: Option<RedrivePolicyV10>,
     redrive_allow_policy: AllowPolicy,
+}
+
+/// A redrive policy of row formats 2 to 10: its target a queue number of the group.
+#[derive(Debug, Serialize, Deserialize)]
+struct RedrivePolicyV10 {
+    target: u32,
+    max_receive_count: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,7 +11,7 @@
 //! - [`messages`]: `send`, `send_one`, `send_batch`, `receive`, `receive_request`, `lease`,
 //!   `ack`, `change_lease`, `cancel_scheduled`;
 //! - [`redrive`], where a message goes when its lease ends: `settle`, `set_state`, `accepts`,
-//!   `reconsider_pending`, `move_message`, `transfer`;
+//!   `reconsider_pending`, `move_message`, `move_away`, `transfer`, `take_out`;
 //! - [`move_tasks`]: `start_move_task`, `cancel_move_task`, `step_move_task`, `next_of`,
 //!   `check_destination`, `find_task`, `task_outcome`, `move_tasks`, `storage_keys`,
 //!   `task_view`;
@@ -23,16 +23,19 @@
 //! - [`stored`], the engine as rows and rebuilt from them: `row_value`, `export_rows`,
 //!   `restore` and its `restore_*` steps, `message_row`, `is_reclaiming`, `numbers_ahead`,
 //!   `restored_queue`;
-//! - [`handoff`], a restored state made ready for a new cluster: `end_leases_and_waits`.
+//! - [`handoff`], a restored state made ready for a new cluster: `end_leases_and_waits`;
+//! - [`outbox`], moves to queues of other groups: `send_away`, `insert_moved`, `arrive`,
+//!   `outbox_done`, `take_back`, `outbox`, `has_other_groups`.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use uuid::Uuid;
 
-use crate::command::{Command, Entry, Outcome, WaitAnswer};
+use crate::command::{Command, Elsewhere, Entry, Outcome, WaitAnswer};
 use crate::context::{ApplyContext, Timer};
-use crate::error::Result;
+use crate::error::{EngineError, Result};
 use crate::model::Millis;
+use crate::outbox::{Lane, Outgoing};
 use crate::placement::{GroupNumber, Placement, PlacementCommand, METADATA_GROUP};
 use crate::queue::{Queue, ReclaimSet, State};
 use crate::rows::{Changes, PayloadOp, RowKey};
@@ -41,6 +44,7 @@ mod handoff;
 mod messages;
 mod move_tasks;
 mod names;
+mod outbox;
 mod queries;
 mod queues;
 mod redrive;
@@ -82,6 +86,10 @@ pub struct Engine {
     parked: HashMap<Uuid, (u32, u64)>,
     /// The cluster's placement, which only the metadata group's commands change.
     placement: Placement,
+    /// Messages on their way to queues of other groups, by their number in this group.
+    outbox: BTreeMap<u64, Outgoing>,
+    /// What this group took from each other group's outbox, by that group.
+    inbound: BTreeMap<GroupNumber, Lane>,
     context: ApplyContext,
 }
 
@@ -107,6 +115,8 @@ impl Engine {
             reclaim: BTreeMap::new(),
             parked: HashMap::new(),
             placement: Placement::default(),
+            outbox: BTreeMap::new(),
+            inbound: BTreeMap::new(),
             context: ApplyContext::default(),
         }
     }
@@ -314,8 +324,31 @@ impl Engine {
             Command::CancelScheduled { account, queue, id } => {
                 self.cancel_scheduled(&account, &queue, id)
             }
+            Command::WithRemote { elsewhere, command } => {
+                self.execute_with_remote(elsewhere, *command)
+            }
+            Command::InsertMoved {
+                from_group,
+                acked_below,
+                arrivals,
+            } => self.insert_moved(from_group, acked_below, arrivals),
+            Command::OutboxDone { results } => self.outbox_done(results),
             message_command => self.execute_on_messages(message_command),
         }
+    }
+
+    /// Applies `command` with the queues of other groups it names at hand.
+    fn execute_with_remote(&mut self, elsewhere: Elsewhere, command: Command) -> Result<Outcome> {
+        if matches!(command, Command::WithRemote { .. }) {
+            return Err(EngineError::invalid(
+                "command",
+                "must not describe other groups' queues twice",
+            ));
+        }
+        self.context.elsewhere = elsewhere;
+        let result = self.execute(command);
+        self.context.elsewhere = Elsewhere::default();
+        result
     }
 
     /// Applies a command that sends, leases or settles messages; [`Engine::execute`] passes

@@ -10,6 +10,7 @@ use crate::command::{MoveTaskInput, Outcome};
 use crate::error::{EngineError, Result};
 use crate::model::{crn, limits, MoveTaskStatus, MoveTaskView, QueueName, QueueRef};
 use crate::move_task::MoveTask;
+use crate::outbox::MoveKind;
 use crate::queue::{Queue, State};
 use crate::rows::RowKey;
 use crate::validate;
@@ -30,6 +31,8 @@ enum Next {
     Skip(u64),
     /// Moves to the queue numbered so.
     Move(u64, u32),
+    /// Moves to the queue of another group with this UUID, through the outbox.
+    Away(u64, Uuid),
     /// Its destination is gone: the task fails, saying why.
     Fail(String),
 }
@@ -50,7 +53,7 @@ impl Engine {
         }
         let destination = match &input.destination {
             Some(reference) => Some(self.check_destination(account, q, reference)?),
-            None if q.sources.is_empty() => {
+            None if q.sources.is_empty() && !self.context.elsewhere.has_sources => {
                 return Err(EngineError::invalid(
                     "destination",
                     validate::DESTINATION_REQUIRED,
@@ -159,9 +162,20 @@ impl Engine {
                     task.skipped += 1;
                     task.cursor = seq;
                 }
-                Next::Move(..) if !task.can_move() => break,
+                Next::Move(..) | Next::Away(..) if !task.can_move() => break,
                 Next::Move(seq, target) => {
                     if self.transfer(qid, seq, target, None) {
+                        task.moved += 1;
+                        task.spend();
+                    }
+                    task.cursor = seq;
+                }
+                Next::Away(seq, target) => {
+                    let kind = MoveKind::Task {
+                        queue: qid,
+                        handle: task.handle,
+                    };
+                    if self.send_away(qid, seq, target, kind, None) {
                         task.moved += 1;
                         task.spend();
                     }
@@ -210,6 +224,7 @@ impl Engine {
         };
         match self.names.by_id(goes_to.id) {
             Some(target) => Next::Move(seq, target),
+            None if self.has_other_groups() => Next::Away(seq, goes_to.id),
             None => Next::Fail(format!(
                 "{gone} {} (id {}) was deleted",
                 goes_to.name, goes_to.id
@@ -226,10 +241,9 @@ impl Engine {
         reference: &str,
     ) -> Result<QueueName> {
         let target = self
-            .find(account, reference)
-            .and_then(|qid| self.queues.get(&qid))
+            .find_anywhere(account, reference)
             .ok_or_else(|| EngineError::invalid("destination", validate::NO_SUCH_DESTINATION))?;
-        if target.qid == source.qid {
+        if target.id == source.id {
             return Err(EngineError::invalid(
                 "destination",
                 "must differ from the source queue",
@@ -246,7 +260,7 @@ impl Engine {
         }
         Ok(QueueName {
             id: target.id,
-            name: target.name.clone(),
+            name: target.name.to_string(),
         })
     }
 

@@ -1,11 +1,13 @@
 //! Queries: the read-only answers (queues, stats, peeks, dead-letter sources, gauges).
 
+use uuid::Uuid;
+
 use crate::arn::arn;
 use crate::command::MessageMeta;
 use crate::error::{EngineError, Result};
 use crate::model::{
-    crn, limits, AccountSummary, AllowPolicy, AllowPolicyView, MessageState, Millis, QueueGauges,
-    QueueName, QueueRef, QueueStats, QueueView, RedrivePolicyView,
+    crn, limits, AccountSummary, AllowPolicy, AllowPolicyView, DeadLetterTarget, MessageState,
+    Millis, QueueGauges, QueueName, QueueRef, QueueStats, QueueView, RedrivePolicyView,
 };
 use crate::queue::{Msg, Queue, State};
 use crate::validate;
@@ -160,6 +162,19 @@ impl Engine {
             .collect())
     }
 
+    /// The queues of this group whose dead-letter target is the queue `target` of another
+    /// group: its sources here.
+    pub fn sources_of_remote(&self, account: &str, target: Uuid) -> Vec<QueueRef> {
+        let names_target = |q: &&Queue| {
+            q.account == account
+                && q.config.redrive_policy.as_ref().is_some_and(
+                    |p| matches!(&p.target, DeadLetterTarget::Remote(t) if t.id == target),
+                )
+        };
+        let sources = self.queues.values().filter(names_target);
+        sources.filter_map(|q| self.queue_ref(q.qid)).collect()
+    }
+
     /// Whether a receive on this queue would return something now.
     pub fn has_deliverable(&self, account: &str, reference: &str) -> bool {
         self.ready_count(account, reference) > 0
@@ -196,9 +211,13 @@ impl Engine {
     pub(super) fn view(&self, qid: u32) -> Result<QueueView> {
         let q = self.queue(qid)?;
         let c = &q.config;
-        let redrive_policy = c.redrive_policy.and_then(|p| {
+        let redrive_policy = c.redrive_policy.as_ref().and_then(|p| {
+            let dead_letter_target = match &p.target {
+                DeadLetterTarget::Local(target) => self.queue_ref(*target)?,
+                DeadLetterTarget::Remote(target) => self.name_ref(&q.account, target),
+            };
             Some(RedrivePolicyView {
-                dead_letter_target: self.queue_ref(p.target)?,
+                dead_letter_target,
                 max_receive_count: p.max_receive_count,
             })
         });

@@ -9,7 +9,8 @@ use crate::arn::parse_arn;
 use crate::command::{AllowPolicyInput, Outcome, QueueAttributes, RedrivePolicyInput};
 use crate::error::{EngineError, Result};
 use crate::model::{
-    limits, parse_crn, AllowPolicy, QueueConfig, QueueName, QueueType, RedrivePolicy,
+    limits, parse_crn, AllowPolicy, DeadLetterTarget, QueueConfig, QueueName, QueueType,
+    RedrivePolicy,
 };
 use crate::queue::{Queue, ReclaimSet};
 use crate::rows::{self, PayloadOp, RowKey};
@@ -67,10 +68,7 @@ impl Engine {
             "queue number {qid} is new: a deleted queue's messages are still reclaimed under it"
         );
         self.next_qid += 1;
-        if let Some(target) = config
-            .redrive_policy
-            .and_then(|p| self.queues.get_mut(&p.target))
-        {
+        if let Some(target) = local_target(&config).and_then(|t| self.queues.get_mut(&t)) {
             target.sources.insert(qid);
         }
         self.names.insert(&account, &name, queue_id, qid);
@@ -114,8 +112,8 @@ impl Engine {
             }
             None => None,
         };
-        let old_target = q.config.redrive_policy.map(|p| p.target);
-        let new_target = config.redrive_policy.map(|p| p.target);
+        let old_target = local_target(&q.config);
+        let new_target = local_target(&config);
         if old_target != new_target {
             if let Some(t) = old_target.and_then(|t| self.queues.get_mut(&t)) {
                 t.sources.remove(&qid);
@@ -178,11 +176,7 @@ impl Engine {
         if !q.move_tasks.is_empty() {
             changes.rows.push(RowKey::MoveTasks(qid));
         }
-        if let Some(t) = q
-            .config
-            .redrive_policy
-            .and_then(|p| self.queues.get_mut(&p.target))
-        {
+        if let Some(t) = local_target(&q.config).and_then(|t| self.queues.get_mut(&t)) {
             t.sources.remove(&qid);
         }
         self.names.remove(&q.account, &q.name, q.id);
@@ -284,8 +278,7 @@ impl Engine {
             return Err(EngineError::invalid(TARGET, rule));
         }
         let target = self
-            .find(account, reference)
-            .and_then(|qid| self.queues.get(&qid))
+            .find_anywhere(account, reference)
             .ok_or_else(|| EngineError::invalid(TARGET, "names no existing queue"))?;
         if target.id == source.id {
             return Err(EngineError::invalid(
@@ -302,14 +295,21 @@ impl Engine {
                 ),
             ));
         }
-        if !target.config.redrive_allow_policy.allows(source.id) {
+        if !target.redrive_allow_policy.allows(source.id) {
             return Err(EngineError::invalid(
                 TARGET,
                 "the target's redrive_allow_policy does not allow this source queue",
             ));
         }
+        let target = match target.local {
+            Some(qid) => DeadLetterTarget::Local(qid),
+            None => DeadLetterTarget::Remote(QueueName {
+                id: target.id,
+                name: target.name.to_string(),
+            }),
+        };
         Ok(RedrivePolicy {
-            target: target.qid,
+            target,
             max_receive_count,
         })
     }
@@ -366,19 +366,16 @@ impl Engine {
                     if let Some(rule) = self.foreign_reference(account, reference) {
                         return Err(EngineError::invalid(format!("{SOURCES}[{i}]"), rule));
                     }
-                    let q = self
-                        .find(account, reference)
-                        .and_then(|qid| self.queues.get(&qid))
-                        .ok_or_else(|| {
-                            EngineError::invalid(
-                                format!("{SOURCES}[{i}]"),
-                                "names no existing queue of this account",
-                            )
-                        })?;
+                    let q = self.find_anywhere(account, reference).ok_or_else(|| {
+                        EngineError::invalid(
+                            format!("{SOURCES}[{i}]"),
+                            "names no existing queue of this account",
+                        )
+                    })?;
                     if !list.iter().any(|n| n.id == q.id) {
                         list.push(QueueName {
                             id: q.id,
-                            name: q.name.clone(),
+                            name: q.name.to_string(),
                         });
                     }
                 }
@@ -387,4 +384,9 @@ impl Engine {
             _ => Ok(AllowPolicy::DenyAll),
         }
     }
+}
+
+/// The number of a queue's dead-letter target when that is a queue of this group.
+pub(super) fn local_target(config: &QueueConfig) -> Option<u32> {
+    config.redrive_policy.as_ref()?.target.local()
 }

@@ -1,8 +1,11 @@
 //! Redrive: messages received too often move to their queue's dead-letter target, or wait while
 //! the target does not accept them.
 
-use crate::model::QueueName;
-use crate::queue::{Msg, State, NO_GROUP};
+use uuid::Uuid;
+
+use crate::model::{DeadLetterTarget, QueueName};
+use crate::outbox::MoveKind;
+use crate::queue::{Msg, State};
 use crate::rows::RowKey;
 
 use super::Engine;
@@ -16,6 +19,15 @@ pub(super) enum LeaseEnd {
     /// The consumer released it (a lease changed to 0 seconds, or a zero-length receive), or a
     /// pending redrive no longer applies: visible again after `delay_ms`.
     Released { delay_ms: u64 },
+}
+
+/// Where a message due for redrive goes.
+#[derive(Clone, Copy)]
+enum Due {
+    /// To the queue of this group numbered so.
+    Here(u32),
+    /// To the queue of another group with this UUID (its group checks whether it takes it).
+    Away(Uuid),
 }
 
 impl Engine {
@@ -33,7 +45,12 @@ impl Engine {
         let due = q
             .config
             .redrive_policy
-            .filter(|p| msg.receive_count >= p.max_receive_count);
+            .as_ref()
+            .filter(|p| msg.receive_count >= p.max_receive_count)
+            .map(|p| match &p.target {
+                DeadLetterTarget::Local(target) => Due::Here(*target),
+                DeadLetterTarget::Remote(target) => Due::Away(target.id),
+            });
         let wait_ms = match end {
             LeaseEnd::Expired => q
                 .config
@@ -43,9 +60,10 @@ impl Engine {
         };
         let state = msg.state;
         match due {
-            Some(policy) if self.accepts(qid, policy.target) => {
-                self.move_message(qid, seq, policy.target)
+            Some(Due::Here(target)) if self.accepts(qid, target) => {
+                self.move_message(qid, seq, target)
             }
+            Some(Due::Away(target)) => self.move_away(qid, seq, target),
             Some(_) if state == State::Pending => {}
             Some(_) => self.set_state(qid, seq, State::Pending),
             None if wait_ms > 0 => {
@@ -89,19 +107,35 @@ impl Engine {
     /// Redrives a message: moves it to its dead-letter target, recording where it came from,
     /// and counts the move on the source.
     fn move_message(&mut self, source: u32, seq: u64, target: u32) {
-        let Some(sq) = self.queues.get(&source) else {
-            return;
-        };
-        let from = QueueName {
+        let from = self.source_name(source);
+        if self.transfer(source, seq, target, from) {
+            self.count_dead_lettered(source);
+        }
+    }
+
+    /// Redrives a message to its dead-letter target in another group, through the outbox
+    /// (the move counts on the source now, and is taken back if the target refuses it).
+    fn move_away(&mut self, source: u32, seq: u64, target: Uuid) {
+        let from = self.source_name(source);
+        let kind = MoveKind::Redrive { source };
+        if self.send_away(source, seq, target, kind, from) {
+            self.count_dead_lettered(source);
+        }
+    }
+
+    /// The name a redriven message records as its dead-letter source.
+    fn source_name(&self, source: u32) -> Option<QueueName> {
+        self.queues.get(&source).map(|sq| QueueName {
             id: sq.id,
             name: sq.name.clone(),
-        };
-        if self.transfer(source, seq, target, Some(from)) {
-            if let Some(sq) = self.queues.get_mut(&source) {
-                sq.dead_lettered += 1;
-            }
-            self.context.changes.rows.push(RowKey::Queue(source));
+        })
+    }
+
+    fn count_dead_lettered(&mut self, source: u32) {
+        if let Some(sq) = self.queues.get_mut(&source) {
+            sq.dead_lettered += 1;
         }
+        self.context.changes.rows.push(RowKey::Queue(source));
     }
 
     /// Moves a message to the end of `target` in one step: it leaves the source and enters the
@@ -120,34 +154,34 @@ impl Engine {
             return false;
         }
         let now = self.context.now;
-        let Some(sq) = self.queues.get_mut(&source) else {
+        let Some((msg, group)) = self.take_out(source, seq) else {
             return false;
         };
+        let new_seq = self.alloc_seq();
+        if let Some(tq) = self.queues.get_mut(&target) {
+            let moved = Msg::arriving(
+                msg.storage_key,
+                now,
+                msg.size,
+                msg.priority,
+                dead_letter_source,
+            );
+            tq.insert(&mut self.context, new_seq, moved, &group);
+        }
+        true
+    }
+
+    /// Takes message `seq` out of queue `source` to move it elsewhere, with the name of its
+    /// FIFO group or tenant (empty: none).
+    pub(super) fn take_out(&mut self, source: u32, seq: u64) -> Option<(Msg, String)> {
+        let sq = self.queues.get_mut(&source)?;
         let group = sq
             .messages
             .get(&seq)
             .and_then(|m| sq.group_name(m.group))
             .unwrap_or_default()
             .to_string();
-        let Some(msg) = sq.remove(&mut self.context, seq) else {
-            return false;
-        };
-        let new_seq = self.alloc_seq();
-        if let Some(tq) = self.queues.get_mut(&target) {
-            let moved = Msg {
-                storage_key: msg.storage_key,
-                enqueued_at: now,
-                until: 0,
-                first_received_at: 0,
-                receive_count: 0,
-                size: msg.size,
-                group: NO_GROUP,
-                state: State::Visible,
-                priority: msg.priority,
-                moved: dead_letter_source.map(Box::new),
-            };
-            tq.insert(&mut self.context, new_seq, moved, &group);
-        }
-        true
+        let msg = sq.remove(&mut self.context, seq)?;
+        Some((msg, group))
     }
 }

@@ -4,7 +4,7 @@ use uuid::Uuid;
 
 use crate::arn::parse_arn;
 use crate::error::{EngineError, Result};
-use crate::model::parse_crn;
+use crate::model::{parse_crn, AllowPolicy, QueueType};
 use crate::placement::QueueEntry;
 use crate::queue::Queue;
 
@@ -22,7 +22,44 @@ enum Named<'a> {
     Nothing,
 }
 
+/// A queue a command names as a dead-letter target, an allowed source or a destination: one
+/// of this group, or one of another group that the router described (see
+/// [`crate::command::Elsewhere`]).
+pub(super) struct Found<'a> {
+    pub id: Uuid,
+    pub name: &'a str,
+    pub queue_type: QueueType,
+    pub redrive_allow_policy: &'a AllowPolicy,
+    /// Its number, when it is a queue of this group.
+    pub local: Option<u32>,
+}
+
 impl Engine {
+    /// The queue of `account` that `reference` names, here or, as the router read it, in
+    /// another group.
+    pub(super) fn find_anywhere(&self, account: &str, reference: &str) -> Option<Found<'_>> {
+        if let Some(q) = self
+            .find(account, reference)
+            .and_then(|qid| self.queues.get(&qid))
+        {
+            return Some(Found {
+                id: q.id,
+                name: &q.name,
+                queue_type: q.queue_type,
+                redrive_allow_policy: &q.config.redrive_allow_policy,
+                local: Some(q.qid),
+            });
+        }
+        let remote = self.context.elsewhere.queue(reference)?;
+        Some(Found {
+            id: remote.id,
+            name: &remote.name,
+            queue_type: remote.queue_type,
+            redrive_allow_policy: &remote.redrive_allow_policy,
+            local: None,
+        })
+    }
+
     /// Reads a reference to a queue of `account`: a name, UUID, CRN or ARN.
     fn named<'a>(&self, account: &str, reference: &'a str) -> Named<'a> {
         if let Some(parsed) = parse_crn(reference) {

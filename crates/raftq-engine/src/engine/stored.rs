@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 
 use crate::attempts::AttemptRecord;
 use crate::error::Result;
+use crate::outbox::{Lane, Outgoing};
 use crate::placement::Placement;
 use crate::queue::{DedupRecord, Msg, Parked, Queue, ReceiveRequest, ReclaimSet, State, NO_GROUP};
 use crate::rows::{
@@ -12,6 +13,7 @@ use crate::rows::{
     QueueRow, ReclaimRow, RowError, RowKey, WaiterRow, FORMAT_VERSION, OLDEST_READABLE_VERSION,
 };
 
+use super::queues::local_target;
 use super::{Engine, Reclaim};
 
 impl Engine {
@@ -61,6 +63,8 @@ impl Engine {
                 }))
             }
             RowKey::Placement(key) => self.placement.row_value(key),
+            RowKey::Outbox(number) => self.outbox.get(number).map(rows::encode),
+            RowKey::Inbound(group) => self.inbound.get(group).map(rows::encode),
         }
     }
 
@@ -115,6 +119,8 @@ impl Engine {
             );
             keys.extend(q.waiters.keys().map(|&order| RowKey::Waiter(qid, order)));
         }
+        keys.extend(self.outbox.keys().map(|&number| RowKey::Outbox(number)));
+        keys.extend(self.inbound.keys().map(|&group| RowKey::Inbound(group)));
         for (&qid, r) in &self.reclaim {
             keys.push(RowKey::Reclaim(qid));
             for set in &r.sets {
@@ -166,6 +172,8 @@ impl Engine {
         engine.restore_messages(meta.version, rows.messages)?;
         engine.restore_windows(rows.dedups, rows.attempts)?;
         engine.restore_waiters(rows.waiters)?;
+        engine.outbox = rows.outbox.into_iter().collect();
+        engine.inbound = rows.inbound.into_iter().collect();
         for (&qid, q) in engine.queues.iter_mut() {
             q.finish_restore(&mut engine.context);
             q.attempts.finish_restore(&mut engine.context, qid);
@@ -179,7 +187,8 @@ impl Engine {
         Ok(engine)
     }
 
-    /// Whether the next sequence number is past every message's and parked receive's, and the
+    /// Whether the next sequence number is past every message's, parked receive's and outbox
+    /// entry's, and the
     /// next queue number past every queue's, reclaimed ones included.
     fn numbers_ahead(&self) -> bool {
         let below_next = |seq: u64| seq < self.next_seq;
@@ -195,12 +204,13 @@ impl Engine {
             .reclaim
             .values()
             .all(|r| r.sets.iter().flat_map(ReclaimSet::seqs).all(below_next));
+        let outbox = self.outbox.keys().copied().all(below_next);
         let qids = self
             .queues
             .keys()
             .chain(self.reclaim.keys())
             .all(|&qid| qid < self.next_qid);
-        seqs && reclaimed && qids
+        seqs && reclaimed && outbox && qids
     }
 
     /// The restored queue `qid`; a row of a queue that has none is an error.
@@ -239,7 +249,7 @@ impl Engine {
         let targets: Vec<(u32, u32)> = self
             .queues
             .iter()
-            .filter_map(|(&qid, q)| Some((qid, q.config.redrive_policy?.target)))
+            .filter_map(|(&qid, q)| Some((qid, local_target(&q.config)?)))
             .collect();
         for (source, target) in targets {
             self.restored_queue(target)?.sources.insert(source);
@@ -363,6 +373,8 @@ struct RowsByKind {
     move_tasks: Vec<(u32, MoveTasksRow)>,
     attempts: Vec<(u32, String, AttemptRow)>,
     waiters: Vec<(u32, u64, WaiterRow)>,
+    outbox: Vec<(u64, Outgoing)>,
+    inbound: Vec<(u32, Lane)>,
     placement: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
@@ -396,6 +408,12 @@ impl RowsByKind {
                         .push((qid, order, postcard::from_bytes(&value)?))
                 }
                 RowKey::Placement(key) => sorted.placement.push((key.encode(), value)),
+                RowKey::Outbox(number) => {
+                    sorted.outbox.push((number, postcard::from_bytes(&value)?))
+                }
+                RowKey::Inbound(group) => {
+                    sorted.inbound.push((group, postcard::from_bytes(&value)?))
+                }
             }
         }
         Ok(sorted)

@@ -101,6 +101,16 @@ impl Harness {
         h
     }
 
+    /// A harness of Raft group `group`'s state, empty, whose IDs differ from every other
+    /// group's harness.
+    pub fn in_group(group: u32) -> Self {
+        Harness {
+            engine: Engine::new("local").in_group(group),
+            next_id: u128::from(group) << 64,
+            ..Harness::new()
+        }
+    }
+
     /// A harness over `engine` (a restored one, say), its clock at `now`, its store empty.
     pub fn over(engine: Engine, now: u64) -> Self {
         Harness {
