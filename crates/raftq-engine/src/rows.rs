@@ -723,6 +723,10 @@ mod tests {
             RowKey::Waiter(1, 7),
             RowKey::Waiter(1, 300),
             RowKey::Waiter(2, 1),
+            RowKey::Outbox(1),
+            RowKey::Outbox(300),
+            RowKey::Inbound(2),
+            RowKey::Inbound(300),
         ];
         let encoded: Vec<Vec<u8>> = keys.iter().map(RowKey::encode).collect();
         let mut sorted = encoded.clone();
@@ -834,6 +838,28 @@ mod tests {
         );
         let today = encode(&message);
         assert_eq!(MessageRow::decode(7, &today).expect("today's row"), message);
+    }
+
+    /// The queue row of `work` as row format 10 wrote it: UUID 2 of account `dev`, created at
+    /// 1,700,000,000,000 ms, its dead-letter target queue number 3 after 5 receives, default
+    /// priority 4, one message dead-lettered.
+    const QUEUE_ROW_FORMAT_10: &str = "10000000000000000000000000000000020364657604776f726b80d0\
+        95ffbc31001e00808c1580801001030500000000000004000180d095ffbc310000000000000000000000";
+
+    #[test]
+    fn queue_rows_of_row_format_10_read_their_dead_letter_target_as_one_of_the_group() {
+        let bytes = hex::decode(QUEUE_ROW_FORMAT_10).expect("hex");
+        let queue = QueueRow::decode(10, &bytes).expect("a format 10 queue row");
+        let policy = RedrivePolicy {
+            target: DeadLetterTarget::Local(3),
+            max_receive_count: 5,
+        };
+        assert_eq!(queue.config.redrive_policy, Some(policy));
+        assert_eq!((queue.config.default_priority, queue.dead_lettered), (4, 1));
+        assert!(QueueRow::decode(11, &bytes).is_err(), "the formats differ");
+        let today = encode(&queue);
+        let read = QueueRow::decode(FORMAT_VERSION, &today).expect("today's row");
+        assert_eq!(read, queue);
     }
 
     #[test]
