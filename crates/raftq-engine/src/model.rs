@@ -120,6 +120,23 @@ pub enum AllowPolicy {
 }
 
 impl AllowPolicy {
+    /// The policy a queue's view shows (an unknown permission reads as `DenyAll`, as
+    /// [`AllowPolicyView`] is only ever made from a policy).
+    pub fn of_view(view: &AllowPolicyView) -> AllowPolicy {
+        match view.permission.as_str() {
+            "allow_all" => AllowPolicy::AllowAll,
+            "by_queue" => AllowPolicy::ByQueue(
+                (view.source_queues.iter().flatten())
+                    .map(|q| QueueName {
+                        id: q.id,
+                        name: q.name.clone(),
+                    })
+                    .collect(),
+            ),
+            _ => AllowPolicy::DenyAll,
+        }
+    }
+
     pub fn allows(&self, source: Uuid) -> bool {
         match self {
             AllowPolicy::AllowAll => true,

@@ -323,6 +323,10 @@ impl Node {
             Arc::clone(&groups),
             config.region.clone(),
         ));
+        tasks.push(tokio::spawn(router::deliver(
+            Arc::clone(&router),
+            signal.clone(),
+        )));
         tasks.push(tokio::spawn(router::settle(
             Arc::clone(&router),
             config.settle_after,

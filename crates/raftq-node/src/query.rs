@@ -69,6 +69,11 @@ pub enum Query {
         after: Option<u64>,
         limit: Option<i64>,
     },
+    /// The queues of a group whose dead-letter target is the queue `id` of another group.
+    RemoteSources {
+        account: String,
+        id: Uuid,
+    },
 }
 
 impl Query {
@@ -85,7 +90,10 @@ impl Query {
             | Query::MoveTasks { account, queue }
             | Query::StorageKeys { account, queue, .. }
             | Query::Scheduled { account, queue, .. } => Some((account.as_str(), queue)),
-            Query::ListQueues { .. } | Query::Accounts | Query::AppliedIndex => None,
+            Query::ListQueues { .. }
+            | Query::Accounts
+            | Query::AppliedIndex
+            | Query::RemoteSources { .. } => None,
         }
     }
 }
@@ -125,6 +133,8 @@ pub mod question {
             -> QueueStats = Stats { QueryResult::Stats(stats) => *stats };
         fn dead_letter_sources(account: String, queue: String)
             -> Vec<QueueRef> = DeadLetterSources { QueryResult::Refs(refs) => refs };
+        fn remote_sources(account: String, id: Uuid)
+            -> Vec<QueueRef> = RemoteSources { QueryResult::Refs(refs) => refs };
         fn accounts()
             -> Vec<AccountSummary> = Accounts { QueryResult::Accounts(accounts) => accounts };
         fn move_tasks(account: String, queue: String)
@@ -235,6 +245,9 @@ fn answer(e: &Engine, query: &Query, now: u64) -> Result<Answer, EngineError> {
             .scheduled(account, queue, *after, *limit)
             .map(Answer::Messages),
         Query::AppliedIndex => Ok(Answer::AppliedIndex),
+        Query::RemoteSources { account, id } => Ok(Answer::Done(QueryResult::Refs(
+            e.sources_of_remote(account, *id),
+        ))),
     }
 }
 

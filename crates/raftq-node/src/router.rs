@@ -9,12 +9,15 @@
 //! `queue_not_found` under the reference it gave.
 //!
 //! - A creation reserves the name in the directory (group 1 chooses the group, or takes the
-//!   group of the queue's dead-letter queue), creates the queue in that group, then confirms
-//!   the reservation, or releases it when the group refused (not when a queue of the name
-//!   exists: a concurrent creation may have made it). Not supported yet across groups: a
-//!   dead-letter queue set on an existing queue, a move task's destination, and the sources a
-//!   redrive allow policy names, when they are in another group than the queue; each is
-//!   refused as a queue the group does not hold.
+//!   group of the queue's dead-letter queue, so that redrive stays within one group), creates
+//!   the queue in that group, then confirms the reservation, or releases it when the group
+//!   refused (not when a queue of the name exists: a concurrent creation may have made it).
+//! - A dead-letter queue, an allowed source or a move task's destination in another group than
+//!   the request's queue is read in its group and handed to the queue's group with the command
+//!   ([`elsewhere`]); messages then move there through the source group's outbox, which each
+//!   group's leader delivers ([`outbox`]). A queue's dead-letter sources are those of its group
+//!   and those other groups name it in; a queue that is the dead-letter queue of a queue of
+//!   another group is refused deletion, as one of its own group is.
 //! - A deletion retires the queue's entry in the directory (`Retire`), deletes the queue in its
 //!   group, then takes the entry out (`Deregister`). A creation that finds its name's entry
 //!   retired finishes that deletion first (the deleting node may have stopped, or be about to
@@ -57,6 +60,11 @@ use crate::member::{GroupCore, Groups};
 use crate::network::PeerClient;
 use crate::pace::Pace;
 use crate::query::{question, Query, QueryResult};
+
+mod elsewhere;
+mod outbox;
+
+pub(crate) use outbox::deliver;
 
 /// Pause between rounds over a remote group's members while none of them leads.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
@@ -194,6 +202,14 @@ impl Router {
                 self.route_to(group, &command).await
             }
             Command::ReceiveWait { .. } => self.receive_wait(command).await,
+            Command::PatchQueue { account, queue, .. }
+            | Command::StartMoveTask { account, queue, .. } => {
+                let command = match self.route_of(account, queue) {
+                    Some(route) => self.with_remote(command.clone(), route.group).await?,
+                    None => command,
+                };
+                Ok(self.on_queue(command).await?.0)
+            }
             _ => Ok(self.on_queue(command).await?.0),
         }
     }
@@ -247,6 +263,18 @@ impl Router {
                 Some(groups) => self.every_group(groups, &query).await,
                 None => self.metadata.route(&query).await,
             },
+            Query::DeadLetterSources { account, .. } => {
+                let account = account.clone();
+                let (answer, route) = self.on_queue(query).await?;
+                match (answer, route) {
+                    (Ok(QueryResult::Refs(mut sources)), Some(route)) => {
+                        sources.extend(self.sources_elsewhere(&account, route).await?);
+                        sources.sort_by(|a, b| a.name.cmp(&b.name));
+                        Ok(Ok(QueryResult::Refs(sources)))
+                    }
+                    (answer, _) => Ok(answer),
+                }
+            }
             _ => Ok(self.on_queue(query).await?.0),
         }
     }
@@ -380,6 +408,7 @@ impl Router {
             Err(refused) => return Ok(refused),
         };
         *queue_id = entry.id;
+        let command = self.with_remote(command, GroupId(entry.group)).await?;
         let created = self.route_to(GroupId(entry.group), &command).await?;
         let settle = match &created.result {
             Some(Ok(_)) if entry.state != QueueEntryState::Ready => {
@@ -452,6 +481,15 @@ impl Router {
             .queue_mut()
             .map(|(a, q)| (a.to_string(), q.clone()));
         let retired = named.as_ref().and_then(|(a, q)| self.route_of(a, q));
+        if let (Some((account, _)), Some(route)) = (&named, retired) {
+            let sources = self.sources_elsewhere(account, route).await?;
+            if !sources.is_empty() {
+                return Ok(Response {
+                    result: Some(Err(EngineError::QueueInUse { sources })),
+                    payloads: Vec::new(),
+                });
+            }
+        }
         if let Some(route) = retired {
             // Refused only when the entry went meanwhile: the deletion below finds that out.
             self.place(PlacementCommand::Retire { id: route.id })

@@ -439,6 +439,96 @@ async fn a_queue_goes_to_the_group_of_its_dead_letter_queue() {
     .expect("within the time bound");
 }
 
+/// Waits until `check` holds of the bodies of `queue` read through `node`.
+async fn bodies_until(node: &Node, queue: &str, what: &str, check: impl Fn(&[String]) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let held = bodies(node, queue).await;
+        if check(&held) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: {queue} holds {held:?}");
+        sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_dead_letter_queue_in_another_group_takes_each_message_once_and_gives_it_back() {
+    timeout(Duration::from_secs(90), async {
+        let cluster = Cluster::start_groups(3, 3).await;
+        cluster.formed(1).await;
+        create_queue(cluster.node(2), "dlq").await;
+        create_queue(cluster.node(2), "work").await;
+        let (dead_letters, _) = placed(&cluster, 3, "dlq").await;
+        let (group, _) = placed(&cluster, 3, "work").await;
+        assert_ne!(group, dead_letters, "the least loaded group takes each");
+        let node = cluster.node(3);
+        let redrive = QueueAttributes {
+            redrive_policy: Some(Some(RedrivePolicyInput {
+                dead_letter_target: Some("dlq".into()),
+                max_receive_count: Some(1),
+            })),
+            ..QueueAttributes::default()
+        };
+        let patch = Command::PatchQueue {
+            account: ACCOUNT.into(),
+            queue: "work".into(),
+            attributes: redrive,
+        };
+        match outcome(node.write(patch).await.expect("patch")) {
+            Outcome::Queue(view) => {
+                let policy = view.redrive_policy.expect("a redrive policy");
+                assert_eq!(policy.dead_letter_target.name, "dlq");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        fill(node, "work", 5).await;
+        // A zero-length lease ends at once: each message is dead-lettered by its receive.
+        while stats(node, "work").await.visible > 0 {
+            outcome(node.write(receive("work", 10, 0)).await.expect("receive"));
+        }
+        let expected: Vec<String> = (0..5).map(|i| format!("m{i}")).collect();
+        bodies_until(cluster.node(1), "dlq", "dead-lettered", |b| b == expected).await;
+        assert!(bodies(node, "work").await.is_empty());
+
+        let sources = Query::DeadLetterSources {
+            account: ACCOUNT.into(),
+            queue: "dlq".into(),
+        };
+        match cluster.node(1).read(sources).await {
+            Ok(Ok(QueryResult::Refs(refs))) => {
+                let names: Vec<&str> = refs.iter().map(|r| r.name.as_str()).collect();
+                assert_eq!(names, ["work"]);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let deleted = Command::DeleteQueue {
+            account: ACCOUNT.into(),
+            queue: "dlq".into(),
+        };
+        let refused = node.write(deleted).await.expect("answered");
+        assert!(
+            matches!(refused.result, Some(Err(EngineError::QueueInUse { .. }))),
+            "{refused:?}"
+        );
+
+        let start = Command::StartMoveTask {
+            account: ACCOUNT.into(),
+            queue: "dlq".into(),
+            task_handle: Uuid::new_v4(),
+            task: MoveTaskInput::default(),
+        };
+        match outcome(cluster.node(2).write(start).await.expect("start")) {
+            Outcome::MoveTask(task) => assert_eq!(task.to_move, 5),
+            other => panic!("unexpected {other:?}"),
+        }
+        bodies_until(node, "work", "moved back", |b| b == expected).await;
+        assert!(bodies(node, "dlq").await.is_empty());
+    })
+    .await
+    .expect("within the time bound");
+}
+
 #[tokio::test]
 async fn a_node_whose_directory_lags_sends_on_the_fresh_route_not_the_old_one() {
     timeout(Duration::from_secs(90), async {
