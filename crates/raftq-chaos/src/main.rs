@@ -309,7 +309,10 @@ fn start_workers(
 
 /// Creates two standard source queues (the second for strict priorities) and a FIFO one with
 /// their dead-letter queues; all retry with a backoff, and the standard ones serve the
-/// producers' tenants fairly.
+/// producers' tenants fairly. The first standard queue gets its dead-letter queue after its
+/// creation, so that in a cluster of several groups it lies in another group than its
+/// dead-letter queue (a queue created with one goes to its group); the others lie beside
+/// theirs.
 async fn create_queues(nodes: &Nodes, tag: u64) -> Result<BTreeMap<String, String>, String> {
     let client = nodes.client(0);
     let mut pairs = BTreeMap::new();
@@ -317,29 +320,59 @@ async fn create_queues(nodes: &Nodes, tag: u64) -> Result<BTreeMap<String, Strin
         let source = format!("chaos-{tag}{suffix}");
         let dlq = format!("chaos-{tag}-dlq{suffix}");
         create(client, &dlq, json!({})).await?;
-        let policy = json!({
+        let redrive = json!({
             "redrive_policy": {"dead_letter_target": dlq, "max_receive_count": MAX_RECEIVE_COUNT},
+        });
+        let mut attributes = json!({
             "lease_seconds": workload::LEASE_SECONDS,
             "retry_backoff": {"initial_seconds": 1, "max_seconds": 4, "multiplier": 2.0},
         });
-        create(client, &source, policy).await?;
+        if suffix.is_empty() {
+            create(client, &source, attributes).await?;
+            patch(client, &source, redrive).await?;
+        } else {
+            attributes["redrive_policy"] = redrive["redrive_policy"].clone();
+            create(client, &source, attributes).await?;
+        }
         pairs.insert(source, dlq);
     }
     Ok(pairs)
 }
 
 async fn create(client: &Client, name: &str, attributes: Value) -> Result<(), String> {
-    for _ in 0..50 {
+    let created = || async {
         match client.create_queue(name, &attributes).await {
-            Ok(_) => return Ok(()),
-            Err(e) if e.code() == Some("queue_exists") => return Ok(()),
-            Err(_) => sleep(Duration::from_millis(200)).await,
+            Err(e) if e.code() == Some("queue_exists") => Ok(()),
+            other => other.map(drop),
         }
-    }
-    Err(format!("could not create {name}"))
+    };
+    retried(created, format!("could not create {name}")).await
 }
 
-/// Waits until every queue is empty twice in a row, up to `limit`.
+async fn patch(client: &Client, name: &str, attributes: Value) -> Result<(), String> {
+    let patched = || async { client.patch_queue(name, &attributes).await.map(drop) };
+    retried(
+        patched,
+        format!("could not set the dead-letter queue of {name}"),
+    )
+    .await
+}
+
+/// Calls `call` until it succeeds (a node may be down or electing), 50 times at most.
+async fn retried<F, E>(call: impl Fn() -> F, failed: String) -> Result<(), String>
+where
+    F: std::future::Future<Output = Result<(), E>>,
+{
+    for _ in 0..50 {
+        if call().await.is_ok() {
+            return Ok(());
+        }
+        sleep(Duration::from_millis(200)).await;
+    }
+    Err(failed)
+}
+
+/// Waits until every queue and every outbox is empty twice in a row, up to `limit`.
 async fn drain(nodes: &Nodes, dead_letter: &BTreeMap<String, String>, limit: Duration) -> bool {
     let queues: Vec<&String> = dead_letter.iter().flat_map(|(s, d)| [s, d]).collect();
     // Each reading's future takes its own copies of these references.
@@ -355,9 +388,25 @@ async fn drain(nodes: &Nodes, dead_letter: &BTreeMap<String, String>, limit: Dur
                 Err(_) => 1,
             };
         }
-        total
+        total + in_outboxes(nodes).await
     })
     .await
+}
+
+/// The messages the members' replicas hold in their groups' outboxes: on their way to a
+/// dead-letter queue of another group, in no queue meanwhile.
+async fn in_outboxes(nodes: &Nodes) -> u64 {
+    let mut total = 0;
+    for id in nodes.members() {
+        if let Ok(state) = nodes.client_of(id).cluster_state().await {
+            let groups = state["groups"].as_array().cloned().unwrap_or_default();
+            total += groups
+                .iter()
+                .filter_map(|g| g["outbox"].as_u64())
+                .sum::<u64>();
+        }
+    }
+    total
 }
 
 /// The messages left in every queue, each with its `moved_at` (when it was moved to that

@@ -47,7 +47,7 @@ pub use member::longpoll::LongPoll;
 pub use member::membership::{Change, ChangeError, ChangeResult, LONGEST as LONGEST_CHANGE};
 pub use member::status::{GroupStatus, Member, NodeStatus, ReplicaStatus, Role};
 pub use network::{refused, Answer, MemoryNetwork, Method as PeerMethod};
-pub use node::{Node, PeerTransport};
+pub use node::{GroupDigest, Node, PeerTransport};
 pub use protocol::PEER_PROTOCOL;
 pub use query::{question, Query, QueryResult, Question};
 pub use raftq_store::backup::BackupSummary;

@@ -59,6 +59,18 @@ pub enum PeerTransport {
     },
 }
 
+/// A node's replica of one group, as [`Node::digests`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupDigest {
+    pub group: GroupId,
+    /// The last entry the replica applied (none before the first).
+    pub applied_index: Option<u64>,
+    /// [`Node::digest`] of the replica's state.
+    pub state_digest: String,
+    /// The messages in the group's outbox, on their way to queues of other groups.
+    pub outbox: usize,
+}
+
 /// A running node.
 pub struct Node {
     /// Group 1, which every call that names no group is for.
@@ -382,13 +394,19 @@ impl Node {
     }
 
     /// [`Node::digest`] of every group this node holds a replica of, in group order.
-    pub fn digests(&self) -> Result<Vec<(GroupId, Option<u64>, String)>, NodeError> {
+    pub fn digests(&self) -> Result<Vec<GroupDigest>, NodeError> {
         let groups = self.groups.all();
         (groups.iter())
             .map(|core| {
-                let (applied, digest) =
+                let (applied_index, state_digest) =
                     (core.reader.digest()).map_err(|e| NodeError::Storage(e.to_string()))?;
-                Ok((core.group, applied, digest))
+                let outbox = core.reader.with_engine(|e| e.outbox().count());
+                Ok(GroupDigest {
+                    group: core.group,
+                    applied_index,
+                    state_digest,
+                    outbox: outbox.unwrap_or_default(),
+                })
             })
             .collect()
     }

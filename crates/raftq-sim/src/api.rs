@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use raftq_engine::{Command, EngineError};
 use raftq_node::{
-    Change, ChangeResult, Node, NodeError, NodeId, NodeStatus, Query, QueryResult, Response,
+    Change, ChangeResult, GroupDigest, Node, NodeError, NodeId, NodeStatus, Query, QueryResult,
+    Response,
 };
-use raftq_store::GroupId;
 use tokio::sync::mpsc;
 
 use crate::waiting::Waiting;
@@ -38,7 +38,7 @@ pub enum Reply {
     Write(Result<Response, NodeError>),
     Read(Result<Result<QueryResult, EngineError>, NodeError>),
     Status(Box<NodeStatus>),
-    Digests(Result<Vec<(GroupId, Option<u64>, String)>, NodeError>),
+    Digests(Result<Vec<GroupDigest>, NodeError>),
     Change(Result<ChangeResult, NodeError>),
 }
 

@@ -322,7 +322,7 @@ async fn node_states(control: &Control, members: &[NodeId]) -> Vec<Option<NodeSt
         .map(|reply| match reply {
             Ok(Reply::Digests(Ok(digests))) => digests
                 .into_iter()
-                .map(|(group, applied, digest)| Some((group.0, (applied?, digest))))
+                .map(|r| Some((r.group.0, (r.applied_index?, r.state_digest))))
                 .collect(),
             _ => None,
         })

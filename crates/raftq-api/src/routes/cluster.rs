@@ -49,6 +49,9 @@ pub struct GroupState {
     applied_index: Option<u64>,
     /// The hex SHA-256 of this replica's state.
     state_digest: String,
+    /// The messages in the group's outbox on this replica: on their way to queues of other
+    /// groups (dead-lettered, or moved by a task).
+    outbox: usize,
 }
 
 /// What `GET /healthz` answers.
@@ -234,10 +237,11 @@ pub async fn state(State(state): State<AppState>, _admin: Admin) -> Response {
         Err(e) => return ApiError::from(e).into_response(),
     };
     let groups: Vec<GroupState> = (digests.into_iter())
-        .map(|(group, applied_index, state_digest)| GroupState {
-            group: group.0,
-            applied_index,
-            state_digest,
+        .map(|replica| GroupState {
+            group: replica.group.0,
+            applied_index: replica.applied_index,
+            state_digest: replica.state_digest,
+            outbox: replica.outbox,
         })
         .collect();
     let Some(first) = groups.first() else {
