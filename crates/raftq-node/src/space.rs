@@ -186,6 +186,7 @@ fn adds_data(command: &Command) -> bool {
             | Command::EndWait { .. }
             | Command::Tick
             | Command::Place { .. }
+            | Command::OutboxDone { .. }
     )
 }
 
@@ -237,7 +238,10 @@ mod tests {
             account: "a".into(),
             queue: "q".into(),
         };
-        for command in [&ack, &delete, &purge, &Command::Tick] {
+        let delivered = Command::OutboxDone {
+            results: Vec::new(),
+        };
+        for command in [&ack, &delete, &purge, &Command::Tick, &delivered] {
             assert!(!adds_data(command), "{command:?}");
         }
         let create = Command::CreateQueue {

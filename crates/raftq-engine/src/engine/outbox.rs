@@ -81,14 +81,20 @@ impl Engine {
         let Arrival {
             outgoing, payload, ..
         } = arrival;
+        let gone = || Some(format!("queue {} does not exist", outgoing.target));
         let Some(qid) = self.names.by_id(outgoing.target) else {
-            return Some(format!("queue {} does not exist", outgoing.target));
+            return gone();
         };
+        if !self.queues.contains_key(&qid) {
+            return gone();
+        }
         let seq = self.alloc_seq();
         let m = outgoing.message;
         let now = self.context.now;
         let msg = Msg::arriving(seq, now, m.size, m.priority, outgoing.dead_letter_source);
-        let q = self.queues.get_mut(&qid)?;
+        let Some(q) = self.queues.get_mut(&qid) else {
+            return gone();
+        };
         q.insert(&mut self.context, seq, msg, &m.group);
         self.context
             .changes
