@@ -47,6 +47,18 @@ async fn jobs_on_three_groups() -> (Cluster, GroupId, Uuid) {
     (cluster, group, id)
 }
 
+/// Three nodes and three groups with queues `first` and `second`, made in turn through node 1
+/// (the second goes to the least loaded group, another than the first's): their groups.
+async fn two_queues(first: &str, second: &str) -> (Cluster, GroupId, GroupId) {
+    let cluster = Cluster::start_groups(3, 3).await;
+    cluster.formed(1).await;
+    create_queue(cluster.node(1), first).await;
+    create_queue(cluster.node(1), second).await;
+    let (first_group, _) = placed(&cluster, 1, first).await;
+    let (second_group, _) = placed(&cluster, 1, second).await;
+    (cluster, first_group, second_group)
+}
+
 /// The names listed through `node`.
 async fn listed(node: &Node) -> Vec<String> {
     let query = Query::ListQueues {
@@ -338,11 +350,7 @@ async fn a_creation_finishes_a_deletion_begun_under_its_name_and_keeps_the_new_q
 #[tokio::test]
 async fn a_receive_parked_in_a_data_group_is_answered_by_the_send_that_wakes_it() {
     timeout(Duration::from_secs(90), async {
-        let cluster = Cluster::start_groups(3, 3).await;
-        cluster.formed(1).await;
-        create_queue(cluster.node(1), "first").await;
-        create_queue(cluster.node(1), "waited").await;
-        let (group, _) = placed(&cluster, 1, "waited").await;
+        let (cluster, _, group) = two_queues("first", "waited").await;
         assert_ne!(group, GroupId::FIRST);
         let waiter = Uuid::new_v4();
         let mut slot = cluster
@@ -455,12 +463,7 @@ async fn bodies_until(node: &Node, queue: &str, what: &str, check: impl Fn(&[Str
 #[tokio::test]
 async fn a_dead_letter_queue_in_another_group_takes_each_message_once_and_gives_it_back() {
     timeout(Duration::from_secs(90), async {
-        let cluster = Cluster::start_groups(3, 3).await;
-        cluster.formed(1).await;
-        create_queue(cluster.node(2), "dlq").await;
-        create_queue(cluster.node(2), "work").await;
-        let (dead_letters, _) = placed(&cluster, 3, "dlq").await;
-        let (group, _) = placed(&cluster, 3, "work").await;
+        let (cluster, dead_letters, group) = two_queues("dlq", "work").await;
         assert_ne!(group, dead_letters, "the least loaded group takes each");
         let node = cluster.node(3);
         let redrive = QueueAttributes {
