@@ -59,6 +59,19 @@ async fn two_queues(first: &str, second: &str) -> (Cluster, GroupId, GroupId) {
     (cluster, first_group, second_group)
 }
 
+/// Deletes queue `dlq` through `node`, which refuses it: a source uses it.
+async fn dead_letter_queue_in_use(node: &Node) {
+    let deleted = Command::DeleteQueue {
+        account: ACCOUNT.into(),
+        queue: "dlq".into(),
+    };
+    let refused = node.write(deleted).await.expect("answered");
+    assert!(
+        matches!(refused.result, Some(Err(EngineError::QueueInUse { .. }))),
+        "{refused:?}"
+    );
+}
+
 /// The names listed through `node`.
 async fn listed(node: &Node) -> Vec<String> {
     let query = Query::ListQueues {
@@ -416,15 +429,7 @@ async fn a_queue_goes_to_the_group_of_its_dead_letter_queue() {
         }
         // Its deletion refused while a source uses it, the dead-letter queue stays, its entry
         // as it was, and a creation of its name finds it there.
-        let deleted = Command::DeleteQueue {
-            account: ACCOUNT.into(),
-            queue: "dlq".into(),
-        };
-        let refused = node.write(deleted).await.expect("answered");
-        assert!(
-            matches!(refused.result, Some(Err(EngineError::QueueInUse { .. }))),
-            "{refused:?}"
-        );
+        dead_letter_queue_in_use(node).await;
         let deadline = Instant::now() + Duration::from_secs(10);
         while cluster.placement(3).queue(ACCOUNT, "dlq").map(|e| e.state) != Some(Ready) {
             assert!(
@@ -505,15 +510,7 @@ async fn a_dead_letter_queue_in_another_group_takes_each_message_once_and_gives_
             }
             other => panic!("unexpected {other:?}"),
         }
-        let deleted = Command::DeleteQueue {
-            account: ACCOUNT.into(),
-            queue: "dlq".into(),
-        };
-        let refused = node.write(deleted).await.expect("answered");
-        assert!(
-            matches!(refused.result, Some(Err(EngineError::QueueInUse { .. }))),
-            "{refused:?}"
-        );
+        dead_letter_queue_in_use(node).await;
 
         let start = Command::StartMoveTask {
             account: ACCOUNT.into(),
