@@ -222,6 +222,7 @@ async fn run(args: &Args, seed: u64, dir: &Path, history: &History) -> Result<u6
         node_states: node_states(&nodes).await,
         memberships: memberships(&nodes).await,
         leaders: leaders(&nodes).await,
+        outboxes: outboxes(&nodes).await,
         members: nodes.members(),
         dead_letter: dead_letter.clone(),
         max_receive_count: MAX_RECEIVE_COUNT,
@@ -388,25 +389,31 @@ async fn drain(nodes: &Nodes, dead_letter: &BTreeMap<String, String>, limit: Dur
                 Err(_) => 1,
             };
         }
-        total + in_outboxes(nodes).await
+        total + outboxes(nodes).await.values().sum::<u64>()
     })
     .await
 }
 
-/// The messages the members' replicas hold in their groups' outboxes: on their way to a
-/// dead-letter queue of another group, in no queue meanwhile.
-async fn in_outboxes(nodes: &Nodes) -> u64 {
-    let mut total = 0;
+/// The messages each group's outbox holds (on their way to a dead-letter queue of another
+/// group, in no queue meanwhile), the most any member's replica of it shows.
+async fn outboxes(nodes: &Nodes) -> BTreeMap<u32, u64> {
+    let mut held = BTreeMap::new();
     for id in nodes.members() {
-        if let Ok(state) = nodes.client_of(id).cluster_state().await {
-            let groups = state["groups"].as_array().cloned().unwrap_or_default();
-            total += groups
-                .iter()
-                .filter_map(|g| g["outbox"].as_u64())
-                .sum::<u64>();
+        let Ok(state) = nodes.client_of(id).cluster_state().await else {
+            continue;
+        };
+        for group in state["groups"].as_array().into_iter().flatten() {
+            let (Some(number), Some(count)) = (group["group"].as_u64(), group["outbox"].as_u64())
+            else {
+                continue;
+            };
+            let slot = held
+                .entry(u32::try_from(number).unwrap_or(u32::MAX))
+                .or_insert(0);
+            *slot = count.max(*slot);
         }
     }
-    total
+    held
 }
 
 /// The messages left in every queue, each with its `moved_at` (when it was moved to that

@@ -72,6 +72,9 @@ pub struct Final {
     /// Each Raft group's leader at the end (`None`: no leader), as a member reports them; empty
     /// where the cluster runs one group (invariant 12 then holds as it is).
     pub leaders: BTreeMap<u32, Option<u64>>,
+    /// The messages each group's outbox held at the end (on their way to a queue of another
+    /// group), the most any member's replica of it showed; empty where no member answered.
+    pub outboxes: BTreeMap<u32, u64>,
 }
 
 /// Anomalies per invariant, with a few examples each.
@@ -81,7 +84,7 @@ pub struct Report {
     pub unverifiable: BTreeMap<&'static str, u64>,
 }
 
-pub const INVARIANTS: [&str; 12] = [
+pub const INVARIANTS: [&str; 13] = [
     "1_acknowledged_sends_survive",
     "2_nothing_delivered_unsent",
     "3_fifo_order_per_group",
@@ -94,6 +97,7 @@ pub const INVARIANTS: [&str; 12] = [
     "10_no_lower_priority_while_a_higher_was_visible",
     "11_no_delivery_before_deliver_at",
     "12_leaders_spread",
+    "13_outboxes_drain",
 ];
 
 impl Report {
@@ -335,6 +339,7 @@ pub fn check(events: &[Event], fin: &Final) -> Report {
     strict_priority_order(events, &index, fin, &mut report);
     no_delivery_before_deliver_at(events, &index, &mut report);
     leaders_spread(fin, &mut report);
+    outboxes_drain(fin, &mut report);
     report
 }
 
@@ -777,6 +782,15 @@ fn leaders_spread(fin: &Final, report: &mut Report) {
     }
 }
 
+/// Invariant 13: once the queues are drained, no group's outbox holds a message (each message
+/// moved to a queue of another group reached it).
+fn outboxes_drain(fin: &Final, report: &mut Report) {
+    for (group, held) in fin.outboxes.iter().filter(|(_, held)| **held > 0) {
+        let example = format!("group {group}'s outbox still holds {held} messages");
+        report.flag(INVARIANTS[12], example);
+    }
+}
+
 /// What breaks invariant 12 in `leaders` (each group's leader) over `members` nodes: each group
 /// without a leader and each node above its share; none for one group.
 pub fn unspread(leaders: &BTreeMap<u32, Option<u64>>, members: usize) -> Vec<String> {
@@ -913,6 +927,7 @@ mod tests {
             max_receive_count: 3,
             strict_priority_queues: BTreeSet::new(),
             leaders: BTreeMap::new(),
+            outboxes: BTreeMap::new(),
         }
     }
 
@@ -939,6 +954,17 @@ mod tests {
         );
         // One group: nothing to spread.
         assert_eq!(spread(&[(1, Some(1))]), 0);
+    }
+
+    #[test]
+    fn a_message_left_in_an_outbox_is_an_anomaly() {
+        let left = |outboxes: &[(u32, u64)]| {
+            let mut f = fin(&[]);
+            f.outboxes = outboxes.iter().copied().collect();
+            check(&[], &f).anomalies[INVARIANTS[12]].0
+        };
+        assert_eq!(left(&[(1, 0), (2, 0)]), 0);
+        assert_eq!(left(&[(1, 0), (2, 3), (3, 1)]), 2);
     }
 
     #[test]

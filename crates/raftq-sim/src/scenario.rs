@@ -163,6 +163,7 @@ impl Ending {
             max_receive_count: MAX_RECEIVE_COUNT,
             strict_priority_queues: BTreeSet::from([workload::PRIORITY_QUEUE.to_string()]),
             leaders: BTreeMap::new(),
+            outboxes: outboxes(control, &members).await,
         };
         let events = self.history.events();
         let report = checker::check(&events, &fin);
@@ -304,6 +305,23 @@ async fn remaining(
         Some((messages, next))
     })
     .await
+}
+
+/// The messages each group's outbox holds at the end, the most any member's replica shows.
+async fn outboxes(control: &Control, members: &[NodeId]) -> BTreeMap<u32, u64> {
+    let asked = members
+        .iter()
+        .map(|id| control.api.call(*id, Request::Digests));
+    let mut held = BTreeMap::new();
+    for reply in join_all(asked).await {
+        if let Ok(Reply::Digests(Ok(replicas))) = reply {
+            for r in replicas {
+                let slot = held.entry(r.group.0).or_insert(0);
+                *slot = (r.outbox as u64).max(*slot);
+            }
+        }
+    }
+    held
 }
 
 /// Every member's replicas (each group's applied index and state digest), once they agree or
