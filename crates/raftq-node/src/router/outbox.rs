@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use raftq_engine::outbox::{Arrival, MoveResult, Outgoing};
 use raftq_engine::{Command, Outcome};
 use raftq_store::GroupId;
@@ -35,14 +36,20 @@ const AT_ONCE: usize = 128;
 pub(crate) async fn deliver(router: Arc<Router>, shutdown: watch::Receiver<bool>) {
     let mut pace = Pace::new(EVERY, shutdown);
     while pace.tick().await {
-        for core in router.groups.all() {
-            if !core.is_leader() {
-                continue;
-            }
+        // Each group's pass at once: one whose target group has no leader for a while holds
+        // up no other group's.
+        let router = &router;
+        let led = router
+            .groups
+            .all()
+            .into_iter()
+            .filter(|core| core.is_leader());
+        let passes = led.map(|core| async move {
             if let Err(e) = router.deliver_outbox(&core).await {
                 tracing::warn!(group = %core.group, error = %e, "outbox not delivered yet");
             }
-        }
+        });
+        join_all(passes).await;
     }
 }
 
