@@ -4,7 +4,7 @@
 //!
 //! Each group's section is read at an index at least as new as the group's leader's applied
 //! index when the backup began (so it holds every write acknowledged before), once the replica
-//! that reads it applied that far.
+//! that reads it applied that far: this node's, or, where it lags, another member's.
 
 use std::io::{self, Write};
 use std::time::Duration;
@@ -42,12 +42,10 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    /// Reads `group`'s section from `core`, once it applied up to `index`.
-    pub async fn local(&mut self, core: &GroupCore, index: Option<u64>) -> Result<(), NodeError> {
-        core.applied_up_to(index).await?;
+    /// Reads `core`'s group's section from `core`, which applied far enough.
+    pub fn local(&mut self, core: &GroupCore) {
         self.sources
             .push(Source::Local(core.group, core.reader.clone()));
-        Ok(())
     }
 
     /// Pulls `group`'s section at `index` or later from `members` (their peer clients), tried

@@ -414,28 +414,32 @@ impl Node {
     /// Writes a backup of the cluster's state to `out` ([`raftq_store::backup`]): every group's
     /// state at an applied index of its own, at least as new as every write the group committed
     /// before the call (its leader tells the index), read on this node once it applied that far,
-    /// or, for a group this node holds no replica of, on a member (see `backup`). Applies go on
+    /// or, for a group this node holds no replica of or whose replica here does not apply that
+    /// far within `LEADER_WAIT` (5 s), on another member (see `backup`). Applies go on
     /// meanwhile; `out` gets the rows as they are read, on a thread of the blocking pool.
     pub async fn backup(
         &self,
         out: impl std::io::Write + Send + 'static,
     ) -> Result<BackupSummary, NodeError> {
         let mut plan = backup::Plan::default();
-        let first = self.router.applied_index(GroupId::FIRST).await?;
-        plan.local(&self.core, first).await?;
-        // Group 1's state at that index tells the other groups.
+        // Group 1's state tells the other groups.
         let groups = self.core.reader.with_engine(|e| {
             let groups = e.placement().groups().keys();
             groups.map(|g| GroupId(*g)).collect::<Vec<_>>()
         });
-        for group in groups.unwrap_or_default() {
-            if group == GroupId::FIRST {
-                continue;
-            }
+        let others = groups.unwrap_or_default().into_iter();
+        for group in std::iter::once(GroupId::FIRST).chain(others.filter(|g| *g != GroupId::FIRST))
+        {
             let index = self.router.applied_index(group).await?;
-            match self.groups.get(group) {
-                Some(core) => plan.local(&core, index).await?,
-                None => plan.remote(self.router.member_clients(group)?, index),
+            let local = self.groups.get(group);
+            let ready = match &local {
+                Some(core) => core.applied_up_to(index).await.is_ok(),
+                None => false,
+            };
+            match local.filter(|_| ready) {
+                Some(core) => plan.local(&core),
+                // No replica here, or one that lags: a member's, read as far.
+                None => plan.remote(self.router.member_clients(group, self.id())?, index),
             }
         }
         let cluster = self.core.node.admission.cluster().get();

@@ -615,12 +615,17 @@ impl Router {
         }
     }
 
-    /// Peer clients of `group`'s members, for calls of the group: the leader the placement
-    /// last saw first.
-    pub fn member_clients(&self, group: GroupId) -> Result<Vec<PeerClient>, NodeError> {
+    /// Peer clients of `group`'s members but `except`, for calls of the group: the leader the
+    /// placement last saw first.
+    pub fn member_clients(
+        &self,
+        group: GroupId,
+        except: NodeId,
+    ) -> Result<Vec<PeerClient>, NodeError> {
         let (leader, mut members, nodes) = self
             .members_of(group)
             .ok_or_else(|| NodeError::Unavailable(format!("no group {group} in the placement")))?;
+        members.retain(|id| *id != except);
         members.sort_by_key(|id| Some(*id) != leader);
         let forwarders = &self.metadata.node.forwarders;
         Ok(members
@@ -686,8 +691,9 @@ impl Router {
         }
     }
 
-    /// The leader the placement last saw of `group`, its members and their addresses; `None`
-    /// when the placement has no such group (or no member of it).
+    /// The leader the placement last saw of `group`, its members and their addresses (of group
+    /// 1 before the placement is laid out: its Raft membership); `None` when the placement has
+    /// no such group (or no member of it).
     fn members_of(&self, group: GroupId) -> Option<Members> {
         let members = self.metadata.reader.with_engine(|engine| {
             let placement = engine.placement();
@@ -695,9 +701,16 @@ impl Router {
             let members: Vec<NodeId> = entry.members.iter().copied().collect();
             Some((entry.leader_hint, members, placement.addresses()))
         });
-        members
-            .flatten()
-            .filter(|(_, members, _)| !members.is_empty())
+        let unplaced = || {
+            let known = self.metadata.members();
+            let members = known.nodes.keys().copied().collect();
+            (self.metadata.current_leader(), members, known.nodes)
+        };
+        let members = match members.flatten() {
+            None if group == GroupId::FIRST => Some(unplaced()),
+            placed => placed,
+        };
+        members.filter(|(_, members, _)| !members.is_empty())
     }
 
     /// Runs `request` in `group`, which this node takes no part in: at the leader the

@@ -83,3 +83,38 @@ async fn a_backup_holds_every_group_and_restores_on_one_node_that_grows_again() 
     .await
     .expect("within the time bound");
 }
+
+/// A backup taken through a follower whose replica lags (the leader's appends no longer reach
+/// it) is read on another member, at least as new as the leader's state when it began: it
+/// holds the write the follower never got.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_backup_through_a_lagging_replica_is_read_on_another_member() {
+    timeout(Duration::from_secs(90), async {
+        let cluster = Cluster::start(3, 10_000).await;
+        let leader = cluster.leader().await;
+        let follower = cluster.follower().await;
+        create_queue(cluster.node(leader), "kept").await;
+        cluster.node(leader).partition().set(follower, true);
+        send_plain(cluster.node(leader), "kept", "late").await;
+        let applied = |id: u64| {
+            let metrics = cluster.node(id).raft().metrics();
+            let index = metrics.borrow().last_applied.map(|log| log.index);
+            index
+        };
+        let written = applied(leader);
+        let summary = cluster.node(follower).backup(std::io::sink()).await;
+        let section = summary.expect("backup").sections.remove(0);
+        assert!(
+            section.applied_index >= written,
+            "read at {:?}, before the leader's {written:?}",
+            section.applied_index
+        );
+        assert!(
+            applied(follower) < written,
+            "the follower's replica lagged all along"
+        );
+        cluster.node(leader).partition().set(follower, false);
+    })
+    .await
+    .expect("within the time bound");
+}
