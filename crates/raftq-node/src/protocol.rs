@@ -28,7 +28,7 @@ use tonic::Status;
 use crate::error::NodeError;
 
 /// The version of the peer protocol this build speaks.
-pub const PEER_PROTOCOL: u32 = 3;
+pub const PEER_PROTOCOL: u32 = 4;
 
 /// The header every peer call carries the sender's protocol in.
 pub(crate) const PROTOCOL_HEADER: &str = "raftq-peer-protocol";

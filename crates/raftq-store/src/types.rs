@@ -69,8 +69,13 @@ pub struct CommandGroup {
 /// placement commands of the metadata group (a last command kind: entries of format 4 read as
 /// they are), 6 the placement command that begins a queue's deletion (a last placement command:
 /// entries of format 5 read as they are), 7 the placement command that sets a group's target
-/// members (a last placement command: entries of format 6 read as they are).
-pub const LOG_FORMAT: u64 = 7;
+/// members (a last placement command: entries of format 6 read as they are), 8 the commands of
+/// moves across groups, `WithRemote`, `InsertMoved` and `OutboxDone` (last command kinds:
+/// entries of format 7 read as they are).
+pub const LOG_FORMAT: u64 = 8;
+
+/// The log entry format before the commands of moves across groups.
+const LOG_FORMAT_7: u64 = 7;
 
 /// The log entry format before the placement commands.
 const LOG_FORMAT_4: u64 = 4;
@@ -145,7 +150,15 @@ impl<'de> Deserialize<'de> for CommandGroup {
                     let now = seq.next_element()?.ok_or_else(missing)?;
                     let old: Vec<CommandV3> = seq.next_element()?.ok_or_else(missing)?;
                     (now, old.into_iter().map(CommandV3::convert).collect())
-                } else if [LOG_FORMAT, LOG_FORMAT_6, LOG_FORMAT_5, LOG_FORMAT_4].contains(&first) {
+                } else if [
+                    LOG_FORMAT,
+                    LOG_FORMAT_7,
+                    LOG_FORMAT_6,
+                    LOG_FORMAT_5,
+                    LOG_FORMAT_4,
+                ]
+                .contains(&first)
+                {
                     let now = seq.next_element()?.ok_or_else(missing)?;
                     (now, seq.next_element()?.ok_or_else(missing)?)
                 } else {
@@ -358,14 +371,14 @@ mod tests {
     }
 
     #[test]
-    fn entries_of_log_formats_4_to_6_read_as_they_are_and_placement_commands_round_trip() {
+    fn entries_of_log_formats_4_to_7_read_as_they_are_and_placement_commands_round_trip() {
         let mut message = NewMessage::new(Uuid::from_u128(9), "hello");
         message.priority = Some(2);
         let group = CommandGroup {
             now: 5,
             commands: Arc::new(vec![sent_to_work(message), Command::Tick]),
         };
-        for format in [LOG_FORMAT_4, LOG_FORMAT_5, LOG_FORMAT_6] {
+        for format in [LOG_FORMAT_4, LOG_FORMAT_5, LOG_FORMAT_6, LOG_FORMAT_7] {
             let mut bytes = postcard::to_allocvec(&group).expect("encode");
             bytes[0] = format as u8;
             let back: CommandGroup = postcard::from_bytes(&bytes).expect("an earlier format");
@@ -387,7 +400,53 @@ mod tests {
             commands: Arc::new(places.map(|change| Command::Place { change }).to_vec()),
         };
         let bytes = postcard::to_allocvec(&group).expect("encode");
-        assert_eq!(bytes[0], 7, "placement commands come with log format 7");
+        assert_eq!(bytes[0], 8, "written in log format 8");
+        let back: CommandGroup = postcard::from_bytes(&bytes).expect("decode");
+        assert_eq!(back, group);
+    }
+
+    #[test]
+    fn the_commands_of_moves_across_groups_round_trip() {
+        use raftq_engine::command::{Elsewhere, RemoteQueue};
+        use raftq_engine::model::AllowPolicy;
+        use raftq_engine::outbox::MoveResult;
+        let remote = RemoteQueue {
+            reference: "dlq".into(),
+            id: Uuid::from_u128(5),
+            name: "dlq".into(),
+            queue_type: raftq_engine::QueueType::Standard,
+            redrive_allow_policy: AllowPolicy::AllowAll,
+        };
+        let patch = Command::PatchQueue {
+            account: "dev".into(),
+            queue: "work".into(),
+            attributes: QueueAttributes::default(),
+        };
+        let commands = vec![
+            Command::WithRemote {
+                elsewhere: Elsewhere {
+                    queues: vec![remote],
+                    has_sources: true,
+                },
+                command: Box::new(patch),
+            },
+            Command::InsertMoved {
+                from_group: 2,
+                acked_below: 7,
+                arrivals: Vec::new(),
+            },
+            Command::OutboxDone {
+                results: vec![MoveResult {
+                    seq: 7,
+                    refused: Some("gone".into()),
+                }],
+            },
+        ];
+        let group = CommandGroup {
+            now: 6,
+            commands: Arc::new(commands),
+        };
+        let bytes = postcard::to_allocvec(&group).expect("encode");
         let back: CommandGroup = postcard::from_bytes(&bytes).expect("decode");
         assert_eq!(back, group);
     }
