@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use raftq_node::call_peer;
 use raftq_store::GroupId;
 
 use super::*;
@@ -171,6 +172,49 @@ async fn added_nodes_take_their_share_of_the_replicas_and_a_removed_node_gives_i
         cluster.replicas_settled(2, 3, &[2, 3, 4, 5], 3).await;
         send_to_every_queue(&cluster, 4, &queues).await;
         every_queue_holds(&cluster, 2, &queues, 6).await;
+    })
+    .await
+    .expect("within the time bound");
+}
+
+/// A node made a voter of group 1 by an add that stopped before the placement recorded it (the
+/// add's first step alone, here: the learner added, told it was admitted, made a voter) is
+/// recorded by group 1's leader, and takes its share of the data groups' replicas as an added
+/// node does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_voter_the_placement_lacks_is_recorded_and_takes_its_replicas() {
+    timeout(Duration::from_secs(240), async {
+        let (mut cluster, queues) = three_nodes_with_queues(4, 6, 2).await;
+        let leader = cluster.leader().await;
+        let addr = cluster.launch_joining(4).await;
+        let raft = cluster.node(leader).raft();
+        let learner = openraft::BasicNode::new(addr);
+        raft.add_learner(4, learner.clone(), true)
+            .await
+            .expect("a learner");
+        let cluster_id = cluster.node(leader).status().await.cluster_id;
+        let admit = PeerMethod::Admit;
+        call_peer(
+            &learner.addr,
+            None,
+            cluster_id,
+            Some(PEER_PROTOCOL),
+            admit,
+            leader,
+        )
+        .await
+        .expect("admitted");
+        raft.change_membership([1, 2, 3, 4], false)
+            .await
+            .expect("a voter");
+        cluster.voters_are(&[1, 2, 3, 4]).await;
+        // Nine replicas of the three data groups over four nodes: at most three each.
+        cluster.replicas_settled(1, 3, &[1, 2, 3, 4], 3).await;
+        let placement = cluster.placement(2);
+        assert!(placement.addresses().contains_key(&4), "node 4 recorded");
+        let first = placement.groups().get(&1).map(|g| g.members.clone());
+        assert_eq!(first, Some(BTreeSet::from([1, 2, 3, 4])));
+        every_queue_holds(&cluster, 4, &queues, 2).await;
     })
     .await
     .expect("within the time bound");
