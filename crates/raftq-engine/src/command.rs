@@ -14,7 +14,7 @@ use crate::error::EngineError;
 use crate::model::{
     AllowPolicy, MessageState, Millis, MoveFilter, MoveTaskView, QueueRef, QueueType, QueueView,
 };
-use crate::outbox::{Arrival, MoveResult};
+use crate::outbox::{MoveResult, Outgoing};
 use crate::tags::TagChange;
 
 /// One Raft log entry's payload: the leader's clock reading and the command.
@@ -408,6 +408,15 @@ pub struct Payload {
     pub message_deduplication_id: Option<String>,
     pub sent_at: Millis,
     pub trace_header: Option<String>,
+}
+
+/// One message delivered to its target's group, numbered in its source group's outbox (see
+/// [`crate::outbox`]), with its payload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Arrival {
+    pub seq: u64,
+    pub outgoing: Outgoing,
+    pub payload: Payload,
 }
 
 /// What a successful command returns.

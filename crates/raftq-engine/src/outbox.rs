@@ -5,7 +5,8 @@
 //! a move task's step toward a destination or a dead-letter source there) takes the message out
 //! of its queue and records it in the group's outbox, in the same entry: the message is then in
 //! the outbox and nowhere else, its payload kept under its storage key. The group's leader
-//! delivers the outbox to the target's group ([`crate::Command::InsertMoved`]), in outbox order,
+//! delivers the outbox to the target's group ([`crate::Command::InsertMoved`], each message an
+//! [`Arrival`](crate::command::Arrival)), in outbox order,
 //! and once that group committed the arrivals, drops them ([`crate::Command::OutboxDone`]).
 //!
 //! Each outbox entry is numbered with a sequence number of its group, which only grows. The
@@ -20,7 +21,6 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::command::Payload;
 use crate::model::{Millis, QueueName};
 
 /// A message in the outbox: where it goes, why, and the message as it was in its queue (so
@@ -58,14 +58,6 @@ pub struct MovedMessage {
     pub group: String,
     /// The dead-letter source it recorded in the queue it left.
     pub moved: Option<QueueName>,
-}
-
-/// One message delivered to its target's group, numbered in its source group's outbox.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Arrival {
-    pub seq: u64,
-    pub outgoing: Outgoing,
-    pub payload: Payload,
 }
 
 /// How the target's group took one arrival: inserted (`refused` is `None`), or refused, saying

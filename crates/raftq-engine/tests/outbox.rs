@@ -5,9 +5,9 @@
 mod support;
 
 use proptest::prelude::*;
-use raftq_engine::command::{Elsewhere, RemoteQueue};
+use raftq_engine::command::{Arrival, Elsewhere, RemoteQueue};
 use raftq_engine::model::AllowPolicy;
-use raftq_engine::outbox::{Arrival, MoveResult};
+use raftq_engine::outbox::MoveResult;
 use raftq_engine::{
     Command, Engine, MoveTaskInput, MoveTaskStatus, MoveTaskView, Outcome, QueueType, QueueView,
 };

@@ -4,10 +4,10 @@
 
 use uuid::Uuid;
 
-use crate::command::Outcome;
+use crate::command::{Arrival, Outcome};
 use crate::error::{EngineError, Result};
 use crate::model::{MoveTaskStatus, QueueName};
-use crate::outbox::{Arrival, MoveKind, MoveResult, MovedMessage, Outgoing};
+use crate::outbox::{MoveKind, MoveResult, MovedMessage, Outgoing};
 use crate::placement::METADATA_GROUP;
 use crate::queue::{Msg, State, NO_GROUP};
 use crate::rows::{PayloadOp, RowKey};

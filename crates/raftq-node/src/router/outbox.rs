@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use raftq_engine::outbox::{Arrival, MoveResult, Outgoing};
+use raftq_engine::command::Arrival;
+use raftq_engine::outbox::{MoveResult, Outgoing};
 use raftq_engine::{Command, Outcome};
 use raftq_store::GroupId;
 use tokio::sync::watch;
