@@ -112,6 +112,21 @@ impl MoveTask {
         })
     }
 
+    /// Where a message of the task goes: the task's destination, or else the dead-letter
+    /// source it records (`moved`); `None` for a message without one.
+    pub fn goes_to<'a>(&'a self, moved: Option<&'a QueueName>) -> Option<&'a QueueName> {
+        self.destination.as_ref().or(moved)
+    }
+
+    /// Why the task fails when `goes_to`, where a message of it goes, was deleted.
+    pub fn gone(&self, goes_to: &QueueName) -> String {
+        let what = match self.destination {
+            Some(_) => "the destination queue",
+            None => "the dead-letter source",
+        };
+        format!("{what} {} (id {}) was deleted", goes_to.name, goes_to.id)
+    }
+
     /// Ends the task at `now` with `status`.
     pub fn end(&mut self, status: MoveTaskStatus, now: Millis) {
         self.status = status;

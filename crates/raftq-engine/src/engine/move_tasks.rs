@@ -217,18 +217,13 @@ impl Engine {
         if msg.state == State::Leased {
             return Next::Skip(seq);
         }
-        let (goes_to, gone) = match (&task.destination, msg.moved.as_deref()) {
-            (Some(destination), _) => (destination, "the destination queue"),
-            (None, Some(source)) => (source, "the dead-letter source"),
-            (None, None) => return Next::Skip(seq),
+        let Some(goes_to) = task.goes_to(msg.moved.as_deref()) else {
+            return Next::Skip(seq);
         };
         match self.names.by_id(goes_to.id) {
             Some(target) => Next::Move(seq, target),
             None if self.has_other_groups() => Next::Away(seq, goes_to.id),
-            None => Next::Fail(format!(
-                "{gone} {} (id {}) was deleted",
-                goes_to.name, goes_to.id
-            )),
+            None => Next::Fail(task.gone(goes_to)),
         }
     }
 

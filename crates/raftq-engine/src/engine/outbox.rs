@@ -151,7 +151,7 @@ impl Engine {
             group: NO_GROUP,
             state,
             priority: m.priority,
-            moved: m.moved.map(Box::new),
+            moved: m.moved.clone().map(Box::new),
         };
         q.insert(&mut self.context, seq, msg, &m.group);
         match outgoing.kind {
@@ -160,7 +160,9 @@ impl Engine {
                 if let Some(task) = q.move_tasks.iter_mut().find(|t| t.handle == handle) {
                     task.moved = task.moved.saturating_sub(1);
                     if task.running() {
-                        task.failure_reason = Some(reason);
+                        // Named as a task whose target is deleted in its own group is.
+                        let named = task.goes_to(m.moved.as_ref()).map(|to| task.gone(to));
+                        task.failure_reason = Some(named.unwrap_or(reason));
                         task.end(MoveTaskStatus::Failed, now);
                         q.clear_move_timer(&mut self.context);
                     }
