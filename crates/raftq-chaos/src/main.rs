@@ -321,19 +321,18 @@ async fn create_queues(nodes: &Nodes, tag: u64) -> Result<BTreeMap<String, Strin
         let source = format!("chaos-{tag}{suffix}");
         let dlq = format!("chaos-{tag}-dlq{suffix}");
         create(client, &dlq, json!({})).await?;
-        let redrive = json!({
-            "redrive_policy": {"dead_letter_target": dlq, "max_receive_count": MAX_RECEIVE_COUNT},
-        });
+        let policy = json!({"dead_letter_target": dlq, "max_receive_count": MAX_RECEIVE_COUNT});
         let mut attributes = json!({
             "lease_seconds": workload::LEASE_SECONDS,
             "retry_backoff": {"initial_seconds": 1, "max_seconds": 4, "multiplier": 2.0},
         });
-        if suffix.is_empty() {
-            create(client, &source, attributes).await?;
-            patch(client, &source, redrive).await?;
-        } else {
-            attributes["redrive_policy"] = redrive["redrive_policy"].clone();
-            create(client, &source, attributes).await?;
+        let later = suffix.is_empty();
+        if !later {
+            attributes["redrive_policy"] = policy.clone();
+        }
+        create(client, &source, attributes).await?;
+        if later {
+            patch(client, &source, json!({ "redrive_policy": policy })).await?;
         }
         pairs.insert(source, dlq);
     }
@@ -397,23 +396,19 @@ async fn drain(nodes: &Nodes, dead_letter: &BTreeMap<String, String>, limit: Dur
 /// The messages each group's outbox holds (on their way to a dead-letter queue of another
 /// group, in no queue meanwhile), the most any member's replica of it shows.
 async fn outboxes(nodes: &Nodes) -> BTreeMap<u32, u64> {
-    let mut held = BTreeMap::new();
+    let mut readings = Vec::new();
     for id in nodes.members() {
         let Ok(state) = nodes.client_of(id).cluster_state().await else {
             continue;
         };
         for group in state["groups"].as_array().into_iter().flatten() {
-            let (Some(number), Some(count)) = (group["group"].as_u64(), group["outbox"].as_u64())
-            else {
-                continue;
-            };
-            let slot = held
-                .entry(u32::try_from(number).unwrap_or(u32::MAX))
-                .or_insert(0);
-            *slot = count.max(*slot);
+            let number = group["group"].as_u64().and_then(|n| u32::try_from(n).ok());
+            if let (Some(number), Some(held)) = (number, group["outbox"].as_u64()) {
+                readings.push((number, held));
+            }
         }
     }
-    held
+    checker::most_per_group(readings)
 }
 
 /// The messages left in every queue, each with its `moved_at` (when it was moved to that

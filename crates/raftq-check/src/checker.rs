@@ -791,6 +791,17 @@ fn outboxes_drain(fin: &Final, report: &mut Report) {
     }
 }
 
+/// The most each group shows among `readings` (group, count), one per member's replica: what
+/// [`Final::outboxes`] holds.
+pub fn most_per_group(readings: impl IntoIterator<Item = (u32, u64)>) -> BTreeMap<u32, u64> {
+    let mut most = BTreeMap::new();
+    for (group, count) in readings {
+        let slot = most.entry(group).or_insert(0);
+        *slot = count.max(*slot);
+    }
+    most
+}
+
 /// What breaks invariant 12 in `leaders` (each group's leader) over `members` nodes: each group
 /// without a leader and each node above its share; none for one group.
 pub fn unspread(leaders: &BTreeMap<u32, Option<u64>>, members: usize) -> Vec<String> {
@@ -965,6 +976,8 @@ mod tests {
         };
         assert_eq!(left(&[(1, 0), (2, 0)]), 0);
         assert_eq!(left(&[(1, 0), (2, 3), (3, 1)]), 2);
+        let most = most_per_group([(2, 0), (2, 3), (1, 0), (2, 1)]);
+        assert_eq!(most, BTreeMap::from([(1, 0), (2, 3)]));
     }
 
     #[test]

@@ -411,6 +411,22 @@ impl Node {
             .collect()
     }
 
+    /// Plans `group`'s section of a backup: read at least as far as its leader applied now,
+    /// from this node's replica once it applied that far, or, where there is none here or it
+    /// does not get that far within `LEADER_WAIT`, from another member.
+    async fn plan_section(&self, plan: &mut backup::Plan, group: GroupId) -> Result<(), NodeError> {
+        let index = self.router.applied_index(group).await?;
+        let ready = match self.groups.get(group) {
+            Some(core) => core.applied_up_to(index).await.is_ok().then_some(core),
+            None => None,
+        };
+        match ready {
+            Some(core) => plan.local(&core),
+            None => plan.remote(self.router.member_clients(group, self.id())?, index),
+        }
+        Ok(())
+    }
+
     /// Writes a backup of the cluster's state to `out` ([`raftq_store::backup`]): every group's
     /// state at an applied index of its own, at least as new as every write the group committed
     /// before the call (its leader tells the index), read on this node once it applied that far,
@@ -422,24 +438,15 @@ impl Node {
         out: impl std::io::Write + Send + 'static,
     ) -> Result<BackupSummary, NodeError> {
         let mut plan = backup::Plan::default();
-        // Group 1's state tells the other groups.
+        self.plan_section(&mut plan, GroupId::FIRST).await?;
+        // Group 1's state, applied that far, tells the other groups.
         let groups = self.core.reader.with_engine(|e| {
             let groups = e.placement().groups().keys();
             groups.map(|g| GroupId(*g)).collect::<Vec<_>>()
         });
-        let others = groups.unwrap_or_default().into_iter();
-        for group in std::iter::once(GroupId::FIRST).chain(others.filter(|g| *g != GroupId::FIRST))
-        {
-            let index = self.router.applied_index(group).await?;
-            let local = self.groups.get(group);
-            let ready = match &local {
-                Some(core) => core.applied_up_to(index).await.is_ok(),
-                None => false,
-            };
-            match local.filter(|_| ready) {
-                Some(core) => plan.local(&core),
-                // No replica here, or one that lags: a member's, read as far.
-                None => plan.remote(self.router.member_clients(group, self.id())?, index),
+        for group in groups.unwrap_or_default() {
+            if group != GroupId::FIRST {
+                self.plan_section(&mut plan, group).await?;
             }
         }
         let cluster = self.core.node.admission.cluster().get();

@@ -205,7 +205,7 @@ impl Router {
             Command::PatchQueue { account, queue, .. }
             | Command::StartMoveTask { account, queue, .. } => {
                 let command = match self.route_of(account, queue) {
-                    Some(route) => self.with_remote(command.clone(), route.group).await?,
+                    Some(route) => self.with_remote(command, route).await?,
                     None => command,
                 };
                 Ok(self.on_queue(command).await?.0)
@@ -408,7 +408,11 @@ impl Router {
             Err(refused) => return Ok(refused),
         };
         *queue_id = entry.id;
-        let command = self.with_remote(command, GroupId(entry.group)).await?;
+        let route = Route {
+            group: GroupId(entry.group),
+            id: entry.id,
+        };
+        let command = self.with_remote(command, route).await?;
         let created = self.route_to(GroupId(entry.group), &command).await?;
         let settle = match &created.result {
             Some(Ok(_)) if entry.state != QueueEntryState::Ready => {

@@ -312,16 +312,13 @@ async fn outboxes(control: &Control, members: &[NodeId]) -> BTreeMap<u32, u64> {
     let asked = members
         .iter()
         .map(|id| control.api.call(*id, Request::Digests));
-    let mut held = BTreeMap::new();
-    for reply in join_all(asked).await {
-        if let Ok(Reply::Digests(Ok(replicas))) = reply {
-            for r in replicas {
-                let slot = held.entry(r.group.0).or_insert(0);
-                *slot = (r.outbox as u64).max(*slot);
-            }
-        }
-    }
-    held
+    let replies = join_all(asked).await.into_iter();
+    let replicas = replies.filter_map(|reply| match reply {
+        Ok(Reply::Digests(Ok(replicas))) => Some(replicas),
+        _ => None,
+    });
+    let readings = replicas.flatten().map(|r| (r.group.0, r.outbox as u64));
+    checker::most_per_group(readings)
 }
 
 /// Every member's replicas (each group's applied index and state digest), once they agree or

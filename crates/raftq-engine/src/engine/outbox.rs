@@ -81,25 +81,19 @@ impl Engine {
         let Arrival {
             outgoing, payload, ..
         } = arrival;
-        let gone = || Some(format!("queue {} does not exist", outgoing.target));
-        let Some(qid) = self.names.by_id(outgoing.target) else {
-            return gone();
+        let here = self.names.by_id(outgoing.target);
+        let Some(qid) = here.filter(|qid| self.queues.contains_key(qid)) else {
+            return Some(format!("queue {} does not exist", outgoing.target));
         };
-        if !self.queues.contains_key(&qid) {
-            return gone();
-        }
         let seq = self.alloc_seq();
         let m = outgoing.message;
         let now = self.context.now;
         let msg = Msg::arriving(seq, now, m.size, m.priority, outgoing.dead_letter_source);
-        let Some(q) = self.queues.get_mut(&qid) else {
-            return gone();
-        };
-        q.insert(&mut self.context, seq, msg, &m.group);
-        self.context
-            .changes
-            .payloads
-            .push(PayloadOp::Put(seq, payload));
+        if let Some(q) = self.queues.get_mut(&qid) {
+            q.insert(&mut self.context, seq, msg, &m.group);
+            let put = PayloadOp::Put(seq, payload);
+            self.context.changes.payloads.push(put);
+        }
         None
     }
 

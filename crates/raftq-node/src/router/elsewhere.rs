@@ -16,14 +16,14 @@ use crate::query::question;
 use super::{Route, Router};
 
 impl Router {
-    /// `command`, to be applied in `group`, with the queues of other groups it names described
-    /// (see the module); as it is when it names none.
+    /// `command`, on the queue `route` leads to, with the queues of other groups it names
+    /// described (see the module); as it is when it names none.
     pub(super) async fn with_remote(
         &self,
         command: Command,
-        group: GroupId,
+        route: Route,
     ) -> Result<Command, NodeError> {
-        let (account, references, sources_of) = match &command {
+        let (account, references, back_to_sources) = match &command {
             Command::CreateQueue {
                 account,
                 attributes,
@@ -39,26 +39,22 @@ impl Router {
                 let sources = (attributes.redrive_allow_policy.as_ref())
                     .and_then(|p| p.source_queues.clone())
                     .unwrap_or_default();
-                (account, target.into_iter().chain(sources).collect(), None)
+                let references: Vec<String> = target.into_iter().chain(sources).collect();
+                (account, references, false)
             }
-            Command::StartMoveTask {
-                account,
-                queue,
-                task,
-                ..
-            } => match &task.destination {
-                Some(destination) => (account, vec![destination.clone()], None),
-                None => (account, Vec::new(), self.locate(account, queue)),
+            Command::StartMoveTask { account, task, .. } => match &task.destination {
+                Some(destination) => (account, vec![destination.clone()], false),
+                None => (account, Vec::new(), true),
             },
             _ => return Ok(command),
         };
         let mut elsewhere = Elsewhere::default();
         for reference in references {
-            if let Some(queue) = self.describe(account, &reference, group).await? {
+            if let Some(queue) = self.describe(account, &reference, route.group).await? {
                 elsewhere.queues.push(queue);
             }
         }
-        if let Some(route) = sources_of {
+        if back_to_sources {
             elsewhere.has_sources = !self.sources_elsewhere(account, route).await?.is_empty();
         }
         if elsewhere == Elsewhere::default() {
