@@ -220,7 +220,8 @@ struct RunArgs {
     #[arg(long, value_delimiter = ',')]
     tls_names: Vec<String>,
     /// raftq only: the Raft groups the cluster lays its queues over, as it was started with
-    /// (`--groups`); the run first waits until every one of them is formed and has a leader.
+    /// (`--groups`); the run first waits until every one of them is formed and has a leader, and
+    /// no node leads more than its share of them (the balancer spread them).
     #[arg(long)]
     groups: Option<u32>,
     /// The CPUs each server may use (a container's `cpus` cap), recorded for the report.

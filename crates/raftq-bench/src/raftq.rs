@@ -24,7 +24,7 @@ const GRPC_CONNECTIONS_PER_NODE: usize = 2;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long to wait for a leader before giving up.
 const LEADER_WAIT: Duration = Duration::from_secs(15);
-/// How long to wait for a cluster's Raft groups to be formed and led before giving up.
+/// How long to wait for a cluster's Raft groups to be formed, led and spread before giving up.
 const GROUPS_WAIT: Duration = Duration::from_secs(180);
 
 fn notes() -> SystemNotes {
@@ -123,13 +123,23 @@ fn queue_leader(
         .or(cluster_leader)
 }
 
-/// Whether `views` shows the `expected` groups (numbered from 1), each formed and led.
-fn groups_ready(views: &BTreeMap<u32, GroupView>, expected: u32) -> bool {
-    (1..=expected).all(|g| {
-        views
-            .get(&g)
-            .is_some_and(|v| v.formed && v.leader.is_some())
-    })
+/// Whether `views` shows the `expected` groups (numbered from 1), each formed and led, their
+/// leaders spread over the `nodes` nodes as the cluster's balancer keeps them (none leading more
+/// than ceil(expected / nodes)): a row measured while the balancer still moves leaders would
+/// pay for the moves and for the forwarding to each moved leader.
+fn groups_ready(views: &BTreeMap<u32, GroupView>, expected: u32, nodes: usize) -> bool {
+    let mut led: BTreeMap<u64, u32> = BTreeMap::new();
+    for g in 1..=expected {
+        match views.get(&g) {
+            Some(GroupView {
+                formed: true,
+                leader: Some(leader),
+            }) => *led.entry(*leader).or_default() += 1,
+            _ => return false,
+        }
+    }
+    let most = expected.div_ceil(u32::try_from(nodes.max(1)).unwrap_or(u32::MAX));
+    led.values().all(|&count| count <= most)
 }
 
 /// How the gRPC driver's connections use TLS: the CA's certificates (PEM), and per endpoint the
@@ -235,17 +245,20 @@ impl RaftqGrpc {
         Ok((leader, group_views(&answers)))
     }
 
-    /// Waits until the cluster shows `expected` Raft groups, each formed and led, so that new
-    /// queues spread over all of them.
+    /// Waits until the cluster shows `expected` Raft groups, each formed and led, the leaders
+    /// spread over the nodes, so that new queues spread over all of them.
     pub async fn wait_for_groups(&self, expected: u32) -> Result<()> {
         let deadline = tokio::time::Instant::now() + GROUPS_WAIT;
         loop {
             let (_, views) = self.groups().await?;
-            if groups_ready(&views, expected) {
+            if groups_ready(&views, expected, self.nodes.len()) {
                 return Ok(());
             }
             if tokio::time::Instant::now() > deadline {
-                bail!("{expected} groups not all formed and led after {GROUPS_WAIT:?}: {views:?}");
+                bail!(
+                    "{expected} groups not all formed, led and spread after {GROUPS_WAIT:?}: \
+                     {views:?}"
+                );
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
@@ -730,21 +743,32 @@ mod tests {
     }
 
     #[test]
-    fn groups_are_ready_once_every_one_is_formed_and_led() {
-        let led = |g| answer(g, Some(1), Some(1));
+    fn groups_are_ready_once_every_one_is_formed_led_and_spread() {
+        let led = |g| answer(g, Some(u64::from(g)), Some(1));
         let views = group_views(&[led(1), led(2), led(3)]);
-        assert!(groups_ready(&views, 3));
-        assert!(groups_ready(&views, 1));
-        assert!(!groups_ready(&views, 4), "group 4 not known yet");
+        assert!(groups_ready(&views, 3, 3));
+        assert!(groups_ready(&views, 1, 3));
+        assert!(!groups_ready(&views, 4, 3), "group 4 not known yet");
         let unformed = pb::ClusterGroup {
             formed: false,
             ..led(2)
         };
-        assert!(!groups_ready(&group_views(&[led(1), unformed, led(3)]), 3));
+        assert!(!groups_ready(
+            &group_views(&[led(1), unformed, led(3)]),
+            3,
+            3
+        ));
         assert!(!groups_ready(
             &group_views(&[led(1), answer(2, None, Some(1))]),
-            2
+            2,
+            3
         ));
+        let on_node_1 = |g| answer(g, Some(1), Some(1));
+        let views = group_views(&[on_node_1(1), on_node_1(2), led(3), led(4)]);
+        assert!(groups_ready(&views, 4, 3), "node 1 leads ceil(4 / 3) = 2");
+        let views = group_views(&[on_node_1(1), on_node_1(2), on_node_1(3), led(4)]);
+        assert!(!groups_ready(&views, 4, 3), "node 1 leads 3 of 4 groups");
+        assert!(groups_ready(&views, 4, 1), "one node leads them all");
     }
 
     #[tokio::test]

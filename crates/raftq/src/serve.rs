@@ -96,8 +96,8 @@ pub struct ServeArgs {
     /// How many Raft groups a new cluster lays its queues over (1 to 128): group 1, every
     /// node a member, and data groups of three replicas each, their leaders spread over the
     /// nodes. Read by the node that leads group 1 once the cluster formed; 1 keeps the cluster
-    /// one group. A cluster of more than one group refuses membership changes and backups
-    /// (docs/operations.md, "Raft groups").
+    /// one group. Membership changes and backups act on every group (docs/operations.md,
+    /// "Raft groups").
     #[arg(long, env = "RAFTQ_GROUPS", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=i64::from(NodeConfig::MAX_GROUPS)))]
     pub groups: u32,

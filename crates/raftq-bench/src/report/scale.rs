@@ -8,11 +8,15 @@ use std::fmt::Write as _;
 use super::{fmt_opt, table_head, Results};
 use crate::measure::Measurement;
 
-/// How many times the one-group cluster's messages/s the many-group cluster of the smallest
-/// size must carry, on the same caps.
+/// How many times the one-group cluster's messages/s over many queues the many-group cluster
+/// of the smallest size must carry, on the same caps.
 const GROUPS_TARGET: f64 = 1.6;
-/// How many times the smallest many-group cluster's messages/s each larger one must carry.
+/// How many times the smallest many-group cluster's messages/s over many queues each larger
+/// one must carry.
 const NODES_TARGET: f64 = 1.3;
+/// How many times the one-group cluster's sends on one queue a many-group cluster of the same
+/// size must carry: no slower, within 5%.
+const ONE_QUEUE_TARGET: f64 = 0.95;
 
 /// A raftq cluster of the run.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -29,17 +33,41 @@ impl Cluster<'_> {
     }
 }
 
-/// Two clusters compared, the first over the second, and the least ratio asked for, if any.
+/// How the two clusters of a comparison differ.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Step {
+    /// Many groups over one, at one size (`smallest`: the smallest size of the run).
+    Groups { smallest: bool },
+    /// A larger size over the smallest, the clusters of the most groups.
+    NodesMany,
+    /// A larger size over the smallest, the one-group clusters.
+    NodesOne,
+}
+
+impl Step {
+    /// The least ratio asked of this step in the rows of `key`: the scale-out targets over many
+    /// queues, and no slowdown of one queue's sends at one size.
+    fn target(self, key: &str) -> Option<f64> {
+        match self {
+            Step::Groups { smallest: true } if key.starts_with("spread/") => Some(GROUPS_TARGET),
+            Step::NodesMany if key.starts_with("spread/") => Some(NODES_TARGET),
+            Step::Groups { .. } if key.starts_with("send/b1/") => Some(ONE_QUEUE_TARGET),
+            _ => None,
+        }
+    }
+}
+
+/// Two clusters compared, the first over the second.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Comparison<'a> {
     over: Cluster<'a>,
     under: Cluster<'a>,
-    target: Option<f64>,
+    step: Step,
 }
 
 /// The comparisons of a run: at each size, its cluster of the most groups over its one-group
-/// cluster (with [`GROUPS_TARGET`] at the smallest size); then each larger size over the
-/// smallest, the clusters of the most groups (with [`NODES_TARGET`]) and the one-group ones.
+/// cluster; then each larger size over the smallest, the clusters of the most groups and the
+/// one-group ones.
 fn comparisons<'a>(clusters: &[Cluster<'a>]) -> Vec<Comparison<'a>> {
     let mut sizes: Vec<usize> = clusters.iter().map(|c| c.nodes).collect();
     sizes.sort_unstable();
@@ -52,12 +80,8 @@ fn comparisons<'a>(clusters: &[Cluster<'a>]) -> Vec<Comparison<'a>> {
     let mut out = Vec::new();
     for (i, &nodes) in sizes.iter().enumerate() {
         if let (Some(&over), Some(&under)) = (many(nodes), one(nodes)) {
-            let target = (i == 0).then_some(GROUPS_TARGET);
-            out.push(Comparison {
-                over,
-                under,
-                target,
-            });
+            let step = Step::Groups { smallest: i == 0 };
+            out.push(Comparison { over, under, step });
         }
     }
     let Some(&smallest) = sizes.first() else {
@@ -65,19 +89,12 @@ fn comparisons<'a>(clusters: &[Cluster<'a>]) -> Vec<Comparison<'a>> {
     };
     for &nodes in sizes.iter().skip(1) {
         if let (Some(&over), Some(&under)) = (many(nodes), many(smallest)) {
-            let target = Some(NODES_TARGET);
-            out.push(Comparison {
-                over,
-                under,
-                target,
-            });
+            let step = Step::NodesMany;
+            out.push(Comparison { over, under, step });
         }
         if let (Some(&over), Some(&under)) = (one(nodes), one(smallest)) {
-            out.push(Comparison {
-                over,
-                under,
-                target: None,
-            });
+            let step = Step::NodesOne;
+            out.push(Comparison { over, under, step });
         }
     }
     out
@@ -213,10 +230,12 @@ impl Results {
         let _ = writeln!(out, "## Targets\n");
         let _ = writeln!(
             out,
-            "At the smallest size the cluster of many groups must carry at least \
-             {GROUPS_TARGET}× the messages/s of the one-group cluster on the same caps; each \
-             larger cluster of many groups at least {NODES_TARGET}× the smallest one's. Rows \
-             without a target are shown for comparison.\n"
+            "Over many queues, at the smallest size the cluster of many groups must carry at \
+             least {GROUPS_TARGET}× the messages/s of the one-group cluster on the same caps; \
+             each larger cluster of many groups at least {NODES_TARGET}× the smallest one's. \
+             Sends on one queue must be no slower with many groups than with one at the same \
+             size (at least {ONE_QUEUE_TARGET}×). Rows without a target are shown for \
+             comparison.\n"
         );
         table_head(
             out,
@@ -238,6 +257,7 @@ impl Results {
                     (Some(o), Some(u)) if u > 0.0 => Some(o / u),
                     _ => None,
                 };
+                let target = c.step.target(key);
                 let _ = writeln!(
                     out,
                     "| {} ÷ {} | {what} | {} | {} | {} | {} | {} |",
@@ -246,8 +266,8 @@ impl Results {
                     over.map_or("–".into(), |v| format!("{v:.0}")),
                     under.map_or("–".into(), |v| format!("{v:.0}")),
                     fmt_opt(ratio),
-                    c.target.map_or("–".into(), |t| format!("≥ {t}×")),
-                    verdict(ratio, c.target),
+                    target.map_or("–".into(), |t| format!("≥ {t}×")),
+                    verdict(ratio, target),
                 );
             }
         }
@@ -369,8 +389,11 @@ const SCALE_METHOD: &str = "## How the numbers are made
   every node and groups 2 to G of 3 replicas each, laid round robin. An override file caps each
   node's container (`cpus`); the load generator runs on the host with no cap. Each cluster
   starts empty and is removed with its volumes after its rows.
-- **Workloads**: the queues are made first (`--spread-queues`, standard queues; the cluster
-  places each in one of its groups), then 256 messages are kept in flight over all of them:
+- **Workloads**: each run first waits until every group is formed and led and no node leads
+  more than its share of them (ceil(G / nodes), as the cluster's balancer spreads them). Then
+  *send on one queue*, 1 and 16 closed-loop senders on one fresh queue, talking to the leader of
+  its group. Then the queues over many are made (`--spread-queues`, standard queues; the
+  cluster places each in one of its groups), and 256 messages are kept in flight over all of them:
   *send* is 256 closed-loop senders, sender i on queue i modulo the queues; *send+receive+ack*
   has at most 256 messages between the start of their send and the return of their ack, the
   senders spread the same way and 32 consumers spread evenly over the queues (at least one a
@@ -417,23 +440,39 @@ mod tests {
             cluster("n5-g1", 5, 1),
             cluster("n5-g15", 5, 15),
         ];
-        let pairs: Vec<(&str, &str, Option<f64>)> = comparisons(&clusters)
+        let pairs: Vec<(&str, &str, Step)> = comparisons(&clusters)
             .iter()
-            .map(|c| (c.over.label, c.under.label, c.target))
+            .map(|c| (c.over.label, c.under.label, c.step))
             .collect();
         assert_eq!(
             pairs,
             [
-                ("n3-g9", "n3-g1", Some(GROUPS_TARGET)),
-                ("n5-g15", "n5-g1", None),
-                ("n5-g15", "n3-g9", Some(NODES_TARGET)),
-                ("n5-g1", "n3-g1", None),
+                ("n3-g9", "n3-g1", Step::Groups { smallest: true }),
+                ("n5-g15", "n5-g1", Step::Groups { smallest: false }),
+                ("n5-g15", "n3-g9", Step::NodesMany),
+                ("n5-g1", "n3-g1", Step::NodesOne),
             ]
         );
         // A run of three nodes alone compares its two clusters only.
         let pairs = comparisons(&clusters[..2]);
         assert_eq!(pairs.len(), 1);
         assert!(comparisons(&[]).is_empty());
+    }
+
+    #[test]
+    fn each_step_asks_its_target_of_its_own_rows() {
+        let spread = "spread/send/q18/c256";
+        let one_queue = "send/b1/c16";
+        let smallest = Step::Groups { smallest: true };
+        let larger = Step::Groups { smallest: false };
+        assert_eq!(smallest.target(spread), Some(GROUPS_TARGET));
+        assert_eq!(larger.target(spread), None);
+        assert_eq!(Step::NodesMany.target(spread), Some(NODES_TARGET));
+        assert_eq!(Step::NodesOne.target(spread), None);
+        assert_eq!(smallest.target(one_queue), Some(ONE_QUEUE_TARGET));
+        assert_eq!(larger.target(one_queue), Some(ONE_QUEUE_TARGET));
+        assert_eq!(Step::NodesMany.target(one_queue), None);
+        assert_eq!(smallest.target("e2e/c16"), None);
     }
 
     #[test]
