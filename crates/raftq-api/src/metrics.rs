@@ -293,7 +293,7 @@ type GroupFigure = (&'static str, &'static str, fn(&Group) -> Option<i64>);
 /// replica, how far that replica has come; and how many groups this node leads.
 fn register_groups(registry: &mut Registry, raft: &RaftStatus) {
     let groups = registry.sub_registry_with_prefix("group");
-    let figures: [GroupFigure; 5] = [
+    let figures: [GroupFigure; 6] = [
         (
             "leader_id",
             "The group's leader's node id, -1 when no leader is known",
@@ -316,6 +316,12 @@ fn register_groups(registry: &mut Registry, raft: &RaftStatus) {
             "apply_lag",
             "Committed entries of the group this node has not applied yet (replicas only)",
             |g| Some(signed(g.commit_index?.saturating_sub(g.applied_index?))),
+        ),
+        (
+            "outbox_messages",
+            "Messages in the group's outbox on their way to queues of other groups, as this \
+             node applied it (replicas only)",
+            |g| g.outbox.map(signed),
         ),
     ];
     for (name, help, value_of) in figures {
@@ -684,6 +690,7 @@ mod tests {
                     commit_index: Some(9),
                     applied_index: Some(7),
                     last_log_index: Some(10),
+                    outbox: Some(6),
                 },
                 Group {
                     group: 2,
@@ -696,6 +703,7 @@ mod tests {
                     commit_index: None,
                     applied_index: None,
                     last_log_index: None,
+                    outbox: None,
                 },
             ],
             cluster_id: None,
@@ -792,6 +800,7 @@ mod tests {
                 "raftq_group_leader_id{group=\"2\"} -1\n".into(),
                 "raftq_group_queues{group=\"1\"} 4\n".into(),
                 "raftq_group_apply_lag{group=\"1\"} 2\n".into(),
+                "raftq_group_outbox_messages{group=\"1\"} 6\n".into(),
                 "raftq_groups_led 1\n".into(),
                 "raftq_raft_elections_held_back_total 4\n".into(),
                 "raftq_reclaim_backlog_messages 7\n".into(),

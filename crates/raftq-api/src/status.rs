@@ -66,6 +66,10 @@ pub struct Group {
     /// The last index of the answering node's log of the group.
     #[schema(required = true)]
     pub last_log_index: Option<u64>,
+    /// Messages in the group's outbox as the answering node applied it: taken out of their
+    /// queues (dead-lettered, or moved by a task) and on their way to queues of other groups.
+    #[schema(required = true)]
+    pub outbox: Option<u64>,
 }
 
 impl From<GroupStatus> for Group {
@@ -82,6 +86,7 @@ impl From<GroupStatus> for Group {
             commit_index: replica.map(|r| r.commit_index),
             applied_index: replica.map(|r| r.last_applied),
             last_log_index: replica.map(|r| r.last_log_index),
+            outbox: replica.map(|r| r.outbox),
         }
     }
 }

@@ -498,6 +498,25 @@ async fn a_dead_letter_queue_in_another_group_takes_each_message_once_and_gives_
         let expected: Vec<String> = (0..5).map(|i| format!("m{i}")).collect();
         bodies_until(cluster.node(1), "dlq", "dead-lettered", |b| b == expected).await;
         assert!(bodies(node, "work").await.is_empty());
+        // Every replica shows its group's outbox, emptied once the target's answer is applied.
+        let empty: Vec<_> = (1..=3).map(|g| (g, Some(0))).collect();
+        for id in 1..=3 {
+            let deadline = Instant::now() + Duration::from_secs(15);
+            loop {
+                let status = cluster.node(id).status().await;
+                let outboxes: Vec<_> = (status.groups.iter())
+                    .map(|g| (g.group, g.replica.map(|r| r.outbox)))
+                    .collect();
+                if outboxes == empty {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "node {id}: outboxes {outboxes:?}"
+                );
+                sleep(Duration::from_millis(50)).await;
+            }
+        }
 
         let sources = Query::DeadLetterSources {
             account: ACCOUNT.into(),

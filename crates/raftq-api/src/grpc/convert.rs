@@ -502,6 +502,7 @@ impl From<RaftStatus> for pb::Cluster {
                     commit_index: g.commit_index,
                     applied_index: g.applied_index,
                     last_log_index: g.last_log_index,
+                    outbox: g.outbox,
                 })
                 .collect(),
         }

@@ -152,6 +152,9 @@ pub struct ReplicaStatus {
     pub commit_index: u64,
     pub last_applied: u64,
     pub last_log_index: u64,
+    /// Messages in the group's outbox as this replica applied it: taken out of their queues,
+    /// on their way to queues of other groups.
+    pub outbox: u64,
 }
 
 impl GroupCore {
@@ -248,6 +251,7 @@ impl GroupCore {
     fn replica(&self) -> ReplicaStatus {
         // Read before the metrics are borrowed below: `progress` borrows them too.
         let progress = self.progress();
+        let outbox = self.reader.with_engine(|e| e.outbox().count());
         let metrics = self.raft.metrics();
         let m = metrics.borrow();
         ReplicaStatus {
@@ -256,6 +260,7 @@ impl GroupCore {
             commit_index: progress.commit_index,
             last_applied: progress.applied_index,
             last_log_index: m.last_log_index.unwrap_or(0),
+            outbox: outbox.map_or(0, |n| u64::try_from(n).unwrap_or(u64::MAX)),
         }
     }
 
