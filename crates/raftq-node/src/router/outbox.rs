@@ -36,6 +36,7 @@ const AT_ONCE: usize = 128;
 /// Delivers the outboxes of the groups this node leads, every [`EVERY`], until `shutdown`.
 pub(crate) async fn deliver(router: Arc<Router>, shutdown: watch::Receiver<bool>) {
     let mut pace = Pace::new(EVERY, shutdown);
+    let mut failing = Failing::default();
     while pace.tick().await {
         // Each group's pass at once: one whose target group has no leader for a while holds
         // up no other group's.
@@ -45,12 +46,59 @@ pub(crate) async fn deliver(router: Arc<Router>, shutdown: watch::Receiver<bool>
             .all()
             .into_iter()
             .filter(|core| core.is_leader());
-        let passes = led.map(|core| async move {
-            if let Err(e) = router.deliver_outbox(&core).await {
-                tracing::warn!(group = %core.group, error = %e, "outbox not delivered yet");
+        let passes =
+            led.map(|core| async move { (core.group, router.deliver_outbox(&core).await) });
+        for (group, result) in join_all(passes).await {
+            failing.note(group, result);
+        }
+    }
+}
+
+/// What [`Failing::note`] logged of a pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Logged {
+    /// Nothing: the pass delivered, as the one before it.
+    Nothing,
+    /// A warning: the group's first failed pass since it last delivered.
+    FirstFailure,
+    /// A debug line: another failed pass of the same run.
+    Again,
+    /// The group delivers again, after this many failed passes.
+    Recovered(u64),
+}
+
+/// The groups whose last passes failed, with how many in a row: a target group without a
+/// leader fails a pass every [`EVERY`] until it has one, and that is one warning, not twenty a
+/// second.
+#[derive(Debug, Default)]
+struct Failing(BTreeMap<GroupId, u64>);
+
+impl Failing {
+    fn note(&mut self, group: GroupId, result: Result<(), NodeError>) -> Logged {
+        match result {
+            Ok(()) => match self.0.remove(&group) {
+                Some(failed) => {
+                    tracing::info!(%group, failed_passes = failed, "outbox delivered again");
+                    Logged::Recovered(failed)
+                }
+                None => Logged::Nothing,
+            },
+            Err(e) => {
+                let failed = self.0.entry(group).or_default();
+                *failed += 1;
+                if *failed == 1 {
+                    tracing::warn!(
+                        %group,
+                        error = %e,
+                        "outbox not delivered yet: retried every 50 ms, logged again once delivered"
+                    );
+                    Logged::FirstFailure
+                } else {
+                    tracing::debug!(%group, error = %e, failed, "outbox not delivered yet");
+                    Logged::Again
+                }
             }
-        });
-        join_all(passes).await;
+        }
     }
 }
 
@@ -147,5 +195,27 @@ impl Router {
             Some(GroupId(entry.group))
         });
         group.flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_of_failed_passes_is_logged_once_and_its_end_once() {
+        let mut failing = Failing::default();
+        let (two, three) = (GroupId(2), GroupId(3));
+        let down = || Err(NodeError::Unavailable("no leader".into()));
+        assert_eq!(failing.note(two, Ok(())), Logged::Nothing);
+        assert_eq!(failing.note(two, down()), Logged::FirstFailure);
+        assert_eq!(failing.note(two, down()), Logged::Again);
+        // Another group's run is its own.
+        assert_eq!(failing.note(three, down()), Logged::FirstFailure);
+        assert_eq!(failing.note(two, down()), Logged::Again);
+        assert_eq!(failing.note(two, Ok(())), Logged::Recovered(3));
+        assert_eq!(failing.note(two, Ok(())), Logged::Nothing);
+        assert_eq!(failing.note(two, down()), Logged::FirstFailure);
+        assert_eq!(failing.note(three, Ok(())), Logged::Recovered(1));
     }
 }
