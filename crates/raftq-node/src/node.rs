@@ -400,12 +400,11 @@ impl Node {
             .map(|core| {
                 let (applied_index, state_digest) =
                     (core.reader.digest()).map_err(|e| NodeError::Storage(e.to_string()))?;
-                let outbox = core.reader.with_engine(|e| e.outbox().count());
                 Ok(GroupDigest {
                     group: core.group,
                     applied_index,
                     state_digest,
-                    outbox: outbox.unwrap_or_default(),
+                    outbox: core.outbox_len(),
                 })
             })
             .collect()

@@ -81,19 +81,23 @@ impl Engine {
         let Arrival {
             outgoing, payload, ..
         } = arrival;
-        let here = self.names.by_id(outgoing.target);
+        let target = outgoing.target;
+        let refused = || Some(format!("queue {target} does not exist"));
+        let here = self.names.by_id(target);
+        // Checked before a sequence number is taken, so that a refusal changes no state.
         let Some(qid) = here.filter(|qid| self.queues.contains_key(qid)) else {
-            return Some(format!("queue {} does not exist", outgoing.target));
+            return refused();
         };
         let seq = self.alloc_seq();
         let m = outgoing.message;
         let now = self.context.now;
         let msg = Msg::arriving(seq, now, m.size, m.priority, outgoing.dead_letter_source);
-        if let Some(q) = self.queues.get_mut(&qid) {
-            q.insert(&mut self.context, seq, msg, &m.group);
-            let put = PayloadOp::Put(seq, payload);
-            self.context.changes.payloads.push(put);
-        }
+        let Some(q) = self.queues.get_mut(&qid) else {
+            return refused();
+        };
+        q.insert(&mut self.context, seq, msg, &m.group);
+        let put = PayloadOp::Put(seq, payload);
+        self.context.changes.payloads.push(put);
         None
     }
 

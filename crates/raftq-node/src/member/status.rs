@@ -251,7 +251,7 @@ impl GroupCore {
     fn replica(&self) -> ReplicaStatus {
         // Read before the metrics are borrowed below: `progress` borrows them too.
         let progress = self.progress();
-        let outbox = self.reader.with_engine(|e| e.outbox().count());
+        let outbox = u64::try_from(self.outbox_len()).unwrap_or(u64::MAX);
         let metrics = self.raft.metrics();
         let m = metrics.borrow();
         ReplicaStatus {
@@ -260,8 +260,16 @@ impl GroupCore {
             commit_index: progress.commit_index,
             last_applied: progress.applied_index,
             last_log_index: m.last_log_index.unwrap_or(0),
-            outbox: outbox.map_or(0, |n| u64::try_from(n).unwrap_or(u64::MAX)),
+            outbox,
         }
+    }
+
+    /// The messages in the group's outbox as this replica applied it (none before its state is
+    /// loaded).
+    pub(crate) fn outbox_len(&self) -> usize {
+        self.reader
+            .with_engine(|e| e.outbox().count())
+            .unwrap_or_default()
     }
 
     /// The group as this node's replica sees it, `queues` in it.

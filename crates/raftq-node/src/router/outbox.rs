@@ -90,7 +90,8 @@ impl Failing {
                     tracing::warn!(
                         %group,
                         error = %e,
-                        "outbox not delivered yet: retried every 50 ms, logged again once delivered"
+                        retry_every_ms = EVERY.as_millis() as u64,
+                        "outbox not delivered yet: retried, logged again once delivered"
                     );
                     Logged::FirstFailure
                 } else {
