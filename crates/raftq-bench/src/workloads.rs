@@ -170,26 +170,67 @@ impl Pace {
     }
 }
 
-/// A shared record of the last successful send, to find the longest stretch without one.
+/// A shared record of the last successful send, to find the longest stretch without one, and
+/// the latencies of the sends on either side of the failover: those started before the kill,
+/// and those started once a send had succeeded again after it (the survivors alone).
 struct Gaps {
     last_ok: Instant,
     killed_at: Option<Instant>,
     longest: Duration,
     first_ok_after_kill: Option<Duration>,
+    before_kill: Recorder,
+    after_recovery: Recorder,
 }
 
 impl Gaps {
+    /// Nothing sent yet; the run started at `start`.
+    fn new(start: Instant) -> Gaps {
+        Gaps {
+            last_ok: start,
+            killed_at: None,
+            longest: Duration::ZERO,
+            first_ok_after_kill: None,
+            before_kill: Recorder::new(),
+            after_recovery: Recorder::new(),
+        }
+    }
+
     /// A send that started at `started` succeeded at `at`.
     fn ok(&mut self, started: Instant, at: Instant) {
-        if let Some(killed) = self.killed_at {
-            if at > killed {
-                self.longest = self.longest.max(at.saturating_duration_since(self.last_ok));
+        let Some(killed) = self.killed_at else {
+            self.before_kill.record(1, at - started);
+            self.last_ok = self.last_ok.max(at);
+            return;
+        };
+        if at > killed {
+            self.longest = self.longest.max(at.saturating_duration_since(self.last_ok));
+        }
+        if started < killed {
+            self.before_kill.record(1, at - started);
+        } else if let Some(first) = self.first_ok_after_kill {
+            if started >= killed + first {
+                self.after_recovery.record(1, at - started);
             }
-            if started > killed {
-                self.first_ok_after_kill.get_or_insert(at - killed);
-            }
+        } else {
+            self.first_ok_after_kill = Some(at - killed);
         }
         self.last_ok = self.last_ok.max(at);
+    }
+
+    /// The p50 and p99 of each side of the failover, as a row's notes.
+    fn phases(&self) -> Vec<(String, f64)> {
+        let sides = [
+            ("before_kill", &self.before_kill),
+            ("after_recovery", &self.after_recovery),
+        ];
+        let mut notes = Vec::new();
+        for (side, rec) in sides {
+            if let Some(l) = rec.latency_summary() {
+                notes.push((format!("p50_{side}_ms"), l.p50_ms));
+                notes.push((format!("p99_{side}_ms"), l.p99_ms));
+            }
+        }
+        notes
     }
 }
 
@@ -937,12 +978,7 @@ impl<D: Driver> Bench<D> {
             start,
             end: start + FAILOVER_LEAD_IN + after,
         };
-        let gaps = Arc::new(Mutex::new(Gaps {
-            last_ok: start,
-            killed_at: None,
-            longest: Duration::ZERO,
-            first_ok_after_kill: None,
-        }));
+        let gaps = Arc::new(Mutex::new(Gaps::new(start)));
         let messages = Messages::new(self.settings.size, None);
         let mut tasks = JoinSet::new();
         for i in 0..FAILOVER_SENDERS {
@@ -982,6 +1018,7 @@ impl<D: Driver> Bench<D> {
             );
         }
         m.extra.insert("killed_node".into(), leader as f64);
+        m.extra.extend(g.phases());
         Ok(m)
     }
 }
@@ -1249,7 +1286,7 @@ fn dispatch(tx: mpsc::UnboundedSender<Instant>, rate: f64, from: Instant, until:
 
 #[cfg(test)]
 mod tests {
-    use std::collections::VecDeque;
+    use std::collections::{BTreeMap, VecDeque};
 
     use super::*;
     use crate::driver::{read_stamp, SystemNotes};
@@ -1444,6 +1481,32 @@ mod tests {
             .filter(|[_, started, done]| done - started >= 100_000)
             .count();
         assert!(from_start <= 2, "{from_start}");
+    }
+
+    #[test]
+    fn sends_are_told_apart_by_their_side_of_the_failover() {
+        let ms = Duration::from_millis;
+        let start = Instant::now();
+        let mut gaps = Gaps::new(start);
+        gaps.ok(start, start + ms(2));
+        gaps.killed_at = Some(start + ms(10));
+        // Started before the kill, answered after it: before the kill's side, and a gap.
+        gaps.ok(start + ms(9), start + ms(300));
+        // The first success of a send started after the kill: neither side.
+        gaps.ok(start + ms(20), start + ms(400));
+        // Started before that success: the failover still, neither side.
+        gaps.ok(start + ms(390), start + ms(410));
+        gaps.ok(start + ms(400), start + ms(404));
+        gaps.ok(start + ms(500), start + ms(506));
+        assert_eq!(gaps.first_ok_after_kill, Some(ms(390)));
+        assert_eq!(gaps.longest, ms(298));
+        assert_eq!(gaps.before_kill.messages, 2);
+        assert_eq!(gaps.after_recovery.messages, 2);
+        let notes: BTreeMap<String, f64> = gaps.phases().into_iter().collect();
+        let rounded = |key: &str| notes[key].round();
+        assert_eq!(rounded("p99_before_kill_ms"), 291.0);
+        assert_eq!(rounded("p50_after_recovery_ms"), 4.0);
+        assert_eq!(rounded("p99_after_recovery_ms"), 6.0);
     }
 
     #[test]
