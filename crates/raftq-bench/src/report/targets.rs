@@ -212,12 +212,14 @@ impl Target {
     }
 }
 
-/// The systems the targets compare: raftq with 3 nodes and JetStream R3 without and with a
-/// sync before the ack, each named by its label or, when the run has none, by what it is.
+/// The systems the targets compare: raftq with 3 nodes, JetStream R3 without and with a sync
+/// before the ack and RabbitMQ's quorum queues on 3 nodes, each named by its label or, when the
+/// run has none, by what it is.
 struct Systems<'a> {
     raftq: Option<&'a str>,
     jetstream: Option<&'a str>,
     jetstream_sync: Option<&'a str>,
+    rabbitmq: Option<&'a str>,
 }
 
 impl<'a> Systems<'a> {
@@ -235,6 +237,7 @@ impl<'a> Systems<'a> {
             raftq: results.find("raftq-grpc", 3),
             jetstream: jetstream(false),
             jetstream_sync: jetstream(true),
+            rabbitmq: results.find("rabbitmq", 3),
         }
     }
 
@@ -245,6 +248,10 @@ impl<'a> Systems<'a> {
     fn jetstream_sync_name(&self) -> &'a str {
         self.jetstream_sync
             .unwrap_or("JetStream R3 (`sync_interval: always`)")
+    }
+
+    fn rabbitmq_name(&self) -> &'a str {
+        self.rabbitmq.unwrap_or("RabbitMQ quorum queues")
     }
 }
 
@@ -391,7 +398,11 @@ impl Results {
         let s = Systems::of(self);
         let mut rows = vec![self.send_p50_target(&s)];
         rows.extend(self.throughput_targets(&s));
-        rows.extend([self.rate_target(&s), self.p99_target(&s)]);
+        rows.extend([
+            self.rate_target(&s),
+            self.p99_target(&s),
+            self.peers_throughput_target(&s),
+        ]);
         rows.extend([
             self.failover_target(&s),
             self.written_target(&s),
@@ -530,6 +541,58 @@ impl Results {
             "≤ 1.2× JetStream R3 `sync_interval: always`'s p99 in the same row",
             goals,
         )
+    }
+
+    /// Every row at a given number in flight that raftq and a peer with its durability (JetStream
+    /// R3 sync-always, RabbitMQ's quorum queues) both measured: raftq's msg/s at least the
+    /// peer's. Rows at a fixed rate are left out, as every system carries the rate it is given.
+    fn peers_throughput_target(&self, s: &Systems) -> Target {
+        let peers = [
+            (s.jetstream_sync_name(), s.jetstream_sync),
+            (s.rabbitmq_name(), s.rabbitmq),
+        ];
+        let closed_loop = |key: &str| {
+            s.raftq
+                .and_then(|r| self.get(r, key))
+                .is_some_and(|m| !m.extra.contains_key("intended_per_sec"))
+        };
+        let mut goals: Vec<Goal> = self
+            .keys()
+            .into_iter()
+            .filter(|(key, _)| closed_loop(key))
+            .flat_map(|(key, what)| {
+                peers.into_iter().filter_map(move |(name, label)| {
+                    let peer = self.figure(label, key, per_sec)?;
+                    Some(Goal::times(
+                        format!("{what} ≥ 1× {name}"),
+                        Side::AtLeast,
+                        Unit::PerSec,
+                        self.figure(s.raftq, key, per_sec),
+                        (1.0, Some(peer)),
+                    ))
+                })
+            })
+            .collect();
+        if goals.is_empty() {
+            goals.push(Goal::new(
+                "msg/s ≥ 1× a peer with the same durability".into(),
+                Side::AtLeast,
+                Unit::PerSec,
+                None,
+                None,
+            ));
+        }
+        Target {
+            context: Some(
+                "why a peer leads a row: [what the rows measure](benchmarks-targets.md)".into(),
+            ),
+            ..Target::new(
+                "every row's msg/s (3 nodes)",
+                "≥ 1× JetStream R3 `sync_interval: always` and ≥ 1× RabbitMQ quorum queues in \
+                 the same row",
+                goals,
+            )
+        }
     }
 
     /// Sends while the leader is killed: msg/s against JetStream R3's, and the longest stall.
@@ -700,7 +763,7 @@ mod tests {
     fn every_target_of_a_run_that_meets_them_says_yes() {
         let results = run(|_| {});
         let lines = targets(&results);
-        assert_eq!(lines.len(), 11);
+        assert_eq!(lines.len(), 12);
         for l in &lines {
             assert!(l.ends_with("| yes |"), "{l}");
         }
@@ -843,6 +906,44 @@ mod tests {
             assert!(l.ends_with("| **no** |"), "{l}");
         }
         assert!(line(&lines, "FIFO, 1 group, 256 in flight").ends_with("| yes |"));
+    }
+
+    #[test]
+    fn every_closed_loop_row_is_held_to_each_peer_with_the_same_durability() {
+        let mut results = run(|m| {
+            if m.key == "rate/b1/r1000" {
+                m.extra.insert("intended_per_sec".into(), 1_000.0);
+            }
+        });
+        let Line::System(rabbitmq) = synced("rabbitmq-3", "rabbitmq", 3, true) else {
+            panic!("a system line");
+        };
+        results.systems.push(rabbitmq);
+        for (key, per_sec) in [("e2e/c16", 12_000), ("send/b1/c16", 8_000)] {
+            results
+                .results
+                .push(row("rabbitmq-3", key, per_sec, micros(1_000)));
+        }
+        let lines = targets(&results);
+        let peers = "every row's msg/s (3 nodes)";
+        says(
+            &lines,
+            peers,
+            &[
+                "e2e/c16 ≥ 1× jetstream-r3-sync (5000 msg/s): 10000 msg/s = 2.00×, met",
+                "e2e/c16 ≥ 1× rabbitmq-3 (12000 msg/s): 10000 msg/s = 0.83×, **missed by 2000 \
+                 msg/s (17%)**",
+                "send/b1/c16 ≥ 1× rabbitmq-3 (8000 msg/s): 30000 msg/s = 3.75×, met",
+                "why a peer leads a row: [what the rows measure](benchmarks-targets.md)",
+            ],
+        );
+        let l = line(&lines, peers);
+        // Seven closed-loop rows against JetStream R3 sync-always, two against RabbitMQ; the
+        // fixed-rate row and the rows only raftq ran hold none.
+        assert_eq!(l.matches("≥ 1× jetstream-r3-sync").count(), 7, "{l}");
+        assert_eq!(l.matches("≥ 1× rabbitmq-3").count(), 2, "{l}");
+        assert!(!l.contains("rate/b1/r1000") && !l.contains("fair/"), "{l}");
+        assert!(l.ends_with("| **no** |"), "{l}");
     }
 
     #[test]
