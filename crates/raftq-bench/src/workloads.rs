@@ -172,14 +172,17 @@ impl Pace {
 
 /// A shared record of the last successful send, to find the longest stretch without one, and
 /// the latencies of the sends on either side of the failover: those started before the kill,
-/// and those started once a send had succeeded again after it (the survivors alone).
+/// and those started once that stretch was over (the survivors alone).
 struct Gaps {
     last_ok: Instant,
     killed_at: Option<Instant>,
     longest: Duration,
+    /// When the longest stretch after the kill ended.
+    recovered_at: Option<Instant>,
     first_ok_after_kill: Option<Duration>,
     before_kill: Recorder,
-    after_recovery: Recorder,
+    /// Each send started after the kill: its start and its latency.
+    after_kill: Vec<(Instant, Duration)>,
 }
 
 impl Gaps {
@@ -189,39 +192,51 @@ impl Gaps {
             last_ok: start,
             killed_at: None,
             longest: Duration::ZERO,
+            recovered_at: None,
             first_ok_after_kill: None,
             before_kill: Recorder::new(),
-            after_recovery: Recorder::new(),
+            after_kill: Vec::new(),
         }
     }
 
     /// A send that started at `started` succeeded at `at`.
     fn ok(&mut self, started: Instant, at: Instant) {
-        let Some(killed) = self.killed_at else {
-            self.before_kill.record(1, at - started);
-            self.last_ok = self.last_ok.max(at);
-            return;
-        };
-        if at > killed {
-            self.longest = self.longest.max(at.saturating_duration_since(self.last_ok));
-        }
-        if started < killed {
-            self.before_kill.record(1, at - started);
-        } else if let Some(first) = self.first_ok_after_kill {
-            if started >= killed + first {
-                self.after_recovery.record(1, at - started);
+        match self.killed_at {
+            Some(killed) if started >= killed => {
+                self.first_ok_after_kill.get_or_insert(at - killed);
+                self.after_kill.push((started, at - started));
             }
-        } else {
-            self.first_ok_after_kill = Some(at - killed);
+            _ => self.before_kill.record(1, at - started),
+        }
+        if self.killed_at.is_some_and(|killed| at > killed) {
+            let gap = at.saturating_duration_since(self.last_ok);
+            if gap > self.longest {
+                self.longest = gap;
+                self.recovered_at = Some(at);
+            }
         }
         self.last_ok = self.last_ok.max(at);
     }
 
+    /// The sends started once the longest stretch without a success after the kill was over.
+    fn after_recovery(&self) -> Recorder {
+        let mut rec = Recorder::new();
+        if let Some(recovered) = self.recovered_at {
+            for (started, latency) in &self.after_kill {
+                if *started >= recovered {
+                    rec.record(1, *latency);
+                }
+            }
+        }
+        rec
+    }
+
     /// The p50 and p99 of each side of the failover, as a row's notes.
     fn phases(&self) -> Vec<(String, f64)> {
+        let after_recovery = self.after_recovery();
         let sides = [
             ("before_kill", &self.before_kill),
-            ("after_recovery", &self.after_recovery),
+            ("after_recovery", &after_recovery),
         ];
         let mut notes = Vec::new();
         for (side, rec) in sides {
@@ -1490,21 +1505,23 @@ mod tests {
         let mut gaps = Gaps::new(start);
         gaps.ok(start, start + ms(2));
         gaps.killed_at = Some(start + ms(10));
-        // Started before the kill, answered after it: before the kill's side, and a gap.
-        gaps.ok(start + ms(9), start + ms(300));
-        // The first success of a send started after the kill: neither side.
-        gaps.ok(start + ms(20), start + ms(400));
-        // Started before that success: the failover still, neither side.
+        // Started before the kill, answered after it: before the kill's side.
+        gaps.ok(start + ms(9), start + ms(12));
+        // Started after the kill and answered before the process was gone: the failover.
+        gaps.ok(start + ms(11), start + ms(14));
+        // Held up by the failover: the longest stretch without a success ends at 400 ms.
+        gaps.ok(start + ms(14), start + ms(400));
         gaps.ok(start + ms(390), start + ms(410));
+        // Started once the stretch was over: after the recovery.
         gaps.ok(start + ms(400), start + ms(404));
         gaps.ok(start + ms(500), start + ms(506));
-        assert_eq!(gaps.first_ok_after_kill, Some(ms(390)));
-        assert_eq!(gaps.longest, ms(298));
+        assert_eq!(gaps.first_ok_after_kill, Some(ms(4)));
+        assert_eq!(gaps.longest, ms(386));
         assert_eq!(gaps.before_kill.messages, 2);
-        assert_eq!(gaps.after_recovery.messages, 2);
+        assert_eq!(gaps.after_recovery().messages, 2);
         let notes: BTreeMap<String, f64> = gaps.phases().into_iter().collect();
         let rounded = |key: &str| notes[key].round();
-        assert_eq!(rounded("p99_before_kill_ms"), 291.0);
+        assert_eq!(rounded("p99_before_kill_ms"), 3.0);
         assert_eq!(rounded("p50_after_recovery_ms"), 4.0);
         assert_eq!(rounded("p99_after_recovery_ms"), 6.0);
     }
