@@ -234,19 +234,24 @@ impl Gaps {
     /// The p50 and p99 of each side of the failover, as a row's notes.
     fn phases(&self) -> Vec<(String, f64)> {
         let after_recovery = self.after_recovery();
-        let sides = [
+        quantile_notes(&[
             ("before_kill", &self.before_kill),
             ("after_recovery", &after_recovery),
-        ];
-        let mut notes = Vec::new();
-        for (side, rec) in sides {
-            if let Some(l) = rec.latency_summary() {
-                notes.push((format!("p50_{side}_ms"), l.p50_ms));
-                notes.push((format!("p99_{side}_ms"), l.p99_ms));
-            }
-        }
-        notes
+        ])
     }
+}
+
+/// The p50 and p99 of each named part of a row that has samples, as the row's notes
+/// (`p50_{name}_ms`, `p99_{name}_ms`).
+fn quantile_notes(parts: &[(&str, &Recorder)]) -> Vec<(String, f64)> {
+    let mut notes = Vec::new();
+    for (name, rec) in parts {
+        if let Some(l) = rec.latency_summary() {
+            notes.push((format!("p50_{name}_ms"), l.p50_ms));
+            notes.push((format!("p99_{name}_ms"), l.p99_ms));
+        }
+    }
+    notes
 }
 
 /// When a phase's events began and ended, and how many came after the first.
@@ -1134,15 +1139,7 @@ struct Stages {
 impl Stages {
     /// The p50 and p99 of each stage, as a row's notes.
     fn notes(&self) -> Vec<(String, f64)> {
-        let stages = [("until_received", &self.until_received), ("ack", &self.ack)];
-        let mut notes = Vec::new();
-        for (stage, rec) in stages {
-            if let Some(l) = rec.latency_summary() {
-                notes.push((format!("p50_{stage}_ms"), l.p50_ms));
-                notes.push((format!("p99_{stage}_ms"), l.p99_ms));
-            }
-        }
-        notes
+        quantile_notes(&[("until_received", &self.until_received), ("ack", &self.ack)])
     }
 }
 
