@@ -118,6 +118,9 @@ pub struct Latency {
     pub max_ms: f64,
 }
 
+/// The note of a row sent at a fixed rate: the messages a second it was meant to send.
+pub const INTENDED_PER_SEC: &str = "intended_per_sec";
+
 /// One row of the results: a workload run against one system.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Measurement {
@@ -168,6 +171,12 @@ pub struct Measurement {
 }
 
 impl Measurement {
+    /// Whether the row sent at a fixed rate ([`INTENDED_PER_SEC`] in its notes), where every
+    /// system carries the rate it is given, rather than with a number in flight.
+    pub fn at_fixed_rate(&self) -> bool {
+        self.extra.contains_key(INTENDED_PER_SEC)
+    }
+
     /// A row from a recorder over `seconds` with `usage` spent.
     pub fn new(
         label: &str,

@@ -19,7 +19,7 @@ use crate::driver::{
     instant_of, nanos_at, now_nanos, since_stamp, stamp_body_at, Driver, Outgoing, QueueSpec,
     Received,
 };
-use crate::measure::{Measurement, Probe, Recorder, Usage, Window};
+use crate::measure::{Measurement, Probe, Recorder, Usage, Window, INTENDED_PER_SEC};
 use crate::timeline::Timeline;
 
 /// Most messages a receive asks for (the largest raftq allows).
@@ -216,6 +216,16 @@ impl Gaps {
             }
         }
         self.last_ok = self.last_ok.max(at);
+    }
+
+    /// Closes the record at `end`, the window's end: a last success long before it is a stretch
+    /// without one that never ended, so there was no recovery.
+    fn finish(&mut self, end: Instant) {
+        let open = end.saturating_duration_since(self.last_ok);
+        if open > self.longest {
+            self.longest = open;
+            self.recovered_at = None;
+        }
     }
 
     /// The sends started once the longest stretch without a success after the kill was over.
@@ -667,7 +677,7 @@ impl<D: Driver> Bench<D> {
         let mut m = self.measurement((workers, batch), window.seconds(), &total, usage);
         self.note_routes(&mut m, &routes);
         if let Some(rate) = rate {
-            m.extra.insert("intended_per_sec".into(), rate);
+            m.extra.insert(INTENDED_PER_SEC.into(), rate);
         }
         if let Some(timeline) = &senders.timeline {
             m.timeline = Some(std::mem::take(&mut *lock(timeline)?));
@@ -713,7 +723,7 @@ impl<D: Driver> Bench<D> {
             )
             .await?;
         dispatcher.await?;
-        m.extra.insert("intended_per_sec".into(), rate);
+        m.extra.insert(INTENDED_PER_SEC.into(), rate);
         Ok(m)
     }
 
@@ -1024,14 +1034,11 @@ impl<D: Driver> Bench<D> {
         kill(pid)?;
         let rec = join_all(tasks).await?;
         let usage = self.probe.since(&before);
-        let g = gaps.lock().map_err(|_| anyhow!("poisoned"))?;
-        // A send that never succeeded again leaves the window open until the end.
-        let longest = g
-            .longest
-            .max(window.end.saturating_duration_since(g.last_ok));
+        let mut g = gaps.lock().map_err(|_| anyhow!("poisoned"))?;
+        g.finish(window.end);
         let mut m = self.measurement((FAILOVER_SENDERS, 1), window.seconds(), &rec, usage);
         m.extra
-            .insert("unavailable_ms".into(), longest.as_secs_f64() * 1000.0);
+            .insert("unavailable_ms".into(), g.longest.as_secs_f64() * 1000.0);
         if let Some(first) = g.first_ok_after_kill {
             m.extra.insert(
                 "first_ok_after_kill_ms".into(),
@@ -1557,6 +1564,23 @@ mod tests {
     }
 
     #[test]
+    fn a_failover_never_over_by_the_window_end_has_no_recovery() {
+        let ms = Duration::from_millis;
+        let start = Instant::now();
+        let mut gaps = Gaps::new(start);
+        gaps.killed_at = Some(start + ms(10));
+        gaps.ok(start + ms(5), start + ms(12));
+        gaps.ok(start + ms(12), start + ms(40));
+        gaps.ok(start + ms(40), start + ms(43));
+        gaps.finish(start + ms(1_000));
+        assert_eq!(gaps.longest, ms(957));
+        assert_eq!(gaps.after_recovery().messages, 0);
+        let notes: BTreeMap<String, f64> = gaps.phases().into_iter().collect();
+        assert!(notes.contains_key("p99_before_kill_ms"), "{notes:?}");
+        assert!(!notes.contains_key("p99_after_recovery_ms"), "{notes:?}");
+    }
+
+    #[test]
     fn the_dispatcher_hands_out_every_intended_time_once_and_none_early() {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let from = Instant::now();
@@ -1590,7 +1614,7 @@ mod tests {
         assert!((450.0..=550.0).contains(&sends), "{sends} sends");
         assert_eq!(m.messages as f64, sends.round());
         assert_eq!(m.extra["consumers"], 2.0);
-        assert_eq!(m.extra["intended_per_sec"], 500.0);
+        assert_eq!(m.extra[INTENDED_PER_SEC], 500.0);
         let latency = m.latency.expect("latency");
         assert!(latency.p50_ms < 50.0);
         // A message's time is its wait until received plus its ack's round trip, so neither

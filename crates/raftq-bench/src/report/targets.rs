@@ -554,7 +554,7 @@ impl Results {
         let closed_loop = |key: &str| {
             s.raftq
                 .and_then(|r| self.get(r, key))
-                .is_some_and(|m| !m.extra.contains_key("intended_per_sec"))
+                .is_some_and(|m| !m.at_fixed_rate())
         };
         let mut goals: Vec<Goal> = self
             .keys()
@@ -912,7 +912,8 @@ mod tests {
     fn every_closed_loop_row_is_held_to_each_peer_with_the_same_durability() {
         let mut results = run(|m| {
             if m.key == "rate/b1/r1000" {
-                m.extra.insert("intended_per_sec".into(), 1_000.0);
+                m.extra
+                    .insert(crate::measure::INTENDED_PER_SEC.into(), 1_000.0);
             }
         });
         let Line::System(rabbitmq) = synced("rabbitmq-3", "rabbitmq", 3, true) else {
