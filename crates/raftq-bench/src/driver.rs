@@ -136,8 +136,9 @@ pub trait Driver: Send + Sync + 'static {
         receipts: Vec<Self::Receipt>,
     ) -> impl Future<Output = Result<()>> + Send;
 
-    /// Gives deliveries up without acknowledging them: they come back after the lease, or move
-    /// to the dead-letter queue when the queue has one.
+    /// Gives deliveries up without acknowledging them, by the system's explicit abandonment:
+    /// they are deliverable again at once, or move to the dead-letter queue when the queue has
+    /// one.
     fn abandon(
         &self,
         session: &mut Self::Session,

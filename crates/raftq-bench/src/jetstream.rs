@@ -10,6 +10,7 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use async_nats::jetstream::consumer::{pull, AckPolicy, PullConsumer};
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::stream::{Config, RetentionPolicy, StorageType};
+use async_nats::jetstream::AckKind;
 use async_nats::jetstream::{self, Context, Message};
 use futures_util::future::try_join_all;
 use futures_util::{FutureExt, StreamExt};
@@ -135,7 +136,8 @@ impl Driver for JetStream {
                    consumer of at most 10 unacknowledged messages, so one consumer orders every \
                    message whatever the group count; Nats-Msg-Id carries the deduplication ID"
                 .into(),
-            redelivery: "ack wait of 1 s expires (the lease's equivalent)".into(),
+            redelivery: "nak (negative acknowledgement), one per message: redelivered at once"
+                .into(),
             dead_letter: "n/a: JetStream has no dead-letter queue (only max-deliver advisories)"
                 .into(),
         }
@@ -317,12 +319,11 @@ impl Driver for JetStream {
         Ok(())
     }
 
-    /// Leaves the messages unacknowledged: the ack wait runs out and they are redelivered.
-    async fn abandon(
-        &self,
-        _session: &mut JetStreamSession,
-        _receipts: Vec<Message>,
-    ) -> Result<()> {
+    /// Naks every message: JetStream redelivers it at once.
+    async fn abandon(&self, _session: &mut JetStreamSession, receipts: Vec<Message>) -> Result<()> {
+        try_join_all(receipts.iter().map(|m| m.ack_with(AckKind::Nak(None))))
+            .await
+            .map_err(|e| anyhow!("nak: {e}"))?;
         Ok(())
     }
 

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
+use futures_util::future::try_join_all;
 use pb::queues_client::QueuesClient;
 use raftq_proto::v1 as pb;
 use serde_json::{json, Value};
@@ -35,10 +36,10 @@ fn notes() -> SystemNotes {
         syncs_before_ack: true,
         fifo: "FIFO queue (`.fifo`), one message group per group, deduplication ID per message"
             .into(),
-        redelivery: "lease (visibility timeout) of 1 s expires; the leader's timer proposes the \
-                     expiry"
+        redelivery: "the lease changed to 0 s (released, as SQS's ChangeMessageVisibility 0), one \
+                     call and Raft entry per message: visible again at once"
             .into(),
-        dead_letter: "redrive policy with max_receive_count 1: the expired message moves to the \
+        dead_letter: "redrive policy with max_receive_count 1: the released message moves to the \
                       dead-letter queue (exactly once, a Raft entry)"
             .into(),
     }
@@ -421,7 +422,20 @@ impl Driver for RaftqGrpc {
         Ok(())
     }
 
-    async fn abandon(&self, _session: &mut GrpcSession, _receipts: Vec<String>) -> Result<()> {
+    /// Releases every lease (lease changed to 0 s), each by its own call, all at once.
+    async fn abandon(&self, session: &mut GrpcSession, receipts: Vec<String>) -> Result<()> {
+        let client = &session.connection.client;
+        try_join_all(receipts.into_iter().map(|receipt| {
+            let mut client = client.clone();
+            let request = pb::ChangeLeaseRequest {
+                queue: session.queue.clone(),
+                receipt,
+                lease_seconds: Some(0),
+                delay_seconds: None,
+            };
+            async move { client.change_lease(request).await }
+        }))
+        .await?;
         Ok(())
     }
 
@@ -604,7 +618,15 @@ impl Driver for RaftqRest {
         }
     }
 
-    async fn abandon(&self, _session: &mut RestSession, _receipts: Vec<String>) -> Result<()> {
+    /// Releases every lease (lease changed to 0 s), each by its own call, all at once.
+    async fn abandon(&self, session: &mut RestSession, receipts: Vec<String>) -> Result<()> {
+        let (client, queue) = (&session.client, &session.queue);
+        try_join_all(
+            receipts
+                .iter()
+                .map(|receipt| client.release(queue, receipt, None)),
+        )
+        .await?;
         Ok(())
     }
 
@@ -695,7 +717,33 @@ mod tests {
             .await
             .expect("receive")
             .is_empty());
+        abandon_round_trip(&driver, &mut session).await;
         driver.delete_queue(&spec).await.expect("delete");
+    }
+
+    /// Sends a message, receives it and abandons it: the next receive has it again, redelivered,
+    /// although its 30 s lease is far from over.
+    async fn abandon_round_trip<D: Driver>(driver: &D, session: &mut D::Session) {
+        let message = Outgoing {
+            body: stamp_body_at(now_nanos(), 64),
+            group: None,
+            dedup_id: None,
+        };
+        driver.send(session, vec![message]).await.expect("send");
+        let first = driver.receive(session, 10).await.expect("receive");
+        assert_eq!(first.len(), 1);
+        assert!(!first[0].redelivered);
+        let receipts = first.into_iter().map(|d| d.receipt).collect();
+        driver.abandon(session, receipts).await.expect("abandon");
+        let again = driver.receive(session, 10).await.expect("receive again");
+        assert_eq!(
+            again.len(),
+            1,
+            "the abandoned message is deliverable at once"
+        );
+        assert!(again[0].redelivered);
+        let receipts = again.into_iter().map(|d| d.receipt).collect();
+        driver.ack(session, receipts).await.expect("ack");
     }
 
     /// A group as one node answers about it: with its replica's term when it holds one.

@@ -445,10 +445,10 @@ const METHOD: &str = "## How the numbers are made
   ack until it is empty; the rate counts from the first ack to the last. The backlog row is
   compared with the same drain of a small queue (the target's near-empty run), drained three
   times on fresh queues: its row is the run of the median rate, and its notes give every run's.
-- **Redelivery**: every message is received once and abandoned (raftq: its 1 s lease runs out;
-  JetStream: its 1 s ack wait runs out; RabbitMQ: basic.nack with requeue, at once), then
-  received again and acked; the rate is the messages over the time from the first abandonment
-  to the last ack of a second delivery, so raftq and JetStream include their 1 s wait.
+- **Redelivery**: every message is received once and abandoned by the system's explicit
+  abandonment, one call per message (raftq: its lease changed to 0 s; JetStream: nak; RabbitMQ:
+  basic.nack with requeue), then received again and acked; the rate is the messages over the
+  time from the first abandonment to the last ack of a second delivery.
 - **Redrive**: the same, but the abandoned messages go to a dead-letter queue after one delivery;
   the time runs from the first abandonment until the dead-letter queue holds all of them.
 - **Fair queue**: one raftq standard queue, quiet tenants each sending at a fixed rate

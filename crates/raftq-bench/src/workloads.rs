@@ -31,7 +31,8 @@ const FILL_BATCH: usize = 10;
 const BASELINE_RUNS: usize = 3;
 /// Consumers of a drain, a redelivery or a redrive run (the driver may allow fewer).
 const DRAIN_CONSUMERS: usize = 32;
-/// The lease of every queue but those of the redelivery and redrive runs.
+/// The lease of every queue. The redelivery and redrive runs hand their deliveries back
+/// explicitly, so a message that comes back only when its lease runs out shows as a stall.
 const QUEUE_LEASE: Duration = Duration::from_secs(30);
 /// A phase that makes no progress for this long fails: longer than [`QUEUE_LEASE`], so that
 /// messages whose delivery was lost in a failover (leased, never acked) come back first.
@@ -46,8 +47,6 @@ const FAILOVER_LEAD_IN: Duration = Duration::from_secs(3);
 const FAILOVER_SEND_DEADLINE: Duration = Duration::from_secs(5);
 /// How long a failover run may take beyond its window before it fails.
 const FAILOVER_GRACE: Duration = Duration::from_secs(60);
-/// How a lease is set for the redelivery and redrive runs.
-const SHORT_LEASE: Duration = Duration::from_secs(1);
 /// Messages/s one consumer of a fixed-rate send+receive+ack run is given (each takes up to
 /// [`RECEIVE_MAX`] a receive): 4 consumers at 1,000/s.
 const PACED_PER_CONSUMER: f64 = 250.0;
@@ -920,11 +919,11 @@ impl<D: Driver> Bench<D> {
         Ok(m)
     }
 
-    /// `n` messages each received once and abandoned (their lease runs out, or they are handed
-    /// back), then received again and acked. The time runs from the first abandonment to the
-    /// last ack of a second delivery, so it includes the 1 s lease where there is one.
+    /// `n` messages each received once and abandoned (handed back by the system's explicit
+    /// abandonment: a lease released, a nak), then received again and acked. The time runs from
+    /// the first abandonment to the last ack of a second delivery.
     async fn redeliver(&self, n: u64) -> Result<Measurement> {
-        let spec = self.queue("redeliver", false, SHORT_LEASE).await?;
+        let spec = self.queue("redeliver", false, QUEUE_LEASE).await?;
         let node = self.home(&spec).await?;
         self.fill(&spec, node, n).await?;
         let before = self.probe.sample();
@@ -941,7 +940,7 @@ impl<D: Driver> Bench<D> {
 
     /// `n` messages each received once and abandoned on a queue whose dead-letter queue takes
     /// them after that one delivery. The time runs from the first abandonment until all `n`
-    /// are in the dead-letter queue, so it includes the 1 s lease where there is one.
+    /// are in the dead-letter queue.
     async fn redrive(&self, n: u64) -> Result<Measurement> {
         let dlq = self.queue("dlq", false, QUEUE_LEASE).await?;
         let mut spec = QueueSpec::standard(format!(
@@ -949,7 +948,6 @@ impl<D: Driver> Bench<D> {
             self.run_id,
             self.queues.fetch_add(1, Ordering::Relaxed)
         ));
-        spec.lease = SHORT_LEASE;
         spec.dead_letter = Some(dlq.name.clone());
         self.driver.create_queue(&spec).await?;
         let node = self.home(&spec).await?;
