@@ -48,13 +48,15 @@ fn new_disk() -> CrashDisk {
     disk
 }
 
-/// A disk holding the data directory and the log's directory, both durably.
-fn disk_with_log() -> CrashDisk {
+/// A disk holding the data directory and the log's directory, both durably, and the log opened
+/// on it holding `acked` durably.
+fn disk_with_log(acked: &Encoded) -> (CrashDisk, Segments) {
     let disk = new_disk();
     disk.create_dir(Path::new(LOG)).expect("log directory");
     disk.sync_dir(Path::new(DATA))
         .expect("sync the data directory");
-    disk
+    let log = log_holding(&disk, acked);
+    (disk, log)
 }
 
 fn options(disk: &CrashDisk) -> LogOptions {
@@ -171,9 +173,8 @@ fn hold_at_every(moments: &[Frozen], acked: &Encoded, written: &Encoded) {
 
 #[test]
 fn a_group_commit_cut_short_inside_its_first_record_opens_without_it() {
-    let disk = disk_with_log();
     let acked = entries(1..4, 1150);
-    let mut log = log_holding(&disk, &acked);
+    let (disk, mut log) = disk_with_log(&acked);
     // Records 4 and 5 in one write; the power goes during its fsync. Record 4 spans three
     // sectors: the middle one alone may be lost while record 5 is whole.
     let unacked = entries(4..6, 1150);
@@ -184,10 +185,9 @@ fn a_group_commit_cut_short_inside_its_first_record_opens_without_it() {
 
 #[test]
 fn a_roll_whose_new_segment_reached_the_disk_before_the_old_ones_tail_opens() {
-    let disk = disk_with_log();
     // Five records of 1216 to 1316 bytes leave room in the first segment for one more.
     let acked = entries(1..6, 1200);
-    let mut log = log_holding(&disk, &acked);
+    let (disk, mut log) = disk_with_log(&acked);
     let moments = record_syncs(&disk);
     let unacked = entries(6..9, 1200);
     let files = log.append(&unacked).expect("append");
@@ -204,9 +204,8 @@ fn a_roll_whose_new_segment_reached_the_disk_before_the_old_ones_tail_opens() {
 
 #[test]
 fn a_truncation_removing_several_segments_opens_at_any_moment() {
-    let disk = disk_with_log();
     let written = entries(1..22, 1200);
-    let mut log = log_holding(&disk, &written);
+    let (disk, mut log) = disk_with_log(&written);
     assert!(
         disk.list_dir(Path::new(LOG)).expect("list").len() >= 5,
         "four segments"
@@ -221,9 +220,8 @@ fn a_truncation_removing_several_segments_opens_at_any_moment() {
 
 #[test]
 fn a_new_segment_cut_short_while_it_was_filled_is_removed() {
-    let disk = disk_with_log();
     let acked = entries(1..3, 500);
-    let mut log = log_holding(&disk, &acked);
+    let (disk, mut log) = disk_with_log(&acked);
     // Larger than a segment: a file of its own, filled with zeros under a temporary name.
     let moments = record_syncs(&disk);
     let large = vec![(3, vec![3; SEGMENT as usize + 100])];
@@ -243,9 +241,8 @@ fn the_log_directory_outlives_a_power_loss_once_entries_are_acknowledged() {
 
 #[test]
 fn a_disk_too_full_for_a_new_segment_stops_an_append_before_it_without_damage() {
-    let disk = disk_with_log();
     let acked = entries(1..6, 1200);
-    let mut log = log_holding(&disk, &acked);
+    let (disk, mut log) = disk_with_log(&acked);
     let room = log.room();
     assert!(room > SEGMENT, "the spare is ready: {room}");
     // From now on no file may grow: writes inside the segments still succeed.

@@ -29,13 +29,19 @@ fn shifted_clocks(size: u64) -> (BTreeMap<u64, WallClock>, Vec<Arc<AtomicI64>>) 
     (clocks, shifts)
 }
 
-/// A three-node cluster whose clocks the test shifts, with queue `q` made through its leader.
-async fn cluster_with_queue() -> (Cluster, Vec<Arc<AtomicI64>>, u64) {
-    let (clocks, shifts) = shifted_clocks(3);
-    let cluster = Cluster::start_with_clocks(3, 10_000, clocks).await;
-    let leader = cluster.leader().await;
-    create_queue(cluster.node(leader), "q").await;
-    (cluster, shifts, leader)
+/// Runs `test` within [`BOUND`] on a three-node cluster whose clocks it shifts (by node id),
+/// with queue `q` made through its leader (the last argument), then asserts that no node's state
+/// is ahead of true time by more than the bound.
+async fn on_shifted_clocks(test: impl AsyncFnOnce(&mut Cluster, &[Arc<AtomicI64>], u64)) {
+    within(BOUND, async {
+        let (clocks, shifts) = shifted_clocks(3);
+        let mut cluster = Cluster::start_with_clocks(3, 10_000, clocks).await;
+        let leader = cluster.leader().await;
+        create_queue(cluster.node(leader), "q").await;
+        test(&mut cluster, &shifts, leader).await;
+        assert_state_time_is_true(&cluster);
+    })
+    .await;
 }
 
 /// Asserts that no running node's state is at a time more than the bound ahead of true time.
@@ -68,6 +74,15 @@ async fn assert_never_led_by(cluster: &Cluster, skewed: u64, span: Duration) {
     }
 }
 
+/// Waits until the cluster's leader is another node than `leader`.
+async fn until_deposed(cluster: &Cluster, leader: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while cluster.leader().await == leader {
+        assert!(Instant::now() < deadline, "the leader kept the lead");
+        sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Waits until `node` reports its clock outside the bound of the cluster's time.
 async fn until_skewed(node: &Node) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -82,8 +97,7 @@ async fn until_skewed(node: &Node) {
 /// its skew against the others' clocks and gives up the lead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_leader_whose_clock_jumps_an_hour_ahead_cannot_end_leases_early() {
-    timeout(BOUND, async {
-        let (cluster, shifts, leader) = cluster_with_queue().await;
+    on_shifted_clocks(async |cluster, shifts, leader| {
         let node = cluster.node(leader);
         send_plain(node, "q", "held").await;
         outcome(node.write(receive("q", 1, 60)).await.expect("receive"));
@@ -94,16 +108,10 @@ async fn a_leader_whose_clock_jumps_an_hour_ahead_cannot_end_leases_early() {
         }
         until_skewed(node).await;
         assert!(node.status().await.clock_offset_ms > HOUR - 1_000);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while cluster.leader().await == leader {
-            assert!(Instant::now() < deadline, "the skewed leader kept the lead");
-            sleep(Duration::from_millis(50)).await;
-        }
+        until_deposed(cluster, leader).await;
         assert_leases(node, (1, 20), "the 60 s lease is still held").await;
-        assert_state_time_is_true(&cluster);
     })
-    .await
-    .expect("bounded");
+    .await;
 }
 
 /// Three nodes, one an hour ahead. While the true follower is stopped, the two left cannot tell
@@ -114,8 +122,7 @@ async fn a_leader_whose_clock_jumps_an_hour_ahead_cannot_end_leases_early() {
 /// 60 s lease stays held, and at the end a 3 s lease ends in about 3 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_node_an_hour_ahead_never_leads_beside_one_true_clock() {
-    timeout(BOUND, async {
-        let (mut cluster, shifts, leader) = cluster_with_queue().await;
+    on_shifted_clocks(async |cluster, shifts, leader| {
         let followers: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
         let (skewed, stopped) = (followers[0], followers[1]);
         shifts[skewed as usize].store(HOUR, Ordering::SeqCst);
@@ -126,8 +133,8 @@ async fn a_node_an_hour_ahead_never_leads_beside_one_true_clock() {
 
         tracing::info!("--- the true follower stops");
         cluster.stop(stopped).await;
-        assert_never_led_by(&cluster, skewed, Duration::from_secs(4)).await;
-        assert_state_time_is_true(&cluster);
+        assert_never_led_by(cluster, skewed, Duration::from_secs(4)).await;
+        assert_state_time_is_true(cluster);
         cluster.restart(stopped).await;
 
         for round in 0..3 {
@@ -135,8 +142,8 @@ async fn a_node_an_hour_ahead_never_leads_beside_one_true_clock() {
             let leader = cluster.leader().await;
             assert_ne!(leader, skewed);
             cluster.stop(leader).await;
-            assert_never_led_by(&cluster, skewed, Duration::from_secs(2)).await;
-            assert_state_time_is_true(&cluster);
+            assert_never_led_by(cluster, skewed, Duration::from_secs(2)).await;
+            assert_state_time_is_true(cluster);
             cluster.restart(leader).await;
         }
 
@@ -148,10 +155,8 @@ async fn a_node_an_hour_ahead_never_leads_beside_one_true_clock() {
         assert_leases(node, (2, 0), "both leases held").await;
         sleep(Duration::from_secs(5)).await;
         assert_leases(node, (1, 1), "the 3 s lease ended, the 60 s one did not").await;
-        assert_state_time_is_true(&cluster);
     })
-    .await
-    .expect("bounded");
+    .await;
 }
 
 /// A leader whose clock goes back an hour for a moment while it stamps writes, and is then put
@@ -159,8 +164,7 @@ async fn a_node_an_hour_ahead_never_leads_beside_one_true_clock() {
 /// 2 s lease ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_leader_clock_put_right_after_a_jump_back_keeps_time_going() {
-    timeout(BOUND, async {
-        let (cluster, shifts, leader) = cluster_with_queue().await;
+    on_shifted_clocks(async |cluster, shifts, leader| {
         let node = cluster.node(leader);
         shifts[leader as usize].store(-HOUR, Ordering::SeqCst);
         for i in 0..5 {
@@ -181,8 +185,6 @@ async fn a_leader_clock_put_right_after_a_jump_back_keeps_time_going() {
             "the state's time went on: {} ms in 4 s",
             after.saturating_sub(before)
         );
-        assert_state_time_is_true(&cluster);
     })
-    .await
-    .expect("bounded");
+    .await;
 }

@@ -91,6 +91,20 @@ impl Cluster {
     }
 }
 
+/// Runs `test` within four minutes on the cluster and queues of [`three_nodes_with_queues`].
+async fn on_three_nodes_with_queues(
+    groups: u32,
+    count: usize,
+    messages: usize,
+    test: impl AsyncFnOnce(&mut Cluster, BTreeMap<String, u32>),
+) {
+    within(Duration::from_secs(240), async {
+        let (mut cluster, queues) = three_nodes_with_queues(groups, count, messages).await;
+        test(&mut cluster, queues).await;
+    })
+    .await;
+}
+
 /// Three nodes of `groups` groups, once formed, with queues `q0` to `q{count - 1}` made through
 /// node 1 (spread over the groups by the placement), `messages` messages each; returns each
 /// queue's group too.
@@ -145,8 +159,7 @@ async fn send_to_every_queue(cluster: &Cluster, via: u64, queues: &BTreeMap<Stri
 /// messages throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn added_nodes_take_their_share_of_the_replicas_and_a_removed_node_gives_its_up() {
-    timeout(Duration::from_secs(240), async {
-        let (mut cluster, queues) = three_nodes_with_queues(4, 6, 5).await;
+    on_three_nodes_with_queues(4, 6, 5, async |cluster, queues| {
         let groups: BTreeSet<u32> = queues.values().copied().collect();
         assert!(groups.len() >= 3, "the queues spread: {queues:?}");
         for id in [4, 5] {
@@ -161,7 +174,7 @@ async fn added_nodes_take_their_share_of_the_replicas_and_a_removed_node_gives_i
             let voters = &entry.members;
             cluster.group_voters_are(GroupId(*group), voters).await;
         }
-        every_queue_holds(&cluster, 5, &queues, 5).await;
+        every_queue_holds(cluster, 5, &queues, 5).await;
 
         // Node 1 leaves: its replicas move first, then it leaves group 1.
         change(cluster.node(3), Change::Remove { id: 1 })
@@ -170,11 +183,10 @@ async fn added_nodes_take_their_share_of_the_replicas_and_a_removed_node_gives_i
         cluster.stop(1).await;
         cluster.voters_are(&[2, 3, 4, 5]).await;
         cluster.replicas_settled(2, 3, &[2, 3, 4, 5], 3).await;
-        send_to_every_queue(&cluster, 4, &queues).await;
-        every_queue_holds(&cluster, 2, &queues, 6).await;
+        send_to_every_queue(cluster, 4, &queues).await;
+        every_queue_holds(cluster, 2, &queues, 6).await;
     })
-    .await
-    .expect("within the time bound");
+    .await;
 }
 
 /// A node made a voter of group 1 by an add that stopped before the placement recorded it (the
@@ -183,8 +195,7 @@ async fn added_nodes_take_their_share_of_the_replicas_and_a_removed_node_gives_i
 /// node does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_voter_the_placement_lacks_is_recorded_and_takes_its_replicas() {
-    timeout(Duration::from_secs(240), async {
-        let (mut cluster, queues) = three_nodes_with_queues(4, 6, 2).await;
+    on_three_nodes_with_queues(4, 6, 2, async |cluster, queues| {
         let leader = cluster.leader().await;
         let addr = cluster.launch_joining(4).await;
         let raft = cluster.node(leader).raft();
@@ -214,10 +225,9 @@ async fn a_voter_the_placement_lacks_is_recorded_and_takes_its_replicas() {
         assert!(placement.addresses().contains_key(&4), "node 4 recorded");
         let first = placement.groups().get(&1).map(|g| g.members.clone());
         assert_eq!(first, Some(BTreeSet::from([1, 2, 3, 4])));
-        every_queue_holds(&cluster, 4, &queues, 2).await;
+        every_queue_holds(cluster, 4, &queues, 2).await;
     })
-    .await
-    .expect("within the time bound");
+    .await;
 }
 
 /// A node of three whose data was lost is replaced (removed, then added again): the data
@@ -225,8 +235,7 @@ async fn a_voter_the_placement_lacks_is_recorded_and_takes_its_replicas() {
 /// node stopped afterwards every group elects with its vote and keeps every message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_node_that_lost_its_data_is_replaced_in_every_group() {
-    timeout(Duration::from_secs(240), async {
-        let (mut cluster, queues) = three_nodes_with_queues(3, 4, 3).await;
+    on_three_nodes_with_queues(3, 4, 3, async |cluster, queues| {
         let lost = 3;
         cluster.stop(lost).await;
         std::fs::remove_dir_all(cluster.dir.path().join(format!("node-{lost}"))).expect("wipe");
@@ -248,10 +257,9 @@ async fn a_node_that_lost_its_data_is_replaced_in_every_group() {
         }
         // The two left of groups 1 to 3 need the replaced node's vote.
         cluster.stop(1).await;
-        every_queue_holds(&cluster, lost, &queues, 3).await;
-        send_to_every_queue(&cluster, 2, &queues).await;
-        every_queue_holds(&cluster, lost, &queues, 4).await;
+        every_queue_holds(cluster, lost, &queues, 3).await;
+        send_to_every_queue(cluster, 2, &queues).await;
+        every_queue_holds(cluster, lost, &queues, 4).await;
     })
-    .await
-    .expect("within the time bound");
+    .await;
 }

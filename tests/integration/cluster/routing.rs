@@ -38,10 +38,16 @@ async fn gone(cluster: &Cluster, id: u64, name: &str) {
     }
 }
 
-/// Three nodes and three groups, with queue `jobs` holding two messages: its group and id.
-async fn jobs_on_three_groups() -> (Cluster, GroupId, Uuid) {
+/// Three nodes and three groups, every group formed.
+async fn three_groups() -> Cluster {
     let cluster = Cluster::start_groups(3, 3).await;
     cluster.formed(1).await;
+    cluster
+}
+
+/// Three nodes and three groups, with queue `jobs` holding two messages: its group and id.
+async fn jobs_on_three_groups() -> (Cluster, GroupId, Uuid) {
+    let cluster = three_groups().await;
     create_and_fill(cluster.node(1), "jobs", 2).await;
     let (group, id) = placed(&cluster, 1, "jobs").await;
     (cluster, group, id)
@@ -50,8 +56,7 @@ async fn jobs_on_three_groups() -> (Cluster, GroupId, Uuid) {
 /// Three nodes and three groups with queues `first` and `second`, made in turn through node 1
 /// (the second goes to the least loaded group, another than the first's): their groups.
 async fn two_queues(first: &str, second: &str) -> (Cluster, GroupId, GroupId) {
-    let cluster = Cluster::start_groups(3, 3).await;
-    cluster.formed(1).await;
+    let cluster = three_groups().await;
     create_queue(cluster.node(1), first).await;
     create_queue(cluster.node(1), second).await;
     let (first_group, _) = placed(&cluster, 1, first).await;
@@ -86,9 +91,8 @@ async fn listed(node: &Node) -> Vec<String> {
 
 #[tokio::test]
 async fn queues_spread_over_the_groups_and_every_node_reaches_each() {
-    timeout(Duration::from_secs(90), async {
-        let cluster = Cluster::start_groups(3, 3).await;
-        cluster.formed(1).await;
+    within(Duration::from_secs(90), async {
+        let cluster = three_groups().await;
         let names: Vec<String> = (0..6).map(|i| format!("q{i}")).collect();
         for name in &names {
             create_queue(cluster.node(1), name).await;
@@ -150,13 +154,12 @@ async fn queues_spread_over_the_groups_and_every_node_reaches_each() {
         let groups: Vec<u32> = sections.iter().map(|s| s.group.0).collect();
         assert_eq!(groups, [1, 2, 3]);
     })
-    .await
-    .expect("within the time bound");
+    .await;
 }
 
 #[tokio::test]
 async fn a_queue_made_again_under_its_name_is_a_new_queue_and_its_old_id_finds_nothing() {
-    timeout(Duration::from_secs(90), async {
+    within(Duration::from_secs(90), async {
         let (cluster, first_group, first_id) = jobs_on_three_groups().await;
         let deleted = Command::DeleteQueue {
             account: ACCOUNT.into(),
@@ -193,13 +196,12 @@ async fn a_queue_made_again_under_its_name_is_a_new_queue_and_its_old_id_finds_n
             "the old group holds no queue of the name"
         );
     })
-    .await
-    .expect("within the time bound");
+    .await;
 }
 
 #[tokio::test]
 async fn a_node_outside_a_group_reaches_its_queues_through_the_members() {
-    timeout(Duration::from_secs(120), async {
+    within(Duration::from_secs(120), async {
         let cluster = Cluster::start_groups(5, 2).await;
         let groups = cluster.formed(1).await;
         let members = &groups[&2].members;
@@ -307,8 +309,7 @@ async fn a_node_outside_a_group_reaches_its_queues_through_the_members() {
             "{took:?}"
         );
     })
-    .await
-    .expect("within the time bound");
+    .await;
 }
 
 /// A deletion that stopped after retiring its queue's entry (its node gone) is finished by the
@@ -316,7 +317,7 @@ async fn a_node_outside_a_group_reaches_its_queues_through_the_members() {
 /// should they still come, find nothing of the new queue to take away.
 #[tokio::test]
 async fn a_creation_finishes_a_deletion_begun_under_its_name_and_keeps_the_new_queue() {
-    timeout(Duration::from_secs(90), async {
+    within(Duration::from_secs(90), async {
         let (cluster, first_group, first_id) = jobs_on_three_groups().await;
         let place = |change| Command::Place { change };
         let retire = PlacementCommand::Retire { id: first_id };
@@ -356,13 +357,12 @@ async fn a_creation_finishes_a_deletion_begun_under_its_name_and_keeps_the_new_q
         assert_eq!(stats(cluster.node(2), "jobs").await.visible, 1);
         assert_eq!(listed(cluster.node(2)).await, ["jobs"]);
     })
-    .await
-    .expect("within the time bound");
+    .await;
 }
 
 #[tokio::test]
 async fn a_receive_parked_in_a_data_group_is_answered_by_the_send_that_wakes_it() {
-    timeout(Duration::from_secs(90), async {
+    within(Duration::from_secs(90), async {
         let (cluster, _, group) = two_queues("first", "waited").await;
         assert_ne!(group, GroupId::FIRST);
         let waiter = Uuid::new_v4();
@@ -385,15 +385,13 @@ async fn a_receive_parked_in_a_data_group_is_answered_by_the_send_that_wakes_it(
         let end = Command::EndWait { waiter };
         outcome(cluster.node(2).write(end).await.expect("end the wait"));
     })
-    .await
-    .expect("within the time bound");
+    .await;
 }
 
 #[tokio::test]
 async fn a_queue_goes_to_the_group_of_its_dead_letter_queue() {
-    timeout(Duration::from_secs(90), async {
-        let cluster = Cluster::start_groups(3, 3).await;
-        cluster.formed(1).await;
+    within(Duration::from_secs(90), async {
+        let cluster = three_groups().await;
         for name in ["a", "dlq", "c"] {
             create_queue(cluster.node(2), name).await;
         }
@@ -448,8 +446,7 @@ async fn a_queue_goes_to_the_group_of_its_dead_letter_queue() {
         );
         assert_eq!(stats(node, "dlq").await.visible, 1, "the same queue");
     })
-    .await
-    .expect("within the time bound");
+    .await;
 }
 
 /// Waits until `check` holds of the bodies of `queue` read through `node`.
@@ -467,7 +464,7 @@ async fn bodies_until(node: &Node, queue: &str, what: &str, check: impl Fn(&[Str
 
 #[tokio::test]
 async fn a_dead_letter_queue_in_another_group_takes_each_message_once_and_gives_it_back() {
-    timeout(Duration::from_secs(90), async {
+    within(Duration::from_secs(90), async {
         let (cluster, dead_letters, group) = two_queues("dlq", "work").await;
         assert_ne!(group, dead_letters, "the least loaded group takes each");
         let node = cluster.node(3);
@@ -544,15 +541,13 @@ async fn a_dead_letter_queue_in_another_group_takes_each_message_once_and_gives_
         bodies_until(node, "work", "moved back", |b| b == expected).await;
         assert!(bodies(node, "dlq").await.is_empty());
     })
-    .await
-    .expect("within the time bound");
+    .await;
 }
 
 #[tokio::test]
 async fn a_node_whose_directory_lags_sends_on_the_fresh_route_not_the_old_one() {
-    timeout(Duration::from_secs(90), async {
-        let cluster = Cluster::start_groups(3, 3).await;
-        cluster.formed(1).await;
+    within(Duration::from_secs(90), async {
+        let cluster = three_groups().await;
         create_queue(cluster.node(1), "jobs").await;
         let lagging = 3;
         let (old_group, old_id) = placed(&cluster, lagging, "jobs").await;
@@ -588,8 +583,7 @@ async fn a_node_whose_directory_lags_sends_on_the_fresh_route_not_the_old_one() 
             "nothing was applied in the old group"
         );
     })
-    .await
-    .expect("within the time bound");
+    .await;
 }
 
 /// A creation or a deletion whose client stopped between its steps leaves its queue's entry
@@ -598,7 +592,7 @@ async fn a_node_whose_directory_lags_sends_on_the_fresh_route_not_the_old_one() 
 /// entry's queue is deleted and the entry taken out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn half_made_directory_entries_are_settled_by_the_metadata_leader() {
-    timeout(Duration::from_secs(90), async {
+    within(Duration::from_secs(90), async {
         let logs = BTreeMap::new();
         let mut cluster = Cluster::start_on(0, 20_000, BTreeMap::new(), 50, logs).await;
         cluster.groups = 3;
@@ -652,6 +646,5 @@ async fn half_made_directory_entries_are_settled_by_the_metadata_leader() {
         assert_eq!(listed(node).await, ["half"]);
         assert_eq!(stats(node, "half").await.visible, 0);
     })
-    .await
-    .expect("within the time bound");
+    .await;
 }
