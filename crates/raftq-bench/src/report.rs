@@ -127,9 +127,12 @@ impl Results {
         );
         self.results
             .retain(|m| !newer.results.iter().any(|n| n.key == m.key));
+        // A system of the newer run keeps its place but takes the newer build's notes, which
+        // describe how the merged rows were measured.
         for system in newer.systems {
-            if self.system(&system.label).is_none() {
-                self.systems.push(system);
+            match self.systems.iter_mut().find(|s| s.label == system.label) {
+                Some(line) => *line = system,
+                None => self.systems.push(system),
             }
         }
         self.results
@@ -646,9 +649,13 @@ mod tests {
             .facts
             .insert("date".into(), "2026-12-03".into());
         later_machine.facts.insert("raftq".into(), "abc1234".into());
+        let mut raftq_3_later = system("raftq-3", "raftq-grpc", 3);
+        if let Line::System(line) = &mut raftq_3_later {
+            line.notes.redelivery = "released".into();
+        }
         let later = parse(
             &[
-                system("raftq-3", "raftq-grpc", 3),
+                raftq_3_later,
                 system("raftq-1", "raftq-grpc", 1),
                 result("raftq-3", "fair/alone", 70),
             ],
@@ -670,6 +677,12 @@ mod tests {
         );
         let labels: Vec<&str> = merged.systems.iter().map(|s| s.label.as_str()).collect();
         assert_eq!(labels, ["raftq-3", "rabbitmq-3", "raftq-1"]);
+        let redelivery: Vec<&str> = merged
+            .systems
+            .iter()
+            .map(|s| s.notes.redelivery.as_str())
+            .collect();
+        assert_eq!(redelivery, ["released", "r", "r"], "the newer run's notes");
         assert!(merged.results[..2].iter().all(|m| m.run.is_none()));
         let md = merged.markdown("docs/benchmarks.json");
         assert!(
