@@ -648,6 +648,7 @@ mod tests {
 
     use super::*;
     use crate::driver::{now_nanos, sender_body, stamp_body_at};
+    use crate::workloads::receipts;
 
     /// A single-node raftq serving its API on loopback; stops with the returned sender.
     async fn serve(dir: &std::path::Path) -> (String, tokio::sync::oneshot::Sender<()>) {
@@ -706,8 +707,10 @@ mod tests {
                 .all(|d| d.sent_nanos.is_some() && !d.redelivered));
             senders.extend(delivered.iter().filter_map(|d| d.sender));
             acked += delivered.len();
-            let receipts = delivered.into_iter().map(|d| d.receipt).collect();
-            driver.ack(&mut session, receipts).await.expect("ack");
+            driver
+                .ack(&mut session, receipts(delivered))
+                .await
+                .expect("ack");
         }
         senders.sort_unstable();
         assert_eq!(senders, (1..=10).collect::<Vec<u32>>());
@@ -733,8 +736,10 @@ mod tests {
         let first = driver.receive(session, 10).await.expect("receive");
         assert_eq!(first.len(), 1);
         assert!(!first[0].redelivered);
-        let receipts = first.into_iter().map(|d| d.receipt).collect();
-        driver.abandon(session, receipts).await.expect("abandon");
+        driver
+            .abandon(session, receipts(first))
+            .await
+            .expect("abandon");
         let again = driver.receive(session, 10).await.expect("receive again");
         assert_eq!(
             again.len(),
@@ -742,8 +747,7 @@ mod tests {
             "the abandoned message is deliverable at once"
         );
         assert!(again[0].redelivered);
-        let receipts = again.into_iter().map(|d| d.receipt).collect();
-        driver.ack(session, receipts).await.expect("ack");
+        driver.ack(session, receipts(again)).await.expect("ack");
     }
 
     /// A group as one node answers about it: with its replica's term when it holds one.

@@ -344,7 +344,7 @@ impl Round {
 }
 
 /// The receipts of `delivered`.
-fn receipts<R>(delivered: Vec<Received<R>>) -> Vec<R> {
+pub(crate) fn receipts<R>(delivered: Vec<Received<R>>) -> Vec<R> {
     delivered.into_iter().map(|d| d.receipt).collect()
 }
 
